@@ -1,0 +1,136 @@
+package nativemsg
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// JSON-RPC 2.0 error codes used on the links.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+)
+
+// Stream is a jsonrpc2.ObjectStream over native-messaging frames. Unlike a
+// plain codec it survives bad input: a frame that is not JSON, not a JSON-RPC
+// message, or over the limit is answered with a JSON-RPC error (id null) and
+// skipped, so one bad message never tears down a browser's link.
+//
+// ReadObject must be called from one goroutine (jsonrpc2's reader);
+// WriteObject may be called concurrently and is serialized internally, also
+// with the error replies ReadObject sends.
+type Stream struct {
+	rwc   io.ReadWriteCloser
+	br    *bufio.Reader
+	limit int
+	// OnBadMessage, if set, is told about each frame that was skipped.
+	OnBadMessage func(error)
+
+	wmu sync.Mutex
+	bw  *bufio.Writer
+}
+
+var _ jsonrpc2.ObjectStream = (*Stream)(nil)
+
+// NewStream returns a Stream on rwc accepting frames of up to limit bytes
+// in each direction.
+func NewStream(rwc io.ReadWriteCloser, limit int) *Stream {
+	return &Stream{
+		rwc:   rwc,
+		br:    bufio.NewReaderSize(rwc, 64<<10),
+		bw:    bufio.NewWriterSize(rwc, 64<<10),
+		limit: limit,
+	}
+}
+
+// ReadObject reads the next well-formed message into v.
+func (s *Stream) ReadObject(v any) error {
+	for {
+		frame, err := ReadFrame(s.br, s.limit)
+		var tooLarge *FrameTooLargeError
+		switch {
+		case errors.As(err, &tooLarge):
+			// The header was valid, so the stream can be kept in step by
+			// discarding the body.
+			if _, derr := io.CopyN(io.Discard, s.br, int64(tooLarge.Size)); derr != nil {
+				return fmt.Errorf("discarding oversized frame: %w", derr)
+			}
+			s.reject(CodeInvalidRequest, fmt.Sprintf("message of %d bytes exceeds the %d-byte limit of this link", tooLarge.Size, s.limit))
+			continue
+		case errors.Is(err, ErrEmptyFrame):
+			s.reject(CodeInvalidRequest, "empty message: a frame must hold one JSON-RPC message")
+			continue
+		case err != nil:
+			return err
+		}
+		if err := json.Unmarshal(frame, v); err != nil {
+			if !json.Valid(frame) {
+				s.reject(CodeParseError, "message is not valid JSON: "+err.Error())
+			} else {
+				s.reject(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: "+err.Error())
+			}
+			continue
+		}
+		return nil
+	}
+}
+
+// reject answers a skipped frame with a JSON-RPC error whose id is null, as
+// the specification asks when the id could not be read.
+func (s *Stream) reject(code int64, msg string) {
+	if s.OnBadMessage != nil {
+		s.OnBadMessage(errors.New(msg))
+	}
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": code, "message": msg},
+	})
+	s.writeFrame(b) // a failed write surfaces on the next read or write
+}
+
+// WriteObject marshals obj and writes it as one frame. A reply too large for
+// the link is replaced by an error reply with the same id, so the caller on
+// the other side is answered instead of left waiting.
+func (s *Stream) WriteObject(obj any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("encoding message: %w", err)
+	}
+	if len(b) > s.limit {
+		var head struct {
+			ID     json.RawMessage `json:"id"`
+			Method *string         `json:"method"`
+		}
+		if json.Unmarshal(b, &head) == nil && head.Method == nil && head.ID != nil {
+			msg := fmt.Sprintf("the reply of %d bytes exceeds the %d-byte limit of the link", len(b), s.limit)
+			b, _ = json.Marshal(map[string]any{
+				"jsonrpc": "2.0", "id": head.ID,
+				"error": map[string]any{"code": CodeInternalError, "message": msg},
+			})
+		} else {
+			return &FrameTooLargeError{Size: uint64(len(b)), Limit: s.limit}
+		}
+	}
+	return s.writeFrame(b)
+}
+
+func (s *Stream) writeFrame(b []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := WriteFrame(s.bw, b, s.limit); err != nil {
+		return err
+	}
+	return s.bw.Flush()
+}
+
+// Close closes the underlying connection; it unblocks a pending ReadObject.
+func (s *Stream) Close() error { return s.rwc.Close() }
