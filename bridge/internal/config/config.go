@@ -1,0 +1,209 @@
+// Package config reads the bridge's config file: JSON, decoded strictly
+// (an unknown key is an error, not a silent no-op), then validated, with
+// every message naming the key at fault.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/browserbridge/browserbridge/bridge/paths"
+)
+
+// DefaultListen is where the bridge serves MCP clients unless told otherwise.
+const DefaultListen = "127.0.0.1:3456"
+
+// Config is the bridge's configuration. Every field is optional; Defaults
+// fills in what is missing.
+type Config struct {
+	// Listen is the HTTP address for MCP clients; "" means DefaultListen.
+	Listen string `json:"listen,omitempty"`
+	// Socket is the Unix socket hosts connect to; "" means the per-user
+	// default (paths.Socket).
+	Socket string `json:"socket,omitempty"`
+	// AllowedExtensions are extra extension ids whose hosts the bridge
+	// accepts besides the bundled extension's (for development builds).
+	AllowedExtensions []string `json:"allowed_extensions,omitempty"`
+	// Log configures the bridge's rotating log file.
+	Log Log `json:"log"`
+}
+
+// Log configures logging.
+type Log struct {
+	// File is the log file; "" means paths.BridgeLog(); "-" means stderr only.
+	File string `json:"file,omitempty"`
+	// MaxSizeMB is the size at which the file rotates; 0 means 10.
+	MaxSizeMB int `json:"max_size_mb,omitempty"`
+	// MaxBackups is how many rotated files are kept; 0 means 3.
+	MaxBackups int `json:"max_backups,omitempty"`
+	// Level is debug, info, warn or error; "" means info.
+	Level string `json:"level,omitempty"`
+}
+
+// Load reads the config file at path. A missing file is not an error when
+// path is the default one (the bridge runs on defaults); it is when the user
+// named the file.
+func Load(path string) (*Config, error) {
+	explicit := path != ""
+	if !explicit {
+		var err error
+		if path, err = paths.ConfigFile(); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !explicit {
+			c := &Config{}
+			return c, c.Defaults()
+		}
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	defer f.Close()
+	c, err := Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Decode reads a config strictly, validates it and fills in defaults.
+func Decode(r io.Reader) (*Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	var c Config
+	if err := DecodeStrict(data, &c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, c.Defaults()
+}
+
+// DecodeStrict decodes JSON into v, refusing unknown keys, trailing data and
+// values of the wrong type, with messages that name the key.
+func DecodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return describeJSONError(data, err)
+	}
+	if dec.More() {
+		return errors.New("config: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func describeJSONError(data []byte, err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		line := 1 + bytes.Count(data[:min(int(syntax.Offset), len(data))], []byte("\n"))
+		return fmt.Errorf("config: invalid JSON on line %d: %v", line, syntax)
+	case errors.As(err, &typ):
+		return fmt.Errorf("config: key %q must be %s, not %s", typ.Field, typeName(typ.Type.Kind().String()), typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("config: unknown key %s (check its spelling)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	case errors.Is(err, io.EOF):
+		return errors.New("config: the file is empty; write {} for all defaults")
+	}
+	return fmt.Errorf("config: %w", err)
+}
+
+func typeName(kind string) string {
+	switch kind {
+	case "slice":
+		return "a list"
+	case "struct", "map":
+		return "an object"
+	case "int", "int64", "uint", "uint64":
+		return "a whole number"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	}
+	return "a " + kind
+}
+
+var extensionIDPattern = regexp.MustCompile(`^[a-p]{32}$`)
+
+// Validate checks values and names the key of the first problem.
+func (c *Config) Validate() error {
+	if c.Listen != "" {
+		host, port, err := net.SplitHostPort(c.Listen)
+		if err != nil {
+			return fmt.Errorf("config: key \"listen\": %q is not host:port (e.g. %s)", c.Listen, DefaultListen)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("config: key \"listen\": port %q is not a number from 0 to 65535", port)
+		}
+		if host == "" {
+			return fmt.Errorf("config: key \"listen\": name an address (127.0.0.1 keeps the bridge local); an empty host listens on every interface")
+		}
+	}
+	if c.Socket != "" && !filepath.IsAbs(c.Socket) {
+		return fmt.Errorf("config: key \"socket\": %q must be an absolute path", c.Socket)
+	}
+	for i, id := range c.AllowedExtensions {
+		if !extensionIDPattern.MatchString(id) {
+			return fmt.Errorf("config: key \"allowed_extensions[%d]\": %q is not an extension id (32 letters a-p)", i, id)
+		}
+	}
+	if c.Log.MaxSizeMB < 0 || c.Log.MaxSizeMB > 1024 {
+		return fmt.Errorf("config: key \"log.max_size_mb\": %d is outside 0-1024", c.Log.MaxSizeMB)
+	}
+	if c.Log.MaxBackups < 0 || c.Log.MaxBackups > 100 {
+		return fmt.Errorf("config: key \"log.max_backups\": %d is outside 0-100", c.Log.MaxBackups)
+	}
+	if c.Log.Level != "" {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(c.Log.Level)); err != nil {
+			return fmt.Errorf("config: key \"log.level\": %q is not debug, info, warn or error", c.Log.Level)
+		}
+	}
+	return nil
+}
+
+// Defaults fills in the defaults of empty fields.
+func (c *Config) Defaults() error {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Socket == "" {
+		s, err := paths.Socket()
+		if err != nil {
+			return err
+		}
+		c.Socket = s
+	}
+	if c.Log.File == "" {
+		f, err := paths.BridgeLog()
+		if err != nil {
+			return err
+		}
+		c.Log.File = f
+	}
+	return nil
+}
+
+// LogLevel returns the configured level.
+func (c *Config) LogLevel() slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(c.Log.Level))
+	return l
+}

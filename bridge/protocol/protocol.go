@@ -1,0 +1,163 @@
+// Package protocol names the messages of Browser Bridge's local links and
+// defines their payloads. docs/protocol.md is the prose version of this file;
+// keep the two in step.
+//
+// Three parties speak JSON-RPC 2.0 in native-messaging frames: the
+// extension, the native host (which pumps frames between the browser's stdio
+// and the bridge's socket and adds a few messages of its own) and the bridge.
+package protocol
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Version is the link protocol's version, exchanged in host.attach. It
+// changes only when an old host could no longer talk to a new bridge.
+const Version = 1
+
+// HostName is the native-messaging host's registered name.
+const HostName = "com.browserbridge.host"
+
+// Methods on the links.
+const (
+	// HostAttach (request, host -> bridge) is the first message on every
+	// connection a host opens: who it is and for which extension.
+	HostAttach = "host.attach"
+	// HostState (notification, host -> extension) tells the extension
+	// whether the host can reach the bridge.
+	HostState = "host.state"
+	// HostLog (notification, host -> bridge) carries one log record of the
+	// host into the bridge's log.
+	HostLog = "host.log"
+	// Hello (request, extension -> bridge) registers a browser after every
+	// host.state "connected".
+	Hello = "hello"
+	// BridgeStatus (request, any local client -> bridge) reports the
+	// bridge's state; `browserbridge status` uses it.
+	BridgeStatus = "bridge.status"
+	// Ping (request, either way) is answered with an empty result.
+	Ping = "ping"
+)
+
+// Request-id prefixes. Every id on the link is unique among the requests in
+// flight in its direction; the prefix says who made the request, so a
+// reply can never be mistaken for one to someone else.
+const (
+	IDPrefixBridge = "bridge:" // the bridge's own requests to the extension
+	IDPrefixLocal  = "local-"  // local MCP sessions: "local-<session>:<n>"
+	IDPrefixRelay  = "conn-"   // relay clients: "conn-<connection>:<original id>"
+	IDPrefixProxy  = "proxy:"  // the cloud proxy's control requests
+	IDPrefixExt    = "ext:"    // the extension's requests to the bridge
+	IDPrefixHost   = "host:"   // the host's requests to the bridge
+)
+
+// Host states carried by host.state.
+const (
+	StateConnecting     = "connecting"      // looking for the bridge
+	StateStartingBridge = "starting_bridge" // no bridge answered; the host started one
+	StateConnected      = "connected"       // frames flow; send hello now
+	StateDisconnected   = "disconnected"    // the bridge went away; the host retries
+)
+
+// HostAttachParams announces a host to the bridge.
+type HostAttachParams struct {
+	Protocol    int    `json:"protocol"`
+	HostVersion string `json:"hostVersion"`
+	PID         int    `json:"pid"`
+	// Origin is the calling extension, as Chrome passed it in argv[1].
+	Origin string `json:"origin"`
+}
+
+// HostAttachResult is the bridge's answer to host.attach.
+type HostAttachResult struct {
+	Protocol      int    `json:"protocol"`
+	BridgeVersion string `json:"bridgeVersion"`
+	PID           int    `json:"pid"`
+}
+
+// HostStateParams is the payload of host.state.
+type HostStateParams struct {
+	State string `json:"state"`
+	// Socket is the bridge socket the host uses.
+	Socket        string `json:"socket"`
+	BridgeVersion string `json:"bridgeVersion,omitempty"`
+	// Error says, for a person, why the host is not connected.
+	Error string `json:"error,omitempty"`
+	// Attempt counts connection attempts since the last success.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// HostLogParams is one log record of the host.
+type HostLogParams struct {
+	Time    string `json:"time"`
+	Level   string `json:"level"`
+	Message string `json:"msg"`
+	// Attrs are the record's key/value attributes, as text.
+	Attrs map[string]string `json:"attrs,omitempty"`
+}
+
+// HelloParams identifies a browser profile's extension.
+type HelloParams struct {
+	// InstanceID is a random id the extension keeps in chrome.storage.local:
+	// one per browser profile, stable across restarts.
+	InstanceID string `json:"instanceId"`
+	Browser    struct {
+		Name      string `json:"name"`
+		Version   string `json:"version"`
+		UserAgent string `json:"userAgent,omitempty"`
+	} `json:"browser"`
+	Extension struct {
+		ID      string `json:"id"`
+		Version string `json:"version"`
+	} `json:"extension"`
+	// Profile is a label for the profile, if the extension knows one.
+	Profile string `json:"profile,omitempty"`
+}
+
+var instanceIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{8,64}$`)
+
+// Validate checks the fields the bridge relies on.
+func (h *HelloParams) Validate() error {
+	if !instanceIDPattern.MatchString(h.InstanceID) {
+		return fmt.Errorf("instanceId must be 8-64 letters, digits, '-' or '_', got %q", h.InstanceID)
+	}
+	if h.Browser.Name == "" {
+		return fmt.Errorf("browser.name is required")
+	}
+	return nil
+}
+
+// HelloResult is the bridge's answer to hello.
+type HelloResult struct {
+	BrowserID     string `json:"browserId"`
+	BridgeVersion string `json:"bridgeVersion"`
+	// MCPURL is where MCP clients reach this bridge, if it serves HTTP.
+	MCPURL string `json:"mcpUrl,omitempty"`
+}
+
+// BrowserInfo describes a connected browser in status reports.
+type BrowserInfo struct {
+	ID               string `json:"id"`
+	Name             string `json:"name"`
+	Version          string `json:"version"`
+	Profile          string `json:"profile,omitempty"`
+	ExtensionID      string `json:"extensionId"`
+	ExtensionVersion string `json:"extensionVersion"`
+	HostPID          int    `json:"hostPid,omitempty"`
+	ConnectedAt      string `json:"connectedAt"`
+	LastActive       string `json:"lastActive"`
+}
+
+// StatusResult answers bridge.status.
+type StatusResult struct {
+	Version  string        `json:"version"`
+	PID      int           `json:"pid"`
+	Started  string        `json:"started"`
+	Socket   string        `json:"socket"`
+	Listen   string        `json:"listen,omitempty"`
+	MCPURLs  []string      `json:"mcpUrls,omitempty"`
+	LogFile  string        `json:"logFile,omitempty"`
+	Hosts    int           `json:"hosts"`
+	Browsers []BrowserInfo `json:"browsers"`
+}
