@@ -83,6 +83,20 @@ func Listen(path string) (*Listener, error) {
 	return &Listener{Listener: ln, path: path, unlock: unlock}, nil
 }
 
+// SocketBuffer is the send and receive buffer both ends ask for, so that a
+// message of up to 1 MiB (the largest that goes to the browser unchunked)
+// crosses without the writer waiting on the reader mid-message.
+const SocketBuffer = 1 << 20
+
+// Tune sets the socket buffers of a link connection; a platform that caps
+// them keeps its own sizes.
+func Tune(c net.Conn) {
+	if uc, ok := c.(*net.UnixConn); ok {
+		_ = uc.SetReadBuffer(SocketBuffer)
+		_ = uc.SetWriteBuffer(SocketBuffer)
+	}
+}
+
 // Dial connects to the bridge's socket.
 func Dial(ctx context.Context, path string) (net.Conn, error) {
 	var d net.Dialer
@@ -90,6 +104,7 @@ func Dial(ctx context.Context, path string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the bridge at %s: %w", path, err)
 	}
+	Tune(c)
 	return c, nil
 }
 

@@ -1,0 +1,132 @@
+// Package daemon is `browserbridge serve`: it owns the bridge's socket and
+// HTTP listener and runs the host link on them until its context ends.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/ipc"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
+	"github.com/browserbridge/browserbridge/extension"
+)
+
+// shutdownGrace bounds how long HTTP requests may take to finish on stop.
+const shutdownGrace = 3 * time.Second
+
+// Bridge is a running bridge. Start it with Start; Run waits for it.
+type Bridge struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	links   *hostlink.Server
+	sock    *ipc.Listener
+	httpLn  net.Listener
+	http    *http.Server
+	started time.Time
+}
+
+// Start takes the socket and the HTTP address; an error here (another
+// bridge running, port taken) is reported before anything is served.
+func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
+	sock, err := ipc.Listen(cfg.Socket)
+	if err != nil {
+		return nil, err
+	}
+	httpLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		sock.Close()
+		return nil, fmt.Errorf("listening for MCP clients on %s: %w (is another program using the port? set \"listen\" in the config)", cfg.Listen, err)
+	}
+	b := &Bridge{cfg: cfg, log: log, sock: sock, httpLn: httpLn, started: time.Now()}
+	origins := []string{extension.Origin()}
+	for _, id := range cfg.AllowedExtensions {
+		origins = append(origins, "chrome-extension://"+id+"/")
+	}
+	b.links = hostlink.NewServer(hostlink.Options{
+		Logger:         log,
+		AllowedOrigins: origins,
+		Version:        buildinfo.String(),
+		MCPURL:         b.baseURL() + "/mcp",
+		Status: func(st *protocol.StatusResult) {
+			st.Socket = sock.Path()
+			st.Listen = httpLn.Addr().String()
+			st.MCPURLs = []string{b.baseURL() + "/mcp", b.baseURL() + "/sse"}
+			if cfg.Log.File != "-" {
+				st.LogFile = cfg.Log.File
+			}
+		},
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", b.handleHealth)
+	b.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return b, nil
+}
+
+// Links is the registry of connected browsers.
+func (b *Bridge) Links() *hostlink.Server { return b.links }
+
+// Addr is the HTTP address actually bound (useful with port 0).
+func (b *Bridge) Addr() string { return b.httpLn.Addr().String() }
+
+func (b *Bridge) baseURL() string { return "http://" + b.httpLn.Addr().String() }
+
+// Run serves until ctx ends, then stops the HTTP server and the link and
+// releases the socket. It returns nil after a clean stop.
+func (b *Bridge) Run(ctx context.Context) error {
+	b.log.Info("bridge serving", "version", buildinfo.String(), "socket", b.sock.Path(), "listen", b.Addr())
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return b.links.Serve(gctx, b.sock) })
+	g.Go(func() error {
+		if err := b.http.Serve(b.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving HTTP: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		_ = b.http.Shutdown(sctx)
+		b.sock.Close()
+		return nil
+	})
+	err := g.Wait()
+	b.log.Info("bridge stopped", "error", err)
+	return err
+}
+
+// Run starts a bridge and serves until ctx ends.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	b, err := Start(cfg, log)
+	if err != nil {
+		return err
+	}
+	return b.Run(ctx)
+}
+
+// Health is the body of GET /health.
+type Health struct {
+	Status   string                 `json:"status"`
+	Version  string                 `json:"version"`
+	Uptime   float64                `json:"uptimeSeconds"`
+	Hosts    int                    `json:"hosts"`
+	Browsers []protocol.BrowserInfo `json:"browsers"`
+}
+
+func (b *Bridge) handleHealth(w http.ResponseWriter, r *http.Request) {
+	st := b.links.Status()
+	h := Health{Status: "ok", Version: st.Version, Uptime: time.Since(b.started).Seconds(), Hosts: st.Hosts, Browsers: st.Browsers}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(h)
+}

@@ -1,0 +1,132 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+)
+
+var bins testbrowser.Binaries
+
+func TestMain(m *testing.M) {
+	testbrowser.RunEchoIfAsked()
+	dir, err := os.MkdirTemp("", "bb-bin")
+	if err != nil {
+		panic(err)
+	}
+	bins, err = testbrowser.Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one test's world: a short socket path (sun_path is 108 bytes),
+// a home for config and logs, and the variables the host reads.
+type env struct {
+	t      testing.TB
+	dir    string
+	socket string
+	vars   []string
+}
+
+func newEnv(t testing.TB) *env {
+	dir, err := os.MkdirTemp("", "bb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	e := &env{t: t, dir: dir, socket: filepath.Join(dir, "run", "bridge.sock")}
+	e.vars = []string{
+		"BROWSERBRIDGE_SOCKET=" + e.socket,
+		"BROWSERBRIDGE_HOME=" + filepath.Join(dir, "home"),
+		// No bridge binary: a host must not start a real bridge behind the
+		// back of a test that runs its own. TestHostStartsBridge opts in.
+		"BROWSERBRIDGE_BIN=" + filepath.Join(dir, "no-bridge-here"),
+	}
+	return e
+}
+
+func (e *env) config() *config.Config {
+	return &config.Config{Listen: "127.0.0.1:0", Socket: e.socket, Log: config.Log{File: "-"}}
+}
+
+// startBridge runs a bridge in this process; stop it with the returned func.
+func (e *env) startBridge() (*Bridge, func()) {
+	e.t.Helper()
+	b, err := Start(e.config(), testLogger(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	var once bool
+	stop := func() {
+		if once {
+			return
+		}
+		once = true
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("bridge Run: %v", err)
+		}
+	}
+	e.t.Cleanup(stop)
+	return b, stop
+}
+
+// startBrowser launches the real host with the test as its browser and
+// waits until it is attached.
+func (e *env) startBrowser(h testbrowser.Handler) *testbrowser.Browser {
+	e.t.Helper()
+	br, err := testbrowser.Start(testbrowser.Options{HostBin: bins.Host, Env: e.vars, Handler: h, Stderr: testWriter{e.t, "host"}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		_ = br.Stop(5 * time.Second)
+		if err := br.Err(); err != nil {
+			e.t.Errorf("host broke the protocol: %v", err)
+		}
+	})
+	return br
+}
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t, "bridge"}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// testWriter sends log lines to t.Log, and nowhere after the test ends.
+type testWriter struct {
+	t      testing.TB
+	prefix string
+}
+
+func (w testWriter) Write(p []byte) (int, error) {
+	defer func() { _ = recover() }() // a late line after the test ended
+	if testing.Verbose() {
+		w.t.Log(w.prefix + ": " + strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = testWriter{}

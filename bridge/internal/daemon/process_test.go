@@ -1,0 +1,427 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/ipc"
+	"github.com/browserbridge/browserbridge/bridge/nativemsg"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
+)
+
+func waitBrowser(t *testing.T, b *Bridge, id string) *hostlink.Browser {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if br, ok := b.Links().Browser(id); ok {
+			return br
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("browser %s never registered", id)
+	return nil
+}
+
+func TestHostHello(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.startBridge()
+	br := e.startBrowser(nil)
+	ctx := ctxFor(t, 10*time.Second)
+	st, err := br.WaitState(ctx, protocol.StateConnected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Socket != e.socket || st.BridgeVersion == "" {
+		t.Fatalf("connected state = %+v", st)
+	}
+	res, err := br.Hello(ctx, "instance-hello-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BrowserID != "instance-hello-1" || !strings.HasSuffix(res.MCPURL, "/mcp") {
+		t.Fatalf("hello result = %+v", res)
+	}
+	info := waitBrowser(t, b, "instance-hello-1").Info()
+	if info.Name != "TestBrowser" || info.HostPID != br.Cmd.Process.Pid {
+		t.Fatalf("registered browser = %+v, host pid %d", info, br.Cmd.Process.Pid)
+	}
+
+	// /health and bridge.status both see it.
+	resp, err := http.Get("http://" + b.Addr() + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h Health
+	json.NewDecoder(resp.Body).Decode(&h)
+	resp.Body.Close()
+	if h.Status != "ok" || h.Hosts != 1 || len(h.Browsers) != 1 || h.Browsers[0].ID != "instance-hello-1" {
+		t.Fatalf("/health = %+v", h)
+	}
+}
+
+func TestHelloRejectsBadParams(t *testing.T) {
+	e := newEnv(t)
+	e.startBridge()
+	br := e.startBrowser(nil)
+	ctx := ctxFor(t, 10*time.Second)
+	if _, err := br.WaitState(ctx, protocol.StateConnected); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		params any
+		want   string
+	}{
+		{"no params", nil, "hello needs params"},
+		{"short instance id", map[string]any{"instanceId": "x", "browser": map[string]any{"name": "B"}}, "instanceId"},
+		{"no browser name", map[string]any{"instanceId": "instance-xyz"}, "browser.name"},
+		{"wrong type", map[string]any{"instanceId": 5}, "hello params"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := br.Call(ctx, protocol.Hello, tc.params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Error == nil || !strings.Contains(string(*m.Error), tc.want) || !strings.Contains(string(*m.Error), "-32602") {
+				t.Fatalf("hello(%v) = result %s error %v; want -32602 mentioning %q", tc.params, m.Result, m.Error, tc.want)
+			}
+		})
+	}
+	// Unknown methods before and after hello.
+	m, _ := br.Call(ctx, "no.such.method", nil)
+	if m.Error == nil || !strings.Contains(string(*m.Error), "-32601") {
+		t.Fatalf("unknown method answered %s", m.Result)
+	}
+}
+
+func TestRequestsBothWays(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.startBridge()
+	br := e.startBrowser(func(method string, p json.RawMessage) (any, map[string]any) {
+		switch method {
+		case "test.echo":
+			return p, nil
+		case "test.fail":
+			return nil, map[string]any{"code": -32000, "message": "the page is gone"}
+		}
+		return nil, map[string]any{"code": -32601, "message": "no " + method}
+	})
+	ctx := ctxFor(t, 10*time.Second)
+	if _, err := br.WaitState(ctx, protocol.StateConnected); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.Hello(ctx, "instance-both-1"); err != nil {
+		t.Fatal(err)
+	}
+	tab := waitBrowser(t, b, "instance-both-1")
+
+	// bridge -> extension
+	res, err := tab.Call(ctx, "", "test.echo", map[string]int{"n": 42})
+	if err != nil || string(res) != `{"n":42}` {
+		t.Fatalf("echo = %s, %v", res, err)
+	}
+	_, err = tab.Call(ctx, "local-s1:1", "test.fail", nil)
+	var rpcErr *jsonrpc2.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != -32000 || rpcErr.Message != "the page is gone" {
+		t.Fatalf("error reply = %v", err)
+	}
+	// extension -> bridge
+	m, err := br.Call(ctx, protocol.Ping, nil)
+	if err != nil || m.Error != nil || string(m.Result) != "{}" {
+		t.Fatalf("ping from the extension = %+v, %v", m, err)
+	}
+	m, err = br.Call(ctx, protocol.BridgeStatus, nil)
+	var st protocol.StatusResult
+	if err != nil || json.Unmarshal(m.Result, &st) != nil || len(st.Browsers) != 1 || st.Socket != e.socket {
+		t.Fatalf("bridge.status from the extension = %s, %v", m.Result, err)
+	}
+}
+
+func TestDuplicateIDRefused(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.startBridge()
+	release := make(chan struct{})
+	br := e.startBrowser(func(method string, p json.RawMessage) (any, map[string]any) {
+		<-release
+		return p, nil
+	})
+	ctx := ctxFor(t, 10*time.Second)
+	br.WaitState(ctx, protocol.StateConnected)
+	br.Hello(ctx, "instance-dup-1")
+	tab := waitBrowser(t, b, "instance-dup-1")
+	first := make(chan error, 1)
+	go func() { _, err := tab.Call(ctx, "local-a:1", "slow", 1); first <- err }()
+	time.Sleep(50 * time.Millisecond) // let the first call be sent
+	if _, err := tab.Call(ctx, "local-a:1", "slow", 2); !errors.Is(err, hostlink.ErrDuplicateID) {
+		t.Fatalf("second call with an id in flight: %v, want ErrDuplicateID", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tab.Call(ctx, "local-a:1", "slow", 3); err != nil {
+		t.Fatalf("id reuse after the reply: %v", err)
+	}
+}
+
+func TestFiveMiBBothWays(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.startBridge()
+	big := strings.Repeat("0123456789abcdef", 5<<20/16) // 5 MiB
+	br := e.startBrowser(func(method string, p json.RawMessage) (any, map[string]any) {
+		var s string
+		if err := json.Unmarshal(p, &s); err != nil || s != big {
+			return nil, map[string]any{"code": -32602, "message": fmt.Sprintf("extension got %d bytes, not the 5 MiB sent", len(p))}
+		}
+		return big + "!", nil // 5 MiB back, in one frame: Chrome allows 64 MiB towards the host
+	})
+	ctx := ctxFor(t, 30*time.Second)
+	br.WaitState(ctx, protocol.StateConnected)
+	br.Hello(ctx, "instance-big-1")
+	tab := waitBrowser(t, b, "instance-big-1")
+	res, err := tab.Call(ctx, "", "test.big", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := json.Unmarshal(res, &got); err != nil || got != big+"!" {
+		t.Fatalf("5 MiB reply came back as %d bytes (%v)", len(res), err)
+	}
+	if max := br.MaxFrame.Load(); max > nativemsg.MaxToBrowser {
+		t.Fatalf("host wrote a %d-byte frame to the browser; Chrome closes the port above %d", max, nativemsg.MaxToBrowser)
+	}
+	if br.Frames.Load() < 11 {
+		t.Fatalf("5 MiB reached the browser in %d frames; it must be chunked", br.Frames.Load())
+	}
+}
+
+func TestBridgeRestartMidSession(t *testing.T) {
+	e := newEnv(t)
+	b, stop := e.startBridge()
+	answer := make(chan struct{})
+	br := e.startBrowser(func(method string, p json.RawMessage) (any, map[string]any) {
+		if method == "test.slow" {
+			<-answer
+		}
+		return p, nil
+	})
+	ctx := ctxFor(t, 20*time.Second)
+	br.WaitState(ctx, protocol.StateConnected)
+	br.Hello(ctx, "instance-restart-1")
+	tab := waitBrowser(t, b, "instance-restart-1")
+
+	// A call in flight when the bridge goes away ends with an error.
+	inflight := make(chan error, 1)
+	go func() { _, err := tab.Call(ctx, "local-s:1", "test.slow", 1); inflight <- err }()
+	time.Sleep(50 * time.Millisecond)
+	stop()
+	select {
+	case err := <-inflight:
+		if !errors.Is(err, hostlink.ErrBrowserGone) {
+			t.Fatalf("in-flight call ended with %v, want ErrBrowserGone", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("in-flight call hung after the bridge stopped")
+	}
+	st, err := br.WaitState(ctx, protocol.StateDisconnected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Error == "" {
+		t.Fatal("disconnected state carries no reason for the user")
+	}
+
+	// The extension's late reply reaches the next bridge, which ignores it.
+	close(answer)
+	b2, _ := e.startBridge()
+	if _, err := br.WaitState(ctx, protocol.StateConnected); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.Hello(ctx, "instance-restart-1"); err != nil {
+		t.Fatal(err)
+	}
+	tab2 := waitBrowser(t, b2, "instance-restart-1")
+	res, err := tab2.Call(ctx, "local-s:1", "test.echo", "after")
+	if err != nil || string(res) != `"after"` {
+		t.Fatalf("call after the restart = %s, %v", res, err)
+	}
+}
+
+func TestExtensionRequestDuringOutageFailsCleanly(t *testing.T) {
+	e := newEnv(t)
+	_, stop := e.startBridge()
+	br := e.startBrowser(nil)
+	ctx := ctxFor(t, 20*time.Second)
+	br.WaitState(ctx, protocol.StateConnected)
+	stop()
+	br.WaitState(ctx, protocol.StateDisconnected)
+	// With no bridge, the host drops the frame and the extension, told it
+	// is disconnected, must not wait forever: its own deadline ends it.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := br.Call(short, protocol.Ping, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ping with no bridge: %v", err)
+	}
+	e.startBridge()
+	br.WaitState(ctx, protocol.StateConnected)
+	if m, err := br.Call(ctx, protocol.Ping, nil); err != nil || m.Error != nil {
+		t.Fatalf("ping after the bridge came back: %+v %v", m, err)
+	}
+}
+
+func TestStdinEOFEndsHost(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.startBridge()
+	br := e.startBrowser(nil)
+	ctx := ctxFor(t, 10*time.Second)
+	br.WaitState(ctx, protocol.StateConnected)
+	br.Hello(ctx, "instance-eof-1")
+	waitBrowser(t, b, "instance-eof-1")
+	if err := br.Stop(5 * time.Second); err != nil {
+		t.Fatalf("host after stdin EOF: %v", err)
+	}
+	// The bridge sees the link close and forgets the browser.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(b.Links().Browsers()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("bridge still lists the browser after its host exited")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestHostWithoutBridgeEndsOnEOF(t *testing.T) {
+	e := newEnv(t)
+	br := e.startBrowser(nil)
+	ctx := ctxFor(t, 10*time.Second)
+	st, err := br.WaitState(ctx, protocol.StateDisconnected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st.Error, "starting one failed") {
+		t.Fatalf("state error %q does not say the bridge could not be started", st.Error)
+	}
+	if err := br.Stop(5 * time.Second); err != nil {
+		t.Fatalf("host retrying the bridge did not end on stdin EOF: %v", err)
+	}
+}
+
+func TestHostSurvivesSIGPIPE(t *testing.T) {
+	e := newEnv(t)
+	b, _ := e.startBridge()
+	br := e.startBrowser(nil)
+	ctx := ctxFor(t, 10*time.Second)
+	br.WaitState(ctx, protocol.StateConnected)
+	br.Hello(ctx, "instance-pipe-1")
+	tab := waitBrowser(t, b, "instance-pipe-1")
+	// Chrome went away without closing stdin: the read end of stdout is
+	// closed, and the next write must not kill the host with SIGPIPE.
+	br.CloseStdout()
+	_, _ = tab.Call(ctxFor(t, 2*time.Second), "", "test.echo", "into a closed pipe")
+	select {
+	case <-br.Exited():
+	case <-time.After(5 * time.Second):
+		t.Fatal("host kept running after its stdout was closed")
+	}
+	var ee *exec.ExitError
+	if errors.As(br.ExitErr(), &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Fatalf("host was killed by %v", ws.Signal())
+		}
+	}
+}
+
+var _ = testbrowser.ErrLinkLost
+
+// TestHostStartsBridge: no bridge is running; the host starts the real
+// binary detached, attaches to it, and the bridge outlives the host. Then
+// the bridge is killed outright and a new one started: the host reattaches.
+func TestHostStartsBridge(t *testing.T) {
+	e := newEnv(t)
+	home := filepath.Join(e.dir, "home")
+	os.MkdirAll(filepath.Join(home, "config"), 0o700)
+	// The spawned bridge reads the per-user config: keep it off port 3456.
+	os.WriteFile(filepath.Join(home, "config", "config.json"), []byte(`{"listen":"127.0.0.1:0"}`), 0o600)
+	e.vars = append(e.vars, "BROWSERBRIDGE_BIN="+bins.Bridge)
+	t.Cleanup(func() { killBridge(t, e.socket) })
+
+	br := e.startBrowser(nil)
+	ctx := ctxFor(t, 20*time.Second)
+	if _, err := br.WaitState(ctx, protocol.StateStartingBridge); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.WaitState(ctx, protocol.StateConnected); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.Hello(ctx, "instance-spawn-1"); err != nil {
+		t.Fatal(err)
+	}
+	st := status(t, e.socket)
+	if len(st.Browsers) != 1 || st.Browsers[0].HostPID != br.Cmd.Process.Pid {
+		t.Fatalf("spawned bridge's status = %+v", st)
+	}
+	if st.PID == os.Getpid() || st.PID == br.Cmd.Process.Pid {
+		t.Fatalf("bridge pid %d is not a process of its own", st.PID)
+	}
+
+	// SIGKILL: no goodbye on the socket. A new bridge takes over the socket.
+	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.WaitState(ctx, protocol.StateDisconnected); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := e.startBridge()
+	if _, err := br.WaitState(ctx, protocol.StateConnected); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.Hello(ctx, "instance-spawn-1"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := waitBrowser(t, b2, "instance-spawn-1").Call(ctx, "", "x", 1); err != nil || string(res) != "1" {
+		t.Fatalf("call through the new bridge = %s, %v", res, err)
+	}
+}
+
+func status(t *testing.T, socket string) *protocol.StatusResult {
+	t.Helper()
+	c, err := ipc.Dial(ctxFor(t, 5*time.Second), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	conn := jsonrpc2.NewConn(context.Background(), nativemsg.NewStream(c, nativemsg.MaxLink), jsonrpc2.HandlerWithError(
+		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }))
+	defer conn.Close()
+	var st protocol.StatusResult
+	if err := conn.Call(ctxFor(t, 5*time.Second), protocol.BridgeStatus, nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
+}
+
+// killBridge ends a bridge process serving socket, if one is left.
+func killBridge(t *testing.T, socket string) {
+	out, _ := exec.Command("pgrep", "-f", "serve --socket "+socket).Output()
+	for _, f := range strings.Fields(string(out)) {
+		var pid int
+		fmt.Sscan(f, &pid)
+		if pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package hostlink
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/ipc"
+	"github.com/browserbridge/browserbridge/bridge/nativemsg"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func serve(t *testing.T, opts Options) (socket string) {
+	dir, err := os.MkdirTemp("", "hl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket = filepath.Join(dir, "bridge.sock")
+	ln, err := ipc.Listen(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { NewServer(opts).Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return socket
+}
+
+func TestPeerWithOtherUIDRefused(t *testing.T) {
+	var logs syncBuffer
+	stranger := os.Getuid() + 1
+	socket := serve(t, Options{AllowedUID: &stranger, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	c, err := ipc.Dial(context.Background(), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = nativemsg.WriteFrame(c, []byte(`{"jsonrpc":"2.0","id":1,"method":"bridge.status"}`), nativemsg.MaxLink)
+	if f, err := nativemsg.ReadFrame(c, nativemsg.MaxLink); err == nil {
+		t.Fatalf("the bridge answered a peer with another uid: %s", f)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "is not the bridge's user") {
+		if time.Now().After(deadline) {
+			t.Fatalf("refusal not logged with its reason; log:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAttachRefusals(t *testing.T) {
+	socket := serve(t, Options{AllowedOrigins: []string{"chrome-extension://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/"}})
+	for _, tc := range []struct{ name, msg, want string }{
+		{"unknown origin", `{"jsonrpc":"2.0","id":"host:1","method":"host.attach","params":{"protocol":1,"origin":"chrome-extension://bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb/"}}`, "is not allowed"},
+		{"old protocol", `{"jsonrpc":"2.0","id":"host:1","method":"host.attach","params":{"protocol":0,"origin":"chrome-extension://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/"}}`, "install matching versions"},
+		{"no params", `{"jsonrpc":"2.0","id":"host:1","method":"host.attach"}`, "needs params"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ipc.Dial(context.Background(), socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			nativemsg.WriteFrame(c, []byte(tc.msg), nativemsg.MaxLink)
+			f, err := nativemsg.ReadFrame(c, nativemsg.MaxLink)
+			if err != nil || !strings.Contains(string(f), tc.want) || !strings.Contains(string(f), `"error"`) {
+				t.Fatalf("reply = %s, %v; want an error mentioning %q", f, err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,454 @@
+// Package hostlink is the bridge's side of the Unix socket: it accepts the
+// native hosts (one per browser profile) and local clients such as
+// `browserbridge status`, checks that each peer is the same user, speaks
+// JSON-RPC 2.0 with each, and keeps the registry of connected browsers that
+// the MCP endpoints call into.
+package hostlink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/browserbridge/browserbridge/bridge/ipc"
+	"github.com/browserbridge/browserbridge/bridge/nativemsg"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
+)
+
+// Options configure a Server. The zero value of each field is documented.
+type Options struct {
+	// Logger receives connection events; nil discards them.
+	Logger *slog.Logger
+	// AllowedUID is the only uid admitted on the socket; nil means the
+	// bridge's own uid. Tests set it to check refusals.
+	AllowedUID *int
+	// AllowedOrigins are the extension origins a host may announce in
+	// host.attach ("chrome-extension://<id>/"); empty admits any origin
+	// (the host itself checked it against Chrome's argv).
+	AllowedOrigins []string
+	// Version is reported to hosts and extensions; "" means "dev".
+	Version string
+	// Status fills in the parts of bridge.status the link does not know
+	// (listen address, URLs, log file); nil leaves them empty.
+	Status func(*protocol.StatusResult)
+	// MCPURL is sent to the extension in the hello result.
+	MCPURL string
+	// Handle answers requests and notifications from a browser that the
+	// link does not handle itself (everything but hello, ping and
+	// bridge.status). nil answers "method not found".
+	Handle func(ctx context.Context, b *Browser, req *jsonrpc2.Request) (any, error)
+	// OnChange is called, without locks held, after a browser connects,
+	// says hello again, or leaves.
+	OnChange func()
+}
+
+// Server accepts link connections. Create it with NewServer, run it with
+// Serve; Close ends every connection.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	started time.Time
+
+	mu       sync.Mutex
+	conns    map[*link]struct{}
+	browsers map[string]*Browser // by browser id
+	closed   bool
+}
+
+// NewServer returns a Server with the given options.
+func NewServer(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	return &Server{
+		opts:     opts,
+		log:      opts.Logger,
+		started:  time.Now(),
+		conns:    make(map[*link]struct{}),
+		browsers: make(map[string]*Browser),
+	}
+}
+
+// Serve accepts connections on ln until ctx is cancelled or ln fails, then
+// closes ln and every connection and returns. A cancelled ctx is a clean
+// stop and returns nil.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer s.Close()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("accepting on the bridge socket: %w", err)
+		}
+		if err := s.checkPeer(c); err != nil {
+			s.log.Warn("refused a connection on the bridge socket", "reason", err)
+			c.Close()
+			continue
+		}
+		ipc.Tune(c)
+		s.open(ctx, c)
+	}
+}
+
+// checkPeer admits only the allowed uid. Where the platform cannot tell
+// (Windows), the socket directory's ACL is the guard.
+func (s *Server) checkPeer(c net.Conn) error {
+	uid, err := ipc.PeerUID(c)
+	if errors.Is(err, ipc.ErrNoPeerCredentials) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot tell who connected: %w", err)
+	}
+	want := os.Getuid()
+	if s.opts.AllowedUID != nil {
+		want = *s.opts.AllowedUID
+	}
+	if uid != want {
+		return fmt.Errorf("peer uid %d is not the bridge's user (uid %d)", uid, want)
+	}
+	return nil
+}
+
+// Close ends every connection; calls in flight fail with ErrBrowserGone.
+// It is safe to call more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*link, 0, len(s.conns))
+	for l := range s.conns {
+		conns = append(conns, l)
+	}
+	s.mu.Unlock()
+	for _, l := range conns {
+		l.conn.Close()
+	}
+	for _, l := range conns {
+		<-l.done
+	}
+}
+
+// Browsers lists the connected browsers, most recently active first.
+func (s *Server) Browsers() []*Browser {
+	s.mu.Lock()
+	bs := make([]*Browser, 0, len(s.browsers))
+	for _, b := range s.browsers {
+		bs = append(bs, b)
+	}
+	s.mu.Unlock()
+	sort.Slice(bs, func(i, j int) bool {
+		ai, aj := bs[i].LastActive(), bs[j].LastActive()
+		if !ai.Equal(aj) {
+			return ai.After(aj)
+		}
+		return bs[i].id < bs[j].id
+	})
+	return bs
+}
+
+// Browser returns the connected browser with the given id.
+func (s *Server) Browser(id string) (*Browser, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.browsers[id]
+	return b, ok
+}
+
+// Default returns the most recently active browser, if any is connected.
+func (s *Server) Default() (*Browser, bool) {
+	bs := s.Browsers()
+	if len(bs) == 0 {
+		return nil, false
+	}
+	return bs[0], true
+}
+
+// Status reports the link's view of the bridge.
+func (s *Server) Status() protocol.StatusResult {
+	st := protocol.StatusResult{
+		Version:  s.opts.Version,
+		PID:      os.Getpid(),
+		Started:  s.started.UTC().Format(time.RFC3339),
+		Browsers: []protocol.BrowserInfo{},
+	}
+	s.mu.Lock()
+	for l := range s.conns {
+		if l.attach != nil {
+			st.Hosts++
+		}
+	}
+	s.mu.Unlock()
+	for _, b := range s.Browsers() {
+		st.Browsers = append(st.Browsers, b.Info())
+	}
+	if s.opts.Status != nil {
+		s.opts.Status(&st)
+	}
+	return st
+}
+
+func (s *Server) changed() {
+	if s.opts.OnChange != nil {
+		s.opts.OnChange()
+	}
+}
+
+// link is one accepted connection: a host, or a local client.
+type link struct {
+	s    *Server
+	conn *jsonrpc2.Conn
+	done chan struct{}
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	attach   *protocol.HostAttachParams
+	browser  *Browser
+	inflight map[string]struct{} // ids of our requests awaiting a reply
+}
+
+func (s *Server) open(ctx context.Context, c net.Conn) {
+	l := &link{s: s, done: make(chan struct{}), log: s.log, inflight: make(map[string]struct{})}
+	stream := nativemsg.NewStream(c, nativemsg.MaxLink)
+	stream.OnBadMessage = func(err error) { l.log.Warn("skipped a bad message from the link", "error", err) }
+	l.conn = jsonrpc2.NewConn(ctx, stream, linkHandler{l},
+		jsonrpc2.SetLogger(slogPrintf{s.log}),
+		jsonrpc2.OnRecv(l.onRecv))
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.conn.Close()
+		return
+	}
+	s.conns[l] = struct{}{}
+	s.mu.Unlock()
+
+	go func() {
+		<-l.conn.DisconnectNotify()
+		s.mu.Lock()
+		delete(s.conns, l)
+		b := l.browser
+		gone := b != nil && s.browsers[b.id] == b
+		if gone {
+			delete(s.browsers, b.id)
+		}
+		s.mu.Unlock()
+		if b != nil {
+			b.markGone()
+		}
+		if gone {
+			l.log.Info("browser disconnected", "browser", b.id, "name", b.Info().Name)
+			s.changed()
+		}
+		close(l.done)
+	}()
+}
+
+// onRecv frees the id of each reply that arrives, also one whose caller
+// stopped waiting: only then can the id be used again without a late reply
+// reaching the wrong caller.
+func (l *link) onRecv(_ *jsonrpc2.Request, resp *jsonrpc2.Response) {
+	if resp == nil {
+		return
+	}
+	l.mu.Lock()
+	delete(l.inflight, idKey(resp.ID))
+	l.mu.Unlock()
+}
+
+// handle answers requests from the other end. jsonrpc2 calls it on the
+// connection's read loop, so slow work moves to a goroutine (see
+// Options.Handle) while notifications keep their order.
+func (l *link) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+	switch req.Method {
+	case protocol.HostAttach:
+		return l.handleAttach(req)
+	case protocol.Hello:
+		return l.handleHello(req)
+	case protocol.BridgeStatus:
+		return l.s.Status(), nil
+	case protocol.Ping:
+		return struct{}{}, nil
+	case protocol.HostLog:
+		l.handleHostLog(req)
+		return nil, nil
+	}
+	l.mu.Lock()
+	b := l.browser
+	l.mu.Unlock()
+	if l.s.opts.Handle == nil || b == nil {
+		if req.Notif {
+			return nil, nil
+		}
+		hint := ""
+		if b == nil {
+			hint = " (a browser must send hello first)"
+		}
+		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("the bridge has no method %q%s", req.Method, hint)}
+	}
+	b.touch()
+	if req.Notif {
+		return l.s.opts.Handle(ctx, b, req)
+	}
+	go func() {
+		res, err := l.s.opts.Handle(ctx, b, req)
+		if err != nil {
+			var rpcErr *jsonrpc2.Error
+			if !errors.As(err, &rpcErr) {
+				rpcErr = &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
+			}
+			_ = conn.ReplyWithError(ctx, req.ID, rpcErr)
+			return
+		}
+		_ = conn.Reply(ctx, req.ID, res)
+	}()
+	return nil, errAnswered
+}
+
+func invalidParams(format string, args ...any) error {
+	return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
+}
+
+func (l *link) handleAttach(req *jsonrpc2.Request) (any, error) {
+	var p protocol.HostAttachParams
+	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
+		return nil, invalidParams("host.attach needs params {protocol, hostVersion, pid, origin}")
+	}
+	if p.Protocol != protocol.Version {
+		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: fmt.Sprintf(
+			"host speaks link protocol %d but this bridge speaks %d: install matching versions of browserbridge and browserbridge-host", p.Protocol, protocol.Version)}
+	}
+	if len(l.s.opts.AllowedOrigins) > 0 && !slices.Contains(l.s.opts.AllowedOrigins, p.Origin) {
+		l.log.Warn("refused a host for an unknown extension", "origin", p.Origin)
+		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: fmt.Sprintf(
+			"extension origin %q is not allowed by this bridge (add it to allowed_extensions in the config)", p.Origin)}
+	}
+	l.mu.Lock()
+	l.attach = &p
+	l.log = l.s.log.With("host_pid", p.PID)
+	l.mu.Unlock()
+	l.log.Info("host attached", "origin", p.Origin, "host_version", p.HostVersion)
+	return protocol.HostAttachResult{Protocol: protocol.Version, BridgeVersion: l.s.opts.Version, PID: os.Getpid()}, nil
+}
+
+func (l *link) handleHello(req *jsonrpc2.Request) (any, error) {
+	var p protocol.HelloParams
+	if req.Params == nil || string(*req.Params) == "null" {
+		return nil, invalidParams("hello needs params {instanceId, browser, extension}")
+	}
+	if err := json.Unmarshal(*req.Params, &p); err != nil {
+		return nil, invalidParams("hello params: %v", err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, invalidParams("hello: %v", err)
+	}
+	l.mu.Lock()
+	hostPID := 0
+	if l.attach != nil {
+		hostPID = l.attach.PID
+	}
+	b := l.browser
+	if b == nil {
+		b = &Browser{link: l, id: p.InstanceID, connectedAt: time.Now()}
+		l.browser = b
+	}
+	b.setHello(p, hostPID)
+	l.mu.Unlock()
+
+	s := l.s
+	s.mu.Lock()
+	old := s.browsers[b.id]
+	s.browsers[b.id] = b
+	s.mu.Unlock()
+	if old != nil && old != b {
+		// The same profile came back on a new connection before the old one
+		// was seen to close: the new one wins, the old one is ended.
+		l.log.Info("browser reconnected on a new link; closing the old one", "browser", b.id)
+		old.link.mu.Lock()
+		old.link.browser = nil
+		old.link.mu.Unlock()
+		old.markGone()
+		old.link.conn.Close()
+	}
+	l.log.Info("browser connected", "browser", b.id, "name", p.Browser.Name, "version", p.Browser.Version, "profile", p.Profile)
+	s.changed()
+	return protocol.HelloResult{BrowserID: b.id, BridgeVersion: s.opts.Version, MCPURL: s.opts.MCPURL}, nil
+}
+
+func (l *link) handleHostLog(req *jsonrpc2.Request) {
+	var p protocol.HostLogParams
+	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
+		return
+	}
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(p.Level))
+	args := []any{"source", "host", "host_time", p.Time}
+	for k, v := range p.Attrs {
+		args = append(args, k, v)
+	}
+	l.log.Log(context.Background(), lvl, p.Message, args...)
+}
+
+// idKey is the in-flight key of a reply's id. The bridge's ids are strings;
+// jsonrpc2's ID.String would quote them.
+func idKey(id jsonrpc2.ID) string {
+	if id.IsString {
+		return id.Str
+	}
+	return strconv.FormatUint(id.Num, 10)
+}
+
+// errAnswered means the request was handed to a goroutine that replies.
+var errAnswered = errors.New("answered asynchronously")
+
+// linkHandler turns link.handle's (result, error) into a reply.
+type linkHandler struct{ l *link }
+
+func (h linkHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	res, err := h.l.handle(ctx, conn, req)
+	switch {
+	case errors.Is(err, errAnswered):
+	case req.Notif:
+		if err != nil {
+			h.l.log.Warn("handling a notification from the link", "method", req.Method, "error", err)
+		}
+	case err != nil:
+		var rpcErr *jsonrpc2.Error
+		if !errors.As(err, &rpcErr) {
+			rpcErr = &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
+		}
+		_ = conn.ReplyWithError(ctx, req.ID, rpcErr)
+	default:
+		_ = conn.Reply(ctx, req.ID, res)
+	}
+}
+
+// slogPrintf adapts jsonrpc2's Printf logger to slog.
+type slogPrintf struct{ l *slog.Logger }
+
+func (p slogPrintf) Printf(format string, v ...any) {
+	p.l.Debug(fmt.Sprintf(format, v...), "source", "jsonrpc2")
+}
