@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/service"
+	"github.com/browserbridge/browserbridge/extension"
+	"github.com/browserbridge/browserbridge/installer"
+)
+
+// checkResult is one line of doctor's report.
+type checkResult struct {
+	level  checkLevel
+	name   string
+	detail string
+	fix    string
+}
+
+type checkLevel int
+
+const (
+	checkOK checkLevel = iota
+	checkWarn
+	checkFail
+)
+
+func (l checkLevel) mark() string {
+	return [...]string{"ok  ", "warn", "FAIL"}[l]
+}
+
+// runDoctor checks each hop from the MCP client to the browser, in the
+// order a request travels back: the browser's registration of the host, the
+// host binary, the service, the socket, the extension, the MCP port.
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("doctor", stderr)
+	cfgPath := fs.String("config", "", "config file")
+	socket := fs.String("socket", "", "bridge socket")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath, "", *socket)
+	if err != nil {
+		return err
+	}
+	var results []checkResult
+	add := func(r checkResult) { results = append(results, r) }
+
+	// 1. Native host registration, per browser.
+	statuses := installer.Check(extension.ID())
+	if len(statuses) == 0 {
+		add(checkResult{checkFail, "browsers", "no supported browser was found and nothing is registered",
+			"install Chrome, Chromium, Edge, Brave or Vivaldi, or register for one explicitly: browserbridge install --browser chromium"})
+	}
+	for _, s := range statuses {
+		name := "manifest " + s.Browser
+		if s.Browser == "" {
+			name = "manifest"
+		}
+		if s.OK() {
+			add(checkResult{checkOK, name, s.ManifestPath + " -> " + s.HostPath, ""})
+		} else {
+			add(checkResult{checkFail, name, s.Problem, s.Fix})
+		}
+	}
+
+	// 2. The host binary next to this one.
+	if hp, err := hostPath(); err != nil {
+		add(checkResult{checkFail, "host binary", err.Error(), "reinstall with ./scripts/install.sh"})
+	} else if fi, err := os.Stat(hp); err != nil || fi.Mode()&0o111 == 0 && !isWindows() {
+		add(checkResult{checkFail, "host binary", fmt.Sprintf("%s is missing or not executable", hp), "reinstall with ./scripts/install.sh"})
+	} else {
+		add(checkResult{checkOK, "host binary", hp, ""})
+	}
+
+	// 3. The bridge answering on its socket.
+	st, statusErr := queryStatus(ctx, cfg.Socket)
+	if statusErr != nil {
+		add(checkResult{checkFail, "bridge", fmt.Sprintf("no bridge answers at %s (%v)", cfg.Socket, statusErr),
+			"start it with `browserbridge service start`, or `browserbridge serve` in a terminal; the log says why it stopped"})
+	} else {
+		add(checkResult{checkOK, "bridge", fmt.Sprintf("version %s, pid %d, socket %s", st.Version, st.PID, st.Socket), ""})
+	}
+
+	// 4. The service that keeps the bridge running.
+	add(serviceCheck(statusErr == nil))
+
+	// 5. A browser connected through its host.
+	switch {
+	case statusErr != nil:
+		add(checkResult{checkFail, "extension", "cannot tell: the bridge is not running", "fix the bridge first"})
+	case len(st.Browsers) == 0:
+		add(checkResult{checkFail, "extension", fmt.Sprintf("no browser is connected (%d hosts attached)", st.Hosts),
+			"open the browser with the Browser Bridge extension loaded (chrome://extensions, Developer mode, Load unpacked: the extension folder); its popup shows the host's state"})
+	default:
+		for _, b := range st.Browsers {
+			add(checkResult{checkOK, "extension", fmt.Sprintf("%s %s, extension %s (host pid %d)", b.Name, b.Version, b.ExtensionVersion, b.HostPID), ""})
+		}
+	}
+
+	// 6. The MCP port.
+	if st != nil && st.Listen != "" {
+		add(portCheck(ctx, st.Listen, true))
+	} else {
+		add(portCheck(ctx, cfg.Listen, false))
+	}
+
+	failed := 0
+	for _, r := range results {
+		fmt.Fprintf(stdout, "%s  %-18s %s\n", r.level.mark(), r.name, r.detail)
+		if r.fix != "" {
+			fmt.Fprintf(stdout, "      %-18s fix: %s\n", "", r.fix)
+		}
+		if r.level == checkFail {
+			failed++
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(stdout, "\n%d problem(s) found.\n", failed)
+		return errSilent
+	}
+	fmt.Fprintln(stdout, "\nEverything checks out.")
+	return nil
+}
+
+func serviceCheck(bridgeUp bool) checkResult {
+	self, err := selfPath()
+	if err != nil {
+		return checkResult{checkWarn, "service", err.Error(), ""}
+	}
+	state, err := service.Status(self)
+	switch {
+	case errors.Is(err, service.ErrNoUserManager):
+		lvl := checkWarn
+		if !bridgeUp {
+			lvl = checkFail
+		}
+		return checkResult{lvl, "service", "no systemd user manager here, so the bridge cannot start at login",
+			"the host starts the bridge when the browser connects; or run `browserbridge serve` yourself"}
+	case err != nil:
+		return checkResult{checkWarn, "service", err.Error(), ""}
+	case state == service.StateRunning:
+		return checkResult{checkOK, "service", "running", ""}
+	case state == service.StateNotInstalled:
+		lvl := checkWarn
+		if !bridgeUp {
+			lvl = checkFail
+		}
+		return checkResult{lvl, "service", "not installed: the bridge will not start at login",
+			"browserbridge service install && browserbridge service start"}
+	default:
+		return checkResult{checkFail, "service", "installed but " + state.String(), "browserbridge service start (the log says why it stopped)"}
+	}
+}
+
+func portCheck(ctx context.Context, listen string, bridgeServing bool) checkResult {
+	if bridgeServing {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen+"/health", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil && resp.StatusCode == http.StatusOK {
+			resp.Body.Close()
+			return checkResult{checkOK, "MCP endpoint", "http://" + listen + "/mcp and /sse", ""}
+		}
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("GET /health answered %s", resp.Status)
+		}
+		return checkResult{checkFail, "MCP endpoint", fmt.Sprintf("%s does not answer as the bridge: %v", listen, err),
+			"another program may hold the port: set \"listen\" in the config to a free one and restart the bridge"}
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return checkResult{checkFail, "MCP port", fmt.Sprintf("%s is taken by another program (%v)", listen, err),
+			"stop that program, or set \"listen\" in the config to a free port"}
+	}
+	ln.Close()
+	return checkResult{checkOK, "MCP port", listen + " is free for the bridge", ""}
+}
+
+func isWindows() bool { return os.PathSeparator == '\\' }

@@ -1,0 +1,117 @@
+// Command browserbridge is the Browser Bridge service and the user's CLI.
+//
+//	browserbridge serve      run the bridge in the foreground
+//	browserbridge status     show the bridge, its browsers and MCP URLs
+//	browserbridge doctor     check every hop and say how to fix failures
+//	browserbridge install    register the native host with the browsers
+//	browserbridge uninstall  remove what install wrote
+//	browserbridge service    install|uninstall|start|stop|restart|status
+//	browserbridge version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// command is one subcommand: it returns an error to print, or errSilent
+// when it already said why it failed.
+type command struct {
+	name, usage string
+	run         func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var errSilent = errors.New("failed")
+
+// usageError marks bad command-line input (exit code 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func commands() []command {
+	return []command{
+		{"serve", "run the bridge in the foreground", runServe},
+		{"status", "show the bridge, connected browsers and MCP URLs", runStatus},
+		{"doctor", "check every hop from MCP client to browser and say how to fix failures", runDoctor},
+		{"install", "register the native host with your browsers and install the service", runInstall},
+		{"uninstall", "remove what install wrote and the service", runUninstall},
+		{"service", "install|uninstall|start|stop|restart|status the per-user service", runService},
+		{"version", "print the version", runVersion},
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		var ue usageError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "browserbridge %s: %v\n", c.name, err)
+			return 2
+		case errors.Is(err, errSilent):
+			return 1
+		default:
+			fmt.Fprintf(stderr, "browserbridge %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "browserbridge: unknown command %q\n\n", args[0])
+	printUsage(stderr)
+	return 2
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "Browser Bridge: lets MCP clients use your browser.\n\nUsage: browserbridge <command> [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.usage)
+	}
+	fmt.Fprintln(w, "\nRun `browserbridge <command> -h` for a command's flags.")
+}
+
+// newFlags returns a FlagSet that reports errors instead of exiting.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("browserbridge "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parse parses flags and refuses stray arguments.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/daemon"
+	"github.com/browserbridge/browserbridge/bridge/internal/logging"
+	"github.com/browserbridge/browserbridge/bridge/internal/service"
+)
+
+// loadConfig reads the config and applies the flags that override it.
+func loadConfig(path, listen, socket string) (*config.Config, error) {
+	c, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if listen != "" {
+		c.Listen = listen
+	}
+	if socket != "" {
+		c.Socket = socket
+	}
+	if err := c.Validate(); err != nil {
+		return nil, usageError{err.Error()}
+	}
+	return c, nil
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	listen := fs.String("listen", "", "HTTP address for MCP clients (default "+config.DefaultListen+")")
+	socket := fs.String("socket", "", "Unix socket for the native hosts (default: per-user, or $BROWSERBRIDGE_SOCKET)")
+	cfgPath := fs.String("config", "", "config file (default: the per-user config.json, if present)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath, *listen, *socket)
+	if err != nil {
+		return err
+	}
+	logOpts := logging.Options{MaxSizeMB: cfg.Log.MaxSizeMB, MaxBackups: cfg.Log.MaxBackups, Level: cfg.LogLevel(), AlsoStderr: true}
+	if cfg.Log.File != "-" {
+		logOpts.File = cfg.Log.File
+	}
+	logger, closer, err := logging.Open(logOpts)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	// Take the socket and port first, so "already running" is an error the
+	// user sees at once rather than a log line.
+	b, err := daemon.Start(cfg, logger)
+	if err != nil {
+		logger.Error("bridge not started", "error", err)
+		return err
+	}
+	return service.Run(ctx, b.Run, logger)
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/browserbridge/browserbridge/bridge/ipc"
+	"github.com/browserbridge/browserbridge/bridge/nativemsg"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
+)
+
+// queryStatus asks the bridge on socket for bridge.status.
+func queryStatus(ctx context.Context, socket string) (*protocol.StatusResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := ipc.Dial(ctx, socket)
+	if err != nil {
+		return nil, err
+	}
+	conn := jsonrpc2.NewConn(ctx, nativemsg.NewStream(c, nativemsg.MaxLink), jsonrpc2.HandlerWithError(
+		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }),
+		jsonrpc2.SetLogger(discardLogger{}))
+	defer conn.Close()
+	var st protocol.StatusResult
+	if err := conn.Call(ctx, protocol.BridgeStatus, nil, &st); err != nil {
+		return nil, fmt.Errorf("asking the bridge at %s for its status: %w", socket, err)
+	}
+	return &st, nil
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("status", stderr)
+	asJSON := fs.Bool("json", false, "print the status as JSON")
+	cfgPath := fs.String("config", "", "config file")
+	socket := fs.String("socket", "", "bridge socket")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath, "", *socket)
+	if err != nil {
+		return err
+	}
+	st, err := queryStatus(ctx, cfg.Socket)
+	if err != nil {
+		if *asJSON {
+			_ = json.NewEncoder(stdout).Encode(map[string]any{"running": false, "socket": cfg.Socket, "error": err.Error()})
+		}
+		fmt.Fprintf(stderr, "The bridge is not running (%v).\nService: %s\nStart it with `browserbridge service start`, or run `browserbridge doctor`.\n", err, serviceState())
+		return errSilent
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(stdout, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st *protocol.StatusResult) {
+	up := "?"
+	if t, err := time.Parse(time.RFC3339, st.Started); err == nil {
+		up = time.Since(t).Round(time.Second).String()
+	}
+	fmt.Fprintf(w, "Browser Bridge %s: running (pid %d, up %s)\n", st.Version, st.PID, up)
+	fmt.Fprintf(w, "  service: %s\n", serviceState())
+	fmt.Fprintf(w, "  socket:  %s\n", st.Socket)
+	for _, u := range st.MCPURLs {
+		fmt.Fprintf(w, "  MCP:     %s\n", u)
+	}
+	if st.LogFile != "" {
+		fmt.Fprintf(w, "  log:     %s\n", st.LogFile)
+	}
+	fmt.Fprintf(w, "Browsers connected: %d (hosts attached: %d)\n", len(st.Browsers), st.Hosts)
+	for i, b := range st.Browsers {
+		def := ""
+		if i == 0 {
+			def = " [default]"
+		}
+		profile := ""
+		if b.Profile != "" {
+			profile = ", profile " + b.Profile
+		}
+		fmt.Fprintf(w, "  %s %s%s, extension %s, host pid %d, id %s%s\n", b.Name, b.Version, profile, b.ExtensionVersion, b.HostPID, b.ID, def)
+	}
+	if len(st.Browsers) == 0 {
+		fmt.Fprintln(w, "  none: open your browser with the Browser Bridge extension loaded (see `browserbridge doctor`)")
+	}
+}
