@@ -101,3 +101,6 @@ func WriteFrame(w io.Writer, msg []byte, limit int) error {
 	_, err := w.Write(msg)
 	return err
 }
+
+// AppendHeader appends the length prefix of an n-byte frame to b.
+func AppendHeader(b []byte, n uint32) []byte { return binary.NativeEndian.AppendUint32(b, n) }

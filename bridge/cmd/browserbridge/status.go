@@ -11,6 +11,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
+	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -22,7 +23,7 @@ func queryStatus(ctx context.Context, socket string) (*protocol.StatusResult, er
 	if err != nil {
 		return nil, err
 	}
-	conn := jsonrpc2.NewConn(ctx, nativemsg.NewStream(c, nativemsg.MaxLink), jsonrpc2.HandlerWithError(
+	conn := jsonrpc2.NewConn(ctx, rpcstream.New(c, nativemsg.MaxLink), jsonrpc2.HandlerWithError(
 		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }),
 		jsonrpc2.SetLogger(discardLogger{}))
 	defer conn.Close()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/ipc"
 )
 
 var bins testbrowser.Binaries
@@ -67,6 +69,12 @@ func (e *env) config() *config.Config {
 func (e *env) startBridge() (*Bridge, func()) {
 	e.t.Helper()
 	b, err := Start(e.config(), testLogger(e.t))
+	// A bridge the test just SIGKILLed may hold the lock a moment longer
+	// than its socket: the kernel releases file locks asynchronously.
+	for deadline := time.Now().Add(3 * time.Second); errors.Is(err, ipc.ErrAlreadyServing) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		b, err = Start(e.config(), testLogger(e.t))
+	}
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
+	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -231,7 +232,7 @@ type link struct {
 
 func (s *Server) open(ctx context.Context, c net.Conn) {
 	l := &link{s: s, done: make(chan struct{}), log: s.log, inflight: make(map[string]struct{})}
-	stream := nativemsg.NewStream(c, nativemsg.MaxLink)
+	stream := rpcstream.New(c, nativemsg.MaxLink)
 	stream.OnBadMessage = func(err error) { l.log.Warn("skipped a bad message from the link", "error", err) }
 	l.conn = jsonrpc2.NewConn(ctx, stream, linkHandler{l},
 		jsonrpc2.SetLogger(slogPrintf{s.log}),

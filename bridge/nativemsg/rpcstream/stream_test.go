@@ -1,4 +1,4 @@
-package nativemsg
+package rpcstream
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -19,7 +20,7 @@ type rawPeer struct {
 
 func (p rawPeer) send(b []byte) {
 	p.t.Helper()
-	if err := WriteFrame(p.c, b, MaxLink); err != nil {
+	if err := nativemsg.WriteFrame(p.c, b, nativemsg.MaxLink); err != nil {
 		p.t.Fatal(err)
 	}
 }
@@ -27,7 +28,7 @@ func (p rawPeer) send(b []byte) {
 func (p rawPeer) recv() map[string]any {
 	p.t.Helper()
 	_ = p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	f, err := ReadFrame(p.c, MaxLink)
+	f, err := nativemsg.ReadFrame(p.c, nativemsg.MaxLink)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -57,16 +58,16 @@ func TestStreamSurvivesBadInput(t *testing.T) {
 			handler := jsonrpc2.HandlerWithError(func(ctx context.Context, c *jsonrpc2.Conn, r *jsonrpc2.Request) (any, error) {
 				return "pong", nil
 			})
-			conn := jsonrpc2.NewConn(context.Background(), NewStream(a, 1024), handler)
+			conn := jsonrpc2.NewConn(context.Background(), New(a, 1024), handler)
 			defer conn.Close()
 
 			go func() {
 				if tc.frame == nil {
-					_, _ = b.Write(header(0))
+					_, _ = b.Write(nativemsg.AppendHeader(nil, 0))
 				} else if len(tc.frame) > 1024 {
-					_, _ = b.Write(append(header(uint32(len(tc.frame))), tc.frame...))
+					_, _ = b.Write(append(nativemsg.AppendHeader(nil, uint32(len(tc.frame))), tc.frame...))
 				} else {
-					_ = WriteFrame(b, tc.frame, MaxLink)
+					_ = nativemsg.WriteFrame(b, tc.frame, nativemsg.MaxLink)
 				}
 			}()
 			reply := peer.recv()
@@ -90,7 +91,7 @@ func TestStreamAnswersOversizedReplyWithError(t *testing.T) {
 	handler := jsonrpc2.HandlerWithError(func(ctx context.Context, c *jsonrpc2.Conn, r *jsonrpc2.Request) (any, error) {
 		return strings.Repeat("y", 4096), nil
 	})
-	conn := jsonrpc2.NewConn(context.Background(), NewStream(a, 1024), handler)
+	conn := jsonrpc2.NewConn(context.Background(), New(a, 1024), handler)
 	defer conn.Close()
 	go peer.send([]byte(`{"jsonrpc":"2.0","id":"big","method":"get"}`))
 	r := peer.recv()

@@ -1,4 +1,7 @@
-package nativemsg
+// Package rpcstream carries JSON-RPC 2.0 (sourcegraph/jsonrpc2) over
+// native-messaging frames. It is apart from nativemsg so the host, which
+// only pumps frames, does not link a JSON-RPC implementation.
+package rpcstream
 
 import (
 	"bufio"
@@ -9,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 )
 
 // JSON-RPC 2.0 error codes used on the links.
@@ -41,9 +46,9 @@ type Stream struct {
 
 var _ jsonrpc2.ObjectStream = (*Stream)(nil)
 
-// NewStream returns a Stream on rwc accepting frames of up to limit bytes
+// New returns a Stream on rwc accepting frames of up to limit bytes
 // in each direction.
-func NewStream(rwc io.ReadWriteCloser, limit int) *Stream {
+func New(rwc io.ReadWriteCloser, limit int) *Stream {
 	return &Stream{
 		rwc:   rwc,
 		br:    bufio.NewReaderSize(rwc, 64<<10),
@@ -55,8 +60,8 @@ func NewStream(rwc io.ReadWriteCloser, limit int) *Stream {
 // ReadObject reads the next well-formed message into v.
 func (s *Stream) ReadObject(v any) error {
 	for {
-		frame, err := ReadFrame(s.br, s.limit)
-		var tooLarge *FrameTooLargeError
+		frame, err := nativemsg.ReadFrame(s.br, s.limit)
+		var tooLarge *nativemsg.FrameTooLargeError
 		switch {
 		case errors.As(err, &tooLarge):
 			// The header was valid, so the stream can be kept in step by
@@ -66,7 +71,7 @@ func (s *Stream) ReadObject(v any) error {
 			}
 			s.reject(CodeInvalidRequest, fmt.Sprintf("message of %d bytes exceeds the %d-byte limit of this link", tooLarge.Size, s.limit))
 			continue
-		case errors.Is(err, ErrEmptyFrame):
+		case errors.Is(err, nativemsg.ErrEmptyFrame):
 			s.reject(CodeInvalidRequest, "empty message: a frame must hold one JSON-RPC message")
 			continue
 		case err != nil:
@@ -117,7 +122,7 @@ func (s *Stream) WriteObject(obj any) error {
 				"error": map[string]any{"code": CodeInternalError, "message": msg},
 			})
 		} else {
-			return &FrameTooLargeError{Size: uint64(len(b)), Limit: s.limit}
+			return &nativemsg.FrameTooLargeError{Size: uint64(len(b)), Limit: s.limit}
 		}
 	}
 	return s.writeFrame(b)
@@ -126,7 +131,7 @@ func (s *Stream) WriteObject(obj any) error {
 func (s *Stream) writeFrame(b []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if err := WriteFrame(s.bw, b, s.limit); err != nil {
+	if err := nativemsg.WriteFrame(s.bw, b, s.limit); err != nil {
 		return err
 	}
 	return s.bw.Flush()

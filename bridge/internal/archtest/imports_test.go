@@ -1,0 +1,59 @@
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/browserbridge/browserbridge"
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+func listDeps(t *testing.T, patterns ...string) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-json"}, patterns...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []pkg
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// TestImportDirection holds the line drawn in the README: the host and the
+// installer may use the bridge's leaf packages, never the other way round
+// (only the browserbridge command, which wires everything, imports the
+// installer); the host stays a small program that pulls in no jsonrpc2,
+// HTTP server or service code; and the leaf packages stay leaves.
+func TestImportDirection(t *testing.T) {
+	for _, p := range listDeps(t, module+"/...") {
+		for _, d := range p.Deps {
+			switch {
+			case strings.HasPrefix(p.ImportPath, module+"/bridge/") && !strings.HasPrefix(p.ImportPath, module+"/bridge/cmd/") &&
+				(strings.HasPrefix(d, module+"/host") || strings.HasPrefix(d, module+"/installer")):
+				t.Errorf("%s imports %s: bridge packages must not depend on the host or the installer", p.ImportPath, d)
+			case p.ImportPath == module+"/host" &&
+				(strings.HasPrefix(d, "github.com/sourcegraph/jsonrpc2") || d == "net/http" || strings.HasPrefix(d, "github.com/kardianos/")):
+				t.Errorf("the host imports %s: it is a frame pump and must stay small", d)
+			case (p.ImportPath == module+"/bridge/nativemsg" || p.ImportPath == module+"/bridge/protocol" || p.ImportPath == module+"/bridge/ipc") &&
+				strings.HasPrefix(d, module+"/") && !strings.HasPrefix(d, module+"/bridge/nativemsg") && !strings.HasPrefix(d, module+"/bridge/protocol"):
+				t.Errorf("leaf package %s imports %s", p.ImportPath, d)
+			}
+		}
+	}
+}
