@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // ErrAlreadyServing means another bridge holds the socket's lock.
@@ -29,18 +30,16 @@ var ErrNoPeerCredentials = errors.New("peer credentials are not available on thi
 // Close releases both and removes the socket file.
 type Listener struct {
 	net.Listener
-	path   string
-	unlock func()
+	path       string
+	unlock     func()
+	unlockOnce sync.Once
 }
 
 // Close stops listening, removes the socket and releases the lock. It is
-// safe to call more than once.
+// safe to call more than once and from several goroutines.
 func (l *Listener) Close() error {
 	err := l.Listener.Close()
-	if l.unlock != nil {
-		l.unlock()
-		l.unlock = nil
-	}
+	l.unlockOnce.Do(l.unlock)
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return err
 	}

@@ -116,8 +116,9 @@ func runUninstall(_ context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if st, _ := service.Status(self); st == service.StateNotInstalled {
-		return nil
+	st, err := service.Status(self)
+	if st == service.StateNotInstalled || errors.Is(err, service.ErrNoUserManager) {
+		return nil // no service to remove: none could have been installed
 	}
 	_ = service.Control("stop", self)
 	if err := service.Control("uninstall", self); err != nil {

@@ -1,15 +1,17 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,9 +20,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
-	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
-	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -349,81 +349,70 @@ func TestHostSurvivesSIGPIPE(t *testing.T) {
 
 var _ = testbrowser.ErrLinkLost
 
-// TestHostStartsBridge: no bridge is running; the host starts the real
-// binary detached, attaches to it, and the bridge outlives the host. Then
-// the bridge is killed outright and a new one started: the host reattaches.
-func TestHostStartsBridge(t *testing.T) {
+// TestSeveralHosts: two browser profiles, each through its own host
+// process, are registered side by side; each call is answered by the
+// browser it was sent to; the hosts' logs land in the bridge's log.
+func TestSeveralHosts(t *testing.T) {
 	e := newEnv(t)
-	home := filepath.Join(e.dir, "home")
-	os.MkdirAll(filepath.Join(home, "config"), 0o700)
-	// The spawned bridge reads the per-user config: keep it off port 3456.
-	os.WriteFile(filepath.Join(home, "config", "config.json"), []byte(`{"listen":"127.0.0.1:0"}`), 0o600)
-	e.vars = append(e.vars, "BROWSERBRIDGE_BIN="+bins.Bridge)
-	t.Cleanup(func() { killBridge(t, e.socket) })
-
-	br := e.startBrowser(nil)
-	ctx := ctxFor(t, 20*time.Second)
-	if _, err := br.WaitState(ctx, protocol.StateStartingBridge); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := br.WaitState(ctx, protocol.StateConnected); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := br.Hello(ctx, "instance-spawn-1"); err != nil {
-		t.Fatal(err)
-	}
-	st := status(t, e.socket)
-	if len(st.Browsers) != 1 || st.Browsers[0].HostPID != br.Cmd.Process.Pid {
-		t.Fatalf("spawned bridge's status = %+v", st)
-	}
-	if st.PID == os.Getpid() || st.PID == br.Cmd.Process.Pid {
-		t.Fatalf("bridge pid %d is not a process of its own", st.PID)
-	}
-
-	// SIGKILL: no goodbye on the socket. A new bridge takes over the socket.
-	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := br.WaitState(ctx, protocol.StateDisconnected); err != nil {
-		t.Fatal(err)
-	}
-	b2, _ := e.startBridge()
-	if _, err := br.WaitState(ctx, protocol.StateConnected); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := br.Hello(ctx, "instance-spawn-1"); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := waitBrowser(t, b2, "instance-spawn-1").Call(ctx, "", "x", 1); err != nil || string(res) != "1" {
-		t.Fatalf("call through the new bridge = %s, %v", res, err)
-	}
-}
-
-func status(t *testing.T, socket string) *protocol.StatusResult {
-	t.Helper()
-	c, err := ipc.Dial(ctxFor(t, 5*time.Second), socket)
+	var logs syncBuffer
+	b, err := Start(e.config(), slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	conn := jsonrpc2.NewConn(context.Background(), rpcstream.New(c, nativemsg.MaxLink), jsonrpc2.HandlerWithError(
-		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }))
-	defer conn.Close()
-	var st protocol.StatusResult
-	if err := conn.Call(ctxFor(t, 5*time.Second), protocol.BridgeStatus, nil, &st); err != nil {
-		t.Fatal(err)
-	}
-	return &st
-}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 
-// killBridge ends a bridge process serving socket, if one is left.
-func killBridge(t *testing.T, socket string) {
-	out, _ := exec.Command("pgrep", "-f", "serve --socket "+socket).Output()
-	for _, f := range strings.Fields(string(out)) {
-		var pid int
-		fmt.Sscan(f, &pid)
-		if pid > 0 {
-			syscall.Kill(pid, syscall.SIGKILL)
+	ids := []string{"instance-profile-a", "instance-profile-b"}
+	for _, id := range ids {
+		br := e.startBrowser(func(method string, p json.RawMessage) (any, map[string]any) {
+			return map[string]any{"answeredBy": id}, nil
+		})
+		if _, err := br.WaitState(ctxFor(t, 10*time.Second), protocol.StateConnected); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := br.Hello(ctxFor(t, 10*time.Second), id); err != nil {
+			t.Fatal(err)
 		}
 	}
+	for _, id := range ids {
+		waitBrowser(t, b, id)
+	}
+	if st := b.Links().Status(); st.Hosts != 2 || len(st.Browsers) != 2 {
+		t.Fatalf("status lists %d hosts, %d browsers; want 2 and 2", st.Hosts, len(st.Browsers))
+	}
+	for i := 0; i < 50; i++ {
+		id := ids[i%2]
+		tab, _ := b.Links().Browser(id)
+		res, err := tab.Call(ctxFor(t, 5*time.Second), "", "who", nil)
+		if err != nil || string(res) != `{"answeredBy":"`+id+`"}` {
+			t.Fatalf("call to %s answered %s, %v", id, res, err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	hostRecord := regexp.MustCompile(`msg="attached to the bridge" host_pid=\d+ source=host`)
+	for len(hostRecord.FindAllString(logs.String(), -1)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hosts' log records did not reach the bridge's log:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
