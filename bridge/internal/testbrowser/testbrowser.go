@@ -56,6 +56,7 @@ type Browser struct {
 	Frames atomic.Int64
 
 	handler Handler
+	notify  atomic.Pointer[func(method string, params json.RawMessage)]
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	pending map[string]chan Message
@@ -180,6 +181,10 @@ func (b *Browser) dispatch(m Message) {
 		case b.States <- st:
 		default:
 		}
+	case m.Method != "" && m.ID == nil:
+		if f := b.notify.Load(); f != nil {
+			(*f)(m.Method, m.Params)
+		}
 	case m.Method != "" && m.ID != nil:
 		go func() {
 			res, errObj := b.handler(m.Method, m.Params)
@@ -287,6 +292,10 @@ func (b *Browser) WaitState(ctx context.Context, state string) (protocol.HostSta
 		}
 	}
 }
+
+// OnNotify sets the function told about every notification from the
+// bridge other than host.state.
+func (b *Browser) OnNotify(f func(method string, params json.RawMessage)) { b.notify.Store(&f) }
 
 // CloseStdout closes the read end of the host's stdout, as when the browser
 // dies without closing stdin: the host's next write fails with EPIPE.

@@ -1,0 +1,283 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
+)
+
+// BrowserHeader carries the ?browser= choice of the endpoint URL to the
+// tool handlers (the transports copy the query parameter into it).
+const BrowserHeader = "X-Browserbridge-Browser"
+
+// Keys the bridge adds to the _meta of what it sends the extension and of
+// the results it returns.
+const (
+	metaSession = "browserbridge/session" // {id, client}: whose call this is (tab groups)
+	metaBrowser = "browserbridge/browser" // {id, name, version}: who answered
+)
+
+// session is the bridge's state for one MCP session.
+type session struct {
+	id        string // the prefix of its link ids: local-<id>:<n>
+	client    string // clientInfo.name, for the tab group's title
+	stateless bool
+	next      atomic.Uint64
+
+	mu      sync.Mutex
+	browser string // chosen with select_browser; "" = default
+}
+
+func (ss *session) setBrowser(id string) {
+	ss.mu.Lock()
+	ss.browser = id
+	ss.mu.Unlock()
+}
+
+func (ss *session) chosen() string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.browser
+}
+
+var nonLabel = regexp.MustCompile(`[^A-Za-z0-9-]+`)
+
+// session returns the state of req's MCP session, creating it at first use.
+// A stateless (2026-07-28) request is its own session for the SDK; the
+// bridge keys those by client name so that one client's calls share a tab
+// group.
+func (s *Server) session(ss *mcp.ServerSession, req *mcp.CallToolRequest) *session {
+	client := ""
+	if ci := req.ClientInfo(); ci != nil {
+		client = ci.Name
+	}
+	stateless := ss == nil || ss.ID() == "" && isStateless(req)
+	if stateless {
+		label := nonLabel.ReplaceAllString(client, "-")
+		if len(label) > 40 {
+			label = label[:40]
+		}
+		// One counter for all stateless requests keeps their link ids unique.
+		st := &session{id: "c-" + label, client: client, stateless: true}
+		st.next.Store(s.statelessNext.Add(1 << 20))
+		return st
+	}
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	st := s.sessions[ss]
+	if st == nil {
+		st = &session{id: strconv.FormatUint(s.nextSessID.Add(1), 10), client: client}
+		s.sessions[ss] = st
+		go func() { // forget the session when it ends
+			_ = ss.Wait()
+			s.sessMu.Lock()
+			delete(s.sessions, ss)
+			s.sessMu.Unlock()
+		}()
+	}
+	return st
+}
+
+func isStateless(req *mcp.CallToolRequest) bool {
+	return req.ProtocolVersion() >= "2026-07-28"
+}
+
+// chosenBrowserID is the browser a request asked for: ?browser= on the URL,
+// else the session's select_browser choice, else "" for the default.
+func (s *Server) chosenBrowserID(req *mcp.CallToolRequest) string {
+	if req.Extra != nil && req.Extra.Header != nil {
+		if id := req.Extra.Header.Get(BrowserHeader); id != "" {
+			return id
+		}
+	}
+	if req.Session == nil {
+		return ""
+	}
+	s.sessMu.Lock()
+	st := s.sessions[req.Session]
+	s.sessMu.Unlock()
+	if st == nil {
+		return ""
+	}
+	return st.chosen()
+}
+
+// errNoBrowser explains a call that found no browser in time.
+type errNoBrowser struct {
+	wanted string
+	waited time.Duration
+}
+
+func (e errNoBrowser) Error() string {
+	if e.wanted != "" {
+		return fmt.Sprintf("browser %q is not connected (waited %s for it). Call list_browsers to see the connected ones, or reopen that browser.", e.wanted, e.waited)
+	}
+	return fmt.Sprintf("no browser is connected to Browser Bridge (waited %s). Open the browser with the Browser Bridge extension loaded, or run `browserbridge doctor`.", e.waited)
+}
+
+// waitBrowser returns the browser a call goes to, waiting up to BrowserWait
+// for it to (re)connect.
+func (s *Server) waitBrowser(ctx context.Context, wanted string) (*hostlink.Browser, error) {
+	var timer *time.Timer
+	start := time.Now()
+	for {
+		change := s.changed() // before looking, so no change is missed
+		if s.links != nil {
+			if wanted != "" {
+				if b, ok := s.links.Browser(wanted); ok {
+					return b, nil
+				}
+			} else if b, ok := s.links.Default(); ok {
+				return b, nil
+			}
+		}
+		if timer == nil {
+			s.stats.WaitedCalls.Add(1)
+			timer = time.NewTimer(s.opts.BrowserWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-change:
+		case <-timer.C:
+			s.stats.TimedOut.Add(1)
+			return nil, errNoBrowser{wanted: wanted, waited: time.Since(start).Round(time.Millisecond)}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// progressRoute is where a progress notification from the extension goes.
+type progressRoute struct {
+	ctx     context.Context // the call's, so the SDK puts it on the call's stream
+	session *mcp.ServerSession
+	token   any // the client's own progress token
+}
+
+// callBrowserTool forwards a tools/call to the browser and returns its
+// result, with the answering browser in _meta.
+func (s *Server) callBrowserTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s.stats.Calls.Add(1)
+	sess := s.session(req.Session, req)
+	b, err := s.waitBrowser(ctx, s.chosenBrowserID(req))
+	if err != nil {
+		s.stats.CallErrors.Add(1)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return toolError(err.Error()), nil
+	}
+	id := protocol.IDPrefixLocal + sess.id + ":" + strconv.FormatUint(sess.next.Add(1), 10)
+
+	meta := map[string]any{metaSession: map[string]string{"id": protocol.IDPrefixLocal + sess.id, "client": sess.client}}
+	if tok := req.Params.GetProgressToken(); tok != nil {
+		// The extension reports progress against the link id, unique across
+		// sessions; the client's token goes back on the way out.
+		meta["progressToken"] = id
+		s.progMu.Lock()
+		s.progress[id] = progressRoute{ctx: ctx, session: req.Session, token: tok}
+		s.progMu.Unlock()
+		defer func() {
+			s.progMu.Lock()
+			delete(s.progress, id)
+			s.progMu.Unlock()
+		}()
+	}
+	args := req.Params.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	params := map[string]any{"name": req.Params.Name, "arguments": args, "_meta": meta}
+
+	raw, err := b.Call(ctx, id, "tools/call", params)
+	if err != nil {
+		return s.callFailed(ctx, b, id, err)
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		s.stats.CallErrors.Add(1)
+		return toolError(fmt.Sprintf("the browser's answer to %s was not a tool result: %v", req.Params.Name, err)), nil
+	}
+	info := b.Info()
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	res.Meta[metaBrowser] = map[string]string{"id": info.ID, "name": info.Name, "version": info.Version}
+	if res.IsError {
+		s.stats.CallErrors.Add(1)
+	}
+	return &res, nil
+}
+
+// callFailed turns a failed link call into what the client should see.
+func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id string, err error) (*mcp.CallToolResult, error) {
+	s.stats.CallErrors.Add(1)
+	var rpcErr *jsonrpc2.Error
+	switch {
+	case ctx.Err() != nil:
+		// The client cancelled (or went away): tell the extension to stop.
+		s.stats.Cancelled.Add(1)
+		nctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = b.Notify(nctx, "notifications/cancelled", map[string]any{"requestId": id, "reason": "the MCP client cancelled the call"})
+		return nil, ctx.Err()
+	case errors.Is(err, hostlink.ErrBrowserGone):
+		s.stats.BrowserGone.Add(1)
+		return toolError("The browser disconnected before answering, so the action may or may not have happened. " +
+			"Check the page (read it again) before repeating the action."), nil
+	case errors.As(err, &rpcErr):
+		// Protocol-level refusals keep their JSON-RPC code (an unknown tool,
+		// bad arguments); anything else is a failed tool run.
+		if rpcErr.Code == jsonrpc2.CodeInvalidParams || rpcErr.Code == jsonrpc2.CodeMethodNotFound {
+			return nil, &jsonrpc.Error{Code: rpcErr.Code, Message: rpcErr.Message}
+		}
+		return toolError(rpcErr.Message), nil
+	}
+	return toolError(fmt.Sprintf("calling the browser: %v", err)), nil
+}
+
+// HandleBrowserMessage handles what a browser sends the bridge besides the
+// link's own methods: progress of a call, a change of its tools.
+func (s *Server) HandleBrowserMessage(ctx context.Context, b *hostlink.Browser, req *jsonrpc2.Request) (any, error) {
+	switch req.Method {
+	case "notifications/progress":
+		var p mcp.ProgressNotificationParams
+		if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
+			return nil, nil
+		}
+		key, _ := p.ProgressToken.(string)
+		s.progMu.Lock()
+		route, ok := s.progress[key]
+		s.progMu.Unlock()
+		if !ok || route.session == nil {
+			return nil, nil // the call already ended
+		}
+		p.ProgressToken = route.token
+		if err := route.session.NotifyProgress(route.ctx, &p); err != nil {
+			s.log.Debug("forwarding progress", "error", err)
+		}
+		return nil, nil
+	case "notifications/tools/list_changed":
+		if def, ok := s.links.Default(); ok && def == b {
+			go s.refreshTools(context.Background())
+		}
+		return nil, nil
+	}
+	if req.Notif {
+		return nil, nil
+	}
+	return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("the bridge has no method %q", req.Method)}
+}

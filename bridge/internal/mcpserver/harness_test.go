@@ -1,0 +1,234 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/ipc"
+)
+
+// bridge is an in-process bridge: the host link on a temp socket, the MCP
+// server and its HTTP transports on an httptest server.
+type bridge struct {
+	t      testing.TB
+	socket string
+	links  *hostlink.Server
+	mcps   *Server
+	srv    *httptest.Server
+	sse    *SSE
+	st     *Streamable
+}
+
+func newBridge(t testing.TB, opts Options, hopts HTTPOptions) *bridge {
+	dir, err := os.MkdirTemp("", "mcps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	b := &bridge{t: t, socket: filepath.Join(dir, "bridge.sock")}
+	if opts.Logger == nil && testing.Verbose() {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	b.mcps = New(opts)
+	b.links = hostlink.NewServer(hostlink.Options{Handle: b.mcps.HandleBrowserMessage, OnChange: b.mcps.BrowsersChanged})
+	b.mcps.Attach(b.links)
+	ln, err := ipc.Listen(b.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.links.Serve(ctx, ln); close(done) }()
+	b.st = b.mcps.NewStreamable(hopts)
+	b.sse = b.mcps.NewSSE(hopts)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", b.st)
+	mux.HandleFunc("/sse", b.sse.Stream)
+	mux.HandleFunc("/message", b.sse.Message)
+	b.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		b.srv.CloseClientConnections()
+		b.srv.Close()
+		cancel()
+		<-done
+	})
+	return b
+}
+
+// tool is what the fake extension offers.
+var fakeTools = []map[string]any{
+	{"name": "echo", "description": "Echo the text back", "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
+	{"name": "slow", "description": "Report progress, then answer", "inputSchema": map[string]any{"type": "object"}},
+	{"name": "block", "description": "Never answer until cancelled", "inputSchema": map[string]any{"type": "object"}},
+	{"name": "fail", "description": "Fail as a tool", "inputSchema": map[string]any{"type": "object"}},
+}
+
+// fakeExtension is a browser's extension on the native link, attached
+// straight to the bridge's socket (the host only moves frames, and its own
+// tests cover it). It stands for the real extension of issue 4.
+type fakeExtension struct {
+	*testbrowser.Browser
+	id string
+
+	mu        sync.Mutex
+	tools     []map[string]any
+	calls     []json.RawMessage // params of every tools/call
+	cancelled chan string       // requestIds of notifications/cancelled
+}
+
+func (b *bridge) attach(id string) *fakeExtension {
+	b.t.Helper()
+	c, err := ipc.Dial(context.Background(), b.socket)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	fe := &fakeExtension{id: id, tools: fakeTools, cancelled: make(chan string, 16)}
+	fe.Browser = testbrowser.Attach(c, fe.handle)
+	fe.OnNotify(func(method string, p json.RawMessage) {
+		if method == "notifications/cancelled" {
+			var n struct {
+				RequestID string `json:"requestId"`
+			}
+			json.Unmarshal(p, &n)
+			fe.cancelled <- n.RequestID
+		}
+	})
+	b.t.Cleanup(func() { c.Close() })
+	if _, err := fe.Hello(context.Background(), id); err != nil {
+		b.t.Fatal(err)
+	}
+	b.waitTools("echo")
+	return fe
+}
+
+func (fe *fakeExtension) handle(method string, p json.RawMessage) (any, map[string]any) {
+	switch method {
+	case "tools/list":
+		fe.mu.Lock()
+		defer fe.mu.Unlock()
+		return map[string]any{"tools": fe.tools}, nil
+	case "tools/call":
+		fe.mu.Lock()
+		fe.calls = append(fe.calls, p)
+		fe.mu.Unlock()
+		var call struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+			Meta      struct {
+				ProgressToken any `json:"progressToken"`
+			} `json:"_meta"`
+		}
+		json.Unmarshal(p, &call)
+		text := func(s string) map[string]any {
+			return map[string]any{"content": []map[string]any{{"type": "text", "text": s}}}
+		}
+		switch call.Name {
+		case "echo":
+			var a struct{ Text string }
+			json.Unmarshal(call.Arguments, &a)
+			return text(a.Text), nil
+		case "slow":
+			for i := 1; i <= 3; i++ {
+				fe.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress",
+					"params": map[string]any{"progressToken": call.Meta.ProgressToken, "progress": i, "total": 3, "message": fmt.Sprintf("step %d", i)}})
+			}
+			return text("done"), nil
+		case "block":
+			time.Sleep(10 * time.Second)
+			return text("too late"), nil
+		case "fail":
+			return map[string]any{"isError": true, "content": []map[string]any{{"type": "text", "text": "the page said no"}}}, nil
+		}
+		return nil, map[string]any{"code": -32602, "message": "unknown tool " + call.Name}
+	}
+	if method == "notifications/cancelled" {
+		return nil, nil
+	}
+	return nil, map[string]any{"code": -32601, "message": "no " + method}
+}
+
+// waitTools waits until the server offers the named tool.
+func (b *bridge) waitTools(name string) {
+	b.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, t := range b.mcps.ToolList() {
+			if t.Name == name {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.t.Fatalf("tool %q never offered", name)
+}
+
+// era is one way a client can talk to the bridge.
+type era struct {
+	name      string
+	transport func(base string) mcp.Transport
+	version   string
+}
+
+var eras = []era{
+	{"sse-2024-11-05", func(base string) mcp.Transport { return &mcp.SSEClientTransport{Endpoint: base + "/sse"} }, "2024-11-05"},
+	{"streamable-2025-03-26", streamable, "2025-03-26"},
+	{"streamable-2025-06-18", streamable, "2025-06-18"},
+	{"streamable-2025-11-25", streamable, "2025-11-25"},
+	{"streamable-2026-07-28", streamable, ""}, // the client's default: stateless, server/discover
+}
+
+func streamable(base string) mcp.Transport {
+	return &mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1}
+}
+
+func (b *bridge) connect(e era, copts *mcp.ClientOptions, query string) *mcp.ClientSession {
+	b.t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-" + e.name, Version: "1"}, copts)
+	tr := e.transport(b.srv.URL)
+	if query != "" {
+		switch t := tr.(type) {
+		case *mcp.SSEClientTransport:
+			t.Endpoint += query
+		case *mcp.StreamableClientTransport:
+			t.Endpoint += query
+		}
+	}
+	// The SSE client's stream lives as long as Connect's context, so that
+	// context must outlive the session; the test's timeout bounds it.
+	cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: e.version})
+	if err != nil {
+		b.t.Fatalf("%s: connect: %v", e.name, err)
+	}
+	b.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,318 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestEveryEra: initialize (or discover), tools/list, tools/call and an
+// isError result, for each protocol era the bridge serves.
+func TestEveryEra(t *testing.T) {
+	b := newBridge(t, Options{}, HTTPOptions{})
+	b.attach("instance-era-1")
+	for _, e := range eras {
+		t.Run(e.name, func(t *testing.T) {
+			cs := b.connect(e, nil, "")
+			ctx := ctxT(t, 10*time.Second)
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]bool{}
+			for _, tl := range tools.Tools {
+				names[tl.Name] = true
+			}
+			for _, want := range []string{"echo", "slow", toolListBrowsers, toolSelectBrowser} {
+				if !names[want] {
+					t.Fatalf("tools/list lacks %q: %v", want, names)
+				}
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi from " + e.name}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := textOf(res); got != "hi from "+e.name || res.IsError {
+				t.Fatalf("echo = %q (isError %v)", got, res.IsError)
+			}
+			who, _ := res.Meta[metaBrowser].(map[string]any)
+			if who["id"] != "instance-era-1" || who["name"] != "TestBrowser" {
+				t.Fatalf("result does not say which browser answered: _meta = %v", res.Meta)
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fail"})
+			if err != nil || !res.IsError || textOf(res) != "the page said no" {
+				t.Fatalf("fail = %+v, %v", res, err)
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+				t.Fatalf("unknown tool: %v", err)
+			}
+		})
+	}
+}
+
+func TestProgressReachesItsCaller(t *testing.T) {
+	b := newBridge(t, Options{}, HTTPOptions{})
+	b.attach("instance-progress-1")
+	for _, e := range eras {
+		t.Run(e.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []string
+			cs := b.connect(e, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+				mu.Lock()
+				got = append(got, fmt.Sprintf("%v:%v/%v", r.Params.ProgressToken, r.Params.Progress, r.Params.Total))
+				mu.Unlock()
+			}}, "")
+			// A second client calls at the same time with the same token; it
+			// must see only its own progress.
+			other := b.connect(e, nil, "")
+			go other.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "slow", Meta: mcp.Meta{"progressToken": "tok"}})
+			res, err := cs.CallTool(ctxT(t, 10*time.Second), &mcp.CallToolParams{Name: "slow", Meta: mcp.Meta{"progressToken": "tok"}})
+			if err != nil || textOf(res) != "done" {
+				t.Fatalf("slow = %v %q, %v", res, textOf(res), err)
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for {
+				mu.Lock()
+				n := len(got)
+				mu.Unlock()
+				if n >= 3 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Join(got, ",") != "tok:1/3,tok:2/3,tok:3/3" {
+				t.Fatalf("progress seen by the caller: %v", got)
+			}
+		})
+	}
+}
+
+func TestCancelReachesTheExtension(t *testing.T) {
+	b := newBridge(t, Options{}, HTTPOptions{})
+	fe := b.attach("instance-cancel-1")
+	for _, e := range eras[:4] { // 2026-07-28 cancels by closing the request, covered below
+		t.Run(e.name, func(t *testing.T) {
+			cs := b.connect(e, nil, "")
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "block"}); done <- err }()
+			time.Sleep(100 * time.Millisecond)
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled call returned %v", err)
+			}
+			select {
+			case id := <-fe.cancelledIDs():
+				if !strings.HasPrefix(id, "local-") {
+					t.Fatalf("extension told to cancel %q, not a local session's request", id)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the extension never got notifications/cancelled")
+			}
+			// The session still works.
+			if res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "after"}}); err != nil || textOf(res) != "after" {
+				t.Fatalf("call after cancel = %v, %v", res, err)
+			}
+		})
+	}
+}
+
+func TestToolListChanged(t *testing.T) {
+	b := newBridge(t, Options{}, HTTPOptions{})
+	fe := b.attach("instance-tools-1")
+	for _, e := range eras {
+		t.Run(e.name, func(t *testing.T) {
+			changed := make(chan struct{}, 16)
+			cs := b.connect(e, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				changed <- struct{}{}
+			}}, "")
+			cs.ListTools(ctxT(t, 5*time.Second), nil)
+			time.Sleep(50 * time.Millisecond) // let a 2026 client's subscription settle
+			name := "new_tool_" + strings.ReplaceAll(e.name, ".", "_")
+			fe.mu.Lock()
+			fe.tools = append(append([]map[string]any{}, fe.tools...), map[string]any{"name": name, "description": "new", "inputSchema": map[string]any{"type": "object"}})
+			fe.mu.Unlock()
+			fe.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+			select {
+			case <-changed:
+			case <-time.After(5 * time.Second):
+				t.Fatal("no notifications/tools/list_changed after the extension's tools changed")
+			}
+			b.waitTools(name)
+			tools, _ := cs.ListTools(ctxT(t, 5*time.Second), nil)
+			found := false
+			for _, tl := range tools.Tools {
+				found = found || tl.Name == name
+			}
+			if !found {
+				t.Fatalf("%s not listed after list_changed", name)
+			}
+		})
+	}
+}
+
+func TestBrowserArrivalAndDepartureNotify(t *testing.T) {
+	b := newBridge(t, Options{}, HTTPOptions{})
+	b.attach("instance-first-1")
+	changed := make(chan struct{}, 16)
+	cs := b.connect(eras[2], &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }}, "")
+	cs.ListTools(ctxT(t, 5*time.Second), nil)
+	second := b.attach("instance-second-1")
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no list_changed when a browser connected")
+	}
+	second.Stop(time.Second)
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no list_changed when a browser left")
+	}
+}
+
+func TestCallWaitsForABrowser(t *testing.T) {
+	b := newBridge(t, Options{BrowserWait: 10 * time.Second}, HTTPOptions{})
+	fe := b.attach("instance-wait-1")
+	for _, e := range []era{eras[0], eras[3], eras[4]} {
+		t.Run(e.name, func(t *testing.T) {
+			cs := b.connect(e, nil, "")
+			fe.Stop(time.Second) // the service worker went away
+			waitNoBrowser(t, b)
+			done := make(chan *mcp.CallToolResult, 1)
+			go func() {
+				res, err := cs.CallTool(ctxT(t, 15*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "waited"}})
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			time.Sleep(200 * time.Millisecond)
+			fe = b.attach("instance-wait-1") // ...and came back
+			select {
+			case res := <-done:
+				if res == nil || textOf(res) != "waited" {
+					t.Fatalf("call after the browser came back = %v", res)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("call did not finish after the browser came back")
+			}
+		})
+	}
+}
+
+func TestCallTimesOutWithoutBrowser(t *testing.T) {
+	b := newBridge(t, Options{BrowserWait: 300 * time.Millisecond}, HTTPOptions{})
+	fe := b.attach("instance-timeout-1")
+	cs := b.connect(eras[3], nil, "")
+	fe.Stop(time.Second)
+	waitNoBrowser(t, b)
+	res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+	if err != nil {
+		t.Fatalf("a call with no browser must be a tool error, not a protocol error: %v", err)
+	}
+	if !res.IsError || !strings.Contains(textOf(res), "no browser is connected") {
+		t.Fatalf("timeout result = %+v", res)
+	}
+	// The session stays usable: the bridge's own tools answer.
+	res, err = cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: toolListBrowsers})
+	if err != nil || !strings.Contains(textOf(res), "No browser is connected") {
+		t.Fatalf("list_browsers after a timeout = %v, %v", res, err)
+	}
+}
+
+func waitNoBrowser(t *testing.T, b *bridge) {
+	deadline := time.Now().Add(5 * time.Second)
+	for len(b.links.Browsers()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("browser still registered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestSelectBrowser(t *testing.T) {
+	b := newBridge(t, Options{}, HTTPOptions{})
+	b.attach("instance-sel-a")
+	b.attach("instance-sel-b") // the most recent: the default
+	whoAnswered := func(cs *mcp.ClientSession) string {
+		res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Meta[metaBrowser].(map[string]any)["id"].(string)
+	}
+	cs := b.connect(eras[3], nil, "")
+	if got := whoAnswered(cs); got != "instance-sel-b" {
+		t.Fatalf("default browser answered: %s", got)
+	}
+	res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: toolSelectBrowser, Arguments: map[string]any{"browser": "instance-sel-a"}})
+	if err != nil || res.IsError {
+		t.Fatalf("select_browser = %v, %v", res, err)
+	}
+	if got := whoAnswered(cs); got != "instance-sel-a" {
+		t.Fatalf("after select_browser, %s answered", got)
+	}
+	res, _ = cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: toolSelectBrowser, Arguments: map[string]any{"browser": "nope"}})
+	if !res.IsError {
+		t.Fatal("selecting an unknown browser succeeded")
+	}
+	for _, e := range []era{eras[0], eras[4]} { // ?browser= on the URL, legacy and stateless
+		if got := whoAnswered(b.connect(e, nil, "?browser=instance-sel-a")); got != "instance-sel-a" {
+			t.Fatalf("%s with ?browser=instance-sel-a: %s answered", e.name, got)
+		}
+	}
+}
+
+// TestManyClientsSameIDs: 50 clients whose request ids all start at 1 call
+// the same extension at once, 10,000 calls in all; every reply must be the
+// caller's own.
+func TestManyClientsSameIDs(t *testing.T) {
+	const clients, perClient = 50, 200
+	b := newBridge(t, Options{}, HTTPOptions{})
+	b.attach("instance-many-1")
+	var wrong, failed, isError atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		e := eras[1+c%4] // every streamable era
+		if c%5 == 0 {
+			e = eras[0] // and legacy SSE
+		}
+		cs := b.connect(e, nil, "")
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := 0; i < perClient; i++ {
+				want := fmt.Sprintf("client %d call %d", c, i)
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case res.IsError:
+					isError.Add(1)
+					t.Errorf("client %d call %d: %s", c, i, textOf(res))
+				case textOf(res) != want:
+					wrong.Add(1)
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	if wrong.Load() != 0 || failed.Load() != 0 || isError.Load() != 0 {
+		t.Fatalf("%d misrouted, %d failed and %d lost of %d calls", wrong.Load(), isError.Load(), failed.Load(), clients*perClient)
+	}
+}
+
+func (fe *fakeExtension) cancelledIDs() <-chan string { return fe.cancelled }
+
+var _ = json.Marshal

@@ -1,0 +1,182 @@
+package mcpserver
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// SSE serves the legacy HTTP+SSE transport (2024-11-05) as spec 004 lays it
+// out: GET /sse opens the stream and names the endpoint to POST to,
+// /message?sessionId=…; replies come back on the stream as `event: message`;
+// `event: ping` keeps idle proxies from closing it. The session ends when
+// the stream closes.
+type SSE struct {
+	s    *Server
+	opts HTTPOptions
+
+	mu       sync.Mutex
+	sessions map[string]*sseSession
+	open     atomic.Int64
+}
+
+type sseSession struct {
+	t *mcp.SSEServerTransport
+}
+
+// NewSSE returns the legacy transport; mount Stream at /sse and Message at
+// /message.
+func (s *Server) NewSSE(opts HTTPOptions) *SSE {
+	opts.defaults()
+	return &SSE{s: s, opts: opts, sessions: make(map[string]*sseSession)}
+}
+
+// Sessions reports the open SSE sessions.
+func (h *SSE) Sessions() int64 { return h.open.Load() }
+
+// Stream handles GET /sse.
+func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeRPCError(w, http.StatusMethodNotAllowed, nil, -32600, "GET /sse opens the event stream; messages go to POST /message?sessionId=…")
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeRPCError(w, http.StatusInternalServerError, nil, -32603, "streaming is not supported by this connection")
+		return
+	}
+	id := rand.Text()
+	endpoint := "/message?sessionId=" + id
+	if b := r.URL.Query().Get("browser"); b != "" {
+		endpoint += "&browser=" + url.QueryEscape(b)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Connection", "keep-alive")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	lw := &lockedWriter{w: w, f: flusher}
+	t := &mcp.SSEServerTransport{Endpoint: endpoint, Response: lw, MaxRequestBodyBytes: h.opts.MaxBodyBytes}
+
+	h.mu.Lock()
+	h.sessions[id] = &sseSession{t: t}
+	h.mu.Unlock()
+	h.open.Add(1)
+	defer func() {
+		h.mu.Lock()
+		delete(h.sessions, id)
+		h.mu.Unlock()
+		h.open.Add(-1)
+	}()
+
+	ss, err := h.s.mcp.Connect(r.Context(), t, nil)
+	if err != nil {
+		h.s.log.Warn("opening an SSE session", "error", err)
+		return
+	}
+	defer ss.Close()
+	h.s.log.Debug("SSE session opened", "session", id)
+
+	ended := make(chan struct{})
+	go func() { _ = ss.Wait(); close(ended) }()
+	var tick <-chan time.Time
+	if h.opts.PingInterval > 0 {
+		t := time.NewTicker(h.opts.PingInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ended:
+			return
+		case <-tick:
+			var ping string
+			if h.opts.PingStyle == "comment" {
+				ping = ": ping\n\n"
+			} else {
+				ping = "event: ping\ndata: {\"timestamp\":" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "}\n\n"
+			}
+			if _, err := io.WriteString(lw, ping); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Message handles POST /message?sessionId=….
+func (h *SSE) Message(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeRPCError(w, http.StatusMethodNotAllowed, nil, -32600, "POST JSON-RPC messages here; GET /sse opens the stream")
+		return
+	}
+	copyBrowserParam(r)
+	id := r.URL.Query().Get("sessionId")
+	h.mu.Lock()
+	sess := h.sessions[id]
+	h.mu.Unlock()
+	if sess == nil {
+		writeRPCError(w, http.StatusNotFound, nil, -32600, fmt.Sprintf("unknown or ended SSE session %q: open a new stream with GET /sse", id))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
+			return
+		}
+		writeRPCError(w, http.StatusBadRequest, nil, -32700, "could not read the request body: "+err.Error())
+		return
+	}
+	head, status, code, msg := inspect(body)
+	if status != 0 {
+		writeRPCError(w, status, head.ID, code, msg)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	sess.t.ServeHTTP(w, r)
+}
+
+// lockedWriter serializes the SDK's event writes and the pings: each SDK
+// event is one Write, so a ping never lands inside one.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+	f  http.Flusher
+}
+
+func (l *lockedWriter) Header() http.Header { return l.w.Header() }
+func (l *lockedWriter) WriteHeader(code int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.WriteHeader(code)
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.w.Write(p)
+	l.f.Flush()
+	return n, err
+}
+
+func (l *lockedWriter) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.f.Flush()
+}

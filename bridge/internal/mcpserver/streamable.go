@@ -1,0 +1,237 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HTTPOptions configure the HTTP transports. Zero values are documented.
+type HTTPOptions struct {
+	// SessionTimeout ends a Streamable HTTP session with no request for this
+	// long (abandoned sessions are reaped); 0 means 30 minutes.
+	SessionTimeout time.Duration
+	// ReplayBytes bounds each session's buffer of events kept for
+	// resumption (Last-Event-ID); 0 means 256 KiB.
+	ReplayBytes int
+	// MaxBodyBytes bounds a request body; 0 means 4 MiB.
+	MaxBodyBytes int64
+	// PingInterval is the legacy SSE keep-alive period; 0 means 30 s,
+	// negative turns pings off.
+	PingInterval time.Duration
+	// PingStyle is "event" (an `event: ping` with a timestamp, as spec 004
+	// says) or "comment" (an SSE comment line, which no client can
+	// mistake for a message); "" means "event".
+	PingStyle string
+}
+
+func (o *HTTPOptions) defaults() {
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 30 * time.Minute
+	}
+	if o.ReplayBytes == 0 {
+		o.ReplayBytes = 256 << 10
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.PingInterval == 0 {
+		o.PingInterval = 30 * time.Second
+	}
+	if o.PingStyle == "" {
+		o.PingStyle = "event"
+	}
+}
+
+// Latest protocol era: stateless requests identified by _meta.
+const (
+	version2026  = "2026-07-28"
+	metaVersion  = "io.modelcontextprotocol/protocolVersion"
+	headerMCPVer = "Mcp-Protocol-Version"
+	headerSessID = "Mcp-Session-Id"
+)
+
+// serverMethods are the requests the server answers; anything else gets
+// -32601 before it reaches the SDK, which would answer in plain text.
+var serverMethods = map[string]bool{
+	"initialize": true, "ping": true, "tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/read": true, "resources/templates/list": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"prompts/list": true, "prompts/get": true, "completion/complete": true,
+	"logging/setLevel": true, "server/discover": true, "subscriptions/listen": true,
+}
+
+// Streamable serves /mcp for every era on one endpoint: requests of the
+// 2026-07-28 stateless era (no session, _meta carries the version) go to a
+// stateless SDK handler; initialize and everything in a session go to a
+// stateful one. Before either, requests are checked so that bad input gets
+// JSON-RPC errors rather than the SDK's plain-text ones.
+type Streamable struct {
+	s         *Server
+	opts      HTTPOptions
+	stateful  *mcp.StreamableHTTPHandler
+	stateless *mcp.StreamableHTTPHandler
+	events    *eventStore
+}
+
+// NewStreamable returns the /mcp handler.
+func (s *Server) NewStreamable(opts HTTPOptions) *Streamable {
+	opts.defaults()
+	h := &Streamable{s: s, opts: opts, events: newEventStore(opts.ReplayBytes)}
+	get := func(*http.Request) *mcp.Server { return s.mcp }
+	h.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		SessionTimeout:             opts.SessionTimeout,
+		EventStore:                 h.events,
+		MaxRequestBodyBytes:        opts.MaxBodyBytes,
+		Logger:                     s.log,
+		DisableLocalhostProtection: true, // httpguard checks Host and Origin for every route
+	})
+	h.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		MaxRequestBodyBytes:          opts.MaxBodyBytes,
+		Logger:                       s.log,
+		DisableLocalhostProtection:   true,
+	})
+	return h
+}
+
+// ReplayBytes reports the bytes held for stream resumption.
+func (h *Streamable) ReplayBytes() int { return h.events.Bytes() }
+
+func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	copyBrowserParam(r)
+	if r.Method != http.MethodPost {
+		h.stateful.ServeHTTP(w, r) // GET stream, DELETE, or 405
+		return
+	}
+	if !acceptsStreamable(r.Header.Get("Accept")) {
+		writeRPCError(w, http.StatusNotAcceptable, nil, -32600,
+			"Accept must list application/json and text/event-stream (Streamable HTTP); got "+quoteOrNone(r.Header.Get("Accept")))
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeRPCError(w, http.StatusUnsupportedMediaType, nil, -32600, "Content-Type must be application/json")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
+			return
+		}
+		writeRPCError(w, http.StatusBadRequest, nil, -32700, "could not read the request body: "+err.Error())
+		return
+	}
+	head, status, code, msg := inspect(body)
+	if status != 0 {
+		writeRPCError(w, status, head.ID, code, msg)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+
+	switch {
+	case r.Header.Get(headerSessID) != "":
+		h.stateful.ServeHTTP(w, r)
+	case head.stateless() || r.Header.Get(headerMCPVer) >= version2026:
+		h.stateless.ServeHTTP(w, r)
+	case head.Method == "initialize":
+		h.stateful.ServeHTTP(w, r)
+	default:
+		writeRPCError(w, http.StatusBadRequest, head.ID, -32600,
+			"Mcp-Session-Id header is required: send initialize first (or, as a 2026-07-28 client, put the protocol version in _meta)")
+	}
+}
+
+// messageHead is what the router needs of a JSON-RPC message.
+type messageHead struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	} `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+func (m *messageHead) stateless() bool {
+	_, ok := m.Params.Meta[metaVersion]
+	return ok
+}
+
+// inspect checks a message body; a non-zero status means refuse it with
+// that HTTP status, JSON-RPC code and message.
+func inspect(body []byte) (head messageHead, status, code int, msg string) {
+	trimmed := bytes.TrimSpace(body)
+	if !json.Valid(trimmed) {
+		return head, http.StatusBadRequest, -32700, "the body is not valid JSON"
+	}
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		return head, http.StatusBadRequest, -32600, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per request"
+	}
+	if err := json.Unmarshal(trimmed, &head); err != nil {
+		return head, http.StatusBadRequest, -32600, "the body is not a JSON-RPC 2.0 message: " + err.Error()
+	}
+	if head.JSONRPC != "2.0" {
+		return head, http.StatusBadRequest, -32600, `"jsonrpc" must be "2.0"`
+	}
+	isResponse := head.Result != nil || head.Error != nil
+	switch {
+	case head.Method == "" && !isResponse:
+		return head, http.StatusBadRequest, -32600, "a JSON-RPC message needs a method (request or notification) or a result/error (response)"
+	case head.Method != "" && head.ID != nil && !serverMethods[head.Method]:
+		return head, http.StatusOK, -32601, fmt.Sprintf("method %q is not served by Browser Bridge", head.Method)
+	}
+	return head, 0, 0, ""
+}
+
+func acceptsStreamable(accept string) bool {
+	if accept == "" {
+		return true // lenient: a missing Accept means anything
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+		switch mt {
+		case "application/json", "text/event-stream", "*/*", "application/*", "text/*":
+			return true
+		}
+	}
+	return false
+}
+
+func quoteOrNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// copyBrowserParam moves ?browser= into a header the tool handlers see.
+func copyBrowserParam(r *http.Request) {
+	r.Header.Del(BrowserHeader) // only the URL may choose
+	if b := r.URL.Query().Get("browser"); b != "" {
+		r.Header.Set(BrowserHeader, b)
+	}
+}
+
+// writeRPCError answers with a JSON-RPC error object.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

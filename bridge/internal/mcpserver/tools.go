@@ -1,0 +1,292 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+)
+
+// The bridge's own tools; a browser tool with one of these names is skipped.
+const (
+	toolListBrowsers  = "list_browsers"
+	toolSelectBrowser = "select_browser"
+)
+
+// toolNamePattern is what MCP clients accept as a tool name.
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+var refreshMu sync.Mutex // one tools/list round at a time
+
+var selectBrowserTool = &mcp.Tool{
+	Name:  toolSelectBrowser,
+	Title: "Select browser",
+	Description: "Choose which connected browser this session's tool calls go to (see list_browsers). " +
+		"Stateless (2026-07-28) clients choose with ?browser=<id> on the endpoint URL instead.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"browser":{"type":"string","description":"a browser id from list_browsers"}},"required":["browser"],"additionalProperties":false}`),
+	Annotations: &mcp.ToolAnnotations{IdempotentHint: true},
+}
+
+var listBrowsersTool = &mcp.Tool{
+	Name:        toolListBrowsers,
+	Title:       "List browsers",
+	Description: "List the browsers connected to Browser Bridge: id, name, version, profile; which one is the default (most recently active) and which one this session uses.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+	Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+}
+
+func (s *Server) addOwnTools() {
+	s.addListBrowsersTool()
+	s.mcp.AddTool(selectBrowserTool, s.selectBrowser)
+}
+
+// addListBrowsersTool (re)registers list_browsers. Registering it again is
+// also how a change of browsers is announced: the SDK sends
+// notifications/tools/list_changed for every change to the tool set.
+func (s *Server) addListBrowsersTool() {
+	s.mcp.AddTool(listBrowsersTool, s.listBrowsers)
+}
+
+func (s *Server) listBrowsers(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	type entry struct {
+		ID       string `json:"id"`
+		Name     string `json:"name"`
+		Version  string `json:"version"`
+		Profile  string `json:"profile,omitempty"`
+		Default  bool   `json:"default"`
+		Selected bool   `json:"selected"`
+	}
+	var out struct {
+		Browsers []entry `json:"browsers"`
+	}
+	out.Browsers = []entry{}
+	chosen := s.chosenBrowserID(req)
+	var lines []string
+	if s.links != nil {
+		for i, b := range s.links.Browsers() {
+			info := b.Info()
+			e := entry{ID: info.ID, Name: info.Name, Version: info.Version, Profile: info.Profile, Default: i == 0, Selected: info.ID == chosen || (chosen == "" && i == 0)}
+			out.Browsers = append(out.Browsers, e)
+			mark := ""
+			if e.Selected {
+				mark = " (used by this session)"
+			}
+			lines = append(lines, fmt.Sprintf("- %s: %s %s, profile %q%s", e.ID, e.Name, e.Version, e.Profile, mark))
+		}
+	}
+	text := "No browser is connected. Open the browser with the Browser Bridge extension loaded."
+	if len(lines) > 0 {
+		text = "Connected browsers (most recently active first):\n" + strings.Join(lines, "\n")
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}, nil
+}
+
+func (s *Server) selectBrowser(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		Browser string `json:"browser"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || args.Browser == "" {
+		return toolError("select_browser needs {\"browser\": \"<id>\"}; list_browsers gives the ids"), nil
+	}
+	if s.links == nil {
+		return toolError("no browser is connected"), nil
+	}
+	b, ok := s.links.Browser(args.Browser)
+	if !ok {
+		return toolError(fmt.Sprintf("no connected browser has id %q; list_browsers gives the ids", args.Browser)), nil
+	}
+	sess := s.session(req.Session, req)
+	if sess.stateless {
+		return toolError("this client is stateless (2026-07-28): add ?browser=" + args.Browser + " to the endpoint URL instead"), nil
+	}
+	sess.setBrowser(args.Browser)
+	info := b.Info()
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("This session now uses %s %s (%s).", info.Name, info.Version, info.ID)}}}, nil
+}
+
+func toolError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// refreshTools asks the default browser for its tools and makes the
+// server's set match; with no browser the last known set stays, so calls
+// can wait for the browser to come back. Either way clients are told the
+// list changed, since the browsers behind it did.
+func (s *Server) refreshTools(ctx context.Context) {
+	refreshMu.Lock()
+	defer refreshMu.Unlock()
+	defer s.addListBrowsersTool()
+	if s.links == nil {
+		return
+	}
+	b, ok := s.links.Default()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	raw, err := b.Call(ctx, "", "tools/list", struct{}{})
+	if err != nil {
+		s.log.Warn("asking the browser for its tools", "browser", b.ID(), "error", err)
+		return
+	}
+	tools, err := decodeTools(raw)
+	if err != nil {
+		s.log.Warn("the browser's tool list", "browser", b.ID(), "error", err)
+		return
+	}
+	s.setTools(tools, b)
+}
+
+// decodeTools reads a tools/list result, keeping the tools a client can use.
+func decodeTools(raw json.RawMessage) ([]*mcp.Tool, error) {
+	var res struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("decoding tools/list: %w", err)
+	}
+	var tools []*mcp.Tool
+	for _, r := range res.Tools {
+		var t mcp.Tool
+		if err := json.Unmarshal(r, &t); err != nil {
+			return nil, fmt.Errorf("decoding a tool: %w", err)
+		}
+		if err := checkTool(&t); err != nil {
+			return nil, err
+		}
+		tools = append(tools, &t)
+	}
+	return tools, nil
+}
+
+// checkTool refuses what the SDK would panic on or clients would reject.
+func checkTool(t *mcp.Tool) error {
+	if !toolNamePattern.MatchString(t.Name) {
+		return fmt.Errorf("tool name %q is not 1-128 letters, digits, '_', '-' or '.'", t.Name)
+	}
+	if t.Name == toolListBrowsers || t.Name == toolSelectBrowser {
+		return fmt.Errorf("tool name %q is reserved by the bridge", t.Name)
+	}
+	schema, ok := t.InputSchema.(map[string]any)
+	if !ok || schema["type"] != "object" {
+		return fmt.Errorf("tool %q: inputSchema must be a JSON Schema object with \"type\": \"object\"", t.Name)
+	}
+	return nil
+}
+
+// setTools makes the offered browser tools exactly tools.
+func (s *Server) setTools(tools []*mcp.Tool, from *hostlink.Browser) {
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	next := make(map[string]*mcp.Tool, len(tools))
+	for _, t := range tools {
+		next[t.Name] = t
+	}
+	var gone []string
+	for name := range s.tools {
+		if _, ok := next[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	changed := len(gone) > 0
+	if len(gone) > 0 {
+		s.mcp.RemoveTools(gone...)
+	}
+	for name, t := range next {
+		if old, ok := s.tools[name]; ok && sameTool(old, t) {
+			continue
+		}
+		changed = true
+		s.addBrowserTool(t)
+	}
+	s.tools = next
+	if from != nil {
+		s.toolsFrom = from.ID()
+	}
+	if changed {
+		s.stats.ToolsChanges.Add(1)
+		s.log.Info("browser tools updated", "tools", len(next), "removed", len(gone))
+		s.saveToolsCache()
+	}
+}
+
+func (s *Server) addBrowserTool(t *mcp.Tool) {
+	defer func() {
+		if r := recover(); r != nil { // the SDK panics on schemas it cannot use
+			s.log.Warn("skipping a browser tool the SDK refused", "tool", t.Name, "error", r)
+		}
+	}()
+	s.mcp.AddTool(t, s.callBrowserTool)
+}
+
+func sameTool(a, b *mcp.Tool) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// ToolList returns the tools offered to clients, the bridge's own included,
+// sorted by name (GET /tools).
+func (s *Server) ToolList() []*mcp.Tool {
+	s.toolsMu.Lock()
+	list := make([]*mcp.Tool, 0, len(s.tools)+2)
+	for _, t := range s.tools {
+		list = append(list, t)
+	}
+	s.toolsMu.Unlock()
+	list = append(list, listBrowsersTool, selectBrowserTool)
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	return list
+}
+
+func (s *Server) saveToolsCache() {
+	if s.opts.ToolsCache == "" {
+		return
+	}
+	list := make([]*mcp.Tool, 0, len(s.tools))
+	for _, t := range s.tools {
+		list = append(list, t)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	b, err := json.Marshal(map[string]any{"tools": list})
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(s.opts.ToolsCache), 0o700)
+	}
+	if err == nil {
+		tmp := s.opts.ToolsCache + ".tmp"
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
+			err = os.Rename(tmp, s.opts.ToolsCache)
+		}
+	}
+	if err != nil {
+		s.log.Warn("saving the tools cache", "file", s.opts.ToolsCache, "error", err)
+	}
+}
+
+func (s *Server) loadToolsCache() {
+	if s.opts.ToolsCache == "" {
+		return
+	}
+	b, err := os.ReadFile(s.opts.ToolsCache)
+	if err != nil {
+		return
+	}
+	tools, err := decodeTools(b)
+	if err != nil {
+		s.log.Warn("ignoring a bad tools cache", "file", s.opts.ToolsCache, "error", err)
+		return
+	}
+	s.setTools(tools, nil)
+}
