@@ -74,6 +74,15 @@ func LogDir() (string, error) {
 	return logDir()
 }
 
+// StateDir is where the bridge keeps state worth surviving a restart (the
+// last tool list a browser gave).
+func StateDir() (string, error) {
+	if h := os.Getenv(EnvHome); h != "" {
+		return filepath.Join(h, "state"), nil
+	}
+	return stateDir()
+}
+
 // BridgeLog is the bridge's log file.
 func BridgeLog() (string, error) {
 	d, err := LogDir()

@@ -40,3 +40,14 @@ func logDir() (string, error) {
 	}
 	return filepath.Join(home, ".local", "state", "browserbridge"), nil
 }
+
+func stateDir() (string, error) {
+	if runtime.GOOS == "darwin" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(home, "Library", "Application Support", "BrowserBridge"), nil
+	}
+	return logDir() // $XDG_STATE_HOME/browserbridge: state and logs together
+}

@@ -26,3 +26,5 @@ func logDir() (string, error) {
 	}
 	return filepath.Join(d, "logs"), nil
 }
+
+func stateDir() (string, error) { return localAppData() }

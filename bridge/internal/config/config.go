@@ -11,14 +11,19 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/paths"
 )
+
+// EnvToken sets the bearer token, overriding the config's "token".
+const EnvToken = "BROWSERBRIDGE_TOKEN"
 
 // DefaultListen is where the bridge serves MCP clients unless told otherwise.
 const DefaultListen = "127.0.0.1:3456"
@@ -36,6 +41,74 @@ type Config struct {
 	AllowedExtensions []string `json:"allowed_extensions,omitempty"`
 	// Log configures the bridge's rotating log file.
 	Log Log `json:"log"`
+
+	// Token, if set, is required from MCP clients as "Authorization:
+	// Bearer <token>"; BROWSERBRIDGE_TOKEN overrides it. It is mandatory
+	// when Listen is not a loopback address.
+	Token string `json:"token,omitempty"`
+	// AllowedOrigins are the web origins (scheme://host[:port]) that may
+	// call the endpoints from a browser page; others get 403.
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+	// AllowedHosts are extra Host header values accepted besides the
+	// listen address and localhost (DNS-rebinding protection).
+	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// RateLimit is requests per second per client; unset means 100, 0
+	// means no limit.
+	RateLimit *float64 `json:"rate_limit,omitempty"`
+	// RateBurst is the burst allowed above RateLimit; 0 means 2 x RateLimit.
+	RateBurst int `json:"rate_burst,omitempty"`
+	// MaxBodyBytes bounds a request body; 0 means 4 MiB.
+	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// BrowserWait is how long a call waits for a browser to (re)connect,
+	// as a Go duration ("30s"); "" means 30s.
+	BrowserWait string `json:"browser_wait,omitempty"`
+	// SessionTimeout reaps MCP sessions idle this long; "" means 30m.
+	SessionTimeout string `json:"session_timeout,omitempty"`
+	// SSEPingInterval is the legacy SSE keep-alive period; "" means 30s,
+	// "0s" turns pings off.
+	SSEPingInterval string `json:"sse_ping_interval,omitempty"`
+	// SSEPing is "event" (event: ping, spec 004) or "comment"; "" means event.
+	SSEPing string `json:"sse_ping,omitempty"`
+}
+
+// Durations parsed from the config; zero means the component's default.
+type Durations struct {
+	BrowserWait, SessionTimeout, SSEPingInterval time.Duration
+}
+
+// Durations returns the parsed durations (Validate has checked them).
+func (c *Config) Durations() Durations {
+	var d Durations
+	d.BrowserWait, _ = parseDuration(c.BrowserWait)
+	d.SessionTimeout, _ = parseDuration(c.SessionTimeout)
+	d.SSEPingInterval, _ = parseDuration(c.SSEPingInterval)
+	if c.SSEPingInterval != "" && d.SSEPingInterval == 0 {
+		d.SSEPingInterval = -1 // "0s": off
+	}
+	return d
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// Rate returns the per-client rate limit and burst (0, 0 = no limit).
+func (c *Config) Rate() (float64, int) {
+	rate := 100.0
+	if c.RateLimit != nil {
+		rate = *c.RateLimit
+	}
+	burst := c.RateBurst
+	if burst == 0 {
+		burst = int(2 * rate)
+	}
+	if rate == 0 {
+		return 0, 0
+	}
+	return rate, max(burst, 1)
 }
 
 // Log configures logging.
@@ -170,6 +243,30 @@ func (c *Config) Validate() error {
 	if c.Log.MaxBackups < 0 || c.Log.MaxBackups > 100 {
 		return fmt.Errorf("config: key \"log.max_backups\": %d is outside 0-100", c.Log.MaxBackups)
 	}
+	for _, d := range []struct{ key, val string }{
+		{"browser_wait", c.BrowserWait}, {"session_timeout", c.SessionTimeout}, {"sse_ping_interval", c.SSEPingInterval},
+	} {
+		if v, err := parseDuration(d.val); err != nil || v < 0 {
+			return fmt.Errorf("config: key %q: %q is not a duration such as \"30s\" or \"5m\"", d.key, d.val)
+		}
+	}
+	if c.SSEPing != "" && c.SSEPing != "event" && c.SSEPing != "comment" {
+		return fmt.Errorf("config: key \"sse_ping\": %q is not \"event\" or \"comment\"", c.SSEPing)
+	}
+	if c.RateLimit != nil && *c.RateLimit < 0 {
+		return fmt.Errorf("config: key \"rate_limit\": %v is negative (0 turns the limit off)", *c.RateLimit)
+	}
+	if c.RateBurst < 0 {
+		return fmt.Errorf("config: key \"rate_burst\": %d is negative", c.RateBurst)
+	}
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("config: key \"max_body_bytes\": %d is negative", c.MaxBodyBytes)
+	}
+	for i, o := range c.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "chrome-extension") || u.Host == "" || u.Path != "" {
+			return fmt.Errorf("config: key \"allowed_origins[%d]\": %q is not an origin such as https://app.example.com", i, o)
+		}
+	}
 	if c.Log.Level != "" {
 		var l slog.Level
 		if err := l.UnmarshalText([]byte(c.Log.Level)); err != nil {
@@ -190,6 +287,9 @@ func (c *Config) Defaults() error {
 			return err
 		}
 		c.Socket = s
+	}
+	if t := os.Getenv(EnvToken); t != "" {
+		c.Token = t
 	}
 	if c.Log.File == "" {
 		f, err := paths.BridgeLog()

@@ -1,5 +1,6 @@
 // Package daemon is `browserbridge serve`: it owns the bridge's socket and
-// HTTP listener and runs the host link on them until its context ends.
+// HTTP listener and runs the host link and the MCP endpoints on them until
+// its context ends.
 package daemon
 
 import (
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -17,7 +19,11 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
+	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
 )
@@ -30,14 +36,19 @@ type Bridge struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	links   *hostlink.Server
+	mcp     *mcpserver.Server
+	st      *mcpserver.Streamable
+	sse     *mcpserver.SSE
 	sock    *ipc.Listener
 	httpLn  net.Listener
 	http    *http.Server
+	metrics *metrics.Registry
 	started time.Time
 }
 
 // Start takes the socket and the HTTP address; an error here (another
-// bridge running, port taken) is reported before anything is served.
+// bridge running, port taken, a non-loopback address without a token) is
+// reported before anything is served.
 func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 	sock, err := ipc.Listen(cfg.Socket)
 	if err != nil {
@@ -48,7 +59,19 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		sock.Close()
 		return nil, fmt.Errorf("listening for MCP clients on %s: %w (is another program using the port? set \"listen\" in the config)", cfg.Listen, err)
 	}
-	b := &Bridge{cfg: cfg, log: log, sock: sock, httpLn: httpLn, started: time.Now()}
+	b := &Bridge{cfg: cfg, log: log, sock: sock, httpLn: httpLn, started: time.Now(), metrics: metrics.NewRegistry()}
+	fail := func(err error) (*Bridge, error) {
+		httpLn.Close()
+		sock.Close()
+		return nil, err
+	}
+
+	d := cfg.Durations()
+	toolsCache := ""
+	if dir, err := paths.StateDir(); err == nil {
+		toolsCache = filepath.Join(dir, "tools.json")
+	}
+	b.mcp = mcpserver.New(mcpserver.Options{Logger: log, Version: buildinfo.String(), BrowserWait: d.BrowserWait, ToolsCache: toolsCache})
 	origins := []string{extension.Origin()}
 	for _, id := range cfg.AllowedExtensions {
 		origins = append(origins, "chrome-extension://"+id+"/")
@@ -58,6 +81,8 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		AllowedOrigins: origins,
 		Version:        buildinfo.String(),
 		MCPURL:         b.baseURL() + "/mcp",
+		Handle:         b.mcp.HandleBrowserMessage,
+		OnChange:       b.mcp.BrowsersChanged,
 		Status: func(st *protocol.StatusResult) {
 			st.Socket = sock.Path()
 			st.Listen = httpLn.Addr().String()
@@ -67,9 +92,38 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 			}
 		},
 	})
+	b.mcp.Attach(b.links)
+
+	hopts := mcpserver.HTTPOptions{SessionTimeout: d.SessionTimeout, MaxBodyBytes: cfg.MaxBodyBytes, PingInterval: d.SSEPingInterval, PingStyle: cfg.SSEPing}
+	b.st = b.mcp.NewStreamable(hopts)
+	b.sse = b.mcp.NewSSE(hopts)
+
 	mux := http.NewServeMux()
+	mux.Handle("/mcp", b.st)
+	mux.HandleFunc("/sse", b.sse.Stream)
+	mux.HandleFunc("/message", b.sse.Message)
 	mux.HandleFunc("GET /health", b.handleHealth)
-	b.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mux.HandleFunc("GET /tools", b.handleTools)
+	mux.Handle("GET /metrics", b.metrics.Handler())
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpguard.WriteError(w, http.StatusNotFound, -32000, fmt.Sprintf("no route %s %s: MCP clients use /mcp (Streamable HTTP) or /sse (HTTP+SSE)", r.Method, r.URL.Path))
+	})
+
+	rate, burst := cfg.Rate()
+	guarded, err := httpguard.New(httpguard.Options{
+		ListenAddr:     httpLn.Addr().String(),
+		AllowedHosts:   cfg.AllowedHosts,
+		AllowedOrigins: cfg.AllowedOrigins,
+		Token:          cfg.Token,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		RatePerSecond:  rate,
+		Burst:          burst,
+		Logger:         log,
+	}, b.instrument(mux))
+	if err != nil {
+		return fail(err)
+	}
+	b.http = &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second}
 	return b, nil
 }
 
@@ -97,7 +151,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
-		_ = b.http.Shutdown(sctx)
+		if err := b.http.Shutdown(sctx); err != nil {
+			b.http.Close() // streams still open: cut them
+		}
 		b.sock.Close()
 		return nil
 	})
@@ -122,11 +178,38 @@ type Health struct {
 	Uptime   float64                `json:"uptimeSeconds"`
 	Hosts    int                    `json:"hosts"`
 	Browsers []protocol.BrowserInfo `json:"browsers"`
+	Sessions map[string]int         `json:"sessions"`
+	Tools    int                    `json:"tools"`
 }
 
+// handleHealth reports the bridge; ?strict=1 answers 503 when no browser
+// is connected, for monitors that mean "can a client use it now".
 func (b *Bridge) handleHealth(w http.ResponseWriter, r *http.Request) {
 	st := b.links.Status()
-	h := Health{Status: "ok", Version: st.Version, Uptime: time.Since(b.started).Seconds(), Hosts: st.Hosts, Browsers: st.Browsers}
+	total := 0
+	for range b.mcp.MCP().Sessions() {
+		total++
+	}
+	sse := int(b.sse.Sessions())
+	h := Health{
+		Status: "ok", Version: st.Version, Uptime: time.Since(b.started).Seconds(),
+		Hosts: st.Hosts, Browsers: st.Browsers,
+		Sessions: map[string]int{"streamable": max(total-sse, 0), "sse": sse},
+		Tools:    len(b.mcp.ToolList()),
+	}
+	code := http.StatusOK
+	if len(st.Browsers) == 0 {
+		h.Status = "no_browser"
+		if r.URL.Query().Get("strict") == "1" {
+			code = http.StatusServiceUnavailable
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(h)
+}
+
+func (b *Bridge) handleTools(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"tools": b.mcp.ToolList()})
 }

@@ -86,7 +86,7 @@ func New(opts Options) *Server {
 		Logger: opts.Logger,
 		Instructions: "Browser Bridge drives the user's own browser, with its logins. " +
 			"Each MCP session gets its own tab group. Use list_browsers and select_browser when several browsers are connected.",
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
 	})
 	s.addOwnTools()
 	s.loadToolsCache()

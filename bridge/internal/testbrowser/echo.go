@@ -59,6 +59,11 @@ func RunEchoIfAsked() {
 	os.Exit(0)
 }
 
+// echoTools is the echo extension's tool list: one tool that answers with
+// its arguments.
+const echoTools = `{"tools":[{"name":"echo","description":"Answer with the arguments given, as JSON text.",` +
+	`"inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"annotations":{"readOnlyHint":true}}]}`
+
 func echo(r io.Reader, w io.Writer, instance string, helloNow bool) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	bw := nativemsg.NewBrowserWriter(w, "e") // plain frames: chunks only above 1 MiB
@@ -106,8 +111,19 @@ func echo(r io.Reader, w io.Writer, instance string, helloNow bool) error {
 			}
 		case m.Method != "" && m.ID != nil:
 			params := m.Params
-			if params == nil {
+			switch {
+			case params == nil:
 				params = json.RawMessage("null")
+			case m.Method == "tools/list":
+				params = json.RawMessage(echoTools)
+			case m.Method == "tools/call":
+				// The tool "echo" answers with its arguments as text.
+				var call struct {
+					Arguments json.RawMessage `json:"arguments"`
+				}
+				_ = json.Unmarshal(params, &call)
+				text, _ := json.Marshal(string(call.Arguments))
+				params = json.RawMessage(`{"content":[{"type":"text","text":` + string(text) + `}]}`)
 			}
 			reply := make([]byte, 0, len(params)+len(m.ID)+40)
 			reply = append(reply, `{"jsonrpc":"2.0","id":`...)
