@@ -4,13 +4,19 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/browserbridge/browserbridge/bridge/buildinfo.Version=$(VERSION)
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
-.PHONY: build test vet unit cross test-install bench fuzz clean
+.PHONY: build test vet test-tools unit cross test-install bench fuzz clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge ./bridge/cmd/browserbridge
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-host ./host
 
-test: vet unit cross test-install
+test: vet test-tools unit cross test-install
+
+# The real MCP clients (npm registry) that bridge/internal/daemon/clients_test.go
+# runs against the bridge: says to run scripts/install-test-tools.sh if they
+# are missing or stale (.ci/run installs them).
+test-tools:
+	@./scripts/install-test-tools.sh --check >/dev/null
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -79,14 +79,23 @@ func BenchmarkLink(b *testing.B) {
 	}
 }
 
-// linkFor returns a registered browser reached the given way. The
-// extension is an echo process in both modes (see testbrowser.EchoMain):
-// "bare" attaches it straight to the bridge's socket, "chain" puts the real
-// host between them on pipes, as Chrome would.
+// linkFor returns a registered browser reached the given way (see
+// startEcho).
 func linkFor(b *testing.B, mode string) *hostlink.Browser {
 	e := newEnv(b)
 	br, _ := e.startBridge()
 	const instance = "instance-bench-1"
+	e.startEcho(mode, instance)
+	return waitRegistered(b, br, instance)
+}
+
+// startEcho starts an extension that says hello as instance, for the rest
+// of the test. The extension is an echo process in both modes (see
+// testbrowser.EchoMain): "bare" attaches it straight to the bridge's
+// socket, "chain" puts the real host between them on pipes, as Chrome
+// would.
+func (e *env) startEcho(mode, instance string) {
+	b := e.t
 	self, _ := os.Executable()
 	echo := exec.Command(self)
 	echo.Env = append(os.Environ(), testbrowser.EnvEchoInstance+"="+instance)
@@ -123,6 +132,11 @@ func linkFor(b *testing.B, mode string) *hostlink.Browser {
 		}
 		b.Cleanup(func() { p.Process.Kill(); p.Wait() })
 	}
+}
+
+// waitRegistered waits for browser instance to register with br.
+func waitRegistered(tb testing.TB, br *Bridge, instance string) *hostlink.Browser {
+	tb.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if tab, ok := br.Links().Browser(instance); ok {
@@ -130,7 +144,7 @@ func linkFor(b *testing.B, mode string) *hostlink.Browser {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	b.Fatal("echo extension never registered")
+	tb.Fatal("echo extension never registered")
 	return nil
 }
 

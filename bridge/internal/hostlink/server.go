@@ -219,10 +219,11 @@ func (s *Server) changed() {
 
 // link is one accepted connection: a host, or a local client.
 type link struct {
-	s    *Server
-	conn *jsonrpc2.Conn
-	done chan struct{}
-	log  *slog.Logger
+	s     *Server
+	conn  *jsonrpc2.Conn
+	ready chan struct{} // closed once conn is set: jsonrpc2 dispatches before NewConn returns
+	done  chan struct{}
+	log   *slog.Logger
 
 	mu       sync.Mutex
 	attach   *protocol.HostAttachParams
@@ -231,12 +232,13 @@ type link struct {
 }
 
 func (s *Server) open(ctx context.Context, c net.Conn) {
-	l := &link{s: s, done: make(chan struct{}), log: s.log, inflight: make(map[string]struct{})}
+	l := &link{s: s, ready: make(chan struct{}), done: make(chan struct{}), log: s.log, inflight: make(map[string]struct{})}
 	stream := rpcstream.New(c, nativemsg.MaxLink)
 	stream.OnBadMessage = func(err error) { l.log.Warn("skipped a bad message from the link", "error", err) }
 	l.conn = jsonrpc2.NewConn(ctx, stream, linkHandler{l},
 		jsonrpc2.SetLogger(slogPrintf{s.log}),
 		jsonrpc2.OnRecv(l.onRecv))
+	close(l.ready)
 
 	s.mu.Lock()
 	if s.closed {
@@ -429,6 +431,7 @@ var errAnswered = errors.New("answered asynchronously")
 type linkHandler struct{ l *link }
 
 func (h linkHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	<-h.l.ready
 	res, err := h.l.handle(ctx, conn, req)
 	switch {
 	case errors.Is(err, errAnswered):

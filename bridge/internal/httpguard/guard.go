@@ -236,25 +236,29 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		norm, err := normalizeOrigin(origin)
-		if err != nil || !g.origins[norm] {
-			g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "origin not allowed",
-				fmt.Sprintf("Origin %q may not call this bridge; add it to %q in the bridge's config to allow it.", echo(origin), configKeyOrigins))
-			return
-		}
+		// The bridge's own origin (http://<the Host that passed step 1>)
+		// needs neither the allowlist nor CORS: no rebinding page can send it.
+		if err != nil || !sameOrigin(norm, r.Host) {
+			if err != nil || !g.origins[norm] {
+				g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "origin not allowed",
+					fmt.Sprintf("Origin %q may not call this bridge; add it to %q in the bridge's config to allow it.", echo(origin), configKeyOrigins))
+				return
+			}
 
-		// 3. CORS, for an allowed origin.
-		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", origin)
-		h.Add("Vary", "Origin")
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Methods", corsAllowMethods)
-			h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+			// 3. CORS, for an allowed origin.
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				h.Set("Access-Control-Allow-Methods", corsAllowMethods)
+				h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+				h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+				h.Set("Access-Control-Max-Age", corsMaxAge)
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
 			h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
-			h.Set("Access-Control-Max-Age", corsMaxAge)
-			w.WriteHeader(http.StatusNoContent)
-			return
 		}
-		h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 	}
 
 	// 4. Token.
@@ -293,6 +297,12 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r2
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// sameOrigin reports whether a normalized origin is http://<the request's Host>.
+func sameOrigin(origin, host string) bool {
+	rest, ok := strings.CutPrefix(origin, "http://")
+	return ok && strings.EqualFold(strings.TrimSuffix(rest, "/"), host)
 }
 
 // hostAllowed reports whether the Host header names this bridge.

@@ -1,0 +1,147 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// BenchmarkCalls measures tools/call of a no-op tool (echo) through the
+// bridge against a fake extension on the native link, with 1, 10 and 100
+// concurrent clients on each transport. Reported: calls/s and the p50 and
+// p99 of each call as the client sees it.
+func BenchmarkCalls(b *testing.B) {
+	for _, tr := range []struct {
+		name string
+		era  era
+	}{{"mcp", eras[3]}, {"sse", eras[0]}} {
+		for _, clients := range []int{1, 10, 100} {
+			b.Run(fmt.Sprintf("%s/clients=%d", tr.name, clients), func(b *testing.B) {
+				br := newBridge(b, Options{}, HTTPOptions{})
+				br.attach("instance-bench-1")
+				httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients, MaxConnsPerHost: 0}}
+				sessions := make([]*mcp.ClientSession, clients)
+				for i := range sessions {
+					c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+					var t mcp.Transport
+					if tr.name == "sse" {
+						t = &mcp.SSEClientTransport{Endpoint: br.srv.URL + "/sse", HTTPClient: httpc}
+					} else {
+						t = &mcp.StreamableClientTransport{Endpoint: br.srv.URL + "/mcp", HTTPClient: httpc, MaxRetries: -1, DisableStandaloneSSE: true}
+					}
+					cs, err := c.Connect(context.Background(), t, &mcp.ClientSessionOptions{ProtocolVersion: tr.era.version})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer cs.Close()
+					sessions[i] = cs
+				}
+				params := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}
+				for _, cs := range sessions { // warm up
+					if _, err := cs.CallTool(context.Background(), params); err != nil {
+						b.Fatal(err)
+					}
+				}
+				work := make(chan struct{}, clients)
+				lat := make([][]time.Duration, clients)
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				for i, cs := range sessions {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range work {
+							t0 := time.Now()
+							res, err := cs.CallTool(context.Background(), params)
+							if err != nil || res.IsError {
+								b.Errorf("call: %v", err)
+								return
+							}
+							lat[i] = append(lat[i], time.Since(t0))
+						}
+					}()
+				}
+				for b.Loop() {
+					work <- struct{}{}
+				}
+				close(work)
+				wg.Wait()
+				elapsed := time.Since(start)
+				b.StopTimer()
+				all := slices.Concat(lat...)
+				slices.Sort(all)
+				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
+				b.ReportMetric(float64(all[len(all)/2].Microseconds())/1e3, "p50-ms")
+				b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1e3, "p99-ms")
+			})
+		}
+	}
+}
+
+// BenchmarkIdleSessionMemory opens sessions the way a client that then goes
+// quiet would, and reports the bridge's memory per idle session (heap and
+// goroutine stacks, after GC). Streamable sessions are opened with raw
+// initialize requests so no client-side objects are counted; an idle SSE
+// session necessarily holds an open HTTP stream, whose connection the
+// figure includes on both ends.
+//
+// Run it with a session count: -bench IdleSessionMemory -benchtime 500x.
+func BenchmarkIdleSessionMemory(b *testing.B) {
+	for _, kind := range []string{"mcp", "sse"} {
+		b.Run(kind, func(b *testing.B) {
+			n := b.N
+			{
+				br := newBridge(b, Options{}, HTTPOptions{PingInterval: -1})
+				httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+				before := memInUse()
+				var bodies []io.Closer
+				b.ResetTimer()
+				for i := 0; i < n; i++ {
+					if kind == "sse" {
+						resp, err := httpc.Get(br.srv.URL + "/sse")
+						if err != nil {
+							b.Fatal(err)
+						}
+						buf := make([]byte, 256)
+						resp.Body.Read(buf) // the endpoint event: the session is open
+						bodies = append(bodies, resp.Body)
+						continue
+					}
+					req, _ := http.NewRequest(http.MethodPost, br.srv.URL+"/mcp", strings.NewReader(
+						`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"idle","version":"1"}}}`))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					resp, err := httpc.Do(req)
+					if err != nil || resp.Header.Get("Mcp-Session-Id") == "" {
+						b.Fatalf("initialize: %v", err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				after := memInUse()
+				b.ReportMetric(float64(after-before)/float64(n)/1024, "KiB/session")
+				for _, c := range bodies {
+					c.Close()
+				}
+			}
+		})
+	}
+}
+
+func memInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc + m.StackInuse)
+}
