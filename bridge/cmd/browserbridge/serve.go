@@ -1,8 +1,13 @@
 package main
 
 import (
+	"os"
+	"runtime/debug"
+
 	"context"
 	"io"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/daemon"
@@ -43,6 +48,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logOpts := logging.Options{MaxSizeMB: cfg.Log.MaxSizeMB, MaxBackups: cfg.Log.MaxBackups, Level: cfg.LogLevel(), AlsoStderr: true}
 	if cfg.Log.File != "-" {
 		logOpts.File = cfg.Log.File
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(mcpserver.GCPercent)
 	}
 	logger, closer, err := logging.Open(logOpts)
 	if err != nil {

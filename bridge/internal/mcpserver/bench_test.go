@@ -145,3 +145,71 @@ func memInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc + m.StackInuse)
 }
+
+// BenchmarkCallsRawClient is BenchmarkCalls for /mcp with the lightest
+// client possible (keep-alive HTTP, a pre-encoded body, the reply read
+// as one SSE event), so that the figure is the bridge's capacity rather
+// than the SDK client's, which shares the same two cores in this run.
+func BenchmarkCallsRawClient(b *testing.B) {
+	for _, clients := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("mcp/clients=%d", clients), func(b *testing.B) {
+			br := newBridge(b, Options{}, HTTPOptions{})
+			br.attach("instance-bench-raw")
+			httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients}}
+			url := br.srv.URL + "/mcp"
+			do := func(body string, hdr map[string]string) (http.Header, string) {
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				for k, v := range hdr {
+					req.Header.Set(k, v)
+				}
+				resp, err := httpc.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				data, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return resp.Header, string(data)
+			}
+			hdrs := make([]map[string]string, clients)
+			for i := range hdrs {
+				h, _ := do(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+				hdrs[i] = map[string]string{"Mcp-Session-Id": h.Get("Mcp-Session-Id"), "MCP-Protocol-Version": "2025-06-18"}
+				do(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdrs[i])
+			}
+			const call = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+			work := make(chan struct{}, clients)
+			lat := make([][]time.Duration, clients)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for i := range hdrs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range work {
+						t0 := time.Now()
+						if _, body := do(call, hdrs[i]); !strings.Contains(body, `"text":"x"`) {
+							b.Errorf("reply: %s", body)
+							return
+						}
+						lat[i] = append(lat[i], time.Since(t0))
+					}
+				}()
+			}
+			for b.Loop() {
+				work <- struct{}{}
+			}
+			close(work)
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			all := slices.Concat(lat...)
+			slices.Sort(all)
+			b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
+			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1e3, "p50-ms")
+			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1e3, "p99-ms")
+		})
+	}
+}

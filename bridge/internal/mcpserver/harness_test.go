@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,15 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 )
+
+// TestMain runs the tests and benchmarks with the collector setting of
+// `browserbridge serve`, so the figures are the product's.
+func TestMain(m *testing.M) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(GCPercent)
+	}
+	os.Exit(m.Run())
+}
 
 // bridge is an in-process bridge: the host link on a temp socket, the MCP
 // server and its HTTP transports on an httptest server.

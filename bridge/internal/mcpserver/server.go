@@ -19,6 +19,13 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 )
 
+// GCPercent is the garbage-collector setting `browserbridge serve` runs
+// with. The bridge's live heap is a few MB, so Go's default (100) collects
+// after every few hundred calls; 400 halves the CPU per call
+// (BenchmarkCallsRawClient: 5,800 -> 11,600 calls/s with 10 clients on 2
+// cores) for a heap that still stays in the tens of MB.
+const GCPercent = 400
+
 // Options configure a Server. Zero values are documented per field.
 type Options struct {
 	// Logger receives session and call events; nil discards them.
