@@ -38,6 +38,12 @@ const (
 	BridgeStatus = "bridge.status"
 	// Ping (request, either way) is answered with an empty result.
 	Ping = "ping"
+	// SessionEnded (notification, bridge -> extension) says an MCP session
+	// is over: {session: "local-<id>", client}.
+	SessionEnded = "session.ended"
+	// SessionClose (request, extension -> bridge) ends an MCP session, for
+	// the popup's disconnect button: {session: "local-<id>"}.
+	SessionClose = "session.close"
 )
 
 // Request-id prefixes. Every id on the link is unique among the requests in

@@ -36,6 +36,7 @@ type session struct {
 	client    string // clientInfo.name, for the tab group's title
 	stateless bool
 	next      atomic.Uint64
+	ss        *mcp.ServerSession
 
 	mu      sync.Mutex
 	browser string // chosen with select_browser; "" = default
@@ -79,13 +80,14 @@ func (s *Server) session(ss *mcp.ServerSession, req *mcp.CallToolRequest) *sessi
 	defer s.sessMu.Unlock()
 	st := s.sessions[ss]
 	if st == nil {
-		st = &session{id: strconv.FormatUint(s.nextSessID.Add(1), 10), client: client}
+		st = &session{id: strconv.FormatUint(s.nextSessID.Add(1), 10), client: client, ss: ss}
 		s.sessions[ss] = st
-		go func() { // forget the session when it ends
+		go func() { // forget the session when it ends, and tell the browsers
 			_ = ss.Wait()
 			s.sessMu.Lock()
 			delete(s.sessions, ss)
 			s.sessMu.Unlock()
+			s.sessionEnded(st)
 		}()
 	}
 	return st
@@ -249,6 +251,37 @@ func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id string,
 	return toolError(fmt.Sprintf("calling the browser: %v", err)), nil
 }
 
+// sessionEnded tells every browser that a session is over, so the
+// extension can close or ungroup its tabs (protocol: session.ended).
+func (s *Server) sessionEnded(st *session) {
+	if s.links == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, b := range s.links.Browsers() {
+		_ = b.Notify(ctx, protocol.SessionEnded, map[string]string{"session": protocol.IDPrefixLocal + st.id, "client": st.client})
+	}
+}
+
+// closeSession ends the MCP session with the given link prefix
+// ("local-<id>"), as the extension's popup asks with session.close.
+func (s *Server) closeSession(prefix string) bool {
+	s.sessMu.Lock()
+	var target *mcp.ServerSession
+	for ss, st := range s.sessions {
+		if protocol.IDPrefixLocal+st.id == prefix {
+			target = ss
+		}
+	}
+	s.sessMu.Unlock()
+	if target == nil {
+		return false
+	}
+	_ = target.Close()
+	return true
+}
+
 // HandleBrowserMessage handles what a browser sends the bridge besides the
 // link's own methods: progress of a call, a change of its tools.
 func (s *Server) HandleBrowserMessage(ctx context.Context, b *hostlink.Browser, req *jsonrpc2.Request) (any, error) {
@@ -270,6 +303,17 @@ func (s *Server) HandleBrowserMessage(ctx context.Context, b *hostlink.Browser, 
 			s.log.Debug("forwarding progress", "error", err)
 		}
 		return nil, nil
+	case protocol.SessionClose:
+		var p struct {
+			Session string `json:"session"`
+		}
+		if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil || p.Session == "" {
+			return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: `session.close needs {"session": "local-<id>"}`}
+		}
+		if !s.closeSession(p.Session) {
+			return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: fmt.Sprintf("no open MCP session %q", p.Session)}
+		}
+		return map[string]bool{"closed": true}, nil
 	case "notifications/tools/list_changed":
 		if def, ok := s.links.Default(); ok && def == b {
 			go s.refreshTools(context.Background())

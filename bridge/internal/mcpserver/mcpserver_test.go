@@ -316,3 +316,51 @@ func TestManyClientsSameIDs(t *testing.T) {
 func (fe *fakeExtension) cancelledIDs() <-chan string { return fe.cancelled }
 
 var _ = json.Marshal
+
+func TestSessionEndAndClose(t *testing.T) {
+	b := newBridge(t, Options{}, HTTPOptions{})
+	fe := b.attach("instance-end-1")
+	ended := make(chan string, 4)
+	fe.OnNotify(func(method string, p json.RawMessage) {
+		if method == "session.ended" {
+			var n struct{ Session, Client string }
+			json.Unmarshal(p, &n)
+			ended <- n.Session + " " + n.Client
+		}
+	})
+	// The popup's disconnect button: session.close ends the client's session.
+	cs := b.connect(eras[3], nil, "")
+	res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+	if err != nil || res.IsError {
+		t.Fatal(err)
+	}
+	var call struct {
+		Meta map[string]map[string]string `json:"_meta"`
+	}
+	fe.mu.Lock()
+	json.Unmarshal(fe.calls[len(fe.calls)-1], &call)
+	fe.mu.Unlock()
+	sess := call.Meta[metaSession]["id"]
+	if !strings.HasPrefix(sess, "local-") || call.Meta[metaSession]["client"] != "test-streamable-2025-11-25" {
+		t.Fatalf("tools/call _meta session = %v", call.Meta)
+	}
+	m, err := fe.Call(ctxT(t, 5*time.Second), "session.close", map[string]string{"session": sess})
+	if err != nil || m.Error != nil {
+		t.Fatalf("session.close = %+v, %v", m, err)
+	}
+	select {
+	case got := <-ended:
+		if got != sess+" test-streamable-2025-11-25" {
+			t.Fatalf("session.ended for %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no session.ended after session.close")
+	}
+	if _, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err == nil {
+		t.Fatal("a closed session still answers")
+	}
+	m, _ = fe.Call(ctxT(t, 5*time.Second), "session.close", map[string]string{"session": "local-999"})
+	if m.Error == nil {
+		t.Fatal("closing an unknown session succeeded")
+	}
+}
