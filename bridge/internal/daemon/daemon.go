@@ -149,6 +149,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
+		// End MCP sessions first: their open GET and SSE streams would
+		// otherwise hold Shutdown for its whole grace period.
+		for ss := range b.mcp.MCP().Sessions() {
+			_ = ss.Close()
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		if err := b.http.Shutdown(sctx); err != nil {

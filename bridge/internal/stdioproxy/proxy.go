@@ -1,0 +1,816 @@
+// Package stdioproxy serves the bridge's MCP endpoint to clients that only
+// speak stdio (Claude Desktop's config, for one): `browserbridge stdio` runs
+// it. Each JSON-RPC message the client writes on stdin goes to the bridge's
+// Streamable HTTP endpoint unchanged, and each message the bridge sends goes
+// to stdout unchanged, so the bridge sees the real client (its name, its
+// protocol version) and the client sees the bridge's real answers.
+//
+// Protocol flow:
+//
+//	client ──stdin, a JSON value per line──▶ proxy ──POST /mcp───────────────▶ bridge
+//	client ◀─stdout, a JSON value per line── proxy ◀──SSE: POST replies, GET── bridge
+//
+// Step by step:
+//
+//  1. At start, Run waits up to Options.BridgeWait for something to answer
+//     at the endpoint; if nothing does, it fails with ErrNoBridge.
+//  2. The client's initialize goes through as is. When its result comes
+//     back, the proxy notes the protocol version and session, opens the
+//     standalone GET stream (server notifications such as
+//     notifications/tools/list_changed arrive there), remembers the
+//     initialize request, and only then passes the result on.
+//  3. Requests go out concurrently, one POST each, their replies and
+//     progress notifications coming back on the POST's stream;
+//     notifications and responses from the client go out in order.
+//  4. The bridge's sessions live in its memory. When it restarts (or reaps
+//     an idle session) the proxy learns it from a 404 (mcp.ErrSessionMissing),
+//     a refused connection or a broken stream. Requests in flight then get
+//     a CodeInterrupted error, since they may or may not have run. The
+//     proxy reconnects with backoff for up to BridgeWait, replays the
+//     client's initialize (its answer goes nowhere) and
+//     notifications/initialized, reopens the GET stream, and resends what
+//     the bridge never received. The client sees one unbroken session.
+//  5. EOF on stdin lets calls in flight finish (for a few seconds at most),
+//     then ends the session with a DELETE; Run returns nil.
+//
+// Stdout carries nothing but JSON-RPC messages; the proxy's own news goes
+// to Options.Logger.
+package stdioproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Options configure Run. Zero values are documented per field.
+type Options struct {
+	// Endpoint is the bridge's MCP URL, such as http://127.0.0.1:3456/mcp.
+	// Required.
+	Endpoint string
+	// Token is sent as "Authorization: Bearer <Token>" to the endpoint's
+	// host (never to another host); "" sends no Authorization header.
+	Token string
+	// Stdin carries the client's messages, newline-delimited JSON as the MCP
+	// stdio transport specifies; EOF ends Run. Required. Run does not close
+	// it, and a Read blocked in it when ctx ends is left to return on its
+	// own.
+	Stdin io.Reader
+	// Stdout receives JSON-RPC messages for the client, one per line, and
+	// nothing else. Required.
+	Stdout io.Writer
+	// Logger receives the proxy's events; nil discards them. It must not
+	// write to Stdout.
+	Logger *slog.Logger
+	// HTTPClient makes the requests to the bridge; nil means a client on
+	// http.DefaultTransport. Run adds the headers it needs with a
+	// RoundTripper around its Transport. It should have no Timeout: the
+	// streams last as long as the session.
+	HTTPClient *http.Client
+	// BridgeWait bounds how long Run waits for the bridge to answer, at
+	// start and each time the bridge goes away; 0 means 30 s.
+	BridgeWait time.Duration
+}
+
+// ErrNoBridge is returned (wrapped) by Run when nothing answers at the
+// endpoint within Options.BridgeWait of starting.
+var ErrNoBridge = errors.New("no bridge answers")
+
+// JSON-RPC error codes the proxy answers with itself, from the
+// implementation-defined server error range.
+const (
+	// CodeBridgeUnavailable answers a request the proxy could not deliver:
+	// the bridge did not come back within BridgeWait, or refused the proxy.
+	CodeBridgeUnavailable = -32000
+	// CodeInterrupted answers a request that was sent but whose answer
+	// was lost when the bridge restarted.
+	CodeInterrupted = -32001
+)
+
+// msgInterrupted is CodeInterrupted's message.
+const msgInterrupted = "the bridge restarted before answering; the call may or may not have run"
+
+const (
+	defaultBridgeWait = 30 * time.Second
+	// retryFirst and retryMax shape the backoff between attempts to reach
+	// the bridge: doubling from retryFirst, capped at retryMax.
+	retryFirst = 100 * time.Millisecond
+	retryMax   = 2 * time.Second
+	// attemptTimeout bounds one attempt (a probe, a replayed initialize,
+	// opening the GET stream) against a bridge that accepts connections but
+	// does not answer.
+	attemptTimeout = 5 * time.Second
+	// drainTimeout is how long calls in flight may take to finish after
+	// stdin ends.
+	drainTimeout = 5 * time.Second
+	// shutdownWait bounds the wait for the proxy's goroutines when it
+	// stops (the DELETE takes at most 5 s; a blocked stdout forever).
+	shutdownWait = 10 * time.Second
+	// maxMessageBytes bounds one message from the client (a line) or the
+	// bridge (an SSE event).
+	maxMessageBytes = mcp.DefaultMaxLineLength
+	// maxOtherFailures bounds the resends of one message after errors that
+	// are neither a lost bridge nor an answer (a broken connection state).
+	maxOtherFailures = 3
+)
+
+// MCP names the proxy looks at.
+const (
+	methodInitialize   = "initialize"
+	methodInitialized  = "notifications/initialized"
+	methodCancelled    = "notifications/cancelled"
+	headerSessionID    = "Mcp-Session-Id"
+	headerProtoVersion = "Mcp-Protocol-Version"
+	headerLastEventID  = "Last-Event-ID"
+	// statelessVersion is the first protocol version without sessions or
+	// a GET stream (the version travels in each request's _meta).
+	statelessVersion = "2026-07-28"
+	// replayIDPrefix starts the id of a replayed initialize; the client
+	// never sees it.
+	replayIDPrefix = "browserbridge-stdio-reinitialize-"
+)
+
+// JSON-RPC error codes the proxy reads or writes.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	// codeRejected is the SDK's ErrRejected, which its client connection
+	// wraps around refusals of one message (as opposed to a broken
+	// connection).
+	codeRejected = -32005
+)
+
+// errorBodyMax bounds how much of a refusal's body is read for its message.
+const errorBodyMax = 4 << 10
+
+var errClosing = errors.New("the proxy is closing")
+
+// Run forwards messages between opts.Stdin/Stdout and the bridge until
+// Stdin ends (then it returns nil), ctx ends (nil as well), or Stdout
+// fails. It fails at once with an error wrapping ErrNoBridge when no bridge
+// answers within BridgeWait of starting, and with a description of the
+// refusal when the bridge refuses the proxy (a wrong token).
+func Run(ctx context.Context, opts Options) error {
+	p, err := newProxy(opts)
+	if err != nil {
+		return err
+	}
+	return p.run(ctx)
+}
+
+// proxy is one run: the client's side (stdin/stdout) and the current link
+// to the bridge.
+type proxy struct {
+	opts    Options
+	log     *slog.Logger
+	http    *http.Client
+	wait    time.Duration
+	version atomic.Value // string: the protocol version in use, "" until known
+
+	ctx    context.Context // Run's, cancelled when it returns
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // every goroutine Run starts but the stdin reader
+
+	outMu  sync.Mutex
+	outErr error
+
+	// dialing holds a token while one goroutine (re)connects; the others
+	// wait for it rather than dial too.
+	dialing chan struct{}
+
+	mu          sync.Mutex
+	cur         *link                       // nil while the bridge is lost
+	gen         uint64                      // the last link's generation
+	pending     map[jsonrpc.ID]*pendingCall // the client's requests not yet answered
+	serverCalls map[jsonrpc.ID]uint64       // the bridge's requests to the client -> link generation
+	initReq     *jsonrpc.Request            // the client's initialize, once answered
+	initDone    chan struct{}               // closed when the client's initialize in flight is answered
+	initialized bool                        // the client sent notifications/initialized
+	lastDialErr error                       // why the last attempt to reach the bridge failed
+	closing     bool
+	idle        chan struct{} // closed when pending becomes empty, while draining
+}
+
+// pendingCall is a client request not yet answered. gen is the link it is
+// being or was written to, 0 while it is on none; sent means the bridge
+// took it (the write returned); cancel ends the write's HTTP request and
+// the reply stream.
+type pendingCall struct {
+	req    *jsonrpc.Request
+	gen    uint64
+	sent   bool
+	cancel context.CancelFunc
+}
+
+func newProxy(opts Options) (*proxy, error) {
+	u, err := url.Parse(opts.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("the endpoint %q is not an http:// or https:// URL", opts.Endpoint)
+	}
+	if opts.Stdin == nil || opts.Stdout == nil {
+		return nil, errors.New("stdioproxy: Stdin and Stdout are required")
+	}
+	p := &proxy{
+		opts:        opts,
+		log:         opts.Logger,
+		wait:        opts.BridgeWait,
+		dialing:     make(chan struct{}, 1),
+		pending:     make(map[jsonrpc.ID]*pendingCall),
+		serverCalls: make(map[jsonrpc.ID]uint64),
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.wait <= 0 {
+		p.wait = defaultBridgeWait
+	}
+	p.version.Store("")
+	client := http.Client{}
+	if opts.HTTPClient != nil {
+		client = *opts.HTTPClient
+	}
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	client.Transport = &headerTransport{base: base, host: u.Host, token: opts.Token, version: p.protoVersion}
+	p.http = &client
+	return p, nil
+}
+
+func (p *proxy) protoVersion() string { return p.version.Load().(string) }
+
+func (p *proxy) setProtoVersion(v string) {
+	if v != "" {
+		p.version.Store(v)
+	}
+}
+
+// stdinItem is one line read from stdin, or the error that ended reading.
+type stdinItem struct {
+	line []byte
+	err  error
+}
+
+func (p *proxy) run(parent context.Context) error {
+	p.ctx, p.cancel = context.WithCancelCause(parent)
+	defer p.cancel(nil)
+
+	deadline := time.Now().Add(p.wait)
+	if _, err := p.link(&deadline); err != nil {
+		p.shutdown()
+		if parent.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	p.log.Info("forwarding stdio to the bridge", "url", p.opts.Endpoint)
+
+	lines := make(chan stdinItem)
+	go p.readStdin(lines)
+	var result error
+loop:
+	for {
+		select {
+		case <-p.ctx.Done():
+			if parent.Err() == nil {
+				result = context.Cause(p.ctx)
+			}
+			break loop
+		case in := <-lines:
+			switch {
+			case in.err == nil:
+				p.fromClient(in.line)
+			case errors.Is(in.err, errLineTooLong):
+				p.log.Warn("dropped a message from the client", "error", in.err)
+				p.writeError(nil, codeInvalidRequest, in.err.Error())
+			case errors.Is(in.err, io.EOF):
+				p.log.Info("stdin closed: ending the session")
+				p.drain()
+				break loop
+			default:
+				result = fmt.Errorf("reading stdin: %w", in.err)
+				break loop
+			}
+		}
+	}
+	p.shutdown()
+	return result
+}
+
+// readStdin sends each line of stdin to lines, then the error that ended
+// reading (io.EOF at the end).
+func (p *proxy) readStdin(lines chan<- stdinItem) {
+	r := newLineReader(p.opts.Stdin, maxMessageBytes)
+	for {
+		line, err := r.next()
+		select {
+		case lines <- stdinItem{line, err}:
+		case <-p.ctx.Done():
+			return
+		}
+		if err != nil && !errors.Is(err, errLineTooLong) {
+			return
+		}
+	}
+}
+
+// drain waits, up to drainTimeout, for the client's requests in flight to
+// be answered.
+func (p *proxy) drain() {
+	p.mu.Lock()
+	if len(p.pending) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	idle := make(chan struct{})
+	p.idle = idle
+	n := len(p.pending)
+	p.mu.Unlock()
+	p.log.Info("waiting for calls in flight", "calls", n, "at_most", drainTimeout)
+	t := time.NewTimer(drainTimeout)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	case <-p.ctx.Done():
+	}
+}
+
+// shutdown ends the session (DELETE), stops every goroutine and waits for
+// them.
+func (p *proxy) shutdown() {
+	p.mu.Lock()
+	p.closing = true
+	l := p.cur
+	p.cur = nil
+	if l != nil {
+		l.dead = true
+	}
+	p.mu.Unlock()
+	if l != nil {
+		l.cancel()
+		_ = l.conn.Close() // sends DELETE when there is a session
+	}
+	p.cancel(errClosing)
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(shutdownWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		// Only a write to a stdout nobody reads blocks this long.
+		p.log.Warn("gave up waiting for the proxy's goroutines to stop", "waited", shutdownWait)
+	}
+}
+
+// fromClient handles one line from stdin.
+func (p *proxy) fromClient(line []byte) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	if line[0] == '[' {
+		p.writeError(nil, codeInvalidRequest, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per line")
+		return
+	}
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		if !json.Valid(line) {
+			p.writeError(nil, codeParseError, "a line on stdin is not valid JSON")
+			return
+		}
+		p.writeError(idOf(line), codeInvalidRequest, "not a JSON-RPC 2.0 message: "+err.Error())
+		return
+	}
+	if req, ok := msg.(*jsonrpc.Request); !ok || (req.Method != methodInitialize && req.Method != "ping" && req.Method != methodCancelled) {
+		p.waitInitialize()
+	}
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		p.noteVersion(m)
+		if !m.IsCall() {
+			p.notify(m)
+			return
+		}
+		p.mu.Lock()
+		_, dup := p.pending[m.ID]
+		if !dup {
+			p.pending[m.ID] = &pendingCall{req: m}
+			if m.Method == methodInitialize && p.initDone == nil {
+				p.initDone = make(chan struct{})
+			}
+		}
+		p.mu.Unlock()
+		if dup {
+			p.toClient(errorResponse(m.ID, codeInvalidRequest, fmt.Sprintf("request id %v is already in use by a request in flight", m.ID.Raw())))
+			return
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.call(m)
+		}()
+	case *jsonrpc.Response:
+		p.respond(m)
+	}
+}
+
+// waitInitialize waits for the answer to the client's initialize, if one
+// is in flight: until then there is no session to send anything in. (A
+// client should wait for it anyway; one that pipes a script may not.)
+func (p *proxy) waitInitialize() {
+	p.mu.Lock()
+	done := p.initDone
+	p.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-p.ctx.Done():
+	}
+}
+
+// noteVersion learns the protocol version from a request of the stateless
+// era, which carries it in _meta.
+func (p *proxy) noteVersion(req *jsonrpc.Request) {
+	if req.Method == methodInitialize || !bytes.Contains(req.Params, []byte(mcp.MetaKeyProtocolVersion)) {
+		return
+	}
+	var params struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if json.Unmarshal(req.Params, &params) == nil {
+		if v, ok := params.Meta[mcp.MetaKeyProtocolVersion].(string); ok {
+			p.setProtoVersion(v)
+		}
+	}
+}
+
+// call sends one client request until the bridge has it, then leaves the
+// answer to the link's reader.
+func (p *proxy) call(req *jsonrpc.Request) {
+	var deadline time.Time
+	others := 0
+	for attempt := 0; ; attempt++ {
+		l, err := p.link(&deadline)
+		if err != nil {
+			if !errors.Is(err, errClosing) {
+				p.answer(req.ID, 0, errorResponse(req.ID, CodeBridgeUnavailable, err.Error()))
+			}
+			return
+		}
+		// The write's context lives until the call is answered: the SDK
+		// reads the reply stream under it, and cancelling it is how a call
+		// of the stateless era is cancelled. It is not the link's: a write
+		// under way when the link breaks ends on its own, which tells
+		// whether the bridge got the call.
+		wctx, cancel := context.WithCancel(p.ctx)
+		switch p.sending(req.ID, l, cancel) {
+		case callGone:
+			cancel()
+			return // cancelled by the client meanwhile
+		case linkDead:
+			cancel()
+			continue
+		}
+		err = l.conn.Write(wctx, req)
+		if err == nil {
+			p.sent(req.ID, l)
+			return
+		}
+		if !p.unsend(req.ID, l.gen) {
+			return // already answered: the link broke under it
+		}
+		kind, werr := p.classify(err)
+		switch kind {
+		case closing:
+			return
+		case notSent:
+			p.breakLink(l, err)
+		case lost:
+			p.breakLink(l, err)
+			p.answer(req.ID, 0, errorResponse(req.ID, CodeInterrupted, msgInterrupted))
+			return
+		case refused, busy:
+			p.log.Debug("the bridge refused a request", "method", req.Method, "error", err)
+			p.answer(req.ID, 0, &jsonrpc.Response{ID: req.ID, Error: werr})
+			return
+		case broken:
+			p.breakLink(l, err)
+			if others++; others >= maxOtherFailures {
+				p.answer(req.ID, 0, errorResponse(req.ID, CodeBridgeUnavailable, "the bridge did not take the request: "+err.Error()))
+				return
+			}
+		}
+		p.log.Debug("resending a request", "method", req.Method, "attempt", attempt+1, "error", err)
+		if deadline.IsZero() {
+			deadline = time.Now().Add(p.wait)
+		}
+		if attempt > 0 && !p.pause(attempt, deadline) {
+			p.answer(req.ID, 0, errorResponse(req.ID, CodeBridgeUnavailable, p.noBridge(err).Error()))
+			return
+		}
+	}
+}
+
+// notify sends one client notification, resending it after a reconnect if
+// the bridge never got it.
+func (p *proxy) notify(n *jsonrpc.Request) {
+	switch n.Method {
+	case methodInitialized:
+		p.mu.Lock()
+		p.initialized = true
+		p.mu.Unlock()
+	case methodCancelled:
+		p.forgetCancelled(n)
+		if p.protoVersion() >= statelessVersion {
+			// There is no session to tell: closing the call's request,
+			// which forgetCancelled did, is how it is cancelled.
+			return
+		}
+	}
+	var deadline time.Time
+	others := 0
+	for attempt := 0; ; attempt++ {
+		l, err := p.link(&deadline)
+		if err != nil {
+			if !errors.Is(err, errClosing) {
+				p.log.Warn("dropped a notification from the client", "method", n.Method, "error", err)
+			}
+			return
+		}
+		err = p.writeShort(l, n)
+		if err == nil {
+			return
+		}
+		kind, _ := p.classify(err)
+		switch kind {
+		case closing:
+			return
+		case lost:
+			p.breakLink(l, err)
+			return
+		case refused, busy:
+			p.log.Warn("the bridge refused a notification", "method", n.Method, "error", err)
+			return
+		case broken:
+			if others++; others >= maxOtherFailures {
+				p.breakLink(l, err)
+				p.log.Warn("dropped a notification from the client", "method", n.Method, "error", err)
+				return
+			}
+		}
+		p.breakLink(l, err)
+		if n.Method == methodInitialized {
+			return // the reconnect replays it
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(p.wait)
+		}
+		if attempt > 0 && !p.pause(attempt, deadline) {
+			p.log.Warn("dropped a notification from the client", "method", n.Method, "error", p.noBridge(err))
+			return
+		}
+	}
+}
+
+// forgetCancelled drops the request a notifications/cancelled names, and
+// stops waiting for its answer: the client expects none any more.
+func (p *proxy) forgetCancelled(n *jsonrpc.Request) {
+	var params struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(n.Params, &params) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(params.RequestID)
+	if err != nil || !id.IsValid() {
+		return
+	}
+	p.mu.Lock()
+	if _, ok := p.pending[id]; ok {
+		p.deletePendingLocked(id)
+	}
+	p.mu.Unlock()
+}
+
+// respond sends the client's answer to a request from the bridge, if the
+// session that asked still exists.
+func (p *proxy) respond(r *jsonrpc.Response) {
+	p.mu.Lock()
+	gen, ok := p.serverCalls[r.ID]
+	delete(p.serverCalls, r.ID)
+	l := p.cur
+	p.mu.Unlock()
+	if !ok || l == nil || l.gen != gen {
+		p.log.Debug("dropped the client's answer to a request from a lost session", "id", r.ID.Raw())
+		return
+	}
+	if err := p.writeShort(l, r); err != nil {
+		kind, _ := p.classify(err)
+		if kind != closing && kind != refused && kind != busy {
+			p.breakLink(l, err)
+		}
+		p.log.Warn("could not pass the client's answer to the bridge", "error", err)
+	}
+}
+
+// writeShort writes a notification or a response, which the bridge
+// accepts at once (202), under a bound so that a bridge that hangs cannot
+// stall stdin. Not under l.ctx: a write under way when the link breaks ends
+// on its own, which tells whether the bridge got the message.
+func (p *proxy) writeShort(l *link, msg jsonrpc.Message) error {
+	ctx, cancel := context.WithTimeout(p.ctx, attemptTimeout)
+	defer cancel()
+	return l.conn.Write(ctx, msg)
+}
+
+// sendState says whether a request may be written to a link.
+type sendState int
+
+const (
+	sendOK   sendState = iota
+	callGone           // no longer pending: the client cancelled it
+	linkDead           // the link broke meanwhile: get another
+)
+
+// sending marks a request as being written to link l, under a context that
+// cancel ends.
+func (p *proxy) sending(id jsonrpc.ID, l *link, cancel context.CancelFunc) sendState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc, ok := p.pending[id]
+	switch {
+	case !ok:
+		return callGone
+	case l.dead:
+		return linkDead
+	}
+	pc.gen, pc.sent, pc.cancel = l.gen, false, cancel
+	return sendOK
+}
+
+// sent marks a request as taken by the bridge on link l. If l broke while
+// the write was under way, the answer will never be read: the client is
+// told the call was interrupted.
+func (p *proxy) sent(id jsonrpc.ID, l *link) {
+	p.mu.Lock()
+	pc, ok := p.pending[id]
+	if !ok || pc.gen != l.gen {
+		p.mu.Unlock()
+		return // answered already
+	}
+	if !l.dead {
+		pc.sent = true
+		p.mu.Unlock()
+		return
+	}
+	p.deletePendingLocked(id)
+	p.mu.Unlock()
+	p.toClient(errorResponse(id, CodeInterrupted, msgInterrupted))
+}
+
+// unsend marks a request whose write to link gen failed as on no link;
+// false means it was answered meanwhile.
+func (p *proxy) unsend(id jsonrpc.ID, gen uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc, ok := p.pending[id]
+	if !ok || pc.gen != gen {
+		return false
+	}
+	pc.cancel()
+	pc.gen, pc.sent, pc.cancel = 0, false, nil
+	return true
+}
+
+// peek returns the request id, if it is pending on link gen.
+func (p *proxy) peek(id jsonrpc.ID, gen uint64) (*jsonrpc.Request, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc, ok := p.pending[id]
+	if !ok || pc.gen != gen {
+		return nil, false
+	}
+	return pc.req, true
+}
+
+// take removes and returns the request id, if it is pending on link gen.
+func (p *proxy) take(id jsonrpc.ID, gen uint64) (*jsonrpc.Request, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc, ok := p.pending[id]
+	if !ok || pc.gen != gen {
+		return nil, false
+	}
+	p.deletePendingLocked(id)
+	return pc.req, true
+}
+
+// answer gives the client resp if request id is pending on link gen.
+func (p *proxy) answer(id jsonrpc.ID, gen uint64, resp *jsonrpc.Response) {
+	if _, ok := p.take(id, gen); ok {
+		p.toClient(resp)
+	}
+}
+
+// deletePendingLocked forgets a request, ending its write's context (its
+// answer has come, or will never be read).
+func (p *proxy) deletePendingLocked(id jsonrpc.ID) {
+	if pc := p.pending[id]; pc != nil {
+		if pc.cancel != nil {
+			pc.cancel()
+		}
+		if pc.req.Method == methodInitialize && p.initDone != nil {
+			close(p.initDone)
+			p.initDone = nil
+		}
+	}
+	delete(p.pending, id)
+	if len(p.pending) == 0 && p.idle != nil {
+		close(p.idle)
+		p.idle = nil
+	}
+}
+
+// toClient writes one message to stdout.
+func (p *proxy) toClient(msg jsonrpc.Message) {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		p.log.Error("could not encode a message for the client", "error", err)
+		return
+	}
+	p.writeLine(data)
+}
+
+// writeError writes an error response with a raw id (null when nil), for
+// lines that are not messages.
+func (p *proxy) writeError(id json.RawMessage, code int, msg string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	type wireError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	data, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   wireError       `json:"error"`
+	}{"2.0", id, wireError{code, msg}})
+	if err != nil {
+		return
+	}
+	p.writeLine(data)
+}
+
+func (p *proxy) writeLine(data []byte) {
+	p.outMu.Lock()
+	defer p.outMu.Unlock()
+	if p.outErr != nil {
+		return
+	}
+	line := make([]byte, 0, len(data)+1)
+	line = append(append(line, data...), '\n')
+	if _, err := p.opts.Stdout.Write(line); err != nil {
+		p.outErr = fmt.Errorf("writing to stdout: %w", err)
+		p.cancel(p.outErr)
+	}
+}
+
+func errorResponse(id jsonrpc.ID, code int64, msg string) *jsonrpc.Response {
+	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: msg}}
+}
+
+// idOf returns the id of a JSON object if it has a usable one.
+func idOf(line []byte) json.RawMessage {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(line, &m) != nil || len(m.ID) == 0 {
+		return nil
+	}
+	switch m.ID[0] {
+	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return m.ID
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package stdioproxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxStreamFailures is how many times in a row the GET stream may fail in
+// ways that say nothing about the session (a 409, a stream that ends at
+// once) before the proxy gives up on it.
+const maxStreamFailures = 5
+
+// errNoStream means the server offers no standalone stream (405, or not an
+// event stream): only replies to requests will arrive.
+var errNoStream = errors.New("the server offers no standalone stream")
+
+// statusError is an unexpected HTTP status for the GET stream.
+type statusError struct{ status string }
+
+func (e *statusError) Error() string { return "GET stream: HTTP " + e.status }
+
+// openStream opens the standalone GET stream of l's session, which carries
+// the server's requests and notifications outside any call (such as
+// notifications/tools/list_changed), and keeps it open for the link's
+// life. The SDK's client connection opens it only when an mcp.Client
+// tells it the session is initialized, which the proxy cannot do, so it
+// reads the stream itself. It returns once the stream is open (or failed
+// to open), so nothing the server sends after that is lost.
+func (p *proxy) openStream(l *link) {
+	sid := l.conn.SessionID()
+	if sid == "" || p.protoVersion() >= statelessVersion {
+		return // no session, or the stateless era: no GET stream
+	}
+	resp, err := p.getStream(l, sid, "")
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.listen(l, sid, resp, err)
+	}()
+}
+
+// listen reads the GET stream, reopening it (resuming after the last event
+// id) when it ends while the session lives. A 404 or a bridge that does
+// not answer means the session is gone: the link is broken.
+func (p *proxy) listen(l *link, sid string, resp *http.Response, err error) {
+	lastID := ""
+	failures := 0
+	for {
+		if l.ctx.Err() != nil {
+			if resp != nil {
+				resp.Body.Close()
+			}
+			return
+		}
+		var se *statusError
+		var ue *url.Error
+		switch {
+		case err == nil:
+			var events int
+			lastID, events = p.pump(l, resp, lastID)
+			if l.ctx.Err() != nil {
+				return
+			}
+			if events > 0 {
+				failures = 0
+			} else {
+				failures++
+			}
+			p.log.Debug("the GET stream ended; reopening it", "session", sid)
+		case errors.Is(err, mcp.ErrSessionMissing):
+			p.breakLink(l, fmt.Errorf("GET stream: %w", err))
+			return
+		case errors.Is(err, errNoStream):
+			p.log.Debug("no standalone stream: server notifications arrive only during calls", "error", err)
+			return
+		case errors.As(err, &ue):
+			p.breakLink(l, fmt.Errorf("GET stream: %w", err))
+			return
+		case errors.As(err, &se):
+			failures++
+		default:
+			p.log.Warn("GET stream", "error", err)
+			return
+		}
+		if failures >= maxStreamFailures {
+			p.log.Warn("gave up on the GET stream: server notifications arrive only during calls", "session", sid, "error", err)
+			return
+		}
+		if failures > 0 {
+			t := time.NewTimer(retryFirst << failures)
+			select {
+			case <-t.C:
+			case <-l.ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		resp, err = p.getStream(l, sid, lastID)
+	}
+}
+
+// getStream opens the GET stream. An answer must come within
+// attemptTimeout; the stream then lasts as long as the link.
+func (p *proxy) getStream(l *link, sid, lastEventID string) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(l.ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.opts.Endpoint, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(headerSessionID, sid)
+	if lastEventID != "" {
+		req.Header.Set(headerLastEventID, lastEventID)
+	}
+	timer := time.AfterFunc(attemptTimeout, cancel)
+	resp, err := p.http.Do(req)
+	timer.Stop()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case resp.StatusCode == http.StatusOK && ct == "text/event-stream":
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		return resp, nil
+	case resp.StatusCode == http.StatusNotFound:
+		err = mcp.ErrSessionMissing
+	case resp.StatusCode == http.StatusMethodNotAllowed, resp.StatusCode == http.StatusOK:
+		err = fmt.Errorf("%w (HTTP %s, %q)", errNoStream, resp.Status, ct)
+	default:
+		err = &statusError{resp.Status}
+	}
+	resp.Body.Close()
+	cancel()
+	return nil, err
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// pump passes the stream's messages to the client until it ends. It
+// returns the last event id seen and how many messages came.
+func (p *proxy) pump(l *link, resp *http.Response, lastID string) (string, int) {
+	defer resp.Body.Close()
+	n := 0
+	err := readEvents(resp.Body, maxMessageBytes, func(ev event) {
+		if ev.id != "" {
+			lastID = ev.id
+		}
+		if len(ev.data) == 0 || (ev.name != "" && ev.name != "message") {
+			return // a priming event, or not a message
+		}
+		msg, err := jsonrpc.DecodeMessage(ev.data)
+		if err != nil {
+			p.log.Warn("dropped a malformed message on the GET stream", "error", err)
+			return
+		}
+		n++
+		p.fromBridge(l, msg)
+	})
+	if err != nil && l.ctx.Err() == nil {
+		p.log.Debug("GET stream", "error", err)
+	}
+	return lastID, n
+}
+
+// event is one server-sent event.
+type event struct {
+	name, id string
+	data     []byte
+}
+
+// readEvents parses a text/event-stream, calling fn for each event. Events
+// larger than max fail the stream.
+func readEvents(r io.Reader, max int, fn func(event)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), max)
+	var ev event
+	var data bytes.Buffer
+	hasData := false
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			if hasData || ev.id != "" {
+				ev.data = bytes.Clone(data.Bytes())
+				fn(ev)
+			}
+			ev, hasData = event{}, false
+			data.Reset()
+			continue
+		}
+		if line[0] == ':' {
+			continue // a comment
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "event":
+			ev.name = string(value)
+		case "data":
+			if hasData {
+				data.WriteByte('\n')
+			}
+			data.Write(value)
+			hasData = true
+			if data.Len() > max {
+				return fmt.Errorf("an event exceeds %d bytes", max)
+			}
+		case "id":
+			if !bytes.ContainsRune(value, 0) {
+				ev.id = string(value)
+			}
+		}
+	}
+	return sc.Err()
+}
