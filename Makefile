@@ -4,13 +4,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/browserbridge/browserbridge/bridge/buildinfo.Version=$(VERSION)
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
-.PHONY: build test vet test-tools unit cross test-install bench fuzz clean
+.PHONY: build test vet test-tools ext-unit unit cross test-install bench fuzz clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge ./bridge/cmd/browserbridge
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-host ./host
 
-test: vet test-tools unit cross test-install
+test: vet test-tools ext-unit unit cross test-install
 
 # The real MCP clients (npm registry) that bridge/internal/daemon/clients_test.go
 # runs against the bridge: says to run scripts/install-test-tools.sh if they
@@ -22,6 +22,10 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+
+# The extension's unit tests: Node's built-in runner, no npm packages.
+ext-unit:
+	node --test extension/test/
 
 unit:
 	$(GO) test -race -count=1 ./...
