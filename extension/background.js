@@ -1,0 +1,81 @@
+// Browser Bridge's service worker: wires the native port, the JSON-RPC
+// dispatcher, the tools and the tab groups together, and registers every
+// chrome.* listener synchronously at top level (a restarted worker must get
+// the event that woke it).
+//
+// All imports are static: a module service worker may not call import().
+// Modules of the page tools register their own chrome.debugger listeners at
+// top level when imported here.
+
+import * as native from './sw/native.js';
+import * as rpc from './sw/rpc.js';
+import * as tools from './sw/tools.js';
+import * as sessions from './sw/sessions.js';
+import * as hello from './sw/hello.js';
+import * as store from './sw/store.js';
+import coreTools from './tools/core.js';
+import * as pageTools from './tools/page.js';
+import * as relay from './sw/relay-methods.js';
+
+tools.register(coreTools, pageTools);
+rpc.setExtraMethods(relay.extraMethods ?? relay.default);
+
+rpc.setTransport({ send: native.send, linkUp: native.linkUp });
+rpc.register('ping', () => ({}));
+rpc.register('tools/list', () => tools.list());
+rpc.register('tools/call', (params, ctx) => tools.call(params, ctx));
+
+native.init({
+  onMessage: (msg) => {
+    rpc.receive(msg).catch((err) => console.error(`rpc: ${err.message}`));
+  },
+  onConnected: () => {
+    hello.sayHello();
+  },
+  onLinkDown: (reason) => {
+    rpc.failPending(reason);
+    store.set('session', store.SESSION.bridge, { state: 'disconnected', error: reason, at: Date.now() }).catch(() => {});
+  },
+});
+
+chrome.runtime.onStartup.addListener(() => native.connect());
+chrome.runtime.onInstalled.addListener(() => native.connect());
+chrome.alarms.onAlarm.addListener((alarm) => {
+  if (alarm.name === native.RECONNECT_ALARM) native.connect();
+});
+chrome.tabs.onRemoved.addListener((tabId) => {
+  sessions.onTabRemoved(tabId).catch((err) => console.warn(`tabs.onRemoved: ${err.message}`));
+});
+chrome.tabGroups.onRemoved.addListener((group) => {
+  sessions.onGroupRemoved(group).catch((err) => console.warn(`tabGroups.onRemoved: ${err.message}`));
+});
+chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
+  if (sender.id !== chrome.runtime.id || sender.tab) return false; // only our own popup and options pages
+  pageMessage(msg).then(sendResponse, (err) => sendResponse({ ok: false, error: err.message }));
+  return true; // answers asynchronously
+});
+
+/**
+ * Requests from the popup and options pages.
+ * @param {{type: string, session?: string}} msg
+ */
+async function pageMessage(msg) {
+  switch (msg?.type) {
+    case 'session.close': {
+      // The bridge ends the MCP session and then sends session.ended, which closes or ungroups the tabs.
+      const result = await rpc.request('session.close', { session: msg.session });
+      return { ok: true, result };
+    }
+    case 'reconnect':
+      native.connect();
+      return { ok: true };
+    case 'settingsChanged':
+      // The profile label is part of hello: say it again if the bridge is there.
+      if (native.linkUp()) await hello.sayHello();
+      return { ok: true };
+    default:
+      throw new Error(`unknown request ${JSON.stringify(msg?.type)}`);
+  }
+}
+
+native.connect();

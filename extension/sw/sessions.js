@@ -1,0 +1,288 @@
+// A tab group per MCP session (docs/protocol.md, tools/call _meta
+// "browserbridge/session"; relay ids "conn-…" count as sessions too).
+//
+// Each session gets one tab group titled with its client's name, in a colour
+// no other live session has, and a "current tab" that tools act on unless the
+// caller names a tab id. A tab belongs to the session whose group holds it.
+// Sessions never fight over an active tab: this module only activates a tab
+// of the session itself, and when the window's active tab belongs to another
+// session it opens the new tab in a window of its own instead.
+//
+// State: chrome.storage.session under SESSION.sessions,
+//   {[sessionId]: {id, client, groupId, color, currentTabId, plan, activity, createdAt, lastActive}}
+// so a worker restart loses nothing. The per-session lock below only orders
+// this worker's operations (no two groups for one session).
+
+import * as store from './store.js';
+
+/** Tab group colours, in the order sessions take them. */
+export const COLORS = Object.freeze(['blue', 'red', 'green', 'purple', 'orange', 'cyan', 'pink', 'yellow', 'grey']);
+
+const NO_GROUP = -1; // chrome.tabGroups.TAB_GROUP_ID_NONE
+const FALLBACK_SESSION = Object.freeze({ id: 'default', client: 'Browser Bridge' });
+
+const locks = new Map();
+function withLock(id, fn) {
+  const run = (locks.get(id) || Promise.resolve()).then(fn);
+  const tail = run.catch(() => {});
+  locks.set(id, tail);
+  tail.then(() => locks.get(id) === tail && locks.delete(id));
+  return run;
+}
+
+const all = () => store.get('session', store.SESSION.sessions, {});
+const mutate = (fn) => store.update('session', store.SESSION.sessions, (s = {}) => (fn(s), s));
+
+/**
+ * Records that a session is active (creating its record) and returns it.
+ * @param {{id: string, client?: string}} session
+ * @returns {Promise<object>} the session's record
+ */
+export async function touch(session) {
+  const s = await mutate((m) => {
+    const rec = m[session.id] || (m[session.id] = {
+      id: session.id, client: session.client || session.id, groupId: null, color: pickColor(m, session.id),
+      currentTabId: null, plan: null, activity: null, createdAt: Date.now(),
+    });
+    if (session.client) rec.client = session.client;
+    rec.lastActive = Date.now();
+  });
+  return s[session.id];
+}
+
+function pickColor(m, selfId) {
+  const used = Object.values(m).filter((r) => r.id !== selfId).map((r) => r.color);
+  return COLORS.find((c) => !used.includes(c)) || COLORS[Object.keys(m).length % COLORS.length];
+}
+
+async function liveGroup(groupId) {
+  if (groupId === null || groupId === undefined || groupId === NO_GROUP) return null;
+  try {
+    return await chrome.tabGroups.get(groupId);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The session whose group holds the tab, if any.
+ * @param {{groupId?: number}} tab
+ * @returns {Promise<object|null>} a session record
+ */
+export async function sessionOfTab(tab) {
+  if (!tab || tab.groupId === undefined || tab.groupId === NO_GROUP) return null;
+  return Object.values(await all()).find((r) => r.groupId === tab.groupId) || null;
+}
+
+/** Puts a tab into the session's group, creating and naming the group if needed. */
+async function addToGroup(session, tab) {
+  const rec = (await all())[session.id];
+  const group = await liveGroup(rec?.groupId);
+  if (group) {
+    if (tab.groupId !== group.id) await chrome.tabs.group({ groupId: group.id, tabIds: [tab.id] });
+    return group.id;
+  }
+  const groupId = await chrome.tabs.group({ tabIds: [tab.id], createProperties: { windowId: tab.windowId } });
+  let color = rec?.color;
+  await mutate((m) => {
+    const r = m[session.id];
+    if (!r) return;
+    r.groupId = groupId;
+    if (!r.color || Object.values(m).some((o) => o.id !== r.id && o.color === r.color)) r.color = pickColor(m, r.id);
+    color = r.color;
+  });
+  await chrome.tabGroups.update(groupId, { title: rec?.client || session.client || session.id, color: color || 'grey' });
+  return groupId;
+}
+
+/** Whether the active tab of a window belongs to a session other than selfId. */
+async function windowBusy(windowId, selfId) {
+  const [active] = await chrome.tabs.query({ windowId, active: true });
+  const owner = await sessionOfTab(active);
+  return owner !== null && owner.id !== selfId;
+}
+
+async function newTab(session, url) {
+  const rec = (await all())[session.id];
+  const group = await liveGroup(rec?.groupId);
+  let windowId = group?.windowId;
+  if (windowId === undefined) {
+    try {
+      windowId = (await chrome.windows.getLastFocused({ windowTypes: ['normal'] })).id;
+    } catch {
+      windowId = undefined; // no window at all
+    }
+  }
+  let tab;
+  if (windowId === undefined || (!group && (await windowBusy(windowId, session.id)))) {
+    // No window, or another session is working in it: give this session its own.
+    const win = await chrome.windows.create({ url, focused: false, type: 'normal' });
+    tab = win.tabs?.[0] || (await chrome.tabs.query({ windowId: win.id }))[0];
+  } else {
+    const active = !(await windowBusy(windowId, session.id));
+    tab = await chrome.tabs.create({ url, windowId, active });
+  }
+  const groupId = await addToGroup(session, tab);
+  await setCurrentTab(session, tab.id);
+  return { ...tab, groupId };
+}
+
+/**
+ * Creates a tab in the session's group (creating the group if needed) and
+ * makes it the session's current tab.
+ * @param {{id: string, client?: string}|null} session
+ * @param {string} [url] defaults to about:blank
+ * @returns {Promise<chrome.tabs.Tab>}
+ */
+export async function createTab(session, url = 'about:blank') {
+  session = session || FALLBACK_SESSION;
+  return withLock(session.id, async () => {
+    await touch(session);
+    return newTab(session, url);
+  });
+}
+
+/**
+ * The tab a tool acts on. With a tabId: that tab (an ungrouped tab is adopted
+ * into the session's group and becomes current; a tab of another session or
+ * of the user's own group is acted on where it is). Without: the session's
+ * current tab, else another tab of its group, else a new tab in its group.
+ * @param {{id: string, client?: string}|null} session
+ * @param {number} [tabId]
+ * @returns {Promise<chrome.tabs.Tab>}
+ */
+export async function resolveTab(session, tabId) {
+  session = session || FALLBACK_SESSION;
+  if (tabId !== undefined && tabId !== null) {
+    let tab;
+    try {
+      tab = await chrome.tabs.get(tabId);
+    } catch {
+      throw new Error(`There is no tab with id ${tabId}; tabs_context lists the open tabs.`);
+    }
+    return withLock(session.id, async () => {
+      await touch(session);
+      const owner = await sessionOfTab(tab);
+      if (owner?.id === session.id) {
+        await setCurrentTab(session, tab.id);
+      } else if (tab.groupId === undefined || tab.groupId === NO_GROUP) {
+        tab = { ...tab, groupId: await addToGroup(session, tab) };
+        await setCurrentTab(session, tab.id);
+      }
+      return tab;
+    });
+  }
+  return withLock(session.id, async () => {
+    const rec = await touch(session);
+    const group = await liveGroup(rec.groupId);
+    const current = rec.currentTabId === null ? null : await chrome.tabs.get(rec.currentTabId).catch(() => null);
+    if (current && group && current.groupId === group.id) return current;
+    if (current && (current.groupId === undefined || current.groupId === NO_GROUP)) {
+      // Its group went away (ungrouped, or the group was closed): group it again.
+      return { ...current, groupId: await addToGroup(session, current) };
+    }
+    // Otherwise the current tab is closed or now in someone else's group.
+    if (group) {
+      const tabs = await chrome.tabs.query({ groupId: group.id });
+      const tab = tabs.find((t) => t.active) || tabs[0];
+      if (tab) {
+        await setCurrentTab(session, tab.id);
+        return tab;
+      }
+    }
+    return newTab(session, 'about:blank');
+  });
+}
+
+/**
+ * Makes tabId the session's current tab.
+ * @param {{id: string}|string} session a session or its id
+ * @param {number|null} tabId
+ */
+export async function setCurrentTab(session, tabId) {
+  const id = typeof session === 'string' ? session : session.id;
+  await mutate((m) => {
+    if (m[id]) m[id].currentTabId = tabId;
+  });
+}
+
+/**
+ * The tabs in the session's group (empty if it has none yet).
+ * @param {{id: string}|string} session
+ * @returns {Promise<chrome.tabs.Tab[]>}
+ */
+export async function sessionTabs(session) {
+  const id = typeof session === 'string' ? session : session?.id;
+  const rec = (await all())[id];
+  if (!rec || !(await liveGroup(rec.groupId))) return [];
+  return chrome.tabs.query({ groupId: rec.groupId });
+}
+
+async function setField(sessionId, field, value) {
+  await mutate((m) => {
+    const rec = m[sessionId] || (m[sessionId] = {
+      id: sessionId, client: sessionId, groupId: null, color: pickColor(m, sessionId),
+      currentTabId: null, plan: null, activity: null, createdAt: Date.now(),
+    });
+    rec[field] = value;
+    rec.lastActive = Date.now();
+  });
+}
+
+/**
+ * Stores the client's plan for the popup (update_plan).
+ * @param {string} sessionId
+ * @param {*} plan whatever the tool stores: text or a list of steps
+ */
+export const setPlan = (sessionId, plan) => setField(sessionId, 'plan', plan);
+
+/**
+ * Stores the session's activity state for the popup (turn_answer_start/complete).
+ * @param {string} sessionId
+ * @param {*} state e.g. {state: "answering", since}
+ */
+export const setActivity = (sessionId, state) => setField(sessionId, 'activity', state);
+
+/**
+ * Every known session, most recently active first.
+ * @returns {Promise<object[]>} session records
+ */
+export async function listSessions() {
+  return Object.values(await all()).sort((a, b) => (b.lastActive || 0) - (a.lastActive || 0));
+}
+
+/**
+ * Ends a session (session.ended): closes or ungroups its tabs per the
+ * "onSessionEnd" setting and forgets it.
+ * @param {string} sessionId
+ */
+export async function sessionEnded(sessionId) {
+  return withLock(sessionId, async () => {
+    const rec = (await all())[sessionId];
+    if (!rec) return;
+    const tabs = await sessionTabs(sessionId);
+    const ids = tabs.map((t) => t.id);
+    if (ids.length) {
+      const { onSessionEnd } = await store.getSettings();
+      if (onSessionEnd === 'close') await chrome.tabs.remove(ids);
+      else await chrome.tabs.ungroup(ids);
+    }
+    await mutate((m) => {
+      delete m[sessionId];
+    });
+  });
+}
+
+/** chrome.tabs.onRemoved: forget a closed tab as anyone's current tab. */
+export async function onTabRemoved(tabId) {
+  await mutate((m) => {
+    for (const r of Object.values(m)) if (r.currentTabId === tabId) r.currentTabId = null;
+  });
+}
+
+/** chrome.tabGroups.onRemoved: a session whose group is gone gets a new one on its next call. */
+export async function onGroupRemoved(group) {
+  await mutate((m) => {
+    for (const r of Object.values(m)) if (r.groupId === group.id) r.groupId = null;
+  });
+}

@@ -1,0 +1,158 @@
+// The tool registry: tools/list and tools/call (docs/protocol.md).
+//
+// A tool is `{name, title?, description, inputSchema, annotations, outputSchema?, async run(args, ctx)}`.
+// run returns an MCP CallToolResult-like `{content: [...], structuredContent?}`
+// (a bare string or object is wrapped). Throwing ToolError(msg), or anything
+// else, answers `{isError: true, content: [{type: "text", text: msg}]}`: a
+// tool that ran and failed is a result, not a protocol error. Protocol
+// refusals are JSON-RPC errors: an unknown tool or invalid arguments -32602.
+//
+// ctx = {session: {id, client}, requestId, signal, progress(progress, total?, message?),
+//        resolveTab(tabId?), createTab(url?), sessions}
+//
+// Tool modules are registered by background.js (static imports: a module
+// service worker may not use import()).
+
+import * as rpc from './rpc.js';
+import * as sessions from './sessions.js';
+import * as store from './store.js';
+import { validate } from './schema.js';
+
+/** A tool's failure, shown to the model as an isError result with this message. */
+export class ToolError extends Error {
+  /** @param {string} message what went wrong and, if possible, what to do instead */
+  constructor(message) {
+    super(message);
+    this.name = 'ToolError';
+  }
+}
+
+/** How many calls the popup's "recent calls" keeps. */
+export const RECENT_CALLS = 50;
+
+const NAME = /^[A-Za-z0-9_.-]{1,128}$/;
+const tools = new Map(); // name → tool; filled once per worker start from static imports
+
+/**
+ * Adds tools to the registry. Accepts tools, arrays of tools, or module
+ * namespaces with a default export; skips (and logs) malformed ones.
+ * @param {...any} sources
+ * @returns {number} how many tools were added
+ */
+export function register(...sources) {
+  let added = 0;
+  const visit = (t) => {
+    if (!t) return;
+    if (Array.isArray(t)) return t.forEach(visit);
+    if (t[Symbol.toStringTag] === 'Module') return visit(t.default ?? t.tools);
+    const why = problem(t);
+    if (why) {
+      console.warn(`tools: skipping ${t.name ?? 'a tool'}: ${why}`);
+      return;
+    }
+    if (tools.has(t.name)) console.warn(`tools: ${t.name} is registered twice; the later one wins`);
+    tools.set(t.name, t);
+    added++;
+  };
+  sources.forEach(visit);
+  return added;
+}
+
+function problem(t) {
+  if (typeof t !== 'object') return 'not an object';
+  if (typeof t.name !== 'string' || !NAME.test(t.name)) return 'name must match [A-Za-z0-9_.-]{1,128}';
+  if (typeof t.description !== 'string' || !t.description) return 'description is missing';
+  if (!t.inputSchema || t.inputSchema.type !== 'object') return 'inputSchema must be a JSON Schema with "type": "object"';
+  if (typeof t.run !== 'function') return 'run is not a function';
+  return '';
+}
+
+/** Empties the registry (tests). */
+export function clear() {
+  tools.clear();
+}
+
+/**
+ * The tools/list result.
+ * @returns {{tools: object[]}}
+ */
+export function list() {
+  return {
+    tools: [...tools.values()].map((t) => {
+      const out = { name: t.name, description: t.description, inputSchema: t.inputSchema, annotations: t.annotations || {} };
+      if (t.title) out.title = t.title;
+      if (t.outputSchema) out.outputSchema = t.outputSchema;
+      return out;
+    }),
+  };
+}
+
+/**
+ * Handles tools/call.
+ * @param {{name: string, arguments?: object, _meta?: object}} params
+ * @param {{id: string|number, signal: AbortSignal, session?: object}} rpcCtx from rpc.js
+ * @returns {Promise<object>} a CallToolResult
+ * @throws {rpc.RpcError} -32602 for an unknown tool or invalid arguments
+ */
+export async function call(params, rpcCtx) {
+  const { name, _meta: meta = {} } = params || {};
+  const args = params?.arguments ?? {};
+  if (typeof name !== 'string') throw new rpc.RpcError(rpc.CODES.invalidParams, 'tools/call needs params.name, the tool to call');
+  const tool = tools.get(name);
+  if (!tool) {
+    throw new rpc.RpcError(rpc.CODES.invalidParams, `unknown tool ${JSON.stringify(name)}; tools/list names the tools this browser has`);
+  }
+  const problems = validate(args, tool.inputSchema);
+  if (problems.length) {
+    throw new rpc.RpcError(rpc.CODES.invalidParams, `invalid arguments for ${name}: ${problems.join('; ')}`);
+  }
+
+  const s = meta['browserbridge/session'];
+  const session = s && typeof s.id === 'string' ? { id: s.id, client: s.client || s.id } : rpcCtx.session || { id: 'default', client: 'Browser Bridge' };
+  const token = meta.progressToken;
+  const ctx = {
+    session,
+    requestId: rpcCtx.id,
+    signal: rpcCtx.signal,
+    sessions,
+    resolveTab: (tabId) => sessions.resolveTab(session, tabId),
+    createTab: (url) => sessions.createTab(session, url),
+    progress(progress, total, message) {
+      if (token === undefined || token === null) return false;
+      const p = { progressToken: token, progress };
+      if (total !== undefined) p.total = total;
+      if (message !== undefined) p.message = message;
+      return rpc.notify('notifications/progress', p);
+    },
+  };
+
+  const started = Date.now();
+  let result;
+  try {
+    await sessions.touch(session);
+    result = normalise(await tool.run(args, ctx));
+  } catch (err) {
+    const text = err instanceof ToolError ? err.message : `${name} failed: ${err?.message || err}`;
+    result = { isError: true, content: [{ type: 'text', text }] };
+  }
+  recordCall({ tool: name, session: session.id, client: session.client, ms: Date.now() - started, ok: !result.isError,
+    error: result.isError ? firstText(result) : undefined });
+  return result;
+}
+
+function normalise(r) {
+  if (r === undefined || r === null) return { content: [] };
+  if (typeof r === 'string') return { content: [{ type: 'text', text: r }] };
+  if (Array.isArray(r.content)) return r;
+  return { content: [{ type: 'text', text: JSON.stringify(r) }], structuredContent: r };
+}
+
+function firstText(r) {
+  const t = r.content?.find((c) => c.type === 'text')?.text || '';
+  return t.length > 200 ? `${t.slice(0, 200)}…` : t;
+}
+
+function recordCall(entry) {
+  store.update('session', store.SESSION.recentCalls, (calls = []) =>
+    [{ ...entry, at: Date.now() }, ...calls].slice(0, RECENT_CALLS)).catch(() => {});
+}

@@ -1,0 +1,269 @@
+// computer: mouse, keyboard, scrolling, waiting, screenshots and zoom on the
+// session's tab, through CDP Input.* and Page.captureScreenshot (sw/cdp.js,
+// sw/screenshot.js). Targets are viewport coordinates (in the pixels of the
+// tab's last screenshot) or element refs from read_page/find.
+
+import { ToolError } from '../sw/tools.js';
+import * as cdp from '../sw/cdp.js';
+import { captureTab, captureFullResolution, getTabScale, imageToCss, putScreenshot, DEFAULT_MAX_EDGE, DEFAULT_BUDGET } from '../sw/screenshot.js';
+import { runAgent } from '../content/agent.js';
+import { noteAction } from './gif_creator.js';
+
+export const ACTIONS = ['left_click', 'right_click', 'middle_click', 'double_click', 'triple_click', 'type', 'key', 'scroll', 'scroll_to',
+  'hover', 'left_click_drag', 'wait', 'screenshot', 'zoom'];
+
+const point = (description) => ({
+  type: 'array', items: { type: 'number' }, minItems: 2, maxItems: 2, description,
+});
+const refProp = (description) => ({ type: 'string', pattern: '^ref_[0-9]+$', description });
+
+export const inputSchema = {
+  type: 'object',
+  properties: {
+    action: {
+      type: 'string', enum: ACTIONS,
+      description: 'What to do. left_click/right_click/middle_click/double_click/triple_click/hover: at coordinate or ref. '
+        + 'type: type text (into ref if given, else the focused element). key: press keys or chords given in text. '
+        + 'scroll: scroll_direction by scroll_amount at coordinate/ref (default: the viewport centre). scroll_to: scroll ref into view. '
+        + 'left_click_drag: from start_coordinate/start_ref to coordinate/ref. wait: pause for duration seconds. '
+        + 'screenshot: capture the visible viewport. zoom: capture region [x0, y0, x1, y1] magnified.',
+    },
+    coordinate: point('[x, y] in the pixels of this tab\'s most recent screenshot (equal to CSS pixels of the viewport when the screenshot was not scaled). For left_click_drag, the end point.'),
+    ref: refProp('Element ref from read_page or find, e.g. "ref_12": acts on the element\'s centre (scrolled into view). For left_click_drag, the end element. Use either ref or coordinate.'),
+    start_coordinate: point('left_click_drag only: the [x, y] to press the mouse at.'),
+    start_ref: refProp('left_click_drag only: the element to start dragging from.'),
+    text: {
+      type: 'string',
+      description: 'type: the text to type ("\\n" presses Enter, "\\t" Tab). key: space-separated keys or chords, e.g. "Enter", "ctrl+a Delete", "shift+Tab", "cmd+shift+k", "ArrowDown ArrowDown Enter". Modifiers: ctrl, alt, shift, meta/cmd.',
+    },
+    modifiers: {
+      type: 'string',
+      description: 'Clicks, hover, drag and scroll: modifier keys held during the action, e.g. "shift" or "ctrl+shift".',
+    },
+    repeat: { type: 'integer', minimum: 1, maximum: 100, description: 'key: how many times to press the whole sequence (default 1).' },
+    scroll_direction: { type: 'string', enum: ['up', 'down', 'left', 'right'], description: 'scroll: the direction (default down).' },
+    scroll_amount: { type: 'integer', minimum: 1, maximum: 50, description: 'scroll: wheel ticks of about 100 CSS pixels each (default 3).' },
+    duration: { type: 'number', minimum: 0, maximum: 30, description: 'wait: seconds to wait (default 1, at most 30).' },
+    region: {
+      type: 'array', items: { type: 'number' }, minItems: 4, maxItems: 4,
+      description: 'zoom: [x0, y0, x1, y1], the rectangle to magnify, in the same pixels as coordinate.',
+    },
+    format: { type: 'string', enum: ['png', 'jpeg', 'webp'], description: 'screenshot/zoom: image format (default png; switches to jpeg when a png would exceed the size budget).' },
+    quality: { type: 'integer', minimum: 10, maximum: 100, description: 'screenshot/zoom: jpeg/webp starting quality (default 80); lowered step by step to fit the size budget.' },
+    max_edge: {
+      type: 'integer', minimum: 0, maximum: 16384,
+      description: `screenshot/zoom: the longest image edge in pixels (default ${DEFAULT_MAX_EDGE}, which suits vision models). 0 means full device resolution.`,
+    },
+    full_resolution: {
+      type: 'boolean',
+      description: 'screenshot: also keep a full-resolution PNG of the viewport and return it as a resource_link (browserbridge://screenshots/<id>) instead of inline.',
+    },
+    tabId: { type: 'integer', minimum: 0, description: "The tab to act on. Omit it to use this session's current tab." },
+  },
+  required: ['action'],
+  additionalProperties: false,
+};
+
+function parseModifiers(s) {
+  if (!s) return 0;
+  let bits = 0;
+  for (const part of String(s).split(/[+\s,]+/).filter(Boolean)) {
+    const chord = cdp.parseChord(`${part}+a`);
+    if (!chord.modifiers) throw new ToolError(`"${part}" is not a modifier key`);
+    bits |= chord.modifiers;
+  }
+  return bits;
+}
+
+function describeTarget(t) {
+  if (!t) return '';
+  return ` on ${t.role}${t.name ? ` "${t.name}"` : ''} [${t.ref}]`;
+}
+
+/** Resolves {coordinate | ref} to viewport CSS px and a description of what is there. */
+async function target(tabId, coordinate, ref, what = 'the target') {
+  if (ref) {
+    let loc;
+    try {
+      loc = await runAgent(tabId, 'locate', { ref });
+    } catch (e) {
+      throw new ToolError(e.message);
+    }
+    const info = { ref, role: loc.role, name: loc.name };
+    return { x: loc.x, y: loc.y, info, obscuredBy: loc.obscuredBy };
+  }
+  if (!coordinate) throw new ToolError(`give ${what} as coordinate [x, y] or as ref`);
+  const scale = await getTabScale(tabId);
+  const [x, y] = imageToCss(coordinate, scale);
+  let info = null;
+  try { info = await runAgent(tabId, 'elementAt', { x, y }); } catch { /* not scriptable: act anyway */ }
+  return { x, y, info };
+}
+
+const round = (n) => Math.round(n * 10) / 10;
+
+async function screenshotResult(tab, args, { region } = {}) {
+  const opts = {
+    format: args.format || 'png',
+    quality: args.quality,
+    maxEdge: args.max_edge ?? DEFAULT_MAX_EDGE,
+    budget: DEFAULT_BUDGET,
+    keepFormat: false,
+  };
+  if (region) {
+    const scale = await getTabScale(tab.id);
+    const [x0, y0] = imageToCss([region[0], region[1]], scale);
+    const [x1, y1] = imageToCss([region[2], region[3]], scale);
+    opts.region = [x0, y0, x1, y1];
+  }
+  const shot = await captureTab(tab.id, opts);
+  const id = putScreenshot({ data: shot.data, mimeType: shot.mimeType, width: shot.width, height: shot.height, tabId: tab.id });
+  const content = [{ type: 'image', data: shot.data, mimeType: shot.mimeType }];
+  let text = region
+    ? `Zoomed into region (${opts.region.map(Math.round).join(', ')}) CSS px of tab ${tab.id}: ${shot.width}x${shot.height} ${shot.format}, ${round(shot.scale)} image px per CSS px. Coordinates for actions still refer to the last full screenshot.`
+    : `Screenshot of tab ${tab.id} (${tab.url || ''}): ${shot.width}x${shot.height} ${shot.format}${shot.quality ? ` q${shot.quality}` : ''}; viewport ${shot.viewport.width}x${shot.viewport.height} CSS px at devicePixelRatio ${shot.viewport.dpr}. Use pixel coordinates of this image for clicks.`;
+  text += ` Screenshot id: ${id}.`;
+  if (shot.overBudget) text += ' Note: still above the size budget at the lowest quality.';
+  const structured = { id, width: shot.width, height: shot.height, format: shot.format, quality: shot.quality, scale: shot.scale, viewport: shot.viewport, tabId: tab.id };
+  if (args.full_resolution && !region) {
+    const full = await captureFullResolution(tab.id);
+    content.push({ type: 'resource_link', uri: full.uri, name: `screenshot-${full.id}.png`, mimeType: 'image/png',
+      description: `Full-resolution screenshot, ${full.width}x${full.height} PNG (${Math.round(full.chars * 0.75 / 1024)} KiB)` });
+    text += ` Full resolution (${full.width}x${full.height}) is at ${full.uri}.`;
+    structured.fullResolution = { uri: full.uri, width: full.width, height: full.height };
+  }
+  content.push({ type: 'text', text });
+  return { content, structuredContent: structured };
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal && signal.aborted) return reject(new ToolError('cancelled'));
+    const t = setTimeout(resolve, ms);
+    if (signal) signal.addEventListener('abort', () => { clearTimeout(t); reject(new ToolError('cancelled')); }, { once: true });
+  });
+}
+
+async function run(args, ctx) {
+  const tab = await cdp.useTab(ctx, args.tabId);
+  const tabId = tab.id;
+  const action = args.action;
+  const mods = parseModifiers(args.modifiers);
+  let text;
+  let pt = null; // CSS px of the action, for gif_creator
+
+  const guard = async (fn) => {
+    try { return await fn(); } catch (e) {
+      if (e instanceof ToolError) throw e;
+      throw new ToolError(`${action} failed on tab ${tabId}: ${e.message}`);
+    }
+  };
+
+  switch (action) {
+    case 'left_click': case 'right_click': case 'middle_click': case 'double_click': case 'triple_click': {
+      const t = await target(tabId, args.coordinate, args.ref);
+      const button = action === 'right_click' ? 'right' : action === 'middle_click' ? 'middle' : 'left';
+      const clickCount = action === 'double_click' ? 2 : action === 'triple_click' ? 3 : 1;
+      await guard(() => cdp.mouseClick(tabId, t.x, t.y, { button, clickCount, modifiers: mods }));
+      pt = [t.x, t.y];
+      text = `${action.replace('_', ' ')} at (${round(t.x)}, ${round(t.y)}) CSS px${describeTarget(t.info)}.`;
+      if (t.obscuredBy) text += ` Warning: the point is covered by ${t.obscuredBy.role} "${t.obscuredBy.name}" [${t.obscuredBy.ref}], which got the click.`;
+      break;
+    }
+    case 'hover': {
+      const t = await target(tabId, args.coordinate, args.ref);
+      await guard(() => cdp.mouseMove(tabId, t.x, t.y, { modifiers: mods }));
+      pt = [t.x, t.y];
+      text = `Mouse moved to (${round(t.x)}, ${round(t.y)})${describeTarget(t.info)}.`;
+      break;
+    }
+    case 'left_click_drag': {
+      const from = await target(tabId, args.start_coordinate, args.start_ref, 'the start (start_coordinate or start_ref)');
+      const to = await target(tabId, args.coordinate, args.ref, 'the end (coordinate or ref)');
+      await guard(() => cdp.mouseDrag(tabId, [from.x, from.y], [to.x, to.y], { modifiers: mods }));
+      pt = [to.x, to.y];
+      text = `Dragged from (${round(from.x)}, ${round(from.y)})${describeTarget(from.info)} to (${round(to.x)}, ${round(to.y)})${describeTarget(to.info)}.`;
+      break;
+    }
+    case 'type': {
+      if (typeof args.text !== 'string') throw new ToolError('type needs text');
+      let where = 'the focused element';
+      if (args.ref) {
+        const t = await target(tabId, null, args.ref);
+        await guard(() => cdp.mouseClick(tabId, t.x, t.y));
+        where = `${t.info.role} "${t.info.name}" [${args.ref}]`;
+      }
+      await guard(() => cdp.typeText(tabId, args.text, { signal: ctx.signal }));
+      text = `Typed ${args.text.length} characters into ${where}.`;
+      break;
+    }
+    case 'key': {
+      if (typeof args.text !== 'string' || !args.text.trim()) throw new ToolError('key needs text, e.g. "Enter" or "ctrl+a"');
+      try { cdp.parseKeySequence(args.text); } catch (e) { throw new ToolError(e.message); }
+      const n = await guard(() => cdp.pressKeys(tabId, args.text, { repeat: args.repeat || 1, signal: ctx.signal }));
+      text = `Pressed ${args.text}${(args.repeat || 1) > 1 ? ` ${args.repeat} times` : ''} (${n} key chord${n === 1 ? '' : 's'}).`;
+      break;
+    }
+    case 'scroll': {
+      const dir = args.scroll_direction || 'down';
+      const amount = args.scroll_amount || 3;
+      let t;
+      if (args.coordinate || args.ref) t = await target(tabId, args.coordinate, args.ref);
+      else {
+          const vp = await guard(() => runAgent(tabId, 'scrollInfo'));
+        t = { x: vp.width / 2, y: vp.height / 2, info: null };
+      }
+      const px = amount * 100;
+      const dx = dir === 'left' ? -px : dir === 'right' ? px : 0;
+      const dy = dir === 'up' ? -px : dir === 'down' ? px : 0;
+      await guard(() => cdp.mouseWheel(tabId, t.x, t.y, dx, dy, { modifiers: mods }));
+      await sleep(120, ctx.signal);
+      let pos = null;
+      try { pos = await runAgent(tabId, 'scrollInfo'); } catch { /* ignore */ }
+      text = `Scrolled ${dir} by ${amount} tick${amount === 1 ? '' : 's'} at (${round(t.x)}, ${round(t.y)})${describeTarget(t.info)}.`;
+      if (pos) text += ` Page scroll is now (${pos.scrollX}, ${pos.scrollY}) of ${pos.pageWidth}x${pos.pageHeight}.`;
+      break;
+    }
+    case 'scroll_to': {
+      if (!args.ref) throw new ToolError('scroll_to needs ref');
+      const t = await target(tabId, null, args.ref);
+      text = `Scrolled ${t.info.role} "${t.info.name}" [${args.ref}] into view; its centre is at (${t.x}, ${t.y}) CSS px.`;
+      break;
+    }
+    case 'wait': {
+      const secs = args.duration ?? 1;
+      await sleep(secs * 1000, ctx.signal);
+      text = `Waited ${secs} s.`;
+      break;
+    }
+    case 'screenshot': {
+      const res = await guard(() => screenshotResult(tab, args));
+      noteAction(ctx, tabId, { action, at: Date.now() }, res).catch(() => {});
+      return res;
+    }
+    case 'zoom': {
+      if (!args.region) throw new ToolError('zoom needs region [x0, y0, x1, y1]');
+      return guard(() => screenshotResult(tab, args, { region: args.region }));
+    }
+    default:
+      throw new ToolError(`unknown action ${action}`);
+  }
+  noteAction(ctx, tabId, { action, coordinate: args.coordinate, ref: args.ref, text: action === 'key' ? args.text : undefined, cssPoint: pt, at: Date.now() }).catch(() => {});
+  return { content: [{ type: 'text', text }] };
+}
+
+export default {
+  name: 'computer',
+  title: 'Mouse, keyboard and screenshots',
+  description: 'Use the mouse and keyboard on a browser tab and take screenshots. Take a screenshot first to see the page; '
+    + 'coordinates are pixels of the most recent screenshot of that tab (it is scaled so the long edge is at most '
+    + `${DEFAULT_MAX_EDGE} px, and coordinates are mapped back automatically). Prefer ref (from read_page or find) over coordinates when `
+    + 'you have one: the element is scrolled into view and clicked at its centre. Actions: left_click, right_click, middle_click, '
+    + 'double_click, triple_click (select a paragraph/line), hover, left_click_drag, type (text, "\\n" = Enter), key (chords like '
+    + '"ctrl+a", "Enter", "shift+Tab"; several separated by spaces), scroll (direction and ticks), scroll_to (a ref), wait, '
+    + 'screenshot (PNG/JPEG/WebP kept under ~1 MB; full_resolution adds a resource link), zoom (a magnified region). Input is real '
+    + 'CDP input, so pages see trusted events. Acts on the session\'s current tab unless tabId is given.',
+  inputSchema,
+  annotations: { title: 'Mouse, keyboard and screenshots', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  run,
+};

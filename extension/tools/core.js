@@ -1,0 +1,237 @@
+// The core tab tools: tabs_context, tabs_context_mcp, tabs_create,
+// tabs_create_mcp and navigate. Each acts on the calling session's tab group
+// (sw/sessions.js) unless the caller names a tab id.
+
+import { ToolError } from '../sw/tools.js';
+import { trackTab } from '../sw/cdp.js';
+
+/** How long navigate waits for a page to finish loading by default. */
+export const NAVIGATE_TIMEOUT_MS = 30_000;
+
+const tabIdProp = {
+  type: 'integer',
+  minimum: 0,
+  description: "The tab to act on, from tabs_context. Omit it to use this session's current tab (one is created in the session's tab group if it has none).",
+};
+
+function describe(tab, { owner, mine, current }) {
+  return {
+    tabId: tab.id,
+    windowId: tab.windowId,
+    url: tab.url || tab.pendingUrl || '',
+    title: tab.title || '',
+    active: !!tab.active,
+    status: tab.status || 'unknown',
+    groupId: tab.groupId ?? -1,
+    ...(owner ? { session: owner.client } : {}),
+    inThisSession: !!mine,
+    current: !!current,
+  };
+}
+
+function line(t) {
+  const marks = [t.current && 'current', t.inThisSession && 'this session', !t.inThisSession && t.session && `session "${t.session}"`, t.active && 'active in its window']
+    .filter(Boolean).join(', ');
+  return `- tab ${t.tabId}: ${t.title || '(no title)'} — ${t.url}${marks ? ` [${marks}]` : ''}`;
+}
+
+async function context(ctx, onlyMine) {
+  const records = await ctx.sessions.listSessions();
+  const byGroup = new Map(records.filter((r) => r.groupId !== null).map((r) => [r.groupId, r]));
+  const self = records.find((r) => r.id === ctx.session.id);
+  const all = onlyMine ? await ctx.sessions.sessionTabs(ctx.session) : await chrome.tabs.query({});
+  const tabs = all.map((tab) => {
+    const owner = byGroup.get(tab.groupId) || null;
+    const mine = owner?.id === ctx.session.id;
+    return describe(tab, { owner, mine, current: mine && self?.currentTabId === tab.id });
+  });
+  return { tabs, currentTabId: self?.currentTabId ?? null };
+}
+
+/** tabs_context: every open tab, marking this session's. */
+const tabsContext = {
+  name: 'tabs_context',
+  title: 'List all tabs',
+  description: "Lists every open tab in this browser (all windows) with its tabId, URL, title and whether it belongs to your session's tab group. Use it to find a tabId; other tools act on your session's current tab unless you pass a tabId. Tabs of other sessions are shown so you can avoid them: act on them only if the user asks you to.",
+  inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+  annotations: { title: 'List all tabs', readOnlyHint: true, openWorldHint: false },
+  async run(args, ctx) {
+    const { tabs, currentTabId } = await context(ctx, false);
+    const text = tabs.length ? `${tabs.length} open tabs:\n${tabs.map(line).join('\n')}` : 'No tabs are open.';
+    return { content: [{ type: 'text', text }], structuredContent: { tabs, currentTabId } };
+  },
+};
+
+/** tabs_context_mcp: only this session's tabs. */
+const tabsContextMcp = {
+  name: 'tabs_context_mcp',
+  title: "List this session's tabs",
+  description: "Lists the tabs in your session's tab group (the tabs you opened or adopted) with tabId, URL and title, and which one is your current tab. Set createIfEmpty to open a blank tab in the group when it has none. In the original product this listed the 'MCP tab group'; here every MCP session has its own group, titled with your client's name.",
+  inputSchema: {
+    type: 'object',
+    properties: { createIfEmpty: { type: 'boolean', description: 'Open a blank tab in your group if it has no tabs (default false).' } },
+    additionalProperties: false,
+  },
+  annotations: { title: "List this session's tabs", readOnlyHint: false, idempotentHint: true, openWorldHint: false },
+  async run(args, ctx) {
+    let { tabs, currentTabId } = await context(ctx, true);
+    if (!tabs.length && args.createIfEmpty) {
+      await ctx.createTab('about:blank');
+      ({ tabs, currentTabId } = await context(ctx, true));
+    }
+    const text = tabs.length
+      ? `Your session has ${tabs.length} tab${tabs.length === 1 ? '' : 's'}:\n${tabs.map(line).join('\n')}`
+      : 'Your session has no tabs yet. tabs_create opens one, and any tool that needs a tab opens one by itself.';
+    return { content: [{ type: 'text', text }], structuredContent: { tabs, currentTabId } };
+  },
+};
+
+/**
+ * Turns what a model typed into a URL to load: adds https:// to a bare host,
+ * refuses javascript: (javascript_tool runs code).
+ * @param {string} raw
+ * @returns {string}
+ */
+export function normaliseUrl(raw) {
+  const s = String(raw).trim();
+  if (!s) throw new ToolError('url is empty.');
+  if (/^javascript:/i.test(s)) throw new ToolError('navigate does not run javascript: URLs; use javascript_tool to run code in the page.');
+  if (/^[a-z][a-z0-9+.-]*:/i.test(s) && !/^[^:/]+:\d+(\/|$)/.test(s)) return s; // has a scheme (not host:port)
+  if (/^(localhost|\d{1,3}(\.\d{1,3}){3}|\[[0-9a-f:]+\])(:\d+)?(\/|$)/i.test(s)) return `http://${s}`;
+  return `https://${s}`;
+}
+
+function createTool(name, title, description) {
+  return {
+    name,
+    title,
+    description,
+    inputSchema: {
+      type: 'object',
+      properties: { url: { type: 'string', description: 'The page to open, e.g. "https://example.com" (a bare host gets https://). Omit for a blank tab.' } },
+      additionalProperties: false,
+    },
+    annotations: { title, readOnlyHint: false, destructiveHint: false, openWorldHint: true },
+    async run(args, ctx) {
+      const url = args.url === undefined ? 'about:blank' : normaliseUrl(args.url);
+      // Open blank, start console/network capture, then load: the page's
+      // first console lines and requests are part of what the tools report.
+      const tab = await ctx.createTab('about:blank');
+      await trackTab(tab.id).catch(() => {}); // chrome:// pages cannot be debugged
+      if (url !== 'about:blank') await chrome.tabs.update(tab.id, { url });
+      const info = { tabId: tab.id, windowId: tab.windowId, url, groupId: tab.groupId };
+      return {
+        content: [{ type: 'text', text: `Opened tab ${tab.id} (${url}) in your session's tab group; it is now your current tab.` }],
+        structuredContent: info,
+      };
+    },
+  };
+}
+
+const tabsCreate = createTool('tabs_create', 'Open a tab',
+  "Opens a new tab in your session's tab group, optionally loading a URL, and makes it your current tab (later tools act on it). Returns its tabId. In the original product this opened a tab outside any group; here every tab an MCP client opens joins its session's group, so it behaves like tabs_create_mcp. It does not wait for the page to load: use navigate for that.");
+const tabsCreateMcp = createTool('tabs_create_mcp', "Open a tab in this session's group",
+  "Opens a new tab in your session's tab group (titled with your client's name), optionally loading a URL, and makes it your current tab. Returns its tabId. It does not wait for the page to load: use navigate for that.");
+
+const ACTIONS = ['back', 'forward', 'reload'];
+
+/** navigate: load a URL, or go back, forward or reload; waits for the load. */
+const navigate = {
+  name: 'navigate',
+  title: 'Navigate',
+  description: "Loads a URL in a tab, or goes back, forward or reloads, and waits until the page has finished loading (up to timeoutMs). Acts on your session's current tab unless you pass tabId; a tabId that is in no group joins your session's group. Returns the final URL and title (after redirects). Pass either url or action.",
+  inputSchema: {
+    type: 'object',
+    properties: {
+      url: { type: 'string', description: 'The URL to load; a bare host like "example.com" gets https://. "back" and "forward" are accepted as actions too.' },
+      action: { type: 'string', enum: ACTIONS, description: 'Instead of url: go back or forward in the tab\'s history, or reload the page.' },
+      tabId: tabIdProp,
+      timeoutMs: { type: 'integer', minimum: 100, maximum: 120000, description: `How long to wait for the load, in milliseconds (default ${NAVIGATE_TIMEOUT_MS}).` },
+    },
+    additionalProperties: false,
+  },
+  annotations: { title: 'Navigate', readOnlyHint: false, destructiveHint: false, openWorldHint: true },
+  async run(args, ctx) {
+    let { url, action } = args;
+    if (url !== undefined && ACTIONS.includes(url.trim().toLowerCase())) {
+      action = action || url.trim().toLowerCase();
+      url = undefined;
+    }
+    if ((url === undefined) === (action === undefined)) throw new ToolError('Pass either url or action (back, forward or reload), not both and not neither.');
+    const tab = await ctx.resolveTab(args.tabId);
+    await trackTab(tab.id).catch(() => {}); // capture from the moment the tab is in use
+    const target = url === undefined ? null : normaliseUrl(url);
+    const go = {
+      back: () => chrome.tabs.goBack(tab.id),
+      forward: () => chrome.tabs.goForward(tab.id),
+      reload: () => chrome.tabs.reload(tab.id),
+    }[action] || (() => chrome.tabs.update(tab.id, { url: target }));
+    const timeoutMs = args.timeoutMs ?? NAVIGATE_TIMEOUT_MS;
+    const { tab: after, timedOut, moved } = await loadAndWait(tab.id, go, { timeoutMs, signal: ctx.signal, what: action || target, from: tab.url });
+    const done = after || tab;
+    if (target && !moved && done.url !== target) {
+      // Chrome ignores some navigations from extensions (data: URLs in the top frame, for one).
+      throw new ToolError(`The browser did not load ${target}; tab ${tab.id} still shows ${done.url || 'its old page'}. Chrome refuses some URLs from extensions (data: URLs, for one).`);
+    }
+    const what = action ? { back: 'Went back', forward: 'Went forward', reload: 'Reloaded' }[action] : 'Navigated';
+    const text = `${what} in tab ${tab.id}: ${done.url || target} — "${done.title || ''}"` +
+      (timedOut ? `. The page had not finished loading after ${timeoutMs} ms; it may still be loading.` : '.');
+    return {
+      content: [{ type: 'text', text }],
+      structuredContent: { tabId: tab.id, url: done.url || '', title: done.title || '', status: done.status || 'unknown', timedOut },
+    };
+  },
+};
+
+/**
+ * Starts a navigation with go() and waits for the tab to finish loading.
+ * @returns {Promise<{tab: chrome.tabs.Tab|null, timedOut: boolean, moved: boolean}>}
+ */
+function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
+  return new Promise((resolve, reject) => {
+    const start = Date.now();
+    let sawLoading = false;
+    let moved = false; // the tab's URL changed: the navigation was not ignored
+    // A new tab's own first load (to about:blank) does not count as moving.
+    const isMove = (url) => url !== undefined && url !== from && url !== '' && url !== 'about:blank';
+    let done = false;
+    const finish = (fn, v) => {
+      if (done) return;
+      done = true;
+      chrome.tabs.onUpdated.removeListener(onUpdated);
+      chrome.tabs.onRemoved.removeListener(onRemoved);
+      signal?.removeEventListener('abort', onAbort);
+      clearInterval(poll);
+      clearTimeout(timer);
+      fn(v);
+    };
+    const onUpdated = (id, info, tab) => {
+      if (id !== tabId) return;
+      if (isMove(info.url)) moved = true;
+      if (info.status === 'loading') sawLoading = true;
+      else if (info.status === 'complete' && sawLoading) finish(resolve, { tab, timedOut: false, moved });
+    };
+    const onRemoved = (id) => id === tabId && finish(reject, new ToolError(`Tab ${tabId} was closed while loading ${what}.`));
+    const onAbort = () => finish(reject, new ToolError('Navigation wait cancelled.'));
+    // Events can be missed (same-document navigations never say "loading"),
+    // so look at the tab now and then as well.
+    const poll = setInterval(async () => {
+      const t = await chrome.tabs.get(tabId).catch(() => null);
+      if (!t) return;
+      if (isMove(t.url)) moved = true;
+      if (t.status === 'loading') sawLoading = true;
+      else if (t.status === 'complete' && (sawLoading || Date.now() - start > 1000)) finish(resolve, { tab: t, timedOut: false, moved });
+    }, 250);
+    const timer = setTimeout(() => chrome.tabs.get(tabId).catch(() => null).then((t) => finish(resolve, { tab: t, timedOut: true, moved })), timeoutMs);
+    chrome.tabs.onUpdated.addListener(onUpdated);
+    chrome.tabs.onRemoved.addListener(onRemoved);
+    signal?.addEventListener('abort', onAbort);
+    Promise.resolve().then(go).catch((err) => {
+      const msg = err?.message || String(err);
+      if (/history/i.test(msg)) finish(reject, new ToolError(`There is no ${what === 'back' ? 'earlier' : 'later'} page in tab ${tabId}'s history.`));
+      else finish(reject, new ToolError(`Could not ${what === 'reload' ? 'reload' : `load ${what}`} in tab ${tabId}: ${msg}`));
+    });
+  });
+}
+
+export default [tabsContext, tabsContextMcp, tabsCreate, tabsCreateMcp, navigate];
