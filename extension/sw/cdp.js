@@ -622,5 +622,24 @@ if (hasChrome) {
 export async function useTab(ctx, tabId) {
   const tab = await ctx.resolveTab(tabId);
   try { await trackTab(tab.id); } catch { /* tools that need CDP will say why */ }
-  return tab;
+  return bringToFrontIfOwn(ctx, tab);
+}
+
+/**
+ * A tab behind another in its window is hidden, and Chromium throttles
+ * hidden tabs: screenshots stall and input lags by seconds. So a session's
+ * own tab is brought to the front of its window before it is used. Each
+ * session works in its own window once another session is active, so this
+ * never changes what another session sees; a tab of another session (named
+ * by id) is used where it is.
+ */
+async function bringToFrontIfOwn(ctx, tab) {
+  if (tab.active || !ctx.sessions?.sessionTabs) return tab;
+  const own = await ctx.sessions.sessionTabs(ctx.session).catch(() => []);
+  if (!own.some((t) => t.id === tab.id)) return tab;
+  try {
+    return await chrome.tabs.update(tab.id, { active: true });
+  } catch {
+    return tab;
+  }
 }

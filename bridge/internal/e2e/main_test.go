@@ -1,0 +1,61 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+)
+
+// chromiumBin is Debian's unbranded Chromium, which still honours
+// --load-extension (branded Chrome 137+ ignores it).
+const chromiumBin = "/usr/bin/chromium"
+
+var (
+	bins    testbrowser.Binaries
+	echoBin string // testdata/echohost, a raw native-messaging echo
+	binDir  string // where the binaries live; unique to this run, so pgrep can find exactly ours
+	extDir  string // the unpacked extension
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if _, err := os.Stat(chromiumBin); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %s is missing (%v): the end-to-end suite needs Debian's chromium: apt-get install chromium\n", chromiumBin, err)
+		return 1
+	}
+	var err error
+	extDir = os.Getenv("BROWSERBRIDGE_E2E_EXTENSION") // another unpacked extension with the same key, to debug the harness
+	if extDir == "" {
+		extDir = filepath.Join("..", "..", "..", "extension")
+	}
+	if extDir, err = filepath.Abs(extDir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if binDir, err = os.MkdirTemp("", "bbe2e-bin"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	if bins, err = testbrowser.Build(binDir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	echoBin = filepath.Join(binDir, "echohost")
+	cmd := exec.Command("go", "build", "-o", echoBin, "./testdata/echohost")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build ./testdata/echohost: %v\n%s\n", err, strings.TrimSpace(string(out)))
+		return 1
+	}
+	return m.Run()
+}
