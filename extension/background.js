@@ -16,6 +16,7 @@ import * as store from './sw/store.js';
 import coreTools from './tools/core.js';
 import * as pageTools from './tools/page.js';
 import * as relay from './sw/relay-methods.js';
+import { readScreenshotResource } from './sw/screenshot.js';
 
 tools.register(coreTools, pageTools);
 rpc.setExtraMethods(relay.extraMethods ?? relay.default);
@@ -24,6 +25,15 @@ rpc.setTransport({ send: native.send, linkUp: native.linkUp });
 rpc.register('ping', () => ({}));
 rpc.register('tools/list', () => tools.list());
 rpc.register('tools/call', (params, ctx) => tools.call(params, ctx));
+// Full-resolution screenshots offered as resource links
+// (browserbridge://screenshots/<id>); kept in memory, the most recent first.
+rpc.register('resources/read', (params) => {
+  const res = readScreenshotResource(params?.uri);
+  if (!res) {
+    throw new rpc.RpcError(-32002, `resource ${params?.uri} is not here: screenshots are kept in memory, the latest 30, until the browser's service worker restarts; take it again`);
+  }
+  return res;
+});
 
 native.init({
   onMessage: (msg) => {

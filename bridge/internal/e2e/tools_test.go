@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -366,7 +367,22 @@ func testScreenshot(t *testing.T, w *world) {
 		}
 	}
 	if _, _, ok := imageOf(res); !ok || link == nil || !strings.HasPrefix(link.MIMEType, "image/") {
-		t.Errorf("screenshot full_resolution=true: want an inline image and an image resource_link, got %s", describe(res))
+		t.Fatalf("screenshot full_resolution=true: want an inline image and an image resource_link, got %s", describe(res))
+	}
+	// The link resolves: resources/read through the bridge returns the
+	// full-size image.
+	ctx, cancel := context.WithTimeout(context.Background(), callWait)
+	defer cancel()
+	rr, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: link.URI})
+	if err != nil || len(rr.Contents) != 1 || len(rr.Contents[0].Blob) == 0 {
+		t.Fatalf("resources/read %s = %+v, %v", link.URI, rr, err)
+	}
+	img, _, err := image.DecodeConfig(bytes.NewReader(rr.Contents[0].Blob))
+	if err != nil || abs(img.Width-vw) > 2 || abs(img.Height-vh) > 2 {
+		t.Errorf("the linked screenshot decodes to %dx%d (%v); the viewport is %dx%d", img.Width, img.Height, err, vw, vh)
+	}
+	if _, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "browserbridge://screenshots/nope"}); err == nil {
+		t.Error("reading a screenshot that does not exist succeeded")
 	}
 }
 

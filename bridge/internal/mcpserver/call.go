@@ -100,16 +100,20 @@ func isStateless(req *mcp.CallToolRequest) bool {
 // chosenBrowserID is the browser a request asked for: ?browser= on the URL,
 // else the session's select_browser choice, else "" for the default.
 func (s *Server) chosenBrowserID(req *mcp.CallToolRequest) string {
-	if req.Extra != nil && req.Extra.Header != nil {
-		if id := req.Extra.Header.Get(BrowserHeader); id != "" {
+	return s.browserFor(req.Session, req.Extra)
+}
+
+func (s *Server) browserFor(ss *mcp.ServerSession, extra *mcp.RequestExtra) string {
+	if extra != nil && extra.Header != nil {
+		if id := extra.Header.Get(BrowserHeader); id != "" {
 			return id
 		}
 	}
-	if req.Session == nil {
+	if ss == nil {
 		return ""
 	}
 	s.sessMu.Lock()
-	st := s.sessions[req.Session]
+	st := s.sessions[ss]
 	s.sessMu.Unlock()
 	if st == nil {
 		return ""

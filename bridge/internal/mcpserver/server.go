@@ -93,9 +93,15 @@ func New(opts Options) *Server {
 		Logger: opts.Logger,
 		Instructions: "Browser Bridge drives the user's own browser, with its logins. " +
 			"Each MCP session gets its own tab group. Use list_browsers and select_browser when several browsers are connected.",
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 	})
 	s.addOwnTools()
+	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: screenshotURITemplate,
+		Name:        "screenshot",
+		Title:       "Full-resolution screenshot",
+		Description: "A screenshot the computer tool took, at full resolution (its resource_link names it).",
+	}, s.readBrowserResource)
 	s.loadToolsCache()
 	return s
 }
