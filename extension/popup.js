@@ -29,6 +29,20 @@ function ago(t) {
   return new Date(t).toLocaleTimeString();
 }
 
+// fixFor turns Chrome's native-messaging errors into the step that fixes them.
+function fixFor(error) {
+  if (/not found/i.test(error)) {
+    return 'The native host is not registered for this browser or profile: run ./scripts/install.sh, or `browserbridge install --browser <name>`, then `browserbridge doctor`.';
+  }
+  if (/forbidden/i.test(error)) {
+    return "The host's manifest does not allow this extension's id: run `browserbridge install` again (it writes this extension's id).";
+  }
+  if (/exited|failed to start/i.test(error)) {
+    return 'The host started but stopped: run `browserbridge doctor`; the bridge log says why.';
+  }
+  return '';
+}
+
 function renderConnection({ native, hostState, bridge }) {
   const rows = [];
   const row = (label, text, cls = '') => rows.push(el('dt', { textContent: label }), el('dd', { textContent: text, className: cls }));
@@ -38,6 +52,10 @@ function renderConnection({ native, hostState, bridge }) {
     row('Native host', `not connected; retrying in ${Math.round((native.retryInMs || 0) / 1000)}s (attempt ${native.attempt})`, 'bad');
   } else row('Native host', native.port === 'open' ? 'running' : 'starting…', native.port === 'open' ? 'ok' : 'warn');
   if (native?.lastError) row('Last error', `${native.lastError} (${ago(native.lastErrorAt)})`, native.port === 'open' ? 'muted' : 'bad');
+  if (native?.port !== 'open' && native?.lastError) {
+    const fix = fixFor(native.lastError);
+    if (fix) row('Fix', fix, 'warn');
+  }
 
   if (hostState && native?.port === 'open') {
     const labels = { connecting: 'looking for the bridge…', starting_bridge: 'starting the bridge…', connected: 'connected', disconnected: 'unreachable' };
