@@ -24,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
 )
@@ -53,9 +54,9 @@ type world struct {
 	env     []string // what the CLI, the bridge and Chromium (hence the host) run with
 
 	serve     *exec.Cmd
-	serveOut  *syncBuffer
+	serveOut  *testbrowser.SyncBuffer
 	chrome    *exec.Cmd
-	chromeOut *syncBuffer
+	chromeOut *testbrowser.SyncBuffer
 
 	mcpURL string
 	pages  *pageServer
@@ -171,7 +172,7 @@ func (w *world) status() (protocol.StatusResult, error) {
 
 func (w *world) startBridge() {
 	w.tb.Helper()
-	w.serveOut = &syncBuffer{}
+	w.serveOut = &testbrowser.SyncBuffer{}
 	w.serve = exec.Command(bins.Bridge, "serve")
 	w.serve.Env = w.env
 	w.serve.Stdout, w.serve.Stderr = w.serveOut, w.serveOut
@@ -227,7 +228,7 @@ func (w *world) chromiumArgs() []string {
 
 func (w *world) startChromium() {
 	w.tb.Helper()
-	w.chromeOut = &syncBuffer{}
+	w.chromeOut = &testbrowser.SyncBuffer{}
 	w.chrome = exec.Command(chromiumBin, w.chromiumArgs()...)
 	// Chrome passes its environment on to the native hosts it starts, so
 	// the host finds this world's socket.
@@ -463,25 +464,7 @@ func tail(s string, lines int) string {
 	return strings.Join(ls, "\n")
 }
 
-// syncBuffer is a bytes.Buffer for a process's output, read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var _ io.Writer = (*syncBuffer)(nil)
+var _ io.Writer = (*testbrowser.SyncBuffer)(nil)
 
 // pageServer serves testdata/*.html and a small API the console page
 // fetches, and records the API requests it saw.

@@ -1,36 +1,18 @@
 package hostlink
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func serve(t *testing.T, opts Options) (socket string) {
 	dir, err := os.MkdirTemp("", "hl")
@@ -51,7 +33,7 @@ func serve(t *testing.T, opts Options) (socket string) {
 }
 
 func TestPeerWithOtherUIDRefused(t *testing.T) {
-	var logs syncBuffer
+	var logs testbrowser.SyncBuffer
 	stranger := os.Getuid() + 1
 	socket := serve(t, Options{AllowedUID: &stranger, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	c, err := ipc.Dial(context.Background(), socket)

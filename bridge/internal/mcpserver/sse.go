@@ -1,9 +1,7 @@
 package mcpserver
 
 import (
-	"bytes"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,23 +130,9 @@ func (h *SSE) Message(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusNotFound, nil, -32600, fmt.Sprintf("unknown or ended SSE session %q: open a new stream with GET /sse", id))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
-			return
-		}
-		writeRPCError(w, http.StatusBadRequest, nil, -32700, "could not read the request body: "+err.Error())
+	if _, ok := readMessage(w, r, h.opts.MaxBodyBytes); !ok {
 		return
 	}
-	head, status, code, msg := inspect(body)
-	if status != 0 {
-		writeRPCError(w, status, head.ID, code, msg)
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
 	sess.t.ServeHTTP(w, r)
 }
 

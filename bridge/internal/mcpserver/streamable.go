@@ -122,23 +122,10 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusUnsupportedMediaType, nil, -32600, "Content-Type must be application/json")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
-			return
-		}
-		writeRPCError(w, http.StatusBadRequest, nil, -32700, "could not read the request body: "+err.Error())
+	head, ok := readMessage(w, r, h.opts.MaxBodyBytes)
+	if !ok {
 		return
 	}
-	head, status, code, msg := inspect(body)
-	if status != 0 {
-		writeRPCError(w, status, head.ID, code, msg)
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
 
 	switch {
 	case r.Header.Get(headerSessID) != "":
@@ -151,6 +138,29 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusBadRequest, head.ID, -32600,
 			"Mcp-Session-Id header is required: send initialize first (or, as a 2026-07-28 client, put the protocol version in _meta)")
 	}
+}
+
+// readMessage reads and checks a posted JSON-RPC message, answering bad
+// input itself (ok false), and puts the body back for the SDK.
+func readMessage(w http.ResponseWriter, r *http.Request, limit int64) (head messageHead, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
+			return head, false
+		}
+		writeRPCError(w, http.StatusBadRequest, nil, -32700, "could not read the request body: "+err.Error())
+		return head, false
+	}
+	head, status, code, msg := inspect(body)
+	if status != 0 {
+		writeRPCError(w, status, head.ID, code, msg)
+		return head, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return head, true
 }
 
 // messageHead is what the router needs of a JSON-RPC message.

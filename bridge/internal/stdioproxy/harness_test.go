@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -286,7 +287,7 @@ func (r *statusRecorder) WriteHeader(status int) {
 type proxyRun struct {
 	stdin  *io.PipeWriter
 	stdout *io.PipeReader
-	logs   *syncBuffer
+	logs   *testbrowser.SyncBuffer
 	done   chan struct{}
 	err    error
 }
@@ -294,7 +295,7 @@ type proxyRun struct {
 func startProxy(t *testing.T, opts Options) *proxyRun {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	pr := &proxyRun{stdin: inW, stdout: outR, logs: &syncBuffer{}, done: make(chan struct{})}
+	pr := &proxyRun{stdin: inW, stdout: outR, logs: &testbrowser.SyncBuffer{}, done: make(chan struct{})}
 	opts.Stdin, opts.Stdout = inR, outW
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(pr.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -397,21 +398,4 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

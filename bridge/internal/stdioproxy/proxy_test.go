@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -236,7 +237,7 @@ func TestStartFailures(t *testing.T) {
 		{"no token", b.url(), "", nil, []string{"refused", "401"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout syncBuffer
+			var stdout testbrowser.SyncBuffer
 			start := time.Now()
 			err := Run(context.Background(), Options{
 				Endpoint: tc.endpoint, Token: tc.token, BridgeWait: 300 * time.Millisecond,
