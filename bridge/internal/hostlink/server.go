@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -223,7 +224,7 @@ type link struct {
 	conn  *jsonrpc2.Conn
 	ready chan struct{} // closed once conn is set: jsonrpc2 dispatches before NewConn returns
 	done  chan struct{}
-	log   *slog.Logger
+	logp  atomic.Pointer[slog.Logger] // gains the host's pid at host.attach
 
 	mu       sync.Mutex
 	attach   *protocol.HostAttachParams
@@ -232,9 +233,10 @@ type link struct {
 }
 
 func (s *Server) open(ctx context.Context, c net.Conn) {
-	l := &link{s: s, ready: make(chan struct{}), done: make(chan struct{}), log: s.log, inflight: make(map[string]struct{})}
+	l := &link{s: s, ready: make(chan struct{}), done: make(chan struct{}), inflight: make(map[string]struct{})}
+	l.logp.Store(s.log)
 	stream := rpcstream.New(c, nativemsg.MaxLink)
-	stream.OnBadMessage = func(err error) { l.log.Warn("skipped a bad message from the link", "error", err) }
+	stream.OnBadMessage = func(err error) { l.log().Warn("skipped a bad message from the link", "error", err) }
 	l.conn = jsonrpc2.NewConn(ctx, stream, linkHandler{l},
 		jsonrpc2.SetLogger(slogPrintf{s.log}),
 		jsonrpc2.OnRecv(l.onRecv))
@@ -263,12 +265,15 @@ func (s *Server) open(ctx context.Context, c net.Conn) {
 			b.markGone()
 		}
 		if gone {
-			l.log.Info("browser disconnected", "browser", b.id, "name", b.Info().Name)
+			l.log().Info("browser disconnected", "browser", b.id, "name", b.Info().Name)
 			s.changed()
 		}
 		close(l.done)
 	}()
 }
+
+// log is the link's logger, safe from any goroutine.
+func (l *link) log() *slog.Logger { return l.logp.Load() }
 
 // onRecv frees the id of each reply that arrives, also one whose caller
 // stopped waiting: only then can the id be used again without a late reply
@@ -345,15 +350,15 @@ func (l *link) handleAttach(req *jsonrpc2.Request) (any, error) {
 			"host speaks link protocol %d but this bridge speaks %d: install matching versions of browserbridge and browserbridge-host", p.Protocol, protocol.Version)}
 	}
 	if len(l.s.opts.AllowedOrigins) > 0 && !slices.Contains(l.s.opts.AllowedOrigins, p.Origin) {
-		l.log.Warn("refused a host for an unknown extension", "origin", p.Origin)
+		l.log().Warn("refused a host for an unknown extension", "origin", p.Origin)
 		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: fmt.Sprintf(
 			"extension origin %q is not allowed by this bridge (add it to allowed_extensions in the config)", p.Origin)}
 	}
 	l.mu.Lock()
 	l.attach = &p
-	l.log = l.s.log.With("host_pid", p.PID)
+	l.logp.Store(l.s.log.With("host_pid", p.PID))
 	l.mu.Unlock()
-	l.log.Info("host attached", "origin", p.Origin, "host_version", p.HostVersion)
+	l.log().Info("host attached", "origin", p.Origin, "host_version", p.HostVersion)
 	return protocol.HostAttachResult{Protocol: protocol.Version, BridgeVersion: l.s.opts.Version, PID: os.Getpid()}, nil
 }
 
@@ -389,14 +394,14 @@ func (l *link) handleHello(req *jsonrpc2.Request) (any, error) {
 	if old != nil && old != b {
 		// The same profile came back on a new connection before the old one
 		// was seen to close: the new one wins, the old one is ended.
-		l.log.Info("browser reconnected on a new link; closing the old one", "browser", b.id)
+		l.log().Info("browser reconnected on a new link; closing the old one", "browser", b.id)
 		old.link.mu.Lock()
 		old.link.browser = nil
 		old.link.mu.Unlock()
 		old.markGone()
 		old.link.conn.Close()
 	}
-	l.log.Info("browser connected", "browser", b.id, "name", p.Browser.Name, "version", p.Browser.Version, "profile", p.Profile)
+	l.log().Info("browser connected", "browser", b.id, "name", p.Browser.Name, "version", p.Browser.Version, "profile", p.Profile)
 	s.changed()
 	return protocol.HelloResult{BrowserID: b.id, BridgeVersion: s.opts.Version, MCPURL: s.opts.MCPURL}, nil
 }
@@ -412,7 +417,7 @@ func (l *link) handleHostLog(req *jsonrpc2.Request) {
 	for k, v := range p.Attrs {
 		args = append(args, k, v)
 	}
-	l.log.Log(context.Background(), lvl, p.Message, args...)
+	l.log().Log(context.Background(), lvl, p.Message, args...)
 }
 
 // idKey is the in-flight key of a reply's id. The bridge's ids are strings;
@@ -437,7 +442,7 @@ func (h linkHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 	case errors.Is(err, errAnswered):
 	case req.Notif:
 		if err != nil {
-			h.l.log.Warn("handling a notification from the link", "method", req.Method, "error", err)
+			h.l.log().Warn("handling a notification from the link", "method", req.Method, "error", err)
 		}
 	case err != nil:
 		var rpcErr *jsonrpc2.Error
