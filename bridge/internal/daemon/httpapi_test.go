@@ -290,15 +290,24 @@ func TestHealthToolsMetrics(t *testing.T) {
 		t.Fatalf("/tools = %d %s", code, body)
 	}
 	session(t, base+"/mcp", nil)
-	code, body := get("/metrics")
+	// A request is counted once its handler has returned, which can be just
+	// after the client has its answer: poll briefly.
 	for _, want := range []string{
 		`browserbridge_http_requests_total{route="/mcp",method="POST",code="200"}`,
 		"browserbridge_http_request_duration_seconds_bucket",
 		"browserbridge_mcp_sessions 1",
 		"browserbridge_browsers 0",
 	} {
-		if code != 200 || !strings.Contains(body, want) {
-			t.Fatalf("/metrics lacks %q:\n%s", want, body)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			code, body := get("/metrics")
+			if code == 200 && strings.Contains(body, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics lacks %q:\n%s", want, body)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	if code, body := get("/nowhere"); code != 404 || !strings.Contains(body, "/mcp") {
