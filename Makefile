@@ -9,6 +9,7 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 win
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge ./bridge/cmd/browserbridge
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-host ./host
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-proxy ./bridge/cmd/browserbridge-proxy
 
 test: vet test-tools ext-unit unit cross test-install
 
@@ -48,6 +49,9 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadFrame -fuzztime 30s ./bridge/nativemsg
 	$(GO) test -run '^$$' -fuzz FuzzReassembler -fuzztime 30s ./bridge/nativemsg
+	# -fuzzminimizetime 0x: the proxy's background goroutines make every input
+	# look new, and minimizing each would stall the run.
+	$(GO) test -run '^$$' -fuzz FuzzRouting -fuzztime 30s -fuzzminimizetime 0x ./bridge/internal/proxy
 
 clean:
 	rm -rf bin

@@ -3,6 +3,7 @@ module github.com/browserbridge/browserbridge
 go 1.26.8
 
 require (
+	github.com/gorilla/websocket v1.5.3
 	github.com/kardianos/service v1.3.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/sourcegraph/jsonrpc2 v0.2.3

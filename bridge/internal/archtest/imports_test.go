@@ -50,6 +50,8 @@ func TestImportDirection(t *testing.T) {
 			case p.ImportPath == module+"/host" &&
 				(strings.HasPrefix(d, "github.com/sourcegraph/jsonrpc2") || d == "net/http" || strings.HasPrefix(d, "github.com/kardianos/")):
 				t.Errorf("the host imports %s: it is a frame pump and must stay small", d)
+			case p.ImportPath == module+"/bridge/relaywire" && strings.Contains(d, "."):
+				t.Errorf("relaywire imports %s: the relay's wire package is a standard-library-only leaf, for any client to use", d)
 			case (p.ImportPath == module+"/bridge/nativemsg" || p.ImportPath == module+"/bridge/protocol" || p.ImportPath == module+"/bridge/ipc") &&
 				strings.HasPrefix(d, module+"/") && !strings.HasPrefix(d, module+"/bridge/nativemsg") && !strings.HasPrefix(d, module+"/bridge/protocol"):
 				t.Errorf("leaf package %s imports %s", p.ImportPath, d)

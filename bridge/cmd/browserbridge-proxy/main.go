@@ -1,0 +1,156 @@
+// Command browserbridge-proxy is the cloud relay of spec 001: it lets MCP
+// clients reach their user's browsers from anywhere (see docs/relay.md).
+//
+//	browserbridge-proxy serve --listen ADDR [--tls-cert F --tls-key F] --secret-file F
+//	browserbridge-proxy token --secret-file F --user U --kind extension|mcp [--ttl 720h] [--url URL]
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
+	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+)
+
+const usage = `usage:
+  browserbridge-proxy serve --listen ADDR [--tls-cert FILE --tls-key FILE] --secret-file FILE
+  browserbridge-proxy token --secret-file FILE --user USER --kind extension|mcp [--ttl 720h] [--url URL]
+  browserbridge-proxy version
+
+--secret-file holds an HS256 secret (at least 32 bytes) or an Ed25519 key in PEM
+(PRIVATE KEY to sign and verify; PUBLIC KEY lets serve verify only).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "browserbridge-proxy:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "token":
+		return mint(args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "browserbridge-proxy", buildinfo.String())
+		return nil
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8787", "address to listen on")
+	cert := fs.String("tls-cert", "", "TLS certificate file (PEM); with --tls-key, serve wss://")
+	key := fs.String("tls-key", "", "TLS key file (PEM)")
+	secret := fs.String("secret-file", "", "token key file (required)")
+	verbose := fs.Bool("v", false, "log connection events")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *secret == "" {
+		return errors.New("serve: --secret-file is required")
+	}
+	if (*cert == "") != (*key == "") {
+		return errors.New("serve: --tls-cert and --tls-key go together")
+	}
+	keys, err := token.Load(*secret)
+	if err != nil {
+		return err
+	}
+	keys.Leeway = 30 * time.Second
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	srv, err := proxy.New(proxy.Options{Keys: keys, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	scheme := "ws"
+	if *cert != "" {
+		pair, err := tls.LoadX509KeyPair(*cert, *key)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("loading the TLS certificate: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+		scheme = "wss"
+	}
+	log.Info("browserbridge-proxy serving", "version", buildinfo.String(), "extensions", scheme+"://"+ln.Addr().String()+"/extension",
+		"mcp", scheme+"://"+ln.Addr().String()+"/mcp", "alg", keys.Alg())
+	if err := srv.Run(ctx, ln); err != nil {
+		return err
+	}
+	log.Info("browserbridge-proxy stopped")
+	return nil
+}
+
+func mint(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	secret := fs.String("secret-file", "", "token key file (required)")
+	userID := fs.String("user", "", "the user the token is for (required)")
+	kind := fs.String("kind", "", "extension or mcp (required)")
+	ttl := fs.Duration("ttl", 720*time.Hour, "lifetime")
+	url := fs.String("url", "", "the proxy's WebSocket URL, embedded for MCP clients (optional)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *secret == "" || *userID == "" || *kind == "" {
+		return errors.New("token: --secret-file, --user and --kind are required")
+	}
+	k, err := token.ParseKind(*kind)
+	if err != nil {
+		return err
+	}
+	keys, err := token.Load(*secret)
+	if err != nil {
+		return err
+	}
+	if *ttl <= 0 {
+		return fmt.Errorf("token: --ttl %v must be positive", *ttl)
+	}
+	now := time.Now()
+	tok, err := keys.Mint(token.Claims{Subject: *userID, Kind: k, IssuedAt: now.Unix(), Expires: now.Add(*ttl).Unix(), URL: *url})
+	if err != nil {
+		return fmt.Errorf("minting: %w", err)
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}

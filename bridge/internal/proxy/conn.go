@@ -1,0 +1,274 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// closeGrace is how long the writer waits for the peer's close frame after
+// sending its own before it drops the TCP connection.
+const closeGrace = time.Second
+
+// errTooBig reports a message over the size limit; it was skipped.
+type errTooBig struct{ size int64 }
+
+func (e errTooBig) Error() string { return fmt.Sprintf("message of %d bytes", e.size) }
+
+// wsConn is one WebSocket connection with exactly one reader (the
+// goroutine that calls readLoop: the HTTP handler's) and one writer (the
+// writePump goroutine).
+//
+// Concurrency contract: enqueue and closeWith may be called from any
+// goroutine, any number of times; everything else belongs to the reader.
+// Messages enqueued before closeWith are written before the close frame;
+// messages enqueued after it are dropped.
+type wsConn struct {
+	s    *Server
+	ws   *websocket.Conn
+	send chan []byte
+
+	quit      chan struct{} // closed by closeWith
+	quitOnce  sync.Once
+	closeCode int    // set before quit is closed
+	closeMsg  string // ditto
+	readDone  chan struct{}
+	writeDone chan struct{}
+
+	lim *bucket // this connection's rate
+
+	// reader-only state
+	strikes     int
+	strikeStart time.Time
+}
+
+func newWSConn(s *Server, ws *websocket.Conn) *wsConn {
+	return &wsConn{
+		s:         s,
+		ws:        ws,
+		send:      make(chan []byte, s.opts.SendQueue),
+		quit:      make(chan struct{}),
+		readDone:  make(chan struct{}),
+		writeDone: make(chan struct{}),
+		lim:       newBucket(s.opts.ConnRate),
+	}
+}
+
+// enqueue queues msg for the writer. It reports false if the connection is
+// closing. A queue that stays full for WriteWait means the peer is not
+// reading: the connection is closed.
+func (c *wsConn) enqueue(msg []byte) bool {
+	select {
+	case <-c.quit:
+		return false
+	default:
+	}
+	select {
+	case c.send <- msg:
+		return true
+	default:
+	}
+	t := time.NewTimer(c.s.opts.WriteWait)
+	defer t.Stop()
+	select {
+	case c.send <- msg:
+		return true
+	case <-c.quit:
+		return false
+	case <-t.C:
+		c.closeWith(websocket.CloseTryAgainLater, "the peer does not read its messages")
+		return false
+	}
+}
+
+// closeWith starts closing the connection with a close frame of the code
+// and reason (code 0: no close frame, the peer is gone). Only the first call
+// counts.
+func (c *wsConn) closeWith(code int, reason string) {
+	c.quitOnce.Do(func() {
+		c.closeCode, c.closeMsg = code, truncateReason(reason)
+		close(c.quit)
+	})
+}
+
+// truncateReason shortens a close reason to the 123 bytes a close frame
+// holds, on a rune boundary.
+func truncateReason(s string) string {
+	if len(s) <= relaywire.MaxCloseReason {
+		return s
+	}
+	s = s[:relaywire.MaxCloseReason]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// writePump is the connection's only writer: queued messages, pings every
+// PingPeriod, and at the end the close frame. It closes the socket when it
+// returns.
+func (c *wsConn) writePump() {
+	defer close(c.writeDone)
+	ticker := time.NewTicker(c.s.opts.pingPeriod())
+	defer ticker.Stop()
+	defer c.ws.Close()
+	for {
+		select {
+		case msg := <-c.send:
+			if err := c.write(msg); err != nil {
+				c.closeWith(0, "")
+				return
+			}
+		case <-ticker.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.s.opts.WriteWait)); err != nil {
+				c.closeWith(0, "")
+				return
+			}
+		case <-c.quit:
+			if c.closeCode == 0 {
+				return
+			}
+			for flushed := false; !flushed; {
+				select {
+				case msg := <-c.send:
+					if c.write(msg) != nil {
+						return
+					}
+				default:
+					flushed = true
+				}
+			}
+			msg := websocket.FormatCloseMessage(c.closeCode, c.closeMsg)
+			if c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(c.s.opts.WriteWait)) != nil {
+				return
+			}
+			t := time.NewTimer(closeGrace)
+			select {
+			case <-c.readDone:
+			case <-t.C:
+			}
+			t.Stop()
+			return
+		}
+	}
+}
+
+func (c *wsConn) write(msg []byte) error {
+	c.ws.SetWriteDeadline(time.Now().Add(c.s.opts.WriteWait))
+	if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+		return fmt.Errorf("writing a message: %w", err)
+	}
+	c.s.m.bytesOut.Add(float64(len(msg)))
+	return nil
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// readLoop reads messages until the connection fails or closes, calling
+// handle for each with a buffer valid only during the call. A message over
+// MaxMessageSize is skipped without being buffered and reported to tooBig.
+// It returns the error that ended the connection.
+func (c *wsConn) readLoop(handle func([]byte), tooBig func(size int64)) error {
+	defer close(c.readDone)
+	o := &c.s.opts
+	c.ws.SetReadLimit(o.hardLimit())
+	c.ws.SetReadDeadline(time.Now().Add(o.PongWait))
+	c.ws.SetPongHandler(func(string) error {
+		return c.ws.SetReadDeadline(time.Now().Add(o.PongWait))
+	})
+	for {
+		_, r, err := c.ws.NextReader()
+		if err != nil {
+			return err
+		}
+		c.ws.SetReadDeadline(time.Now().Add(o.PongWait))
+		buf := bufPool.Get().(*bytes.Buffer)
+		buf.Reset()
+		_, err = buf.ReadFrom(io.LimitReader(r, o.MaxMessageSize+1))
+		if err == nil && int64(buf.Len()) > o.MaxMessageSize {
+			var n int64
+			n, err = io.Copy(io.Discard, r)
+			if err == nil {
+				c.s.m.bytesIn.Add(float64(int64(buf.Len()) + n))
+				tooBig(int64(buf.Len()) + n)
+				continue
+			}
+		}
+		if err != nil {
+			putBuf(buf)
+			return fmt.Errorf("reading a message: %w", err)
+		}
+		c.s.m.bytesIn.Add(float64(buf.Len()))
+		handle(buf.Bytes())
+		putBuf(buf)
+	}
+}
+
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= 64<<10 {
+		bufPool.Put(b)
+	}
+}
+
+// strike counts a refused message and reports whether the connection has
+// now been refused too often (Strikes within one second) and must close.
+func (c *wsConn) strike(now time.Time) bool {
+	if c.s.opts.Strikes < 0 {
+		return false
+	}
+	if now.Sub(c.strikeStart) > time.Second {
+		c.strikeStart, c.strikes = now, 0
+	}
+	c.strikes++
+	return c.strikes > c.s.opts.Strikes
+}
+
+// refuse answers a bad message with a JSON-RPC error and counts a strike;
+// an abusive connection is closed with a policy-violation close frame.
+func (c *wsConn) refuse(id []byte, e *relaywire.Error, reason string) {
+	c.s.m.refused.With(reason).Inc()
+	c.enqueue(relaywire.AppendError(nil, id, e))
+	if c.strike(time.Now()) {
+		c.closeWith(websocket.ClosePolicyViolation, "too many refused messages: "+e.Message)
+	}
+}
+
+// bucket is a token-bucket rate limiter: rate per second, bursts of twice
+// that. A nil bucket allows everything. Safe for concurrent use.
+type bucket struct {
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+func newBucket(rate float64) *bucket {
+	if rate <= 0 {
+		return nil
+	}
+	return &bucket{rate: rate, tokens: 2 * rate}
+}
+
+func (b *bucket) allow(now time.Time) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = min(2*b.rate, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

@@ -1,0 +1,349 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// authID is the id of the proxy's authenticate request: the first (and only)
+// request the proxy makes on an extension's connection.
+const authID = relaywire.PrefixProxy + "1"
+
+// extension is one authenticated extension connection.
+type extension struct {
+	s    *Server
+	c    *wsConn
+	id   string
+	name string
+	user *user
+
+	mu     sync.Mutex
+	conns  map[string]*connection // MCP connections to it, by connection id
+	closed bool
+}
+
+// connection joins an MCP client to an extension; its id prefixes the ids
+// of the requests forwarded through it.
+type connection struct {
+	id  string
+	mcp *mcpClient
+	ext *extension
+
+	mu      sync.Mutex
+	pending map[string]time.Time // mapped ids in flight → when forwarded
+	closed  bool
+}
+
+// add records a forwarded request; it returns an error to send instead when
+// the connection is closed or the id is already in flight.
+func (cn *connection) add(mapped string, now time.Time) *relaywire.Error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.closed {
+		return relaywire.Errorf(relaywire.CodeExtensionGone, "the extension disconnected")
+	}
+	if _, dup := cn.pending[mapped]; dup {
+		return relaywire.Errorf(relaywire.CodeDuplicateID, "a request with this id is still in flight on this connection")
+	}
+	cn.pending[mapped] = now
+	cn.ext.s.inflight.Add(1)
+	return nil
+}
+
+// take removes a request from those in flight; whoever takes it answers it.
+func (cn *connection) take(mapped string) (time.Time, bool) {
+	cn.mu.Lock()
+	t, ok := cn.pending[mapped]
+	if ok {
+		delete(cn.pending, mapped)
+	}
+	cn.mu.Unlock()
+	if ok {
+		cn.ext.s.inflight.Add(-1)
+	}
+	return t, ok
+}
+
+// close marks the connection closed and answers every request in flight
+// with the error (unless tell is false: the client is gone).
+func (cn *connection) close(code int, msg string, tell bool) {
+	cn.mu.Lock()
+	pending := cn.pending
+	cn.pending, cn.closed = nil, true
+	cn.mu.Unlock()
+	s := cn.ext.s
+	s.inflight.Add(-int64(len(pending)))
+	if len(pending) == 0 {
+		return
+	}
+	reason := "client_gone"
+	if tell {
+		reason = "extension_gone"
+		if code == relaywire.CodeShuttingDown {
+			reason = "shutdown"
+		}
+	}
+	s.m.failed.With(reason).Add(float64(len(pending)))
+	if !tell {
+		return
+	}
+	e := &relaywire.Error{Code: code, Message: msg}
+	for mapped := range pending {
+		_, orig, _ := relaywire.UnmapID(mapped)
+		cn.mcp.c.enqueue(relaywire.AppendError(nil, orig, e))
+	}
+}
+
+// peers returns the number of MCP connections to e.
+func (e *extension) peers() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.conns)
+}
+
+// sendStatus tells the extension how many MCP connections it has.
+func (e *extension) sendStatus() {
+	e.c.enqueue(statusMessage(true, e.peers(), e.s.opts.Now()))
+}
+
+func statusMessage(connected bool, peers int, now time.Time) []byte {
+	return relaywire.AppendNotification(nil, relaywire.MethodStatus, relaywire.MarshalParams(relaywire.StatusParams{
+		Connected: connected, PeerCount: peers, Timestamp: relaywire.Timestamp(now),
+	}))
+}
+
+// detachAll ends every MCP connection to e: their calls in flight are
+// answered with code and msg, and each client gets `disconnected` with the
+// reason.
+func (e *extension) detachAll(code int, msg, reason string) {
+	e.mu.Lock()
+	conns := e.conns
+	e.conns = make(map[string]*connection)
+	e.mu.Unlock()
+	for _, cn := range conns {
+		cn.close(code, msg, true)
+		cn.mcp.detached(cn, reason)
+	}
+}
+
+// serveExtension runs one extension connection: authenticate, then replies.
+func (s *Server) serveExtension(w http.ResponseWriter, r *http.Request) {
+	c := s.upgrade(w, r)
+	if c == nil {
+		return
+	}
+	defer s.finish(c)
+	s.m.conns.With("extension").Inc()
+	defer s.m.conns.With("extension").Dec()
+	c.lim = newBucket(s.opts.extRate())
+
+	h := &extHandler{s: s, c: c}
+	c.enqueue(relaywire.AppendRequest(nil, authID, relaywire.MethodAuthenticate, json.RawMessage("{}")))
+	t := time.AfterFunc(s.opts.AuthTimeout, func() {
+		if !h.authed.Load() {
+			s.m.authFail.With("extension").Inc()
+			c.closeWith(websocket.ClosePolicyViolation, "authentication failed: no answer to authenticate in time")
+		}
+	})
+	err := c.readLoop(h.handle, func(n int64) {
+		c.refuse(nil, tooBigError(n, s.opts.MaxMessageSize), "too_big")
+	})
+	t.Stop()
+	if h.ext != nil {
+		h.leave()
+	}
+	s.log.Debug("extension connection ended", "remote", r.RemoteAddr, "err", err)
+}
+
+func tooBigError(n, limit int64) *relaywire.Error {
+	return relaywire.Errorf(relaywire.CodeInvalidRequest, "message of %d bytes exceeds the %d-byte limit", n, limit)
+}
+
+// extHandler is the reader's state of one extension connection.
+type extHandler struct {
+	s      *Server
+	c      *wsConn
+	authed atomic.Bool
+	ext    *extension
+}
+
+func (h *extHandler) handle(data []byte) {
+	s, c := h.s, h.c
+	now := time.Now()
+	if !c.lim.allow(now) {
+		// An extension only answers; a flood of answers is abuse.
+		s.m.dropped.With("rate").Inc()
+		if c.strike(now) {
+			c.closeWith(websocket.ClosePolicyViolation, "too many messages: rate limit exceeded")
+		}
+		return
+	}
+	m, kind, perr := relaywire.Parse(data)
+	if perr != nil {
+		// A reply we are waiting for that is malformed still answers
+		// its caller, so that no call hangs.
+		if cn, mapped := h.pendingFor(m.ID); cn != nil {
+			if _, ok := cn.take(mapped); ok {
+				_, orig, _ := relaywire.UnmapID(mapped)
+				s.m.failed.With("bad_reply").Inc()
+				cn.mcp.c.enqueue(relaywire.AppendError(nil, orig, relaywire.Errorf(relaywire.CodeInternalError, "the extension sent an invalid reply: %s", perr.Message)))
+			}
+		}
+		c.refuse(m.ID, perr, "invalid")
+		return
+	}
+	switch kind {
+	case relaywire.KindRequest:
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "method %q not found: extensions are passive and the proxy accepts no requests from them", m.Method), "ext_request")
+		return
+	case relaywire.KindNotification:
+		s.m.dropped.With("ext_notification").Inc()
+		return
+	}
+	id, _ := relaywire.IDString(m.ID)
+	if !h.authed.Load() {
+		if id == authID {
+			h.authenticate(m)
+		} else {
+			s.m.dropped.With("unauthenticated").Inc()
+		}
+		return
+	}
+	cn, mapped := h.pendingFor(m.ID)
+	if cn == nil {
+		s.m.dropped.With("unknown_id").Inc()
+		return
+	}
+	start, ok := cn.take(mapped)
+	if !ok {
+		s.m.dropped.With("unknown_id").Inc()
+		return
+	}
+	_, orig, _ := relaywire.UnmapID(mapped)
+	var out []byte
+	if m.Result != nil {
+		out = relaywire.AppendResult(make([]byte, 0, 48+len(orig)+len(m.Result)), orig, m.Result)
+	} else if validError(m.Error) {
+		out = relaywire.AppendErrorRaw(make([]byte, 0, 48+len(orig)+len(m.Error)), orig, m.Error)
+	} else {
+		s.m.failed.With("bad_reply").Inc()
+		out = relaywire.AppendError(nil, orig, relaywire.Errorf(relaywire.CodeInternalError, "the extension sent a malformed error object"))
+	}
+	s.m.callTime.Observe(time.Since(start).Seconds())
+	cn.mcp.c.enqueue(out)
+}
+
+// pendingFor finds the connection a mapped id belongs to, among this
+// extension's; nil if none.
+func (h *extHandler) pendingFor(raw json.RawMessage) (*connection, string) {
+	if h.ext == nil || raw == nil {
+		return nil, ""
+	}
+	id, ok := relaywire.IDString(raw)
+	if !ok {
+		return nil, ""
+	}
+	connID, _, ok := relaywire.UnmapID(id)
+	if !ok {
+		return nil, ""
+	}
+	h.ext.mu.Lock()
+	cn := h.ext.conns[connID]
+	h.ext.mu.Unlock()
+	return cn, id
+}
+
+// validError reports whether raw is a JSON-RPC error object: an integer
+// code and a string message.
+func validError(raw json.RawMessage) bool {
+	var e struct {
+		Code    *json.Number `json:"code"`
+		Message *string      `json:"message"`
+	}
+	if json.Unmarshal(raw, &e) != nil || e.Code == nil || e.Message == nil {
+		return false
+	}
+	_, err := e.Code.Int64()
+	return err == nil
+}
+
+// authenticate handles the reply to authenticate.
+func (h *extHandler) authenticate(m *relaywire.Message) {
+	s, c := h.s, h.c
+	fail := func(reason string) {
+		s.m.authFail.With("extension").Inc()
+		s.log.Info("extension refused", "reason", reason)
+		c.closeWith(websocket.ClosePolicyViolation, "authentication failed: "+reason)
+	}
+	if m.Error != nil {
+		fail("the extension answered authenticate with an error")
+		return
+	}
+	var res relaywire.AuthenticateResult
+	if err := json.Unmarshal(m.Result, &res); err != nil {
+		fail("the result of authenticate must be {name, accessToken}")
+		return
+	}
+	if res.AccessToken == "" {
+		fail("accessToken is missing")
+		return
+	}
+	name := strings.TrimSpace(res.Name)
+	if name == "" {
+		fail("name is missing")
+		return
+	}
+	if len(name) > 256 {
+		name = name[:256]
+	}
+	claims, err := s.opts.Keys.Verify(res.AccessToken, token.KindExtension, s.opts.Now())
+	if err != nil {
+		fail(err.Error())
+		return
+	}
+	u, ok := s.acquireUser(claims.Subject)
+	if !ok {
+		c.closeWith(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
+		return
+	}
+	e := &extension{s: s, c: c, name: name, user: u, conns: make(map[string]*connection)}
+	s.mu.Lock()
+	e.id = stableID(relaywire.PrefixExtension, u.id, name)
+	if _, taken := u.exts[e.id]; taken {
+		e.id = newID(relaywire.PrefixExtension)
+	}
+	u.exts[e.id] = e
+	s.mu.Unlock()
+	h.ext = e
+	h.authed.Store(true)
+	s.nExt.Add(1)
+	s.m.accepted.With("extension").Inc()
+	s.log.Info("extension authenticated", "user", u.id, "extension", e.id, "name", name)
+	c.enqueue(relaywire.AppendNotification(nil, relaywire.MethodAuthenticated, relaywire.MarshalParams(relaywire.AuthenticatedParams{
+		UserID: u.id, ExtensionID: e.id,
+	})))
+	e.sendStatus()
+}
+
+// leave forgets the extension and tells its MCP clients.
+func (h *extHandler) leave() {
+	s, e := h.s, h.ext
+	s.mu.Lock()
+	delete(e.user.exts, e.id)
+	s.releaseUserLocked(e.user)
+	s.mu.Unlock()
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.detachAll(relaywire.CodeExtensionGone, "the extension disconnected before answering", relaywire.ReasonExtensionGone)
+	s.nExt.Add(-1)
+}

@@ -1,0 +1,334 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// mcpClient is one MCP client connection. user and id are set once, by
+// the reader, at mcp_handshake; conn is guarded by mu (the reader sets it,
+// an extension leaving clears it).
+type mcpClient struct {
+	s      *Server
+	c      *wsConn
+	id     string
+	user   *user
+	authed atomic.Bool
+
+	mu   sync.Mutex
+	conn *connection
+}
+
+func (mc *mcpClient) current() *connection {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.conn
+}
+
+// detached is called when the extension side ended cn: if cn is still the
+// client's connection, it is cleared and the client told why.
+func (mc *mcpClient) detached(cn *connection, reason string) {
+	mc.mu.Lock()
+	mine := mc.conn == cn
+	if mine {
+		mc.conn = nil
+	}
+	mc.mu.Unlock()
+	if mine {
+		mc.c.enqueue(relaywire.AppendNotification(nil, relaywire.MethodDisconnected, relaywire.MarshalParams(relaywire.DisconnectedParams{
+			ConnectionID: cn.id, Reason: reason,
+		})))
+	}
+}
+
+// serveMCP runs one MCP client connection.
+func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	c := s.upgrade(w, r)
+	if c == nil {
+		return
+	}
+	defer s.finish(c)
+	s.m.conns.With("mcp").Inc()
+	defer s.m.conns.With("mcp").Dec()
+	mc := &mcpClient{s: s, c: c}
+	t := time.AfterFunc(s.opts.AuthTimeout, func() {
+		if !mc.authed.Load() {
+			s.m.authFail.With("mcp").Inc()
+			c.closeWith(websocket.ClosePolicyViolation, "authentication failed: no mcp_handshake in time")
+		}
+	})
+	err := c.readLoop(mc.handle, func(n int64) {
+		c.refuse(nil, tooBigError(n, s.opts.MaxMessageSize), "too_big")
+	})
+	t.Stop()
+	mc.leave()
+	s.log.Debug("mcp connection ended", "remote", r.RemoteAddr, "err", err)
+}
+
+// leave runs when the client's connection ended.
+func (mc *mcpClient) leave() {
+	s := mc.s
+	mc.dropConnection(false)
+	if mc.user != nil {
+		s.mu.Lock()
+		s.releaseUserLocked(mc.user)
+		s.mu.Unlock()
+		s.nMCP.Add(-1)
+	}
+}
+
+// dropConnection ends the client's connection to its extension, if any,
+// answering its calls in flight when tell is set. It reports the
+// connection ended, or nil.
+func (mc *mcpClient) dropConnection(tell bool) *connection {
+	mc.mu.Lock()
+	cn := mc.conn
+	mc.conn = nil
+	mc.mu.Unlock()
+	if cn == nil {
+		return nil
+	}
+	e := cn.ext
+	e.mu.Lock()
+	_, attached := e.conns[cn.id]
+	delete(e.conns, cn.id)
+	e.mu.Unlock()
+	cn.close(relaywire.CodeExtensionGone, "the client disconnected from the extension before it answered", tell)
+	if attached {
+		e.sendStatus()
+	}
+	return cn
+}
+
+func (mc *mcpClient) handle(data []byte) {
+	s, c := mc.s, mc.c
+	now := time.Now()
+	m, kind, perr := relaywire.Parse(data)
+	if perr != nil {
+		c.refuse(m.ID, perr, "invalid")
+		return
+	}
+	if !c.lim.allow(now) {
+		mc.rateLimited(m, kind, "rate limit exceeded: more than %.0f messages per second on this connection", s.opts.ConnRate)
+		return
+	}
+	if mc.user != nil && !mc.user.lim.allow(now) {
+		mc.rateLimited(m, kind, "rate limit exceeded: more than %.0f messages per second for this user", s.opts.UserRate)
+		return
+	}
+	if kind == relaywire.KindReply {
+		// MCP clients are active: the proxy never asks them anything.
+		s.m.dropped.With("mcp_reply").Inc()
+		if c.strike(now) {
+			c.closeWith(websocket.ClosePolicyViolation, "too many unexpected replies")
+		}
+		return
+	}
+	if kind == relaywire.KindRequest && relaywire.IsReservedID(m.ID) {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidRequest, `invalid id: ids starting with %q or %q are reserved for the proxy and extensions`, relaywire.PrefixProxy, relaywire.PrefixExt), "reserved_id")
+		return
+	}
+	if m.Method == relaywire.MethodHandshake {
+		if kind == relaywire.KindRequest {
+			mc.handshake(m)
+		}
+		return
+	}
+	if mc.user == nil {
+		if kind == relaywire.KindRequest {
+			c.refuse(m.ID, relaywire.Errorf(relaywire.CodeNotAuthenticated, "not authenticated: send %s first", relaywire.MethodHandshake), "unauthenticated")
+		}
+		return
+	}
+	switch m.Method {
+	case relaywire.MethodListExtensions, relaywire.MethodConnect, relaywire.MethodDisconnect:
+		if kind != relaywire.KindRequest {
+			s.m.dropped.With("control_notification").Inc()
+			return
+		}
+		switch m.Method {
+		case relaywire.MethodListExtensions:
+			mc.listExtensions(m)
+		case relaywire.MethodConnect:
+			mc.connect(m)
+		default:
+			mc.disconnect(m)
+		}
+		return
+	case relaywire.MethodAuthenticate, relaywire.MethodAuthenticated, relaywire.MethodStatus, relaywire.MethodDisconnected:
+		if kind == relaywire.KindRequest {
+			c.refuse(m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "method %q not found: the proxy sends it, MCP clients do not", m.Method), "method")
+		}
+		return
+	}
+	if strings.HasPrefix(m.Method, "rpc.") {
+		if kind == relaywire.KindRequest {
+			c.refuse(m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "method %q not found: rpc.* methods are reserved by JSON-RPC", m.Method), "method")
+		}
+		return
+	}
+	mc.forward(m, kind, now)
+}
+
+func (mc *mcpClient) rateLimited(m *relaywire.Message, kind relaywire.Kind, format string, rate float64) {
+	c := mc.c
+	if kind == relaywire.KindRequest {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeRateLimited, format, rate), "rate")
+		return
+	}
+	mc.s.m.refused.With("rate").Inc()
+	if c.strike(time.Now()) {
+		c.closeWith(websocket.ClosePolicyViolation, "too many messages: rate limit exceeded")
+	}
+}
+
+func (mc *mcpClient) reply(id json.RawMessage, result any) {
+	mc.c.enqueue(relaywire.AppendResult(nil, id, relaywire.MarshalParams(result)))
+}
+
+func (mc *mcpClient) handshake(m *relaywire.Message) {
+	s, c := mc.s, mc.c
+	if mc.user != nil {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidRequest, "already authenticated: send %s once per connection", relaywire.MethodHandshake), "handshake_twice")
+		return
+	}
+	var p relaywire.HandshakeParams
+	if m.Params != nil && json.Unmarshal(m.Params, &p) != nil || p.AccessToken == "" {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "invalid params: %s needs params.accessToken (a string)", relaywire.MethodHandshake), "params")
+		return
+	}
+	claims, err := s.opts.Keys.Verify(p.AccessToken, token.KindMCP, s.opts.Now())
+	if err != nil {
+		s.m.authFail.With("mcp").Inc()
+		s.log.Info("mcp client refused", "reason", err)
+		c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeServerError, "%s: %v", relaywire.MsgAuthFailed, err)))
+		c.closeWith(websocket.ClosePolicyViolation, "authentication failed: "+err.Error())
+		return
+	}
+	u, ok := s.acquireUser(claims.Subject)
+	if !ok {
+		c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down")))
+		c.closeWith(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
+		return
+	}
+	mc.user, mc.id = u, newID(relaywire.PrefixMCPClient)
+	mc.authed.Store(true)
+	s.nMCP.Add(1)
+	s.m.accepted.With("mcp").Inc()
+	mc.reply(m.ID, relaywire.HandshakeResult{Authenticated: true, UserID: u.id, MCPClientID: mc.id})
+}
+
+func (mc *mcpClient) listExtensions(m *relaywire.Message) {
+	s := mc.s
+	list := []relaywire.ExtensionInfo{}
+	s.mu.Lock()
+	for _, e := range mc.user.exts {
+		list = append(list, relaywire.ExtensionInfo{ID: e.id, Name: e.name, Connected: true})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(list, func(a, b relaywire.ExtensionInfo) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	mc.reply(m.ID, relaywire.ListExtensionsResult{Extensions: list})
+}
+
+func (mc *mcpClient) connect(m *relaywire.Message) {
+	s, c := mc.s, mc.c
+	var p relaywire.ConnectParams
+	if m.Params == nil || json.Unmarshal(m.Params, &p) != nil || p.ExtensionID == "" {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "invalid params: connect needs params.extension_id (a string from list_extensions)"), "params")
+		return
+	}
+	if s.isClosing() {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down"), "shutdown")
+		return
+	}
+	s.mu.Lock()
+	e := mc.user.exts[p.ExtensionID] // only this user's extensions
+	s.mu.Unlock()
+	if e == nil {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found")
+		return
+	}
+	cn := &connection{id: newID(relaywire.PrefixConnection), mcp: mc, ext: e, pending: make(map[string]time.Time)}
+	mc.mu.Lock()
+	if mc.conn != nil {
+		mc.mu.Unlock()
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeAlreadyConnected, relaywire.MsgAlreadyConnected), "already_connected")
+		return
+	}
+	mc.conn = cn
+	mc.mu.Unlock()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		mc.mu.Lock()
+		mc.conn = nil
+		mc.mu.Unlock()
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found")
+		return
+	}
+	e.conns[cn.id] = cn
+	peers := len(e.conns)
+	e.mu.Unlock()
+	mc.reply(m.ID, relaywire.ConnectResult{ConnectionID: cn.id, ExtensionID: e.id, ExtensionName: e.name})
+	c.enqueue(statusMessage(true, peers, s.opts.Now()))
+	e.sendStatus()
+}
+
+func (mc *mcpClient) disconnect(m *relaywire.Message) {
+	mc.dropConnection(true)
+	mc.reply(m.ID, relaywire.DisconnectResult{Disconnected: true})
+	mc.c.enqueue(statusMessage(false, 0, mc.s.opts.Now()))
+}
+
+func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time.Time) {
+	s, c := mc.s, mc.c
+	cn := mc.current()
+	if cn == nil {
+		if kind == relaywire.KindRequest {
+			c.refuse(m.ID, relaywire.Errorf(relaywire.CodeNotConnected, "not connected to an extension: call %s first (method %q was not forwarded)", relaywire.MethodConnect, m.Method), "not_connected")
+		}
+		return
+	}
+	if m.ConnectionID != "" && m.ConnectionID != cn.id {
+		if kind == relaywire.KindRequest {
+			c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "connectionId %q is not this client's connection (%s)", m.ConnectionID, cn.id), "connection_id")
+		}
+		return
+	}
+	if kind == relaywire.KindNotification {
+		cn.ext.c.enqueue(relaywire.AppendNotification(nil, m.Method, m.Params))
+		return
+	}
+	if s.isClosing() {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down; %q was not forwarded", m.Method), "shutdown")
+		return
+	}
+	mapped := relaywire.MapID(cn.id, m.ID)
+	if err := cn.add(mapped, now); err != nil {
+		c.refuse(m.ID, err, "add")
+		return
+	}
+	s.m.forwarded.Inc()
+	out := relaywire.AppendRequest(make([]byte, 0, 64+len(mapped)+len(m.Method)+len(m.Params)), mapped, m.Method, m.Params)
+	if !cn.ext.c.enqueue(out) {
+		if _, ok := cn.take(mapped); ok {
+			s.m.failed.With("extension_gone").Inc()
+			c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the extension disconnected before the request could be sent")))
+		}
+	}
+}

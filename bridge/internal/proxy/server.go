@@ -1,0 +1,453 @@
+// Package proxy is the cloud relay of spec 001 (see bridge/relaywire and
+// docs/relay.md): a WebSocket server that authenticates browser extensions
+// (path /extension) and MCP clients (path /mcp) with tokens, lets an MCP
+// client connect to one of its own user's extensions, and forwards its
+// requests there with the ids mapped, and the replies back.
+//
+// Each WebSocket connection has one reader (its HTTP handler's goroutine)
+// and one writer goroutine. Shared state (users, their extensions, the
+// connections between MCP clients and extensions) is guarded by mutexes
+// taken in the order Server.mu → extension.mu → mcpClient.mu →
+// connection.mu, never the other way round, and never held while blocking
+// on a connection's queue.
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
+	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// Options configure a Server. The zero value of every field but Keys means
+// the default given.
+type Options struct {
+	// Keys verify access tokens. Required.
+	Keys *token.Keys
+	// MaxMessageSize is the largest message accepted, in bytes; larger ones
+	// are refused with -32600 and skipped. Default relaywire.MaxMessageSize.
+	// A message over four times this ends the connection (close 1009).
+	MaxMessageSize int64
+	// ConnRate is the rate, in messages per second, allowed on each
+	// connection, with bursts of twice as many. Default
+	// relaywire.DefaultConnRate; negative: unlimited. An extension's
+	// connection carries the replies to all of its clients, so it is
+	// allowed UserRate instead when that is larger.
+	ConnRate float64
+	// UserRate is the rate allowed over all MCP clients of one user. Default
+	// relaywire.DefaultUserRate; negative: unlimited.
+	UserRate float64
+	// Strikes refused messages within one second close the connection
+	// (1008). Default relaywire.DefaultStrikes; negative: never.
+	Strikes int
+	// AuthTimeout is how long a connection may stay unauthenticated.
+	// Default 10 s.
+	AuthTimeout time.Duration
+	// PongWait is how long a connection may stay silent (no message, no
+	// pong) before it is dropped; pings go out every 9/10 of it. Default 60 s.
+	PongWait time.Duration
+	// WriteWait bounds each write, and how long a full send queue may stay
+	// full before the connection is dropped. Default 10 s.
+	WriteWait time.Duration
+	// ShutdownGrace is how long a shutdown waits for calls in flight to be
+	// answered before failing them. Default 5 s.
+	ShutdownGrace time.Duration
+	// SendQueue is the number of messages queued per connection. Default 64.
+	SendQueue int
+	// Logger receives connection-level events. Default: discard.
+	Logger *slog.Logger
+	// Metrics is where the proxy registers its metrics (served on /metrics).
+	// Default: a new registry.
+	Metrics *metrics.Registry
+	// CheckOrigin vets the Origin header of WebSocket upgrades. Default:
+	// accept any (clients are extensions and programs, authenticated by
+	// token, not web pages holding ambient credentials).
+	CheckOrigin func(*http.Request) bool
+	// Now is the clock for tokens and timestamps. Default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = relaywire.MaxMessageSize
+	}
+	if o.ConnRate == 0 {
+		o.ConnRate = relaywire.DefaultConnRate
+	}
+	if o.UserRate == 0 {
+		o.UserRate = relaywire.DefaultUserRate
+	}
+	if o.Strikes == 0 {
+		o.Strikes = relaywire.DefaultStrikes
+	}
+	if o.AuthTimeout <= 0 {
+		o.AuthTimeout = 10 * time.Second
+	}
+	if o.PongWait <= 0 {
+		o.PongWait = 60 * time.Second
+	}
+	if o.WriteWait <= 0 {
+		o.WriteWait = 10 * time.Second
+	}
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = 5 * time.Second
+	}
+	if o.SendQueue <= 0 {
+		o.SendQueue = 64
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.NewRegistry()
+	}
+	if o.CheckOrigin == nil {
+		o.CheckOrigin = func(*http.Request) bool { return true }
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+func (o *Options) pingPeriod() time.Duration { return o.PongWait * 9 / 10 }
+func (o *Options) hardLimit() int64          { return 4 * o.MaxMessageSize }
+
+// extRate is the rate of an extension's connection.
+func (o *Options) extRate() float64 {
+	if o.ConnRate < 0 || o.UserRate < 0 {
+		return -1
+	}
+	return max(o.ConnRate, o.UserRate)
+}
+
+// Server is the proxy. Create it with New, serve with Run (or mount
+// Handler and call Shutdown). Its methods are safe for concurrent use.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	upgrader websocket.Upgrader
+	started  time.Time
+	m        serverMetrics
+
+	mu          sync.Mutex
+	users       map[string]*user
+	conns       map[*wsConn]struct{} // every open WebSocket, to close at shutdown
+	closing     bool
+	closingFlag atomic.Bool // closing, readable without mu
+
+	handlers sync.WaitGroup // one per open WebSocket
+	inflight atomic.Int64   // forwarded requests not yet answered
+	nMCP     atomic.Int64
+	nExt     atomic.Int64
+}
+
+// user is the state shared by one user's connections.
+type user struct {
+	id    string
+	exts  map[string]*extension // by extension id; guarded by Server.mu
+	lim   *bucket
+	count int // extensions + authenticated MCP clients; guarded by Server.mu
+}
+
+type serverMetrics struct {
+	conns     *metrics.Gauge
+	accepted  *metrics.Counter
+	authFail  *metrics.Counter
+	refused   *metrics.Counter
+	forwarded *metrics.CounterSeries
+	dropped   *metrics.Counter
+	failed    *metrics.Counter
+	callTime  *metrics.HistogramSeries
+	bytesIn   *metrics.CounterSeries
+	bytesOut  *metrics.CounterSeries
+}
+
+// New returns a Server with the options, which it keeps.
+func New(opts Options) (*Server, error) {
+	if opts.Keys == nil {
+		return nil, errors.New("proxy: Options.Keys is required")
+	}
+	opts.setDefaults()
+	s := &Server{
+		opts:    opts,
+		log:     opts.Logger,
+		started: time.Now(),
+		users:   make(map[string]*user),
+		conns:   make(map[*wsConn]struct{}),
+	}
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: 10 * time.Second,
+		ReadBufferSize:   4096,
+		WriteBufferPool:  &sync.Pool{},
+		CheckOrigin:      opts.CheckOrigin,
+	}
+	r := opts.Metrics
+	s.m.conns = r.NewGauge("browserbridge_proxy_connections", "Open WebSocket connections by side.", "side")
+	s.m.accepted = r.NewCounter("browserbridge_proxy_authenticated_total", "Connections authenticated, by side.", "side")
+	s.m.authFail = r.NewCounter("browserbridge_proxy_auth_failures_total", "Connections refused for a bad or missing token, by side.", "side")
+	s.m.refused = r.NewCounter("browserbridge_proxy_refused_total", "Messages answered with an error by the proxy itself, by reason.", "reason")
+	s.m.forwarded = r.NewCounter("browserbridge_proxy_forwarded_total", "Requests forwarded from MCP clients to extensions.").With()
+	s.m.dropped = r.NewCounter("browserbridge_proxy_dropped_total", "Messages dropped without an answer, by reason.", "reason")
+	s.m.failed = r.NewCounter("browserbridge_proxy_calls_failed_total", "Forwarded requests answered by the proxy because the extension could not, by reason.", "reason")
+	s.m.callTime = r.NewHistogram("browserbridge_proxy_call_seconds", "Time from forwarding a request to forwarding its reply.",
+		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}).With()
+	s.m.bytesIn = r.NewCounter("browserbridge_proxy_received_bytes_total", "Message bytes received.").With()
+	s.m.bytesOut = r.NewCounter("browserbridge_proxy_sent_bytes_total", "Message bytes sent.").With()
+	r.NewGaugeFunc("browserbridge_proxy_calls_in_flight", "Forwarded requests awaiting a reply.", func() float64 { return float64(s.inflight.Load()) })
+	r.NewGaugeFunc("browserbridge_proxy_users", "Users with at least one authenticated connection.", func() float64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return float64(len(s.users))
+	})
+	return s, nil
+}
+
+// Handler returns the proxy's HTTP handler: WebSocket /extension and /mcp,
+// GET /health and GET /metrics.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(relaywire.PathExtension, s.serveExtension)
+	mux.HandleFunc(relaywire.PathMCP, s.serveMCP)
+	mux.HandleFunc("GET "+relaywire.PathHealth, s.serveHealth)
+	mux.Handle("GET "+relaywire.PathMetrics, s.opts.Metrics.Handler())
+	return mux
+}
+
+// Run serves on ln until ctx is done, then shuts down gracefully (see
+// Shutdown) and returns nil; or returns the error that stopped serving.
+// It closes ln.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Shutdown(context.Background())
+		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace+5*time.Second)
+	defer cancel()
+	hsErr := hs.Shutdown(sctx) // stops accepting; hijacked WebSockets are ours
+	err := s.Shutdown(sctx)
+	<-errc
+	if err == nil && hsErr != nil {
+		err = fmt.Errorf("stopping the HTTP server: %w", hsErr)
+	}
+	return err
+}
+
+// Shutdown stops the proxy gracefully: new connections and new forwarded
+// requests are refused (-32007), calls in flight get up to ShutdownGrace to
+// be answered, then the rest are answered with -32007; every connected MCP
+// client gets `disconnected` with reason "Proxy shutting down", every
+// extension a `status` with connected false, and every connection a close
+// frame 1001 with that reason. It returns when every connection is closed,
+// or ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.closingFlag.Store(true)
+	s.mu.Unlock()
+	grace := time.NewTimer(s.opts.ShutdownGrace)
+	defer grace.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for s.inflight.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-grace.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	s.mu.Lock()
+	var exts []*extension
+	for _, u := range s.users {
+		for _, e := range u.exts {
+			exts = append(exts, e)
+		}
+	}
+	conns := make([]*wsConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	status := relaywire.AppendNotification(nil, relaywire.MethodStatus, relaywire.MarshalParams(relaywire.StatusParams{
+		Connected: false, Timestamp: relaywire.Timestamp(s.opts.Now()),
+	}))
+	for _, e := range exts {
+		e.detachAll(relaywire.CodeShuttingDown, "the proxy is shutting down", relaywire.ReasonShuttingDown)
+		e.c.enqueue(status)
+	}
+	for _, c := range conns {
+		c.closeWith(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
+	}
+	done := make(chan struct{})
+	go func() { s.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for connections to close: %w", ctx.Err())
+	}
+}
+
+// track registers a new connection; false if the proxy is shutting down.
+func (s *Server) track(c *wsConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.handlers.Add(1)
+	return true
+}
+
+func (s *Server) untrack(c *wsConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.handlers.Done()
+}
+
+func (s *Server) isClosing() bool { return s.closingFlag.Load() }
+
+// upgrade turns an HTTP request into a tracked wsConn, or answers it with an
+// error and returns nil.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) *wsConn {
+	if s.isClosing() {
+		http.Error(w, "the proxy is shutting down", http.StatusServiceUnavailable)
+		return nil
+	}
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
+		return nil
+	}
+	c := newWSConn(s, ws)
+	if !s.track(c) {
+		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, relaywire.ReasonShuttingDown), time.Now().Add(time.Second))
+		ws.Close()
+		return nil
+	}
+	go c.writePump()
+	return c
+}
+
+// finish waits for the writer after the reader ended and forgets c.
+func (s *Server) finish(c *wsConn) {
+	c.closeWith(0, "")
+	<-c.writeDone
+	s.untrack(c)
+}
+
+// acquireUser returns the user's state, counting one more connection.
+func (s *Server) acquireUser(id string) (*user, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, false
+	}
+	u := s.users[id]
+	if u == nil {
+		u = &user{id: id, exts: make(map[string]*extension), lim: newBucket(s.opts.UserRate)}
+		s.users[id] = u
+	}
+	u.count++
+	return u, true
+}
+
+// releaseUserLocked counts one connection less; s.mu must be held.
+func (s *Server) releaseUserLocked(u *user) {
+	u.count--
+	if u.count == 0 {
+		delete(s.users, u.id)
+	}
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	status, users := "ok", len(s.users)
+	if s.closing {
+		status = "stopping"
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if status != "ok" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(map[string]any{
+		"status":         status,
+		"version":        buildinfo.String(),
+		"protocol":       relaywire.Version,
+		"uptime_seconds": int64(time.Since(s.started).Seconds()),
+		"extensions":     s.nExt.Load(),
+		"mcp_clients":    s.nMCP.Load(),
+		"users":          users,
+		"calls_inflight": s.inflight.Load(),
+	})
+}
+
+// newID returns prefix followed by a random UUID (version 4).
+func newID(prefix string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return prefix + formatUUID(b)
+}
+
+// stableID returns prefix followed by a UUID (version 8) derived from the
+// parts, so that an extension keeps its id across reconnections.
+func stableID(prefix string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	var b [16]byte
+	copy(b[:], h.Sum(nil))
+	b[6] = b[6]&0x0f | 0x80
+	b[8] = b[8]&0x3f | 0x80
+	return prefix + formatUUID(b)
+}
+
+func formatUUID(b [16]byte) string {
+	var dst [36]byte
+	hex.Encode(dst[0:8], b[0:4])
+	dst[8] = '-'
+	hex.Encode(dst[9:13], b[4:6])
+	dst[13] = '-'
+	hex.Encode(dst[14:18], b[6:8])
+	dst[18] = '-'
+	hex.Encode(dst[19:23], b[8:10])
+	dst[23] = '-'
+	hex.Encode(dst[24:], b[10:])
+	return string(dst[:])
+}

@@ -1,0 +1,384 @@
+// Package relaywire is the wire format of the cloud relay (spec 001, "MCP
+// Proxy Protocol" 1.0): JSON-RPC 2.0 messages over WebSocket between MCP
+// clients, the proxy (browserbridge-proxy) and browser extensions (or a
+// bridge playing the extension's role). It names the control methods and
+// notifications, defines their params and results, the error codes, the id
+// mapping and the limits, so that the proxy and its clients share one
+// definition. docs/relay.md is the prose version; keep the two in step.
+//
+// It is a leaf package: it imports only the standard library.
+//
+// # Protocol flow
+//
+// Extension side (passive), WebSocket path /extension:
+//
+//	proxy → ext   {"id":"proxy:1","method":"authenticate","params":{}}
+//	ext → proxy   {"id":"proxy:1","result":{"name":"Chrome 141","accessToken":"<JWT kind=extension>"}}
+//	proxy → ext   {"method":"authenticated","params":{"user_id":"…","extension_id":"ext-…"}}
+//	              (a bad token: close 1008 with the reason instead)
+//	proxy → ext   {"id":"conn-<c>:<original id>","method":"…","params":…}   (forwarded)
+//	ext → proxy   {"id":"conn-<c>:<original id>","result":…} or "error"
+//	proxy → ext   {"method":"status","params":{"connected":true,"peer_count":N,"timestamp":"…"}}
+//
+// MCP side (active), WebSocket path /mcp:
+//
+//	mcp → proxy   mcp_handshake {accessToken: <JWT kind=mcp>}   → {authenticated, user_id, mcp_client_id}
+//	mcp → proxy   list_extensions {}                            → {extensions: [{id, name, connected}]}
+//	mcp → proxy   connect {extension_id}                        → {connection_id, extension_id, extension_name}
+//	mcp → proxy   any other method                              → forwarded, the reply comes back with the original id
+//	mcp → proxy   disconnect {}                                 → {disconnected: true}
+//	proxy → mcp   status {connected, peer_count, timestamp}     (after connect and disconnect)
+//	proxy → mcp   disconnected {connection_id, reason}          (the extension left, or the proxy is stopping)
+//
+// # Ids
+//
+// The proxy forwards a request with id X from an MCP client whose connection
+// is conn-C as id "conn-C:" + the raw JSON text of X, so the number 1 becomes
+// "conn-C:1" (as in the spec), the string "1" becomes "conn-C:\"1\"", and
+// both come back byte for byte (see MapID, UnmapID). Ids of clients must be
+// strings or numbers of at most MaxIDBytes bytes; string ids starting with
+// the reserved prefixes "proxy:" and "ext:" are refused.
+package relaywire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Version is the version of spec 001 this package implements.
+const Version = "1.0"
+
+// WebSocket paths on the proxy.
+const (
+	PathExtension = "/extension"
+	PathMCP       = "/mcp"
+	PathHealth    = "/health"
+	PathMetrics   = "/metrics"
+)
+
+// Control methods and notifications.
+const (
+	// MethodAuthenticate (request, proxy → extension, id "proxy:N"): the
+	// extension answers with AuthenticateResult.
+	MethodAuthenticate = "authenticate"
+	// MethodAuthenticated (notification, proxy → extension): AuthenticatedParams.
+	MethodAuthenticated = "authenticated"
+	// MethodHandshake (request, MCP → proxy): HandshakeParams → HandshakeResult.
+	MethodHandshake = "mcp_handshake"
+	// MethodListExtensions (request, MCP → proxy): {} → ListExtensionsResult.
+	MethodListExtensions = "list_extensions"
+	// MethodConnect (request, MCP → proxy): ConnectParams → ConnectResult.
+	MethodConnect = "connect"
+	// MethodDisconnect (request, MCP → proxy): {} → DisconnectResult. Safe to
+	// call when not connected.
+	MethodDisconnect = "disconnect"
+	// MethodStatus (notification, proxy → extension or MCP): StatusParams.
+	MethodStatus = "status"
+	// MethodDisconnected (notification, proxy → MCP): DisconnectedParams.
+	MethodDisconnected = "disconnected"
+)
+
+// Id prefixes.
+const (
+	// PrefixProxy marks the proxy's own requests ("proxy:1"). Reserved.
+	PrefixProxy = "proxy:"
+	// PrefixExt marks requests an extension initiates ("ext:1"). Reserved.
+	PrefixExt = "ext:"
+	// PrefixConnection begins connection ids ("conn-<uuid>") and therefore
+	// every mapped id ("conn-<uuid>:<original>").
+	PrefixConnection = "conn-"
+	// PrefixExtension begins extension ids ("ext-<uuid>").
+	PrefixExtension = "ext-"
+	// PrefixMCPClient begins MCP client ids ("mcp-<uuid>").
+	PrefixMCPClient = "mcp-"
+)
+
+// Limits.
+const (
+	// MaxMessageSize is the default largest message, in bytes, either side
+	// may send to the proxy. A larger one is answered with CodeInvalidRequest
+	// and skipped without being buffered.
+	MaxMessageSize = 16 << 20
+	// MaxIDBytes is the largest id (its raw JSON text) a client may use.
+	MaxIDBytes = 256
+	// MaxCloseReason is the largest WebSocket close reason (RFC 6455: 125
+	// bytes of control frame payload minus the 2-byte code).
+	MaxCloseReason = 123
+)
+
+// Default rates, in messages per second, with bursts of twice as many.
+const (
+	// DefaultConnRate limits each connection (MCP client or extension).
+	DefaultConnRate = 1000
+	// DefaultUserRate limits each user, over all of its MCP clients.
+	DefaultUserRate = 5000
+	// DefaultStrikes refused messages within one second close the
+	// connection: the client is abusive, not unlucky.
+	DefaultStrikes = 50
+)
+
+// Error codes. The JSON-RPC 2.0 codes, then the proxy's own in the server
+// range -32000…-32099.
+const (
+	CodeParseError     = -32700 // not JSON
+	CodeInvalidRequest = -32600 // not a JSON-RPC 2.0 message, bad or reserved id, too large
+	CodeMethodNotFound = -32601 // a method nobody here serves
+	CodeInvalidParams  = -32602 // params of a control method are wrong
+	CodeInternalError  = -32603 // the proxy failed, or an extension's reply was malformed
+
+	// CodeServerError: authentication failed, extension not found (spec 001).
+	CodeServerError = -32000
+	// CodeAlreadyConnected: connect while connected (spec 001).
+	CodeAlreadyConnected = -32001
+	// CodeNotConnected: a forwarded method before connect.
+	CodeNotConnected = -32002
+	// CodeNotAuthenticated: anything but mcp_handshake before it succeeded.
+	CodeNotAuthenticated = -32003
+	// CodeRateLimited: the connection's or the user's rate was exceeded.
+	CodeRateLimited = -32004
+	// CodeExtensionGone: the extension left (or the client disconnected)
+	// before it answered the request.
+	CodeExtensionGone = -32005
+	// CodeDuplicateID: a request reused the id of one still in flight.
+	CodeDuplicateID = -32006
+	// CodeShuttingDown: the proxy is stopping.
+	CodeShuttingDown = -32007
+)
+
+// Messages of errors defined by spec 001, word for word.
+const (
+	MsgExtensionNotFound = "Extension not found or not accessible"
+	MsgAlreadyConnected  = "MCP client already connected to an extension"
+	MsgAuthFailed        = "Authentication failed"
+	ReasonExtensionGone  = "Extension closed"
+	ReasonShuttingDown   = "Proxy shutting down"
+)
+
+// TimestampLayout formats StatusParams.Timestamp as in spec 001's example
+// ("2025-10-20T21:43:53.163+0200").
+const TimestampLayout = "2006-01-02T15:04:05.000-0700"
+
+// AuthenticateResult is an extension's answer to authenticate.
+type AuthenticateResult struct {
+	Name        string `json:"name"`
+	AccessToken string `json:"accessToken"`
+}
+
+// AuthenticatedParams are the params of the authenticated notification.
+type AuthenticatedParams struct {
+	UserID      string `json:"user_id"`
+	ExtensionID string `json:"extension_id"`
+}
+
+// HandshakeParams are the params of mcp_handshake.
+type HandshakeParams struct {
+	AccessToken string `json:"accessToken"`
+}
+
+// HandshakeResult is the result of mcp_handshake.
+type HandshakeResult struct {
+	Authenticated bool   `json:"authenticated"`
+	UserID        string `json:"user_id"`
+	MCPClientID   string `json:"mcp_client_id"`
+}
+
+// ExtensionInfo is one entry of list_extensions.
+type ExtensionInfo struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Connected bool   `json:"connected"`
+}
+
+// ListExtensionsResult is the result of list_extensions; Extensions is never
+// null.
+type ListExtensionsResult struct {
+	Extensions []ExtensionInfo `json:"extensions"`
+}
+
+// ConnectParams are the params of connect.
+type ConnectParams struct {
+	ExtensionID string `json:"extension_id"`
+}
+
+// ConnectResult is the result of connect.
+type ConnectResult struct {
+	ConnectionID  string `json:"connection_id"`
+	ExtensionID   string `json:"extension_id"`
+	ExtensionName string `json:"extension_name"`
+}
+
+// DisconnectResult is the result of disconnect.
+type DisconnectResult struct {
+	Disconnected bool `json:"disconnected"`
+}
+
+// StatusParams are the params of the status notification. To an extension:
+// Connected is true and PeerCount is the number of MCP connections to it. To
+// an MCP client: whether it is connected to an extension, and how many MCP
+// connections that extension has (0 when not connected).
+type StatusParams struct {
+	Connected bool   `json:"connected"`
+	PeerCount int    `json:"peer_count"`
+	Timestamp string `json:"timestamp"`
+}
+
+// DisconnectedParams are the params of the disconnected notification.
+type DisconnectedParams struct {
+	ConnectionID string `json:"connection_id"`
+	Reason       string `json:"reason"`
+}
+
+// Error is a JSON-RPC error object. It implements error.
+type Error struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
+
+// Errorf returns an *Error with the code and a formatted message.
+func Errorf(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Message is any JSON-RPC 2.0 message: a request (ID and Method), a
+// notification (Method, no ID) or a reply (ID and Result or Error). Raw
+// fields hold the exact JSON text received; an absent field is nil, a JSON
+// null is the four bytes "null".
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+	// ConnectionID is spec 001's optional routing field on forwarded
+	// requests; the proxy checks and strips it.
+	ConnectionID string `json:"connectionId,omitempty"`
+}
+
+// Kind says what a Message is.
+type Kind int
+
+// Kinds of Message.
+const (
+	KindRequest Kind = iota + 1
+	KindNotification
+	KindReply
+)
+
+// IsRequest reports whether m has an id and a method.
+func (m *Message) IsRequest() bool { return m.ID != nil && m.Method != "" }
+
+// Parse decodes and validates one message. On failure it returns an *Error
+// to send back (CodeParseError or CodeInvalidRequest) and, when the id could
+// be read and is valid, that id in the returned Message, so the error can be
+// addressed to it.
+func Parse(data []byte) (*Message, Kind, *Error) {
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field == "" {
+			return &Message{}, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 object (batches are not supported)")
+		}
+		if errors.As(err, &ute) {
+			// JSON, but a field of the wrong type: find the id if we can.
+			var idOnly struct {
+				ID json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal(data, &idOnly)
+			m = Message{}
+			if CheckID(idOnly.ID) == nil {
+				m.ID = idOnly.ID
+			}
+			return &m, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: field %s has the wrong type", ute.Field)
+		}
+		return &Message{}, 0, Errorf(CodeParseError, "message is not valid JSON: %v", err)
+	}
+	if m.ID != nil {
+		if err := CheckID(m.ID); err != nil {
+			m.ID = nil
+			return &m, 0, err
+		}
+	}
+	if m.JSONRPC != "2.0" {
+		return &m, 0, Errorf(CodeInvalidRequest, `message is not a JSON-RPC 2.0 request or response: "jsonrpc" must be "2.0"`)
+	}
+	switch {
+	case m.Method != "" && (m.Result != nil || m.Error != nil):
+		return &m, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: it has both a method and a result or error")
+	case m.Method != "" && m.ID != nil:
+		return &m, KindRequest, nil
+	case m.Method != "":
+		return &m, KindNotification, nil
+	case m.ID == nil:
+		return &m, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: it has neither a method nor an id")
+	case (m.Result == nil) == (m.Error == nil):
+		return &m, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: a reply needs exactly one of result and error")
+	}
+	return &m, KindReply, nil
+}
+
+// CheckID returns an error unless raw is a JSON string or number of at most
+// MaxIDBytes bytes.
+func CheckID(raw json.RawMessage) *Error {
+	switch {
+	case len(raw) == 0:
+		return Errorf(CodeInvalidRequest, "the id is missing")
+	case len(raw) > MaxIDBytes:
+		return Errorf(CodeInvalidRequest, "the id is %d bytes long; the limit is %d", len(raw), MaxIDBytes)
+	case raw[0] == '"':
+		return nil
+	case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):
+		return nil
+	}
+	return Errorf(CodeInvalidRequest, "the id must be a string or a number, not %s", raw)
+}
+
+// IDString returns the value of a string id and true, or "" and false for a
+// number.
+func IDString(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// IsReservedID reports whether raw is a string id with a reserved prefix
+// ("proxy:" or "ext:"), which clients may not use.
+func IsReservedID(raw json.RawMessage) bool {
+	s, ok := IDString(raw)
+	return ok && (strings.HasPrefix(s, PrefixProxy) || strings.HasPrefix(s, PrefixExt))
+}
+
+// MapID returns the id the proxy forwards for a client's request: the
+// connection id, a colon and the original id's raw JSON text.
+func MapID(connectionID string, original json.RawMessage) string {
+	return connectionID + ":" + string(original)
+}
+
+// UnmapID splits a mapped id into the connection id and the original id's
+// raw JSON text. It reports false if mapped is not of the form
+// "conn-<c>:<original>"; it does not validate the original (the proxy
+// compares mapped ids with the ones it sent).
+func UnmapID(mapped string) (connectionID string, original json.RawMessage, ok bool) {
+	if !strings.HasPrefix(mapped, PrefixConnection) {
+		return "", nil, false
+	}
+	i := strings.IndexByte(mapped, ':')
+	if i < 0 || i == len(mapped)-1 {
+		return "", nil, false
+	}
+	return mapped[:i], json.RawMessage(mapped[i+1:]), true
+}
+
+// Timestamp formats t for StatusParams.
+func Timestamp(t time.Time) string { return t.Format(TimestampLayout) }
