@@ -166,4 +166,32 @@ type StatusResult struct {
 	LogFile  string        `json:"logFile,omitempty"`
 	Hosts    int           `json:"hosts"`
 	Browsers []BrowserInfo `json:"browsers"`
+	// Relay is the state of the cloud relay client, one entry per browser;
+	// absent when no relay is configured.
+	Relay []RelayInfo `json:"relay,omitempty"`
+}
+
+// RelayInfo is one browser's connection to the cloud proxy (spec 001),
+// where the bridge plays the extension's role on the browser's behalf.
+type RelayInfo struct {
+	BrowserID string `json:"browserId"`
+	URL       string `json:"url"`
+	// Name is the name announced to the proxy in authenticate.
+	Name string `json:"name"`
+	// State is connecting, authenticating, connected, auth_failed or
+	// disconnected (waiting to retry).
+	State string `json:"state"`
+	// ExtensionID and UserID are what the proxy assigned in authenticated.
+	ExtensionID string `json:"extensionId,omitempty"`
+	UserID      string `json:"userId,omitempty"`
+	// Peers is the number of MCP connections to this browser (proxy status).
+	Peers int `json:"peers"`
+	// InFlight is the number of forwarded calls awaiting the browser.
+	InFlight int `json:"inFlight"`
+	// Since is when State last changed (RFC 3339).
+	Since string `json:"since"`
+	// Error says why the last connection failed or ended.
+	Error string `json:"error,omitempty"`
+	// Attempt counts failed connection attempts since the last success.
+	Attempt int `json:"attempt,omitempty"`
 }

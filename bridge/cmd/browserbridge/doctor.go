@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/service"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
 	"github.com/browserbridge/browserbridge/installer"
 )
@@ -104,6 +105,13 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 
+	// 5b. The cloud relay, when configured.
+	if st != nil {
+		for _, r := range relayChecks(cfg.Relay.URL, st) {
+			add(r)
+		}
+	}
+
 	// 6. The MCP port.
 	if st != nil && st.Listen != "" {
 		add(portCheck(ctx, st.Listen, true))
@@ -183,6 +191,39 @@ func portCheck(ctx context.Context, listen string, bridgeServing bool) checkResu
 	}
 	ln.Close()
 	return checkResult{checkOK, "MCP port", listen + " is free for the bridge", ""}
+}
+
+// relayChecks reports each browser's connection to the cloud proxy.
+func relayChecks(configured string, st *protocol.StatusResult) []checkResult {
+	var out []checkResult
+	if len(st.Relay) == 0 {
+		if configured != "" && len(st.Browsers) > 0 {
+			out = append(out, checkResult{checkWarn, "relay", "relay.url is set in the config but the running bridge has no relay",
+				"restart the bridge so it reads the config (browserbridge service restart)"})
+		}
+		return out
+	}
+	for _, r := range st.Relay {
+		name := "relay " + r.BrowserID
+		if len(name) > 18 {
+			name = name[:18]
+		}
+		switch r.State {
+		case "connected":
+			out = append(out, checkResult{checkOK, name, fmt.Sprintf("%s as %q, extension %s", r.URL, r.Name, r.ExtensionID), ""})
+		case "auth_failed":
+			out = append(out, checkResult{checkFail, name, fmt.Sprintf("%s refused the token: %s", r.URL, r.Error),
+				"mint a new token of kind extension (browserbridge-proxy token --kind extension) and set relay.token or --relay-token"})
+		default:
+			detail := fmt.Sprintf("%s: %s", r.URL, r.State)
+			if r.Error != "" {
+				detail += ": " + r.Error
+			}
+			out = append(out, checkResult{checkWarn, name, detail,
+				"the bridge keeps retrying; check that the proxy is running and relay.url is right"})
+		}
+	}
+	return out
 }
 
 func isWindows() bool { return os.PathSeparator == '\\' }

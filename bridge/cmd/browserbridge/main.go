@@ -49,6 +49,7 @@ func commands() []command {
 		{"install", "register the native host with your browsers and install the service", runInstall},
 		{"uninstall", "remove what install wrote and the service", runUninstall},
 		{"service", "install|uninstall|start|stop|restart|status the per-user service", runService},
+		{"connect", "serve a browser reached through a cloud proxy as a stdio MCP server", runConnect},
 		{"stdio", "serve the bridge's MCP tools over stdio (for clients that only speak stdio)", runStdio},
 		{"version", "print the version", runVersion},
 	}

@@ -38,12 +38,25 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	listen := fs.String("listen", "", "HTTP address for MCP clients (default "+config.DefaultListen+")")
 	socket := fs.String("socket", "", "Unix socket for the native hosts (default: per-user, or $BROWSERBRIDGE_SOCKET)")
 	cfgPath := fs.String("config", "", "config file (default: the per-user config.json, if present)")
+	relayURL := fs.String("relay-url", "", "cloud proxy to register the browsers with (wss://…; overrides relay.url)")
+	relayToken := fs.String("relay-token", "", "access token for the cloud proxy (kind extension; overrides relay.token)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*cfgPath, *listen, *socket)
 	if err != nil {
 		return err
+	}
+	if *relayURL != "" || *relayToken != "" {
+		if *relayURL != "" {
+			cfg.Relay.URL = *relayURL
+		}
+		if *relayToken != "" {
+			cfg.Relay.Token = *relayToken
+		}
+		if err := cfg.Relay.Validate(); err != nil {
+			return usageError{err.Error() + " (from --relay-url/--relay-token)"}
+		}
 	}
 	logOpts := logging.Options{MaxSizeMB: cfg.Log.MaxSizeMB, MaxBackups: cfg.Log.MaxBackups, Level: cfg.LogLevel(), AlsoStderr: true}
 	if cfg.Log.File != "-" {

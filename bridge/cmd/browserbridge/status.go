@@ -96,4 +96,23 @@ func printStatus(w io.Writer, st *protocol.StatusResult) {
 	if len(st.Browsers) == 0 {
 		fmt.Fprintln(w, "  none: open your browser with the Browser Bridge extension loaded (see `browserbridge doctor`)")
 	}
+	printRelay(w, st.Relay)
+}
+
+// printRelay shows each browser's connection to the cloud proxy.
+func printRelay(w io.Writer, relays []protocol.RelayInfo) {
+	if len(relays) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Relay: %s\n", relays[0].URL)
+	for _, r := range relays {
+		line := fmt.Sprintf("  browser %s as %q: %s since %s", r.BrowserID, r.Name, r.State, r.Since)
+		if r.ExtensionID != "" {
+			line += fmt.Sprintf(", extension %s, %d MCP peer(s), %d call(s) in flight", r.ExtensionID, r.Peers, r.InFlight)
+		}
+		if r.Error != "" {
+			line += ", last error: " + r.Error
+		}
+		fmt.Fprintln(w, line)
+	}
 }

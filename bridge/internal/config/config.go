@@ -69,6 +69,61 @@ type Config struct {
 	SSEPingInterval string `json:"sse_ping_interval,omitempty"`
 	// SSEPing is "event" (event: ping, spec 004) or "comment"; "" means event.
 	SSEPing string `json:"sse_ping,omitempty"`
+	// Relay connects the bridge's browsers to a cloud proxy (spec 001).
+	Relay Relay `json:"relay,omitzero"`
+}
+
+// Relay configures the cloud relay client: each connected browser registers
+// with the proxy at URL as its own extension.
+type Relay struct {
+	// URL is the proxy's base WebSocket URL (wss://relay.example.com); the
+	// bridge connects to URL + "/extension". "" turns the relay off. ws://
+	// is allowed only for a loopback host.
+	URL string `json:"url,omitempty"`
+	// Token is the access token (kind extension) minted by the proxy's
+	// operator. Required with URL.
+	Token string `json:"token,omitempty"`
+	// Name is announced to the proxy instead of "<browser> <version>
+	// (<profile>)".
+	Name string `json:"name,omitempty"`
+}
+
+// Validate checks the relay settings, naming the key at fault.
+func (r *Relay) Validate() error {
+	if r.URL == "" {
+		if r.Token != "" || r.Name != "" {
+			return errors.New(`config: key "relay.url": required when "relay.token" or "relay.name" is set (e.g. wss://relay.example.com)`)
+		}
+		return nil
+	}
+	u, err := url.Parse(r.URL)
+	if err != nil || u.Host == "" || (u.Scheme != "ws" && u.Scheme != "wss") {
+		return fmt.Errorf("config: key \"relay.url\": %q is not a WebSocket URL such as wss://relay.example.com", r.URL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("config: key \"relay.url\": %q must not carry a query, fragment or user info (the token goes in \"relay.token\")", r.URL)
+	}
+	if u.Scheme == "ws" && !isLoopbackHost(u.Hostname()) {
+		return fmt.Errorf("config: key \"relay.url\": %q sends the token unencrypted; use wss:// (ws:// is allowed only for localhost)", r.URL)
+	}
+	if r.Token == "" {
+		return errors.New(`config: key "relay.token": required when "relay.url" is set (mint one with browserbridge-proxy token --kind extension)`)
+	}
+	if strings.ContainsAny(r.Token, " \t\r\n") {
+		return errors.New(`config: key "relay.token": must not contain spaces or line breaks`)
+	}
+	if len(r.Name) > 256 {
+		return fmt.Errorf("config: key \"relay.name\": %d bytes is over the 256-byte limit", len(r.Name))
+	}
+	return nil
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Durations parsed from the config; zero means the component's default.
@@ -266,6 +321,9 @@ func (c *Config) Validate() error {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "chrome-extension") || u.Host == "" || u.Path != "" {
 			return fmt.Errorf("config: key \"allowed_origins[%d]\": %q is not an origin such as https://app.example.com", i, o)
 		}
+	}
+	if err := c.Relay.Validate(); err != nil {
+		return err
 	}
 	if c.Log.Level != "" {
 		var l slog.Level

@@ -61,3 +61,27 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("Load = %+v, %v", c, err)
 	}
 }
+
+func TestRelayValidation(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string // "" = valid
+	}{
+		{`{"relay":{"url":"wss://relay.example.com","token":"t"}}`, ""},
+		{`{"relay":{"url":"ws://127.0.0.1:8080","token":"t","name":"Work"}}`, ""},
+		{`{"relay":{"url":"ws://localhost:8080","token":"t"}}`, ""},
+		{`{"relay":{"url":"ws://relay.example.com","token":"t"}}`, `"relay.url"`},
+		{`{"relay":{"url":"https://relay.example.com","token":"t"}}`, `"relay.url"`},
+		{`{"relay":{"url":"wss://relay.example.com"}}`, `"relay.token"`},
+		{`{"relay":{"token":"t"}}`, `"relay.url"`},
+		{`{"relay":{"url":"wss://x","token":"t","extra":1}}`, `unknown key "extra"`},
+	} {
+		_, err := Decode(strings.NewReader(c.in))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.in, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want one naming %s", c.in, err, c.want)
+		}
+	}
+}

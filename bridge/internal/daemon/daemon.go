@@ -22,6 +22,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
+	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
@@ -44,6 +45,7 @@ type Bridge struct {
 	http    *http.Server
 	metrics *metrics.Registry
 	started time.Time
+	relay   *relay.Client // nil without a relay config
 }
 
 // Start takes the socket and the HTTP address; an error here (another
@@ -82,7 +84,12 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		Version:        buildinfo.String(),
 		MCPURL:         b.baseURL() + "/mcp",
 		Handle:         b.mcp.HandleBrowserMessage,
-		OnChange:       b.mcp.BrowsersChanged,
+		OnChange: func() {
+			b.mcp.BrowsersChanged()
+			if b.relay != nil {
+				b.relay.BrowsersChanged()
+			}
+		},
 		Status: func(st *protocol.StatusResult) {
 			st.Socket = sock.Path()
 			st.Listen = httpLn.Addr().String()
@@ -90,9 +97,15 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 			if cfg.Log.File != "-" {
 				st.LogFile = cfg.Log.File
 			}
+			if b.relay != nil {
+				st.Relay = b.relay.Status()
+			}
 		},
 	})
 	b.mcp.Attach(b.links)
+	if cfg.Relay.URL != "" {
+		b.relay = relay.New(relay.Options{URL: cfg.Relay.URL, Token: cfg.Relay.Token, Name: cfg.Relay.Name, Links: b.links, Logger: log})
+	}
 
 	hopts := mcpserver.HTTPOptions{SessionTimeout: d.SessionTimeout, MaxBodyBytes: cfg.MaxBodyBytes, PingInterval: d.SSEPingInterval, PingStyle: cfg.SSEPing}
 	b.st = b.mcp.NewStreamable(hopts)
@@ -130,6 +143,9 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 // Links is the registry of connected browsers.
 func (b *Bridge) Links() *hostlink.Server { return b.links }
 
+// Relay is the cloud relay client, nil when no relay is configured.
+func (b *Bridge) Relay() *relay.Client { return b.relay }
+
 // Addr is the HTTP address actually bound (useful with port 0).
 func (b *Bridge) Addr() string { return b.httpLn.Addr().String() }
 
@@ -141,6 +157,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.log.Info("bridge serving", "version", buildinfo.String(), "socket", b.sock.Path(), "listen", b.Addr())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return b.links.Serve(gctx, b.sock) })
+	if b.relay != nil {
+		g.Go(func() error { b.relay.Run(gctx); return nil })
+	}
 	g.Go(func() error {
 		if err := b.http.Serve(b.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serving HTTP: %w", err)

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/relay"
+)
+
+// envConnectToken supplies connect's token when --token is not given, so it
+// need not appear in a process list or a client's config.
+const envConnectToken = "BROWSERBRIDGE_PROXY_TOKEN"
+
+// runConnect is a stdio MCP server for remote clients: it reaches a browser
+// through a cloud proxy (spec 001) and exposes that browser's tools.
+//
+//	{"mcpServers": {"browser": {"command": "browserbridge",
+//	  "args": ["connect", "--proxy", "wss://relay.example.com"], "env": {"BROWSERBRIDGE_PROXY_TOKEN": "…"}}}}
+//
+// Stdout carries only JSON-RPC messages; logs go to stderr.
+func runConnect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("connect", stderr)
+	proxyURL := fs.String("proxy", "", "the proxy's WebSocket URL (wss://relay.example.com)")
+	tok := fs.String("token", "", "access token of kind mcp (default $"+envConnectToken+")")
+	ext := fs.String("extension", "", "extension id to connect to (default: the first connected; see list_extensions)")
+	wait := fs.Duration("wait", 30*time.Second, "how long a call waits for the proxy or the browser to come back")
+	verbose := fs.Bool("v", false, "log debug messages to stderr")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *tok == "" {
+		*tok = os.Getenv(envConnectToken)
+	}
+	if u, err := url.Parse(*proxyURL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		return usageError{fmt.Sprintf("--proxy %q is not a WebSocket URL such as wss://relay.example.com", *proxyURL)}
+	}
+	if *tok == "" {
+		return usageError{"--token (or $" + envConnectToken + ") is required: an access token of kind mcp from the proxy's operator"}
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	srv := relay.NewRemoteServer(relay.RemoteOptions{URL: *proxyURL, Token: *tok, ExtensionID: *ext, ReadyWait: *wait, Logger: log}, buildinfo.String())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go srv.Remote().Run(ctx)
+	// Offer the browser's tools from the first tools/list on, if they come
+	// in time; later changes reach the client as list_changed.
+	select {
+	case <-srv.Synced():
+	case <-time.After(min(*wait, 10*time.Second)):
+		log.Warn("no browser tools yet; serving anyway", "reason", srv.Remote().LastError())
+	case <-ctx.Done():
+		return nil
+	}
+	var t mcp.Transport = &mcp.StdioTransport{}
+	if stdout != os.Stdout {
+		t = &mcp.IOTransport{Reader: os.Stdin, Writer: nopWriteCloser{stdout}}
+	}
+	if err := srv.MCP().Run(ctx, t); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("serving MCP on stdio: %w", err)
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

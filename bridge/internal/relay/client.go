@@ -1,0 +1,344 @@
+// Package relay connects the bridge to a cloud proxy (spec 001,
+// bridge/relaywire). Client plays the extension's role for each connected
+// browser: one WebSocket per browser to <url>/extension, answering the
+// proxy's authenticate and forwarding every mapped request ("conn-<c>:<n>")
+// to the browser through the host link with the id unchanged, and the reply
+// back unchanged. Remote is the other side, the MCP role, used by
+// `browserbridge connect`.
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// States of one browser's relay connection (protocol.RelayInfo.State).
+const (
+	StateConnecting     = "connecting"
+	StateAuthenticating = "authenticating"
+	StateConnected      = "connected"
+	StateAuthFailed     = "auth_failed"
+	StateDisconnected   = "disconnected"
+)
+
+// Browsers is what the client needs of the host link.
+type Browsers interface {
+	Browsers() []*hostlink.Browser
+}
+
+// Options configure a Client.
+type Options struct {
+	// URL is the proxy's base URL (ws:// or wss://); Token its access token
+	// of kind extension. Both required.
+	URL, Token string
+	// Name, if set, is announced instead of "<browser> <version> (<profile>)".
+	Name string
+	// Links lists the connected browsers. Required.
+	Links Browsers
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// MinBackoff and MaxBackoff bound the reconnect delay, which doubles
+	// from MinBackoff after each failure, with jitter. Defaults 250 ms, 30 s.
+	MinBackoff, MaxBackoff time.Duration
+	// PingPeriod is how often the client pings the proxy; a connection
+	// silent for twice as long is dropped. Default 25 s.
+	PingPeriod time.Duration
+	// Dialer; nil means websocket.DefaultDialer with a 10 s handshake.
+	Dialer *websocket.Dialer
+}
+
+// Client keeps one proxy connection per connected browser. Create it with
+// New, run it with Run, and call BrowsersChanged when the host link's
+// browsers change.
+type Client struct {
+	opts   Options
+	log    *slog.Logger
+	kick   chan struct{}
+	mu     sync.Mutex
+	agents map[string]*agent // by browser id
+}
+
+// New returns a Client; Run starts it.
+func New(opts Options) *Client {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 250 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = opts.MinBackoff
+	}
+	if opts.PingPeriod <= 0 {
+		opts.PingPeriod = 25 * time.Second
+	}
+	if opts.Dialer == nil {
+		opts.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
+	}
+	opts.URL = strings.TrimRight(opts.URL, "/")
+	return &Client{opts: opts, log: opts.Logger.With("component", "relay"), kick: make(chan struct{}, 1), agents: make(map[string]*agent)}
+}
+
+// BrowsersChanged makes the client look at the browsers again. It never
+// blocks; call it from hostlink.Options.OnChange.
+func (c *Client) BrowsersChanged() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run keeps the connections until ctx ends, then closes them all.
+func (c *Client) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for {
+		c.reconcile(ctx, &wg)
+		select {
+		case <-c.kick:
+		case <-ctx.Done():
+			c.mu.Lock()
+			for id, a := range c.agents {
+				a.cancel()
+				delete(c.agents, id)
+			}
+			c.mu.Unlock()
+			wg.Wait()
+			return
+		}
+	}
+}
+
+// reconcile starts an agent for each new browser, points an agent at the
+// browser's current link, and stops the agents of browsers that left.
+func (c *Client) reconcile(ctx context.Context, wg *sync.WaitGroup) {
+	present := make(map[string]*hostlink.Browser)
+	for _, b := range c.opts.Links.Browsers() {
+		present[b.ID()] = b
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, a := range c.agents {
+		if _, ok := present[id]; !ok {
+			c.log.Info("browser left; closing its relay connection", "browser", id)
+			a.cancel()
+			delete(c.agents, id)
+		}
+	}
+	for id, b := range present {
+		if a, ok := c.agents[id]; ok {
+			a.setBrowser(b)
+			continue
+		}
+		actx, cancel := context.WithCancel(ctx)
+		a := &agent{c: c, cancel: cancel, browserID: id, browser: b, state: StateConnecting, since: time.Now()}
+		a.name = c.nameFor(b)
+		c.agents[id] = a
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.run(actx)
+		}()
+	}
+}
+
+// nameFor picks the name announced for b: relay.name or "<browser>
+// <version> (<profile>)", made unique among this bridge's browsers (the
+// proxy derives a stable extension id from user and name). c.mu is held.
+func (c *Client) nameFor(b *hostlink.Browser) string {
+	name := c.opts.Name
+	if name == "" {
+		info := b.Info()
+		name = strings.TrimSpace(info.Name + " " + info.Version)
+		if info.Profile != "" {
+			name += " (" + info.Profile + ")"
+		}
+		if name == "" {
+			name = "Browser"
+		}
+	}
+	for _, a := range c.agents {
+		if a.name == name {
+			short := b.ID()
+			if len(short) > 8 {
+				short = short[:8]
+			}
+			return name + " #" + short
+		}
+	}
+	return name
+}
+
+// Status reports each browser's relay connection, ordered by browser id.
+func (c *Client) Status() []protocol.RelayInfo {
+	c.mu.Lock()
+	list := make([]protocol.RelayInfo, 0, len(c.agents))
+	for _, a := range c.agents {
+		list = append(list, a.info())
+	}
+	c.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].BrowserID < list[j].BrowserID })
+	return list
+}
+
+// agent is one browser's relay: it connects, serves, and reconnects.
+type agent struct {
+	c         *Client
+	cancel    context.CancelFunc
+	browserID string
+	name      string
+
+	mu       sync.Mutex
+	browser  *hostlink.Browser
+	state    string
+	since    time.Time
+	lastErr  string
+	extID    string
+	userID   string
+	peers    int
+	attempt  int
+	inflight int
+}
+
+func (a *agent) setBrowser(b *hostlink.Browser) {
+	a.mu.Lock()
+	a.browser = b
+	a.mu.Unlock()
+}
+
+func (a *agent) currentBrowser() *hostlink.Browser {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.browser
+}
+
+func (a *agent) setState(state, errMsg string) {
+	a.mu.Lock()
+	if a.state != state {
+		a.since = time.Now()
+	}
+	a.state = state
+	if errMsg != "" || state == StateConnected {
+		a.lastErr = errMsg
+	}
+	a.mu.Unlock()
+}
+
+func (a *agent) info() protocol.RelayInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return protocol.RelayInfo{
+		BrowserID: a.browserID, URL: a.c.opts.URL, Name: a.name, State: a.state,
+		ExtensionID: a.extID, UserID: a.userID, Peers: a.peers, InFlight: a.inflight,
+		Since: a.since.UTC().Format(time.RFC3339), Error: a.lastErr, Attempt: a.attempt,
+	}
+}
+
+func (a *agent) run(ctx context.Context) {
+	log := a.c.log.With("browser", a.browserID)
+	for ctx.Err() == nil {
+		authed, authFailed, err := a.serve(ctx, log)
+		if ctx.Err() != nil {
+			return
+		}
+		a.mu.Lock()
+		if authed {
+			a.attempt = 0
+		}
+		a.attempt++
+		attempt := a.attempt
+		a.extID, a.peers = "", 0
+		a.mu.Unlock()
+		msg := err.Error()
+		state := StateDisconnected
+		if authFailed {
+			state = StateAuthFailed
+		}
+		a.setState(state, msg)
+		delay := Backoff(a.c.opts.MinBackoff, a.c.opts.MaxBackoff, attempt)
+		if authFailed {
+			delay = a.c.opts.MaxBackoff // a bad token stays bad: do not hammer the proxy
+		}
+		log.Warn("relay connection ended; reconnecting", "error", msg, "retry_in", delay.Round(time.Millisecond), "attempt", attempt)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Backoff is the delay before attempt n (1-based): min doubled n-1 times,
+// capped at max, with jitter taking off up to half.
+func Backoff(min, max time.Duration, n int) time.Duration {
+	d := min
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// errAuth marks a refusal of our token.
+var errAuth = errors.New("authentication failed")
+
+// serve runs one connection until it ends. It reports whether the proxy
+// accepted the token, whether it refused it, and why the connection ended.
+func (a *agent) serve(ctx context.Context, log *slog.Logger) (authed, authFailed bool, err error) {
+	a.setState(StateConnecting, "")
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ws, resp, err := a.c.opts.Dialer.DialContext(dctx, a.c.opts.URL+relaywire.PathExtension, nil)
+	cancel()
+	if err != nil {
+		if resp != nil {
+			return false, false, fmt.Errorf("connecting to the proxy at %s: %v (HTTP %s)", a.c.opts.URL, err, resp.Status)
+		}
+		return false, false, fmt.Errorf("connecting to the proxy at %s: %w", a.c.opts.URL, err)
+	}
+	a.setState(StateAuthenticating, "")
+	s := newSession(ctx, a, ws, log)
+	err = s.run()
+	authed = s.authed.Load()
+	return authed, errors.Is(err, errAuth), err
+}
+
+// jsonrpcError converts what Browser.Call returned into the error to send
+// back through the proxy.
+func jsonrpcError(method string, err error) *relaywire.Error {
+	var rpcErr *jsonrpc2.Error
+	switch {
+	case errors.As(err, &rpcErr):
+		e := &relaywire.Error{Code: int(rpcErr.Code), Message: rpcErr.Message}
+		if rpcErr.Data != nil {
+			e.Data = json.RawMessage(*rpcErr.Data)
+		}
+		return e
+	case errors.Is(err, hostlink.ErrBrowserGone):
+		return relaywire.Errorf(relaywire.CodeExtensionGone, "the browser disconnected from the bridge before answering %s; it may or may not have acted", method)
+	case errors.Is(err, hostlink.ErrDuplicateID):
+		return relaywire.Errorf(relaywire.CodeDuplicateID, "%v", err)
+	}
+	return relaywire.Errorf(relaywire.CodeInternalError, "the bridge could not call the browser: %v", err)
+}

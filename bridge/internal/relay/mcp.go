@@ -1,0 +1,149 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// RemoteServer is an MCP server whose tools are those of a browser reached
+// through the proxy: `browserbridge connect` serves it over stdio. After
+// every (re)connect it asks the browser for tools/list and updates its
+// tools; tools/call is forwarded.
+type RemoteServer struct {
+	remote *Remote
+	server *mcp.Server
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	tools  map[string][]byte // name → JSON, to see changes
+	synced chan struct{}     // closed after the first tool list
+	once   sync.Once
+}
+
+// NewRemoteServer returns the server and its Remote (not yet running: call
+// Remote().Run).
+func NewRemoteServer(opts RemoteOptions, version string) *RemoteServer {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &RemoteServer{log: opts.Logger, tools: make(map[string][]byte), synced: make(chan struct{})}
+	user := opts.OnReady
+	opts.OnReady = func(res relaywire.ConnectResult) {
+		s.refresh()
+		if user != nil {
+			user(res)
+		}
+	}
+	s.remote = NewRemote(opts)
+	s.server = mcp.NewServer(&mcp.Implementation{Name: "browserbridge-connect", Version: version}, &mcp.ServerOptions{
+		Instructions: "Tools of a browser reached through a Browser Bridge cloud proxy.",
+		Logger:       opts.Logger,
+	})
+	return s
+}
+
+// Remote is the proxy connection.
+func (s *RemoteServer) Remote() *Remote { return s.remote }
+
+// MCP is the SDK server, for a transport.
+func (s *RemoteServer) MCP() *mcp.Server { return s.server }
+
+// Synced is closed once the browser's tools were listed the first time.
+func (s *RemoteServer) Synced() <-chan struct{} { return s.synced }
+
+// refresh fetches the browser's tools and updates the server's.
+func (s *RemoteServer) refresh() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.remote.opts.ReadyWait)
+	defer cancel()
+	raw, err := s.remote.Call(ctx, "tools/list", struct{}{})
+	if err != nil {
+		s.log.Warn("listing the browser's tools", "error", err)
+		return
+	}
+	var list struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		s.log.Warn("the browser's tools/list result is malformed", "error", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := make(map[string][]byte, len(list.Tools))
+	for _, t := range list.Tools {
+		var tool mcp.Tool
+		if json.Unmarshal(t, &tool) != nil || tool.Name == "" {
+			continue
+		}
+		next[tool.Name] = t
+		if old, ok := s.tools[tool.Name]; ok && bytes.Equal(old, t) {
+			continue
+		}
+		s.addTool(&tool)
+	}
+	var gone []string
+	for name := range s.tools {
+		if _, ok := next[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.server.RemoveTools(gone...)
+	}
+	s.tools = next
+	s.once.Do(func() { close(s.synced) })
+}
+
+func (s *RemoteServer) addTool(t *mcp.Tool) {
+	defer func() {
+		if r := recover(); r != nil { // the SDK panics on schemas it cannot use
+			s.log.Warn("skipping a browser tool the SDK refused", "tool", t.Name, "error", r)
+		}
+	}()
+	s.server.AddTool(t, s.call)
+}
+
+// call forwards tools/call to the browser.
+func (s *RemoteServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	params := map[string]any{"name": req.Params.Name}
+	if len(req.Params.Arguments) > 0 {
+		params["arguments"] = req.Params.Arguments
+	} else {
+		params["arguments"] = map[string]any{}
+	}
+	raw, err := s.remote.Call(ctx, "tools/call", params)
+	if err != nil {
+		var rpcErr *relaywire.Error
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.As(err, &rpcErr) && (rpcErr.Code == jsonrpc.CodeInvalidParams || rpcErr.Code == jsonrpc.CodeMethodNotFound):
+			return nil, &jsonrpc.Error{Code: int64(rpcErr.Code), Message: rpcErr.Message}
+		case errors.As(err, &rpcErr):
+			return toolError(rpcErr.Message), nil
+		}
+		return toolError(err.Error()), nil
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return toolError(fmt.Sprintf("the browser's result is not an MCP CallToolResult: %v", err)), nil
+	}
+	if res.Content == nil {
+		res.Content = []mcp.Content{}
+	}
+	return &res, nil
+}
+
+func toolError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}

@@ -1,0 +1,348 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/browserbridge/browserbridge/bridge/protocol"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// metaSession is the _meta key naming whose call a tools/call is
+// (docs/protocol.md); the extension keys its tab groups on it.
+const metaSession = "browserbridge/session"
+
+// writeWait bounds each write to the proxy.
+const writeWait = 10 * time.Second
+
+// reasonDropped is told to the browser for calls cut off by a drop.
+const reasonDropped = "the relay connection to the proxy dropped; the caller was told the call failed"
+
+// session is one WebSocket connection to the proxy: this goroutine reads,
+// writePump writes.
+type session struct {
+	a   *agent
+	ws  *websocket.Conn
+	log *slog.Logger
+
+	ctx    context.Context // ends when the connection does
+	cancel context.CancelCauseFunc
+	out    chan []byte
+	wg     sync.WaitGroup // forwarded calls
+	authed atomic.Bool
+
+	mu       sync.Mutex
+	inflight map[string]struct{} // mapped ids being forwarded
+	conns    map[string]struct{} // connection ids seen, for session.ended
+}
+
+func newSession(ctx context.Context, a *agent, ws *websocket.Conn, log *slog.Logger) *session {
+	s := &session{a: a, ws: ws, log: log, out: make(chan []byte, 64), inflight: make(map[string]struct{}), conns: make(map[string]struct{})}
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	return s
+}
+
+// run serves the connection until it ends and returns why.
+func (s *session) run() error {
+	pongWait := 2 * s.a.c.opts.PingPeriod
+	s.ws.SetReadLimit(4 * relaywire.MaxMessageSize)
+	_ = s.ws.SetReadDeadline(time.Now().Add(pongWait))
+	s.ws.SetPongHandler(func(string) error { return s.ws.SetReadDeadline(time.Now().Add(pongWait)) })
+	s.ws.SetPingHandler(func(data string) error {
+		_ = s.ws.SetReadDeadline(time.Now().Add(pongWait))
+		err := s.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeWait))
+		if errors.Is(err, websocket.ErrCloseSent) {
+			return nil
+		}
+		return err
+	})
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		s.writePump()
+	}()
+	// Unblock the reader when the bridge stops or the writer fails.
+	stop := context.AfterFunc(s.ctx, func() { s.ws.Close() })
+	defer stop()
+
+	err := s.readPump()
+	s.cancel(err)
+	<-writerDone
+	s.ws.Close()
+	s.wg.Wait() // forwarded calls have told the browser they were cut off
+	s.endSessions()
+	return err
+}
+
+func (s *session) readPump() error {
+	pongWait := 2 * s.a.c.opts.PingPeriod
+	for {
+		_, data, err := s.ws.ReadMessage()
+		if err != nil {
+			return s.readError(err)
+		}
+		_ = s.ws.SetReadDeadline(time.Now().Add(pongWait))
+		m, kind, perr := relaywire.Parse(data)
+		if perr != nil {
+			s.log.Warn("bad message from the proxy", "error", perr.Message)
+			if m != nil && m.ID != nil {
+				s.send(relaywire.AppendError(nil, m.ID, perr))
+			}
+			continue
+		}
+		switch kind {
+		case relaywire.KindRequest:
+			s.handleRequest(m)
+		case relaywire.KindNotification:
+			s.handleNotification(m)
+		case relaywire.KindReply:
+			// The extension's role never makes requests: nothing to answer.
+			s.log.Debug("ignored a reply from the proxy", "id", string(m.ID))
+		}
+	}
+}
+
+// readError says in a sentence why the connection ended.
+func (s *session) readError(err error) error {
+	if cause := context.Cause(s.ctx); cause != nil && s.ctx.Err() != nil {
+		if errors.Is(cause, context.Canceled) {
+			return errors.New("the bridge is closing the relay connection")
+		}
+		return cause
+	}
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		reason := ce.Text
+		if reason == "" {
+			reason = fmt.Sprintf("close code %d", ce.Code)
+		}
+		if ce.Code == websocket.ClosePolicyViolation && strings.HasPrefix(reason, "authentication failed") && !s.authed.Load() {
+			return fmt.Errorf("%w: the proxy refused the relay token: %s", errAuth, reason)
+		}
+		return fmt.Errorf("the proxy closed the connection: %s", reason)
+	}
+	return fmt.Errorf("the connection to the proxy was lost: %v", err)
+}
+
+func (s *session) writePump() {
+	t := time.NewTicker(s.a.c.opts.PingPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case msg := <-s.out:
+			_ = s.ws.SetWriteDeadline(time.Now().Add(writeWait))
+			if err := s.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+				s.cancel(fmt.Errorf("writing to the proxy: %v", err))
+				return
+			}
+		case <-t.C:
+			if err := s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				s.cancel(fmt.Errorf("pinging the proxy: %v", err))
+				return
+			}
+		case <-s.ctx.Done():
+			_ = s.ws.WriteControl(websocket.CloseMessage,
+				websocket.FormatCloseMessage(websocket.CloseGoingAway, "bridge relay closing"), time.Now().Add(time.Second))
+			return
+		}
+	}
+}
+
+// send queues a message; it gives up when the connection ends.
+func (s *session) send(msg []byte) bool {
+	select {
+	case s.out <- msg:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+func (s *session) handleRequest(m *relaywire.Message) {
+	id, isString := relaywire.IDString(m.ID)
+	switch {
+	case isString && strings.HasPrefix(id, relaywire.PrefixProxy):
+		if m.Method != relaywire.MethodAuthenticate {
+			s.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "the bridge's relay does not serve proxy method %q", m.Method)))
+			return
+		}
+		res := relaywire.AuthenticateResult{Name: s.a.name, AccessToken: s.a.c.opts.Token}
+		s.send(relaywire.AppendResult(nil, m.ID, relaywire.MarshalParams(res)))
+	case !isString || !strings.HasPrefix(id, relaywire.PrefixConnection):
+		s.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInvalidRequest,
+			"the bridge's relay forwards only requests with mapped ids \"conn-<connection>:<id>\", not %s", m.ID)))
+	default:
+		conn, _, ok := relaywire.UnmapID(id)
+		if !ok {
+			s.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInvalidRequest, "malformed mapped id %s", m.ID)))
+			return
+		}
+		s.mu.Lock()
+		s.conns[conn] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.forward(id, conn, m)
+		}()
+	}
+}
+
+// forward calls the browser with the proxy's id unchanged and sends the
+// reply back unchanged.
+func (s *session) forward(id, conn string, m *relaywire.Message) {
+	b := s.a.currentBrowser()
+	if b == nil {
+		s.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the browser is no longer connected to the bridge")))
+		return
+	}
+	s.mu.Lock()
+	s.inflight[id] = struct{}{}
+	s.mu.Unlock()
+	s.a.mu.Lock()
+	s.a.inflight++
+	s.a.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.inflight, id)
+		s.mu.Unlock()
+		s.a.mu.Lock()
+		s.a.inflight--
+		s.a.mu.Unlock()
+	}()
+
+	var params any
+	if m.Params != nil {
+		params = withSession(m.Method, m.Params, conn)
+	}
+	res, err := b.Call(s.ctx, id, m.Method, params)
+	if err != nil && s.ctx.Err() != nil {
+		// The connection dropped: nobody can be answered through it (the
+		// proxy fails the caller's request); tell the browser to stop.
+		nctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = b.Notify(nctx, "notifications/cancelled", map[string]any{"requestId": id, "reason": reasonDropped})
+		cancel()
+		return
+	}
+	if err != nil {
+		s.send(relaywire.AppendError(nil, m.ID, jsonrpcError(m.Method, err)))
+		return
+	}
+	s.send(relaywire.AppendResult(nil, m.ID, res))
+}
+
+// withSession adds _meta["browserbridge/session"] = {id: conn, client:
+// "relay"} to a tools/call that has none, so the extension groups the
+// remote client's tabs as it does a local session's. Other params pass
+// unchanged.
+func withSession(method string, params json.RawMessage, conn string) json.RawMessage {
+	if method != "tools/call" {
+		return params
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	if raw, ok := p["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
+		return params
+	}
+	if _, ok := meta[metaSession]; ok {
+		return params
+	}
+	if meta == nil {
+		meta = make(map[string]json.RawMessage)
+	}
+	meta[metaSession] = relaywire.MarshalParams(map[string]string{"id": conn, "client": "relay"})
+	p["_meta"] = relaywire.MarshalParams(meta)
+	return relaywire.MarshalParams(p)
+}
+
+func (s *session) handleNotification(m *relaywire.Message) {
+	switch m.Method {
+	case relaywire.MethodAuthenticated:
+		var p relaywire.AuthenticatedParams
+		_ = json.Unmarshal(m.Params, &p)
+		s.authed.Store(true)
+		s.a.mu.Lock()
+		s.a.extID, s.a.userID, s.a.attempt = p.ExtensionID, p.UserID, 0
+		s.a.mu.Unlock()
+		s.a.setState(StateConnected, "")
+		s.log.Info("relay connected", "url", s.a.c.opts.URL, "extension", p.ExtensionID, "name", s.a.name)
+	case relaywire.MethodStatus:
+		var p relaywire.StatusParams
+		_ = json.Unmarshal(m.Params, &p)
+		s.a.mu.Lock()
+		s.a.peers = p.PeerCount
+		s.a.mu.Unlock()
+	case "notifications/cancelled":
+		s.cancelled(m.Params)
+	default:
+		s.log.Debug("ignored a notification from the proxy", "method", m.Method)
+	}
+}
+
+// cancelled passes an MCP client's cancellation to the browser. The proxy
+// forwards notifications with the client's own id, not the mapped one, so
+// the relay finds the one call in flight whose original id it is; with
+// several candidates (two clients using the same id) it cannot tell whose
+// and does nothing.
+func (s *session) cancelled(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Reason    string          `json:"reason"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 {
+		return
+	}
+	var match []string
+	s.mu.Lock()
+	for id := range s.inflight {
+		if _, orig, ok := relaywire.UnmapID(id); ok && string(orig) == string(p.RequestID) {
+			match = append(match, id)
+		}
+		if id == string(p.RequestID) || `"`+id+`"` == string(p.RequestID) {
+			match = append(match[:0], id)
+			break
+		}
+	}
+	s.mu.Unlock()
+	if len(match) != 1 {
+		return
+	}
+	if b := s.a.currentBrowser(); b != nil {
+		nctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		_ = b.Notify(nctx, "notifications/cancelled", map[string]any{"requestId": match[0], "reason": p.Reason})
+		cancel()
+	}
+}
+
+// endSessions tells the browser that the remote sessions seen on this
+// connection are over: after a drop the proxy ends every MCP connection to
+// this extension.
+func (s *session) endSessions() {
+	b := s.a.currentBrowser()
+	if b == nil {
+		return
+	}
+	s.mu.Lock()
+	conns := make([]string, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		nctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = b.Notify(nctx, protocol.SessionEnded, map[string]string{"session": c, "client": "relay"})
+		cancel()
+	}
+}
