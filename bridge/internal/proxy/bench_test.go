@@ -1,10 +1,17 @@
 package proxy
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,21 +199,104 @@ func inUse() uint64 {
 	return ms.HeapInuse + ms.StackInuse
 }
 
+// echoEnv, when set, makes the test binary a trivial WebSocket echo server
+// (see TestMain): the baseline of BenchmarkIdlePair, in its own process so
+// that its memory is not counted.
+const echoEnv = "BROWSERBRIDGE_PROXY_BENCH_ECHO"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(echoEnv) != "" {
+		os.Exit(serveEcho())
+	}
+	os.Exit(m.Run())
+}
+
+// serveEcho echoes messages on any path, prints its address, and returns
+// when its stdin closes.
+func serveEcho() int {
+	raiseFileLimit(20000)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	up := websocket.Upgrader{ReadBufferSize: 512, WriteBufferSize: 512}
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		for {
+			t, data, err := ws.ReadMessage()
+			if err != nil || ws.WriteMessage(t, data) != nil {
+				return
+			}
+		}
+	}))
+	fmt.Println(ln.Addr())
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// startEcho runs serveEcho in a child process and returns its ws:// URL.
+func startEcho(b *testing.B) string {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), echoEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("echo server: %v", err)
+	}
+	return "ws://" + strings.TrimSpace(addr) + "/"
+}
+
 // BenchmarkIdlePair measures the memory of idle connected pairs (an
-// extension and an MCP client connected to it): the proxy's four
-// goroutines and two connections per pair, plus the two goroutine-less
-// client ends in the same process.
+// extension and an MCP client connected to it). B/pair is this process's
+// growth per pair: the proxy's two connections and their goroutines plus
+// the two goroutine-less client ends. client-B/pair is the baseline, the
+// same two client ends (same dialer and buffers) holding idle connections
+// to an echo server in another process; proxy-B/pair, the difference, is
+// what the proxy itself holds per pair.
 func BenchmarkIdlePair(b *testing.B) {
 	const n = 1000
+	raiseFileLimit(8*n + 1000)
 	// Measured once, whatever -benchtime says: the loop is empty.
-	tp := newTestProxy(b, Options{})
+	echo := startEcho(b)
 	before := inUse()
+	clients := make([]*websocket.Conn, 0, 2*n)
+	for range 2 * n {
+		clients = append(clients, rawDial(b, echo))
+	}
+	time.Sleep(100 * time.Millisecond)
+	baseline := inUse() - before
+	for _, ws := range clients {
+		ws.Close()
+	}
+	clients = nil
+
+	tp := newTestProxy(b, Options{})
+	before = inUse()
 	closeAll := idlePairs(b, tp, n)
 	time.Sleep(100 * time.Millisecond)
-	after := inUse()
+	total := inUse() - before
 	for b.Loop() {
 	}
-	b.ReportMetric(float64(after-before)/n, "B/pair")
+	b.ReportMetric(float64(total)/n, "B/pair")
+	b.ReportMetric(float64(baseline)/n, "client-B/pair")
+	b.ReportMetric((float64(total)-float64(baseline))/n, "proxy-B/pair")
 	closeAll()
 }
 

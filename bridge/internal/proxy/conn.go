@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -23,7 +27,7 @@ type errTooBig struct{ size int64 }
 func (e errTooBig) Error() string { return fmt.Sprintf("message of %d bytes", e.size) }
 
 // wsConn is one WebSocket connection with exactly one reader (the
-// goroutine that calls readLoop: the HTTP handler's) and one writer (the
+// goroutine that calls readLoop, started by the HTTP handler) and one writer (the
 // writePump goroutine).
 //
 // Concurrency contract: enqueue and closeWith may be called from any
@@ -33,6 +37,7 @@ func (e errTooBig) Error() string { return fmt.Sprintf("message of %d bytes", e.
 type wsConn struct {
 	s    *Server
 	ws   *websocket.Conn
+	bc   *batchConn // ws's socket
 	send chan []byte
 
 	quit      chan struct{} // closed by closeWith
@@ -49,10 +54,11 @@ type wsConn struct {
 	strikeStart time.Time
 }
 
-func newWSConn(s *Server, ws *websocket.Conn) *wsConn {
+func newWSConn(s *Server, ws *websocket.Conn, bc *batchConn) *wsConn {
 	return &wsConn{
 		s:         s,
 		ws:        ws,
+		bc:        bc,
 		send:      make(chan []byte, s.opts.SendQueue),
 		quit:      make(chan struct{}),
 		readDone:  make(chan struct{}),
@@ -113,7 +119,8 @@ func truncateReason(s string) string {
 
 // writePump is the connection's only writer: queued messages, pings every
 // PingPeriod, and at the end the close frame. It closes the socket when it
-// returns.
+// returns. The messages queued when it wakes are written as one batch: their
+// frames go out in one system call (see batchConn).
 func (c *wsConn) writePump() {
 	defer close(c.writeDone)
 	ticker := time.NewTicker(c.s.opts.pingPeriod())
@@ -122,7 +129,7 @@ func (c *wsConn) writePump() {
 	for {
 		select {
 		case msg := <-c.send:
-			if err := c.write(msg); err != nil {
+			if err := c.writeBatch(msg); err != nil {
 				c.closeWith(0, "")
 				return
 			}
@@ -138,7 +145,7 @@ func (c *wsConn) writePump() {
 			for flushed := false; !flushed; {
 				select {
 				case msg := <-c.send:
-					if c.write(msg) != nil {
+					if c.writeBatch(msg) != nil {
 						return
 					}
 				default:
@@ -160,13 +167,111 @@ func (c *wsConn) writePump() {
 	}
 }
 
-func (c *wsConn) write(msg []byte) error {
+// maxBatch bounds the bytes gathered into one batch before they are sent.
+const maxBatch = 64 << 10
+
+// writeBatch writes msg and every message queued behind it (up to maxBatch
+// bytes at a time), one system call per batch.
+func (c *wsConn) writeBatch(msg []byte) error {
 	c.ws.SetWriteDeadline(time.Now().Add(c.s.opts.WriteWait))
-	if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-		return fmt.Errorf("writing a message: %w", err)
+	c.bc.begin()
+	n := 0
+	for {
+		if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+			c.bc.end()
+			return fmt.Errorf("writing a message: %w", err)
+		}
+		n += len(msg)
+		if c.bc.buffered() >= maxBatch {
+			break
+		}
+		select {
+		case msg = <-c.send:
+			continue
+		default:
+		}
+		break
 	}
-	c.s.m.bytesOut.Add(float64(len(msg)))
+	c.s.m.bytesOut.Add(float64(n))
+	if err := c.bc.end(); err != nil {
+		return fmt.Errorf("writing messages: %w", err)
+	}
 	return nil
+}
+
+// batchConn is the socket as the websocket.Conn sees it. Between begin and
+// end (called by the write pump) the frames written are gathered in a
+// pooled buffer and sent by end in one write; at other times, and for
+// nothing but the gorilla Conn's serialized writes, it writes through.
+// An idle connection holds no buffer.
+type batchConn struct {
+	net.Conn
+
+	mu  sync.Mutex
+	on  bool
+	buf *[]byte
+}
+
+var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func (b *batchConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.on {
+		return b.Conn.Write(p)
+	}
+	*b.buf = append(*b.buf, p...)
+	return len(p), nil
+}
+
+func (b *batchConn) begin() {
+	b.mu.Lock()
+	b.on = true
+	b.buf = batchPool.Get().(*[]byte)
+	b.mu.Unlock()
+}
+
+func (b *batchConn) buffered() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(*b.buf)
+}
+
+// end sends what was gathered since begin and returns to writing through.
+func (b *batchConn) end() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	buf := b.buf
+	b.on, b.buf = false, nil
+	var err error
+	if len(*buf) > 0 {
+		_, err = b.Conn.Write(*buf)
+	}
+	if cap(*buf) <= maxBatch+16<<10 {
+		*buf = (*buf)[:0]
+		batchPool.Put(buf)
+	}
+	return err
+}
+
+// batchWriter hands gorilla's Upgrade a batchConn in place of the hijacked
+// socket.
+type batchWriter struct {
+	http.ResponseWriter
+	bc *batchConn
+}
+
+func (w batchWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the response writer cannot be hijacked")
+	}
+	nc, brw, err := h.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.bc.Conn = nc
+	return w.bc, brw, nil
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -141,6 +142,11 @@ func (s *Server) serveExtension(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
+	go s.runExtension(c, r.RemoteAddr)
+}
+
+// runExtension is the reader of one extension connection.
+func (s *Server) runExtension(c *wsConn, remote string) {
 	defer s.finish(c)
 	s.m.conns.With("extension").Inc()
 	defer s.m.conns.With("extension").Dec()
@@ -161,7 +167,7 @@ func (s *Server) serveExtension(w http.ResponseWriter, r *http.Request) {
 	if h.ext != nil {
 		h.leave()
 	}
-	s.log.Debug("extension connection ended", "remote", r.RemoteAddr, "err", err)
+	s.log.Debug("extension connection ended", "remote", remote, "err", err)
 }
 
 func tooBigError(n, limit int64) *relaywire.Error {
@@ -209,9 +215,8 @@ func (h *extHandler) handle(data []byte) {
 		s.m.dropped.With("ext_notification").Inc()
 		return
 	}
-	id, _ := relaywire.IDString(m.ID)
 	if !h.authed.Load() {
-		if id == authID {
+		if id, _ := idString(m.ID); id == authID {
 			h.authenticate(m)
 		} else {
 			s.m.dropped.With("unauthenticated").Inc()
@@ -248,7 +253,7 @@ func (h *extHandler) pendingFor(raw json.RawMessage) (*connection, string) {
 	if h.ext == nil || raw == nil {
 		return nil, ""
 	}
-	id, ok := relaywire.IDString(raw)
+	id, ok := idString(raw)
 	if !ok {
 		return nil, ""
 	}
@@ -260,6 +265,20 @@ func (h *extHandler) pendingFor(raw json.RawMessage) (*connection, string) {
 	cn := h.ext.conns[connID]
 	h.ext.mu.Unlock()
 	return cn, id
+}
+
+// idString is relaywire.IDString without a JSON decoder for the common
+// case, a string of printable ASCII without escapes (mapped ids are).
+func idString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return relaywire.IDString(raw)
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			return relaywire.IDString(raw)
+		}
+	}
+	return string(raw[1 : len(raw)-1]), true
 }
 
 // validError reports whether raw is a JSON-RPC error object: an integer

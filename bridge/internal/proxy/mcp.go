@@ -57,6 +57,11 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
+	go s.runMCP(c, r.RemoteAddr)
+}
+
+// runMCP is the reader of one mcp connection.
+func (s *Server) runMCP(c *wsConn, remote string) {
 	defer s.finish(c)
 	s.m.conns.With("mcp").Inc()
 	defer s.m.conns.With("mcp").Dec()
@@ -72,7 +77,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	})
 	t.Stop()
 	mc.leave()
-	s.log.Debug("mcp connection ended", "remote", r.RemoteAddr, "err", err)
+	s.log.Debug("mcp connection ended", "remote", remote, "err", err)
 }
 
 // leave runs when the client's connection ended.
@@ -134,7 +139,7 @@ func (mc *mcpClient) handle(data []byte) {
 		}
 		return
 	}
-	if kind == relaywire.KindRequest && relaywire.IsReservedID(m.ID) {
+	if kind == relaywire.KindRequest && isReservedID(m.ID) {
 		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidRequest, `invalid id: ids starting with %q or %q are reserved for the proxy and extensions`, relaywire.PrefixProxy, relaywire.PrefixExt), "reserved_id")
 		return
 	}
@@ -178,6 +183,12 @@ func (mc *mcpClient) handle(data []byte) {
 		return
 	}
 	mc.forward(m, kind, now)
+}
+
+// isReservedID is relaywire.IsReservedID, with idString's fast path.
+func isReservedID(raw json.RawMessage) bool {
+	s, ok := idString(raw)
+	return ok && (strings.HasPrefix(s, relaywire.PrefixProxy) || strings.HasPrefix(s, relaywire.PrefixExt))
 }
 
 func (mc *mcpClient) rateLimited(m *relaywire.Message, kind relaywire.Kind, format string, rate float64) {

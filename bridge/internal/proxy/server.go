@@ -4,8 +4,10 @@
 // client connect to one of its own user's extensions, and forwards its
 // requests there with the ids mapped, and the replies back.
 //
-// Each WebSocket connection has one reader (its HTTP handler's goroutine)
-// and one writer goroutine. Shared state (users, their extensions, the
+// Each WebSocket connection has one reader goroutine and one writer
+// goroutine; the HTTP handler that upgraded it returns at once, so that
+// net/http's per-request state (buffers, request, stack) is not held for
+// the connection's life. Shared state (users, their extensions, the
 // connections between MCP clients and extensions) is guarded by mutexes
 // taken in the order Server.mu → extension.mu → mcpClient.mu →
 // connection.mu, never the other way round, and never held while blocking
@@ -137,6 +139,13 @@ func (o *Options) extRate() float64 {
 	return max(o.ConnRate, o.UserRate)
 }
 
+// Buffer sizes of each WebSocket. Messages are small JSON-RPC objects;
+// larger ones take several reads or frames.
+const (
+	readBufferSize  = 1024
+	writeBufferSize = 4096
+)
+
 // Server is the proxy. Create it with New, serve with Run (or mount
 // Handler and call Shutdown). Its methods are safe for concurrent use.
 type Server struct {
@@ -192,9 +201,13 @@ func New(opts Options) (*Server, error) {
 		users:   make(map[string]*user),
 		conns:   make(map[*wsConn]struct{}),
 	}
+	// The read buffer lives as long as the connection; write buffers are
+	// taken from the pool for each message, so an idle connection holds
+	// none.
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
-		ReadBufferSize:   4096,
+		ReadBufferSize:   readBufferSize,
+		WriteBufferSize:  writeBufferSize,
 		WriteBufferPool:  &sync.Pool{},
 		CheckOrigin:      opts.CheckOrigin,
 	}
@@ -344,12 +357,13 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) *wsConn {
 		http.Error(w, "the proxy is shutting down", http.StatusServiceUnavailable)
 		return nil
 	}
-	ws, err := s.upgrader.Upgrade(w, r, nil)
+	bc := &batchConn{}
+	ws, err := s.upgrader.Upgrade(batchWriter{w, bc}, r, nil)
 	if err != nil {
 		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return nil
 	}
-	c := newWSConn(s, ws)
+	c := newWSConn(s, ws, bc)
 	if !s.track(c) {
 		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, relaywire.ReasonShuttingDown), time.Now().Add(time.Second))
 		ws.Close()
