@@ -69,6 +69,13 @@ type world struct {
 type worldOptions struct {
 	echoHost    bool // register testdata/echohost as com.browserbridge.echo
 	noRateLimit bool // turn off the bridge's per-client rate limit (100/s), which a benchmark exceeds
+	relay       *relayOptions
+}
+
+// relayOptions is the "relay" block of the bridge's config.json: the
+// bridge registers its browser with the cloud proxy at url.
+type relayOptions struct {
+	url, token string
 }
 
 // startWorld brings the whole chain up and registers its teardown, which
@@ -93,11 +100,15 @@ func startWorld(tb testing.TB, opts worldOptions) *world {
 			tb.Fatal(err)
 		}
 	}
-	config := `{"listen":"127.0.0.1:0"}`
+	config := map[string]any{"listen": "127.0.0.1:0"}
 	if opts.noRateLimit {
-		config = `{"listen":"127.0.0.1:0","rate_limit":0}`
+		config["rate_limit"] = 0
 	}
-	if err := os.WriteFile(filepath.Join(w.bbHome, "config", "config.json"), []byte(config), 0o600); err != nil {
+	if opts.relay != nil {
+		config["relay"] = map[string]string{"url": opts.relay.url, "token": opts.relay.token}
+	}
+	configJSON, _ := json.Marshal(config)
+	if err := os.WriteFile(filepath.Join(w.bbHome, "config", "config.json"), configJSON, 0o600); err != nil {
 		tb.Fatal(err)
 	}
 	w.env = append(os.Environ(),

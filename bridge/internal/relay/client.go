@@ -9,6 +9,8 @@ package relay
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -175,16 +177,12 @@ func (c *Client) nameFor(b *hostlink.Browser) string {
 			name = "Browser"
 		}
 	}
-	for _, a := range c.agents {
-		if a.name == name {
-			short := b.ID()
-			if len(short) > 8 {
-				short = short[:8]
-			}
-			return name + " #" + short
-		}
-	}
-	return name
+	// The proxy derives the extension id from the user and this name, so the
+	// name must depend on this browser alone, never on which others are
+	// attached or in what order: a tag from its instance id keeps two alike
+	// browsers apart and each one's id the same across restarts.
+	sum := sha256.Sum256([]byte(b.ID()))
+	return name + " #" + hex.EncodeToString(sum[:3])
 }
 
 // Status reports each browser's relay connection, ordered by browser id.

@@ -601,3 +601,33 @@ func TestBackoff(t *testing.T) {
 }
 
 var _ = io.Discard
+
+// TestRelayNamesDoNotDependOnOrder: two browsers that look alike (same
+// name, version, profile, as the fake browsers here do) attached in one
+// order to one bridge and in the other order to another get the same
+// names, so the proxy's extension id of each stays the same across bridge
+// restarts whichever attaches first.
+func TestRelayNamesDoNotDependOnOrder(t *testing.T) {
+	p := startProxy(t)
+	names := func(user string, order []string) map[string]string {
+		ub := startBridge(t, p, user)
+		for _, label := range order {
+			ub.attach(label)
+		}
+		got := map[string]string{}
+		for id, r := range ub.waitRelay(len(order)) {
+			got[id] = r.Name
+		}
+		return got
+	}
+	first := names("carol", []string{"X", "Y"})
+	second := names("dave", []string{"Y", "X"})
+	if len(first) != 2 || first["instance-x"] == first["instance-y"] {
+		t.Fatalf("alike browsers must get different names: %v", first)
+	}
+	for id, name := range first {
+		if second[id] != name {
+			t.Fatalf("browser %s is %q when attached first and %q when attached second", id, name, second[id])
+		}
+	}
+}
