@@ -33,7 +33,7 @@ type benchCall struct {
 // `-benchtime 3000x` stays short) and reports p50-ms and p95-ms of its last
 // run; ns/op is the mean of the calls it made.
 func BenchmarkTools(b *testing.B) {
-	w := startWorld(b, worldOptions{echoHost: true, noRateLimit: true})
+	w := startWorld(b, worldOptions{echoHost: true})
 	c := w.client("e2e-bench")
 	form := w.pages.url("form.html")
 	// The tab most calls act on is opened last, so that it is the active

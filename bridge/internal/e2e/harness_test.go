@@ -67,9 +67,8 @@ type world struct {
 }
 
 type worldOptions struct {
-	echoHost    bool // register testdata/echohost as com.browserbridge.echo
-	noRateLimit bool // turn off the bridge's per-client rate limit (100/s), which a benchmark exceeds
-	relay       *relayOptions
+	echoHost bool // register testdata/echohost as com.browserbridge.echo
+	relay    *relayOptions
 }
 
 // relayOptions is the "relay" block of the bridge's config.json: the
@@ -101,9 +100,6 @@ func startWorld(tb testing.TB, opts worldOptions) *world {
 		}
 	}
 	config := map[string]any{"listen": "127.0.0.1:0"}
-	if opts.noRateLimit {
-		config["rate_limit"] = 0
-	}
 	if opts.relay != nil {
 		config["relay"] = map[string]string{"url": opts.relay.url, "token": opts.relay.token}
 	}
