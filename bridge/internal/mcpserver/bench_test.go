@@ -51,41 +51,52 @@ func BenchmarkCalls(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				work := make(chan struct{}, clients)
-				lat := make([][]time.Duration, clients)
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				start := time.Now()
-				for i, cs := range sessions {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range work {
-							t0 := time.Now()
-							res, err := cs.CallTool(context.Background(), params)
-							if err != nil || res.IsError {
-								b.Errorf("call: %v", err)
-								return
-							}
-							lat[i] = append(lat[i], time.Since(t0))
-						}
-					}()
-				}
-				for b.Loop() {
-					work <- struct{}{}
-				}
-				close(work)
-				wg.Wait()
-				elapsed := time.Since(start)
-				b.StopTimer()
-				all := slices.Concat(lat...)
-				slices.Sort(all)
-				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
-				b.ReportMetric(float64(all[len(all)/2].Microseconds())/1e3, "p50-ms")
-				b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1e3, "p99-ms")
+				closedLoop(b, clients, func(i int) error {
+					res, err := sessions[i].CallTool(context.Background(), params)
+					if err == nil && res.IsError {
+						err = fmt.Errorf("tool error: %s", textOf(res))
+					}
+					return err
+				})
 			})
 		}
 	}
+}
+
+// closedLoop runs b.N calls spread over n clients, each client making its
+// next call when its last one returns, and reports calls/s, p50 and p99.
+func closedLoop(b *testing.B, n int, call func(client int) error) {
+	work := make(chan struct{}, n)
+	lat := make([][]time.Duration, n)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				t0 := time.Now()
+				if err := call(i); err != nil {
+					b.Errorf("call: %v", err)
+					return
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}()
+	}
+	for b.Loop() {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1e3, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1e3, "p99-ms")
 }
 
 // BenchmarkIdleSessionMemory opens sessions the way a client that then goes
@@ -189,37 +200,12 @@ func BenchmarkCallsRawClient(b *testing.B) {
 				do(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdrs[i])
 			}
 			const call = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
-			work := make(chan struct{}, clients)
-			lat := make([][]time.Duration, clients)
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			start := time.Now()
-			for i := range hdrs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range work {
-						t0 := time.Now()
-						if _, body := do(call, hdrs[i]); !strings.Contains(body, `"text":"x"`) {
-							b.Errorf("reply: %s", body)
-							return
-						}
-						lat[i] = append(lat[i], time.Since(t0))
-					}
-				}()
-			}
-			for b.Loop() {
-				work <- struct{}{}
-			}
-			close(work)
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			all := slices.Concat(lat...)
-			slices.Sort(all)
-			b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
-			b.ReportMetric(float64(all[len(all)/2].Microseconds())/1e3, "p50-ms")
-			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1e3, "p99-ms")
+			closedLoop(b, clients, func(i int) error {
+				if _, body := do(call, hdrs[i]); !strings.Contains(body, `"text":"x"`) {
+					return fmt.Errorf("reply: %s", body)
+				}
+				return nil
+			})
 		})
 	}
 }
