@@ -323,15 +323,7 @@ func (l *link) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Re
 	}
 	go func() {
 		res, err := l.s.opts.Handle(ctx, b, req)
-		if err != nil {
-			var rpcErr *jsonrpc2.Error
-			if !errors.As(err, &rpcErr) {
-				rpcErr = &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
-			}
-			_ = conn.ReplyWithError(ctx, req.ID, rpcErr)
-			return
-		}
-		_ = conn.Reply(ctx, req.ID, res)
+		reply(ctx, conn, req, res, err)
 	}()
 	return nil, errAnswered
 }
@@ -444,15 +436,23 @@ func (h linkHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonr
 		if err != nil {
 			h.l.log().Warn("handling a notification from the link", "method", req.Method, "error", err)
 		}
-	case err != nil:
-		var rpcErr *jsonrpc2.Error
-		if !errors.As(err, &rpcErr) {
-			rpcErr = &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
-		}
-		_ = conn.ReplyWithError(ctx, req.ID, rpcErr)
 	default:
-		_ = conn.Reply(ctx, req.ID, res)
+		reply(ctx, conn, req, res, err)
 	}
+}
+
+// reply answers a request with its result, or with err as a JSON-RPC error
+// (its own code if it is one, -32603 otherwise).
+func reply(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request, res any, err error) {
+	if err == nil {
+		_ = conn.Reply(ctx, req.ID, res)
+		return
+	}
+	var rpcErr *jsonrpc2.Error
+	if !errors.As(err, &rpcErr) {
+		rpcErr = &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
+	}
+	_ = conn.ReplyWithError(ctx, req.ID, rpcErr)
 }
 
 // slogPrintf adapts jsonrpc2's Printf logger to slog.

@@ -50,6 +50,7 @@ type Server struct {
 	mcp   *mcp.Server
 	links *hostlink.Server
 
+	refreshMu sync.Mutex // one tools/list round at a time
 	toolsMu   sync.Mutex
 	tools     map[string]*mcp.Tool // the browser tools currently offered
 	toolsFrom string               // the browser they came from

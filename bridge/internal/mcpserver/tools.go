@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,8 +25,6 @@ const (
 
 // toolNamePattern is what MCP clients accept as a tool name.
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
-
-var refreshMu sync.Mutex // one tools/list round at a time
 
 var selectBrowserTool = &mcp.Tool{
 	Name:  toolSelectBrowser,
@@ -124,8 +121,8 @@ func toolError(msg string) *mcp.CallToolResult {
 // can wait for the browser to come back. Either way clients are told the
 // list changed, since the browsers behind it did.
 func (s *Server) refreshTools(ctx context.Context) {
-	refreshMu.Lock()
-	defer refreshMu.Unlock()
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
 	defer s.addListBrowsersTool()
 	if s.links == nil {
 		return

@@ -386,7 +386,7 @@ func TestShutdownStopsTheGroup(t *testing.T) {
 	node, mods := nodeTools(t)
 	npx, err := exec.LookPath("npx")
 	if err != nil {
-		t.Skip("no npx")
+		t.Fatalf("npx not found (%v): install npm; scripts/install-test-tools.sh needs it too", err)
 	}
 	dir := filepath.Dir(mods)
 	env := append(os.Environ(), "PATH="+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"))
