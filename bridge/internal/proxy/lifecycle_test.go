@@ -302,6 +302,10 @@ func TestShutdownTellsBothSides(t *testing.T) {
 	conn := connectTo(t, c, ext.id)
 	quick := c.start(1, "getTabs", nil)
 	held := c.start(2, "hold", nil)
+	// Both must have reached the extension before the shutdown starts: a
+	// request still in the socket when the connection closes gets the close
+	// frame, not a reply.
+	<-ext.seen
 	<-ext.seen
 	c.wait(quick)
 	done := make(chan error)
