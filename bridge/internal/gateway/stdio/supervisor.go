@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -112,14 +113,20 @@ type State struct {
 
 // Supervisor runs the shared child of each configured server, restarting
 // it with capped exponential backoff after it exits, and per-session
-// children on request. All methods are safe for concurrent use.
+// children on request. The set of servers changes only through Reload.
+// All methods are safe for concurrent use.
 type Supervisor struct {
-	opts    Options
-	log     *slog.Logger
-	servers map[string]*server
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	opts   Options
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// servers is an immutable map, replaced whole by Reload under mu, so
+	// that the lookup on every Conn takes no lock.
+	servers atomic.Pointer[map[string]*server]
+
+	reloadMu sync.Mutex // one Reload at a time
 
 	mu       sync.Mutex
 	started  bool
@@ -127,13 +134,24 @@ type Supervisor struct {
 	private  map[*Conn]*server
 }
 
-// server is the supervised state of one entry.
+// server is the supervised state of one entry. Lock order: Supervisor.mu
+// before server.mu.
 type server struct {
-	sup  *Supervisor
-	cfg  ServerConfig
-	kick chan struct{} // first use of a lazy server
+	sup    *Supervisor
+	name   string
+	kick   chan struct{} // first use of a lazy server
+	reload chan struct{} // the config changed; see gen
+	ctx    context.Context
+	cancel context.CancelFunc // the server was removed
+	exited chan struct{}      // closed when run returns
 
-	mu        sync.Mutex
+	launched bool // run was started; guarded by Supervisor.mu
+
+	mu  sync.Mutex
+	cfg ServerConfig
+	// gen counts the config changes that need a new child (see
+	// needsRestart); a child of an older gen is stopped and replaced.
+	gen       int
 	changed   chan struct{} // closed and replaced on every change
 	status    Status
 	pid       int
@@ -176,38 +194,61 @@ func NewSupervisor(servers map[string]ServerConfig, opts Options) (*Supervisor, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	checked, err := checkServers(servers)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Supervisor{
 		opts:    opts,
 		log:     log,
-		servers: make(map[string]*server, len(servers)),
 		ctx:     ctx,
 		cancel:  cancel,
 		private: make(map[*Conn]*server),
 	}
-	now := time.Now()
-	for name, cfg := range servers {
-		if cfg.Name == "" {
-			cfg.Name = name
-		}
-		if cfg.Name != name {
-			cancel()
-			return nil, fmt.Errorf("mcpServers.%s: entry named %q", name, cfg.Name)
-		}
-		if err := cfg.Validate(); err != nil {
-			cancel()
-			return nil, err
-		}
-		s.servers[name] = &server{
-			sup:     s,
-			cfg:     cfg,
-			kick:    make(chan struct{}, 1),
-			changed: make(chan struct{}),
-			status:  StatusStopped,
-			since:   now,
-		}
+	m := make(map[string]*server, len(checked))
+	for name, cfg := range checked {
+		m[name] = s.newServer(cfg)
 	}
+	s.servers.Store(&m)
 	return s, nil
+}
+
+// newServer returns the stopped state of a checked entry.
+func (s *Supervisor) newServer(cfg ServerConfig) *server {
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &server{
+		sup:     s,
+		name:    cfg.Name,
+		kick:    make(chan struct{}, 1),
+		reload:  make(chan struct{}, 1),
+		ctx:     ctx,
+		cancel:  cancel,
+		exited:  make(chan struct{}),
+		cfg:     cfg,
+		changed: make(chan struct{}),
+		status:  StatusStopped,
+		since:   time.Now(),
+	}
+}
+
+// snapshot returns the current servers; the map must not be modified.
+func (s *Supervisor) snapshot() map[string]*server { return *s.servers.Load() }
+
+// lookup returns server name, or an error wrapping ErrUnknownServer.
+func (s *Supervisor) lookup(name string) (*server, error) {
+	if sv, ok := s.snapshot()[name]; ok {
+		return sv, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownServer, name)
+}
+
+// launchLocked starts sv's supervision; s.mu must be held and the
+// Supervisor started and not shut down.
+func (s *Supervisor) launchLocked(sv *server) {
+	sv.launched = true
+	s.wg.Add(1)
+	go sv.run(sv.ctx)
 }
 
 // Start starts the supervision of every server: boot servers start now,
@@ -220,29 +261,40 @@ func (s *Supervisor) Start() {
 		return
 	}
 	s.started = true
-	for _, sv := range s.servers {
-		s.wg.Add(1)
-		go sv.run(s.ctx)
+	for _, sv := range s.snapshot() {
+		s.launchLocked(sv)
 	}
 }
 
 // Names returns the configured server names, sorted.
 func (s *Supervisor) Names() []string {
-	names := make([]string, 0, len(s.servers))
-	for n := range s.servers {
+	return sortedKeys(s.snapshot())
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
 }
 
-// Config returns a server's entry.
+// Config returns a server's entry. The caller may modify the copy.
 func (s *Supervisor) Config(name string) (ServerConfig, bool) {
-	sv, ok := s.servers[name]
+	sv, ok := s.snapshot()[name]
 	if !ok {
 		return ServerConfig{}, false
 	}
-	return sv.cfg, true
+	cfg, _ := sv.config()
+	return cloneConfig(cfg), true
+}
+
+// config returns the current entry (not to be modified) and its gen.
+func (sv *server) config() (ServerConfig, int) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.cfg, sv.gen
 }
 
 // Conn returns the running shared child of server name, starting it first
@@ -251,11 +303,12 @@ func (s *Supervisor) Config(name string) (ServerConfig, bool) {
 // start), Conn returns at once an error wrapping ErrUnavailable that says
 // why and when the next start is due, rather than making callers wait out
 // the backoff. The returned Conn is shared: callers must not Close it
-// except to force a restart.
+// except to force a restart. A Reload that changes or removes the server
+// ends the Conn (Done) like a crash would.
 func (s *Supervisor) Conn(ctx context.Context, name string) (*Conn, error) {
-	sv, ok := s.servers[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownServer, name)
+	sv, err := s.lookup(name)
+	if err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	down, started := s.shutdown, s.started
@@ -265,6 +318,9 @@ func (s *Supervisor) Conn(ctx context.Context, name string) (*Conn, error) {
 	}
 	if !started {
 		return nil, fmt.Errorf("stdio server %q: supervisor not started", name)
+	}
+	if sv.ctx.Err() != nil { // removed by a Reload since the lookup
+		return nil, fmt.Errorf("%w: %q", ErrUnknownServer, name)
 	}
 	select {
 	case sv.kick <- struct{}{}:
@@ -285,8 +341,11 @@ func (s *Supervisor) Conn(ctx context.Context, name string) (*Conn, error) {
 		case <-changed:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("stdio server %q (%s): %w", name, status, ctx.Err())
-		case <-s.ctx.Done():
-			return nil, ErrShutdown
+		case <-sv.ctx.Done():
+			if s.ctx.Err() != nil {
+				return nil, ErrShutdown
+			}
+			return nil, fmt.Errorf("%w: %q", ErrUnknownServer, name)
 		}
 	}
 }
@@ -296,7 +355,7 @@ func (sv *server) unavailableLocked() error {
 	if why == "" && sv.lastExit != nil {
 		why = sv.lastExit.Reason
 	}
-	return fmt.Errorf("%w: %q %s (%s); next start in %s", ErrUnavailable, sv.cfg.Name, sv.status, why,
+	return fmt.Errorf("%w: %q %s (%s); next start in %s", ErrUnavailable, sv.name, sv.status, why,
 		time.Until(sv.nextStart).Round(time.Millisecond))
 }
 
@@ -304,20 +363,28 @@ func (sv *server) unavailableLocked() error {
 // per_session option), whatever its start mode. It is not restarted when
 // it exits; the caller ends it with Close, and Shutdown ends it too. Its
 // stderr goes to the log and the server's LastStderr like the shared one's.
+// A Reload that changes or removes the server ends it.
 func (s *Supervisor) StartPrivate(ctx context.Context, name string) (*Conn, error) {
-	sv, ok := s.servers[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownServer, name)
+	sv, err := s.lookup(name)
+	if err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Under s.mu, so that a concurrent Reload either sees this child in
+	// s.private (and stops it) or has already set the new config.
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()
 		return nil, ErrShutdown
 	}
-	c, err := sv.spawn()
+	if sv.ctx.Err() != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q", ErrUnknownServer, name)
+	}
+	cfg, _ := sv.config()
+	c, err := sv.spawn(cfg)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, err
@@ -339,7 +406,7 @@ func (s *Supervisor) StartPrivate(ctx context.Context, name string) (*Conn, erro
 
 // State returns the state of server name.
 func (s *Supervisor) State(name string) (State, bool) {
-	sv, ok := s.servers[name]
+	sv, ok := s.snapshot()[name]
 	if !ok {
 		return State{}, false
 	}
@@ -348,9 +415,10 @@ func (s *Supervisor) State(name string) (State, bool) {
 
 // States returns the state of every server, sorted by name.
 func (s *Supervisor) States() []State {
-	out := make([]State, 0, len(s.servers))
-	for _, n := range s.Names() {
-		out = append(out, s.servers[n].state())
+	servers := s.snapshot()
+	out := make([]State, 0, len(servers))
+	for _, n := range sortedKeys(servers) {
+		out = append(out, servers[n].state())
 	}
 	return out
 }
@@ -387,43 +455,45 @@ func (s *Supervisor) Shutdown(ctx context.Context) error {
 	}
 }
 
-// run supervises the shared child until ctx ends.
+// run supervises the shared child until ctx ends (Shutdown, or the server
+// was removed by Reload).
 func (sv *server) run(ctx context.Context) {
 	defer sv.sup.wg.Done()
-	log, o := sv.sup.log.With("server", sv.cfg.Name), sv.sup.opts
-	if sv.cfg.startMode() == StartLazy {
-		select {
-		case <-sv.kick:
-		case <-ctx.Done():
-			return
-		}
+	defer close(sv.exited)
+	log, o := sv.sup.log.With("server", sv.name), sv.sup.opts
+	if !sv.waitFirstUse(ctx) {
+		return
 	}
 	delay := o.MinBackoff
 	for {
+		cfg, gen := sv.config()
 		sv.setStatus(StatusStarting, nil)
-		c, err := sv.spawn()
+		c, err := sv.spawn(cfg)
 		if err != nil {
-			log.Error("stdio server failed to start", "config", sv.cfg, "err", err, "retry_in", delay)
+			log.Error("stdio server failed to start", "config", cfg, "err", err, "retry_in", delay)
 			sv.setStatus(StatusFailed, func() {
 				sv.lastError = err.Error()
 				sv.nextStart = time.Now().Add(delay)
 			})
 		} else {
-			log.Info("stdio server started", "pid", c.PID(), "config", sv.cfg)
+			log.Info("stdio server started", "pid", c.PID(), "config", cfg)
 			sv.setStatus(StatusRunning, func() {
 				sv.pid, sv.conn, sv.lastError = c.PID(), c, ""
 			})
-			select {
-			case <-c.Done():
-			case <-ctx.Done():
-				_ = c.Close()
-			}
+			reloaded := sv.waitChild(ctx, c, gen)
 			e := c.err
 			info := &ExitInfo{PID: e.PID, Code: e.Code, Signal: e.Signal, Reason: e.Reason(), Time: e.Time, Ran: e.Ran}
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				log.Info("stdio server stopped", "pid", e.PID, "reason", info.Reason)
 				sv.setStatus(StatusStopped, func() { sv.pid, sv.conn, sv.lastExit = 0, nil, info })
 				return
+			case reloaded:
+				// Not a crash: start the new config at once, backoff reset.
+				log.Info("stdio server stopped for its new config", "pid", e.PID, "reason", info.Reason)
+				sv.setStatus(StatusStarting, func() { sv.pid, sv.conn, sv.lastExit = 0, nil, info })
+				delay = o.MinBackoff
+				continue
 			}
 			if e.Ran >= o.StableAfter {
 				delay = o.MinBackoff
@@ -434,25 +504,93 @@ func (sv *server) run(ctx context.Context) {
 				sv.nextStart = time.Now().Add(delay)
 			})
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		switch sv.waitBackoff(ctx, delay, gen) {
+		case backoffStopped:
 			sv.setStatus(StatusStopped, nil)
 			return
+		case backoffReloaded:
+			delay = o.MinBackoff
+			continue
 		}
 		delay = min(delay*2, o.MaxBackoff)
 		sv.update(func() { sv.restarts++ })
 	}
 }
 
-// spawn starts one child of the server.
-func (sv *server) spawn() (*Conn, error) {
+// waitFirstUse waits until a lazy server is first used (Conn) or its
+// start mode becomes boot (Reload); false means ctx ended first.
+func (sv *server) waitFirstUse(ctx context.Context) bool {
+	for {
+		if cfg, _ := sv.config(); cfg.startMode() == StartBoot {
+			return true
+		}
+		select {
+		case <-sv.kick:
+			return true
+		case <-sv.reload:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// waitChild waits until the child c, started from config gen, ends. It
+// stops c when ctx ends or the config moves past gen, and then reports
+// whether a config change (rather than a crash or ctx) ended it.
+func (sv *server) waitChild(ctx context.Context, c *Conn, gen int) (reloaded bool) {
+	for {
+		select {
+		case <-c.Done():
+			return sv.genNow() != gen && ctx.Err() == nil
+		case <-ctx.Done():
+			_ = c.Close()
+			return false
+		case <-sv.reload:
+			if sv.genNow() != gen {
+				_ = c.Close()
+				return ctx.Err() == nil
+			}
+		}
+	}
+}
+
+type backoffEnd int
+
+const (
+	backoffElapsed  backoffEnd = iota // the delay passed
+	backoffStopped                    // ctx ended
+	backoffReloaded                   // the config moved past gen
+)
+
+// waitBackoff waits out delay before the next start.
+func (sv *server) waitBackoff(ctx context.Context, delay time.Duration, gen int) backoffEnd {
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return backoffElapsed
+		case <-ctx.Done():
+			return backoffStopped
+		case <-sv.reload:
+			if sv.genNow() != gen {
+				return backoffReloaded
+			}
+		}
+	}
+}
+
+func (sv *server) genNow() int {
+	_, gen := sv.config()
+	return gen
+}
+
+// spawn starts one child of the server with cfg.
+func (sv *server) spawn(cfg ServerConfig) (*Conn, error) {
 	o := sv.sup.opts
-	log := sv.sup.log.With("server", sv.cfg.Name)
-	scrub := secretScrubber(sv.cfg.Env)
-	return spawn(sv.cfg, spawnOptions{
+	log := sv.sup.log.With("server", sv.name)
+	scrub := secretScrubber(cfg.Env)
+	return spawn(cfg, spawnOptions{
 		environ: o.Environ,
 		maxMsg:  o.MaxMessageSize,
 		grace:   o.StopGrace,
@@ -501,6 +639,11 @@ func (sv *server) update(f func()) {
 func (sv *server) setStatus(st Status, f func()) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
+	sv.setStatusLocked(st, f)
+}
+
+// setStatusLocked is setStatus with sv.mu held.
+func (sv *server) setStatusLocked(st Status, f func()) {
 	sv.status, sv.since = st, time.Now()
 	if st != StatusBackoff && st != StatusFailed {
 		sv.nextStart = time.Time{}
@@ -516,7 +659,7 @@ func (sv *server) state() State {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	st := State{
-		Name:       sv.cfg.Name,
+		Name:       sv.name,
 		Status:     sv.status,
 		PID:        sv.pid,
 		Restarts:   sv.restarts,
