@@ -6,6 +6,7 @@
 //	browserbridge install    register the native host with the browsers
 //	browserbridge uninstall  remove what install wrote
 //	browserbridge service    install|uninstall|start|stop|restart|status
+//	browserbridge servers    import|list the gateway's stdio MCP servers
 //	browserbridge version
 package main
 
@@ -51,6 +52,7 @@ func commands() []command {
 		{"service", "install|uninstall|start|stop|restart|status the per-user service", runService},
 		{"connect", "serve a browser reached through a cloud proxy as a stdio MCP server", runConnect},
 		{"stdio", "serve the bridge's MCP tools over stdio (for clients that only speak stdio)", runStdio},
+		{"servers", "import Claude Desktop's MCP servers into the gateway's config, or list them", runServers},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 )
 
@@ -27,6 +28,9 @@ const EnvToken = "BROWSERBRIDGE_TOKEN"
 
 // DefaultListen is where the bridge serves MCP clients unless told otherwise.
 const DefaultListen = "127.0.0.1:3456"
+
+// DefaultHostPrefix is the gateway's host_prefix unless told otherwise.
+const DefaultHostPrefix = "mcp"
 
 // Config is the bridge's configuration. Every field is optional; Defaults
 // fills in what is missing.
@@ -72,6 +76,144 @@ type Config struct {
 	SSEPing string `json:"sse_ping,omitempty"`
 	// Relay connects the bridge's browsers to a cloud proxy (spec 001).
 	Relay Relay `json:"relay,omitzero"`
+
+	// MCPServers is the stdio MCP servers of the gateway, as Claude
+	// Desktop writes them: {"name": {"command": ..., "args": [...],
+	// "env": {...}}}. Validate decodes it strictly (stdio.DecodeServers,
+	// so errors read "mcpServers.memory.comand: unknown key"); Servers
+	// returns it. Absent, null and {} all mean no servers. It may not
+	// hold servers when Gateway.ServersFile is set.
+	MCPServers json.RawMessage `json:"mcpServers,omitempty"`
+	// Gateway configures the stdio-server gateway.
+	Gateway Gateway `json:"gateway,omitzero"`
+
+	// Path is the file the config was read from: set by Load (also to the
+	// default file when it does not exist), "" after Decode. Relative
+	// paths in the config are resolved against its directory.
+	Path string `json:"-"`
+}
+
+// Gateway configures the gateway to local stdio MCP servers. Every field
+// is optional; Defaults fills in HostPrefix and Watch.
+type Gateway struct {
+	// ServersFile, if set, is a claude_desktop_config.json-style file,
+	// {"mcpServers": {...}} and nothing else, holding the servers instead
+	// of the config's own "mcpServers". A relative path is relative to the
+	// config file's directory (see Config.ServersFile).
+	ServersFile string `json:"servers_file,omitempty"`
+	// HostPrefix: with HostDomain set, a server is also reached at
+	// {name}.{HostPrefix}.{HostDomain}. "" means DefaultHostPrefix ("mcp").
+	// A DNS name: dot-separated labels of lowercase letters, digits and
+	// hyphens.
+	HostPrefix string `json:"host_prefix,omitempty"`
+	// HostDomain turns host-based routing on; "" (the default) leaves it
+	// off (servers are reached by path only). A DNS name like HostPrefix.
+	HostDomain string `json:"host_domain,omitempty"`
+	// Watch reloads the servers when their file changes (by polling it);
+	// unset means true. See WatchEnabled.
+	Watch *bool `json:"watch,omitempty"`
+}
+
+// WatchEnabled reports whether the servers' file is watched (Watch, or
+// true when unset).
+func (g *Gateway) WatchEnabled() bool {
+	return g.Watch == nil || *g.Watch
+}
+
+// dnsLabel is one label of a DNS name, in lowercase.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// isDNSName reports whether s is a DNS name of lowercase labels, without
+// a trailing dot.
+func isDNSName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !dnsLabel.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks the gateway settings, naming the key at fault.
+func (g *Gateway) Validate() error {
+	if strings.ContainsRune(g.ServersFile, 0) {
+		return errors.New(`config: key "gateway.servers_file": the path contains a NUL byte`)
+	}
+	for _, k := range []struct{ key, val, example string }{
+		{"host_prefix", g.HostPrefix, DefaultHostPrefix},
+		{"host_domain", g.HostDomain, "example.com"},
+	} {
+		if k.val != "" && !isDNSName(k.val) {
+			return fmt.Errorf("config: key \"gateway.%s\": %q is not a DNS name: use dot-separated labels of lowercase letters, digits and hyphens (e.g. %q)", k.key, k.val, k.example)
+		}
+	}
+	return nil
+}
+
+// hasInlineServers reports whether the config's own mcpServers is set
+// (not absent or null).
+func (c *Config) hasInlineServers() bool {
+	raw := bytes.TrimSpace(c.MCPServers)
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// ServersFile returns gateway.servers_file resolved against the config
+// file's directory (or the working directory when Path is ""), or "" when
+// the servers are not in a file of their own.
+func (c *Config) ServersFile() string {
+	f := c.Gateway.ServersFile
+	if f == "" || filepath.IsAbs(f) {
+		return f
+	}
+	if c.Path != "" {
+		return filepath.Join(filepath.Dir(c.Path), f)
+	}
+	if abs, err := filepath.Abs(f); err == nil {
+		return abs
+	}
+	return f
+}
+
+// maxServersFileSize bounds the servers file Servers reads (ParseServers
+// refuses anything larger than 4 MiB; one byte more is enough to tell).
+const maxServersFileSize = 4<<20 + 1
+
+// Servers returns the gateway's stdio servers and the file they came from,
+// the one to watch: the servers file (ServersFile) when gateway.servers_file
+// is set, else the config file itself (Path, "" after Decode). No servers
+// is an empty map, not an error. Errors name the file and the key at
+// fault and never quote env values.
+func (c *Config) Servers() (map[string]stdio.ServerConfig, string, error) {
+	if file := c.ServersFile(); file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, file, fmt.Errorf("reading the servers file (gateway.servers_file): %w", err)
+		}
+		defer f.Close()
+		data, err := io.ReadAll(io.LimitReader(f, maxServersFileSize))
+		if err != nil {
+			return nil, file, fmt.Errorf("reading the servers file (gateway.servers_file): %w", err)
+		}
+		servers, err := stdio.ParseServers(data)
+		if err != nil {
+			return nil, file, fmt.Errorf("%s: %w", file, err)
+		}
+		return servers, file, nil
+	}
+	if !c.hasInlineServers() {
+		return map[string]stdio.ServerConfig{}, c.Path, nil
+	}
+	servers, err := stdio.DecodeServers(c.MCPServers, "mcpServers")
+	if err != nil {
+		if c.Path != "" {
+			return nil, c.Path, fmt.Errorf("%s: config: %w", c.Path, err)
+		}
+		return nil, c.Path, fmt.Errorf("config: %w", err)
+	}
+	return servers, c.Path, nil
 }
 
 // Relay configures the cloud relay client: each connected browser registers
@@ -193,7 +335,7 @@ func Load(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && !explicit {
-			c := &Config{}
+			c := &Config{Path: path}
 			return c, c.Defaults()
 		}
 		return nil, fmt.Errorf("reading config: %w", err)
@@ -203,6 +345,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	c.Path = path
 	return c, nil
 }
 
@@ -326,6 +469,18 @@ func (c *Config) Validate() error {
 	if err := c.Relay.Validate(); err != nil {
 		return err
 	}
+	if err := c.Gateway.Validate(); err != nil {
+		return err
+	}
+	if c.hasInlineServers() {
+		servers, err := stdio.DecodeServers(c.MCPServers, "mcpServers")
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		if len(servers) > 0 && c.Gateway.ServersFile != "" {
+			return errors.New(`config: keys "mcpServers" and "gateway.servers_file": use one or the other (the servers live either in this file or in the servers file); move the servers there, or drop servers_file`)
+		}
+	}
 	if c.Log.Level != "" {
 		var l slog.Level
 		if err := l.UnmarshalText([]byte(c.Log.Level)); err != nil {
@@ -349,6 +504,13 @@ func (c *Config) Defaults() error {
 	}
 	if t := os.Getenv(EnvToken); t != "" {
 		c.Token = t
+	}
+	if c.Gateway.HostPrefix == "" {
+		c.Gateway.HostPrefix = DefaultHostPrefix
+	}
+	if c.Gateway.Watch == nil {
+		watch := true
+		c.Gateway.Watch = &watch
 	}
 	if c.Log.File == "" {
 		f, err := paths.BridgeLog()

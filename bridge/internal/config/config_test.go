@@ -85,3 +85,164 @@ func TestRelayValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestGatewayConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, json string
+		want       string // "" = valid
+	}{
+		{"inline servers", `{"mcpServers":{"memory":{"command":"npx","args":["-y","@modelcontextprotocol/server-memory"]}}}`, ""},
+		{"empty servers with a file", `{"mcpServers":{},"gateway":{"servers_file":"servers.json"}}`, ""},
+		{"null servers", `{"mcpServers":null}`, ""},
+		{"full gateway", `{"gateway":{"servers_file":"/etc/bb/servers.json","host_prefix":"tools.mcp","host_domain":"example.com","watch":false}}`, ""},
+		{"unknown server key", `{"mcpServers":{"memory":{"comand":"npx"}}}`, "mcpServers.memory.comand: unknown key"},
+		{"bad server name", `{"mcpServers":{"My Server":{"command":"npx"}}}`, `mcpServers."My Server": bad server name`},
+		{"servers not an object", `{"mcpServers":["memory"]}`, "mcpServers: must be an object of servers, not a list"},
+		{"missing command", `{"mcpServers":{"memory":{}}}`, "mcpServers.memory.command: missing"},
+		{"both inline and file", `{"mcpServers":{"memory":{"command":"npx"}},"gateway":{"servers_file":"s.json"}}`, `keys "mcpServers" and "gateway.servers_file"`},
+		{"unknown gateway key", `{"gateway":{"servers_fil":"s.json"}}`, `unknown key "servers_fil"`},
+		{"watch wrong type", `{"gateway":{"watch":"yes"}}`, `key "gateway.watch" must be true or false`},
+		{"uppercase prefix", `{"gateway":{"host_prefix":"MCP"}}`, `key "gateway.host_prefix": "MCP" is not a DNS name`},
+		{"underscore domain", `{"gateway":{"host_domain":"my_host.example"}}`, `key "gateway.host_domain"`},
+		{"trailing dot", `{"gateway":{"host_domain":"example.com."}}`, `key "gateway.host_domain"`},
+		{"label ending in hyphen", `{"gateway":{"host_domain":"a-.example.com"}}`, `key "gateway.host_domain"`},
+		{"label too long", `{"gateway":{"host_prefix":"` + strings.Repeat("a", 64) + `"}}`, `key "gateway.host_prefix"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(strings.NewReader(tc.json))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Decode: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGatewayDefaults(t *testing.T) {
+	c, err := Decode(strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Gateway.HostPrefix != "mcp" || c.Gateway.HostDomain != "" || !c.Gateway.WatchEnabled() || c.Gateway.Watch == nil || !*c.Gateway.Watch {
+		t.Fatalf("gateway defaults = %+v", c.Gateway)
+	}
+	c, err = Decode(strings.NewReader(`{"gateway":{"watch":false,"host_prefix":"tools"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Gateway.WatchEnabled() || c.Gateway.HostPrefix != "tools" {
+		t.Fatalf("gateway = %+v", c.Gateway)
+	}
+	if !(&Gateway{}).WatchEnabled() {
+		t.Fatal("the zero Gateway should watch")
+	}
+}
+
+func TestServers(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const memory = `{"memory":{"command":"npx","args":["-y","@modelcontextprotocol/server-memory"],"env":{"K":"v"}}}`
+
+	t.Run("inline", func(t *testing.T) {
+		p := write("inline/config.json", `{"listen":"127.0.0.1:1","mcpServers":`+memory+`}`)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers, from, err := c.Servers()
+		if err != nil || from != p || servers["memory"].Command != "npx" || servers["memory"].Name != "memory" || servers["memory"].Env["K"] != "v" {
+			t.Fatalf("Servers() = %v, %q, %v", servers, from, err)
+		}
+	})
+	t.Run("relative servers file", func(t *testing.T) {
+		s := write("rel/conf.d/servers.json", `{"mcpServers":`+memory+`}`)
+		p := write("rel/config.json", `{"gateway":{"servers_file":"conf.d/servers.json"}}`)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ServersFile() != s {
+			t.Fatalf("ServersFile() = %q, want %q", c.ServersFile(), s)
+		}
+		servers, from, err := c.Servers()
+		if err != nil || from != s || servers["memory"].Command != "npx" {
+			t.Fatalf("Servers() = %v, %q, %v", servers, from, err)
+		}
+	})
+	t.Run("absolute servers file", func(t *testing.T) {
+		s := write("abs/servers.json", `{"mcpServers":{}}`)
+		p := write("abs/other/config.json", `{"gateway":{"servers_file":"`+s+`"}}`)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers, from, err := c.Servers()
+		if err != nil || from != s || len(servers) != 0 {
+			t.Fatalf("Servers() = %v, %q, %v", servers, from, err)
+		}
+	})
+	t.Run("servers file invalid", func(t *testing.T) {
+		s := write("bad/servers.json", `{"mcpServers":{"memory":{"comand":"npx"}}}`)
+		p := write("bad/config.json", `{"gateway":{"servers_file":"servers.json"}}`)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = c.Servers()
+		if err == nil || !strings.Contains(err.Error(), s+": mcpServers.memory.comand: unknown key") {
+			t.Fatalf("error %v, want one naming the file and key", err)
+		}
+	})
+	t.Run("servers file missing", func(t *testing.T) {
+		p := write("missing/config.json", `{"gateway":{"servers_file":"nope.json"}}`)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, from, err := c.Servers()
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "missing", "nope.json")) || from != filepath.Join(dir, "missing", "nope.json") {
+			t.Fatalf("error %v (from %q), want one naming the missing file", err, from)
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		p := write("none/config.json", `{}`)
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers, from, err := c.Servers()
+		if err != nil || servers == nil || len(servers) != 0 || from != p {
+			t.Fatalf("Servers() = %v, %q, %v", servers, from, err)
+		}
+	})
+	t.Run("default file absent", func(t *testing.T) {
+		home := filepath.Join(dir, "home")
+		t.Setenv("BROWSERBRIDGE_HOME", home)
+		c, err := Load("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := filepath.Join(home, "config", "config.json"); c.Path != want {
+			t.Fatalf("Path = %q, want %q", c.Path, want)
+		}
+	})
+	t.Run("load error names the key", func(t *testing.T) {
+		p := write("keyerr/config.json", `{"mcpServers":{"memory":{"command":"npx","env":{"TOKEN":"s3cret"},"bad":1}}}`)
+		_, err := Load(p)
+		if err == nil || !strings.Contains(err.Error(), p+": config: mcpServers.memory.bad: unknown key") || strings.Contains(err.Error(), "s3cret") {
+			t.Fatalf("Load error %v", err)
+		}
+	})
+}

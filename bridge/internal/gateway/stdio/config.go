@@ -129,7 +129,7 @@ func (c ServerConfig) startMode() StartMode {
 // ({name}.{prefix}.{domain}) and path segments.
 var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// maxConfigSize bounds the file ParseServers accepts.
+// maxConfigSize bounds the file ParseServers and ParseClaudeDesktop accept.
 const maxConfigSize = 4 << 20
 
 // ParseServers decodes a claude_desktop_config.json-style document,
@@ -141,11 +141,8 @@ const maxConfigSize = 4 << 20
 //
 // Each returned ServerConfig has Name set. Errors never quote env values.
 func ParseServers(data []byte) (map[string]ServerConfig, error) {
-	if len(data) > maxConfigSize {
-		return nil, fmt.Errorf("servers config: larger than %d MiB", maxConfigSize>>20)
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New(`servers config: the file is empty; write {"mcpServers": {}}`)
+	if err := checkSize(data, "servers config", `write {"mcpServers": {}}`); err != nil {
+		return nil, err
 	}
 	var top struct {
 		MCPServers json.RawMessage `json:"mcpServers"`
@@ -153,45 +150,208 @@ func ParseServers(data []byte) (map[string]ServerConfig, error) {
 	if err := decodeStrict(data, &top, ""); err != nil {
 		return nil, err
 	}
-	if len(top.MCPServers) == 0 || string(top.MCPServers) == "null" {
+	if absent(top.MCPServers) {
 		return nil, errors.New(`mcpServers: missing; the file must be {"mcpServers": {"name": {"command": ...}}}`)
 	}
-	dec := json.NewDecoder(bytes.NewReader(top.MCPServers))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, fmt.Errorf("mcpServers: must be an object of servers, not %s", jsonKind(top.MCPServers))
+	return DecodeServers(top.MCPServers, "mcpServers")
+}
+
+// DecodeServers decodes an mcpServers object itself, {"name": {...}, ...},
+// as strictly as ParseServers, for documents that embed it (the bridge's
+// own config). Every error's key path starts with prefix, the object's path
+// in the enclosing document ("mcpServers" gives mcpServers.memory.comand).
+// An absent or null object is an error: callers that treat a missing key as
+// "no servers" check for it first. Each returned ServerConfig has Name set.
+// Errors never quote env values.
+func DecodeServers(raw json.RawMessage, prefix string) (map[string]ServerConfig, error) {
+	servers := make(map[string]ServerConfig)
+	err := eachServer(raw, prefix, func(name string, entry json.RawMessage) error {
+		if _, dup := servers[name]; dup {
+			return fmt.Errorf("%s: the server is defined twice", keyPath(prefix, name))
+		}
+		c, err := decodeEntry(name, entry, prefix)
+		if err != nil {
+			return err
+		}
+		servers[name] = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return servers, nil
+}
+
+// EntryError is an entry of Claude Desktop's mcpServers that
+// ParseClaudeDesktop refused (Import skips it).
+type EntryError struct {
+	// Name is the server's key in mcpServers.
+	Name string
+	// Err says why, naming the server and key; it never quotes env values.
+	Err error
+}
+
+func (e *EntryError) Error() string { return e.Err.Error() }
+func (e *EntryError) Unwrap() error { return e.Err }
+
+// ParseClaudeDesktop decodes Claude Desktop's own claude_desktop_config.json.
+// Unlike ParseServers it ignores the top-level keys other than mcpServers
+// (globalShortcut, preferences and whatever later versions add), and a file
+// without mcpServers holds no servers (an empty map, no error). The entries
+// under mcpServers are decoded as strictly as ParseServers decodes them.
+//
+// Claude Desktop may accept keys in an entry that the gateway does not know.
+// Such an entry is refused, not trimmed, because dropping a key could change
+// what the server does: the error names the server and the key, such as
+//
+//	mcpServers.github.disabled: unknown key
+//
+// Every refused entry is reported, as an *EntryError joined with
+// errors.Join (unwrap with Unwrap() []error); Import instead skips such
+// entries and imports the others. Errors never quote env values.
+func ParseClaudeDesktop(data []byte) (map[string]ServerConfig, error) {
+	servers, bad, err := parseClaudeDesktop(data, "claude desktop config")
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		errs := make([]error, len(bad))
+		for i, e := range bad {
+			errs[i] = e
+		}
+		return nil, errors.Join(errs...)
+	}
+	return servers, nil
+}
+
+// parseClaudeDesktop is ParseClaudeDesktop with the refused entries
+// returned apart, sorted by name; err is for the document as a whole, and
+// starts with doc, the document's name.
+func parseClaudeDesktop(data []byte, doc string) (map[string]ServerConfig, []*EntryError, error) {
+	if err := checkSize(data, doc, `a Claude Desktop config is a JSON object such as {"mcpServers": {}}`); err != nil {
+		return nil, nil, err
+	}
+	var top struct {
+		MCPServers json.RawMessage `json:"mcpServers"`
+	}
+	if err := decodeJSON(data, &top, "", doc, false); err != nil {
+		return nil, nil, err
 	}
 	servers := make(map[string]ServerConfig)
+	if absent(top.MCPServers) {
+		return servers, nil, nil
+	}
+	const prefix = "mcpServers"
+	seen := make(map[string]bool)
+	var bad []*EntryError
+	err := eachServer(top.MCPServers, prefix, func(name string, entry json.RawMessage) error {
+		if seen[name] {
+			// Which of the two Claude Desktop uses is its parser's choice:
+			// import neither rather than guess.
+			return fmt.Errorf("%s: the server is defined twice", keyPath(prefix, name))
+		}
+		seen[name] = true
+		c, err := decodeEntry(name, entry, prefix)
+		if err != nil {
+			var uk *unknownKeyError
+			if errors.As(err, &uk) {
+				err = fmt.Errorf("%s: unknown key (Claude Desktop may accept it, the gateway does not know it)", uk.key)
+			}
+			bad = append(bad, &EntryError{Name: name, Err: err})
+			return nil
+		}
+		servers[name] = c
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", doc, err)
+	}
+	sort.Slice(bad, func(i, j int) bool { return bad[i].Name < bad[j].Name })
+	return servers, bad, nil
+}
+
+// checkSize refuses an oversized or empty document; hint says what an
+// empty one should contain.
+func checkSize(data []byte, what, hint string) error {
+	if len(data) > maxConfigSize {
+		return fmt.Errorf("%s: larger than %d MiB", what, maxConfigSize>>20)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return fmt.Errorf("%s: the file is empty; %s", what, hint)
+	}
+	return nil
+}
+
+// absent reports whether a decoded member was missing or null.
+func absent(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// keyPath joins a key to the path of its parent ("" for the top level).
+func keyPath(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + "." + key
+}
+
+// eachServer walks the mcpServers object raw in document order, calling fn
+// with each name and its raw entry; an error of fn stops the walk.
+func eachServer(raw json.RawMessage, prefix string, fn func(name string, entry json.RawMessage) error) error {
+	where := prefix
+	if where == "" {
+		where = "mcpServers"
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return fmt.Errorf("%s: missing; it must be an object of servers", where)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("%s: must be an object of servers, not %s", where, jsonKind(raw))
+	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, fmt.Errorf("mcpServers: %w", err)
+			return fmt.Errorf("%s: not valid JSON: %s", where, syntaxProblem(err))
 		}
 		name := tok.(string) // object keys are strings
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("mcpServers.%s: %w", name, err)
+		var entry json.RawMessage
+		if err := dec.Decode(&entry); err != nil {
+			return fmt.Errorf("%s: not valid JSON: %s", keyPath(prefix, quoteName(name)), syntaxProblem(err))
 		}
-		if _, dup := servers[name]; dup {
-			return nil, fmt.Errorf("mcpServers.%s: the server is defined twice", name)
+		if err := fn(name, entry); err != nil {
+			return err
 		}
-		if !namePattern.MatchString(name) {
-			return nil, fmt.Errorf("mcpServers.%s: bad server name: use 1-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (a DNS label, since the name becomes a host name and a path segment)", quoteName(name))
-		}
-		prefix := "mcpServers." + name
-		if jsonKind(raw) != "an object" {
-			return nil, fmt.Errorf("%s: must be an object, not %s", prefix, jsonKind(raw))
-		}
-		c, err := decodeServer(raw, prefix)
-		if err != nil {
-			return nil, err
-		}
-		c.Name = name
-		if err := c.Validate(); err != nil {
-			return nil, err
-		}
-		servers[name] = c
 	}
-	return servers, nil
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return fmt.Errorf("%s: not valid JSON: %s", where, syntaxProblem(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%s: unexpected data after the object", where)
+	}
+	return nil
+}
+
+// decodeEntry decodes and validates the entry called name of the
+// mcpServers object at prefix.
+func decodeEntry(name string, raw json.RawMessage, prefix string) (ServerConfig, error) {
+	if !namePattern.MatchString(name) {
+		return ServerConfig{}, fmt.Errorf("%s: bad server name: use 1-63 lowercase letters, digits and hyphens, starting and ending with a letter or digit (a DNS label, since the name becomes a host name and a path segment)", keyPath(prefix, quoteName(name)))
+	}
+	p := keyPath(prefix, name)
+	if jsonKind(raw) != "an object" {
+		return ServerConfig{}, fmt.Errorf("%s: must be an object, not %s", p, jsonKind(raw))
+	}
+	c, err := decodeServer(raw, p)
+	if err != nil {
+		return ServerConfig{}, err
+	}
+	c.Name = name
+	if err := c.validate(p); err != nil {
+		return ServerConfig{}, err
+	}
+	return c, nil
 }
 
 // decodeServer decodes one entry strictly; nested objects are decoded one
@@ -238,7 +398,11 @@ func quoteName(name string) string {
 
 // Validate checks an entry; errors start with mcpServers.{name}.{key}.
 func (c ServerConfig) Validate() error {
-	p := "mcpServers." + c.Name
+	return c.validate("mcpServers." + c.Name)
+}
+
+// validate is Validate with errors under the entry's path p.
+func (c ServerConfig) validate(p string) error {
 	if !namePattern.MatchString(c.Name) {
 		return fmt.Errorf("%s: bad server name (a DNS label: lowercase letters, digits, hyphens)", p)
 	}
@@ -278,44 +442,53 @@ func (c ServerConfig) Validate() error {
 // decodeStrict decodes data into v refusing unknown keys and trailing
 // data; errors name the key under prefix. Values are never quoted.
 func decodeStrict(data []byte, v any, prefix string) error {
+	return decodeJSON(data, v, prefix, "servers config", true)
+}
+
+// unknownKeyError is a key the decoded struct does not have.
+type unknownKeyError struct{ key string }
+
+func (e *unknownKeyError) Error() string { return e.key + ": unknown key (check its spelling)" }
+
+// decodeJSON decodes data into v, refusing trailing data and, when strict,
+// unknown keys; errors name the key under prefix, or the document doc.
+// Values are never quoted.
+func decodeJSON(data []byte, v any, prefix, doc string, strict bool) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	err := dec.Decode(v)
 	if err == nil {
 		if dec.More() {
-			return errors.New("servers config: unexpected data after the JSON object")
+			return fmt.Errorf("%s: unexpected data after the JSON object", doc)
 		}
 		return nil
 	}
-	key := func(k string) string {
-		if prefix == "" {
-			return k
-		}
-		return prefix + "." + k
-	}
+	key := func(k string) string { return keyPath(prefix, k) }
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syntax):
 		line := 1 + bytes.Count(data[:min(int(syntax.Offset), len(data))], []byte("\n"))
-		where := "servers config"
+		where := doc
 		if prefix != "" {
 			where = prefix
 		}
 		return fmt.Errorf("%s: not valid JSON (line %d): %v", where, line, syntax)
 	case errors.As(err, &typ):
 		if typ.Field == "" {
-			return fmt.Errorf("servers config: must be a JSON object, not %s", valueName(typ.Value))
+			return fmt.Errorf("%s: must be a JSON object, not %s", doc, valueName(typ.Value))
 		}
 		field := strings.TrimPrefix(typ.Field, "ServerConfig.") // the embedded struct of decodeServer
 		return fmt.Errorf("%s: must be %s, not %s", key(field), typeName(typ.Type.Kind().String()), valueName(typ.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return fmt.Errorf("%s: unknown key (check its spelling)", key(name))
+		return &unknownKeyError{key(name)}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return errors.New("servers config: not valid JSON (truncated)")
+		return fmt.Errorf("%s: not valid JSON (truncated)", doc)
 	}
-	return fmt.Errorf("servers config: %w", err)
+	return fmt.Errorf("%s: %w", doc, err)
 }
 
 func typeName(kind string) string {

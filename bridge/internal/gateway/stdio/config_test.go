@@ -2,9 +2,11 @@ package stdio
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -137,5 +139,128 @@ func TestClaudeDesktopConfigPath(t *testing.T) {
 	}
 	if p, err := ClaudeDesktopConfigPath(); err != nil || !filepath.IsAbs(p) {
 		t.Errorf("ClaudeDesktopConfigPath() = %q, %v", p, err)
+	}
+}
+
+func TestDecodeServersPrefix(t *testing.T) {
+	tests := []struct {
+		name, raw, prefix, wantErr string
+	}{
+		{"valid", `{"memory": {"command": "npx"}}`, "mcpServers", ""},
+		{"empty", `{}`, "mcpServers", ""},
+		{"unknown key", `{"memory": {"comand": "npx"}}`, "mcpServers", "mcpServers.memory.comand: unknown key"},
+		{"other prefix", `{"memory": {"comand": "npx"}}`, "gateway.servers", "gateway.servers.memory.comand: unknown key"},
+		{"validation under prefix", `{"memory": {"command": "npx", "start": "now"}}`, "x.mcpServers", `x.mcpServers.memory.start: "now"`},
+		{"bad name under prefix", `{"Memory": {"command": "npx"}}`, "x", "x.Memory: bad server name"},
+		{"duplicate", `{"a": {"command": "x"}, "a": {"command": "x"}}`, "mcpServers", "mcpServers.a: the server is defined twice"},
+		{"not an object", `["memory"]`, "mcpServers", "mcpServers: must be an object of servers, not a list"},
+		{"null", `null`, "mcpServers", "mcpServers: must be an object of servers, not null"},
+		{"missing", ``, "mcpServers", "mcpServers: missing"},
+		{"truncated", `{"memory": {"command": "npx"}`, "mcpServers", "mcpServers: not valid JSON"},
+		{"trailing data", `{} {}`, "mcpServers", "mcpServers: unexpected data after the object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeServers([]byte(tt.raw), tt.prefix)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("DecodeServers: %v", err)
+				}
+				for name, c := range got {
+					if c.Name != name {
+						t.Errorf("server %q has Name %q", name, c.Name)
+					}
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseClaudeDesktop(t *testing.T) {
+	const secret = "ghp_secret-value-42"
+	tests := []struct {
+		name      string
+		json      string
+		want      []string // servers returned
+		wantErr   []string // every one must appear; nil means success
+		notInErrs string
+	}{
+		{
+			name: "other top-level keys ignored",
+			json: `{"globalShortcut": "Ctrl+Space", "preferences": {"theme": "dark"}, "mcpServers": {"memory": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}}}`,
+			want: []string{"memory"},
+		},
+		{name: "no mcpServers", json: `{"preferences": {}}`, want: []string{}},
+		{name: "null mcpServers", json: `{"mcpServers": null}`, want: []string{}},
+		{
+			name:      "unknown entry key refused, naming server and key",
+			json:      `{"mcpServers": {"github": {"command": "npx", "env": {"TOKEN": "` + secret + `"}, "disabled": true}, "memory": {"command": "npx"}}}`,
+			wantErr:   []string{"mcpServers.github.disabled: unknown key", "Claude Desktop may accept it"},
+			notInErrs: secret,
+		},
+		{
+			name:    "every bad entry reported",
+			json:    `{"mcpServers": {"b": {"command": "x", "type": "stdio"}, "My Server": {"command": "x"}}}`,
+			wantErr: []string{"mcpServers.b.type: unknown key", `mcpServers."My Server": bad server name`},
+		},
+		{name: "duplicate server", json: `{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}`, wantErr: []string{"mcpServers.a: the server is defined twice"}},
+		{name: "mcpServers not an object", json: `{"mcpServers": "none"}`, wantErr: []string{"mcpServers: must be an object of servers, not a string"}},
+		{name: "not JSON", json: `{"mcpServers": `, wantErr: []string{"not valid JSON"}},
+		{name: "top level not an object", json: `[1]`, wantErr: []string{"must be a JSON object, not a list"}},
+		{name: "empty file", json: ` `, wantErr: []string{"the file is empty"}},
+		{name: "trailing data", json: `{} x`, wantErr: []string{"claude desktop config: unexpected data after"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseClaudeDesktop([]byte(tt.json))
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("ParseClaudeDesktop: %v", err)
+				}
+				var names []string
+				for name := range got {
+					names = append(names, name)
+				}
+				sort.Strings(names)
+				if fmt.Sprint(names) != fmt.Sprint(tt.want) {
+					t.Fatalf("servers %v, want %v", names, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted: %v", got)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if tt.notInErrs != "" && strings.Contains(err.Error(), tt.notInErrs) {
+				t.Errorf("error quotes an env value: %v", err)
+			}
+		})
+	}
+}
+
+func TestParseClaudeDesktopEntryErrors(t *testing.T) {
+	_, err := ParseClaudeDesktop([]byte(`{"mcpServers": {"b": {"command": "x", "url": "u"}, "a": {"command": "x", "cwd": "rel"}}}`))
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("error %T is not joined", err)
+	}
+	var names []string
+	for _, e := range joined.Unwrap() {
+		var ee *EntryError
+		if !errors.As(e, &ee) {
+			t.Fatalf("%T is not an *EntryError", e)
+		}
+		names = append(names, ee.Name)
+	}
+	if fmt.Sprint(names) != "[a b]" {
+		t.Fatalf("entry errors for %v, want [a b] in order", names)
 	}
 }
