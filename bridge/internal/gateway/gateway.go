@@ -1,0 +1,509 @@
+// Package gateway serves local stdio MCP servers (and the browser) to MCP
+// clients over HTTP: /servers/{name}/mcp (Streamable HTTP, every era the
+// local endpoints serve), /servers/{name}/sse (legacy HTTP+SSE), the
+// aliases /{name}/sse and {name}.{prefix}.{domain}, and /servers/all/mcp,
+// every server's tools under one endpoint.
+//
+// Each server runs as one child process shared by every session (package
+// stdio supervises it). The gateway initializes the child itself and replays
+// the result to each session; it gives every forwarded request an id of its
+// own, so replies, progress and cancellations reach exactly the session they
+// belong to; server→client requests (sampling, elicitation, roots) go to
+// the session whose call caused them. docs/gateway.md tells the rules.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
+)
+
+// Reserved route names: no configured server may take them.
+const (
+	BrowserRoute   = "browser"
+	AggregateRoute = "all"
+)
+
+// Options configure a Gateway. Zero values are documented.
+type Options struct {
+	// Servers are the configured stdio servers (from stdio.ParseServers).
+	Servers map[string]stdio.ServerConfig
+	// Stdio configures the supervisor of their processes.
+	Stdio stdio.Options
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Metrics receives the gateway's series; nil makes a private registry.
+	Metrics *metrics.Registry
+	// Version is reported as the aggregate endpoint's server version.
+	Version string
+	// SessionTimeout reaps Streamable HTTP sessions idle this long with no
+	// stream open; 0 means 30 minutes.
+	SessionTimeout time.Duration
+	// ReplayBytes bounds each session's delivered messages kept for
+	// Last-Event-ID resumption; 0 means 64 KiB.
+	ReplayBytes int
+	// MaxBodyBytes bounds a request body; 0 means 4 MiB.
+	MaxBodyBytes int64
+	// PingInterval is the keep-alive period of open streams (an SSE
+	// comment line); 0 means 30 s, negative turns it off.
+	PingInterval time.Duration
+	// HostPrefix and HostDomain turn on host-based routing: a request to
+	// {name}.{HostPrefix}.{HostDomain} goes to server name at /mcp, /sse
+	// and /message. Empty HostDomain: off.
+	HostPrefix, HostDomain string
+	// Browser serves /servers/browser/…; nil: no browser route.
+	Browser *BrowserRoutes
+}
+
+// BrowserRoutes are the bridge's own MCP endpoints, served as the
+// "browser" server: the browser is just another server on the gateway.
+type BrowserRoutes struct {
+	Streamable http.Handler
+	SSE        http.Handler // GET: the legacy stream; its endpoint event names /message
+	Message    http.Handler
+	// Connect opens an in-process client session for the aggregate
+	// endpoint; nil leaves the browser out of it.
+	Connect func(ctx context.Context) (AggregateClient, error)
+}
+
+func (o *Options) defaults() {
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 30 * time.Minute
+	}
+	if o.ReplayBytes == 0 {
+		o.ReplayBytes = 64 << 10
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.PingInterval == 0 {
+		o.PingInterval = 30 * time.Second
+	}
+	if o.HostPrefix == "" {
+		o.HostPrefix = "mcp"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.NewRegistry()
+	}
+}
+
+// Gateway serves the stdio servers. Create it with New, start it with
+// Start, mount Handler, stop it with Shutdown.
+type Gateway struct {
+	opts        Options
+	log         *slog.Logger
+	sup         *stdio.Supervisor
+	m           *gatewayMetrics
+	gatewayInit json.RawMessage // the gateway's initialize params to children
+	srvReqSeq   atomic.Int64
+	agg         *aggregate
+	stop        chan struct{}
+	stopOnce    sync.Once
+
+	mu       sync.RWMutex
+	servers  map[string]*serverEntry
+	sessions map[string]*Session
+}
+
+// New checks the servers and prepares the gateway; no process starts yet.
+func New(opts Options) (*Gateway, error) {
+	opts.defaults()
+	for name := range opts.Servers {
+		if err := checkName(name); err != nil {
+			return nil, err
+		}
+	}
+	opts.Stdio.Logger = opts.Logger
+	sup, err := stdio.NewSupervisor(opts.Servers, opts.Stdio)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		opts: opts, log: opts.Logger, sup: sup, m: newGatewayMetrics(opts.Metrics),
+		servers:  make(map[string]*serverEntry),
+		sessions: make(map[string]*Session),
+		stop:     make(chan struct{}),
+	}
+	g.gatewayInit, _ = json.Marshal(map[string]any{
+		"protocolVersion": latestSessionVersion,
+		// Sampling and elicitation are routed to the client whose call
+		// asked; roots are per client, so only private children get them
+		// (from their own client's initialize).
+		"capabilities": map[string]any{"sampling": map[string]any{}, "elicitation": map[string]any{}},
+		"clientInfo":   map[string]any{"name": "browserbridge-gateway", "version": opts.Version},
+	})
+	for name, cfg := range opts.Servers {
+		cfg.Name = name
+		g.servers[name] = g.newServerEntry(cfg)
+	}
+	g.agg = newAggregate(g)
+	return g, nil
+}
+
+func checkName(name string) error {
+	if name == BrowserRoute || name == AggregateRoute {
+		return fmt.Errorf("mcpServers.%s: the name %q is reserved (/servers/%s/ is the gateway's own route); pick another", name, name, name)
+	}
+	return nil
+}
+
+// Start starts the supervisor (boot servers start now) and the reaper of
+// idle sessions.
+func (g *Gateway) Start() {
+	g.sup.Start()
+	go g.reap()
+}
+
+// Supervisor is the supervisor of the children, for status reports.
+func (g *Gateway) Supervisor() *stdio.Supervisor { return g.sup }
+
+// Shutdown ends every session and stops every child (process groups).
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.stopOnce.Do(func() { close(g.stop) })
+	g.mu.Lock()
+	sessions := make([]*Session, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		sessions = append(sessions, s)
+	}
+	g.mu.Unlock()
+	for _, s := range sessions {
+		s.close()
+	}
+	return g.sup.Shutdown(ctx)
+}
+
+// Reload applies a new server configuration: only the servers whose entries
+// changed are restarted; sessions on the others never notice. Sessions of a
+// removed server are ended.
+func (g *Gateway) Reload(servers map[string]stdio.ServerConfig) (stdio.ReloadResult, error) {
+	for name := range servers {
+		if err := checkName(name); err != nil {
+			return stdio.ReloadResult{}, err
+		}
+	}
+	res, err := g.sup.Reload(servers)
+	if err != nil {
+		return res, err
+	}
+	g.mu.Lock()
+	var ended []*Session
+	for _, name := range res.Removed {
+		if srv := g.servers[name]; srv != nil {
+			srv.shared.markRemoved()
+			delete(g.servers, name)
+		}
+		for _, s := range g.sessions {
+			if s.t.name() == name {
+				ended = append(ended, s)
+			}
+		}
+	}
+	for _, name := range append(append([]string{}, res.Restarted...), res.Updated...) {
+		if srv := g.servers[name]; srv != nil {
+			cfg := servers[name]
+			cfg.Name = name
+			srv.cfg, srv.filter = cfg, newToolFilter(cfg.Tools)
+		}
+	}
+	for _, name := range res.Added {
+		cfg := servers[name]
+		cfg.Name = name
+		g.servers[name] = g.newServerEntry(cfg)
+	}
+	g.mu.Unlock()
+	for _, s := range ended {
+		s.close()
+	}
+	if len(res.Added)+len(res.Removed)+len(res.Restarted)+len(res.Updated) > 0 {
+		g.toolsChanged()
+	}
+	g.log.Info("gateway configuration reloaded", "added", res.Added, "removed", res.Removed, "restarted", res.Restarted, "updated", res.Updated, "unchanged", len(res.Unchanged))
+	return res, nil
+}
+
+// markRemoved makes the backend refuse new work; its child is stopped by
+// the supervisor.
+func (b *backend) markRemoved() {
+	b.mu.Lock()
+	b.dead = true
+	b.mu.Unlock()
+}
+
+func (g *Gateway) server(name string) *serverEntry {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.servers[name]
+}
+
+// Names returns the configured server names, sorted.
+func (g *Gateway) Names() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	names := make([]string, 0, len(g.servers))
+	for n := range g.servers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (g *Gateway) addSession(s *Session, transport string) {
+	g.mu.Lock()
+	g.sessions[s.id] = s
+	g.mu.Unlock()
+	g.m.transport.With(s.t.name(), transport).Inc()
+}
+
+func (g *Gateway) dropSession(s *Session) {
+	g.mu.Lock()
+	if g.sessions[s.id] == s {
+		delete(g.sessions, s.id)
+	}
+	g.mu.Unlock()
+}
+
+// lookupSession finds a session of route name.
+func (g *Gateway) lookupSession(id, name string) *Session {
+	g.mu.RLock()
+	s := g.sessions[id]
+	g.mu.RUnlock()
+	if s == nil || s.t.name() != name {
+		return nil
+	}
+	return s
+}
+
+// reap ends Streamable HTTP sessions idle for SessionTimeout, with no
+// stream open and nothing in flight: abandoned clients never pile up.
+func (g *Gateway) reap() {
+	every := min(g.opts.SessionTimeout/4, time.Minute)
+	t := time.NewTicker(max(every, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-g.opts.SessionTimeout).UnixNano()
+		var idle []*Session
+		g.mu.RLock()
+		for _, s := range g.sessions {
+			if s.lastUsed.Load() < cutoff && s.idle() {
+				idle = append(idle, s)
+			}
+		}
+		g.mu.RUnlock()
+		for _, s := range idle {
+			g.log.Info("idle session reaped", "route", s.t.name(), "session", s.id)
+			s.close()
+		}
+	}
+}
+
+// idle: no stream open and no request in flight.
+func (s *Session) idle() bool {
+	s.out.mu.Lock()
+	streams := s.out.streams
+	s.out.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return streams == 0 && len(s.inflight) == 0
+}
+
+// ServerHealth is one server in /health.
+type ServerHealth struct {
+	stdio.State
+	Sessions int `json:"sessions"`
+	InFlight int `json:"in_flight"`
+}
+
+// Health reports every server truthfully: its supervisor state (pid,
+// restarts, last exit, last stderr lines) and its sessions.
+func (g *Gateway) Health() []ServerHealth {
+	counts := g.sessionCounts()
+	var out []ServerHealth
+	for _, st := range g.sup.States() {
+		h := ServerHealth{State: st, Sessions: counts[st.Name]}
+		if srv := g.server(st.Name); srv != nil {
+			h.InFlight = srv.shared.inFlight()
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+func (g *Gateway) sessionCounts() map[string]int {
+	counts := map[string]int{}
+	g.mu.RLock()
+	for _, s := range g.sessions {
+		counts[s.t.name()]++
+	}
+	g.mu.RUnlock()
+	return counts
+}
+
+// Sessions reports the open sessions of every route.
+func (g *Gateway) Sessions() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return len(g.sessions)
+}
+
+// UpdateGauges refreshes the per-server gauges; call it before /metrics
+// is written.
+func (g *Gateway) UpdateGauges() {
+	counts := g.sessionCounts()
+	for _, st := range g.sup.States() {
+		up := 0.0
+		if st.Status == stdio.StatusRunning {
+			up = 1
+		}
+		g.m.up.With(st.Name).Set(up)
+		g.m.restarts.With(st.Name).Set(float64(st.Restarts))
+		g.m.sessions.With(st.Name).Set(float64(counts[st.Name]))
+		if srv := g.server(st.Name); srv != nil {
+			g.m.inflight.With(st.Name).Set(float64(srv.shared.inFlight()))
+		}
+	}
+	g.m.sessions.With(AggregateRoute).Set(float64(counts[AggregateRoute]))
+}
+
+// routeFor resolves a route name to its target; nil if unknown.
+func (g *Gateway) routeFor(name string) target {
+	if name == AggregateRoute {
+		return g.agg
+	}
+	if srv := g.server(name); srv != nil {
+		return serverTarget{srv}
+	}
+	return nil
+}
+
+// ServeHTTP serves /servers/{name}/{mcp,sse,message} and the aliases
+// /{name}/sse and /{name}/message. Mount it at "/servers/"; Alias tells
+// whether a path is an alias the bridge should hand over too.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/servers/")
+	if !ok {
+		name, op, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		g.serveRoute(w, r, name, op, "/"+name)
+		return
+	}
+	if rest == "" {
+		g.serveList(w, r)
+		return
+	}
+	name, op, _ := strings.Cut(rest, "/")
+	g.serveRoute(w, r, name, op, "/servers/"+name)
+}
+
+// Alias reports whether path is /{name}/sse or /{name}/message of a
+// configured server.
+func (g *Gateway) Alias(path string) bool {
+	name, op, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	return ok && (op == "sse" || op == "message") && g.server(name) != nil
+}
+
+// HostRoute returns the server a Host header names under host-based
+// routing ({name}.{prefix}.{domain}), or "".
+func (g *Gateway) HostRoute(host string) string {
+	if g.opts.HostDomain == "" {
+		return ""
+	}
+	if h, _, ok := strings.Cut(host, ":"); ok && !strings.Contains(h, "]") {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	name, ok := strings.CutSuffix(host, "."+g.opts.HostPrefix+"."+g.opts.HostDomain)
+	if !ok || name == "" || strings.Contains(name, ".") {
+		return ""
+	}
+	return name
+}
+
+// HostSuffix is the host suffix host-based routing answers, or "".
+func (g *Gateway) HostSuffix() string {
+	if g.opts.HostDomain == "" {
+		return ""
+	}
+	return g.opts.HostPrefix + "." + g.opts.HostDomain
+}
+
+// ServeHost serves a request that host-based routing sent to server name:
+// /mcp, /sse and /message.
+func (g *Gateway) ServeHost(w http.ResponseWriter, r *http.Request, name string) {
+	g.serveRoute(w, r, name, strings.TrimPrefix(r.URL.Path, "/"), "")
+}
+
+func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, name, op, base string) {
+	if name == BrowserRoute && g.opts.Browser != nil {
+		br := g.opts.Browser
+		switch op {
+		case "mcp":
+			br.Streamable.ServeHTTP(w, r)
+			return
+		case "sse":
+			br.SSE.ServeHTTP(w, r)
+			return
+		case "message":
+			br.Message.ServeHTTP(w, r)
+			return
+		}
+	}
+	t := g.routeFor(name)
+	if t == nil {
+		writeError(w, http.StatusNotFound, nil, codeInvalidRequest, fmt.Sprintf("no server named %q on this gateway; configured: %s", name, strings.Join(g.routeNames(), ", ")))
+		return
+	}
+	switch op {
+	case "mcp":
+		g.serveStreamable(w, r, t)
+	case "sse":
+		if t == g.agg {
+			writeError(w, http.StatusNotFound, nil, codeInvalidRequest, "the aggregate endpoint speaks Streamable HTTP only: use /servers/all/mcp")
+			return
+		}
+		g.serveSSE(w, r, t, base+"/message")
+	case "message":
+		g.serveMessage(w, r, t)
+	default:
+		writeError(w, http.StatusNotFound, nil, codeInvalidRequest, fmt.Sprintf("no route %s %s: a server is reached at %s/mcp (Streamable HTTP) or %s/sse (HTTP+SSE)", r.Method, r.URL.Path, base, base))
+	}
+}
+
+func (g *Gateway) routeNames() []string {
+	names := g.Names()
+	if g.opts.Browser != nil {
+		names = append([]string{BrowserRoute}, names...)
+	}
+	return append(names, AggregateRoute)
+}
+
+// serveList answers GET /servers/ with the routes and their state.
+func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "GET /servers/ lists the servers")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"servers": g.Health(), "routes": g.routeNames()})
+}
+
+// errBodyTooLarge marks a body over MaxBodyBytes.
+var errBodyTooLarge = errors.New("request body too large")

@@ -1,0 +1,197 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+)
+
+// The tests run real stdio servers from the npm registry (installed by
+// scripts/install-test-tools.sh into tools/npm) behind a real gateway on a
+// real socket, driven by the official Go SDK client.
+
+// npmServers finds Node.js and tools/npm/node_modules.
+func npmServers(t testing.TB) (node, mods string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the npm test tools are installed for linux")
+	}
+	root, _ := filepath.Abs("../../..")
+	out, err := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check").Output()
+	if err != nil {
+		t.Fatalf("npm test tools missing: run scripts/install-test-tools.sh (%v)", err)
+	}
+	return strings.TrimSpace(string(out)), filepath.Join(root, "tools", "npm", "node_modules")
+}
+
+func everything(t testing.TB) stdio.ServerConfig {
+	node, mods := npmServers(t)
+	return stdio.ServerConfig{Command: node, Args: []string{filepath.Join(mods, "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"}}
+}
+
+func memoryServer(t testing.TB) stdio.ServerConfig {
+	node, mods := npmServers(t)
+	return stdio.ServerConfig{Command: node, Args: []string{filepath.Join(mods, "@modelcontextprotocol", "server-memory", "dist", "index.js")},
+		Env: map[string]string{"MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")}}
+}
+
+func filesystemServer(t testing.TB, dir string) stdio.ServerConfig {
+	node, mods := npmServers(t)
+	return stdio.ServerConfig{Command: node, Args: []string{filepath.Join(mods, "@modelcontextprotocol", "server-filesystem", "dist", "index.js"), dir}}
+}
+
+type testGateway struct {
+	t   testing.TB
+	gw  *Gateway
+	srv *httptest.Server
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("GATEWAY_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// newTestGateway serves servers the way the bridge mounts the gateway:
+// /servers/, the /{name}/sse aliases and host-based routing.
+func newTestGateway(t testing.TB, servers map[string]stdio.ServerConfig, opts Options) *testGateway {
+	t.Helper()
+	for name, cfg := range servers {
+		cfg.Name = name
+		servers[name] = cfg
+	}
+	opts.Servers = servers
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	if opts.Stdio.MinBackoff == 0 {
+		opts.Stdio.MinBackoff = 100 * time.Millisecond
+	}
+	opts.Stdio.StopGrace = 2 * time.Second
+	gw, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Start()
+	mux := http.NewServeMux()
+	mux.Handle("/servers/", gw)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if name := gw.HostRoute(r.Host); name != "" {
+			gw.ServeHost(w, r, name)
+			return
+		}
+		if gw.Alias(r.URL.Path) {
+			gw.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := gw.Shutdown(ctx); err != nil {
+			t.Errorf("gateway shutdown: %v", err)
+		}
+	})
+	return &testGateway{t: t, gw: gw, srv: srv}
+}
+
+// era is one way a client talks to a route.
+type era struct {
+	name    string
+	sse     bool
+	version string // "" means the SDK's default: 2026-07-28, stateless
+}
+
+var eras = []era{
+	{"sse-2024-11-05", true, "2024-11-05"},
+	{"streamable-2025-03-26", false, "2025-03-26"},
+	{"streamable-2025-06-18", false, "2025-06-18"},
+	{"streamable-2025-11-25", false, "2025-11-25"},
+	{"streamable-2026-07-28", false, ""},
+}
+
+var sessionEra = era{"streamable-2025-11-25", false, "2025-11-25"}
+
+// connect opens an SDK client session on route (a path such as
+// /servers/everything) in era e.
+func (tg *testGateway) connect(route string, e era, copts *mcp.ClientOptions) *mcp.ClientSession {
+	tg.t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-" + e.name, Version: "1"}, copts)
+	var tr mcp.Transport
+	if e.sse {
+		tr = &mcp.SSEClientTransport{Endpoint: tg.srv.URL + route + "/sse"}
+	} else {
+		tr = &mcp.StreamableClientTransport{Endpoint: tg.srv.URL + route + "/mcp", MaxRetries: -1}
+	}
+	// The SSE client's stream lives as long as Connect's context.
+	cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: e.version})
+	if err != nil {
+		tg.t.Fatalf("%s %s: connect: %v", route, e.name, err)
+	}
+	tg.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func echo(ctx context.Context, cs *mcp.ClientSession, msg string) (string, error) {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": msg}})
+	if err != nil {
+		return "", err
+	}
+	if res.IsError {
+		return "", &toolError{textOf(res)}
+	}
+	return textOf(res), nil
+}
+
+type toolError struct{ s string }
+
+func (e *toolError) Error() string { return "tool error: " + e.s }
+
+// waitState polls the supervisor until cond holds for server name.
+func (tg *testGateway) waitState(name, what string, cond func(stdio.State) bool) stdio.State {
+	tg.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, _ := tg.gw.Supervisor().State(name)
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			tg.t.Fatalf("%s: never %s; last state %+v", name, what, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,490 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Streamable HTTP and legacy HTTP+SSE, written for a pass-through: the
+// messages are relayed as raw bytes, so the SDK's typed server (which
+// answers every method itself) does not fit here. docs/gateway.md lists
+// what each era gets.
+
+const (
+	headerSessionID = "Mcp-Session-Id"
+	headerVersion   = "MCP-Protocol-Version"
+	headerMethod    = "Mcp-Method"
+	headerName      = "Mcp-Name"
+	headerLastEvent = "Last-Event-ID"
+)
+
+func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(errorResponse(id, code, msg))
+}
+
+func acceptsBoth(accept string) bool {
+	if accept == "" {
+		return true // lenient: no Accept means anything
+	}
+	var js, sse bool
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+		switch mt {
+		case "application/json", "application/*":
+			js = true
+		case "text/event-stream", "text/*":
+			sse = true
+		case "*/*":
+			js, sse = true, true
+		}
+	}
+	return js || sse
+}
+
+func accepts(accept, want string) bool {
+	if accept == "" {
+		return true
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+		if mt == want || mt == "*/*" || mt == strings.Split(want, "/")[0]+"/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// readBody reads a posted message within the size limit.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, nil, codeInvalidRequest, fmt.Sprintf("Content-Type must be application/json, not %q", ct))
+			return nil, false
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, nil, codeParseError, "could not read the request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+func (g *Gateway) serveStreamable(w http.ResponseWriter, r *http.Request, t target) {
+	if v := r.Header.Get(headerVersion); v != "" && !isSupportedVersion(v) {
+		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, fmt.Sprintf("unsupported %s %q; this gateway speaks %s", headerVersion, v, strings.Join(supportedVersions, ", ")))
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		g.post(w, r, t)
+	case http.MethodGet:
+		g.getStream(w, r, t)
+	case http.MethodDelete:
+		sid := r.Header.Get(headerSessionID)
+		s := g.lookupSession(sid, t.name())
+		if s == nil {
+			writeError(w, http.StatusNotFound, nil, codeSessionNotFound, fmt.Sprintf("session %q not found on %q: it has ended or never existed", sid, t.name()))
+			return
+		}
+		s.close()
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "Streamable HTTP takes POST (messages), GET (the session's stream) and DELETE (end the session)")
+	}
+}
+
+func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
+	if !acceptsBoth(r.Header.Get("Accept")) {
+		writeError(w, http.StatusNotAcceptable, nil, codeInvalidRequest, "Accept must list application/json and text/event-stream (Streamable HTTP); got "+strconv.Quote(r.Header.Get("Accept")))
+		return
+	}
+	body, ok := g.readBody(w, r)
+	if !ok {
+		return
+	}
+	e, code, err := parseMessage(body)
+	if err != nil {
+		var id json.RawMessage
+		if e != nil && validID(e.ID) {
+			id = e.ID
+		}
+		writeError(w, http.StatusBadRequest, id, code, err.Error())
+		return
+	}
+	ctx := r.Context()
+	sid := r.Header.Get(headerSessionID)
+	var s *Session
+	switch {
+	case sid != "":
+		if s = g.lookupSession(sid, t.name()); s == nil {
+			writeError(w, http.StatusNotFound, e.ID, codeSessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.name()))
+			return
+		}
+	case e.Method == "initialize" && e.kind() == kindRequest:
+		s = g.newSession(t, false)
+		res, err := s.initialize(ctx, e.Params)
+		if err != nil {
+			writeError(w, http.StatusOK, e.ID, codeUnavailable, err.Error())
+			return
+		}
+		g.addSession(s, "streamable")
+		w.Header().Set(headerSessionID, s.id)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(appendResponse(nil, e.ID, res, nil))
+		return
+	case isStateless(r, e):
+		if msg := checkStandardHeaders(r, e); msg != "" {
+			writeError(w, http.StatusBadRequest, e.ID, codeInvalidRequest, msg)
+			return
+		}
+		g.stateless(w, r, t, e)
+		return
+	default:
+		writeError(w, http.StatusBadRequest, e.ID, codeInvalidRequest, "missing "+headerSessionID+" header: send initialize first (or, in the 2026-07-28 era, put the protocol version in params._meta)")
+		return
+	}
+	if e.kind() != kindRequest {
+		s.handle(ctx, e, nil)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	ps := newPostSink()
+	s.handle(ctx, e, ps)
+	ps.writeTo(w, r, s.done)
+}
+
+// isStateless tells a 2026-07-28 request: no session, the version in
+// params._meta or the header.
+func isStateless(r *http.Request, e *envelope) bool {
+	return r.Header.Get(headerVersion) == version2026 || metaField(e.Params, metaProtocolVersion) != nil
+}
+
+// checkStandardHeaders checks the 2026-07-28 Mcp-Method and Mcp-Name
+// headers against the body; "" when they agree.
+func checkStandardHeaders(r *http.Request, e *envelope) string {
+	if r.Header.Get(headerVersion) < version2026 || e.kind() != kindRequest {
+		return ""
+	}
+	if m := r.Header.Get(headerMethod); m != e.Method {
+		return fmt.Sprintf("the %s header (%q) must name the body's method %q", headerMethod, m, e.Method)
+	}
+	if e.Method == "tools/call" || e.Method == "resources/read" || e.Method == "prompts/get" {
+		var p struct {
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		}
+		_ = json.Unmarshal(e.Params, &p)
+		want := p.Name
+		if e.Method == "resources/read" {
+			want = p.URI
+		}
+		if n := r.Header.Get(headerName); n != want {
+			return fmt.Sprintf("the %s header (%q) must name the body's %q", headerName, n, want)
+		}
+	}
+	return ""
+}
+
+// stateless serves one 2026-07-28 request: a session that lives as long as
+// the request; the client's leaving cancels it.
+func (g *Gateway) stateless(w http.ResponseWriter, r *http.Request, t target, e *envelope) {
+	ctx := r.Context()
+	if e.kind() != kindRequest {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	s := g.newSession(t, true)
+	s.version = version2026
+	if e.Method != "server/discover" {
+		if _, err := t.open(ctx, s, nil); err != nil {
+			writeError(w, http.StatusOK, e.ID, codeUnavailable, err.Error())
+			return
+		}
+		defer s.close()
+	}
+	ps := newPostSink()
+	s.handle(ctx, e, ps)
+	ps.writeTo(w, r, s.done)
+}
+
+// postSink carries one POST's answer: the response alone as
+// application/json, or, when notifications or server requests come first,
+// a text/event-stream of them ending with the response.
+type postSink struct {
+	mu    sync.Mutex
+	queue [][]byte
+	final bool
+	wake  chan struct{}
+}
+
+func newPostSink() *postSink { return &postSink{wake: make(chan struct{}, 1)} }
+
+// maxQueuedNotes bounds the notifications waiting for a slow client; the
+// response itself is never dropped.
+const maxQueuedNotes = 4096
+
+func (p *postSink) send(msg []byte, final bool) {
+	p.mu.Lock()
+	if p.final || (!final && len(p.queue) >= maxQueuedNotes) {
+		p.mu.Unlock()
+		return
+	}
+	p.queue = append(p.queue, msg)
+	p.final = final
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *postSink) take() ([][]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.queue
+	p.queue = nil
+	return q, p.final
+}
+
+func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, sessionDone <-chan struct{}) {
+	streaming := false
+	fl, _ := w.(http.Flusher)
+	for {
+		q, final := p.take()
+		if len(q) > 0 {
+			if !streaming && final && len(q) == 1 {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", strconv.Itoa(len(q[0])))
+				_, _ = w.Write(q[0])
+				return
+			}
+			if !streaming {
+				streaming = true
+				h := w.Header()
+				h.Set("Content-Type", "text/event-stream")
+				h.Set("Cache-Control", "no-cache")
+				w.WriteHeader(http.StatusOK)
+			}
+			for _, m := range q {
+				if writeEvent(w, 0, m) != nil {
+					return
+				}
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+			if final {
+				return
+			}
+		}
+		select {
+		case <-p.wake:
+		case <-r.Context().Done():
+			return
+		case <-sessionDone:
+			// The session ended (DELETE, reload, shutdown) while the
+			// request waited: say so rather than hang.
+			p.send(errorResponse(json.RawMessage("null"), codeInternal, "the session ended before the server answered"), true)
+			sessionDone = nil
+		}
+	}
+}
+
+func writeEvent(w io.Writer, id uint64, data []byte) error {
+	buf := make([]byte, 0, len(data)+48)
+	if id > 0 {
+		buf = append(buf, "id: "...)
+		buf = strconv.AppendUint(buf, id, 10)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, err := w.Write(buf)
+	return err
+}
+
+// getStream serves a session's own stream (Streamable HTTP GET): messages
+// that belong to no request, numbered for Last-Event-ID resumption.
+func (g *Gateway) getStream(w http.ResponseWriter, r *http.Request, t target) {
+	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
+		writeError(w, http.StatusNotAcceptable, nil, codeInvalidRequest, "GET opens the session's event stream: Accept must list text/event-stream")
+		return
+	}
+	sid := r.Header.Get(headerSessionID)
+	if sid == "" {
+		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "GET needs the "+headerSessionID+" header of an initialized session")
+		return
+	}
+	s := g.lookupSession(sid, t.name())
+	if s == nil {
+		writeError(w, http.StatusNotFound, nil, codeSessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.name()))
+		return
+	}
+	if !s.out.attach() {
+		writeError(w, http.StatusConflict, nil, codeInvalidRequest, "this session's stream is already open; one GET stream per session")
+		return
+	}
+	defer s.out.detach()
+	from := s.out.lastSent()
+	if last := r.Header.Get(headerLastEvent); last != "" {
+		n, err := strconv.ParseUint(last, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, fmt.Sprintf("%s %q is not an event id of this gateway", headerLastEvent, last))
+			return
+		}
+		from = n
+	}
+	g.pump(w, r, s, from)
+}
+
+// pump writes the session's outbox to the stream until the client leaves
+// or the session ends.
+func (g *Gateway) pump(w http.ResponseWriter, r *http.Request, s *Session, from uint64, preface ...string) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, nil, codeInternal, "streaming is not supported by this connection")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	for _, p := range preface {
+		_, _ = io.WriteString(w, p)
+	}
+	fl.Flush()
+	var ping <-chan time.Time
+	if g.opts.PingInterval > 0 {
+		t := time.NewTicker(g.opts.PingInterval)
+		defer t.Stop()
+		ping = t.C
+	}
+	cursor := from
+	for {
+		evs := s.out.after(cursor)
+		for _, e := range evs {
+			if writeEvent(w, e.id, e.data) != nil {
+				return
+			}
+			cursor = e.id
+		}
+		if len(evs) > 0 {
+			fl.Flush()
+			s.out.markSent(cursor)
+			s.touch()
+		}
+		if s.out.isClosed() {
+			return
+		}
+		select {
+		case <-s.out.wake:
+		case <-ping:
+			// A comment line: no client mistakes it for a message.
+			if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-r.Context().Done():
+			return
+		case <-g.stop:
+			return
+		}
+	}
+}
+
+// serveSSE serves the legacy transport's GET: the session lives as long as
+// this stream; its first event names where to POST.
+func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request, t target, messagePath string) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "GET opens the event stream; messages go to POST "+messagePath+"?sessionId=…")
+		return
+	}
+	s := g.newSession(t, false)
+	s.out.attach()
+	g.addSession(s, "sse")
+	defer s.close()
+	endpoint := messagePath + "?sessionId=" + url.QueryEscape(s.id)
+	g.pump(w, r, s, 0, "event: endpoint\ndata: "+endpoint+"\n\n")
+}
+
+// outboxSink sends everything to the session's stream (legacy SSE).
+type outboxSink struct{ s *Session }
+
+func (o outboxSink) send(msg []byte, _ bool) { o.s.out.push(msg) }
+
+// serveMessage serves the legacy transport's POST: 202 at once, the answer
+// on the session's stream.
+func (g *Gateway) serveMessage(w http.ResponseWriter, r *http.Request, t target) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "POST a JSON-RPC message here; GET the sse endpoint for the stream")
+		return
+	}
+	sid := r.URL.Query().Get("sessionId")
+	s := g.lookupSession(sid, t.name())
+	if s == nil {
+		writeError(w, http.StatusNotFound, nil, codeSessionNotFound, fmt.Sprintf("SSE session %q not found on %q: open the stream again", sid, t.name()))
+		return
+	}
+	body, ok := g.readBody(w, r)
+	if !ok {
+		return
+	}
+	e, code, err := parseMessage(body)
+	if err != nil {
+		var id json.RawMessage
+		if e != nil && validID(e.ID) {
+			id = e.ID
+		}
+		writeError(w, http.StatusBadRequest, id, code, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+	sink := outboxSink{s}
+	if e.Method == "initialize" && e.kind() == kindRequest {
+		// The answer may need the child started: off the POST.
+		go func() {
+			if !s.initStarted.CompareAndSwap(false, true) {
+				sink.send(errorResponse(e.ID, codeInvalidRequest, "this session is already initialized"), true)
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), initTimeout+5*time.Second)
+			defer cancel()
+			res, err := s.initialize(ctx, e.Params)
+			if err != nil {
+				sink.send(errorResponse(e.ID, codeUnavailable, err.Error()), true)
+				return
+			}
+			sink.send(appendResponse(nil, e.ID, res, nil), true)
+		}()
+		return
+	}
+	if !s.ready.Load() && e.kind() == kindRequest && e.Method != "ping" {
+		sink.send(errorResponse(e.ID, codeInvalidRequest, "send initialize first"), true)
+		return
+	}
+	// The request may have to wait for the child: never hold the POST.
+	go s.handle(context.Background(), e, sink)
+}

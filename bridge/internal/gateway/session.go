@@ -1,0 +1,310 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A Session is one MCP client session on a gateway route: a Streamable HTTP
+// session (Mcp-Session-Id), a legacy SSE stream, or one stateless request
+// of the 2026-07-28 era. Its target is a server or the aggregate.
+type Session struct {
+	id        string
+	g         *Gateway
+	t         target
+	b         *backend        // a per_session server's private backend, else nil
+	caps      map[string]bool // client capabilities: sampling, elicitation, roots
+	version   string
+	stateless bool
+	// initStarted and ready guard the legacy transport, where initialize
+	// arrives on a stream that already exists.
+	initStarted, ready atomic.Bool
+	out                *outbox // messages with no request to ride on
+	lastUsed           atomic.Int64
+
+	mu       sync.Mutex
+	inflight map[inflightKey]int64 // client request id → gateway id, per backend
+	closed   bool
+	done     chan struct{}
+}
+
+type inflightKey struct {
+	b  *backend
+	id string
+}
+
+// target is what a route serves: one server, or every server at once.
+type target interface {
+	// name is the route's name for messages and metrics.
+	name() string
+	// open attaches a new session and returns the initialize result.
+	open(ctx context.Context, s *Session, initParams json.RawMessage) (json.RawMessage, error)
+	// request handles a client request; the answer reaches sink.
+	request(ctx context.Context, s *Session, e *envelope, sink sink)
+	// notification handles a client notification.
+	notification(s *Session, e *envelope)
+	// response handles a client's answer to a server→client request.
+	response(s *Session, e *envelope) error
+	// close detaches the session.
+	close(s *Session)
+	// discover answers server/discover (2026-07-28).
+	discover(ctx context.Context) (json.RawMessage, error)
+}
+
+func (g *Gateway) newSession(t target, stateless bool) *Session {
+	s := &Session{
+		id: rand.Text(), g: g, t: t, stateless: stateless,
+		caps:     map[string]bool{},
+		out:      newOutbox(g.opts.ReplayBytes),
+		inflight: make(map[inflightKey]int64),
+		done:     make(chan struct{}),
+	}
+	s.touch()
+	return s
+}
+
+func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
+
+// remember records a forwarded request; false if its id is in flight
+// already. Called with b.mu held (lock order: backend, then session).
+func (s *Session) remember(b *backend, id json.RawMessage, gid int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := inflightKey{b, idKey(id)}
+	if _, dup := s.inflight[k]; dup {
+		return false
+	}
+	s.inflight[k] = gid
+	return true
+}
+
+func (s *Session) forget(b *backend, id json.RawMessage) {
+	s.mu.Lock()
+	delete(s.inflight, inflightKey{b, idKey(id)})
+	s.mu.Unlock()
+}
+
+func (s *Session) lookup(b *backend, id json.RawMessage) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gid, ok := s.inflight[inflightKey{b, idKey(id)}]
+	return gid, ok
+}
+
+// notify queues a message that belongs to no request of the session
+// (list_changed, a server request whose call has ended, log messages).
+func (s *Session) notify(msg []byte) { s.out.push(msg) }
+
+// readCaps records the capabilities a client declared in initialize.
+func (s *Session) readCaps(params json.RawMessage) {
+	var p struct {
+		ProtocolVersion string                     `json:"protocolVersion"`
+		Capabilities    map[string]json.RawMessage `json:"capabilities"`
+	}
+	_ = json.Unmarshal(params, &p)
+	for k := range p.Capabilities {
+		s.caps[k] = true
+	}
+	s.version = latestSessionVersion
+	if isSupportedVersion(p.ProtocolVersion) && p.ProtocolVersion != version2026 {
+		s.version = p.ProtocolVersion
+	}
+}
+
+// initialize opens the session on its target and returns the initialize
+// result the client gets: the target's, with the negotiated version.
+func (s *Session) initialize(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	s.readCaps(params)
+	res, err := s.t.open(ctx, s, params)
+	if err != nil {
+		return nil, err
+	}
+	out, err := setField(res, "protocolVersion", s.version)
+	if err != nil {
+		s.t.close(s)
+		return nil, fmt.Errorf("the server's initialize result is not an object: %w", err)
+	}
+	s.ready.Store(true)
+	return out, nil
+}
+
+// handle processes one client message; requests are answered through sink.
+func (s *Session) handle(ctx context.Context, e *envelope, sink sink) {
+	s.touch()
+	switch e.kind() {
+	case kindRequest:
+		switch e.Method {
+		case "initialize":
+			sink.send(errorResponse(e.ID, codeInvalidRequest, "this session is already initialized; start a new session to initialize again"), true)
+		case "ping":
+			sink.send(appendResponse(nil, e.ID, json.RawMessage("{}"), nil), true)
+		case "server/discover":
+			res, err := s.t.discover(ctx)
+			if err != nil {
+				sink.send(errorResponse(e.ID, codeUnavailable, err.Error()), true)
+				return
+			}
+			sink.send(appendResponse(nil, e.ID, res, nil), true)
+		default:
+			s.t.request(ctx, s, e, sink)
+		}
+	case kindNotification:
+		switch e.Method {
+		case "notifications/initialized":
+		default:
+			s.t.notification(s, e)
+		}
+	case kindResponse:
+		if err := s.t.response(s, e); err != nil {
+			s.g.log.Info("client answer not delivered", "route", s.t.name(), "id", string(e.ID), "err", err)
+		}
+	}
+}
+
+// close ends the session once.
+func (s *Session) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	s.t.close(s)
+	s.out.close()
+	s.g.dropSession(s)
+}
+
+// outbox holds a session's messages that travel on its own stream (the
+// Streamable GET stream, or the whole legacy SSE stream), numbered for
+// resumption with Last-Event-ID. Delivered messages are kept up to a byte
+// budget; undelivered ones are never dropped.
+type outbox struct {
+	mu      sync.Mutex
+	events  []event
+	nextID  uint64
+	sent    uint64 // the last id written to a stream
+	bytes   int
+	budget  int
+	wake    chan struct{}
+	closed  bool
+	streams int // open streams (at most one)
+}
+
+type event struct {
+	id   uint64
+	data []byte
+}
+
+func newOutbox(budget int) *outbox {
+	return &outbox{budget: budget, wake: make(chan struct{}, 1)}
+}
+
+func (o *outbox) push(msg []byte) {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return
+	}
+	o.nextID++
+	o.events = append(o.events, event{o.nextID, msg})
+	o.bytes += len(msg)
+	o.trimLocked()
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// trimLocked drops the oldest delivered events beyond the budget.
+func (o *outbox) trimLocked() {
+	n := 0
+	for n < len(o.events) && o.bytes > o.budget && o.events[n].id <= o.sent {
+		o.bytes -= len(o.events[n].data)
+		n++
+	}
+	if n > 0 {
+		o.events = append(o.events[:0], o.events[n:]...)
+	}
+}
+
+// next returns the events after id (all kept ones when from is 0 and
+// resume is false means "after the last sent").
+func (o *outbox) after(id uint64) []event {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []event
+	for _, e := range o.events {
+		if e.id > id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (o *outbox) markSent(id uint64) {
+	o.mu.Lock()
+	if id > o.sent {
+		o.sent = id
+	}
+	o.trimLocked()
+	o.mu.Unlock()
+}
+
+func (o *outbox) lastSent() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.sent
+}
+
+// attach claims the outbox for a stream; false if one is open already.
+func (o *outbox) attach() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.streams > 0 || o.closed {
+		return false
+	}
+	o.streams++
+	return true
+}
+
+func (o *outbox) detach() {
+	o.mu.Lock()
+	o.streams--
+	o.mu.Unlock()
+}
+
+func (o *outbox) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (o *outbox) isClosed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closed
+}
+
+func (o *outbox) heldBytes() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.bytes
+}
+
+func (s *Session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
