@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/browserbridge/browserbridge/bridge/buildinfo.Version=$(VERSION)
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
-.PHONY: build test vet test-tools ext-unit unit cross test-install bench fuzz clean
+.PHONY: build test vet test-tools ext-unit unit cross test-install bench bench-gateway fuzz clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge ./bridge/cmd/browserbridge
@@ -44,6 +44,12 @@ test-install:
 # Benchmarks: figures for closing notes, never pass/fail.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3000x ./bridge/...
+
+# MCP stdio gateways (browserbridge, supergateway, mcp-proxy) against a direct
+# stdio connection, in front of server-everything's echo tool: one table,
+# never pass/fail. Flags go in GWBENCH, e.g. GWBENCH='--sessions 1,10 --duration 2s'.
+bench-gateway: build test-tools
+	$(GO) run ./bridge/cmd/gwbench $(GWBENCH)
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadFrame -fuzztime 30s ./bridge/nativemsg

@@ -1,0 +1,36 @@
+// Package gwbench measures MCP stdio gateways: HTTP servers that front one
+// stdio MCP server (here @modelcontextprotocol/server-everything) for many
+// client sessions. Every target is driven the same way and reported in one
+// table: throughput and latency of the echo tool at several session counts,
+// replies that reached the wrong session, errors, and the gateway process's
+// own memory.
+//
+// # Load
+//
+// For each target and each session count N, Run starts the target afresh,
+// opens N sessions (initialize, then notifications/initialized), samples the
+// gateway's RSS once (idle), then runs one closed loop per session: send
+// tools/call echo, wait for its reply, send the next. The first Warmup of
+// the loop is not measured; calls that finish within the following Duration
+// are. The direct target has no gateway: it keeps N calls in flight on one
+// stdio connection to the server, the floor the gateways are compared with.
+//
+// # Misrouting
+//
+// Session s sends its k-th JSON-RPC request with id k and, for a call, the
+// message "s<s>-c<k>"; the only right reply is id k with the text
+// "Echo: s<s>-c<k>". Ids start at 1 in every session, as real clients do, so
+// a gateway that mixes sessions up delivers plausible-looking replies. A
+// reply counts as misrouted when its text is not the one expected for its
+// id, or when its id is not a call the session has in flight. A call
+// settles with the first reply carrying its id, as a real client would
+// take it; if that reply was somebody else's, the call counts as misrouted,
+// not as completed, and its own reply arriving later is ignored.
+//
+// # Transports
+//
+// One client serves every HTTP target: a shared http.Transport, Streamable
+// HTTP sessions (POST, replies as application/json or text/event-stream) and
+// the older HTTP+SSE transport (GET the stream, POST to its endpoint event,
+// replies on the stream, routed by id).
+package gwbench
