@@ -1,0 +1,51 @@
+# syntax=docker/dockerfile:1
+#
+# The stdio-MCP-server gateway in a container: `browserbridge gateway` runs
+# the servers of /config/servers.json ({"mcpServers": {...}}, Claude
+# Desktop's format) and serves them over HTTP on port 3456. Listening on
+# 0.0.0.0, the gateway requires a bearer token: set BROWSERBRIDGE_TOKEN
+# (compose.yaml reads it from gateway.env).
+#
+#   docker build -t browserbridge-gateway .
+#   docker run --init --read-only --tmpfs /tmp --tmpfs /home/node/.npm:uid=1000,gid=1000 \
+#     --cap-drop ALL --security-opt no-new-privileges --env-file gateway.env \
+#     -v "$PWD/servers.json:/config/servers.json:ro" -p 127.0.0.1:3456:3456 browserbridge-gateway
+#
+# The images are pinned by version tag; pin them by digest too
+# (--build-arg GO_IMAGE=golang:1.26.8-bookworm@sha256:...) where you build
+# with network access. The runtime is Node because most stdio servers are
+# npm packages run with npx (fetched on first use into ~/.npm, a tmpfs).
+
+ARG GO_IMAGE=golang:1.26.8-bookworm
+ARG NODE_IMAGE=node:22-bookworm-slim
+
+FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+ARG TARGETOS TARGETARCH
+ARG VERSION=dev
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath \
+      -ldflags "-s -w -X github.com/browserbridge/browserbridge/bridge/buildinfo.Version=${VERSION}" \
+      -o /out/browserbridge ./bridge/cmd/browserbridge
+
+FROM ${NODE_IMAGE}
+COPY --from=build /out/browserbridge /usr/local/bin/browserbridge
+# Logs and state under /tmp (a tmpfs with a read-only root); npm quiet.
+ENV BROWSERBRIDGE_HOME=/tmp/browserbridge \
+    NPM_CONFIG_UPDATE_NOTIFIER=false \
+    NPM_CONFIG_FUND=false \
+    NPM_CONFIG_AUDIT=false
+# The image's unprivileged user (uid 1000); ~/.npm is npx's cache.
+USER node
+WORKDIR /home/node
+EXPOSE 3456
+# Node 22 has fetch, so no curl is needed. /health needs no token.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:3456/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# Run with an init (docker run --init, compose init: true) so that orphaned
+# grandchildren of the servers are reaped.
+ENTRYPOINT ["browserbridge", "gateway", "--servers", "/config/servers.json", "--listen", "0.0.0.0:3456"]
