@@ -7,6 +7,7 @@
 //	browserbridge uninstall  remove what install wrote
 //	browserbridge service    install|uninstall|start|stop|restart|status
 //	browserbridge servers    import|list the gateway's stdio MCP servers
+//	browserbridge gateway    run the stdio gateway alone (server deployments)
 //	browserbridge version
 package main
 
@@ -52,6 +53,7 @@ func commands() []command {
 		{"service", "install|uninstall|start|stop|restart|status the per-user service", runService},
 		{"connect", "serve a browser reached through a cloud proxy as a stdio MCP server", runConnect},
 		{"stdio", "serve the bridge's MCP tools over stdio (for clients that only speak stdio)", runStdio},
+		{"gateway", "run the stdio-server gateway alone, without the browser (server deployments)", runGateway},
 		{"servers", "import Claude Desktop's MCP servers into the gateway's config, or list them", runServers},
 		{"version", "print the version", runVersion},
 	}

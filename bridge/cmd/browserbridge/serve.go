@@ -16,10 +16,15 @@ import (
 )
 
 // loadConfig reads the config and applies the flags that override it.
-func loadConfig(path, listen, socket string) (*config.Config, error) {
+func loadConfig(path, listen, socket string, servers ...string) (*config.Config, error) {
 	c, err := config.Load(path)
 	if err != nil {
 		return nil, err
+	}
+	if len(servers) > 0 {
+		if err := useServersFile(c, servers[0]); err != nil {
+			return nil, err
+		}
 	}
 	if listen != "" {
 		c.Listen = listen
@@ -40,10 +45,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfgPath := fs.String("config", "", "config file (default: the per-user config.json, if present)")
 	relayURL := fs.String("relay-url", "", "cloud proxy to register the browsers with (wss://…; overrides relay.url)")
 	relayToken := fs.String("relay-token", "", "access token for the cloud proxy (kind extension; overrides relay.token)")
+	servers := fs.String("servers", "", "claude_desktop_config.json-style file of stdio MCP servers for the gateway (overrides gateway.servers_file)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath, *listen, *socket)
+	cfg, err := loadConfig(*cfgPath, *listen, *socket, *servers)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
@@ -46,6 +47,8 @@ type Bridge struct {
 	metrics *metrics.Registry
 	started time.Time
 	relay   *relay.Client // nil without a relay config
+	gw      *gateway.Gateway
+	gwFile  string // where the gateway's servers come from, for hot reload
 }
 
 // Start takes the socket and the HTTP address; an error here (another
@@ -110,6 +113,15 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 	hopts := mcpserver.HTTPOptions{SessionTimeout: d.SessionTimeout, MaxBodyBytes: cfg.MaxBodyBytes, PingInterval: d.SSEPingInterval, PingStyle: cfg.SSEPing}
 	b.st = b.mcp.NewStreamable(hopts)
 	b.sse = b.mcp.NewSSE(hopts)
+	b.gw, b.gwFile, err = newGateway(cfg, log, b.metrics, &gateway.BrowserRoutes{
+		Streamable: b.st,
+		SSE:        http.HandlerFunc(b.sse.Stream),
+		Message:    http.HandlerFunc(b.sse.Message),
+		Connect:    connectBrowser(b.mcp),
+	})
+	if err != nil {
+		return fail(err)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", b.st)
@@ -117,22 +129,23 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 	mux.HandleFunc("/message", b.sse.Message)
 	mux.HandleFunc("GET /health", b.handleHealth)
 	mux.HandleFunc("GET /tools", b.handleTools)
-	mux.Handle("GET /metrics", b.metrics.Handler())
+	mux.Handle("GET /metrics", metricsHandler(b.metrics, b.gw))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpguard.WriteError(w, http.StatusNotFound, -32000, fmt.Sprintf("no route %s %s: MCP clients use /mcp (Streamable HTTP) or /sse (HTTP+SSE)", r.Method, r.URL.Path))
+		httpguard.WriteError(w, http.StatusNotFound, -32000, fmt.Sprintf("no route %s %s: MCP clients use /mcp (Streamable HTTP) or /sse (HTTP+SSE), and /servers/{name}/mcp for the stdio servers", r.Method, r.URL.Path))
 	})
 
 	rate, burst := cfg.Rate()
 	guarded, err := httpguard.New(httpguard.Options{
 		ListenAddr:     httpLn.Addr().String(),
 		AllowedHosts:   cfg.AllowedHosts,
+		HostSuffixes:   hostSuffixes(b.gw),
 		AllowedOrigins: cfg.AllowedOrigins,
 		Token:          cfg.Token,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		RatePerSecond:  rate,
 		Burst:          burst,
 		Logger:         log,
-	}, b.instrument(mux))
+	}, b.instrument(gatewayRoutes(b.gw, mux)))
 	if err != nil {
 		return fail(err)
 	}
@@ -156,6 +169,8 @@ func (b *Bridge) baseURL() string { return "http://" + b.httpLn.Addr().String() 
 func (b *Bridge) Run(ctx context.Context) error {
 	b.log.Info("bridge serving", "version", buildinfo.String(), "socket", b.sock.Path(), "listen", b.Addr())
 	g, gctx := errgroup.WithContext(ctx)
+	b.gw.Start()
+	g.Go(func() error { watchServers(gctx, b.cfg, b.gw, b.gwFile, b.log); return nil })
 	g.Go(func() error { return b.links.Serve(gctx, b.sock) })
 	if b.relay != nil {
 		g.Go(func() error { b.relay.Run(gctx); return nil })
@@ -175,6 +190,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
+		if err := b.gw.Shutdown(sctx); err != nil {
+			b.log.Warn("stdio servers did not all stop in time", "err", err)
+		}
 		if err := b.http.Shutdown(sctx); err != nil {
 			b.http.Close() // streams still open: cut them
 		}
@@ -204,6 +222,8 @@ type Health struct {
 	Browsers []protocol.BrowserInfo `json:"browsers"`
 	Sessions map[string]int         `json:"sessions"`
 	Tools    int                    `json:"tools"`
+	// Servers are the stdio gateway's servers, each reported truthfully.
+	Servers []gateway.ServerHealth `json:"servers"`
 }
 
 // handleHealth reports the bridge; ?strict=1 answers 503 when no browser
@@ -218,8 +238,12 @@ func (b *Bridge) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h := Health{
 		Status: "ok", Version: st.Version, Uptime: time.Since(b.started).Seconds(),
 		Hosts: st.Hosts, Browsers: st.Browsers,
-		Sessions: map[string]int{"streamable": max(total-sse, 0), "sse": sse},
+		Sessions: map[string]int{"streamable": max(total-sse, 0), "sse": sse, "gateway": b.gw.Sessions()},
 		Tools:    len(b.mcp.ToolList()),
+		Servers:  b.gw.Health(),
+	}
+	if h.Servers == nil {
+		h.Servers = []gateway.ServerHealth{}
 	}
 	code := http.StatusOK
 	if len(st.Browsers) == 0 {
@@ -236,4 +260,13 @@ func (b *Bridge) handleHealth(w http.ResponseWriter, r *http.Request) {
 func (b *Bridge) handleTools(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"tools": b.mcp.ToolList()})
+}
+
+// metricsHandler refreshes the gateway's per-server gauges before writing.
+func metricsHandler(reg *metrics.Registry, gw *gateway.Gateway) http.Handler {
+	h := reg.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gw.UpdateGauges()
+		h.ServeHTTP(w, r)
+	})
 }

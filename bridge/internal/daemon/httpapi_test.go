@@ -280,7 +280,7 @@ func TestHealthToolsMetrics(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/health"); code != 200 || !strings.Contains(body, `"status":"no_browser"`) || !strings.Contains(body, `"sessions":{"sse":0,"streamable":0}`) {
+	if code, body := get("/health"); code != 200 || !strings.Contains(body, `"status":"no_browser"`) || !strings.Contains(body, `"sessions":{"gateway":0,"sse":0,"streamable":0}`) {
 		t.Fatalf("/health = %d %s", code, body)
 	}
 	if code, _ := get("/health?strict=1"); code != 503 {

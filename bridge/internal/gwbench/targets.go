@@ -159,7 +159,14 @@ func launchBrowserbridge(ctx context.Context, e *env) (*instance, error) {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	argv := []string{e.bb, "gateway", "--servers", file, "--listen", addr}
+	// No per-client rate limit (its default, 1,000 requests/s, is what one
+	// closed-loop session exceeds) and no log file: the same footing as the
+	// other gateways, which have neither.
+	cfgFile := filepath.Join(e.tmp, "bridge.json")
+	if err := os.WriteFile(cfgFile, []byte(`{"rate_limit": 0, "log": {"file": "-", "level": "warn"}}`), 0o600); err != nil {
+		return nil, err
+	}
+	argv := []string{e.bb, "gateway", "--config", cfgFile, "--servers", file, "--listen", addr}
 	p, err := startProcess(exec.Command(argv[0], argv[1:]...))
 	if err != nil {
 		return nil, err

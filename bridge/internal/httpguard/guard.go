@@ -86,6 +86,12 @@ type Options struct {
 	// Nil means only the names derived from ListenAddr.
 	AllowedHosts []string
 
+	// HostSuffixes accepts every host one label under a suffix, with no
+	// port or ListenAddr's port: "mcp.example.com" accepts
+	// "memory.mcp.example.com" (the gateway's host-based routing). Nil
+	// means none.
+	HostSuffixes []string
+
 	// AllowedOrigins are the origins ("scheme://host[:port]", such as
 	// "chrome-extension://abcdefghijklmnopabcdefghijklmnop" or
 	// "http://localhost:6274") whose pages may call the bridge; they are
@@ -123,6 +129,8 @@ type guard struct {
 	log       *slog.Logger
 	anyHost   bool
 	hosts     map[hostPort]bool
+	suffixes  []string // ".mcp.example.com"
+	port      string   // ListenAddr's port
 	origins   map[string]bool
 	tokenHash *[sha256.Size]byte // nil when no token is required
 	maxBody   int64
@@ -176,6 +184,12 @@ func New(opts Options, next http.Handler) (http.Handler, error) {
 
 	if isUnspecifiedHost(lh) {
 		g.anyHost = opts.Token != ""
+	}
+	g.port = lp
+	for _, sfx := range opts.HostSuffixes {
+		if sfx = strings.Trim(strings.ToLower(sfx), "."); sfx != "" {
+			g.suffixes = append(g.suffixes, "."+sfx)
+		}
 	}
 	g.hosts[hostPort{canonicalHost(lh), lp}] = true
 	for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
@@ -311,7 +325,21 @@ func (g *guard) hostAllowed(host string) bool {
 		return true
 	}
 	hp, err := parseHost(host)
-	return err == nil && g.hosts[hp]
+	if err != nil {
+		return false
+	}
+	if g.hosts[hp] {
+		return true
+	}
+	if hp.port != "" && hp.port != g.port {
+		return false
+	}
+	for _, sfx := range g.suffixes {
+		if label, ok := strings.CutSuffix(hp.host, sfx); ok && label != "" && !strings.Contains(label, ".") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkToken returns "" if r carries the right bearer token, or else why not.

@@ -1,0 +1,285 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
+)
+
+// serversJSON writes a servers file with the npm test servers named.
+func serversJSON(t *testing.T, path string, tools npmTools, names ...string) {
+	t.Helper()
+	mods := filepath.Join(tools.root, "tools", "npm", "node_modules", "@modelcontextprotocol")
+	all := map[string]any{
+		"everything": map[string]any{"command": tools.node, "args": []string{filepath.Join(mods, "server-everything", "dist", "index.js"), "stdio"}},
+		"memory": map[string]any{"command": tools.node, "args": []string{filepath.Join(mods, "server-memory", "dist", "index.js")},
+			"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")}},
+	}
+	servers := map[string]any{}
+	for _, n := range names {
+		servers[n] = all[n]
+	}
+	b, _ := json.Marshal(map[string]any{"mcpServers": servers})
+	// Write then rename, as editors do: the watcher must take it whole.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sdkClient(t *testing.T, url string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func healthOf(t *testing.T, base string) Health {
+	t.Helper()
+	resp, err := http.Get(base + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h Health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func serverHealth(h Health, name string) (gateway.ServerHealth, bool) {
+	for _, s := range h.Servers {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return gateway.ServerHealth{}, false
+}
+
+// The gateway inside the bridge: /servers/{name}/mcp, the browser as a
+// server, the aggregate, host-based routing through the guard, health and
+// metrics per server, and hot reload by watching the servers file.
+func TestGatewayInTheBridge(t *testing.T) {
+	tools := needNpmTools(t)
+	file := filepath.Join(t.TempDir(), "servers.json")
+	serversJSON(t, file, tools, "everything")
+	base, _ := httpBridge(t, func(c *config.Config) {
+		c.Gateway.ServersFile = file
+		c.Gateway.HostDomain = "example.test"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	ev := sdkClient(t, base+"/servers/everything/mcp")
+	res, err := ev.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}})
+	if err != nil || res.IsError {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+
+	t.Run("browser is a server", func(t *testing.T) {
+		br := sdkClient(t, base+"/servers/browser/mcp")
+		lt, err := br.ListTools(ctx, nil)
+		if err != nil || !strings.Contains(fmt.Sprint(toolNames(lt)), "list_browsers") {
+			t.Fatalf("browser tools: %v %v", err, toolNames(lt))
+		}
+	})
+	t.Run("aggregate", func(t *testing.T) {
+		all := sdkClient(t, base+"/servers/all/mcp")
+		lt, err := all.ListTools(ctx, nil)
+		names := fmt.Sprint(toolNames(lt))
+		if err != nil || !strings.Contains(names, "browser_list_browsers") || !strings.Contains(names, "everything_echo") {
+			t.Fatalf("aggregate tools: %v %s", err, names)
+		}
+		r, err := all.CallTool(ctx, &mcp.CallToolParams{Name: "browser_list_browsers", Arguments: map[string]any{}})
+		if err != nil || r == nil {
+			t.Fatalf("browser_list_browsers: %v", err)
+		}
+	})
+	t.Run("host-based routing", func(t *testing.T) {
+		port := base[strings.LastIndex(base, ":")+1:]
+		init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+		for _, tc := range []struct {
+			host string
+			want int
+		}{
+			{"everything.mcp.example.test:" + port, 200},
+			{"everything.mcp.example.test", 200},
+			{"nothing.mcp.example.test:" + port, 404},
+			{"everything.evil.test:" + port, 403},
+		} {
+			req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(init))
+			req.Host = tc.host
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("Host %s: %d %s", tc.host, resp.StatusCode, body)
+			}
+			if tc.want == 200 && (resp.Header.Get("Mcp-Session-Id") == "" || !strings.Contains(string(body), "mcp-servers/everything")) {
+				t.Fatalf("Host %s: not everything's initialize: %s", tc.host, body)
+			}
+		}
+	})
+	t.Run("health and metrics", func(t *testing.T) {
+		s, ok := serverHealth(healthOf(t, base), "everything")
+		if !ok || s.Status != "running" || s.PID == 0 || s.Sessions < 1 {
+			t.Fatalf("health: %+v", s)
+		}
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{`browserbridge_gateway_server_up{server="everything"} 1`, `browserbridge_gateway_requests_total{server="everything",method="tools/call",outcome="ok"}`} {
+			if !strings.Contains(string(body), want) {
+				t.Fatalf("/metrics lacks %s", want)
+			}
+		}
+	})
+	t.Run("hot reload adds a server, everything keeps its process", func(t *testing.T) {
+		before, _ := serverHealth(healthOf(t, base), "everything")
+		serversJSON(t, file, tools, "everything", "memory")
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			if _, ok := serverHealth(healthOf(t, base), "memory"); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the new server never appeared")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		mem := sdkClient(t, base+"/servers/memory/mcp")
+		if _, err := mem.CallTool(ctx, &mcp.CallToolParams{Name: "read_graph", Arguments: map[string]any{}}); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := serverHealth(healthOf(t, base), "everything")
+		if after.PID != before.PID {
+			t.Fatalf("everything restarted: %d → %d", before.PID, after.PID)
+		}
+		if r, err := ev.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "still"}}); err != nil || r.IsError {
+			t.Fatalf("everything's session after the reload: %v", err)
+		}
+	})
+}
+
+func toolNames(lt *mcp.ListToolsResult) []string {
+	if lt == nil {
+		return nil
+	}
+	var out []string
+	for _, t := range lt.Tools {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// Bad server configurations stop the bridge before it serves, with a
+// message that names the file, the server and the key.
+func TestGatewayBadServerFiles(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"not json", `{"mcpServers": `, "servers.json"},
+		{"unknown key", `{"mcpServers": {"mem": {"command": "x", "comand": "y"}}}`, "mcpServers.mem.comand"},
+		{"no command", `{"mcpServers": {"mem": {"args": ["a"]}}}`, "mcpServers.mem.command"},
+		{"bad name", `{"mcpServers": {"Mem_1": {"command": "x"}}}`, "Mem_1"},
+		{"reserved name", `{"mcpServers": {"all": {"command": "x"}}}`, `"all" is reserved`},
+		{"env not strings", `{"mcpServers": {"mem": {"command": "x", "env": {"A": 1}}}}`, "mcpServers.mem.env.A"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			file := filepath.Join(t.TempDir(), "servers.json")
+			os.WriteFile(file, []byte(tc.body), 0o600)
+			cfg := e.config()
+			cfg.Gateway.ServersFile = file
+			b, err := Start(cfg, testLogger(t))
+			if err == nil {
+				b.httpLn.Close()
+				b.sock.Close()
+				t.Fatal("started with a bad servers file")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// `browserbridge gateway`: the gateway alone, no socket, no browser.
+func TestGatewayAlone(t *testing.T) {
+	tools := needNpmTools(t)
+	e := newEnv(t)
+	file := filepath.Join(t.TempDir(), "servers.json")
+	serversJSON(t, file, tools, "everything")
+	cfg := e.config()
+	cfg.Gateway.ServersFile = file
+	g, err := StartGateway(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	base := "http://" + g.Addr()
+	cs := sdkClient(t, base+"/servers/everything/mcp")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "alone"}})
+	if err != nil || res.IsError {
+		t.Fatalf("echo: %v", err)
+	}
+	resp, err := http.Get(base + "/servers/browser/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the gateway alone has no browser, yet /servers/browser/mcp answered %d", resp.StatusCode)
+	}
+	resp, err = http.Get(base + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h GatewayHealth
+	json.NewDecoder(resp.Body).Decode(&h)
+	resp.Body.Close()
+	if h.Status != "ok" || len(h.Servers) != 1 || h.Servers[0].PID == 0 {
+		t.Fatalf("health: %+v", h)
+	}
+	pid := h.Servers[0].PID
+	cs.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// No orphan: the child is gone once Run returns.
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+		t.Fatalf("server pid %d outlived the gateway", pid)
+	}
+}
