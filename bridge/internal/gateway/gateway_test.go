@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -238,7 +237,11 @@ func TestChildKilledMidCall(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	killed := time.Now()
-	if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
+	child, err := os.FindProcess(st.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Kill(); err != nil { // SIGKILL on unix
 		t.Fatal(err)
 	}
 	select {
@@ -259,7 +262,6 @@ func TestChildKilledMidCall(t *testing.T) {
 		t.Fatalf("restarts %d", up.Restarts)
 	}
 	var got string
-	var err error
 	for range 100 { // the restart is due; the child may still be handshaking
 		if got, err = echo(ctx, cs, "after"); err == nil {
 			break
