@@ -134,18 +134,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		httpguard.WriteError(w, http.StatusNotFound, -32000, fmt.Sprintf("no route %s %s: MCP clients use /mcp (Streamable HTTP) or /sse (HTTP+SSE), and /servers/{name}/mcp for the stdio servers", r.Method, r.URL.Path))
 	})
 
-	rate, burst := cfg.Rate()
-	guarded, err := httpguard.New(httpguard.Options{
-		ListenAddr:     httpLn.Addr().String(),
-		AllowedHosts:   cfg.AllowedHosts,
-		HostSuffixes:   hostSuffixes(b.gw),
-		AllowedOrigins: cfg.AllowedOrigins,
-		Token:          cfg.Token,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		RatePerSecond:  rate,
-		Burst:          burst,
-		Logger:         log,
-	}, b.instrument(gatewayRoutes(b.gw, mux)))
+	guarded, err := guard(cfg, httpLn.Addr().String(), b.gw, log, b.instrument(gatewayRoutes(b.gw, mux)))
 	if err != nil {
 		return fail(err)
 	}

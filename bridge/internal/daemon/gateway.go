@@ -16,6 +16,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 )
@@ -60,6 +61,22 @@ func gatewayRoutes(gw *gateway.Gateway, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// guard wraps h in the HTTP guard cfg describes, for the listener at addr.
+func guard(cfg *config.Config, addr string, gw *gateway.Gateway, log *slog.Logger, h http.Handler) (http.Handler, error) {
+	rate, burst := cfg.Rate()
+	return httpguard.New(httpguard.Options{
+		ListenAddr:     addr,
+		AllowedHosts:   cfg.AllowedHosts,
+		HostSuffixes:   hostSuffixes(gw),
+		AllowedOrigins: cfg.AllowedOrigins,
+		Token:          cfg.Token,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		RatePerSecond:  rate,
+		Burst:          burst,
+		Logger:         log,
+	}, h)
 }
 
 // hostSuffixes are the hosts the guard must let through for host-based

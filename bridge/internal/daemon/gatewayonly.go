@@ -51,18 +51,7 @@ func StartGateway(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusNotFound, -32000, fmt.Sprintf("no route %s %s: servers are reached at /servers/{name}/mcp (Streamable HTTP), /servers/{name}/sse (HTTP+SSE) and /servers/all/mcp", r.Method, r.URL.Path))
 	})
-	rate, burst := cfg.Rate()
-	guarded, err := httpguard.New(httpguard.Options{
-		ListenAddr:     ln.Addr().String(),
-		AllowedHosts:   cfg.AllowedHosts,
-		HostSuffixes:   hostSuffixes(gw),
-		AllowedOrigins: cfg.AllowedOrigins,
-		Token:          cfg.Token,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		RatePerSecond:  rate,
-		Burst:          burst,
-		Logger:         log,
-	}, gatewayRoutes(gw, mux))
+	guarded, err := guard(cfg, ln.Addr().String(), gw, log, gatewayRoutes(gw, mux))
 	if err != nil {
 		ln.Close()
 		return nil, err

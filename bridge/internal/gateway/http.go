@@ -87,6 +87,24 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	return body, true
 }
 
+// readMessage reads and parses a posted message, answering bad input.
+func (g *Gateway) readMessage(w http.ResponseWriter, r *http.Request) (*envelope, bool) {
+	body, ok := g.readBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	e, code, err := parseMessage(body)
+	if err != nil {
+		var id json.RawMessage
+		if e != nil && validID(e.ID) {
+			id = e.ID
+		}
+		writeError(w, http.StatusBadRequest, id, code, err.Error())
+		return nil, false
+	}
+	return e, true
+}
+
 func (g *Gateway) serveStreamable(w http.ResponseWriter, r *http.Request, t target) {
 	if v := r.Header.Get(headerVersion); v != "" && !isSupportedVersion(v) {
 		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, fmt.Sprintf("unsupported %s %q; this gateway speaks %s", headerVersion, v, strings.Join(supportedVersions, ", ")))
@@ -117,17 +135,8 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 		writeError(w, http.StatusNotAcceptable, nil, codeInvalidRequest, "Accept must list application/json and text/event-stream (Streamable HTTP); got "+strconv.Quote(r.Header.Get("Accept")))
 		return
 	}
-	body, ok := g.readBody(w, r)
+	e, ok := g.readMessage(w, r)
 	if !ok {
-		return
-	}
-	e, code, err := parseMessage(body)
-	if err != nil {
-		var id json.RawMessage
-		if e != nil && validID(e.ID) {
-			id = e.ID
-		}
-		writeError(w, http.StatusBadRequest, id, code, err.Error())
 		return
 	}
 	ctx := r.Context()
@@ -448,17 +457,8 @@ func (g *Gateway) serveMessage(w http.ResponseWriter, r *http.Request, t target)
 		writeError(w, http.StatusNotFound, nil, codeSessionNotFound, fmt.Sprintf("SSE session %q not found on %q: open the stream again", sid, t.name()))
 		return
 	}
-	body, ok := g.readBody(w, r)
+	e, ok := g.readMessage(w, r)
 	if !ok {
-		return
-	}
-	e, code, err := parseMessage(body)
-	if err != nil {
-		var id json.RawMessage
-		if e != nil && validID(e.ID) {
-			id = e.ID
-		}
-		writeError(w, http.StatusBadRequest, id, code, err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
