@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -241,6 +243,8 @@ func TestGatewayAlone(t *testing.T) {
 	serversJSON(t, file, tools, "everything")
 	cfg := e.config()
 	cfg.Gateway.ServersFile = file
+	watch := false
+	cfg.Gateway.Watch = &watch
 	g, err := StartGateway(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +277,25 @@ func TestGatewayAlone(t *testing.T) {
 		t.Fatalf("health: %+v", h)
 	}
 	pid := h.Servers[0].PID
+
+	// SIGHUP rereads the servers file (the watch is off here). Catching
+	// the signal here too keeps a SIGHUP that arrives before the gateway
+	// listens from ending the test process; it is sent until it lands.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	serversJSON(t, file, tools, "everything", "memory")
+	deadline := time.Now().Add(15 * time.Second)
+	for len(g.gw.Names()) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("SIGHUP did not reload the servers")
+		}
+		hangUp(t)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st, _ := g.gw.Supervisor().State("everything"); st.PID != pid {
+		t.Fatalf("the unchanged server was restarted by the reload: %d → %d", pid, st.PID)
+	}
 	cs.Close()
 	cancel()
 	if err := <-done; err != nil {
