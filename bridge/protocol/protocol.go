@@ -44,6 +44,16 @@ const (
 	// SessionClose (request, extension -> bridge) ends an MCP session, for
 	// the popup's disconnect button: {session: "local-<id>"}.
 	SessionClose = "session.close"
+	// RemoteList (request, bridge -> extension) returns the enabled remote
+	// MCP servers: {servers: [{name, title, url, state, message, tools}]}.
+	RemoteList = "remote.list"
+	// RemoteCall (request, bridge -> extension) calls a remote server's
+	// tool with the browser's token: {server, name, arguments, _meta?} →
+	// the CallToolResult.
+	RemoteCall = "remote.call"
+	// RemoteChanged (notification, extension -> bridge): the remote
+	// servers, their states or tools changed; the bridge lists them again.
+	RemoteChanged = "remote.changed"
 )
 
 // Request-id prefixes. Every id on the link is unique among the requests in

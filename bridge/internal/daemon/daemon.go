@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sourcegraph/jsonrpc2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
@@ -86,9 +87,10 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		AllowedOrigins: origins,
 		Version:        buildinfo.String(),
 		MCPURL:         b.baseURL() + "/mcp",
-		Handle:         b.mcp.HandleBrowserMessage,
+		Handle:         b.handleBrowserMessage,
 		OnChange: func() {
 			b.mcp.BrowsersChanged()
+			b.gw.RemotesChanged()
 			if b.relay != nil {
 				b.relay.BrowsersChanged()
 			}
@@ -118,7 +120,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		SSE:        http.HandlerFunc(b.sse.Stream),
 		Message:    http.HandlerFunc(b.sse.Message),
 		Connect:    connectBrowser(b.mcp),
-	})
+	}, remoteSource{b.links})
 	if err != nil {
 		return fail(err)
 	}
@@ -213,6 +215,8 @@ type Health struct {
 	Tools    int                    `json:"tools"`
 	// Servers are the stdio gateway's servers, each reported truthfully.
 	Servers []gateway.ServerHealth `json:"servers"`
+	// RemoteServers are the browser's remote MCP servers (state, message).
+	RemoteServers []gateway.RemoteServer `json:"remote_servers"`
 }
 
 // handleHealth reports the bridge; ?strict=1 answers 503 when no browser
@@ -230,6 +234,8 @@ func (b *Bridge) handleHealth(w http.ResponseWriter, r *http.Request) {
 		Sessions: map[string]int{"streamable": max(total-sse, 0), "sse": sse, "gateway": b.gw.Sessions()},
 		Tools:    len(b.mcp.ToolList()),
 		Servers:  b.gw.Health(),
+
+		RemoteServers: b.gw.RemoteHealth(),
 	}
 	if h.Servers == nil {
 		h.Servers = []gateway.ServerHealth{}
@@ -258,4 +264,16 @@ func metricsHandler(reg *metrics.Registry, gw *gateway.Gateway) http.Handler {
 		gw.UpdateGauges()
 		h.ServeHTTP(w, r)
 	})
+}
+
+// handleBrowserMessage takes the extension's remote.changed; everything
+// else is the MCP server's.
+func (b *Bridge) handleBrowserMessage(ctx context.Context, br *hostlink.Browser, req *jsonrpc2.Request) (any, error) {
+	if req.Method == protocol.RemoteChanged {
+		if def, ok := b.links.Default(); ok && def == br {
+			b.gw.RemotesChanged()
+		}
+		return nil, nil
+	}
+	return b.mcp.HandleBrowserMessage(ctx, br, req)
 }

@@ -3,12 +3,16 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -16,14 +20,16 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
 // newGateway builds the stdio gateway from the config's servers; browser
 // is nil when the gateway runs alone (`browserbridge gateway`).
-func newGateway(cfg *config.Config, log *slog.Logger, reg *metrics.Registry, browser *gateway.BrowserRoutes) (*gateway.Gateway, string, error) {
+func newGateway(cfg *config.Config, log *slog.Logger, reg *metrics.Registry, browser *gateway.BrowserRoutes, remote gateway.RemoteSource) (*gateway.Gateway, string, error) {
 	servers, file, err := cfg.Servers()
 	if err != nil {
 		return nil, "", err
@@ -40,6 +46,7 @@ func newGateway(cfg *config.Config, log *slog.Logger, reg *metrics.Registry, bro
 		HostPrefix:     cfg.Gateway.HostPrefix,
 		HostDomain:     cfg.Gateway.HostDomain,
 		Browser:        browser,
+		Remote:         remote,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("stdio gateway: %w", err)
@@ -191,4 +198,50 @@ func (b *browserClient) Close() error {
 	err := b.cs.Close()
 	b.ss.Close()
 	return err
+}
+
+// remoteSource reaches the remote MCP servers of the most recently active
+// browser through its host link.
+type remoteSource struct{ links *hostlink.Server }
+
+// remoteCallTimeout bounds a remote tool call; the extension applies the
+// remote server's own timeouts inside it.
+const remoteCallTimeout = 5 * time.Minute
+
+func (r remoteSource) List(ctx context.Context) ([]gateway.RemoteServer, error) {
+	br, ok := r.links.Default()
+	if !ok {
+		return nil, errors.New("no browser is connected")
+	}
+	raw, err := br.Call(ctx, "", protocol.RemoteList, nil)
+	if err != nil {
+		return nil, fmt.Errorf("listing the remote servers of %s: %w", br.Info().Name, err)
+	}
+	var res struct {
+		Servers []gateway.RemoteServer `json:"servers"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("the extension's remote.list: %w", err)
+	}
+	return res.Servers, nil
+}
+
+func (r remoteSource) Call(ctx context.Context, server string, params json.RawMessage) (json.RawMessage, error) {
+	br, ok := r.links.Default()
+	if !ok {
+		return nil, errors.New("no browser is connected: remote servers are called by the browser")
+	}
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, fmt.Errorf("tools/call params: %w", err)
+	}
+	p["server"], _ = json.Marshal(server)
+	ctx, cancel := context.WithTimeout(ctx, remoteCallTimeout)
+	defer cancel()
+	raw, err := br.Call(ctx, "", protocol.RemoteCall, p)
+	var rpcErr *jsonrpc2.Error
+	if errors.As(err, &rpcErr) {
+		return nil, errors.New(rpcErr.Message)
+	}
+	return raw, err
 }

@@ -55,6 +55,7 @@ type catalog struct {
 
 type toolRoute struct {
 	server, tool string
+	remote       bool // a remote server's, called through the browser
 }
 
 func newAggregate(g *Gateway) *aggregate {
@@ -127,6 +128,7 @@ func (a *aggregate) catalogFor(ctx context.Context, s *Session, as *aggSession) 
 	type entry struct {
 		server, tool string
 		raw          json.RawMessage
+		remote       bool
 	}
 	var entries []entry
 	var failures []string
@@ -146,7 +148,7 @@ func (a *aggregate) catalogFor(ctx context.Context, s *Session, as *aggSession) 
 			var tools []json.RawMessage
 			if tools, err = cl.ListTools(ctx); err == nil {
 				for _, t := range tools {
-					entries = append(entries, entry{BrowserRoute, toolNameOf(t), t})
+					entries = append(entries, entry{BrowserRoute, toolNameOf(t), t, false})
 				}
 			}
 		}
@@ -160,7 +162,7 @@ func (a *aggregate) catalogFor(ctx context.Context, s *Session, as *aggSession) 
 			var tools []json.RawMessage
 			if tools, err = b.toolList(ctx); err == nil {
 				for _, t := range tools {
-					entries = append(entries, entry{name, toolNameOf(t), t})
+					entries = append(entries, entry{name, toolNameOf(t), t, false})
 				}
 			}
 		}
@@ -169,19 +171,33 @@ func (a *aggregate) catalogFor(ctx context.Context, s *Session, as *aggSession) 
 			failures = append(failures, fmt.Sprintf("%s: %v", name, err))
 		}
 	}
+	if a.g.remote != nil {
+		for _, r := range a.g.remote.list() {
+			for _, t := range r.Tools {
+				entries = append(entries, entry{r.Name, toolNameOf(t), t, true})
+			}
+		}
+	}
 	if len(failures) > 0 {
 		a.g.log.Warn("aggregate tool list is missing servers", "failures", failures)
 	}
+	// Remote servers' tools are named mcp_{server}_{tool} (spec 002).
+	label := func(e entry) string {
+		if e.remote {
+			return "mcp_" + e.server
+		}
+		return e.server
+	}
 	sort.Slice(entries, func(i, j int) bool {
-		if entries[i].server != entries[j].server {
-			return entries[i].server < entries[j].server
+		if li, lj := label(entries[i]), label(entries[j]); li != lj {
+			return li < lj
 		}
 		return entries[i].tool < entries[j].tool
 	})
 	c := &catalog{routes: make(map[string]toolRoute, len(entries))}
 	for _, e := range entries {
-		name := uniqueToolName(e.server, e.tool, c.routes)
-		c.routes[name] = toolRoute{e.server, e.tool}
+		name := uniqueToolName(label(e), e.tool, c.routes)
+		c.routes[name] = toolRoute{e.server, e.tool, e.remote}
 		renamed, err := setField(e.raw, "name", name)
 		if err != nil {
 			continue
@@ -333,6 +349,10 @@ func (a *aggregate) request(ctx context.Context, s *Session, e *envelope, sink s
 		}
 		p["name"], _ = json.Marshal(rt.tool)
 		params, _ := json.Marshal(p)
+		if rt.remote {
+			remoteTarget{a.g.remote, rt.server}.request(ctx, s, &envelope{JSONRPC: "2.0", ID: e.ID, Method: e.Method, Params: params}, sink)
+			return
+		}
 		if rt.server == BrowserRoute {
 			a.callBrowser(ctx, as, e.ID, params, sink)
 			return

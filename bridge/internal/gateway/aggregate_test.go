@@ -39,7 +39,7 @@ func TestUniqueToolNameResolvesCollisions(t *testing.T) {
 	// Sorted input, as catalogFor gives it: a.b and a_b collide.
 	for _, tool := range []string{"a.b", "a/b", "a_b"} {
 		n := uniqueToolName("s", tool, taken)
-		taken[n] = toolRoute{"s", tool}
+		taken[n] = toolRoute{server: "s", tool: tool}
 		got = append(got, n)
 	}
 	if strings.Join(got, " ") != "s_a_b s_a_b_2 s_a_b_3" {

@@ -64,6 +64,8 @@ type Options struct {
 	HostPrefix, HostDomain string
 	// Browser serves /servers/browser/…; nil: no browser route.
 	Browser *BrowserRoutes
+	// Remote reaches the browser's remote MCP servers; nil: none.
+	Remote RemoteSource
 }
 
 // BrowserRoutes are the bridge's own MCP endpoints, served as the
@@ -111,6 +113,7 @@ type Gateway struct {
 	gatewayInit json.RawMessage // the gateway's initialize params to children
 	srvReqSeq   atomic.Int64
 	agg         *aggregate
+	remote      *remotes // nil without Options.Remote
 	stop        chan struct{}
 	stopOnce    sync.Once
 
@@ -151,6 +154,9 @@ func New(opts Options) (*Gateway, error) {
 		g.servers[name] = g.newServerEntry(cfg)
 	}
 	g.agg = newAggregate(g)
+	if opts.Remote != nil {
+		g.remote = newRemotes(g, opts.Remote)
+	}
 	return g, nil
 }
 
@@ -166,6 +172,10 @@ func checkName(name string) error {
 func (g *Gateway) Start() {
 	g.sup.Start()
 	go g.reap()
+	if g.remote != nil {
+		go g.remote.run()
+		g.RemotesChanged()
+	}
 }
 
 // Supervisor is the supervisor of the children, for status reports.
@@ -391,6 +401,11 @@ func (g *Gateway) routeFor(name string) target {
 	if srv := g.server(name); srv != nil {
 		return serverTarget{srv}
 	}
+	if g.remote != nil {
+		if _, ok := g.remote.get(name); ok {
+			return remoteTarget{g.remote, name}
+		}
+	}
 	return nil
 }
 
@@ -491,6 +506,13 @@ func (g *Gateway) routeNames() []string {
 	if g.opts.Browser != nil {
 		names = append([]string{BrowserRoute}, names...)
 	}
+	if g.remote != nil {
+		for _, r := range g.remote.list() {
+			if g.server(r.Name) == nil {
+				names = append(names, r.Name)
+			}
+		}
+	}
 	return append(names, AggregateRoute)
 }
 
@@ -502,7 +524,7 @@ func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"servers": g.Health(), "routes": g.routeNames()})
+	_ = json.NewEncoder(w).Encode(map[string]any{"servers": g.Health(), "remote_servers": g.RemoteHealth(), "routes": g.routeNames()})
 }
 
 // errBodyTooLarge marks a body over MaxBodyBytes.
