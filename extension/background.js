@@ -17,6 +17,8 @@ import coreTools from './tools/core.js';
 import * as pageTools from './tools/page.js';
 import * as relay from './sw/relay-methods.js';
 import { readScreenshotResource } from './sw/screenshot.js';
+import * as remote from './sw/remote.js';
+import { RemoteServer } from './remote/client.js';
 
 tools.register(coreTools, pageTools);
 rpc.setExtraMethods(relay.extraMethods ?? relay.default);
@@ -25,6 +27,10 @@ rpc.setTransport({ send: native.send, linkUp: native.linkUp });
 rpc.register('ping', () => ({}));
 rpc.register('tools/list', () => tools.list());
 rpc.register('tools/call', (params, ctx) => tools.call(params, ctx));
+// Remote MCP servers signed in through this browser (sw/remote.js).
+remote.init({ RemoteServer });
+rpc.register('remote.list', () => remote.list());
+rpc.register('remote.call', (params, ctx) => remote.call(params, ctx));
 // Full-resolution screenshots offered as resource links
 // (browserbridge://screenshots/<id>); kept in memory, the most recent first.
 rpc.register('resources/read', (params) => {
@@ -52,6 +58,7 @@ chrome.runtime.onStartup.addListener(() => native.connect());
 chrome.runtime.onInstalled.addListener(() => native.connect());
 chrome.alarms.onAlarm.addListener((alarm) => {
   if (alarm.name === native.RECONNECT_ALARM) native.connect();
+  remote.onAlarm(alarm); // token refresh alarms of remote servers; ignores the others
 });
 chrome.tabs.onRemoved.addListener((tabId) => {
   sessions.onTabRemoved(tabId).catch((err) => console.warn(`tabs.onRemoved: ${err.message}`));
@@ -60,7 +67,9 @@ chrome.tabGroups.onRemoved.addListener((group) => {
   sessions.onGroupRemoved(group).catch((err) => console.warn(`tabGroups.onRemoved: ${err.message}`));
 });
 chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
-  if (sender.id !== chrome.runtime.id || sender.tab) return false; // only our own popup and options pages
+  // Only our own pages (popup, options, apps): an extension page open in a tab
+  // has sender.tab too, so the URL tells them from content scripts.
+  if (sender.id !== chrome.runtime.id || !sender.url?.startsWith(chrome.runtime.getURL(''))) return false;
   pageMessage(msg).then(sendResponse, (err) => sendResponse({ ok: false, error: err.message }));
   return true; // answers asynchronously
 });
@@ -83,6 +92,18 @@ async function pageMessage(msg) {
       // The profile label is part of hello: say it again if the bridge is there.
       if (native.linkUp()) await hello.sayHello();
       return { ok: true };
+    case 'remote.status':
+    case 'remote.setEnabled':
+    case 'remote.signIn':
+    case 'remote.signOut':
+    case 'remote.reconnect':
+    case 'remote.setToolEnabled':
+    case 'remote.addServer':
+    case 'remote.removeServer':
+    case 'remote.setDeveloperMode':
+    case 'remote.openApp':
+    case 'remote.appCall':
+      return { ok: true, result: await remote.pageMessage(msg) };
     default:
       throw new Error(`unknown request ${JSON.stringify(msg?.type)}`);
   }

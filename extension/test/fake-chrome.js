@@ -3,7 +3,8 @@
 // one normal window: chrome.runtime (connectNative with a port the test
 // drives, lastError during onDisconnect, id, getManifest), chrome.storage
 // (local and session), chrome.tabs and chrome.tabGroups (tabs, groups,
-// history, load events), chrome.windows, chrome.alarms and a stub of
+// history, load events), chrome.windows, chrome.alarms, chrome.identity (the
+// test answers launchWebAuthFlow through fake.onAuthFlow) and a stub of
 // chrome.scripting. It models what the core relies on, not every detail of
 // Chrome: loads finish after a macrotask, a group disappears with its last
 // tab, and errors carry Chrome's wording where the code looks at it.
@@ -83,7 +84,13 @@ function storageArea(onChanged, areaName) {
       onChanged.dispatch(changes, areaName);
     },
     async remove(keys) {
-      for (const k of [].concat(keys)) delete data[k];
+      const changes = {};
+      for (const k of [].concat(keys)) {
+        if (!(k in data)) continue;
+        changes[k] = { oldValue: data[k] };
+        delete data[k];
+      }
+      if (Object.keys(changes).length) onChanged.dispatch(changes, areaName);
     },
     async clear() {
       data = {};
@@ -172,6 +179,7 @@ export function installFakeChrome() {
     onInstalled: new FakeEvent(),
     onMessage: new FakeEvent(),
     sendMessage: async () => undefined,
+    getURL: (path = '') => `chrome-extension://${fake.runtime.id}/${String(path).replace(/^\//, '')}`,
   };
   fake.storage = { local: storageArea(onChanged, 'local'), session: storageArea(onChanged, 'session'), onChanged };
   fake.alarms = {
@@ -184,7 +192,23 @@ export function installFakeChrome() {
     async get(name) {
       return alarms.has(name) ? { name, ...alarms.get(name) } : undefined;
     },
+    async getAll() {
+      return [...alarms].map(([name, info]) => ({ name, ...info }));
+    },
     onAlarm: new FakeEvent(),
+  };
+  // launchWebAuthFlow calls are recorded in fake.authFlows; the test answers
+  // them by setting fake.onAuthFlow = ({url, interactive}) => redirectedUrl
+  // (or throwing). Without it the flow fails as when the user closes the window.
+  fake.authFlows = [];
+  fake.onAuthFlow = null;
+  fake.identity = {
+    getRedirectURL: (path = '') => `https://${fake.runtime.id}.chromiumapp.org/${String(path).replace(/^\//, '')}`,
+    async launchWebAuthFlow({ url, interactive = false } = {}) {
+      fake.authFlows.push({ url, interactive });
+      if (fake.onAuthFlow) return fake.onAuthFlow({ url, interactive });
+      throw new Error('The user did not approve access.');
+    },
   };
   fake.windows = {
     async getLastFocused() {
