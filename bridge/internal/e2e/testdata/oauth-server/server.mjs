@@ -8,6 +8,9 @@
 // ours, because the SDK's demo provider has a fixed one-hour token and no
 // refresh tokens.
 //
+// Tools: whoami (the OAuth client, the first 16 hex digits of the SHA-256
+// of the access token, its expiry) and echo ({text} → text).
+//
 // One origin is both the authorization server (issuer http://HOST:PORT/)
 // and the resource server (http://HOST:PORT/mcp). The SDK accepts an http
 // issuer on localhost and 127.0.0.1 only.
@@ -24,11 +27,13 @@
 // On startup it prints one JSON line to stdout:
 //   {"issuer":"http://127.0.0.1:PORT/","mcp":"http://127.0.0.1:PORT/mcp"}
 //
-// Test hooks (not OAuth): GET /test/stats (counters and live tokens),
-// POST /test/expire (every access token expires now; refresh tokens stay).
+// Test hooks (not OAuth): GET /test/stats (counters, how many tokens are
+// live, and `issued`: every access and refresh token value handed out, so
+// that a test can look for them where they must not be), POST /test/expire
+// (every access token expires now; refresh tokens stay).
 
 import path from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -52,11 +57,14 @@ const accessTTL = Number(opts['access-ttl']) * 1000;
 const refreshTTL = Number(opts['refresh-ttl']) * 1000;
 
 // The SDK's ESM build, imported by path: this file does not live under
-// tools/npm, so bare specifiers would not resolve. express is resolved from
-// the SDK's own directory, so the app and the SDK's routers share one copy.
+// tools/npm, so bare specifiers would not resolve. express and zod are
+// resolved from the SDK's own directory, so the app and the SDK share one
+// copy of each.
 const sdkDir = path.join(path.resolve(opts.modules), '@modelcontextprotocol', 'sdk');
 const sdk = p => import(pathToFileURL(path.join(sdkDir, 'dist', 'esm', p)).href);
-const express = (await import(pathToFileURL(createRequire(path.join(sdkDir, 'package.json')).resolve('express')).href)).default;
+const fromSdk = createRequire(path.join(sdkDir, 'package.json'));
+const express = (await import(pathToFileURL(fromSdk.resolve('express')).href)).default;
+const { z } = await import(pathToFileURL(fromSdk.resolve('zod')).href);
 const { mcpAuthRouter, getOAuthProtectedResourceMetadataUrl } = await sdk('server/auth/router.js');
 const { requireBearerAuth } = await sdk('server/auth/middleware/bearerAuth.js');
 const { InvalidGrantError, InvalidRequestError, InvalidTokenError } = await sdk('server/auth/errors.js');
@@ -65,6 +73,7 @@ const { StreamableHTTPServerTransport } = await sdk('server/streamableHttp.js');
 const { createMcpExpressApp } = await sdk('server/express.js');
 
 const stats = { registrations: 0, authorizations: 0, consentPages: 0, codeExchanges: 0, refreshes: 0, rejected: 0, mcpCalls: 0 };
+const issued = { access: [], refresh: [] };
 
 class Clients {
     clients = new Map();
@@ -138,9 +147,11 @@ class Provider {
         const now = Date.now();
         const accessToken = randomUUID();
         this.access.set(accessToken, { clientId, scopes, resource, expiresAt: now + accessTTL });
+        issued.access.push(accessToken);
         let refreshToken = keepRefresh;
         if (!refreshToken) {
             refreshToken = randomUUID();
+            issued.refresh.push(refreshToken);
             this.refresh.set(refreshToken, { clientId, scopes, resource, expiresAt: now + refreshTTL });
         }
         return {
@@ -218,7 +229,7 @@ app.post('/consent', express.urlencoded({ extended: false }), (req, res) => {
 });
 
 app.get('/test/stats', (_req, res) => {
-    res.json({ ...stats, accessTokens: provider.access.size, refreshTokens: provider.refresh.size });
+    res.json({ ...stats, accessTokens: provider.access.size, refreshTokens: provider.refresh.size, issued });
 });
 app.post('/test/expire', (_req, res) => {
     for (const a of provider.access.values()) a.expiresAt = 0;
@@ -233,12 +244,18 @@ const bearer = requireBearerAuth({
 
 function newMcpServer() {
     const mcp = new McpServer({ name: 'browserbridge-e2e-oauth', version: '1.0.0' });
-    mcp.registerTool('whoami', { description: 'The OAuth client and token expiry of this request.' }, async extra => {
+    // token is the first 16 hex digits of the SHA-256 of the access token:
+    // which token a request carried, without the token itself.
+    mcp.registerTool('whoami', { description: 'The OAuth client, token fingerprint and expiry of this request.' }, async extra => {
         const a = extra.authInfo;
+        const token = a?.token ? createHash('sha256').update(a.token).digest('hex').slice(0, 16) : undefined;
         return {
-            content: [{ type: 'text', text: JSON.stringify({ clientId: a?.clientId, scopes: a?.scopes, expiresAt: a?.expiresAt }) }]
+            content: [{ type: 'text', text: JSON.stringify({ clientId: a?.clientId, scopes: a?.scopes, expiresAt: a?.expiresAt, token }) }]
         };
     });
+    mcp.registerTool('echo', { description: 'Returns its text argument.', inputSchema: { text: z.string() } }, async ({ text }) => ({
+        content: [{ type: 'text', text }]
+    }));
     return mcp;
 }
 
