@@ -9,8 +9,28 @@
 // failure, sign-in or retry never touches another.
 //
 // Concurrency: connect() calls overlap into one; concurrent 401s share one
-// sign-in or refresh; a disconnect() during connect() wins (the connect's
-// late results are dropped).
+// sign-in or refresh; concurrent 404s of an ended session share one new
+// initialize; a disconnect() during connect() wins (the connect's late
+// results are dropped).
+//
+// Server notifications (spec 000, "Persistent Connections"):
+//   - stateful Streamable HTTP: after initialize, when the server declares
+//     capabilities.tools.listChanged (the only notification this client acts
+//     on), the standalone GET stream is kept open. It is reopened when it
+//     ends or drops, with Last-Event-ID and after the stream's `retry` or the
+//     Standard preset's delay; a 401 on it goes through the same refresh as
+//     requests; 405 (or 404) means the server offers none; disconnect() and
+//     signOut() close it. After maxRetries failures in a row it rests until
+//     the next request succeeds.
+//   - notifications/tools/list_changed from any stream (the GET stream, a
+//     POST's event stream, the legacy event stream): after a short quiet
+//     time (bursts count once) tools/list is read again, every page, and
+//     onChange fires once with the new list in place.
+//   - notifications/progress goes to the onProgress of the callTool whose
+//     progressToken it names.
+// The 2026-07-28 era has no GET stream, and mcp-protocol.md describes no
+// other way to listen in that era: there only a POST's event stream brings
+// notifications.
 //
 // Storage keys (spec 000, "Chrome Storage Keys"), per server id:
 //   oauth.{id}.tokens             {access_token, refresh_token?, token_type, expires_at, scope[], resource, issuer}
@@ -26,7 +46,7 @@ import {
 } from './oauth.js';
 import { checkPlatform } from './platform.js';
 import { checkResolved, checkUrl, hostOf } from './ssrf.js';
-import { RETRY_PRESETS, STATES, canTransition, withRetry } from './state.js';
+import { RETRY_PRESETS, STATES, canTransition, retryDelay, withRetry } from './state.js';
 import { TIMEOUTS, connectTransport } from './transport.js';
 
 export { RemoteError } from './errors.js';
@@ -43,6 +63,12 @@ const RESOLVE_TTL_MS = 60_000;
 
 /** Most pages of tools/list read. */
 const MAX_TOOL_PAGES = 100;
+
+/** Quiet time after a notifications/tools/list_changed before tools/list is read again (bursts count once). */
+export const LIST_CHANGED_DELAY_MS = 100;
+
+/** Most tools/list rounds one refresh makes while more list_changed keep coming. */
+const MAX_REFRESH_ROUNDS = 3;
 
 const DEFAULT_CLIENT_INFO = Object.freeze({ name: 'Browser Bridge', version: '0.1.0' });
 
@@ -86,6 +112,11 @@ export class RemoteServer {
   #resolveNoted = false;
   #gen = 0; // bumped by disconnect(): late results of older work are dropped
   #refreshedFor = ''; // the access token a 401-triggered refresh replaced
+  #renewing = null; // {old, promise}: a new initialize after the server ended the session
+  #toolsStale = false; // a list_changed came since the last tools/list
+  #toolsTimer = null;
+  #toolsRefresh = null;
+  #progress = new Map(); // progressToken → {onProgress, last}
 
   /**
    * @param {{id: string, url: string, headers?: Record<string, string>, scopes?: string[], clientId?: string}} config
@@ -163,16 +194,32 @@ export class RemoteServer {
    * Calls a tool of this server by its own name.
    * @param {string} name
    * @param {object} [args]
-   * @param {{signal?: AbortSignal, meta?: object, interactive?: boolean}} [opts]
-   *   meta becomes params._meta (e.g. a progressToken); interactive lets a
-   *   sign-in (e.g. a scope step-up) open a window.
+   * @param {{signal?: AbortSignal, meta?: object, interactive?: boolean,
+   *   onProgress?: (params: object) => void}} [opts]
+   *   meta becomes params._meta; interactive lets a sign-in (e.g. a scope
+   *   step-up) open a window; onProgress gets the params of every
+   *   notifications/progress for this call (a progressToken is added to
+   *   _meta, unless meta has one) whose progress goes up. An abort of signal
+   *   rejects with a 'cancelled' error and tells the server
+   *   (notifications/cancelled, best effort).
    * @returns {Promise<object>} the CallToolResult (isError results are results)
    */
-  async callTool(name, args, { signal, meta, interactive = false } = {}) {
-    await this.#ready(interactive);
+  async callTool(name, args, { signal, meta, interactive = false, onProgress } = {}) {
+    await untilAborted(this.#ready(interactive), signal);
     const params = { name, arguments: args ?? {} };
     if (meta) params._meta = meta;
-    return this.#rpc('tools/call', params, { timeoutMs: TIMEOUTS.toolCall, signal, interactive });
+    let token;
+    if (typeof onProgress === 'function') {
+      params._meta = { ...(meta || {}) };
+      token = params._meta.progressToken ?? `bb-${base64url(this.#platform.randomBytes(12))}`;
+      params._meta.progressToken = token;
+      this.#progress.set(token, { onProgress, last: -Infinity });
+    }
+    try {
+      return await this.#rpc('tools/call', params, { timeoutMs: TIMEOUTS.toolCall, signal, interactive });
+    } finally {
+      if (token !== undefined) this.#progress.delete(token);
+    }
   }
 
   /**
@@ -197,6 +244,9 @@ export class RemoteServer {
   /** Ends the session (DELETE where the era has one) and goes to 'disconnected'. */
   async disconnect() {
     this.#gen++;
+    clearTimeout(this.#toolsTimer);
+    this.#toolsTimer = null;
+    this.#toolsStale = false;
     const t = this.#transport;
     this.#transport = null;
     if (t) await t.close();
@@ -272,6 +322,7 @@ export class RemoteServer {
       await this.#listTools(interactive);
       if (gen !== this.#gen) return;
       this.#setState('connected', this.#connectedMessage());
+      this.#listen(transport);
     } catch (err) {
       if (gen !== this.#gen) {
         await transport?.close();
@@ -326,15 +377,75 @@ export class RemoteServer {
   }
 
   #notification(msg) {
-    if (msg.method === 'notifications/tools/list_changed' && this.#state === 'connected') {
-      this.#listTools(false).then(() => this.#setState('connected', this.#connectedMessage()))
-        .catch((err) => this.#log('warn', 'tools/list after list_changed failed', { error: err.message }));
+    if (msg.method === 'notifications/tools/list_changed') {
+      this.#toolsChanged();
+    } else if (msg.method === 'notifications/progress') {
+      this.#onProgress(msg.params);
     } else if (msg.method === 'notifications/message') {
       this.#log('debug', 'server log message', { level: msg.params?.level, logger: msg.params?.logger });
     }
   }
 
+  /** A notifications/progress: to the callTool that sent its token, while progress goes up. */
+  #onProgress(params) {
+    const entry = params && this.#progress.get(params.progressToken);
+    if (!entry || typeof params.progress !== 'number' || !(params.progress > entry.last)) return;
+    entry.last = params.progress;
+    try {
+      entry.onProgress(params);
+    } catch (err) {
+      this.#log('warn', 'onProgress failed', { error: String(err?.message || err) });
+    }
+  }
+
+  /** A list_changed: tools/list again after LIST_CHANGED_DELAY_MS of quiet (one refresh at a time). */
+  #toolsChanged() {
+    if (!this.#transport && !this.#connecting) return;
+    this.#toolsStale = true;
+    if (this.#toolsTimer || this.#toolsRefresh) return; // the coming or running refresh sees the flag
+    this.#toolsTimer = setTimeout(() => {
+      this.#toolsTimer = null;
+      this.#toolsRefresh = this.#refreshTools().finally(() => {
+        this.#toolsRefresh = null;
+        if (this.#toolsStale) this.#toolsChanged();
+      });
+    }, LIST_CHANGED_DELAY_MS);
+  }
+
+  /** Reads every page of tools/list again, then fires onChange once. */
+  async #refreshTools() {
+    const gen = this.#gen;
+    if (this.#connecting) await this.#connecting; // it reads the list itself
+    let tools = null;
+    for (let round = 0; round < MAX_REFRESH_ROUNDS && this.#toolsStale; round++) {
+      if (gen !== this.#gen || !this.#transport || !['connected', 'token-refresh'].includes(this.#state)) {
+        this.#toolsStale = false;
+        return;
+      }
+      this.#toolsStale = false;
+      try {
+        tools = await this.#fetchTools(false);
+      } catch (err) {
+        this.#log('warn', 'tools/list after list_changed failed', { error: err.message });
+        return;
+      }
+      if (gen !== this.#gen) return;
+    }
+    if (!tools) return;
+    this.#tools = tools;
+    if (this.#state === 'connected') this.#message = this.#connectedMessage();
+    this.#log('info', 'tools changed', { tools: tools.length });
+    this.#emit();
+  }
+
   async #listTools(interactive) {
+    this.#tools = await this.#fetchTools(interactive);
+    this.#emit();
+    return this.#tools;
+  }
+
+  /** Every page of tools/list. */
+  async #fetchTools(interactive) {
     const tools = [];
     let cursor;
     for (let page = 0; page < MAX_TOOL_PAGES; page++) {
@@ -345,8 +456,6 @@ export class RemoteServer {
       cursor = typeof r.nextCursor === 'string' && r.nextCursor ? r.nextCursor : undefined;
       if (!cursor) break;
     }
-    this.#tools = tools;
-    this.#emit();
     return tools;
   }
 
@@ -360,29 +469,126 @@ export class RemoteServer {
    * re-initialization when the server ended the session.
    */
   async #rpc(method, params, { timeoutMs, signal, interactive }) {
+    let renewed = false;
     const result = await this.#withAuth(async () => {
       await this.#ensureFreshToken();
       let t = this.#transport;
       if (!t) throw new RemoteError('network', `Not connected to ${this.#host()}.`);
+      if (t.expired) {
+        renewed = true; // ended under another request, or while a sign-in was renewed
+        t = await this.#renew(t);
+      }
       try {
         return await t.request(method, params, { timeoutMs, signal });
       } catch (err) {
-        if (!err.data?.sessionExpired) {
+        if (!err.data?.sessionExpired || renewed) {
           if (err.category === 'network' && this.#transport === t && this.#state === 'connected') {
             this.#setState('error', err.message);
           }
           throw err;
         }
-        this.#log('info', 'session ended by the server; initializing again', {});
-        t = await connectTransport(this.#transportOptions(this.#serverUrl()), { preferred: t.era });
-        this.#transport = t;
+        renewed = true; // once per request
+        t = await this.#renew(t);
         return t.request(method, params, { timeoutMs, signal });
       }
     }, { interactive });
     if (['authenticated', 'token-refresh'].includes(this.#state) && this.#transport && !this.#connecting) {
       this.#setState('connected', this.#connectedMessage());
     }
+    if (this.#transport?.listening === 'resting') this.#listen(this.#transport);
     return result;
+  }
+
+  /**
+   * A new session after the server ended one (404 to its session id):
+   * initialize again, once for all the requests that saw the 404.
+   * @returns {Promise<object>} the transport to use now
+   */
+  #renew(old) {
+    if (this.#renewing?.old === old) return this.#renewing.promise;
+    if (this.#transport !== old) {
+      if (this.#transport) return Promise.resolve(this.#transport); // renewed already
+      return Promise.reject(new RemoteError('network', `Not connected to ${this.#host()}.`));
+    }
+    const gen = this.#gen;
+    const promise = (async () => {
+      this.#log('info', 'session ended by the server; initializing again', {});
+      await old.close();
+      const t = await connectTransport(this.#transportOptions(this.#serverUrl()), { preferred: old.era });
+      if (gen !== this.#gen || this.#transport !== old) {
+        await t.close();
+        throw new RemoteError('cancelled', `Disconnected from ${this.#host()}.`);
+      }
+      this.#transport = t;
+      if (t.era === 'sse') t.onclose = (err) => this.#dropped(t, err);
+      this.#listen(t);
+      return t;
+    })();
+    this.#renewing = { old, promise };
+    promise.catch(() => {}).finally(() => {
+      if (this.#renewing?.promise === promise) this.#renewing = null;
+    });
+    return promise;
+  }
+
+  /**
+   * Keeps the standalone GET stream of a stateful Streamable HTTP session
+   * open while t is the transport in use (see the top of this file).
+   * t.listening: 'open' while it runs, 'none' when the server offers no
+   * stream, 'resting' after too many failures (the next successful request
+   * starts it again), 'stopped' otherwise.
+   */
+  async #listen(t) {
+    if (t.era !== 'streamable' || !t.capabilities?.tools?.listChanged || t.listening === 'open' || t.listening === 'none') return;
+    t.listening = 'open';
+    const cursor = t.streamCursor || (t.streamCursor = { lastEventId: '', retry: undefined, opened: false });
+    const live = () => this.#transport === t && !t.ended.signal.aborted;
+    const preset = RETRY_PRESETS.Standard;
+    let failures = 0;
+    let end = 'stopped';
+    try {
+      while (live()) {
+        cursor.opened = false;
+        let err = null;
+        try {
+          const r = await this.#withAuth(async () => {
+            await this.#ensureFreshToken();
+            return t.listenOnce(cursor);
+          }, { interactive: false });
+          if (r.unsupported) {
+            this.#log('info', 'the server offers no event stream for notifications', { status: r.unsupported });
+            end = 'none';
+            return;
+          }
+        } catch (e) {
+          err = e;
+        }
+        if (!live()) return;
+        if (cursor.opened) failures = 0;
+        let delay = cursor.retry;
+        if (err) {
+          if (!isTransient(err)) {
+            // A sign-in may come back with the next request; a server that breaks the protocol will not.
+            this.#log('warn', 'the event stream for notifications failed', { category: err.category, status: err.status, error: err.message });
+            end = err.category === 'auth' ? 'resting' : 'none';
+            return;
+          }
+          if (failures >= preset.maxRetries) {
+            this.#log('warn', 'the event stream for notifications keeps failing; waiting for the next request', { error: err.message });
+            end = 'resting';
+            return;
+          }
+          delay ??= retryDelay(preset, failures);
+          if (typeof err.retryAfter === 'number') delay = Math.min(Math.max(delay, err.retryAfter), preset.maxDelay);
+          failures++;
+        }
+        delay ??= retryDelay(preset, 0);
+        this.#log('debug', 'reopening the event stream for notifications', { delayMs: delay, resume: !!cursor.lastEventId, error: err?.message });
+        await this.#sleep(delay);
+      }
+    } finally {
+      t.listening = end;
+    }
   }
 
   // -------------------------------------------------------------------------
@@ -804,4 +1010,19 @@ export class RemoteServer {
       // logging must never break a connection
     }
   }
+}
+
+/** p, or a 'cancelled' rejection as soon as signal aborts (p goes on). */
+function untilAborted(p, signal) {
+  if (!signal) return p;
+  const cancelled = () => new RemoteError('cancelled', 'The request was cancelled.');
+  if (signal.aborted) {
+    p.catch(() => {});
+    return Promise.reject(cancelled());
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(cancelled());
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }

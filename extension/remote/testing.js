@@ -8,7 +8,9 @@
 //                    approves at once, a token endpoint that checks PKCE
 //   FakeMcpServer    a bearer-protected MCP server of one era (stateless,
 //                    streamable with JSON or SSE answers, legacy HTTP+SSE)
-//                    with RFC 9728 metadata
+//                    with RFC 9728 metadata; optionally with the standalone
+//                    GET stream of Streamable HTTP (resumable with
+//                    Last-Event-ID), list_changed and progress notifications
 //   testPlatform     the platform (platform.js) over those, with a clock
 //                    the test moves and a log it can read
 //
@@ -101,16 +103,30 @@ export function json(value, status = 200, headers = {}) {
   return new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json', ...headers } });
 }
 
-/** An event stream the test writes to: {response, send(data, {event, id, retry}), close()}. */
+/** An event stream the test writes to: {response, send(data, {event, id, retry}), raw(text), close(), closed}. */
 export function eventStream(headers = {}) {
   let ctl;
   const body = new ReadableStream({
     start(c) {
       ctl = c;
     },
+    cancel() {
+      stream.closed = true; // the client went away
+    },
   });
-  return {
-    response: new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream', ...headers } }),
+  const stream = {
+    closed: false,
+    response: new Response(body, {
+      status: 200, headers: { 'content-type': 'text/event-stream', ...headers },
+    }),
+    /** Writes text as is (e.g. a priming event without data). */
+    raw(text) {
+      try {
+        ctl.enqueue(enc.encode(text));
+      } catch {
+        // closed by the reader
+      }
+    },
     send(data, { event, id, retry } = {}) {
       let s = '';
       if (event) s += `event: ${event}\n`;
@@ -124,6 +140,7 @@ export function eventStream(headers = {}) {
       }
     },
     close() {
+      stream.closed = true;
       try {
         ctl.close();
       } catch {
@@ -131,6 +148,7 @@ export function eventStream(headers = {}) {
       }
     },
   };
+  return stream;
 }
 
 async function s256(verifier) {
@@ -304,6 +322,16 @@ export class FakeAuthServer {
  *   scopesSupported  the metadata's scopes_supported
  *   needs        {method: scopes[]}: a 403 insufficient_scope when missing
  *   tools        the tools it lists
+ *   listChanged  declare capabilities.tools.listChanged (streamable, sse)
+ *   getStream    (streamable) answer GET with the standalone event stream
+ *                instead of 405; it replays events after a Last-Event-ID
+ *   streamRetry  (getStream) open each GET stream with a priming event
+ *                carrying this `retry` (ms)
+ *   pageSize     list tools this many a page (nextCursor)
+ *   progress     for a tools/call with a progressToken: send this many
+ *                notifications/progress on the POST's event stream first
+ *   hang         a tool name whose call is answered with an event stream
+ *                that never brings the result (see hanging)
  */
 export class FakeMcpServer {
   constructor(net, opts = {}) {
@@ -314,6 +342,12 @@ export class FakeMcpServer {
     this.sessions = new Set();
     this.calls = []; // messages received, in order
     this.seq = 0;
+    this.gets = []; // {headers} of every GET of the standalone stream
+    this.events = []; // {id, sid, msg} sent on standalone streams, for replays
+    this.eventSeq = 0;
+    this.standalone = null; // {sid, stream}: the open standalone stream
+    this.hanging = []; // {msg, stream} of calls never answered
+    this.piggyback = []; // messages sent on the next POST's event stream before its answer
     this.prmUrl = this.opts.prm === 'root'
       ? `${this.url.origin}/.well-known/oauth-protected-resource`
       : `${this.url.origin}/.well-known/oauth-protected-resource${this.url.pathname}`;
@@ -362,11 +396,15 @@ export class FakeMcpServer {
   answer(msg) {
     switch (msg.method) {
       case 'initialize':
-        return { protocolVersion: this.opts.version || '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'fake', version: '1' } };
+        return { protocolVersion: this.opts.version || '2025-11-25', capabilities: { tools: this.opts.listChanged ? { listChanged: true } : {} }, serverInfo: { name: 'fake', version: '1' } };
       case 'server/discover':
         return { supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'fake', version: '1' } } };
-      case 'tools/list':
-        return { tools: this.opts.tools };
+      case 'tools/list': {
+        if (!this.opts.pageSize) return { tools: this.opts.tools };
+        const from = Number(msg.params?.cursor || 0);
+        const to = from + this.opts.pageSize;
+        return { tools: this.opts.tools.slice(from, to), ...(to < this.opts.tools.length ? { nextCursor: String(to) } : {}) };
+      }
       case 'tools/call':
         if (!this.opts.tools.some((t) => t.name === msg.params?.name)) return { error: { code: -32602, message: `unknown tool ${msg.params?.name}` } };
         return { content: [{ type: 'text', text: JSON.stringify(msg.params.arguments ?? {}) }] };
@@ -379,6 +417,26 @@ export class FakeMcpServer {
 
   reply(msg, out, headers = {}) {
     const body = out.error ? { jsonrpc: '2.0', id: msg.id, error: out.error } : { jsonrpc: '2.0', id: msg.id, result: out };
+    const token = msg.method === 'tools/call' ? msg.params?._meta?.progressToken : undefined;
+    if (msg.method === 'tools/call' && msg.params?.name === this.opts.hang) {
+      const s = eventStream(headers);
+      if (token !== undefined) s.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1 } }, { id: `e${++this.seq}` });
+      this.hanging.push({ msg, stream: s });
+      return s.response;
+    }
+    const extras = this.piggyback.splice(0);
+    if (token !== undefined && this.opts.progress) {
+      for (let i = 1; i <= this.opts.progress; i++) {
+        extras.push({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: i, total: this.opts.progress } });
+      }
+    }
+    if (extras.length) {
+      const s = eventStream(headers);
+      for (const m of extras) s.send(m, { id: `e${++this.seq}` });
+      s.send(body, { id: `e${++this.seq}` });
+      s.close();
+      return s.response;
+    }
     if (this.opts.style === 'sse') {
       const s = eventStream(headers);
       s.send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'working' } }, { event: 'message', id: `e${++this.seq}` });
@@ -394,6 +452,7 @@ export class FakeMcpServer {
       this.sessions.delete(req.headers['mcp-session-id']);
       return new Response(null, { status: 200 });
     }
+    if (req.method === 'GET' && this.opts.getStream) return this.openStandalone(req);
     if (req.method !== 'POST') return new Response('method not allowed', { status: 405 });
     const msg = JSON.parse(req.body);
     this.calls.push({ msg, headers: req.headers });
@@ -426,6 +485,54 @@ export class FakeMcpServer {
     if (!this.sessions.has(sid)) return json({ jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'session not found' } }, 404);
     if (msg.id === undefined) return new Response(null, { status: 202 });
     return this.reply(msg, this.answer(msg));
+  }
+
+  /** Streamable HTTP's standalone GET stream (one per session; a new GET replaces it). */
+  openStandalone(req) {
+    const denied = this.gate(req, null);
+    if (denied) return denied;
+    this.gets.push({ headers: req.headers });
+    const sid = req.headers['mcp-session-id'];
+    if (!sid) return json({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'no session' } }, 400);
+    if (!this.sessions.has(sid)) return json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'session not found' } }, 404);
+    this.standalone?.stream.close();
+    const s = eventStream();
+    this.standalone = { sid, stream: s };
+    if (this.opts.streamRetry !== undefined) s.raw(`id: p${++this.eventSeq}\nretry: ${this.opts.streamRetry}\ndata:\n\n`);
+    const last = req.headers['last-event-id'];
+    const at = last ? this.events.findIndex((e) => e.id === last) : -1;
+    if (at >= 0) {
+      for (const e of this.events.slice(at + 1)) if (e.sid === sid) s.send(e.msg, { id: e.id });
+    }
+    return s.response;
+  }
+
+  /**
+   * Sends a server notification: on the standalone stream of the newest
+   * session (kept for a replay when none is open), or on every legacy event
+   * stream.
+   */
+  notify(method, params) {
+    const msg = { jsonrpc: '2.0', method, ...(params !== undefined ? { params } : {}) };
+    if (this.opts.era === 'sse') {
+      for (const s of this.streams.values()) s.send(msg, { event: 'message' });
+      return;
+    }
+    const sid = this.standalone?.sid ?? [...this.sessions].at(-1);
+    const id = `g${++this.eventSeq}`;
+    this.events.push({ id, sid, msg });
+    if (this.standalone && !this.standalone.stream.closed) this.standalone.stream.send(msg, { id });
+  }
+
+  /** Changes the tools and says so with notifications/tools/list_changed. */
+  setTools(tools) {
+    this.opts.tools = tools;
+    this.notify('notifications/tools/list_changed');
+  }
+
+  /** Closes the standalone stream (a proxy timed it out, the server restarted its front end). */
+  dropStandalone() {
+    this.standalone?.stream.close();
   }
 
   // Legacy HTTP+SSE: GET opens a stream whose first event names /messages?sessionId=…

@@ -27,6 +27,10 @@
 //   notify(method, params) → void
 //   close() → ends the session (best effort, never throws)
 //   onclose  (sse only) called once when the event stream drops by itself
+// and the stateful Streamable HTTP transport also
+//   listenOnce(cursor) → one connection of the standalone GET stream
+//   expired  true once the server answered 404 to the session id
+//   ended    an AbortController aborted by close()
 
 import { RemoteError, capitalize, httpError } from './errors.js';
 import { deadline, fetchError, readText } from './http.js';
@@ -172,6 +176,10 @@ export class StreamableTransport extends HttpBase {
     super(opts);
     this.era = opts.era;
     this.sessionId = '';
+    /** Set when the server answered 404 to the session id: the session is gone. */
+    this.expired = false;
+    /** Aborted by close(): ends the standalone GET stream. */
+    this.ended = new AbortController();
     if (this.era === 'stateless') this.protocolVersion = STATELESS_VERSION;
   }
 
@@ -226,6 +234,7 @@ export class StreamableTransport extends HttpBase {
   }
 
   async post(msg, signal) {
+    const sid = this.era === 'streamable' ? this.sessionId : '';
     const res = await this.fetch(this.url, {
       method: 'POST',
       headers: this.headers(this.url, {
@@ -236,9 +245,10 @@ export class StreamableTransport extends HttpBase {
       body: JSON.stringify(msg),
       signal,
     });
-    if (res.status === 404 && this.sessionId) {
+    if (res.status === 404 && sid) {
       res.body?.cancel().catch(() => {});
-      this.sessionId = '';
+      if (this.sessionId === sid) this.sessionId = '';
+      this.expired = true;
       throw new RemoteError('protocol', `${capitalize(this.what)} ended the session.`, { status: 404, data: { sessionExpired: true } });
     }
     if (!res.ok) throw await this.fail(res);
@@ -252,6 +262,7 @@ export class StreamableTransport extends HttpBase {
    * @param {{timeoutMs?: number, signal?: AbortSignal}} [opts]
    */
   async request(method, params, { timeoutMs = TIMEOUTS.request, signal } = {}) {
+    if (signal?.aborted) throw new RemoteError('cancelled', 'The request was cancelled.'); // never sent, nothing to cancel
     const id = this.nextId++;
     const msg = { jsonrpc: '2.0', id, method };
     const p = this.era === 'stateless' ? withMeta(params, this.opts.clientInfo) : params;
@@ -347,8 +358,64 @@ export class StreamableTransport extends HttpBase {
     }
   }
 
+  /**
+   * One connection of the standalone GET stream of a stateful session
+   * (mcp-protocol.md, "Streamable HTTP"): opens it, hands every server
+   * message to incoming() and returns when the server ends the stream.
+   * cursor {lastEventId, retry, opened} carries what resuming needs from one
+   * connection to the next: lastEventId is sent as Last-Event-ID, the
+   * stream's `retry` field is kept, and opened is set once the server
+   * answered with an event stream. close() aborts it.
+   * @param {{lastEventId?: string, retry?: number, opened?: boolean}} cursor
+   * @returns {Promise<{unsupported?: number}>} unsupported: the HTTP status
+   *   (405, or 404 from a server with no GET route) when there is no stream
+   * @throws {RemoteError} auth (401/403, with the challenge), network,
+   *   server (5xx, 429), protocol, cancelled (closed)
+   */
+  async listenOnce(cursor) {
+    if (this.era !== 'streamable') return { unsupported: 405 };
+    const signal = this.ended.signal;
+    const extra = { Accept: 'text/event-stream', ...this.eraHeaders({}) };
+    if (cursor.lastEventId) extra['Last-Event-ID'] = cursor.lastEventId;
+    let res;
+    try {
+      res = await this.fetch(this.url, { method: 'GET', headers: this.headers(this.url, extra), signal });
+    } catch (err) {
+      throw fetchError(err, this.what, { timedOut: false, cancelled: signal.aborted });
+    }
+    // 404 here does not end the session: a server without a GET route says 404 too.
+    if (res.status === 405 || res.status === 404) {
+      res.body?.cancel().catch(() => {});
+      return { unsupported: res.status };
+    }
+    if (!res.ok) throw await this.fail(res);
+    const type = (res.headers.get('content-type') || '').split(';')[0].trim().toLowerCase();
+    if (type !== 'text/event-stream' || !res.body) {
+      res.body?.cancel().catch(() => {});
+      throw new RemoteError('protocol', `${capitalize(this.what)} did not answer the GET of its event stream with an event stream (got ${type || 'nothing'}).`, { status: res.status });
+    }
+    cursor.opened = true;
+    const parser = new SSEParser(() => {});
+    parser.lastEventId = cursor.lastEventId || '';
+    parser.retry = cursor.retry;
+    try {
+      for await (const ev of readEvents(res.body, parser)) {
+        cursor.lastEventId = parser.lastEventId;
+        if (ev.event !== 'message') continue;
+        this.incoming(parseJson(ev.data)); // answers have no place here and are ignored
+      }
+    } catch (err) {
+      throw fetchError(err, this.what, { timedOut: false, cancelled: signal.aborted });
+    } finally {
+      cursor.lastEventId = parser.lastEventId;
+      if (parser.retry !== undefined) cursor.retry = parser.retry;
+    }
+    return {};
+  }
+
   /** Ends the session with DELETE (stateful era; 405 means the server keeps no sessions). */
   async close() {
+    this.ended.abort();
     if (this.era !== 'streamable' || !this.sessionId) return;
     const dl = deadline(TIMEOUTS.notification);
     try {
