@@ -29,6 +29,8 @@ func (b *Bridge) instrument(next http.Handler) http.Handler {
 		"browserbridge_tool_calls_cancelled": func() float64 {
 			return float64(st.Cancelled.Load())
 		},
+		// Requests the Streamable HTTP fast path answered without the SDK.
+		"browserbridge_fast_path_requests":  func() float64 { return float64(st.FastPath.Load()) },
 		"browserbridge_browsers":            func() float64 { return float64(len(b.links.Browsers())) },
 		"browserbridge_sse_sessions":        func() float64 { return float64(b.sse.Sessions()) },
 		"browserbridge_replay_buffer_bytes": func() float64 { return float64(b.st.ReplayBytes()) },

@@ -18,15 +18,17 @@ import (
 // BenchmarkCalls measures tools/call of a no-op tool (echo) through the
 // bridge against a fake extension on the native link, with 1, 10 and 100
 // concurrent clients on each transport. Reported: calls/s and the p50 and
-// p99 of each call as the client sees it.
+// p99 of each call as the client sees it. mcp-sdk is /mcp with the fast
+// path off (every request through the SDK's server path).
 func BenchmarkCalls(b *testing.B) {
 	for _, tr := range []struct {
 		name string
 		era  era
-	}{{"mcp", eras[3]}, {"sse", eras[0]}} {
+	}{{"mcp", eras[3]}, {"mcp-sdk", eras[3]}, {"sse", eras[0]}} {
 		for _, clients := range []int{1, 10, 100} {
 			b.Run(fmt.Sprintf("%s/clients=%d", tr.name, clients), func(b *testing.B) {
 				br := newBridge(b, Options{}, HTTPOptions{})
+				br.st.noFastPath.Store(tr.name == "mcp-sdk")
 				br.attach("instance-bench-1")
 				httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients, MaxConnsPerHost: 0}}
 				sessions := make([]*mcp.ClientSession, clients)
@@ -64,12 +66,16 @@ func BenchmarkCalls(b *testing.B) {
 }
 
 // closedLoop runs b.N calls spread over n clients, each client making its
-// next call when its last one returns, and reports calls/s, p50 and p99.
+// next call when its last one returns, and reports calls/s, p50 and p99,
+// and the CPU time of the whole process (bridge, clients and fake
+// extension) per call, which other load on a shared machine disturbs far
+// less than calls/s.
 func closedLoop(b *testing.B, n int, call func(client int) error) {
 	work := make(chan struct{}, n)
 	lat := make([][]time.Duration, n)
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu0 := cpuTime()
 	start := time.Now()
 	for i := range n {
 		wg.Add(1)
@@ -91,12 +97,14 @@ func closedLoop(b *testing.B, n int, call func(client int) error) {
 	close(work)
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	b.StopTimer()
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
 	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1e3, "p50-ms")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1e3, "p99-ms")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(len(all)), "cpu-µs/call")
 }
 
 // BenchmarkIdleSessionMemory opens sessions the way a client that then goes
@@ -172,40 +180,47 @@ func memInUse() int64 {
 // as one SSE event), so that the figure is the bridge's capacity rather
 // than the SDK client's, which shares the same two cores in this run.
 func BenchmarkCallsRawClient(b *testing.B) {
-	for _, clients := range []int{1, 10, 100} {
-		b.Run(fmt.Sprintf("mcp/clients=%d", clients), func(b *testing.B) {
-			br := newBridge(b, Options{}, HTTPOptions{})
-			br.attach("instance-bench-raw")
-			httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients}}
-			url := br.srv.URL + "/mcp"
-			do := func(body string, hdr map[string]string) (http.Header, string) {
-				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Accept", "application/json, text/event-stream")
-				for k, v := range hdr {
-					req.Header.Set(k, v)
-				}
-				resp, err := httpc.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				data, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				return resp.Header, string(data)
-			}
-			hdrs := make([]map[string]string, clients)
-			for i := range hdrs {
-				h, _ := do(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
-				hdrs[i] = map[string]string{"Mcp-Session-Id": h.Get("Mcp-Session-Id"), "MCP-Protocol-Version": "2025-06-18"}
-				do(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdrs[i])
-			}
-			const call = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
-			closedLoop(b, clients, func(i int) error {
-				if _, body := do(call, hdrs[i]); !strings.Contains(body, `"text":"x"`) {
-					return fmt.Errorf("reply: %s", body)
-				}
-				return nil
+	for _, mode := range []string{"mcp", "mcp-sdk"} {
+		for _, clients := range []int{1, 10, 100} {
+			b.Run(fmt.Sprintf("%s/clients=%d", mode, clients), func(b *testing.B) {
+				benchRawClient(b, mode == "mcp-sdk", clients)
 			})
-		})
+		}
 	}
+}
+
+func benchRawClient(b *testing.B, sdkOnly bool, clients int) {
+	br := newBridge(b, Options{}, HTTPOptions{})
+	br.st.noFastPath.Store(sdkOnly)
+	br.attach("instance-bench-raw")
+	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients}}
+	url := br.srv.URL + "/mcp"
+	do := func(body string, hdr map[string]string) (http.Header, string) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := httpc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.Header, string(data)
+	}
+	hdrs := make([]map[string]string, clients)
+	for i := range hdrs {
+		h, _ := do(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+		hdrs[i] = map[string]string{"Mcp-Session-Id": h.Get("Mcp-Session-Id"), "MCP-Protocol-Version": "2025-06-18"}
+		do(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdrs[i])
+	}
+	const call = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+	closedLoop(b, clients, func(i int) error {
+		if _, body := do(call, hdrs[i]); !strings.Contains(body, `"text":"x"`) {
+			return fmt.Errorf("reply: %s", body)
+		}
+		return nil
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strconv"
 	"sync"
@@ -37,10 +38,59 @@ type session struct {
 	stateless bool
 	next      atomic.Uint64
 	ss        *mcp.ServerSession
+	meta      json.RawMessage // {"client":…,"id":"local-<id>"}, the browserbridge/session _meta of its calls
 
 	mu      sync.Mutex
-	browser string // chosen with select_browser; "" = default
+	browser string        // chosen with select_browser; "" = default
+	active  int           // calls in flight
+	drained chan struct{} // closed when active drops to 0, if someone waits
 }
+
+func newSession(id, client string, stateless bool, ss *mcp.ServerSession) *session {
+	meta, _ := json.Marshal(sessionMeta{Client: client, ID: protocol.IDPrefixLocal + id})
+	return &session{id: id, client: client, stateless: stateless, ss: ss, meta: meta}
+}
+
+// sessionMeta is the browserbridge/session _meta of a call (fields in the
+// order a map would have them, as the extension always got them).
+type sessionMeta struct {
+	Client string `json:"client"`
+	ID     string `json:"id"`
+}
+
+// begin and end bracket a call, so that the end of the session can wait
+// for its calls (as the SDK does for those it runs) before the browsers
+// are told.
+func (ss *session) begin() {
+	ss.mu.Lock()
+	ss.active++
+	ss.mu.Unlock()
+}
+
+func (ss *session) end() {
+	ss.mu.Lock()
+	ss.active--
+	if ss.active == 0 && ss.drained != nil {
+		close(ss.drained)
+		ss.drained = nil
+	}
+	ss.mu.Unlock()
+}
+
+// idle returns a channel closed once no call is in flight.
+func (ss *session) idle() <-chan struct{} {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.active == 0 {
+		return closedChan
+	}
+	if ss.drained == nil {
+		ss.drained = make(chan struct{})
+	}
+	return ss.drained
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (ss *session) setBrowser(id string) {
 	ss.mu.Lock()
@@ -72,25 +122,40 @@ func (s *Server) session(ss *mcp.ServerSession, req *mcp.CallToolRequest) *sessi
 			label = label[:40]
 		}
 		// One counter for all stateless requests keeps their link ids unique.
-		st := &session{id: "c-" + label, client: client, stateless: true}
+		st := newSession("c-"+label, client, true, nil)
 		st.next.Store(s.statelessNext.Add(1 << 20))
 		return st
 	}
+	return s.statefulSession(ss, client)
+}
+
+// statefulSession returns the state of a session that has an SDK session
+// of its own, creating it at first use.
+func (s *Server) statefulSession(ss *mcp.ServerSession, client string) *session {
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
 	st := s.sessions[ss]
 	if st == nil {
-		st = &session{id: strconv.FormatUint(s.nextSessID.Add(1), 10), client: client, ss: ss}
+		st = newSession(strconv.FormatUint(s.nextSessID.Add(1), 10), client, false, ss)
 		s.sessions[ss] = st
 		go func() { // forget the session when it ends, and tell the browsers
 			_ = ss.Wait()
 			s.sessMu.Lock()
 			delete(s.sessions, ss)
 			s.sessMu.Unlock()
+			<-st.idle() // the SDK waits for its calls; the fast path's are waited for here
 			s.sessionEnded(st)
 		}()
 	}
 	return st
+}
+
+// clientName is the clientInfo.name a stateful session initialized with.
+func clientName(ss *mcp.ServerSession) string {
+	if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil {
+		return p.ClientInfo.Name
+	}
+	return ""
 }
 
 func isStateless(req *mcp.CallToolRequest) bool {
@@ -173,12 +238,66 @@ type progressRoute struct {
 	token   any // the client's own progress token
 }
 
-// callBrowserTool forwards a tools/call to the browser and returns its
-// result, with the answering browser in _meta.
+// toolCall is a tools/call on its way to a browser, whichever path
+// brought it (the SDK's handler or the Streamable HTTP fast path).
+type toolCall struct {
+	sess     *session
+	ss       *mcp.ServerSession // the SDK session progress goes back on; nil without progress
+	header   http.Header        // the HTTP request's: ?browser= arrives in BrowserHeader
+	name     string
+	args     json.RawMessage
+	progress any // the client's progress token; nil for none
+}
+
+// linkCallParams is what the extension gets for a tools/call (fields in
+// the order a map would have them, as it always got them).
+type linkCallParams struct {
+	Meta      linkCallMeta    `json:"_meta"`
+	Arguments json.RawMessage `json:"arguments"`
+	Name      string          `json:"name"`
+}
+
+type linkCallMeta struct {
+	Session       json.RawMessage `json:"browserbridge/session"`
+	ProgressToken string          `json:"progressToken,omitempty"`
+}
+
+// browserInfoMeta is the browserbridge/browser _meta of a result.
+type browserInfoMeta struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// callBrowserTool is the SDK's handler for the browser's tools.
 func (s *Server) callBrowserTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.stats.Calls.Add(1)
-	sess := s.session(req.Session, req)
-	b, err := s.waitBrowser(ctx, s.chosenBrowserID(req))
+	c := toolCall{sess: s.session(req.Session, req), name: req.Params.Name, args: req.Params.Arguments}
+	if req.Extra != nil {
+		c.header = req.Extra.Header
+	}
+	if tok := req.Params.GetProgressToken(); tok != nil {
+		c.ss, c.progress = req.Session, tok
+	}
+	return s.forward(ctx, c)
+}
+
+// forward sends a tools/call to the browser the call is for and returns
+// its result, with the answering browser in _meta. Callers count it in
+// Stats.Calls.
+func (s *Server) forward(ctx context.Context, c toolCall) (*mcp.CallToolResult, error) {
+	sess := c.sess
+	if !sess.stateless {
+		sess.begin()
+		defer sess.end()
+	}
+	// ?browser= on the URL, else the session's select_browser choice, else
+	// the default browser.
+	wanted := c.header.Get(BrowserHeader)
+	if wanted == "" {
+		wanted = sess.chosen()
+	}
+	b, err := s.waitBrowser(ctx, wanted)
 	if err != nil {
 		s.stats.CallErrors.Add(1)
 		if ctx.Err() != nil {
@@ -188,13 +307,16 @@ func (s *Server) callBrowserTool(ctx context.Context, req *mcp.CallToolRequest) 
 	}
 	id := protocol.IDPrefixLocal + sess.id + ":" + strconv.FormatUint(sess.next.Add(1), 10)
 
-	meta := map[string]any{metaSession: map[string]string{"id": protocol.IDPrefixLocal + sess.id, "client": sess.client}}
-	if tok := req.Params.GetProgressToken(); tok != nil {
+	params := &linkCallParams{Name: c.name, Arguments: c.args, Meta: linkCallMeta{Session: sess.meta}}
+	if len(params.Arguments) == 0 {
+		params.Arguments = json.RawMessage("{}")
+	}
+	if c.progress != nil {
 		// The extension reports progress against the link id, unique across
 		// sessions; the client's token goes back on the way out.
-		meta["progressToken"] = id
+		params.Meta.ProgressToken = id
 		s.progMu.Lock()
-		s.progress[id] = progressRoute{ctx: ctx, session: req.Session, token: tok}
+		s.progress[id] = progressRoute{ctx: ctx, session: c.ss, token: c.progress}
 		s.progMu.Unlock()
 		defer func() {
 			s.progMu.Lock()
@@ -202,30 +324,103 @@ func (s *Server) callBrowserTool(ctx context.Context, req *mcp.CallToolRequest) 
 			s.progMu.Unlock()
 		}()
 	}
-	args := req.Params.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	params := map[string]any{"name": req.Params.Name, "arguments": args, "_meta": meta}
 
 	raw, err := b.Call(ctx, id, "tools/call", params)
 	if err != nil {
 		return s.callFailed(ctx, b, id, err)
 	}
-	var res mcp.CallToolResult
-	if err := json.Unmarshal(raw, &res); err != nil {
+	res, err := decodeToolResult(raw)
+	if err != nil {
 		s.stats.CallErrors.Add(1)
-		return toolError(fmt.Sprintf("the browser's answer to %s was not a tool result: %v", req.Params.Name, err)), nil
+		return toolError(fmt.Sprintf("the browser's answer to %s was not a tool result: %v", c.name, err)), nil
+	}
+	if res.InputRequests != nil {
+		// The SDK would ask the client and call the tool again, but the
+		// extension has no way to receive the answers: refuse it plainly, on
+		// every path alike.
+		s.stats.CallErrors.Add(1)
+		return toolError(fmt.Sprintf("the browser asked for input the client must give (inputRequests) in its answer to %s; Browser Bridge does not relay that", c.name)), nil
 	}
 	info := b.Info()
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}
-	res.Meta[metaBrowser] = map[string]string{"id": info.ID, "name": info.Name, "version": info.Version}
+	res.Meta[metaBrowser] = browserInfoMeta{ID: info.ID, Name: info.Name, Version: info.Version}
 	if res.IsError {
 		s.stats.CallErrors.Add(1)
 	}
+	return res, nil
+}
+
+// decodeToolResult decodes the browser's tools/call result. The common
+// shape, text content and maybe isError, is read directly; anything else
+// goes through the SDK's decoder (which allocates a 32 KiB buffer per
+// value). Both give the same CallToolResult.
+func decodeToolResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+	if res, ok := decodeTextResult(raw); ok {
+		return res, nil
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, err
+	}
 	return &res, nil
+}
+
+// decodeTextResult reads {"content":[{"type":"text","text":…}…],
+// "isError":bool} (isError optional, keys in any order, each once); ok is
+// false for anything else. raw must be valid JSON (it was decoded from
+// the link's frame).
+func decodeTextResult(raw []byte) (res *mcp.CallToolResult, ok bool) {
+	res = &mcp.CallToolResult{}
+	var sawContent, sawIsError bool
+	ok = eachMember(raw, func(key, val []byte) bool {
+		switch string(key) {
+		case "content":
+			if sawContent {
+				return false
+			}
+			sawContent = true
+			res.Content = []mcp.Content{}
+			return eachElement(val, func(item []byte) bool {
+				var typ, text []byte
+				ok := eachMember(item, func(key, val []byte) bool {
+					switch string(key) {
+					case "type":
+						return typ == nil && setRaw(&typ, val)
+					case "text":
+						return text == nil && len(val) > 0 && val[0] == '"' && setRaw(&text, val)
+					}
+					return false
+				})
+				if !ok || string(typ) != `"text"` || text == nil {
+					return false
+				}
+				var s string
+				if plainString(text) {
+					s = string(text[1 : len(text)-1])
+				} else if json.Unmarshal(text, &s) != nil {
+					return false
+				}
+				res.Content = append(res.Content, &mcp.TextContent{Text: s})
+				return true
+			})
+		case "isError":
+			if sawIsError {
+				return false
+			}
+			sawIsError = true
+			switch string(val) {
+			case "true":
+				res.IsError = true
+				return true
+			case "false":
+				return true
+			}
+		}
+		return false
+	})
+	return res, ok && sawContent
 }
 
 // callFailed turns a failed link call into what the client should see.

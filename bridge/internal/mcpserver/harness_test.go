@@ -85,7 +85,17 @@ var fakeTools = []map[string]any{
 	{"name": "slow", "description": "Report progress, then answer", "inputSchema": map[string]any{"type": "object"}},
 	{"name": "block", "description": "Never answer until cancelled", "inputSchema": map[string]any{"type": "object"}},
 	{"name": "fail", "description": "Fail as a tool", "inputSchema": map[string]any{"type": "object"}},
+	{"name": "wait", "description": "Answer after ms milliseconds", "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"ms": map[string]any{"type": "integer"}}}},
+	{"name": "rich", "description": "Answer with every kind of content", "inputSchema": map[string]any{"type": "object"}},
+	{"name": "empty", "description": "Answer with no content at all", "inputSchema": map[string]any{"type": "object"}},
 }
+
+// richResult is what the rich tool answers: every field a result can have,
+// and some it cannot.
+const richResult = `{"content":[{"type":"text","text":"<b>&amp;</b> \u2028 \"q\" é"},` +
+	`{"type":"image","data":"aGk=","mimeType":"image/png","annotations":{"audience":["user"]}},` +
+	`{"type":"resource_link","uri":"bb://shot/1","name":"shot"}],` +
+	`"structuredContent":{"z":1,"a":[true,null]},"isError":false,"_meta":{"x/y":"z"},"unknownField":42}`
 
 // fakeExtension is a browser's extension on the native link, attached
 // straight to the bridge's socket (the host only moves frames, and its own
@@ -162,6 +172,15 @@ func (fe *fakeExtension) handle(method string, p json.RawMessage) (any, map[stri
 			return text("too late"), nil
 		case "fail":
 			return map[string]any{"isError": true, "content": []map[string]any{{"type": "text", "text": "the page said no"}}}, nil
+		case "wait":
+			var a struct{ Ms int }
+			json.Unmarshal(call.Arguments, &a)
+			time.Sleep(time.Duration(a.Ms) * time.Millisecond)
+			return text("waited"), nil
+		case "rich":
+			return json.RawMessage(richResult), nil
+		case "empty":
+			return map[string]any{}, nil
 		}
 		return nil, map[string]any{"code": -32602, "message": "unknown tool " + call.Name}
 	}

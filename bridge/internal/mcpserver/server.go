@@ -4,7 +4,8 @@
 // forwards each tools/call to the right browser with a request id unique to
 // the MCP session, mapping progress and cancellation both ways. The HTTP
 // transports (Streamable HTTP in every era, legacy HTTP+SSE) are in
-// streamable.go and sse.go.
+// streamable.go and sse.go; fastpath.go answers the hot requests of
+// stateful Streamable HTTP sessions without the SDK's server path.
 package mcpserver
 
 import (
@@ -54,6 +55,10 @@ type Server struct {
 	toolsMu   sync.Mutex
 	tools     map[string]*mcp.Tool // the browser tools currently offered
 	toolsFrom string               // the browser they came from
+	// callable holds the names of the browser tools the SDK server has
+	// (it may refuse one); the fast path serves only those. Replaced, never
+	// modified.
+	callable atomic.Pointer[map[string]bool]
 
 	changeMu sync.Mutex
 	change   chan struct{} // closed and replaced when browsers come or go
@@ -143,6 +148,9 @@ type Stats struct {
 	BrowserGone  atomic.Int64
 	Cancelled    atomic.Int64
 	ToolsChanges atomic.Int64
+	// FastPath counts the requests (tools/call, ping) the Streamable HTTP
+	// fast path answered without the SDK's server path.
+	FastPath atomic.Int64
 }
 
 // Stats returns the server's counters.

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,15 +81,21 @@ type Streamable struct {
 	stateful  *mcp.StreamableHTTPHandler
 	stateless *mcp.StreamableHTTPHandler
 	events    *eventStore
+	live      *liveSessions
+	// noFastPath sends every request to the SDK (tests and benchmarks
+	// compare the two).
+	noFastPath atomic.Bool
 }
 
 // NewStreamable returns the /mcp handler.
 func (s *Server) NewStreamable(opts HTTPOptions) *Streamable {
 	opts.defaults()
 	h := &Streamable{s: s, opts: opts, events: newEventStore(opts.ReplayBytes)}
+	h.live = newLiveSessions(s.mcp, h.events, opts.SessionTimeout)
 	get := func(*http.Request) *mcp.Server { return s.mcp }
 	h.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
-		SessionTimeout:             opts.SessionTimeout,
+		// No SessionTimeout: liveSessions reaps idle sessions, since the
+		// SDK's timer cannot see the requests the fast path answers.
 		EventStore:                 h.events,
 		MaxRequestBodyBytes:        opts.MaxBodyBytes,
 		Logger:                     s.log,
@@ -109,7 +116,11 @@ func (h *Streamable) ReplayBytes() int { return h.events.Bytes() }
 
 func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyBrowserParam(r)
+	sid := r.Header.Get(headerSessID)
 	if r.Method != http.MethodPost {
+		if r.Method == http.MethodGet && sid != "" {
+			h.awaitFastStream(r, sid)
+		}
 		h.stateful.ServeHTTP(w, r) // GET stream, DELETE, or 405
 		return
 	}
@@ -122,37 +133,130 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusUnsupportedMediaType, nil, -32600, "Content-Type must be application/json")
 		return
 	}
-	head, ok := readMessage(w, r, h.opts.MaxBodyBytes)
+	body, ok := readBody(w, r, h.opts.MaxBodyBytes)
+	if !ok {
+		return
+	}
+	var ls *liveSession
+	if sid != "" {
+		if ls = h.live.get(sid); ls != nil && h.serveFast(w, r, ls, body) {
+			return
+		}
+	}
+	head, ok := checkMessage(w, r, body)
 	if !ok {
 		return
 	}
 
 	switch {
-	case r.Header.Get(headerSessID) != "":
+	case sid != "":
+		if ls != nil {
+			if head.Method == "notifications/cancelled" {
+				if key := cancelKey(head.Params.RequestID); key != "" {
+					ls.cancel(key)
+				}
+			}
+			ls.startPOST()
+			defer ls.endPOST()
+		}
 		h.stateful.ServeHTTP(w, r)
 	case head.stateless() || r.Header.Get(headerMCPVer) >= version2026:
 		h.stateless.ServeHTTP(w, r)
 	case head.Method == "initialize":
-		h.stateful.ServeHTTP(w, r)
+		// The session is indexed before the client can read its id, so
+		// that its first requests already take the fast path.
+		iw := &initWriter{ResponseWriter: w, live: h.live}
+		h.stateful.ServeHTTP(iw, r)
+		iw.created()
 	default:
 		writeRPCError(w, http.StatusBadRequest, head.ID, -32600,
 			"Mcp-Session-Id header is required: send initialize first (or, as a 2026-07-28 client, put the protocol version in _meta)")
 	}
 }
 
+// awaitFastStream holds a GET that resumes a fast-path stream still in
+// flight until its answer is stored, for the SDK to replay it from there.
+func (h *Streamable) awaitFastStream(r *http.Request, sid string) {
+	last := r.Header.Get("Last-Event-ID")
+	if !strings.HasPrefix(last, "f") {
+		return
+	}
+	stream, _, _ := strings.Cut(last, "_")
+	ls := h.live.get(sid)
+	if ls == nil {
+		return
+	}
+	if stored := ls.resuming(stream); stored != nil {
+		select {
+		case <-stored:
+		case <-ls.done:
+		case <-r.Context().Done():
+		}
+	}
+}
+
+// initWriter tells liveSessions about the session an initialize created
+// (the Mcp-Session-Id of the answer) before the answer goes out.
+type initWriter struct {
+	http.ResponseWriter
+	live *liveSessions
+	seen bool
+}
+
+func (w *initWriter) created() {
+	if !w.seen {
+		w.seen = true
+		if id := w.Header().Get(headerSessID); id != "" {
+			w.live.created(id)
+		}
+	}
+}
+
+func (w *initWriter) WriteHeader(code int) {
+	w.created()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *initWriter) Write(p []byte) (int, error) {
+	w.created()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *initWriter) Flush() {
+	w.created()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *initWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // readMessage reads and checks a posted JSON-RPC message, answering bad
 // input itself (ok false), and puts the body back for the SDK.
 func readMessage(w http.ResponseWriter, r *http.Request, limit int64) (head messageHead, ok bool) {
+	body, ok := readBody(w, r, limit)
+	if !ok {
+		return head, false
+	}
+	return checkMessage(w, r, body)
+}
+
+// readBody reads a posted body, answering a failure itself (ok false).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, ok bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
-			return head, false
+			return nil, false
 		}
 		writeRPCError(w, http.StatusBadRequest, nil, -32700, "could not read the request body: "+err.Error())
-		return head, false
+		return nil, false
 	}
+	return body, true
+}
+
+// checkMessage checks a posted JSON-RPC message, answering bad input itself
+// (ok false), and puts the body back for the SDK.
+func checkMessage(w http.ResponseWriter, r *http.Request, body []byte) (head messageHead, ok bool) {
 	head, status, code, msg := inspect(body)
 	if status != 0 {
 		writeRPCError(w, status, head.ID, code, msg)
@@ -169,7 +273,8 @@ type messageHead struct {
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
 	Params  struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
+		Meta      map[string]json.RawMessage `json:"_meta"`
+		RequestID any                        `json:"requestId"` // of notifications/cancelled
 	} `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  json.RawMessage `json:"error"`

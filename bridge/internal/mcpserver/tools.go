@@ -201,14 +201,18 @@ func (s *Server) setTools(tools []*mcp.Tool, from *hostlink.Browser) {
 	if len(gone) > 0 {
 		s.mcp.RemoveTools(gone...)
 	}
+	registered := s.sdkTools()
+	callable := make(map[string]bool, len(next))
 	for name, t := range next {
 		if old, ok := s.tools[name]; ok && sameTool(old, t) {
+			callable[name] = registered[name]
 			continue
 		}
 		changed = true
-		s.addBrowserTool(t)
+		callable[name] = s.addBrowserTool(t)
 	}
 	s.tools = next
+	s.callable.Store(&callable)
 	if from != nil {
 		s.toolsFrom = from.ID()
 	}
@@ -219,13 +223,25 @@ func (s *Server) setTools(tools []*mcp.Tool, from *hostlink.Browser) {
 	}
 }
 
-func (s *Server) addBrowserTool(t *mcp.Tool) {
+// sdkTools returns the names of the browser tools the SDK server has (the
+// ones it did not refuse); the map must not be modified.
+func (s *Server) sdkTools() map[string]bool {
+	if m := s.callable.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// addBrowserTool registers t with the SDK, reporting whether it took it.
+func (s *Server) addBrowserTool(t *mcp.Tool) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil { // the SDK panics on schemas it cannot use
 			s.log.Warn("skipping a browser tool the SDK refused", "tool", t.Name, "error", r)
+			ok = false
 		}
 	}()
 	s.mcp.AddTool(t, s.callBrowserTool)
+	return true
 }
 
 func sameTool(a, b *mcp.Tool) bool {

@@ -1,0 +1,657 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The fast path answers the two requests that make up nearly all of a busy
+// client's traffic, tools/call of a browser tool and ping, when they are
+// POSTed on a live stateful Streamable HTTP session (2025-03-26 to
+// 2025-11-25), without the SDK's server path: no jsonrpc2 connection, no
+// goroutine per request, no typed decoding of the message. It calls the
+// same forward the SDK's tool handler calls, and writes what the SDK would
+// write, byte for byte: the same SSE event (a priming event first from
+// 2025-11-25), the same event ids, stored in the same event store, so a
+// client resumes a fast-path stream with Last-Event-ID like any other.
+//
+// It takes only requests whose every part it understands; anything else
+// (a progress token or any other _meta, other params, another method,
+// an id that is not a plain string or integer, a token-authenticated
+// request, a session not yet initialized, an unknown tool or one of the
+// bridge's own) goes to the SDK, whose answer is then the same as before.
+//
+// What the SDK does for a request it runs, the fast path does too:
+//   - the session's idle timer is paused while the request is in progress
+//     (liveSessions owns that timer: the SDK's cannot see these requests);
+//   - notifications/cancelled with the request's id cancels the call, and
+//     the extension is told, as forward does on any cancellation;
+//   - the end of the HTTP request does not cancel the call (it is not a
+//     cancellation in these eras): its answer is stored for resumption;
+//   - a second request with the id of one in flight is refused (400);
+//   - the end of the session waits for its calls before the browsers are
+//     told (session.ended).
+//
+// Tool arguments are not checked against the tool's input schema, as the
+// SDK does not check them for tools registered with Server.AddTool (the
+// browser's tools): the extension validates its own arguments.
+
+// fastVersions are the MCP-Protocol-Version values of the eras the fast
+// path serves; "" means 2025-03-26, as it does for the SDK.
+func fastVersion(v string) bool {
+	switch v {
+	case "", "2025-03-26", "2025-06-18", "2025-11-25":
+		return true
+	}
+	return false
+}
+
+// liveSessions indexes the stateful SDK handler's sessions by
+// Mcp-Session-Id for the fast path, and ends those idle for longer than
+// the session timeout. The SDK handler's own timeout is off: it would see
+// only the requests it serves and reap a session busy on the fast path.
+// The rule is the SDK's: the timer runs while no POST of the session is in
+// progress (GET streams do not count).
+type liveSessions struct {
+	mcp    *mcp.Server
+	events *eventStore
+	idle   time.Duration // 0: never reaped
+
+	mu   sync.Mutex
+	byID map[string]*liveSession
+}
+
+// liveSession is the fast path's view of one stateful session.
+type liveSession struct {
+	id   string
+	ss   *mcp.ServerSession
+	idle time.Duration
+	done chan struct{} // closed when the session has ended
+
+	mu      sync.Mutex
+	ended   bool
+	posts   int                  // POSTs in progress
+	timer   *time.Timer          // ends the session when idle; nil when there is no timeout or it has ended
+	calls   map[string]*fastCall // fast-path calls in flight, by raw request id
+	streams map[string]*fastCall // the same, by stream id
+	nextID  uint64
+	bridge  *session // the bridge's state for the session, once known
+}
+
+// fastCall is a fast-path request in flight.
+type fastCall struct {
+	id      string // raw request id
+	stream  string
+	cancel  context.CancelFunc
+	stored  chan struct{} // closed once its answer is in the event store
+	claimed bool          // a GET resumes the stream: it, not the POST, delivers the answer
+}
+
+func newLiveSessions(srv *mcp.Server, events *eventStore, idle time.Duration) *liveSessions {
+	return &liveSessions{mcp: srv, events: events, idle: idle, byID: make(map[string]*liveSession)}
+}
+
+// get returns the live session with this id, or nil if there is none (yet).
+func (l *liveSessions) get(id string) *liveSession {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byID[id]
+}
+
+// created is called after the stateful handler answered an initialize
+// that created session id; it starts tracking the session.
+func (l *liveSessions) created(id string) {
+	for ss := range l.mcp.Sessions() {
+		if ss.ID() == id {
+			l.track(ss)
+			return
+		}
+	}
+}
+
+func (l *liveSessions) track(ss *mcp.ServerSession) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byID[ss.ID()] != nil {
+		return
+	}
+	ls := &liveSession{id: ss.ID(), ss: ss, idle: l.idle, done: make(chan struct{})}
+	if l.idle > 0 {
+		ls.timer = time.AfterFunc(l.idle, func() { _ = ss.Close() })
+	}
+	l.byID[ls.id] = ls
+	go func() {
+		_ = ss.Wait()
+		l.mu.Lock()
+		if l.byID[ls.id] == ls {
+			delete(l.byID, ls.id)
+		}
+		l.mu.Unlock()
+		ls.mu.Lock()
+		ls.ended = true
+		if ls.timer != nil {
+			ls.timer.Stop()
+			ls.timer = nil
+		}
+		ls.mu.Unlock()
+		close(ls.done)
+		// The SDK forgot the session's events when it closed; a fast-path
+		// answer stored since then (none is stored once ended is set) goes too.
+		_ = l.events.SessionClosed(context.Background(), ls.id)
+	}()
+}
+
+// startPOST and endPOST bracket every POST of the session: the idle timer
+// stops at the first and starts again when the last ends.
+func (ls *liveSession) startPOST() {
+	ls.mu.Lock()
+	if ls.posts == 0 && ls.timer != nil {
+		ls.timer.Stop()
+	}
+	ls.posts++
+	ls.mu.Unlock()
+}
+
+func (ls *liveSession) endPOST() {
+	ls.mu.Lock()
+	ls.posts--
+	if ls.posts == 0 && ls.timer != nil {
+		ls.timer.Reset(ls.idle)
+	}
+	ls.mu.Unlock()
+}
+
+// cancel cancels the fast-path call with this raw request id, if any.
+func (ls *liveSession) cancel(id string) {
+	ls.mu.Lock()
+	c := ls.calls[id]
+	ls.mu.Unlock()
+	if c != nil && c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// resuming is called for a GET with Last-Event-ID on stream: if it is a
+// fast-path stream still in flight, the GET takes over delivering its
+// answer and gets a channel closed once the answer is stored.
+func (ls *liveSession) resuming(stream string) <-chan struct{} {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	c := ls.streams[stream]
+	if c == nil {
+		return nil
+	}
+	c.claimed = true
+	return c.stored
+}
+
+// fastRequest is what the fast path needs of a message.
+type fastRequest struct {
+	id   []byte // raw: a string of printable ASCII with no escapes, or an integer
+	ping bool   // ping, else tools/call
+	name string
+	args json.RawMessage // nil when absent
+}
+
+// parseFast reads a request the fast path can take; ok is false for
+// anything else, and for anything it is unsure of. Keys must be exactly
+// the protocol's (the SDK matches them case-sensitively) and appear once.
+func parseFast(body []byte) (req fastRequest, ok bool) {
+	if !json.Valid(body) {
+		return req, false
+	}
+	var version, method, params []byte
+	ok = eachMember(body, func(key, val []byte) bool {
+		switch string(key) {
+		case "jsonrpc":
+			return version == nil && setRaw(&version, val)
+		case "id":
+			return req.id == nil && plainID(val) && setRaw(&req.id, val)
+		case "method":
+			return method == nil && setRaw(&method, val)
+		case "params":
+			return params == nil && len(val) > 0 && val[0] == '{' && setRaw(&params, val)
+		}
+		return false
+	})
+	if !ok || string(version) != `"2.0"` || req.id == nil {
+		return req, false
+	}
+	switch string(method) {
+	case `"ping"`:
+		req.ping = true
+		empty := eachMember(params, func(_, _ []byte) bool { return false })
+		return req, params == nil || empty
+	case `"tools/call"`:
+		var name []byte
+		ok = params != nil && eachMember(params, func(key, val []byte) bool {
+			switch string(key) {
+			case "name":
+				return name == nil && plainString(val) && setRaw(&name, val)
+			case "arguments":
+				if req.args != nil || len(val) == 0 || val[0] != '{' {
+					return false
+				}
+				req.args = json.RawMessage(val)
+				return true
+			}
+			return false // _meta (a progress token…), or anything newer
+		})
+		if !ok || name == nil {
+			return req, false
+		}
+		req.name = string(name[1 : len(name)-1])
+		return req, true
+	}
+	return req, false
+}
+
+func setRaw(dst *[]byte, val []byte) bool {
+	*dst = val
+	return true
+}
+
+// plainString reports whether a JSON value is a string of printable ASCII
+// without escapes, which every encoder writes back unchanged.
+func plainString(v []byte) bool {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainID reports whether a request id is one the SDK writes back exactly
+// as it came: a plain string, or an integer it holds exactly (the SDK reads
+// numbers as float64 and writes them as int64).
+func plainID(v []byte) bool {
+	if plainString(v) {
+		return true
+	}
+	d := v
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 15 || d[0] == '0' && (len(d) > 1 || len(v) > len(d)) {
+		return false
+	}
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// eachMember calls fn with the key and the raw value of each member of a
+// valid JSON object, stopping at the first false; it returns false then,
+// or when the object is not one (a key with escapes counts as not one).
+func eachMember(obj []byte, fn func(key, val []byte) bool) bool {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return false
+	}
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return skipSpace(obj, i+1) == len(obj)
+	}
+	for i < len(obj) && obj[i] == '"' {
+		j := i + 1
+		for j < len(obj) && obj[j] != '"' {
+			if obj[j] == '\\' {
+				return false
+			}
+			j++
+		}
+		key := obj[i+1 : j]
+		i = skipSpace(obj, j+1)
+		if i >= len(obj) || obj[i] != ':' {
+			return false
+		}
+		i = skipSpace(obj, i+1)
+		end := skipValue(obj, i)
+		if end <= i || !fn(key, obj[i:end]) {
+			return false
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) {
+			return false
+		}
+		switch obj[i] {
+		case ',':
+			i = skipSpace(obj, i+1)
+		case '}':
+			return skipSpace(obj, i+1) == len(obj)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// eachElement calls fn with each element of a valid JSON array, stopping
+// at the first false; it returns false then, or when arr is not an array.
+func eachElement(arr []byte, fn func(val []byte) bool) bool {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return false
+	}
+	i = skipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return skipSpace(arr, i+1) == len(arr)
+	}
+	for i < len(arr) {
+		end := skipValue(arr, i)
+		if end <= i || !fn(arr[i:end]) {
+			return false
+		}
+		i = skipSpace(arr, end)
+		if i >= len(arr) {
+			return false
+		}
+		switch arr[i] {
+		case ',':
+			i = skipSpace(arr, i+1)
+		case ']':
+			return skipSpace(arr, i+1) == len(arr)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the JSON value starting at b[i], which must
+// be valid JSON.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[i])) {
+		i++
+	}
+	return i
+}
+
+// skipString returns the end of the JSON string starting at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// serveFast answers a request the fast path takes and returns true, or
+// returns false having done nothing (the SDK then gets the request).
+func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveSession, body []byte) bool {
+	version := r.Header.Get(headerMCPVer)
+	if h.noFastPath.Load() || !fastVersion(version) || len(r.Header.Values("Last-Event-ID")) > 0 {
+		return false
+	}
+	if jsonOK, streamOK := sdkAccepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+		return false // the SDK answers 400
+	}
+	if auth.TokenInfoFromContext(r.Context()) != nil {
+		return false // the SDK ties sessions to token users
+	}
+	req, ok := parseFast(body)
+	if !ok {
+		return false
+	}
+	if !req.ping && !h.s.sdkTools()[req.name] {
+		return false // an unknown tool, or one of the bridge's own
+	}
+	if ls.ss.InitializeParams() == nil {
+		return false // the SDK refuses calls before initialize
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	call := &fastCall{id: string(req.id), cancel: cancel, stored: make(chan struct{})}
+	// The priming event (SEP-1699) opens the stream from 2025-11-25; it is
+	// stored empty so that indices line up.
+	prime := version >= "2025-11-25"
+	ls.mu.Lock()
+	if ls.ended {
+		ls.mu.Unlock()
+		return false // the SDK answers 404
+	}
+	ls.posts++ // startPOST, under the same lock
+	if ls.posts == 1 && ls.timer != nil {
+		ls.timer.Stop()
+	}
+	defer ls.endPOST()
+	h.s.stats.FastPath.Add(1)
+	if ls.calls[call.id] != nil {
+		ls.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write(response(req.id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "duplicate in-flight request ID " + idText(req.id)}))
+		return true
+	}
+	ls.nextID++
+	call.stream = "f" + strconv.FormatUint(ls.nextID, 10) // never an SDK stream id: those are upper case
+	if ls.calls == nil {
+		ls.calls, ls.streams = make(map[string]*fastCall), make(map[string]*fastCall)
+	}
+	ls.calls[call.id], ls.streams[call.stream] = call, call
+	_ = h.events.Open(ctx, ls.id, call.stream)
+	if prime {
+		_ = h.events.Append(ctx, ls.id, call.stream, nil)
+	}
+	ls.mu.Unlock()
+
+	hdr := w.Header()
+	hdr.Set("Cache-Control", "no-cache, no-transform")
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Connection", "keep-alive")
+	answer := func() []byte {
+		if req.ping {
+			return response(req.id, struct{}{}, nil)
+		}
+		h.s.stats.Calls.Add(1)
+		bs := ls.bridgeSession(h.s)
+		res, err := h.s.forward(ctx, toolCall{sess: bs, header: r.Header, name: req.name, args: req.args})
+		if err == nil && res.Content == nil && !res.NeedsInput() {
+			res.Content = []mcp.Content{} // as the SDK does: never "content": null
+		}
+		return response(req.id, res, err)
+	}
+	idx := 0
+	if prime {
+		writeEvent(w, "prime", call.stream, idx, nil, false)
+		idx++
+	}
+	var data []byte
+	if !prime || req.ping {
+		data = answer()
+	} else {
+		// The priming event goes out with the answer if that comes within
+		// primeDelay (one write, one read for the client, instead of two),
+		// else on its own then.
+		answered := make(chan []byte, 1)
+		go func() { answered <- answer() }()
+		t := time.NewTimer(primeDelay)
+		select {
+		case data = <-answered:
+			t.Stop()
+		case <-t.C:
+			_ = http.NewResponseController(w).Flush()
+			data = <-answered
+		}
+	}
+
+	ls.mu.Lock()
+	if !ls.ended {
+		_ = h.events.Append(ctx, ls.id, call.stream, data)
+	}
+	delete(ls.calls, call.id)
+	delete(ls.streams, call.stream)
+	claimed := call.claimed
+	close(call.stored)
+	ls.mu.Unlock()
+	if !claimed {
+		writeEvent(w, "message", call.stream, idx, data, true)
+	}
+	return true
+}
+
+// bridgeSession returns the bridge's state for the session.
+func (ls *liveSession) bridgeSession(s *Server) *session {
+	ls.mu.Lock()
+	bs := ls.bridge
+	ls.mu.Unlock()
+	if bs != nil {
+		return bs
+	}
+	bs = s.statefulSession(ls.ss, clientName(ls.ss))
+	ls.mu.Lock()
+	ls.bridge = bs
+	ls.mu.Unlock()
+	return bs
+}
+
+// response encodes a JSON-RPC response as the SDK does (no HTML escaping;
+// an error that is not a JSON-RPC one has code 0 and its text).
+func response(id []byte, result any, err error) []byte {
+	var buf bytes.Buffer
+	buf.Grow(256)
+	buf.WriteString(`{"jsonrpc":"2.0","id":`)
+	buf.Write(id)
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err != nil {
+		buf.WriteString(`,"error":`)
+		_ = enc.Encode(wireError(err))
+	} else {
+		buf.WriteString(`,"result":`)
+		if e := enc.Encode(result); e != nil {
+			return response(id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "encoding the result: " + e.Error()})
+		}
+	}
+	buf.Truncate(buf.Len() - 1) // Encode's newline
+	buf.WriteByte('}')
+	return buf.Bytes()
+}
+
+// wireError is the SDK's (jsonrpc2's) mapping of a handler's error.
+func wireError(err error) *jsonrpc.Error {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		if werr == err {
+			return werr
+		}
+		return &jsonrpc.Error{Code: werr.Code, Message: err.Error()}
+	}
+	return &jsonrpc.Error{Message: err.Error()}
+}
+
+// idText is a raw request id as the SDK prints it (%v of its value).
+func idText(id []byte) string {
+	if id[0] == '"' {
+		return string(id[1 : len(id)-1])
+	}
+	return string(id)
+}
+
+// primeDelay is how long a call's priming event may wait to go out
+// together with its answer.
+const primeDelay = 2 * time.Millisecond
+
+// writeEvent writes one SSE event as the SDK does, flushing it if asked.
+func writeEvent(w http.ResponseWriter, name, stream string, idx int, data []byte, flush bool) {
+	buf := make([]byte, 0, len(data)+len(stream)+48)
+	buf = append(buf, "event: "...)
+	buf = append(buf, name...)
+	buf = append(buf, "\nid: "...)
+	buf = append(buf, stream...)
+	buf = append(buf, '_')
+	buf = strconv.AppendInt(buf, int64(idx), 10)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, _ = w.Write(buf)
+	if flush {
+		_ = http.NewResponseController(w).Flush()
+	}
+}
+
+// sdkAccepts is the SDK's reading of Accept for a POST: both JSON and SSE
+// must be acceptable.
+func sdkAccepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for _, raw := range strings.Split(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}
+
+// cancelKey is the raw id a notifications/cancelled refers to, in the form
+// the fast path keys its calls by ("" when it cannot be one of them).
+func cancelKey(requestID any) string {
+	switch v := requestID.(type) {
+	case float64:
+		return strconv.FormatInt(int64(v), 10)
+	case string:
+		return `"` + v + `"`
+	}
+	return ""
+}
