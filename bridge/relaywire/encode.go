@@ -30,6 +30,15 @@ func AppendNotification(dst []byte, method string, params json.RawMessage) []byt
 	return appendMethod(dst, method, params)
 }
 
+// AppendRequestNotification appends a notification about the request with
+// the mapped id requestID (Message.RequestID): how an extension sends
+// MethodProgress.
+func AppendRequestNotification(dst []byte, requestID, method string, params json.RawMessage) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","requestId":`...)
+	dst = AppendString(dst, requestID)
+	return appendMethod(dst, method, params)
+}
+
 func appendMethod(dst []byte, method string, params json.RawMessage) []byte {
 	dst = append(dst, `,"method":`...)
 	dst = AppendString(dst, method)

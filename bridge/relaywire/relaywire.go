@@ -30,6 +30,16 @@
 //	proxy → mcp   status {connected, peer_count, timestamp}     (after connect and disconnect)
 //	proxy → mcp   disconnected {connection_id, reason}          (the extension left, or the proxy is stopping)
 //
+// Notifications the proxy routes (our additions; spec 001 gives extensions
+// none, see docs/relay.md):
+//
+//	mcp → proxy → ext   notifications/cancelled {requestId: <the client's id>}
+//	                    → {requestId: "conn-<c>:<id>"} if that request is in flight, else dropped
+//	ext → proxy → mcp   notifications/progress {progressToken, progress, …} with top-level
+//	                    "requestId": "conn-<c>:<id>" → to the client of that request, while it
+//	                    is in flight, with requestId removed and params unchanged
+//	ext → proxy → mcp   notifications/tools/list_changed → to every client connected to it
+//
 // # Ids
 //
 // The proxy forwards a request with id X from an MCP client whose connection
@@ -41,8 +51,8 @@
 package relaywire
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -79,6 +89,30 @@ const (
 	MethodStatus = "status"
 	// MethodDisconnected (notification, proxy → MCP): DisconnectedParams.
 	MethodDisconnected = "disconnected"
+)
+
+// MCP notifications the proxy routes between clients and extensions.
+const (
+	// MethodProgress (notification, extension → proxy → MCP client) reports
+	// the progress of one forwarded request. The extension sets the
+	// top-level Message.RequestID to the request's mapped id and leaves
+	// params as MCP defines them (progressToken is the client's own token);
+	// the proxy delivers it, RequestID removed and params unchanged, to the
+	// client that made the request, and only while it is in flight.
+	MethodProgress = "notifications/progress"
+	// MethodCancelled (notification, MCP client → proxy → extension):
+	// CancelledParams. The client names its own id; the proxy rewrites it to
+	// the mapped id and forwards it only if that request of this client is
+	// in flight.
+	MethodCancelled = "notifications/cancelled"
+	// MethodToolsListChanged (notification, extension → proxy → MCP
+	// clients): the extension's tools changed. The proxy sends it to every
+	// MCP client connected to that extension.
+	MethodToolsListChanged = "notifications/tools/list_changed"
+	// MethodResourcesListChanged and MethodPromptsListChanged travel like
+	// MethodToolsListChanged.
+	MethodResourcesListChanged = "notifications/resources/list_changed"
+	MethodPromptsListChanged   = "notifications/prompts/list_changed"
 )
 
 // Id prefixes.
@@ -225,6 +259,14 @@ type StatusParams struct {
 	Timestamp string `json:"timestamp"`
 }
 
+// CancelledParams are the params of notifications/cancelled (MCP). Between
+// an MCP client and the proxy RequestID is the client's own id; between the
+// proxy and the extension, the mapped id (a string).
+type CancelledParams struct {
+	RequestID json.RawMessage `json:"requestId"`
+	Reason    string          `json:"reason,omitempty"`
+}
+
 // DisconnectedParams are the params of the disconnected notification.
 type DisconnectedParams struct {
 	ConnectionID string `json:"connection_id"`
@@ -248,7 +290,8 @@ func Errorf(code int, format string, args ...any) *Error {
 // Message is any JSON-RPC 2.0 message: a request (ID and Method), a
 // notification (Method, no ID) or a reply (ID and Result or Error). Raw
 // fields hold the exact JSON text received; an absent field is nil, a JSON
-// null is the four bytes "null".
+// null is the four bytes "null". Parse and Decode fill it as json.Unmarshal
+// would, but the raw fields alias the parsed bytes.
 type Message struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id,omitempty"`
@@ -259,6 +302,10 @@ type Message struct {
 	// ConnectionID is spec 001's optional routing field on forwarded
 	// requests; the proxy checks and strips it.
 	ConnectionID string `json:"connectionId,omitempty"`
+	// RequestID is our routing field on notifications from an extension
+	// about one request (MethodProgress): that request's mapped id. The
+	// proxy checks and strips it.
+	RequestID json.RawMessage `json:"requestId,omitempty"`
 }
 
 // Kind says what a Message is.
@@ -273,55 +320,6 @@ const (
 
 // IsRequest reports whether m has an id and a method.
 func (m *Message) IsRequest() bool { return m.ID != nil && m.Method != "" }
-
-// Parse decodes and validates one message. On failure it returns an *Error
-// to send back (CodeParseError or CodeInvalidRequest) and, when the id could
-// be read and is valid, that id in the returned Message, so the error can be
-// addressed to it.
-func Parse(data []byte) (*Message, Kind, *Error) {
-	var m Message
-	if err := json.Unmarshal(data, &m); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) && ute.Field == "" {
-			return &Message{}, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 object (batches are not supported)")
-		}
-		if errors.As(err, &ute) {
-			// JSON, but a field of the wrong type: find the id if we can.
-			var idOnly struct {
-				ID json.RawMessage `json:"id"`
-			}
-			_ = json.Unmarshal(data, &idOnly)
-			m = Message{}
-			if CheckID(idOnly.ID) == nil {
-				m.ID = idOnly.ID
-			}
-			return &m, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: field %s has the wrong type", ute.Field)
-		}
-		return &Message{}, 0, Errorf(CodeParseError, "message is not valid JSON: %v", err)
-	}
-	if m.ID != nil {
-		if err := CheckID(m.ID); err != nil {
-			m.ID = nil
-			return &m, 0, err
-		}
-	}
-	if m.JSONRPC != "2.0" {
-		return &m, 0, Errorf(CodeInvalidRequest, `message is not a JSON-RPC 2.0 request or response: "jsonrpc" must be "2.0"`)
-	}
-	switch {
-	case m.Method != "" && (m.Result != nil || m.Error != nil):
-		return &m, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: it has both a method and a result or error")
-	case m.Method != "" && m.ID != nil:
-		return &m, KindRequest, nil
-	case m.Method != "":
-		return &m, KindNotification, nil
-	case m.ID == nil:
-		return &m, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: it has neither a method nor an id")
-	case (m.Result == nil) == (m.Error == nil):
-		return &m, 0, Errorf(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: a reply needs exactly one of result and error")
-	}
-	return &m, KindReply, nil
-}
 
 // CheckID returns an error unless raw is a JSON string or number of at most
 // MaxIDBytes bytes.
@@ -378,6 +376,19 @@ func UnmapID(mapped string) (connectionID string, original json.RawMessage, ok b
 		return "", nil, false
 	}
 	return mapped[:i], json.RawMessage(mapped[i+1:]), true
+}
+
+// UnmapIDBytes is UnmapID on the bytes of a mapped id, without allocating:
+// the results alias mapped.
+func UnmapIDBytes(mapped []byte) (connectionID, original []byte, ok bool) {
+	if !bytes.HasPrefix(mapped, []byte(PrefixConnection)) {
+		return nil, nil, false
+	}
+	i := bytes.IndexByte(mapped, ':')
+	if i < 0 || i == len(mapped)-1 {
+		return nil, nil, false
+	}
+	return mapped[:i], mapped[i+1:], true
 }
 
 // Timestamp formats t for StatusParams.
