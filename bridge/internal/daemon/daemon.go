@@ -266,13 +266,18 @@ func metricsHandler(reg *metrics.Registry, gw *gateway.Gateway) http.Handler {
 	})
 }
 
-// handleBrowserMessage takes the extension's remote.changed; everything
-// else is the MCP server's.
+// handleBrowserMessage takes the extension's remote.changed and the
+// relay's progress; everything else is the MCP server's.
 func (b *Bridge) handleBrowserMessage(ctx context.Context, br *hostlink.Browser, req *jsonrpc2.Request) (any, error) {
 	if req.Method == protocol.RemoteChanged {
 		if def, ok := b.links.Default(); ok && def == br {
 			b.gw.RemotesChanged()
 		}
+		return nil, nil
+	}
+	// Progress of a relayed call belongs to the relay (a nil client takes
+	// nothing); list_changed goes to both.
+	if b.relay.HandleBrowserMessage(br, req) {
 		return nil, nil
 	}
 	return b.mcp.HandleBrowserMessage(ctx, br, req)

@@ -30,7 +30,7 @@ func (e errTooBig) Error() string { return fmt.Sprintf("message of %d bytes", e.
 // goroutine that calls readLoop, started by the HTTP handler) and one writer (the
 // writePump goroutine).
 //
-// Concurrency contract: enqueue and closeWith may be called from any
+// Concurrency contract: enqueue, tryEnqueue and closeWith may be called from any
 // goroutine, any number of times; everything else belongs to the reader.
 // Messages enqueued before closeWith are written before the close frame;
 // messages enqueued after it are dropped.
@@ -52,6 +52,8 @@ type wsConn struct {
 	// reader-only state
 	strikes     int
 	strikeStart time.Time
+
+	wpushed time.Time // writer-only: when the write deadline was last pushed
 }
 
 func newWSConn(s *Server, ws *websocket.Conn, bc *batchConn) *wsConn {
@@ -90,6 +92,23 @@ func (c *wsConn) enqueue(msg []byte) bool {
 		return false
 	case <-t.C:
 		c.closeWith(websocket.CloseTryAgainLater, "the peer does not read its messages")
+		return false
+	}
+}
+
+// tryEnqueue queues msg if there is room and reports whether it did: for
+// notifications, which may be lost rather than hold up the goroutine that
+// routes them (an extension's reader serves all of its clients).
+func (c *wsConn) tryEnqueue(msg []byte) bool {
+	select {
+	case <-c.quit:
+		return false
+	default:
+	}
+	select {
+	case c.send <- msg:
+		return true
+	default:
 		return false
 	}
 }
@@ -172,8 +191,14 @@ const maxBatch = 64 << 10
 
 // writeBatch writes msg and every message queued behind it (up to maxBatch
 // bytes at a time), one system call per batch.
+//
+// The write deadline is WriteWait ahead, pushed at most once per
+// WriteWait/16 (see readLoop).
 func (c *wsConn) writeBatch(msg []byte) error {
-	c.ws.SetWriteDeadline(time.Now().Add(c.s.opts.WriteWait))
+	if now := time.Now(); now.Sub(c.wpushed) >= c.s.opts.WriteWait/16 {
+		c.wpushed = now
+		c.ws.SetWriteDeadline(now.Add(c.s.opts.WriteWait))
+	}
 	c.bc.begin()
 	n := 0
 	for {
@@ -204,12 +229,17 @@ func (c *wsConn) writeBatch(msg []byte) error {
 // pooled buffer and sent by end in one write; at other times, and for
 // nothing but the gorilla Conn's serialized writes, it writes through.
 // An idle connection holds no buffer.
+//
+// gorilla sets the socket's write deadline before every frame; batchConn
+// keeps it and applies it only before a real write, and only if it changed.
 type batchConn struct {
 	net.Conn
 
-	mu  sync.Mutex
-	on  bool
-	buf *[]byte
+	mu       sync.Mutex
+	on       bool
+	buf      *[]byte
+	deadline time.Time // the write deadline asked for
+	applied  time.Time // the one set on the socket
 }
 
 var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
@@ -218,10 +248,36 @@ func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.on {
+		b.applyDeadline()
 		return b.Conn.Write(p)
 	}
 	*b.buf = append(*b.buf, p...)
 	return len(p), nil
+}
+
+// SetWriteDeadline records t for the next real write.
+func (b *batchConn) SetWriteDeadline(t time.Time) error {
+	b.mu.Lock()
+	b.deadline = t
+	b.mu.Unlock()
+	return nil
+}
+
+// SetDeadline sets both deadlines.
+func (b *batchConn) SetDeadline(t time.Time) error {
+	if err := b.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return b.Conn.SetReadDeadline(t)
+}
+
+// applyDeadline sets the recorded write deadline on the socket if it
+// changed; b.mu is held.
+func (b *batchConn) applyDeadline() {
+	if !b.deadline.Equal(b.applied) {
+		b.applied = b.deadline
+		b.Conn.SetWriteDeadline(b.deadline)
+	}
 }
 
 func (b *batchConn) begin() {
@@ -245,6 +301,7 @@ func (b *batchConn) end() error {
 	b.on, b.buf = false, nil
 	var err error
 	if len(*buf) > 0 {
+		b.applyDeadline()
 		_, err = b.Conn.Write(*buf)
 	}
 	if cap(*buf) <= maxBatch+16<<10 {
@@ -280,23 +337,37 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // handle for each with a buffer valid only during the call. A message over
 // MaxMessageSize is skipped without being buffered and reported to tooBig.
 // It returns the error that ended the connection.
+//
+// Each message and pong pushes the read deadline PongWait ahead, but only
+// once per PongWait/16: setting a deadline costs more than reading a small
+// message, and a connection silent for PongWait minus that is still dropped.
 func (c *wsConn) readLoop(handle func([]byte), tooBig func(size int64)) error {
 	defer close(c.readDone)
 	o := &c.s.opts
+	slack := o.PongWait / 16
+	var pushed time.Time // when the deadline was last pushed
+	push := func() error {
+		now := time.Now()
+		if now.Sub(pushed) < slack {
+			return nil
+		}
+		pushed = now
+		return c.ws.SetReadDeadline(now.Add(o.PongWait))
+	}
 	c.ws.SetReadLimit(o.hardLimit())
-	c.ws.SetReadDeadline(time.Now().Add(o.PongWait))
-	c.ws.SetPongHandler(func(string) error {
-		return c.ws.SetReadDeadline(time.Now().Add(o.PongWait))
-	})
+	push()
+	c.ws.SetPongHandler(func(string) error { return push() })
+	var lr io.LimitedReader
 	for {
 		_, r, err := c.ws.NextReader()
 		if err != nil {
 			return err
 		}
-		c.ws.SetReadDeadline(time.Now().Add(o.PongWait))
+		push()
 		buf := bufPool.Get().(*bytes.Buffer)
 		buf.Reset()
-		_, err = buf.ReadFrom(io.LimitReader(r, o.MaxMessageSize+1))
+		lr.R, lr.N = r, o.MaxMessageSize+1
+		_, err = buf.ReadFrom(&lr)
 		if err == nil && int64(buf.Len()) > o.MaxMessageSize {
 			var n int64
 			n, err = io.Copy(io.Discard, r)

@@ -60,12 +60,20 @@ func (cn *connection) add(mapped string, now time.Time) *relaywire.Error {
 	return nil
 }
 
-// take removes a request from those in flight; whoever takes it answers it.
-func (cn *connection) take(mapped string) (time.Time, bool) {
+// inFlight reports whether the request with the mapped id is in flight.
+func (cn *connection) inFlight(mapped []byte) bool {
 	cn.mu.Lock()
-	t, ok := cn.pending[mapped]
+	_, ok := cn.pending[string(mapped)]
+	cn.mu.Unlock()
+	return ok
+}
+
+// take removes a request from those in flight; whoever takes it answers it.
+func (cn *connection) take(mapped []byte) (time.Time, bool) {
+	cn.mu.Lock()
+	t, ok := cn.pending[string(mapped)]
 	if ok {
-		delete(cn.pending, mapped)
+		delete(cn.pending, string(mapped))
 	}
 	cn.mu.Unlock()
 	if ok {
@@ -193,13 +201,15 @@ func (h *extHandler) handle(data []byte) {
 		}
 		return
 	}
-	m, kind, perr := relaywire.Parse(data)
+	var msg relaywire.Message // on the stack: Decode allocates nothing
+	m := &msg
+	kind, perr := m.Decode(data)
 	if perr != nil {
 		// A reply we are waiting for that is malformed still answers
 		// its caller, so that no call hangs.
 		if cn, mapped := h.pendingFor(m.ID); cn != nil {
 			if _, ok := cn.take(mapped); ok {
-				_, orig, _ := relaywire.UnmapID(mapped)
+				_, orig, _ := relaywire.UnmapIDBytes(mapped)
 				s.m.failed.With("bad_reply").Inc()
 				cn.mcp.c.enqueue(relaywire.AppendError(nil, orig, relaywire.Errorf(relaywire.CodeInternalError, "the extension sent an invalid reply: %s", perr.Message)))
 			}
@@ -212,11 +222,11 @@ func (h *extHandler) handle(data []byte) {
 		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "method %q not found: extensions are passive and the proxy accepts no requests from them", m.Method), "ext_request")
 		return
 	case relaywire.KindNotification:
-		s.m.dropped.With("ext_notification").Inc()
+		h.notification(m)
 		return
 	}
 	if !h.authed.Load() {
-		if id, _ := idString(m.ID); id == authID {
+		if id, _ := idBytes(m.ID); string(id) == authID {
 			h.authenticate(m)
 		} else {
 			s.m.dropped.With("unauthenticated").Inc()
@@ -233,7 +243,7 @@ func (h *extHandler) handle(data []byte) {
 		s.m.dropped.With("unknown_id").Inc()
 		return
 	}
-	_, orig, _ := relaywire.UnmapID(mapped)
+	_, orig, _ := relaywire.UnmapIDBytes(mapped)
 	var out []byte
 	if m.Result != nil {
 		out = relaywire.AppendResult(make([]byte, 0, 48+len(orig)+len(m.Result)), orig, m.Result)
@@ -247,38 +257,102 @@ func (h *extHandler) handle(data []byte) {
 	cn.mcp.c.enqueue(out)
 }
 
+// notification routes a notification from the extension (docs/relay.md,
+// "Notifications"): the progress of a request in flight to the client that
+// made it, a list_changed to every client connected to the extension;
+// anything else is dropped. Notifications are never worth blocking the
+// extension's reader for: one to a client whose queue is full is dropped.
+func (h *extHandler) notification(m *relaywire.Message) {
+	s := h.s
+	if h.ext == nil {
+		s.m.dropped.With("unauthenticated").Inc()
+		return
+	}
+	switch {
+	case m.RequestID != nil:
+		if m.Method != relaywire.MethodProgress {
+			s.m.dropped.With("ext_notification").Inc()
+			return
+		}
+		// Only a request this extension was sent, of a connection to it,
+		// still in flight: never another client's, never after the reply.
+		cn, mapped := h.pendingFor(m.RequestID)
+		if cn == nil || !cn.inFlight(mapped) {
+			s.m.dropped.With("progress_not_in_flight").Inc()
+			return
+		}
+		h.deliver(cn, relaywire.AppendNotification(nil, m.Method, m.Params))
+	case isListChanged(m.Method):
+		e := h.ext
+		e.mu.Lock()
+		conns := make([]*connection, 0, len(e.conns))
+		for _, cn := range e.conns {
+			conns = append(conns, cn)
+		}
+		e.mu.Unlock()
+		msg := relaywire.AppendNotification(nil, m.Method, m.Params)
+		for _, cn := range conns {
+			h.deliver(cn, msg)
+		}
+	default:
+		s.m.dropped.With("ext_notification").Inc()
+	}
+}
+
+// deliver queues a notification for cn's client, or drops it if the
+// client's queue is full.
+func (h *extHandler) deliver(cn *connection, msg []byte) {
+	if cn.mcp.c.tryEnqueue(msg) {
+		h.s.m.notified.Inc()
+		return
+	}
+	h.s.m.dropped.With("queue_full").Inc()
+}
+
+func isListChanged(method string) bool {
+	switch method {
+	case relaywire.MethodToolsListChanged, relaywire.MethodResourcesListChanged, relaywire.MethodPromptsListChanged:
+		return true
+	}
+	return false
+}
+
 // pendingFor finds the connection a mapped id belongs to, among this
-// extension's; nil if none.
-func (h *extHandler) pendingFor(raw json.RawMessage) (*connection, string) {
+// extension's, and returns it with the mapped id's bytes (which may alias
+// raw); nil if none.
+func (h *extHandler) pendingFor(raw json.RawMessage) (*connection, []byte) {
 	if h.ext == nil || raw == nil {
-		return nil, ""
+		return nil, nil
 	}
-	id, ok := idString(raw)
+	id, ok := idBytes(raw)
 	if !ok {
-		return nil, ""
+		return nil, nil
 	}
-	connID, _, ok := relaywire.UnmapID(id)
+	connID, _, ok := relaywire.UnmapIDBytes(id)
 	if !ok {
-		return nil, ""
+		return nil, nil
 	}
 	h.ext.mu.Lock()
-	cn := h.ext.conns[connID]
+	cn := h.ext.conns[string(connID)]
 	h.ext.mu.Unlock()
 	return cn, id
 }
 
-// idString is relaywire.IDString without a JSON decoder for the common
-// case, a string of printable ASCII without escapes (mapped ids are).
-func idString(raw json.RawMessage) (string, bool) {
+// idBytes returns the value of a string id, aliasing raw for the common
+// case, a string of printable ASCII without escapes (mapped ids of numeric
+// ids are); false for a number.
+func idBytes(raw json.RawMessage) ([]byte, bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return relaywire.IDString(raw)
+		s, ok := relaywire.IDString(raw)
+		return []byte(s), ok
 	}
 	for _, c := range raw[1 : len(raw)-1] {
 		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-			return relaywire.IDString(raw)
+			s, ok := relaywire.IDString(raw)
+			return []byte(s), ok
 		}
 	}
-	return string(raw[1 : len(raw)-1]), true
+	return raw[1 : len(raw)-1], true
 }
 
 // validError reports whether raw is a JSON-RPC error object: an integer

@@ -14,7 +14,8 @@ import (
 // MCP client and from the extension it is connected to, while another MCP
 // client of the same user has calls in flight on that extension. The proxy
 // must not panic, the bystander must receive nothing but the replies to its
-// own requests and status notifications, and it must still be served.
+// own requests, status and list_changed notifications (no progress: the
+// fuzzer cannot know its connection id), and it must still be served.
 func FuzzRouting(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"createTab"}`+"\n"+`{"jsonrpc":"2.0","id":"proxy:1","method":"x"}`),
 		[]byte(`{"jsonrpc":"2.0","id":"conn-x:1","result":{}}`+"\n"+`{"jsonrpc":"2.0","id":"proxy:1","result":{}}`))
@@ -22,6 +23,9 @@ func FuzzRouting(f *testing.F) {
 		[]byte(`{"jsonrpc":"2.0","id":"ext:1","method":"createTab"}`+"\n"+`not json`))
 	f.Add([]byte(`[{"jsonrpc":"2.0"}]`+"\n"+`{"jsonrpc":"2.0","id":1,"result":1}`), []byte(`{"jsonrpc":"2.0","id":1,"error":"x"}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":5,"method":"hold"}`), []byte(`{"jsonrpc":"2.0","method":"status"}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`+"\n"+`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"conn-x:1"}}`),
+		[]byte(`{"jsonrpc":"2.0","method":"notifications/progress","requestId":"conn-x:1","params":{"progressToken":1,"progress":1}}`+"\n"+
+			`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`+"\n"+`{"jsonrpc":"2.0","method":"disconnected","requestId":1}`))
 	tp := newTestProxy(f, Options{ConnRate: -1, UserRate: -1, Strikes: -1, MaxMessageSize: 4096})
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, mcpFrames, extFrames []byte) {
@@ -48,7 +52,9 @@ func FuzzRouting(f *testing.F) {
 		for {
 			select {
 			case m := <-bystander.notes:
-				if m.Method != relaywire.MethodStatus {
+				// The extension serves the bystander too: its list_changed
+				// reaches every client connected to it.
+				if m.Method != relaywire.MethodStatus && !isListChanged(m.Method) {
 					t.Fatalf("bystander received %+v", m)
 				}
 				continue

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -118,7 +119,9 @@ func (mc *mcpClient) dropConnection(tell bool) *connection {
 func (mc *mcpClient) handle(data []byte) {
 	s, c := mc.s, mc.c
 	now := time.Now()
-	m, kind, perr := relaywire.Parse(data)
+	var msg relaywire.Message // on the stack: Decode allocates nothing
+	m := &msg
+	kind, perr := m.Decode(data)
 	if perr != nil {
 		c.refuse(m.ID, perr, "invalid")
 		return
@@ -185,10 +188,13 @@ func (mc *mcpClient) handle(data []byte) {
 	mc.forward(m, kind, now)
 }
 
-// isReservedID is relaywire.IsReservedID, with idString's fast path.
+// isReservedID is relaywire.IsReservedID, with idBytes's fast path.
 func isReservedID(raw json.RawMessage) bool {
-	s, ok := idString(raw)
-	return ok && (strings.HasPrefix(s, relaywire.PrefixProxy) || strings.HasPrefix(s, relaywire.PrefixExt))
+	if len(raw) == 0 || raw[0] != '"' {
+		return false
+	}
+	s, ok := idBytes(raw)
+	return ok && (bytes.HasPrefix(s, []byte(relaywire.PrefixProxy)) || bytes.HasPrefix(s, []byte(relaywire.PrefixExt)))
 }
 
 func (mc *mcpClient) rateLimited(m *relaywire.Message, kind relaywire.Kind, format string, rate float64) {
@@ -322,6 +328,10 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 		return
 	}
 	if kind == relaywire.KindNotification {
+		if m.Method == relaywire.MethodCancelled {
+			mc.cancel(cn, m)
+			return
+		}
 		cn.ext.c.enqueue(relaywire.AppendNotification(nil, m.Method, m.Params))
 		return
 	}
@@ -337,9 +347,30 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 	s.m.forwarded.Inc()
 	out := relaywire.AppendRequest(make([]byte, 0, 64+len(mapped)+len(m.Method)+len(m.Params)), mapped, m.Method, m.Params)
 	if !cn.ext.c.enqueue(out) {
-		if _, ok := cn.take(mapped); ok {
+		if _, ok := cn.take([]byte(mapped)); ok {
 			s.m.failed.With("extension_gone").Inc()
 			c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the extension disconnected before the request could be sent")))
 		}
 	}
+}
+
+// cancel forwards a notifications/cancelled with the client's requestId
+// mapped to the id the extension knows, exactly as the request was mapped
+// (MapID: the id's JSON text, so 1 and "1" stay apart). A cancellation of an
+// id that is not in flight on this connection (never sent, already
+// answered, another client's) is dropped: the extension never hears of it.
+func (mc *mcpClient) cancel(cn *connection, m *relaywire.Message) {
+	s := mc.s
+	var p map[string]json.RawMessage
+	if json.Unmarshal(m.Params, &p) != nil || p == nil || relaywire.CheckID(p["requestId"]) != nil {
+		s.m.dropped.With("bad_cancel").Inc()
+		return
+	}
+	mapped := relaywire.MapID(cn.id, p["requestId"])
+	if !cn.inFlight([]byte(mapped)) {
+		s.m.dropped.With("cancel_not_in_flight").Inc()
+		return
+	}
+	p["requestId"] = relaywire.AppendString(nil, mapped)
+	cn.ext.c.enqueue(relaywire.AppendNotification(nil, relaywire.MethodCancelled, relaywire.MarshalParams(p)))
 }

@@ -181,6 +181,7 @@ type serverMetrics struct {
 	authFail  *metrics.Counter
 	refused   *metrics.Counter
 	forwarded *metrics.CounterSeries
+	notified  *metrics.CounterSeries
 	dropped   *metrics.Counter
 	failed    *metrics.Counter
 	callTime  *metrics.HistogramSeries
@@ -217,6 +218,7 @@ func New(opts Options) (*Server, error) {
 	s.m.authFail = r.NewCounter("browserbridge_proxy_auth_failures_total", "Connections refused for a bad or missing token, by side.", "side")
 	s.m.refused = r.NewCounter("browserbridge_proxy_refused_total", "Messages answered with an error by the proxy itself, by reason.", "reason")
 	s.m.forwarded = r.NewCounter("browserbridge_proxy_forwarded_total", "Requests forwarded from MCP clients to extensions.").With()
+	s.m.notified = r.NewCounter("browserbridge_proxy_notifications_total", "Notifications from extensions delivered to MCP clients (progress, list_changed).").With()
 	s.m.dropped = r.NewCounter("browserbridge_proxy_dropped_total", "Messages dropped without an answer, by reason.", "reason")
 	s.m.failed = r.NewCounter("browserbridge_proxy_calls_failed_total", "Forwarded requests answered by the proxy because the extension could not, by reason.", "reason")
 	s.m.callTime = r.NewHistogram("browserbridge_proxy_call_seconds", "Time from forwarding a request to forwarding its reply.",

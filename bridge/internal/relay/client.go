@@ -206,6 +206,7 @@ type agent struct {
 
 	mu       sync.Mutex
 	browser  *hostlink.Browser
+	sess     *session // the proxy connection, while there is one
 	state    string
 	since    time.Time
 	lastErr  string
@@ -216,10 +217,25 @@ type agent struct {
 	inflight int
 }
 
+// setBrowser points the agent at the browser's current link. A new link
+// (the browser came back through another host, perhaps with another
+// extension version) may bring other tools: the MCP clients connected
+// through the proxy are told to list them again.
 func (a *agent) setBrowser(b *hostlink.Browser) {
 	a.mu.Lock()
+	changed := a.browser != b
 	a.browser = b
+	sess := a.sess
 	a.mu.Unlock()
+	if changed && sess != nil && sess.authed.Load() {
+		sess.trySend(relaywire.AppendNotification(nil, relaywire.MethodToolsListChanged, nil))
+	}
+}
+
+func (a *agent) session() *session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sess
 }
 
 func (a *agent) currentBrowser() *hostlink.Browser {
@@ -317,9 +333,71 @@ func (a *agent) serve(ctx context.Context, log *slog.Logger) (authed, authFailed
 	}
 	a.setState(StateAuthenticating, "")
 	s := newSession(ctx, a, ws, log)
+	a.mu.Lock()
+	a.sess = s
+	a.mu.Unlock()
 	err = s.run()
+	a.mu.Lock()
+	a.sess = nil
+	a.mu.Unlock()
 	authed = s.authed.Load()
 	return authed, errors.Is(err, errAuth), err
+}
+
+// HandleBrowserMessage takes what a browser sends the bridge that concerns
+// the relay, and reports whether it consumed it:
+//
+//   - notifications/progress whose progressToken is the id of a call relayed
+//     from the proxy ("conn-<c>:<id>", which the relay put in that call's
+//     _meta): sent on to the proxy, for the caller alone, with the caller's
+//     own token. Consumed.
+//   - notifications/tools/list_changed: passed on to the proxy, which tells
+//     every MCP client connected to this browser through it. Not consumed:
+//     the local MCP server wants it too.
+//
+// The bridge calls it from hostlink.Options.Handle before its MCP server's
+// handler. It never blocks (a notification that finds the proxy connection's
+// queue full is dropped). A nil Client consumes nothing.
+func (c *Client) HandleBrowserMessage(b *hostlink.Browser, req *jsonrpc2.Request) bool {
+	if c == nil || b == nil || req == nil || !req.Notif {
+		return false
+	}
+	switch req.Method {
+	case relaywire.MethodProgress, relaywire.MethodToolsListChanged:
+	default:
+		return false
+	}
+	var params json.RawMessage
+	if req.Params != nil {
+		params = *req.Params
+	}
+	c.mu.Lock()
+	a := c.agents[b.ID()]
+	c.mu.Unlock()
+	var s *session
+	if a != nil {
+		s = a.session()
+	}
+	if req.Method == relaywire.MethodToolsListChanged {
+		if s != nil && s.authed.Load() {
+			s.trySend(relaywire.AppendNotification(nil, relaywire.MethodToolsListChanged, nil))
+		}
+		return false
+	}
+	var p struct {
+		Token json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	id, ok := relaywire.IDString(p.Token)
+	if !ok || !strings.HasPrefix(id, relaywire.PrefixConnection) {
+		return false // a local call's progress
+	}
+	if s != nil {
+		s.progressFromBrowser(id, params)
+	}
+	return true // the relay's token: nobody else knows it
 }
 
 // jsonrpcError converts what Browser.Call returned into the error to send

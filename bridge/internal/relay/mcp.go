@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,10 +26,24 @@ type RemoteServer struct {
 	server *mcp.Server
 	log    *slog.Logger
 
+	refreshMu sync.Mutex  // one refresh at a time
+	dirty     atomic.Bool // a refresh is due and not yet started
+
 	mu     sync.Mutex
 	tools  map[string][]byte // name → JSON, to see changes
 	synced chan struct{}     // closed after the first tool list
 	once   sync.Once
+
+	nextToken atomic.Uint64
+	progMu    sync.Mutex
+	progress  map[string]progressRoute // our progress token → the caller's
+}
+
+// progressRoute is where the progress of one call goes.
+type progressRoute struct {
+	ctx     context.Context // the call's
+	session *mcp.ServerSession
+	token   any // the client's own progress token
 }
 
 // NewRemoteServer returns the server and its Remote (not yet running: call
@@ -36,7 +52,7 @@ func NewRemoteServer(opts RemoteOptions, version string) *RemoteServer {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &RemoteServer{log: opts.Logger, tools: make(map[string][]byte), synced: make(chan struct{})}
+	s := &RemoteServer{log: opts.Logger, tools: make(map[string][]byte), synced: make(chan struct{}), progress: make(map[string]progressRoute)}
 	user := opts.OnReady
 	opts.OnReady = func(res relaywire.ConnectResult) {
 		s.refresh()
@@ -44,12 +60,55 @@ func NewRemoteServer(opts RemoteOptions, version string) *RemoteServer {
 			user(res)
 		}
 	}
+	userNote := opts.OnNotification
+	opts.OnNotification = func(method string, params json.RawMessage) {
+		s.notification(method, params)
+		if userNote != nil {
+			userNote(method, params)
+		}
+	}
 	s.remote = NewRemote(opts)
 	s.server = mcp.NewServer(&mcp.Implementation{Name: "browserbridge-connect", Version: version}, &mcp.ServerOptions{
 		Instructions: "Tools of a browser reached through a Browser Bridge cloud proxy.",
 		Logger:       opts.Logger,
+		// Tools come and go with the browser: say so even to a client that
+		// initializes before the first tool list arrived.
+		Capabilities: &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	return s
+}
+
+// notification handles a notification from the browser's side.
+func (s *RemoteServer) notification(method string, params json.RawMessage) {
+	switch method {
+	case relaywire.MethodToolsListChanged:
+		s.toolsChanged()
+	case relaywire.MethodProgress:
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		key, _ := p.ProgressToken.(string)
+		s.progMu.Lock()
+		route, ok := s.progress[key]
+		s.progMu.Unlock()
+		if !ok {
+			return // the call already ended
+		}
+		p.ProgressToken = route.token
+		if err := route.session.NotifyProgress(route.ctx, &p); err != nil {
+			s.log.Debug("forwarding progress", "error", err)
+		}
+	}
+}
+
+// toolsChanged refreshes the tools in the background; changes that come
+// while a refresh is due are served by it.
+func (s *RemoteServer) toolsChanged() {
+	if s.dirty.Swap(true) {
+		return
+	}
+	go s.refresh()
 }
 
 // Remote is the proxy connection.
@@ -61,8 +120,12 @@ func (s *RemoteServer) MCP() *mcp.Server { return s.server }
 // Synced is closed once the browser's tools were listed the first time.
 func (s *RemoteServer) Synced() <-chan struct{} { return s.synced }
 
-// refresh fetches the browser's tools and updates the server's.
+// refresh fetches the browser's tools and updates the server's; the SDK
+// tells the clients (notifications/tools/list_changed) if they changed.
 func (s *RemoteServer) refresh() {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	s.dirty.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), s.remote.opts.ReadyWait)
 	defer cancel()
 	raw, err := s.remote.Call(ctx, "tools/list", struct{}{})
@@ -120,6 +183,21 @@ func (s *RemoteServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		params["arguments"] = req.Params.Arguments
 	} else {
 		params["arguments"] = map[string]any{}
+	}
+	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+		// Our own token, unique among this process's calls: the browser's
+		// progress comes back with it (docs/relay.md), and goes to the
+		// client with the client's.
+		key := "progress-" + strconv.FormatUint(s.nextToken.Add(1), 10)
+		params["_meta"] = map[string]any{"progressToken": key}
+		s.progMu.Lock()
+		s.progress[key] = progressRoute{ctx: ctx, session: req.Session, token: tok}
+		s.progMu.Unlock()
+		defer func() {
+			s.progMu.Lock()
+			delete(s.progress, key)
+			s.progMu.Unlock()
+		}()
 	}
 	raw, err := s.remote.Call(ctx, "tools/call", params)
 	if err != nil {

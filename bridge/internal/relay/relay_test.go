@@ -280,6 +280,12 @@ func (ub *userBridge) waitRelay(n int) map[string]protocol.RelayInfo {
 // serves on stdio) through in-memory transports.
 func mcpClient(t *testing.T, p *realProxy, user, extID string) (*mcp.ClientSession, *relay.RemoteServer) {
 	t.Helper()
+	return mcpClientWith(t, p, user, extID, nil)
+}
+
+// mcpClientWith is mcpClient with the client's options.
+func mcpClientWith(t *testing.T, p *realProxy, user, extID string, copts *mcp.ClientOptions) (*mcp.ClientSession, *relay.RemoteServer) {
+	t.Helper()
 	rs := relay.NewRemoteServer(relay.RemoteOptions{URL: p.url(), Token: p.token(user, token.KindMCP), ExtensionID: extID,
 		MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, ReadyWait: 10 * time.Second, Logger: testLog(t, "connect-"+user)}, "test")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -298,7 +304,7 @@ func mcpClient(t *testing.T, p *realProxy, user, extID string) (*mcp.ClientSessi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, copts)
 	cs, err := c.Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,12 @@ type RemoteOptions struct {
 	// OnReady is called, on its own goroutine, after each connect to an
 	// extension.
 	OnReady func(relaywire.ConnectResult)
+	// OnNotification is called on the connection's reader for each
+	// notification from the extension side (the proxy's own status and
+	// disconnected excepted): notifications/progress of a call in flight,
+	// notifications/tools/list_changed. It must not block for long: replies
+	// wait behind it (which keeps a call's progress ahead of its result).
+	OnNotification func(method string, params json.RawMessage)
 	// Dialer; nil means a default one with a 10 s handshake.
 	Dialer *websocket.Dialer
 }
@@ -340,12 +346,18 @@ func (c *rconn) readPump() {
 				ch <- m
 			}
 		case relaywire.KindNotification:
-			if m.Method == relaywire.MethodDisconnected {
+			switch m.Method {
+			case relaywire.MethodDisconnected:
 				var p relaywire.DisconnectedParams
 				_ = json.Unmarshal(m.Params, &p)
 				select {
 				case c.gone <- p.Reason:
 				default:
+				}
+			case relaywire.MethodStatus:
+			default:
+				if f := c.r.opts.OnNotification; f != nil {
+					f(m.Method, m.Params)
 				}
 			}
 		case relaywire.KindRequest:
@@ -441,8 +453,8 @@ func (c *rconn) call(ctx context.Context, method string, params any) (json.RawMe
 	case <-ctx.Done():
 		c.forget(id)
 		// Ask the browser to stop; its late reply is dropped.
-		c.send(relaywire.AppendNotification(nil, "notifications/cancelled",
-			relaywire.MarshalParams(map[string]any{"requestId": json.RawMessage(id), "reason": "the MCP client cancelled the call"})))
+		c.send(relaywire.AppendNotification(nil, relaywire.MethodCancelled,
+			relaywire.MarshalParams(relaywire.CancelledParams{RequestID: json.RawMessage(id), Reason: "the MCP client cancelled the call"})))
 		return nil, ctx.Err()
 	}
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,12 +42,14 @@ type session struct {
 	authed atomic.Bool
 
 	mu       sync.Mutex
-	inflight map[string]struct{} // mapped ids being forwarded
-	conns    map[string]struct{} // connection ids seen, for session.ended
+	inflight map[string]struct{}        // mapped ids being forwarded
+	progress map[string]json.RawMessage // mapped id → the caller's progress token, while in flight
+	conns    map[string]struct{}        // connection ids seen, for session.ended
 }
 
 func newSession(ctx context.Context, a *agent, ws *websocket.Conn, log *slog.Logger) *session {
-	s := &session{a: a, ws: ws, log: log, out: make(chan []byte, 64), inflight: make(map[string]struct{}), conns: make(map[string]struct{})}
+	s := &session{a: a, ws: ws, log: log, out: make(chan []byte, 64), inflight: make(map[string]struct{}),
+		progress: make(map[string]json.RawMessage), conns: make(map[string]struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	return s
 }
@@ -167,6 +170,21 @@ func (s *session) send(msg []byte) bool {
 	}
 }
 
+// trySend queues a message if there is room: for notifications, which the
+// host link's reader hands over and must not wait for.
+func (s *session) trySend(msg []byte) bool {
+	if s.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case s.out <- msg:
+		return true
+	default:
+		s.log.Debug("dropped a notification to the proxy: the send queue is full")
+		return false
+	}
+}
+
 func (s *session) handleRequest(m *relaywire.Message) {
 	id, isString := relaywire.IDString(m.ID)
 	switch {
@@ -222,14 +240,25 @@ func (s *session) forward(id, conn string, m *relaywire.Message) {
 
 	var params any
 	if m.Params != nil {
-		params = withSession(m.Method, m.Params, conn)
+		p, token := linkParams(m.Method, m.Params, conn, id)
+		params = p
+		if token != nil {
+			s.mu.Lock()
+			s.progress[id] = token
+			s.mu.Unlock()
+			defer func() {
+				s.mu.Lock()
+				delete(s.progress, id)
+				s.mu.Unlock()
+			}()
+		}
 	}
 	res, err := b.Call(s.ctx, id, m.Method, params)
 	if err != nil && s.ctx.Err() != nil {
 		// The connection dropped: nobody can be answered through it (the
 		// proxy fails the caller's request); tell the browser to stop.
 		nctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = b.Notify(nctx, "notifications/cancelled", map[string]any{"requestId": id, "reason": reasonDropped})
+		_ = b.Notify(nctx, relaywire.MethodCancelled, map[string]any{"requestId": id, "reason": reasonDropped})
 		cancel()
 		return
 	}
@@ -240,31 +269,67 @@ func (s *session) forward(id, conn string, m *relaywire.Message) {
 	s.send(relaywire.AppendResult(nil, m.ID, res))
 }
 
-// withSession adds _meta["browserbridge/session"] = {id: conn, client:
-// "relay"} to a tools/call that has none, so the extension groups the
-// remote client's tabs as it does a local session's. Other params pass
-// unchanged.
-func withSession(method string, params json.RawMessage, conn string) json.RawMessage {
-	if method != "tools/call" {
-		return params
+// linkParams returns the params of a relayed request as the browser gets
+// them, and the caller's progress token if it asked for progress. A
+// tools/call without _meta["browserbridge/session"] gets {id: conn, client:
+// "relay"} there, so the extension groups the remote client's tabs as it
+// does a local session's. A _meta.progressToken is replaced by the request's
+// id on the link (the mapped id), which the browser reports progress
+// against, as for local calls (docs/protocol.md); the caller's token is put
+// back on the way out (progressFromBrowser). Other params pass unchanged.
+func linkParams(method string, params json.RawMessage, conn, id string) (json.RawMessage, json.RawMessage) {
+	if method != "tools/call" && !bytes.Contains(params, []byte(`"_meta"`)) {
+		return params, nil
 	}
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil || p == nil {
-		return params
+		return params, nil
 	}
 	var meta map[string]json.RawMessage
 	if raw, ok := p["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
-		return params
+		return params, nil
 	}
-	if _, ok := meta[metaSession]; ok {
-		return params
+	changed := false
+	token := meta["progressToken"]
+	if token != nil && string(token) != "null" {
+		meta["progressToken"] = relaywire.AppendString(nil, id)
+		changed = true
+	} else {
+		token = nil
 	}
-	if meta == nil {
-		meta = make(map[string]json.RawMessage)
+	if _, ok := meta[metaSession]; !ok && method == "tools/call" {
+		if meta == nil {
+			meta = make(map[string]json.RawMessage)
+		}
+		meta[metaSession] = relaywire.MarshalParams(map[string]string{"id": conn, "client": "relay"})
+		changed = true
 	}
-	meta[metaSession] = relaywire.MarshalParams(map[string]string{"id": conn, "client": "relay"})
+	if !changed {
+		return params, nil
+	}
 	p["_meta"] = relaywire.MarshalParams(meta)
-	return relaywire.MarshalParams(p)
+	return relaywire.MarshalParams(p), token
+}
+
+// progressFromBrowser forwards the browser's notifications/progress for the
+// relayed request whose mapped id is id, with the caller's own token, to
+// the proxy, which delivers it to that caller. It reports false if no
+// request in flight on this connection asked for progress with that id.
+func (s *session) progressFromBrowser(id string, params json.RawMessage) bool {
+	s.mu.Lock()
+	token, ok := s.progress[id]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p == nil {
+		s.log.Debug("dropped malformed progress from the browser", "id", id)
+		return true
+	}
+	p["progressToken"] = token
+	s.trySend(relaywire.AppendRequestNotification(nil, id, relaywire.MethodProgress, relaywire.MarshalParams(p)))
+	return true
 }
 
 func (s *session) handleNotification(m *relaywire.Message) {
@@ -284,7 +349,7 @@ func (s *session) handleNotification(m *relaywire.Message) {
 		s.a.mu.Lock()
 		s.a.peers = p.PeerCount
 		s.a.mu.Unlock()
-	case "notifications/cancelled":
+	case relaywire.MethodCancelled:
 		s.cancelled(m.Params)
 	default:
 		s.log.Debug("ignored a notification from the proxy", "method", m.Method)
@@ -292,36 +357,37 @@ func (s *session) handleNotification(m *relaywire.Message) {
 }
 
 // cancelled passes an MCP client's cancellation to the browser. The proxy
-// forwards notifications with the client's own id, not the mapped one, so
-// the relay finds the one call in flight whose original id it is; with
-// several candidates (two clients using the same id) it cannot tell whose
-// and does nothing.
+// rewrites requestId to the mapped id of a request of that client in flight
+// (docs/relay.md); a proxy that forwards the client's own id instead is
+// still understood when exactly one call in flight has that original id
+// (with several, the relay cannot tell whose and does nothing).
 func (s *session) cancelled(params json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-		Reason    string          `json:"reason"`
-	}
+	var p relaywire.CancelledParams
 	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 {
 		return
 	}
 	var match []string
 	s.mu.Lock()
-	for id := range s.inflight {
-		if _, orig, ok := relaywire.UnmapID(id); ok && string(orig) == string(p.RequestID) {
+	if id, ok := relaywire.IDString(p.RequestID); ok {
+		if _, inflight := s.inflight[id]; inflight {
 			match = append(match, id)
 		}
-		if id == string(p.RequestID) || `"`+id+`"` == string(p.RequestID) {
-			match = append(match[:0], id)
-			break
+	}
+	if len(match) == 0 {
+		for id := range s.inflight {
+			if _, orig, ok := relaywire.UnmapID(id); ok && string(orig) == string(p.RequestID) {
+				match = append(match, id)
+			}
 		}
 	}
 	s.mu.Unlock()
 	if len(match) != 1 {
+		s.log.Debug("ignored a cancellation of no call in flight", "requestId", string(p.RequestID))
 		return
 	}
 	if b := s.a.currentBrowser(); b != nil {
 		nctx, cancel := context.WithTimeout(s.ctx, time.Second)
-		_ = b.Notify(nctx, "notifications/cancelled", map[string]any{"requestId": match[0], "reason": p.Reason})
+		_ = b.Notify(nctx, relaywire.MethodCancelled, map[string]any{"requestId": match[0], "reason": p.Reason})
 		cancel()
 	}
 }
