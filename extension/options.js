@@ -212,6 +212,8 @@ $('remote-add').addEventListener('submit', async (ev) => {
       title: f.elements.title.value.trim(),
       headers: f.elements.headers.value,
       scopes: f.elements.scopes.value,
+      clientId: f.elements.clientId.value.trim(),
+      clientSecret: f.elements.clientSecret.value,
     });
     f.reset();
   } catch (err) {

@@ -35,6 +35,7 @@
 // Storage keys (spec 000, "Chrome Storage Keys"), per server id:
 //   oauth.{id}.tokens             {access_token, refresh_token?, token_type, expires_at, scope[], resource, issuer}
 //   oauth.{id}.client             the client registration {client_id, client_secret?, token_endpoint_auth_method, via, issuer, redirect_uri}
+//                                 (client_secret only from a registration; a pre-registered secret stays in the config)
 //   mcp.{id}.oauth.endpoints      discovered metadata {resource, prmUrl, prm, issuer, asMetadata, legacy}
 //   oauth.{id}.challenged_scopes  scopes a 403 asked for that no sign-in has granted yet
 //   mcp.{id}.transport            the era that worked last (stateless, streamable, sse)
@@ -42,7 +43,8 @@
 import { RemoteError, isTransient } from './errors.js';
 import {
   authorizationUrl, base64url, canonicalResource, defaultEndpoints, discoverAuthServer,
-  discoverProtectedResource, parseRedirect, pkcePair, registerClient, selectScopes, tokenRequest, union,
+  discoverProtectedResource, parseRedirect, pkcePair, registerClient, secretAuthMethod, selectScopes, tokenRequest,
+  union,
 } from './oauth.js';
 import { checkPlatform } from './platform.js';
 import { checkResolved, checkUrl, hostOf } from './ssrf.js';
@@ -89,8 +91,12 @@ export function storageKeys(id) {
 /**
  * One remote MCP server.
  *
- * config: {id, url, headers?: {name: value}, scopes?: string[], clientId?: string}
- * (clientSecret is not supported: a browser extension is a public client).
+ * config: {id, url, headers?: {name: value}, scopes?: string[], clientId?: string, clientSecret?: string}
+ * clientId is a client pre-registered with the server's authorization server;
+ * clientSecret, only with clientId, makes it a confidential client: the
+ * secret goes to the token endpoint alone (code exchange and refresh), as
+ * client_secret_basic or client_secret_post by the server's metadata, and is
+ * neither logged nor copied into this server's storage keys.
  */
 export class RemoteServer {
   #config;
@@ -119,14 +125,19 @@ export class RemoteServer {
   #progress = new Map(); // progressToken → {onProgress, last}
 
   /**
-   * @param {{id: string, url: string, headers?: Record<string, string>, scopes?: string[], clientId?: string}} config
+   * @param {{id: string, url: string, headers?: Record<string, string>, scopes?: string[], clientId?: string,
+   *   clientSecret?: string}} config
    * @param {object} platform see platform.js
    * @param {{onChange?: (server: RemoteServer) => void}} [opts] onChange runs on every state, message or tools change
    */
   constructor(config, platform, { onChange } = {}) {
     if (!config || typeof config.id !== 'string' || !config.id) throw new TypeError('RemoteServer: config.id is required');
     if (typeof config.url !== 'string' || !config.url) throw new TypeError('RemoteServer: config.url is required');
+    if (config.clientSecret !== undefined && typeof config.clientSecret !== 'string') {
+      throw new TypeError('RemoteServer: config.clientSecret must be a string');
+    }
     this.#config = { ...config, headers: { ...(config.headers || {}) }, scopes: [...(config.scopes || [])] };
+    if (!this.#config.clientSecret) delete this.#config.clientSecret;
     this.#platform = checkPlatform(platform);
     this.#onChange = onChange;
     this.#keys = storageKeys(config.id);
@@ -668,8 +679,9 @@ export class RemoteServer {
   async #signInFlow({ challenge, stepUp }) {
     const p = this.#platform;
     const host = this.#host();
-    if (this.#config.clientSecret !== undefined) {
-      throw new RemoteError('config', 'Client secrets are not supported: a browser extension cannot keep a secret. Use a client ID registered as a public client.');
+    if (this.#config.clientSecret && !this.#config.clientId) {
+      throw new RemoteError('config',
+        `Client secrets are not supported without a client ID: set the client ID that the sign-in server of ${host} issued with the secret.`);
     }
     this.#setState('registering', `Finding out how to sign in to ${host}…`);
     const auth = await this.#discoverAuth(challenge);
@@ -712,7 +724,7 @@ export class RemoteServer {
       try {
         const t = await tokenRequest(this.#oauthContext(), {
           asMetadata: auth.asMetadata,
-          client,
+          client: this.#tokenClient(client, auth.asMetadata),
           params: { grant_type: 'authorization_code', code, redirect_uri: p.redirectUri, code_verifier: verifier, resource: auth.resource },
         });
         await this.#storeTokens(t, scopes, auth);
@@ -786,7 +798,9 @@ export class RemoteServer {
     }
     let client;
     if (this.#config.clientId) {
-      client = { client_id: this.#config.clientId, token_endpoint_auth_method: 'none', via: 'pre' };
+      // The secret itself stays in the config: #tokenClient adds it for the token endpoint.
+      const method = secretAuthMethod(auth.asMetadata, !!this.#config.clientSecret);
+      client = { client_id: this.#config.clientId, token_endpoint_auth_method: method, via: 'pre' };
     } else if (p.clientMetadataUrl && auth.asMetadata.client_id_metadata_document_supported === true
       && !(stored?.cimdRejected === issuerKey)) {
       client = { client_id: p.clientMetadataUrl, token_endpoint_auth_method: 'none', via: 'cimd' };
@@ -802,8 +816,22 @@ export class RemoteServer {
     client.registered_at = now;
     this.#client = client;
     await p.storage.set(this.#keys.client, client);
-    this.#log('info', 'client id chosen', { via: client.via });
+    this.#log('info', 'client id chosen', { via: client.via, auth: client.token_endpoint_auth_method });
     return client;
+  }
+
+  /**
+   * The client as the token endpoint gets it. A pre-registered client gets
+   * the configured secret here (and only here), with the method the
+   * server's metadata asks for now; never with another client id.
+   */
+  #tokenClient(client, asMetadata) {
+    if (client?.via !== 'pre') return client;
+    const secret = client.client_id === this.#config.clientId ? this.#config.clientSecret : undefined;
+    const method = secretAuthMethod(asMetadata, !!secret);
+    const out = { client_id: client.client_id, token_endpoint_auth_method: method };
+    if (secret && method !== 'none') out.client_secret = secret;
+    return out;
   }
 
   async #forgetClient(client) {
@@ -879,9 +907,10 @@ export class RemoteServer {
       const auth = this.#auth || (await this.#discoverAuth(null));
       const client = this.#client;
       if (!client?.client_id) throw new RemoteError('auth', 'No client registration is stored.', { data: { oauthError: 'invalid_client' } });
+      const tokenClient = this.#tokenClient(client, auth.asMetadata);
       const got = await withRetry(() => tokenRequest(this.#oauthContext(), {
         asMetadata: auth.asMetadata,
-        client,
+        client: tokenClient,
         params: { grant_type: 'refresh_token', refresh_token: t.refresh_token, resource: t.resource || auth.resource },
       }), RETRY_PRESETS.Quick, { shouldRetry: isTransient, sleep: (ms) => this.#sleep(ms) });
       await this.#storeTokens(got, null, auth);

@@ -16,7 +16,10 @@
 //
 // Every URL taken from metadata is checked by ssrf.js before it is fetched or
 // opened (ctx.check). Tokens go only to the token endpoint (codes, refresh
-// tokens) and are never logged.
+// tokens) and are never logged. A client secret (one the server issued at
+// registration, or a pre-registered one from the server's config) goes only
+// to the token endpoint too, as client_secret_basic or client_secret_post
+// (tokenRequest), and is never logged.
 
 import { RemoteError } from './errors.js';
 import { fetchJson } from './http.js';
@@ -444,6 +447,28 @@ export function preferredAuthMethod(asMetadata) {
   if (supported.includes('client_secret_basic')) return 'client_secret_basic';
   if (supported.includes('client_secret_post')) return 'client_secret_post';
   return 'none';
+}
+
+/**
+ * How a pre-registered client authenticates at the token endpoint, by the
+ * server's token_endpoint_auth_methods_supported: with a secret,
+ * client_secret_basic when listed (or when the list is missing: RFC 8414's
+ * default), else client_secret_post, else 'none' when the server takes
+ * public clients (the secret is then not sent); without a secret, 'none'.
+ * @param {object} asMetadata
+ * @param {boolean} hasSecret
+ * @returns {'none'|'client_secret_basic'|'client_secret_post'}
+ * @throws {RemoteError} 'config' when the server takes none of those methods
+ */
+export function secretAuthMethod(asMetadata, hasSecret) {
+  if (!hasSecret) return 'none';
+  const supported = asMetadata?.token_endpoint_auth_methods_supported;
+  if (!Array.isArray(supported) || !supported.length) return 'client_secret_basic';
+  if (supported.includes('client_secret_basic')) return 'client_secret_basic';
+  if (supported.includes('client_secret_post')) return 'client_secret_post';
+  if (supported.includes('none')) return 'none';
+  throw new RemoteError('config',
+    `The sign-in server takes neither client_secret_basic nor client_secret_post (it lists ${supported.filter((m) => typeof m === 'string').join(', ')}); Browser Bridge cannot use the client secret configured for it.`);
 }
 
 /**

@@ -18,8 +18,11 @@
 // {type: 'remote.<verb>', …} that background.js hands to pageMessage().
 //
 // Storage:
-//   local   remoteServers          {custom: [{id, title, url, headers?, scopes?}], enabled: {id: true},
-//                                   disabledTools: {id: [tool names]}, developerMode: bool}
+//   local   remoteServers          {custom: [{id, title, url, headers?, scopes?, clientId?, clientSecret?}],
+//                                   enabled: {id: true}, disabledTools: {id: [tool names]}, developerMode: bool}
+//                                   clientId/clientSecret: credentials the user's authorization server
+//                                   issued (built-ins have none); the secret goes to the RemoteServer
+//                                   only, never into status, remote.list or logs
 //   local   remote.auth.<id>.<key> what a RemoteServer keeps (tokens, client registration, e.g.
 //                                   remote.auth.notion.oauth.notion.tokens) through its platform's
 //                                   storage; removed with a custom server
@@ -230,6 +233,30 @@ export function parseScopes(text) {
 }
 
 /**
+ * Checks an optional pre-registered client ID and secret (RFC 6749 VSCHAR,
+ * surrounding spaces trimmed). A secret needs its client ID. Errors never
+ * repeat the secret.
+ * @param {unknown} clientId
+ * @param {unknown} clientSecret
+ * @returns {{clientId?: string, clientSecret?: string}}
+ */
+export function parseClientCredentials(clientId, clientSecret) {
+  const id = String(clientId ?? '').trim();
+  const secret = String(clientSecret ?? '').trim();
+  const out = {};
+  if (id) {
+    if (!/^[\x20-\x7E]+$/.test(id) || id.length > 512) throw new Error('The client ID must be at most 512 printable ASCII characters.');
+    out.clientId = id;
+  }
+  if (secret) {
+    if (!id) throw new Error('A client secret needs the client ID it was issued with.');
+    if (!/^[\x20-\x7E]+$/.test(secret) || secret.length > 1024) throw new Error('The client secret must be at most 1024 printable ASCII characters.');
+    out.clientSecret = secret;
+  }
+  return out;
+}
+
+/**
  * The ui:// resource of an MCP App a tool result or a tool declares
  * (`_meta.ui.resourceUri`, or the older `_meta["ui/resourceUri"]`).
  * @param {...object} objs tool results and tool definitions, first match wins
@@ -419,6 +446,7 @@ export function createRemoteManager({
     if (conf.headers && Object.keys(conf.headers).length) c.headers = { ...conf.headers };
     if (conf.scopes?.length) c.scopes = [...conf.scopes];
     if (conf.clientId) c.clientId = conf.clientId;
+    if (conf.clientId && conf.clientSecret && !conf.builtin) c.clientSecret = conf.clientSecret;
     return c;
   }
 
@@ -774,7 +802,7 @@ export function createRemoteManager({
     return {};
   }
 
-  async function addServer({ url, title, headers, scopes } = {}) {
+  async function addServer({ url, title, headers, scopes, clientId, clientSecret } = {}) {
     let added;
     await updateConfig((cfg) => {
       const href = validateServerUrl(url, { developerMode: cfg.developerMode });
@@ -790,6 +818,7 @@ export function createRemoteManager({
       if (Object.keys(h).length) added.headers = h;
       const sc = parseScopes(scopes);
       if (sc.length) added.scopes = sc;
+      Object.assign(added, parseClientCredentials(clientId, clientSecret));
       cfg.custom.push(added);
       cfg.enabled[id] = true;
     });

@@ -421,7 +421,7 @@ test('one server\'s failure never affects another', async () => {
   assert.deepEqual([...platform.storage.map.keys()].filter((k) => k.includes('down')), []);
 });
 
-test('the platform is checked, and a client secret in the config is refused', async () => {
+test('the platform is checked, and a client secret without a client id is refused', async () => {
   assert.throws(() => new RemoteServer({ id: 'x', url: 'https://a.example.com/' }, { fetch }), /platform: missing or wrong now/);
   assert.throws(() => new RemoteServer({ url: 'https://a.example.com/' }, testPlatform(new FakeNet()).platform), /config\.id/);
   const w = world({ config: { clientSecret: 's3cret' } });

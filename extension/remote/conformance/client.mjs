@@ -6,10 +6,12 @@
 //
 // The suite starts a mock MCP server (and authorization server) per
 // scenario, appends the server's URL to the command, names the scenario in
-// MCP_CONFORMANCE_SCENARIO and passes scenario data (a pre-registered client
-// id) in MCP_CONFORMANCE_CONTEXT. This client signs in, lists the tools and
-// calls the first one, as the extension would; it exits 0 when all of that
-// worked.
+// MCP_CONFORMANCE_SCENARIO and passes scenario data in MCP_CONFORMANCE_CONTEXT
+// (JSON; auth/pre-registration: {name, client_id, client_secret}, which
+// become the server config's clientId and clientSecret, as a custom server
+// the user added with credentials would have). This client signs in, lists
+// the tools and calls the first one, as the extension would; it exits 0 when
+// all of that worked.
 //
 // The platform stands for the extension's: storage is in memory, fetch and
 // crypto are Node's, and launchWebAuthFlow stands for chrome.identity — the
@@ -76,8 +78,10 @@ async function main() {
     return 2;
   }
   const config = { id: 'conformance', url: serverUrl };
-  if (typeof context.client_id === 'string') config.clientId = context.client_id;
-  // context.client_secret is ignored: pre-registered secrets are not supported (expected-failures.yml).
+  if (typeof context.client_id === 'string' && context.client_id) {
+    config.clientId = context.client_id;
+    if (typeof context.client_secret === 'string' && context.client_secret) config.clientSecret = context.client_secret;
+  }
   const server = new RemoteServer(config, platform, {
     onChange: (s) => log('info', `state ${s.state}`, { message: s.message }),
   });
