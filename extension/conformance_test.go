@@ -15,8 +15,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -25,7 +23,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,10 +30,6 @@ import (
 )
 
 const installHint = "run scripts/install-test-tools.sh"
-
-// minNode is the oldest Node.js the suite runs on (it uses fs.globSync);
-// scripts/install-test-tools.sh uses the same bound.
-var minNode = [3]int{22, 19, 0}
 
 // authSuites are the suites whose scenarios are all auth/…: required,
 // back-compat (2025-03-26), draft and extensions.
@@ -72,47 +65,17 @@ func needConformance(t *testing.T) conformance {
 	if _, err := os.Stat(c.entry); err != nil {
 		t.Fatalf("the MCP conformance suite is not installed (%v): %s", err, installHint)
 	}
-	lock, err := os.ReadFile(filepath.Join(root, "tools", "npm", "package-lock.json"))
+	// The install script checks the stamp against the lock file and picks
+	// the Node.js (>= 22.19) that runs the suite.
+	var stderr strings.Builder
+	cmd := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the MCP conformance suite: %s (%v): %s", strings.TrimSpace(stderr.String()), err, installHint)
 	}
-	sum := sha256.Sum256(lock)
-	stamp, _ := os.ReadFile(filepath.Join(mods, ".browserbridge-installed"))
-	if strings.TrimSpace(string(stamp)) != hex.EncodeToString(sum[:]) {
-		t.Fatalf("the MCP test tools in %s do not match tools/npm/package-lock.json: %s", mods, installHint)
-	}
-	var candidates, seen []string
-	if p, err := exec.LookPath("node"); err == nil {
-		candidates = append(candidates, p)
-	}
-	candidates = append(candidates, filepath.Join(mods, ".bin", "node"))
-	for _, cand := range candidates {
-		out, err := exec.Command(cand, "--version").Output()
-		if err != nil {
-			continue
-		}
-		v := strings.TrimSpace(string(out))
-		seen = append(seen, cand+" "+v)
-		if nodeAtLeast(v, minNode) {
-			c.node = cand
-			return c
-		}
-	}
-	t.Fatalf("no Node.js >= %d.%d.%d for the conformance suite (found: %s): %s",
-		minNode[0], minNode[1], minNode[2], strings.Join(seen, ", "), installHint)
+	c.node = strings.TrimSpace(string(out))
 	return c
-}
-
-func nodeAtLeast(version string, want [3]int) bool {
-	var got [3]int
-	for i, part := range strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3) {
-		n, err := strconv.Atoi(part)
-		if err != nil {
-			return false
-		}
-		got[i] = n
-	}
-	return slices.Compare(got[:], want[:]) >= 0
 }
 
 var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*m`)

