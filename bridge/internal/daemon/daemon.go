@@ -233,7 +233,7 @@ func (b *Bridge) handleHealth(w http.ResponseWriter, r *http.Request) {
 		Hosts: st.Hosts, Browsers: st.Browsers,
 		Sessions: map[string]int{"streamable": max(total-sse, 0), "sse": sse, "gateway": b.gw.Sessions()},
 		Tools:    len(b.mcp.ToolList()),
-		Servers:  b.gw.Health(),
+		Servers:  b.gw.PublicHealth(),
 
 		RemoteServers: b.gw.RemoteHealth(),
 	}

@@ -152,7 +152,24 @@ func TestGatewayInTheBridge(t *testing.T) {
 		if !ok || s.Status != "running" || s.PID == 0 || s.Sessions < 1 {
 			t.Fatalf("health: %+v", s)
 		}
-		resp, err := http.Get(base + "/metrics")
+		// /health answers without the token: no stderr lines there, but in
+		// GET /servers/ (server-everything says it started on stderr).
+		if len(s.LastStderr) != 0 {
+			t.Fatalf("/health carries stderr lines: %q", s.LastStderr)
+		}
+		resp, err := http.Get(base + "/servers/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list struct {
+			Servers []gateway.ServerHealth `json:"servers"`
+		}
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if len(list.Servers) != 1 || len(list.Servers[0].LastStderr) == 0 {
+			t.Fatalf("GET /servers/ lacks the stderr lines: %+v", list.Servers)
+		}
+		resp, err = http.Get(base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -104,7 +104,7 @@ type GatewayHealth struct {
 // handleHealth: "ok" when every server runs or waits for first use;
 // ?strict=1 answers 503 when any is down (backoff or failing).
 func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
-	h := GatewayHealth{Status: "ok", Version: buildinfo.String(), Uptime: time.Since(g.started).Seconds(), Sessions: g.gw.Sessions(), Servers: g.gw.Health()}
+	h := GatewayHealth{Status: "ok", Version: buildinfo.String(), Uptime: time.Since(g.started).Seconds(), Sessions: g.gw.Sessions(), Servers: g.gw.PublicHealth()}
 	if h.Servers == nil {
 		h.Servers = []gateway.ServerHealth{}
 	}

@@ -357,6 +357,17 @@ func (g *Gateway) Health() []ServerHealth {
 	return out
 }
 
+// PublicHealth is Health without the servers' stderr lines, for /health,
+// which answers without the token: a server may print what only the
+// token's holder should read. GET /servers/ (behind the token) has them.
+func (g *Gateway) PublicHealth() []ServerHealth {
+	out := g.Health()
+	for i := range out {
+		out[i].LastStderr = nil
+	}
+	return out
+}
+
 func (g *Gateway) sessionCounts() map[string]int {
 	counts := map[string]int{}
 	g.mu.RLock()

@@ -165,7 +165,9 @@ func (g *Gateway) RemoteHealth() []RemoteServer {
 	}
 	list := g.remote.list()
 	for i := range list {
-		list[i].Tools = nil // /health says how many below; the tools are on /servers/{name}/mcp
+		// The tools are on /servers/{name}/mcp; a custom server's URL is
+		// the user's business, not /health's (it answers without a token).
+		list[i].Tools, list[i].URL = nil, ""
 	}
 	return list
 }
