@@ -348,11 +348,13 @@ func (g *Gateway) Health() []ServerHealth {
 	counts := g.sessionCounts()
 	var out []ServerHealth
 	for _, st := range g.sup.States() {
-		h := ServerHealth{State: st, Sessions: counts[st.Name]}
-		if srv := g.server(st.Name); srv != nil {
-			h.InFlight = srv.shared.inFlight()
+		// During a reload the supervisor knows a new server a moment
+		// before its route exists: report what a client can reach.
+		srv := g.server(st.Name)
+		if srv == nil {
+			continue
 		}
-		out = append(out, h)
+		out = append(out, ServerHealth{State: st, Sessions: counts[st.Name], InFlight: srv.shared.inFlight()})
 	}
 	return out
 }
