@@ -275,7 +275,6 @@ func (b *backend) forward(ctx context.Context, s *Session, e *envelope, sink sin
 	}
 	b.calls[gid] = cl
 	b.mu.Unlock()
-	b.srv.metrics.forwarded(e.Method)
 	if err := c.Send(appendRequest(make([]byte, 0, 64+len(e.Method)+len(params)), gidRaw, e.Method, params)); err != nil {
 		if b.take(gid) != nil {
 			sink.send(errorResponse(e.ID, codeUnavailable, b.exitMessage(c, "before the request could be sent")), true)
@@ -641,12 +640,6 @@ func (b *backend) subscribe(s *Session, uri string, on bool) (tellChild bool) {
 	return false
 }
 
-// sessionCount reports the sessions attached.
-func (b *backend) sessionCount() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.sessions)
-}
 
 // inFlight reports the calls waiting for the child.
 func (b *backend) inFlight() int {

@@ -15,7 +15,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -539,6 +538,3 @@ func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"servers": g.Health(), "remote_servers": g.RemoteHealth(), "routes": g.routeNames()})
 }
-
-// errBodyTooLarge marks a body over MaxBodyBytes.
-var errBodyTooLarge = errors.New("request body too large")

@@ -243,8 +243,6 @@ func (m *gatewayMetrics) forServer(name string) *serverMetrics {
 	return &serverMetrics{m: m, name: name, latency: m.latency.With(name)}
 }
 
-func (sm *serverMetrics) forwarded(string) {}
-
 func (sm *serverMetrics) answered(method string, failed bool, d time.Duration) {
 	outcome := "ok"
 	if failed {

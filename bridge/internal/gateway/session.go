@@ -297,11 +297,6 @@ func (o *outbox) isClosed() bool {
 	return o.closed
 }
 
-func (o *outbox) heldBytes() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.bytes
-}
 
 func (s *Session) isClosed() bool {
 	s.mu.Lock()
