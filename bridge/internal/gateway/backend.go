@@ -640,7 +640,6 @@ func (b *backend) subscribe(s *Session, uri string, on bool) (tellChild bool) {
 	return false
 }
 
-
 // inFlight reports the calls waiting for the child.
 func (b *backend) inFlight() int {
 	b.mu.Lock()

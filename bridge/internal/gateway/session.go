@@ -297,7 +297,6 @@ func (o *outbox) isClosed() bool {
 	return o.closed
 }
 
-
 func (s *Session) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
