@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
@@ -550,27 +549,7 @@ func testKillRestart(t *testing.T, p *realProxy, alice, bob *userBridge, ext map
 	raw := dialMCP(t, p, "bob")
 	raw.connectTo(ext["B2"])
 
-	type result struct {
-		text  string
-		isErr bool
-		err   error
-	}
-	sdkDone := make(chan result, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		res, err := csA.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
-		r := result{err: err}
-		if err == nil {
-			r.isErr = res.IsError
-			for _, c := range res.Content {
-				if tc, ok := c.(*mcp.TextContent); ok {
-					r.text += tc.Text
-				}
-			}
-		}
-		sdkDone <- r
-	}()
+	sdkDone := startCall(csA, "slow")
 	rawDone := make(chan error, 1)
 	raw.n++
 	slowID := strconv.Itoa(raw.n)
@@ -661,22 +640,7 @@ func testKillRestart(t *testing.T, p *realProxy, alice, bob *userBridge, ext map
 		}
 	}
 	// A call made while the proxy is down waits for it (ReadyWait).
-	downCall := make(chan result, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		res, err := csB.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
-		r := result{err: err}
-		if err == nil {
-			r.isErr = res.IsError
-			for _, c := range res.Content {
-				if tc, ok := c.(*mcp.TextContent); ok {
-					r.text += tc.Text
-				}
-			}
-		}
-		downCall <- r
-	}()
+	downCall := startCall(csB, "whoami")
 	time.Sleep(200 * time.Millisecond)
 
 	p.start()

@@ -315,19 +315,41 @@ func mcpClientWith(t *testing.T, p *realProxy, user, extID string, copts *mcp.Cl
 
 func callText(t *testing.T, cs *mcp.ClientSession, name string) (string, bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
-	if err != nil {
-		t.Fatalf("call %s: %v", name, err)
+	r := <-startCall(cs, name)
+	if r.err != nil {
+		t.Fatalf("call %s: %v", name, r.err)
 	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
+	return r.text, r.isErr
+}
+
+// callResult is a tool call's outcome: its text content, isError, or the
+// error that ended it.
+type callResult struct {
+	text  string
+	isErr bool
+	err   error
+}
+
+// startCall calls tool name in the background (20 s at most); the outcome
+// arrives on the channel.
+func startCall(cs *mcp.ClientSession, name string) <-chan callResult {
+	done := make(chan callResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+		r := callResult{err: err}
+		if err == nil {
+			r.isErr = res.IsError
+			for _, c := range res.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					r.text += tc.Text
+				}
+			}
 		}
-	}
-	return b.String(), res.IsError
+		done <- r
+	}()
+	return done
 }
 
 // rawMCP is a bare WebSocket MCP client of the proxy, for control methods.
@@ -459,27 +481,7 @@ func TestRelayTwoUsersIsolationAndRestart(t *testing.T) {
 	})
 
 	t.Run("proxy killed mid-call and restarted", func(t *testing.T) {
-		type result struct {
-			text  string
-			isErr bool
-			err   error
-		}
-		done := make(chan result, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
-			r := result{err: err}
-			if err == nil {
-				r.isErr = res.IsError
-				for _, c := range res.Content {
-					if tc, ok := c.(*mcp.TextContent); ok {
-						r.text += tc.Text
-					}
-				}
-			}
-			done <- r
-		}()
+		done := startCall(cs, "slow")
 		select {
 		case <-a2.started:
 		case <-time.After(10 * time.Second):
