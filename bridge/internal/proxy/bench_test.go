@@ -343,20 +343,7 @@ type loadProc struct {
 type loadResult struct{ elapsed, p50, p99 time.Duration }
 
 func startLoadProc(b *testing.B, tp *testProxy, clients int) *loadProc {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), loadEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	cmd, stdin, stdout := startHelper(b, loadEnv)
 	lp := &loadProc{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
 	fmt.Fprintln(stdin, tp.url, tp.token(b, "alice", token.KindExtension), tp.token(b, "alice", token.KindMCP), clients)
 	if line, err := lp.out.ReadString('\n'); err != nil || line != "ready\n" {
@@ -503,20 +490,7 @@ func serveEcho() int {
 
 // startEcho runs serveEcho in a child process and returns its ws:// URL.
 func startEcho(b *testing.B) string {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), echoEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	cmd, stdin, stdout := startHelper(b, echoEnv)
 	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	addr, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
@@ -582,20 +556,7 @@ func BenchmarkPairsHeld(b *testing.B) {
 	before, rssBefore := inUse(), residentSet()
 	start := time.Now()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), pairsEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	cmd, stdin, stdout := startHelper(b, pairsEnv)
 	defer func() { stdin.Close(); cmd.Wait() }()
 	fmt.Fprintln(stdin, tp.url, tp.token(b, "alice", token.KindExtension), tp.token(b, "alice", token.KindMCP), n)
 	line, err := bufio.NewReader(stdout).ReadString('\n')
@@ -631,4 +592,24 @@ func residentSet() int64 {
 		}
 	}
 	return 0
+}
+
+// startHelper runs this test binary again as the helper process that env
+// selects (see TestMain), with its stdin and stdout piped to the caller.
+func startHelper(b *testing.B, env string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return cmd, stdin, stdout
 }
