@@ -205,7 +205,7 @@ func discover(o *Options) (*env, error) {
 			return nil, fmt.Errorf("--node %s: %w", o.Node, err)
 		}
 		e.node, e.nodeVer = o.Node, out
-	} else if e.node, e.nodeVer, err = findNode(e.npm); err != nil {
+	} else if e.node, e.nodeVer, err = findNode(e.root); err != nil {
 		return nil, err
 	}
 	if e.tmp, err = os.MkdirTemp("", "gwbench-"); err != nil {

