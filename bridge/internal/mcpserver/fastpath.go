@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -506,9 +507,14 @@ func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveS
 		}
 		return response(req.id, res, err)
 	}
-	idx := 0
+	// The stream is written in one piece with a Content-Length when the
+	// answer is known before anything went out: one write for the bridge
+	// and the end of the body in the same segment for the client, where a
+	// flushed chunked stream takes a second write for its last chunk.
+	var stream []byte
+	idx, flushed := 0, false
 	if prime {
-		writeEvent(w, "prime", call.stream, idx, nil, false)
+		stream = appendEvent(stream, "prime", call.stream, idx, nil)
 		idx++
 	}
 	var data []byte
@@ -525,7 +531,9 @@ func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveS
 		case data = <-answered:
 			t.Stop()
 		case <-t.C:
+			_, _ = w.Write(stream)
 			_ = http.NewResponseController(w).Flush()
+			stream, flushed = stream[:0], true
 			data = <-answered
 		}
 	}
@@ -540,8 +548,12 @@ func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveS
 	close(call.stored)
 	ls.mu.Unlock()
 	if !claimed {
-		writeEvent(w, "message", call.stream, idx, data, true)
+		stream = appendEvent(stream, "message", call.stream, idx, data)
 	}
+	if !flushed {
+		hdr.Set("Content-Length", strconv.Itoa(len(stream)))
+	}
+	_, _ = w.Write(stream)
 	return true
 }
 
@@ -607,9 +619,9 @@ func idText(id []byte) string {
 // together with its answer.
 const primeDelay = 2 * time.Millisecond
 
-// writeEvent writes one SSE event as the SDK does, flushing it if asked.
-func writeEvent(w http.ResponseWriter, name, stream string, idx int, data []byte, flush bool) {
-	buf := make([]byte, 0, len(data)+len(stream)+48)
+// appendEvent appends one SSE event, written as the SDK writes it.
+func appendEvent(buf []byte, name, stream string, idx int, data []byte) []byte {
+	buf = slices.Grow(buf, len(data)+len(stream)+48)
 	buf = append(buf, "event: "...)
 	buf = append(buf, name...)
 	buf = append(buf, "\nid: "...)
@@ -618,11 +630,7 @@ func writeEvent(w http.ResponseWriter, name, stream string, idx int, data []byte
 	buf = strconv.AppendInt(buf, int64(idx), 10)
 	buf = append(buf, "\ndata: "...)
 	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
-	_, _ = w.Write(buf)
-	if flush {
-		_ = http.NewResponseController(w).Flush()
-	}
+	return append(buf, "\n\n"...)
 }
 
 // sdkAccepts is the SDK's reading of Accept for a POST: both JSON and SSE
