@@ -25,7 +25,7 @@ func BenchmarkCalls(b *testing.B) {
 	for _, transport := range []string{"mcp", "mcp-sdk", "sse"} {
 		for _, clients := range []int{1, 10, 100} {
 			b.Run(fmt.Sprintf("%s/clients=%d", transport, clients), func(b *testing.B) {
-				closedLoop(b, clients, sdkClients(b, transport, clients))
+				closedLoop(b, clients, sdkClients(b, inProcessBridge(b, transport == "mcp-sdk"), transport, clients))
 			})
 		}
 	}
@@ -44,11 +44,12 @@ func BenchmarkCallsAtRate(b *testing.B) {
 				continue
 			}
 			b.Run(fmt.Sprintf("%s/%s/clients=%d/rate=%d", client, transport, clients, rate), func(b *testing.B) {
+				url := inProcessBridge(b, false)
 				var call func(int) error
 				if client == "raw" {
-					call = rawClients(b, false, clients)
+					call = rawClients(b, url, clients)
 				} else {
-					call = sdkClients(b, transport, clients)
+					call = sdkClients(b, url, transport, clients)
 				}
 				pacedLoop(b, clients, rate, call)
 			})
@@ -56,27 +57,32 @@ func BenchmarkCallsAtRate(b *testing.B) {
 	}
 }
 
-// sdkClients starts a bridge with a fake extension and n official SDK
-// client sessions on it over transport ("mcp", "mcp-sdk" for /mcp with
-// the fast path off, or "sse"), and returns a call of the echo tool for
-// client i.
-func sdkClients(b *testing.B, transport string, n int) func(i int) error {
+// inProcessBridge starts a bridge in this process with a fake extension
+// attached, with the fast path off if asked, and returns its base URL.
+func inProcessBridge(b *testing.B, noFastPath bool) string {
+	br := newBridge(b, Options{}, HTTPOptions{})
+	br.st.noFastPath.Store(noFastPath)
+	br.attach("instance-bench-1")
+	return br.srv.URL
+}
+
+// sdkClients opens n official SDK client sessions on the bridge at url
+// over transport ("mcp", "mcp-sdk", which is /mcp too, or "sse"), and
+// returns a call of the echo tool for client i.
+func sdkClients(b *testing.B, url, transport string, n int) func(i int) error {
 	e := eras[3]
 	if transport == "sse" {
 		e = eras[0]
 	}
-	br := newBridge(b, Options{}, HTTPOptions{})
-	br.st.noFastPath.Store(transport == "mcp-sdk")
-	br.attach("instance-bench-1")
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * n, MaxConnsPerHost: 0}}
 	sessions := make([]*mcp.ClientSession, n)
 	for i := range sessions {
 		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 		var t mcp.Transport
 		if transport == "sse" {
-			t = &mcp.SSEClientTransport{Endpoint: br.srv.URL + "/sse", HTTPClient: httpc}
+			t = &mcp.SSEClientTransport{Endpoint: url + "/sse", HTTPClient: httpc}
 		} else {
-			t = &mcp.StreamableClientTransport{Endpoint: br.srv.URL + "/mcp", HTTPClient: httpc, MaxRetries: -1, DisableStandaloneSSE: true}
+			t = &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: httpc, MaxRetries: -1, DisableStandaloneSSE: true}
 		}
 		cs, err := c.Connect(context.Background(), t, &mcp.ClientSessionOptions{ProtocolVersion: e.version})
 		if err != nil {
@@ -249,21 +255,17 @@ func BenchmarkCallsRawClient(b *testing.B) {
 	for _, mode := range []string{"mcp", "mcp-sdk"} {
 		for _, clients := range []int{1, 10, 100} {
 			b.Run(fmt.Sprintf("%s/clients=%d", mode, clients), func(b *testing.B) {
-				closedLoop(b, clients, rawClients(b, mode == "mcp-sdk", clients))
+				closedLoop(b, clients, rawClients(b, inProcessBridge(b, mode == "mcp-sdk"), clients))
 			})
 		}
 	}
 }
 
-// rawClients starts a bridge with a fake extension and opens n sessions
-// on /mcp with plain HTTP requests, and returns a call of the echo tool
-// for client i.
-func rawClients(b *testing.B, sdkOnly bool, clients int) func(i int) error {
-	br := newBridge(b, Options{}, HTTPOptions{})
-	br.st.noFastPath.Store(sdkOnly)
-	br.attach("instance-bench-raw")
+// rawClients opens n sessions on the bridge at base with plain HTTP
+// requests to /mcp, and returns a call of the echo tool for client i.
+func rawClients(b *testing.B, base string, clients int) func(i int) error {
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * clients}}
-	url := br.srv.URL + "/mcp"
+	url := base + "/mcp"
 	do := func(body string, hdr map[string]string) (http.Header, string, error) {
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(GCPercent)
 	}
+	if os.Getenv(bridgeProcEnv) != "" {
+		os.Exit(serveBridgeProcess())
+	}
 	os.Exit(m.Run())
 }
 

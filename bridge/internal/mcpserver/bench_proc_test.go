@@ -1,0 +1,151 @@
+package mcpserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/ipc"
+)
+
+// bridgeProcEnv makes this test binary a bridge process for
+// BenchmarkCallsProc (see TestMain).
+const bridgeProcEnv = "BB_BENCH_BRIDGE_PROCESS"
+
+// BenchmarkCallsProc is BenchmarkCalls with the bridge (and its fake
+// extension, on the native link's socket) in a process of its own, as
+// `browserbridge serve` runs, and the clients in this one, as Claude Code
+// or any other client runs. The two processes still share the two cores,
+// but not a heap: the official SDK client's garbage (some 160 KB per
+// call, mostly a 32 KiB decode buffer per JSON value) no longer makes the
+// bridge's goroutines stop for the collector. The figures are for the
+// client's view of each call, as in BenchmarkCalls.
+func BenchmarkCallsProc(b *testing.B) {
+	for _, client := range []string{"sdk", "raw"} {
+		for _, transport := range []string{"mcp", "sse"} {
+			if client == "raw" && transport == "sse" {
+				continue
+			}
+			for _, clients := range []int{1, 10, 100} {
+				b.Run(fmt.Sprintf("%s/%s/clients=%d", client, transport, clients), func(b *testing.B) {
+					url := startBridgeProcess(b)
+					var call func(int) error
+					if client == "raw" {
+						call = rawClients(b, url, clients)
+					} else {
+						call = sdkClients(b, url, transport, clients)
+					}
+					closedLoop(b, clients, call)
+				})
+			}
+		}
+	}
+}
+
+// startBridgeProcess runs this test binary again as a bridge process and
+// returns its base URL; the process ends with the benchmark.
+func startBridgeProcess(b *testing.B) string {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), bridgeProcEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close() // the process ends at EOF
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("bridge process: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("bridge process gave no URL: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// serveBridgeProcess is the bridge process: the bridge on a loopback port
+// and a fake extension on its host-link socket. It prints the URL, serves
+// until its stdin ends, and returns the exit code.
+func serveBridgeProcess() int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "bridge process:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "mcps-bench")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	socket := filepath.Join(dir, "bridge.sock")
+	mcps := New(Options{})
+	links := hostlink.NewServer(hostlink.Options{Handle: mcps.HandleBrowserMessage, OnChange: mcps.BrowsersChanged})
+	mcps.Attach(links)
+	sockLn, err := ipc.Listen(socket)
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go links.Serve(ctx, sockLn)
+
+	st, sse := mcps.NewStreamable(HTTPOptions{}), mcps.NewSSE(HTTPOptions{})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", st)
+	mux.HandleFunc("/sse", sse.Stream)
+	mux.HandleFunc("/message", sse.Message)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	c, err := ipc.Dial(ctx, socket)
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+	fe := &fakeExtension{id: "instance-bench-proc", tools: fakeTools, cancelled: make(chan string, 16)}
+	fe.Browser = testbrowser.Attach(c, fe.handle)
+	if _, err := fe.Hello(ctx, fe.id); err != nil {
+		return fail(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !offers(mcps, "echo"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("the echo tool was never offered"))
+		}
+	}
+	fmt.Printf("http://%s\n", ln.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+func offers(s *Server, name string) bool {
+	for _, t := range s.ToolList() {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
