@@ -165,24 +165,56 @@ func BenchmarkForward(b *testing.B) {
 	}
 }
 
+// BenchmarkForwardAtRate offers 20,000 calls/s, the throughput target,
+// from 100 clients, and reports the latency of each call from the moment
+// it was due (see load.runAt): the p99 while serving that load, where
+// BenchmarkForward's is the p99 at the saturation point.
+func BenchmarkForwardAtRate(b *testing.B) {
+	const clients, rate = 100, 20_000
+	b.Run(fmt.Sprintf("clients=%d/rate=%d", clients, rate), func(b *testing.B) {
+		tp := newTestProxy(b, Options{ConnRate: -1, UserRate: -1})
+		l, err := startLoad(tp.url, tp.token(b, "alice", token.KindExtension), tp.token(b, "alice", token.KindMCP), clients)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(l.close)
+		b.ResetTimer()
+		cpu0 := processCPU()
+		lat, elapsed, err := l.runAt(int64(b.N), rate)
+		cpu := processCPU() - cpu0
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		reportLoad(b, lat, elapsed, cpu)
+	})
+}
+
 // BenchmarkForwardProc is BenchmarkForward with the clients and the
 // extensions in another process (loadEnv): cpu-µs/call is then the proxy's
 // own CPU time per forwarded call, which other load on the machine moves
 // much less than it moves calls/s and latencies.
 func BenchmarkForwardProc(b *testing.B) {
-	for _, clients := range []int{1, 100, 1000} {
+	for _, load := range []struct {
+		clients int
+		rate    float64 // calls/s offered; 0: closed loop
+	}{{1, 0}, {100, 0}, {1000, 0}, {100, 20_000}} {
 		// The proxy and the load outlive each run of the sub-benchmark
 		// (one per b.N tried): the proxy is the parent's, to clean up.
 		var lp *loadProc
 		parent := b
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+		name := fmt.Sprintf("clients=%d", load.clients)
+		if load.rate > 0 {
+			name += fmt.Sprintf("/rate=%.0f", load.rate)
+		}
+		b.Run(name, func(b *testing.B) {
 			if lp == nil {
 				tp := newTestProxy(parent, Options{ConnRate: -1, UserRate: -1})
-				lp = startLoadProc(b, tp, clients)
+				lp = startLoadProc(b, tp, load.clients)
 			}
 			b.ResetTimer()
 			cpu0 := processCPU()
-			res := lp.run(b, b.N)
+			res := lp.run(b, b.N, load.rate)
 			cpu := processCPU() - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/res.elapsed.Seconds(), "calls/s")
@@ -247,8 +279,16 @@ func (l *load) close() {
 // run makes n calls, each client one at a time, and returns their
 // latencies and the time taken.
 func (l *load) run(n int64) ([]time.Duration, time.Duration, error) {
-	var left atomic.Int64
-	left.Store(n)
+	return l.runAt(n, 0)
+}
+
+// runAt makes n calls as run does, but offered at rate calls/s over all
+// clients when rate > 0: the k-th call is due at start + k/rate, and a
+// client free by then makes it. Its latency counts from when it was due,
+// so a proxy that falls behind pays for the queue (no coordinated
+// omission).
+func (l *load) runAt(n int64, rate float64) ([]time.Duration, time.Duration, error) {
+	var next atomic.Int64
 	lat := make([][]time.Duration, len(l.conns))
 	errs := make(chan error, len(l.conns))
 	var wg sync.WaitGroup
@@ -260,9 +300,19 @@ func (l *load) run(n int64) ([]time.Duration, time.Duration, error) {
 			var m struct {
 				ID json.RawMessage `json:"id"`
 			}
-			for n := 1; left.Add(-1) >= 0; n++ {
-				id := fmt.Sprint(n)
+			for seq := 1; ; seq++ {
+				k := next.Add(1) - 1
+				if k >= n {
+					return
+				}
+				id := fmt.Sprint(seq)
 				t0 := time.Now()
+				if rate > 0 {
+					t0 = start.Add(time.Duration(float64(k) / rate * float64(time.Second)))
+					if d := time.Until(t0); d > 0 {
+						time.Sleep(d)
+					}
+				}
 				if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"getTabs","params":{}}`)); err != nil {
 					errs <- err
 					return
@@ -318,11 +368,12 @@ func driveLoad() int {
 	fmt.Println("ready")
 	for in.Scan() {
 		var n int64
-		if _, err := fmt.Sscanf(in.Text(), "run %d", &n); err != nil {
+		var rate float64
+		if _, err := fmt.Sscanf(in.Text(), "run %d %g", &n, &rate); err != nil {
 			fmt.Println("bad request:", err)
 			return 1
 		}
-		lat, elapsed, err := l.run(n)
+		lat, elapsed, err := l.runAt(n, rate)
 		if err != nil {
 			fmt.Println("failed:", err)
 			return 1
@@ -353,8 +404,9 @@ func startLoadProc(b *testing.B, tp *testProxy, clients int) *loadProc {
 	return lp
 }
 
-func (lp *loadProc) run(b *testing.B, n int) loadResult {
-	fmt.Fprintln(lp.stdin, "run", n)
+// run makes n calls, offered at rate calls/s if rate > 0 (see load.runAt).
+func (lp *loadProc) run(b *testing.B, n int, rate float64) loadResult {
+	fmt.Fprintln(lp.stdin, "run", n, rate)
 	line, err := lp.out.ReadString('\n')
 	var r loadResult
 	if err == nil {
