@@ -35,25 +35,23 @@ func BenchmarkCalls(b *testing.B) {
 // latency target names, and reports the p50, p99 and p99.9 of each call
 // counted from the moment it was due (see pacedLoop). "sdk" clients are
 // the official Go SDK client; "raw" ones are BenchmarkCallsRawClient's.
-// Both share the process, and so the two cores, with the bridge.
+// Both share the process, and so the two cores, with the bridge: the SDK
+// client's own CPU (some 100 µs a call) puts this load at the saturation
+// point of the whole process, so its figure is mostly the client's queue.
+// (/sse is left out: its closed-loop ceiling here is below 10,000.)
 func BenchmarkCallsAtRate(b *testing.B) {
 	const clients, rate = 10, 10_000
 	for _, client := range []string{"sdk", "raw"} {
-		for _, transport := range []string{"mcp", "sse"} {
-			if client == "raw" && transport == "sse" {
-				continue
+		b.Run(fmt.Sprintf("%s/mcp/clients=%d/rate=%d", client, clients, rate), func(b *testing.B) {
+			url := inProcessBridge(b, false)
+			var call func(int) error
+			if client == "raw" {
+				call = rawClients(b, url, clients)
+			} else {
+				call = sdkClients(b, url, "mcp", clients)
 			}
-			b.Run(fmt.Sprintf("%s/%s/clients=%d/rate=%d", client, transport, clients, rate), func(b *testing.B) {
-				url := inProcessBridge(b, false)
-				var call func(int) error
-				if client == "raw" {
-					call = rawClients(b, url, clients)
-				} else {
-					call = sdkClients(b, url, transport, clients)
-				}
-				pacedLoop(b, clients, rate, call)
-			})
-		}
+			pacedLoop(b, clients, rate, call)
+		})
 	}
 }
 
