@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testproc"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 )
 
@@ -56,20 +56,7 @@ func BenchmarkCallsProc(b *testing.B) {
 // startBridgeProcess runs this test binary again as a bridge process and
 // returns its base URL; the process ends with the benchmark.
 func startBridgeProcess(b *testing.B) string {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), bridgeProcEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	cmd, stdin, stdout := testproc.Start(b, bridgeProcEnv)
 	b.Cleanup(func() {
 		stdin.Close() // the process ends at EOF
 		if err := cmd.Wait(); err != nil {

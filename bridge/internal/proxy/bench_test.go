@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testproc"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -394,7 +395,7 @@ type loadProc struct {
 type loadResult struct{ elapsed, p50, p99 time.Duration }
 
 func startLoadProc(b *testing.B, tp *testProxy, clients int) *loadProc {
-	cmd, stdin, stdout := startHelper(b, loadEnv)
+	cmd, stdin, stdout := testproc.Start(b, loadEnv)
 	lp := &loadProc{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
 	fmt.Fprintln(stdin, tp.url, tp.token(b, "alice", token.KindExtension), tp.token(b, "alice", token.KindMCP), clients)
 	if line, err := lp.out.ReadString('\n'); err != nil || line != "ready\n" {
@@ -542,7 +543,7 @@ func serveEcho() int {
 
 // startEcho runs serveEcho in a child process and returns its ws:// URL.
 func startEcho(b *testing.B) string {
-	cmd, stdin, stdout := startHelper(b, echoEnv)
+	cmd, stdin, stdout := testproc.Start(b, echoEnv)
 	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	addr, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
@@ -608,7 +609,7 @@ func BenchmarkPairsHeld(b *testing.B) {
 	before, rssBefore := inUse(), residentSet()
 	start := time.Now()
 
-	cmd, stdin, stdout := startHelper(b, pairsEnv)
+	cmd, stdin, stdout := testproc.Start(b, pairsEnv)
 	defer func() { stdin.Close(); cmd.Wait() }()
 	fmt.Fprintln(stdin, tp.url, tp.token(b, "alice", token.KindExtension), tp.token(b, "alice", token.KindMCP), n)
 	line, err := bufio.NewReader(stdout).ReadString('\n')
@@ -644,24 +645,4 @@ func residentSet() int64 {
 		}
 	}
 	return 0
-}
-
-// startHelper runs this test binary again as the helper process that env
-// selects (see TestMain), with its stdin and stdout piped to the caller.
-func startHelper(b *testing.B, env string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	return cmd, stdin, stdout
 }
