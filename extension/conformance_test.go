@@ -27,9 +27,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-const installHint = "run scripts/install-test-tools.sh"
+	"github.com/browserbridge/browserbridge/bridge/npmtools"
+)
 
 // authSuites are the suites whose scenarios are all auth/…: required,
 // back-compat (2025-03-26), draft and extensions.
@@ -45,36 +45,14 @@ type conformance struct {
 
 func needConformance(t *testing.T) conformance {
 	t.Helper()
-	wd, err := os.Getwd()
+	tools, err := npmtools.Here()
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := wd
-	for {
-		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(root)
-		if parent == root {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-		root = parent
+	c := conformance{root: tools.Root, node: tools.Node}
+	if c.entry, err = tools.Module("@modelcontextprotocol", "conformance", "dist", "index.js"); err != nil {
+		t.Fatal(err)
 	}
-	mods := filepath.Join(root, "tools", "npm", "node_modules")
-	c := conformance{root: root, entry: filepath.Join(mods, "@modelcontextprotocol", "conformance", "dist", "index.js")}
-	if _, err := os.Stat(c.entry); err != nil {
-		t.Fatalf("the MCP conformance suite is not installed (%v): %s", err, installHint)
-	}
-	// The install script checks the stamp against the lock file and picks
-	// the Node.js (>= 22.19) that runs the suite.
-	var stderr strings.Builder
-	cmd := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the MCP conformance suite: %s (%v): %s", strings.TrimSpace(stderr.String()), err, installHint)
-	}
-	c.node = strings.TrimSpace(string(out))
 	return c
 }
 

@@ -21,12 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/npmtools"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/paths"
 )
-
-const installHint = "run scripts/install-test-tools.sh"
 
 // npmTools are the installed clients and the Node.js that runs them.
 type npmTools struct {
@@ -40,52 +40,18 @@ type npmTools struct {
 // when they are missing or older than tools/npm/package-lock.json.
 func needNpmTools(t *testing.T) npmTools {
 	t.Helper()
-	wd, err := os.Getwd()
+	found, err := npmtools.Here()
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := wd
-	for {
-		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(root)
-		if parent == root {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-		root = parent
+	tools := npmTools{root: found.Root, node: found.Node}
+	if tools.conformance, err = found.Module("@modelcontextprotocol", "conformance", "dist", "index.js"); err != nil {
+		t.Fatal(err)
 	}
-	dir := filepath.Join(root, "tools", "npm")
-	mods := filepath.Join(dir, "node_modules")
-	tools := npmTools{
-		root:        root,
-		conformance: filepath.Join(mods, "@modelcontextprotocol", "conformance", "dist", "index.js"),
-		inspector:   filepath.Join(mods, "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js"),
+	if tools.inspector, err = found.Module("@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js"); err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range []string{tools.conformance, tools.inspector} {
-		if _, err := os.Stat(f); err != nil {
-			t.Fatalf("the MCP test clients are not installed (%v): %s", err, installHint)
-		}
-	}
-	// The install script checks the stamp against the lock file and picks
-	// the Node.js that runs the tools; one rule for every test.
-	tools.node = testToolsNode(t, root)
 	return tools
-}
-
-// testToolsNode runs scripts/install-test-tools.sh --check: it fails with a
-// hint when tools/npm is missing or older than its lock file, and prints
-// the Node.js (>= 22.19) that runs the tools.
-func testToolsNode(t *testing.T, root string) string {
-	t.Helper()
-	var stderr strings.Builder
-	cmd := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the MCP test clients: %s (%v): %s", strings.TrimSpace(stderr.String()), err, installHint)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*m`)

@@ -42,6 +42,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/npmtools"
+
 	"github.com/gorilla/websocket"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
@@ -368,12 +370,11 @@ func cdpEval(ws, expr string) error {
 }
 
 func TestOAuthProbe(t *testing.T) {
-	root, _ := filepath.Abs("../../..")
-	out, err := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check").Output()
+	tools, err := npmtools.Here()
 	if err != nil {
-		t.Fatalf("npm test tools missing: run scripts/install-test-tools.sh (%v)", err)
+		t.Fatal(err)
 	}
-	node, mods := strings.TrimSpace(string(out)), filepath.Join(root, "tools", "npm", "node_modules")
+	node, mods := tools.Node, tools.Modules
 
 	autoMCP := oauthServer(t, node, mods, "--access-ttl", "2")
 	consentMCP := oauthServer(t, node, mods, "--consent", "--access-ttl", "2")

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/npmtools"
+
 	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -283,15 +285,13 @@ func (s authStats) counters() string {
 // when the test ends.
 func startAuthMCP(t *testing.T) *authMCP {
 	t.Helper()
-	root, _ := filepath.Abs(filepath.Join("..", "..", ".."))
-	out, err := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check").Output()
+	tools, err := npmtools.Here()
 	if err != nil {
-		t.Fatalf("npm test tools missing: run scripts/install-test-tools.sh (%v)", err)
+		t.Fatal(err)
 	}
-	node := strings.TrimSpace(string(out))
 	s := &authMCP{stderr: &testbrowser.SyncBuffer{}}
-	s.cmd = exec.Command(node, filepath.Join("testdata", "oauth-server", "server.mjs"),
-		"--modules", filepath.Join(root, "tools", "npm", "node_modules"), "--port", "0", "--access-ttl", "3600")
+	s.cmd = exec.Command(tools.Node, filepath.Join("testdata", "oauth-server", "server.mjs"),
+		"--modules", tools.Modules, "--port", "0", "--access-ttl", "3600")
 	s.cmd.Stderr = s.stderr
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := s.cmd.StdoutPipe()

@@ -6,12 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/npmtools"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,12 +29,11 @@ func npmServers(t testing.TB) (node, mods string) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the npm test tools are installed for linux")
 	}
-	root, _ := filepath.Abs("../../..")
-	out, err := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check").Output()
+	tools, err := npmtools.Here()
 	if err != nil {
-		t.Fatalf("npm test tools missing: run scripts/install-test-tools.sh (%v)", err)
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out)), filepath.Join(root, "tools", "npm", "node_modules")
+	return tools.Node, tools.Modules
 }
 
 func everything(t testing.TB) stdio.ServerConfig {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/browserbridge/browserbridge/bridge/npmtools"
 )
 
 // transport is how the client talks to a target.
@@ -254,19 +256,14 @@ func (e *env) rel(path string) string {
 	return path
 }
 
-// findNode asks scripts/install-test-tools.sh --check for the Node.js that
-// runs the pinned tools (the machine's if >= 22.19, else tools/npm's): the
-// same rule as every test. It fails with the script's hint when tools/npm
-// is missing or stale.
+// findNode asks npmtools (scripts/install-test-tools.sh --check) for the
+// Node.js that runs the pinned tools: the same rule as every test.
 func findNode(root string) (path, version string, err error) {
-	var stderr strings.Builder
-	cmd := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	tools, err := npmtools.Find(root)
 	if err != nil {
-		return "", "", fmt.Errorf("%s (%v); run scripts/install-test-tools.sh or pass --node", strings.TrimSpace(stderr.String()), err)
+		return "", "", fmt.Errorf("%w, or pass --node", err)
 	}
-	path = strings.TrimSpace(string(out))
+	path = tools.Node
 	if abs, err := filepath.EvalSymlinks(path); err == nil {
 		path = abs
 	}

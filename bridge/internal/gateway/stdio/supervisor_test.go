@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/npmtools"
 )
 
 // childEnvVar makes the test binary act as a stdio child: it echoes each
@@ -282,12 +284,11 @@ func nodeTools(t *testing.T) (node, mods string) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the npm test tools are installed for linux")
 	}
-	root, _ := filepath.Abs("../../../..")
-	out, err := exec.Command(filepath.Join(root, "scripts", "install-test-tools.sh"), "--check").Output()
+	tools, err := npmtools.Here()
 	if err != nil {
-		t.Fatalf("npm test tools missing: run scripts/install-test-tools.sh (%v)", err)
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out)), filepath.Join(root, "tools", "npm", "node_modules")
+	return tools.Node, tools.Modules
 }
 
 func TestServerEverything(t *testing.T) {
