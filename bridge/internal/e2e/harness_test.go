@@ -208,9 +208,18 @@ func (w *world) startBridge() {
 	}
 }
 
-// chromiumArgs is the recipe of ../shared/reference/chrome.md.
-func (w *world) chromiumArgs() []string {
-	return []string{
+// chromiumArgs are chromiumFlags for the world's profile and the
+// extension under test, plus extra.
+func (w *world) chromiumArgs(extra ...string) []string {
+	return chromiumFlags(w.profile, []string{extDir}, extra...)
+}
+
+// chromiumFlags is the recipe of ../shared/reference/chrome.md for a
+// profile and a list of unpacked extensions, plus extra flags; Chromium
+// opens about:blank.
+func chromiumFlags(profile string, exts []string, extra ...string) []string {
+	list := strings.Join(exts, ",")
+	args := []string{
 		"--headless=new",
 		"--no-sandbox", // the tests run as root in CI
 		"--disable-gpu",
@@ -226,11 +235,11 @@ func (w *world) chromiumArgs() []string {
 		// A screen larger than 1568 px, so that resize_window can make a
 		// viewport that screenshots must scale down.
 		"--screen-info={0,0 2560x1600}",
-		"--user-data-dir=" + w.profile,
-		"--load-extension=" + extDir,
-		"--disable-extensions-except=" + extDir,
-		"about:blank",
+		"--user-data-dir=" + profile,
+		"--load-extension=" + list,
+		"--disable-extensions-except=" + list,
 	}
+	return append(append(args, extra...), "about:blank")
 }
 
 func (w *world) startChromium() {

@@ -269,31 +269,6 @@ func unpack(t *testing.T, name, dir, key, control string) string {
 	return dst
 }
 
-// probeChromiumArgs are the harness's flags (world.chromiumArgs) for a
-// profile and a list of unpacked extensions, plus extra.
-func probeChromiumArgs(profile string, exts []string, extra ...string) []string {
-	list := strings.Join(exts, ",")
-	args := []string{
-		"--headless=new",
-		"--no-sandbox",
-		"--disable-gpu",
-		"--disable-quic",
-		"--no-first-run",
-		"--no-default-browser-check",
-		"--disable-background-networking",
-		"--disable-component-update",
-		"--disable-sync",
-		"--disable-dev-shm-usage",
-		"--password-store=basic",
-		"--window-size=1280,900",
-		"--screen-info={0,0 2560x1600}",
-		"--user-data-dir=" + profile,
-		"--load-extension=" + list,
-		"--disable-extensions-except=" + list,
-	}
-	return append(append(args, extra...), "about:blank")
-}
-
 // cdpWatcher polls the DevTools target list: it clicks #approve on consent
 // pages (like a user) and closes pages whose URL has "close=1" (a user
 // giving up), and records every page it saw.
@@ -429,7 +404,7 @@ func TestOAuthProbe(t *testing.T) {
 			ext := unpack(t, "ext", dir, key, c.url)
 			noid := unpack(t, "noidentity", dir, "", c.url)
 
-			cmd := exec.Command(chromiumBin, probeChromiumArgs(profile, []string{ext, noid}, run.extra...)...)
+			cmd := exec.Command(chromiumBin, chromiumFlags(profile, []string{ext, noid}, run.extra...)...)
 			cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
 				"XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "CHROME_CONFIG_HOME="+filepath.Join(home, ".config"))
 			var logs testbrowser.SyncBuffer

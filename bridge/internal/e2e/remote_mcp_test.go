@@ -508,10 +508,8 @@ func (w *world) restartForRemote() devtoolsAddr {
 
 	portFile := filepath.Join(w.profile, "DevToolsActivePort")
 	_ = os.Remove(portFile)
-	args := w.chromiumArgs()
-	args = append(args[:len(args)-1:len(args)-1], "--remote-debugging-port=0", args[len(args)-1])
 	w.chromeOut = &testbrowser.SyncBuffer{}
-	w.chrome = exec.Command(chromiumBin, args...)
+	w.chrome = exec.Command(chromiumBin, w.chromiumArgs("--remote-debugging-port=0")...)
 	w.chrome.Env = w.env
 	w.chrome.Stdout, w.chrome.Stderr = w.chromeOut, w.chromeOut
 	w.chrome.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
