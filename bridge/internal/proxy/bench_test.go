@@ -143,19 +143,22 @@ func echoExtension(ws *websocket.Conn) {
 // up to 10 extensions of one user. Clients, extensions and proxy share
 // the machine and this process; cpu-µs/call is this process's CPU time per
 // call, theirs and the proxy's (BenchmarkForwardProc counts the proxy's
-// alone).
+// alone). The rate=20000 case offers the throughput target from 100
+// clients and times each call from the moment it was due (see load.run):
+// the p99 while serving that load, where the closed loop's is the p99 at
+// the saturation point.
 func BenchmarkForward(b *testing.B) {
-	for _, clients := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+	for _, load := range forwardLoads {
+		b.Run(load.name(), func(b *testing.B) {
 			tp := newTestProxy(b, Options{ConnRate: -1, UserRate: -1})
-			l, err := startLoad(tp.url, tp.token(b, "alice", token.KindExtension), tp.token(b, "alice", token.KindMCP), clients)
+			l, err := startLoad(tp.url, tp.token(b, "alice", token.KindExtension), tp.token(b, "alice", token.KindMCP), load.clients)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(l.close)
 			b.ResetTimer()
 			cpu0 := processCPU()
-			lat, elapsed, err := l.run(int64(b.N))
+			lat, elapsed, err := l.run(int64(b.N), load.rate)
 			cpu := processCPU() - cpu0
 			b.StopTimer()
 			if err != nil {
@@ -166,29 +169,19 @@ func BenchmarkForward(b *testing.B) {
 	}
 }
 
-// BenchmarkForwardAtRate offers 20,000 calls/s, the throughput target,
-// from 100 clients, and reports the latency of each call from the moment
-// it was due (see load.runAt): the p99 while serving that load, where
-// BenchmarkForward's is the p99 at the saturation point.
-func BenchmarkForwardAtRate(b *testing.B) {
-	const clients, rate = 100, 20_000
-	b.Run(fmt.Sprintf("clients=%d/rate=%d", clients, rate), func(b *testing.B) {
-		tp := newTestProxy(b, Options{ConnRate: -1, UserRate: -1})
-		l, err := startLoad(tp.url, tp.token(b, "alice", token.KindExtension), tp.token(b, "alice", token.KindMCP), clients)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(l.close)
-		b.ResetTimer()
-		cpu0 := processCPU()
-		lat, elapsed, err := l.runAt(int64(b.N), rate)
-		cpu := processCPU() - cpu0
-		b.StopTimer()
-		if err != nil {
-			b.Fatal(err)
-		}
-		reportLoad(b, lat, elapsed, cpu)
-	})
+// forwardLoads are the loads the forwarding benchmarks offer.
+var forwardLoads = []forwardLoad{{1, 0}, {100, 0}, {1000, 0}, {100, 20_000}}
+
+type forwardLoad struct {
+	clients int
+	rate    float64 // calls/s offered; 0: closed loop
+}
+
+func (l forwardLoad) name() string {
+	if l.rate > 0 {
+		return fmt.Sprintf("clients=%d/rate=%.0f", l.clients, l.rate)
+	}
+	return fmt.Sprintf("clients=%d", l.clients)
 }
 
 // BenchmarkForwardProc is BenchmarkForward with the clients and the
@@ -196,19 +189,12 @@ func BenchmarkForwardAtRate(b *testing.B) {
 // own CPU time per forwarded call, which other load on the machine moves
 // much less than it moves calls/s and latencies.
 func BenchmarkForwardProc(b *testing.B) {
-	for _, load := range []struct {
-		clients int
-		rate    float64 // calls/s offered; 0: closed loop
-	}{{1, 0}, {100, 0}, {1000, 0}, {100, 20_000}} {
+	for _, load := range forwardLoads {
 		// The proxy and the load outlive each run of the sub-benchmark
 		// (one per b.N tried): the proxy is the parent's, to clean up.
 		var lp *loadProc
 		parent := b
-		name := fmt.Sprintf("clients=%d", load.clients)
-		if load.rate > 0 {
-			name += fmt.Sprintf("/rate=%.0f", load.rate)
-		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(load.name(), func(b *testing.B) {
 			if lp == nil {
 				tp := newTestProxy(parent, Options{ConnRate: -1, UserRate: -1})
 				lp = startLoadProc(b, tp, load.clients)
@@ -279,16 +265,12 @@ func (l *load) close() {
 
 // run makes n calls, each client one at a time, and returns their
 // latencies and the time taken.
-func (l *load) run(n int64) ([]time.Duration, time.Duration, error) {
-	return l.runAt(n, 0)
-}
-
-// runAt makes n calls as run does, but offered at rate calls/s over all
-// clients when rate > 0: the k-th call is due at start + k/rate, and a
-// client free by then makes it. Its latency counts from when it was due,
-// so a proxy that falls behind pays for the queue (no coordinated
-// omission).
-func (l *load) runAt(n int64, rate float64) ([]time.Duration, time.Duration, error) {
+//
+// With rate > 0 the calls are offered at rate calls/s over all clients:
+// the k-th call is due at start + k/rate, and a client free by then makes
+// it. Its latency counts from when it was due, so a proxy that falls
+// behind pays for the queue (no coordinated omission).
+func (l *load) run(n int64, rate float64) ([]time.Duration, time.Duration, error) {
 	var next atomic.Int64
 	lat := make([][]time.Duration, len(l.conns))
 	errs := make(chan error, len(l.conns))
@@ -374,7 +356,7 @@ func driveLoad() int {
 			fmt.Println("bad request:", err)
 			return 1
 		}
-		lat, elapsed, err := l.runAt(n, rate)
+		lat, elapsed, err := l.run(n, rate)
 		if err != nil {
 			fmt.Println("failed:", err)
 			return 1
@@ -405,7 +387,7 @@ func startLoadProc(b *testing.B, tp *testProxy, clients int) *loadProc {
 	return lp
 }
 
-// run makes n calls, offered at rate calls/s if rate > 0 (see load.runAt).
+// run makes n calls, offered at rate calls/s if rate > 0 (see load.run).
 func (lp *loadProc) run(b *testing.B, n int, rate float64) loadResult {
 	fmt.Fprintln(lp.stdin, "run", n, rate)
 	line, err := lp.out.ReadString('\n')
