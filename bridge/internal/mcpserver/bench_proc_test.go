@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,12 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
-	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/internal/testproc"
-	"github.com/browserbridge/browserbridge/bridge/ipc"
 )
 
 // bridgeProcEnv makes this test binary a bridge process for
@@ -83,23 +78,11 @@ func serveBridgeProcess() int {
 		return fail(err)
 	}
 	defer os.RemoveAll(dir)
-	socket := filepath.Join(dir, "bridge.sock")
-	mcps := New(Options{})
-	links := hostlink.NewServer(hostlink.Options{Handle: mcps.HandleBrowserMessage, OnChange: mcps.BrowsersChanged})
-	mcps.Attach(links)
-	sockLn, err := ipc.Listen(socket)
+	b, mux, stop, err := startBridge(filepath.Join(dir, "bridge.sock"), Options{}, HTTPOptions{})
 	if err != nil {
 		return fail(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go links.Serve(ctx, sockLn)
-
-	st, sse := mcps.NewStreamable(HTTPOptions{}), mcps.NewSSE(HTTPOptions{})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", st)
-	mux.HandleFunc("/sse", sse.Stream)
-	mux.HandleFunc("/message", sse.Message)
+	defer stop()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fail(err)
@@ -108,31 +91,17 @@ func serveBridgeProcess() int {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	c, err := ipc.Dial(ctx, socket)
+	_, c, err := dialExtension(b.socket, "instance-bench-proc")
+	if c != nil {
+		defer c.Close()
+	}
 	if err != nil {
 		return fail(err)
 	}
-	defer c.Close()
-	fe := &fakeExtension{id: "instance-bench-proc", tools: fakeTools, cancelled: make(chan string, 16)}
-	fe.Browser = testbrowser.Attach(c, fe.handle)
-	if _, err := fe.Hello(ctx, fe.id); err != nil {
-		return fail(err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); !offers(mcps, "echo"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("the echo tool was never offered"))
-		}
+	if !waitOffered(b.mcps, "echo") {
+		return fail(fmt.Errorf("the echo tool was never offered"))
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
-}
-
-func offers(s *Server, name string) bool {
-	for _, t := range s.ToolList() {
-		if t.Name == name {
-			return true
-		}
-	}
-	return false
 }

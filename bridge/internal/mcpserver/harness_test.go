@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -52,34 +53,46 @@ func newBridge(t testing.TB, opts Options, hopts HTTPOptions) *bridge {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	b := &bridge{t: t, socket: filepath.Join(dir, "bridge.sock")}
 	if opts.Logger == nil && testing.Verbose() {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	b, mux, stop, err := startBridge(filepath.Join(dir, "bridge.sock"), opts, hopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.t = t
+	b.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		b.srv.CloseClientConnections()
+		b.srv.Close()
+		stop()
+	})
+	return b
+}
+
+// startBridge serves the host link on socket and assembles the MCP server
+// and its HTTP transports, whose routes mux has; stop ends the host link.
+// The tests' bridges and BenchmarkCallsProc's bridge process are built
+// by it alike.
+func startBridge(socket string, opts Options, hopts HTTPOptions) (b *bridge, mux *http.ServeMux, stop func(), err error) {
+	b = &bridge{socket: socket}
 	b.mcps = New(opts)
 	b.links = hostlink.NewServer(hostlink.Options{Handle: b.mcps.HandleBrowserMessage, OnChange: b.mcps.BrowsersChanged})
 	b.mcps.Attach(b.links)
-	ln, err := ipc.Listen(b.socket)
+	ln, err := ipc.Listen(socket)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { b.links.Serve(ctx, ln); close(done) }()
 	b.st = b.mcps.NewStreamable(hopts)
 	b.sse = b.mcps.NewSSE(hopts)
-	mux := http.NewServeMux()
+	mux = http.NewServeMux()
 	mux.Handle("/mcp", b.st)
 	mux.HandleFunc("/sse", b.sse.Stream)
 	mux.HandleFunc("/message", b.sse.Message)
-	b.srv = httptest.NewServer(mux)
-	t.Cleanup(func() {
-		b.srv.CloseClientConnections()
-		b.srv.Close()
-		cancel()
-		<-done
-	})
-	return b
+	return b, mux, func() { cancel(); <-done }, nil
 }
 
 // tool is what the fake extension offers.
@@ -115,11 +128,26 @@ type fakeExtension struct {
 
 func (b *bridge) attach(id string) *fakeExtension {
 	b.t.Helper()
-	c, err := ipc.Dial(context.Background(), b.socket)
+	fe, c, err := dialExtension(b.socket, id)
+	if c != nil {
+		b.t.Cleanup(func() { c.Close() })
+	}
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	fe := &fakeExtension{id: id, tools: fakeTools, cancelled: make(chan string, 16)}
+	b.waitTools("echo")
+	return fe
+}
+
+// dialExtension attaches a fake extension with this instance id to the
+// bridge's socket and says hello; c, once dialled, is the caller's to
+// close.
+func dialExtension(socket, id string) (fe *fakeExtension, c net.Conn, err error) {
+	c, err = ipc.Dial(context.Background(), socket)
+	if err != nil {
+		return nil, nil, err
+	}
+	fe = &fakeExtension{id: id, tools: fakeTools, cancelled: make(chan string, 16)}
 	fe.Browser = testbrowser.Attach(c, fe.handle)
 	fe.OnNotify(func(method string, p json.RawMessage) {
 		if method == "notifications/cancelled" {
@@ -130,12 +158,10 @@ func (b *bridge) attach(id string) *fakeExtension {
 			fe.cancelled <- n.RequestID
 		}
 	})
-	b.t.Cleanup(func() { c.Close() })
 	if _, err := fe.Hello(context.Background(), id); err != nil {
-		b.t.Fatal(err)
+		return nil, c, err
 	}
-	b.waitTools("echo")
-	return fe
+	return fe, c, nil
 }
 
 func (fe *fakeExtension) handle(method string, p json.RawMessage) (any, map[string]any) {
@@ -196,16 +222,21 @@ func (fe *fakeExtension) handle(method string, p json.RawMessage) (any, map[stri
 // waitTools waits until the server offers the named tool.
 func (b *bridge) waitTools(name string) {
 	b.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, t := range b.mcps.ToolList() {
+	if !waitOffered(b.mcps, name) {
+		b.t.Fatalf("tool %q never offered", name)
+	}
+}
+
+// waitOffered waits up to 5 s for s to offer the named tool.
+func waitOffered(s *Server, name string) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, t := range s.ToolList() {
 			if t.Name == name {
-				return
+				return true
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	b.t.Fatalf("tool %q never offered", name)
+	return false
 }
 
 // era is one way a client can talk to the bridge.
