@@ -105,6 +105,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("accepting on the bridge socket: %w", err)
 		}
+		if ctx.Err() != nil {
+			// The bridge is stopping: ctx has closed the links, and a host
+			// that redialled at once may be accepted before the listener
+			// closes. Answering it would tell the browser "connected" to a
+			// bridge about to vanish, and the frames it then sends would be
+			// lost with the link.
+			c.Close()
+			return nil
+		}
 		if err := s.checkPeer(c); err != nil {
 			s.log.Warn("refused a connection on the bridge socket", "reason", err)
 			c.Close()
