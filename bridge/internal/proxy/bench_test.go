@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/benchload"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/testproc"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
@@ -157,14 +158,14 @@ func BenchmarkForward(b *testing.B) {
 			}
 			b.Cleanup(l.close)
 			b.ResetTimer()
-			cpu0 := processCPU()
-			lat, elapsed, err := l.run(int64(b.N), load.rate)
-			cpu := processCPU() - cpu0
+			cpu0 := benchload.ProcessCPU()
+			res, err := l.run(int64(b.N), load.rate)
+			cpu := benchload.ProcessCPU() - cpu0
 			b.StopTimer()
 			if err != nil {
 				b.Fatal(err)
 			}
-			reportLoad(b, lat, elapsed, cpu)
+			res.Report(b, cpu, load.rate > 0)
 		})
 	}
 }
@@ -200,30 +201,16 @@ func BenchmarkForwardProc(b *testing.B) {
 				lp = startLoadProc(b, tp, load.clients)
 			}
 			b.ResetTimer()
-			cpu0 := processCPU()
+			cpu0 := benchload.ProcessCPU()
 			res := lp.run(b, b.N, load.rate)
-			cpu := processCPU() - cpu0
+			cpu := benchload.ProcessCPU() - cpu0
 			b.StopTimer()
-			b.ReportMetric(float64(b.N)/res.elapsed.Seconds(), "calls/s")
-			b.ReportMetric(float64(res.p50.Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(res.p99.Microseconds())/1000, "p99-ms")
-			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/call")
+			res.Report(b, cpu, load.rate > 0)
 		})
 		if lp != nil {
 			lp.close()
 		}
 	}
-}
-
-func reportLoad(b *testing.B, lat []time.Duration, elapsed, cpu time.Duration) {
-	slices.Sort(lat)
-	if len(lat) == 0 {
-		return
-	}
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(len(lat)), "cpu-µs/call")
 }
 
 // load is the client side of the forwarding benchmarks: up to 10 echoing
@@ -263,19 +250,20 @@ func (l *load) close() {
 	}
 }
 
-// run makes n calls, each client one at a time, and returns their
-// latencies and the time taken.
+// run makes n calls, each client one at a time, and returns what they
+// measured.
 //
 // With rate > 0 the calls are offered at rate calls/s over all clients:
 // the k-th call is due at start + k/rate, and a client free by then makes
-// it. Its latency counts from when it was due, so a proxy that falls
-// behind pays for the queue (no coordinated omission).
-func (l *load) run(n int64, rate float64) ([]time.Duration, time.Duration, error) {
+// it. Its latency counts from when it was due (benchload.Schedule.Wait
+// says exactly), so a proxy that falls behind pays for the queue (no
+// coordinated omission).
+func (l *load) run(n int64, rate float64) (benchload.Summary, error) {
 	var next atomic.Int64
 	lat := make([][]time.Duration, len(l.conns))
 	errs := make(chan error, len(l.conns))
 	var wg sync.WaitGroup
-	start := time.Now()
+	sched := benchload.Schedule{Start: time.Now(), Rate: rate}
 	for i, ws := range l.conns {
 		wg.Add(1)
 		go func() {
@@ -289,13 +277,7 @@ func (l *load) run(n int64, rate float64) ([]time.Duration, time.Duration, error
 					return
 				}
 				id := fmt.Sprint(seq)
-				t0 := time.Now()
-				if rate > 0 {
-					t0 = start.Add(time.Duration(float64(k) / rate * float64(time.Second)))
-					if d := time.Until(t0); d > 0 {
-						time.Sleep(d)
-					}
-				}
+				t0 := sched.Wait(k)
 				if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"getTabs","params":{}}`)); err != nil {
 					errs <- err
 					return
@@ -317,9 +299,9 @@ func (l *load) run(n int64, rate float64) ([]time.Duration, time.Duration, error
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := time.Since(sched.Start)
 	close(errs)
-	return slices.Concat(lat...), elapsed, <-errs
+	return benchload.Summarize(slices.Concat(lat...), elapsed), <-errs
 }
 
 // loadEnv, when set, makes the test binary the load of
@@ -328,7 +310,8 @@ const loadEnv = "BROWSERBRIDGE_PROXY_BENCH_LOAD"
 
 // driveLoad is the load process: it reads "URL EXT-TOKEN MCP-TOKEN
 // CLIENTS", connects, prints "ready"; then for each line "run N" makes N
-// calls and prints "done ELAPSED P50 P99" (nanoseconds), until its stdin
+// calls and prints "done CALLS ELAPSED P50 P99 P99.9" (durations in
+// nanoseconds), until its stdin
 // closes.
 func driveLoad() int {
 	raiseFileLimit(1 << 20)
@@ -356,13 +339,12 @@ func driveLoad() int {
 			fmt.Println("bad request:", err)
 			return 1
 		}
-		lat, elapsed, err := l.run(n, rate)
+		res, err := l.run(n, rate)
 		if err != nil {
 			fmt.Println("failed:", err)
 			return 1
 		}
-		slices.Sort(lat)
-		fmt.Println("done", int64(elapsed), int64(lat[len(lat)/2]), int64(lat[len(lat)*99/100]))
+		fmt.Println("done", res.Calls, int64(res.Elapsed), int64(res.P50), int64(res.P99), int64(res.P999))
 	}
 	return 0
 }
@@ -373,8 +355,6 @@ type loadProc struct {
 	stdin io.WriteCloser
 	out   *bufio.Reader
 }
-
-type loadResult struct{ elapsed, p50, p99 time.Duration }
 
 func startLoadProc(b *testing.B, tp *testProxy, clients int) *loadProc {
 	cmd, stdin, stdout := testproc.Start(b, loadEnv)
@@ -388,12 +368,12 @@ func startLoadProc(b *testing.B, tp *testProxy, clients int) *loadProc {
 }
 
 // run makes n calls, offered at rate calls/s if rate > 0 (see load.run).
-func (lp *loadProc) run(b *testing.B, n int, rate float64) loadResult {
+func (lp *loadProc) run(b *testing.B, n int, rate float64) benchload.Summary {
 	fmt.Fprintln(lp.stdin, "run", n, rate)
 	line, err := lp.out.ReadString('\n')
-	var r loadResult
+	var r benchload.Summary
 	if err == nil {
-		_, err = fmt.Sscanf(line, "done %d %d %d", &r.elapsed, &r.p50, &r.p99)
+		_, err = fmt.Sscanf(line, "done %d %d %d %d %d", &r.Calls, &r.Elapsed, &r.P50, &r.P99, &r.P999)
 	}
 	if err != nil {
 		b.Fatalf("load process: %q %v", line, err)

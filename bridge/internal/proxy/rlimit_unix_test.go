@@ -2,10 +2,7 @@
 
 package proxy
 
-import (
-	"syscall"
-	"time"
-)
+import "syscall"
 
 // raiseFileLimit raises RLIMIT_NOFILE to want (the hard limit too, which
 // needs privilege) and returns the soft limit in force.
@@ -28,13 +25,4 @@ func raiseFileLimit(want uint64) uint64 {
 	}
 	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l)
 	return l.Cur
-}
-
-// processCPU is the user and system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

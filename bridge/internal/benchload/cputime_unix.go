@@ -1,14 +1,14 @@
 //go:build unix
 
-package mcpserver
+package benchload
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the user and system CPU time the process has used.
-func cpuTime() time.Duration {
+// ProcessCPU is the user and system CPU time this process has used.
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
