@@ -46,6 +46,19 @@ func BenchmarkCallsProc(b *testing.B) {
 			}
 		}
 	}
+	for _, client := range []string{"sdk", "raw"} {
+		const clients, rate = 10, 10_000
+		b.Run(fmt.Sprintf("%s/mcp/clients=%d/rate=%d", client, clients, rate), func(b *testing.B) {
+			url := startBridgeProcess(b)
+			var call func(int) error
+			if client == "raw" {
+				call = rawClients(b, url, clients)
+			} else {
+				call = sdkClients(b, url, "mcp", clients)
+			}
+			pacedLoop(b, clients, rate, call)
+		})
+	}
 }
 
 // startBridgeProcess runs this test binary again as a bridge process and
