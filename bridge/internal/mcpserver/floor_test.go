@@ -1,0 +1,151 @@
+package mcpserver
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// BenchmarkCallsFloor is the calibration of the call benchmarks: the raw
+// client's loads against a server of the bridge's shape that does none of
+// its work. A net/http handler sends each request's body over one
+// multiplexed Unix socket (a writer lock, a table of waiting callers, one
+// reader goroutine: the host link's shape) to an echo goroutine (the
+// extension's place) and answers with what comes back. No JSON is parsed
+// and no MCP session kept. Its figures are the least any bridge made of
+// net/http and a socket can reach on this machine with the clients beside
+// it; what the bridge adds is the difference.
+func BenchmarkCallsFloor(b *testing.B) {
+	b.Run("clients=10", func(b *testing.B) {
+		closedLoop(b, 10, rawClients(b, floorServer(b), 10))
+	})
+	b.Run("clients=10/rate=10000", func(b *testing.B) {
+		pacedLoop(b, 10, 10_000, rawClients(b, floorServer(b), 10))
+	})
+}
+
+// floorServer starts BenchmarkCallsFloor's server and returns its URL.
+func floorServer(b *testing.B) string {
+	sock := filepath.Join(b.TempDir(), "floor.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			echoFrames(c)
+		}
+	}()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	link := &floorLink{w: bufio.NewWriter(c), waiting: map[uint32]chan []byte{}}
+	go link.read(c)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		reply := link.call(body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(reply)))
+		w.Header().Set("Mcp-Session-Id", "floor") // all rawClients look for
+		w.Write(reply)
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// floorLink carries frames (length, id, body) over one connection for
+// many callers at once.
+type floorLink struct {
+	wmu sync.Mutex
+	w   *bufio.Writer
+
+	mu      sync.Mutex
+	next    uint32
+	waiting map[uint32]chan []byte
+}
+
+func (l *floorLink) call(body []byte) []byte {
+	ch := make(chan []byte, 1)
+	l.mu.Lock()
+	l.next++
+	id := l.next
+	l.waiting[id] = ch
+	l.mu.Unlock()
+	l.wmu.Lock()
+	writeFrame(l.w, id, body)
+	l.w.Flush()
+	l.wmu.Unlock()
+	return <-ch
+}
+
+func (l *floorLink) read(c net.Conn) {
+	r := bufio.NewReader(c)
+	for {
+		id, body, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		ch := l.waiting[id]
+		delete(l.waiting, id)
+		l.mu.Unlock()
+		ch <- body
+	}
+}
+
+// echoFrames answers every frame with itself, each from a goroutine of its
+// own, as the fake extension answers each call.
+func echoFrames(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	var wmu sync.Mutex
+	for {
+		id, body, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		go func() {
+			wmu.Lock()
+			defer wmu.Unlock()
+			w := bufio.NewWriter(c)
+			writeFrame(w, id, body)
+			w.Flush()
+		}()
+	}
+}
+
+func writeFrame(w io.Writer, id uint32, body []byte) {
+	var hdr [8]byte
+	binary.LittleEndian.PutUint32(hdr[:4], uint32(len(body)))
+	binary.LittleEndian.PutUint32(hdr[4:], id)
+	w.Write(hdr[:])
+	w.Write(body)
+}
+
+func readFrame(r io.Reader) (uint32, []byte, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	body := make([]byte, binary.LittleEndian.Uint32(hdr[:4]))
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, fmt.Errorf("frame body: %w", err)
+	}
+	return binary.LittleEndian.Uint32(hdr[4:]), body, nil
+}

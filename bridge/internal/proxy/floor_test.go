@@ -1,0 +1,156 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/benchload"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// BenchmarkForwardFloor is the calibration of the forwarding benchmarks:
+// BenchmarkForward's 100-client loads against a forwarder of the proxy's
+// shape that does none of its work (no tokens, users, limits, metrics or
+// control methods). Each MCP client's WebSocket is tied to one of the
+// echoing extensions' at connect time; a request's id is swapped for a
+// number of the forwarder's and swapped back on the reply, the least that
+// keeps replies from crossing. Its figures are the least a gorilla
+// WebSocket forwarder can reach on this machine with the load beside it.
+func BenchmarkForwardFloor(b *testing.B) {
+	for _, fl := range []forwardLoad{{100, 0}, {100, 20_000}} {
+		b.Run(fl.name(), func(b *testing.B) {
+			url := floorForwarder(b)
+			l := &load{}
+			b.Cleanup(l.close)
+			for range min(fl.clients, 10) {
+				ws := rawDial(b, url+relaywire.PathExtension)
+				go echoExtension(ws)
+				l.exts = append(l.exts, ws)
+			}
+			for range fl.clients {
+				l.conns = append(l.conns, rawDial(b, url+relaywire.PathMCP))
+			}
+			b.ResetTimer()
+			cpu0 := benchload.ProcessCPU()
+			res, err := l.run(int64(b.N), fl.rate)
+			cpu := benchload.ProcessCPU() - cpu0
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			res.Report(b, cpu, fl.rate > 0)
+		})
+	}
+}
+
+// floorForwarder starts BenchmarkForwardFloor's forwarder and returns its
+// ws:// URL. Extensions must all connect before the first client does.
+func floorForwarder(b *testing.B) string {
+	f := &floor{waiting: map[int64]floorCall{}}
+	up := websocket.Upgrader{ReadBufferSize: 512, WriteBufferSize: 512}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		c := &floorConn{ws: ws}
+		if r.URL.Path == relaywire.PathExtension {
+			f.mu.Lock()
+			f.exts = append(f.exts, c)
+			f.mu.Unlock()
+			go f.fromExtension(c)
+			return
+		}
+		f.mu.Lock()
+		ext := f.exts[f.clients%len(f.exts)]
+		f.clients++
+		f.mu.Unlock()
+		go f.fromClient(c, ext)
+	}))
+	b.Cleanup(hs.Close)
+	return "ws" + strings.TrimPrefix(hs.URL, "http")
+}
+
+type floor struct {
+	mu      sync.Mutex
+	exts    []*floorConn
+	clients int
+	waiting map[int64]floorCall
+	nextID  atomic.Int64
+}
+
+// floorCall is a forwarded request: who asked, and its own id.
+type floorCall struct {
+	from *floorConn
+	id   json.RawMessage
+}
+
+// floorConn is one WebSocket, with the lock its writers share.
+type floorConn struct {
+	wmu sync.Mutex
+	ws  *websocket.Conn
+}
+
+func (c *floorConn) write(msg []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.ws.WriteMessage(websocket.TextMessage, msg)
+}
+
+func (f *floor) fromClient(c, ext *floorConn) {
+	defer c.ws.Close()
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(data, &req) != nil {
+			continue
+		}
+		n := f.nextID.Add(1)
+		f.mu.Lock()
+		f.waiting[n] = floorCall{c, req.ID}
+		f.mu.Unlock()
+		req.ID, _ = json.Marshal(n)
+		out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "method": req.Method, "params": req.Params})
+		if ext.write(out) != nil {
+			return
+		}
+	}
+}
+
+func (f *floor) fromExtension(ext *floorConn) {
+	defer ext.ws.Close()
+	for {
+		_, data, err := ext.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		var rep struct {
+			ID     int64           `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(data, &rep) != nil {
+			continue
+		}
+		f.mu.Lock()
+		call, ok := f.waiting[rep.ID]
+		delete(f.waiting, rep.ID)
+		f.mu.Unlock()
+		if ok {
+			call.from.write(relaywire.AppendResult(nil, call.id, rep.Result))
+		}
+	}
+}
