@@ -26,10 +26,11 @@ import (
 func BenchmarkForwardFloor(b *testing.B) {
 	for _, fl := range []forwardLoad{{100, 0}, {100, 20_000}} {
 		b.Run(fl.name(), func(b *testing.B) {
-			url := floorForwarder(b)
+			exts := min(fl.clients, 10)
+			url := floorForwarder(b, exts)
 			l := &load{}
 			b.Cleanup(l.close)
-			for range min(fl.clients, 10) {
+			for range exts {
 				ws := rawDial(b, url+relaywire.PathExtension)
 				go echoExtension(ws)
 				l.exts = append(l.exts, ws)
@@ -50,10 +51,11 @@ func BenchmarkForwardFloor(b *testing.B) {
 	}
 }
 
-// floorForwarder starts BenchmarkForwardFloor's forwarder and returns its
-// ws:// URL. Extensions must all connect before the first client does.
-func floorForwarder(b *testing.B) string {
-	f := &floor{waiting: map[int64]floorCall{}}
+// floorForwarder starts BenchmarkForwardFloor's forwarder for exts
+// extensions and returns its ws:// URL. Clients are held until all the
+// extensions are there, then spread over them.
+func floorForwarder(b *testing.B, exts int) string {
+	f := &floor{waiting: map[int64]floorCall{}, ready: make(chan struct{})}
 	up := websocket.Upgrader{ReadBufferSize: 512, WriteBufferSize: 512}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
@@ -63,11 +65,14 @@ func floorForwarder(b *testing.B) string {
 		c := &floorConn{ws: ws}
 		if r.URL.Path == relaywire.PathExtension {
 			f.mu.Lock()
-			f.exts = append(f.exts, c)
+			if f.exts = append(f.exts, c); len(f.exts) == exts {
+				close(f.ready)
+			}
 			f.mu.Unlock()
 			go f.fromExtension(c)
 			return
 		}
+		<-f.ready
 		f.mu.Lock()
 		ext := f.exts[f.clients%len(f.exts)]
 		f.clients++
@@ -81,6 +86,7 @@ func floorForwarder(b *testing.B) string {
 type floor struct {
 	mu      sync.Mutex
 	exts    []*floorConn
+	ready   chan struct{} // closed when all the extensions are there
 	clients int
 	waiting map[int64]floorCall
 	nextID  atomic.Int64
