@@ -113,7 +113,7 @@ func (l *floorLink) read(c net.Conn) {
 // own, as the fake extension answers each call.
 func echoFrames(c net.Conn) {
 	defer c.Close()
-	r := bufio.NewReader(c)
+	r, w := bufio.NewReader(c), bufio.NewWriter(c)
 	var wmu sync.Mutex
 	for {
 		id, body, err := readFrame(r)
@@ -123,7 +123,6 @@ func echoFrames(c net.Conn) {
 		go func() {
 			wmu.Lock()
 			defer wmu.Unlock()
-			w := bufio.NewWriter(c)
 			writeFrame(w, id, body)
 			w.Flush()
 		}()

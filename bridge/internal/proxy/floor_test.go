@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,8 +130,7 @@ func (f *floor) fromClient(c, ext *floorConn) {
 		f.mu.Lock()
 		f.waiting[n] = floorCall{c, req.ID}
 		f.mu.Unlock()
-		req.ID, _ = json.Marshal(n)
-		out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "method": req.Method, "params": req.Params})
+		out := relaywire.AppendRequestRawID(nil, strconv.AppendInt(nil, n, 10), req.Method, req.Params)
 		if ext.write(out) != nil {
 			return
 		}
