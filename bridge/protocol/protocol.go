@@ -150,6 +150,23 @@ type HelloResult struct {
 	BridgeVersion string `json:"bridgeVersion"`
 	// MCPURL is where MCP clients reach this bridge, if it serves HTTP.
 	MCPURL string `json:"mcpUrl,omitempty"`
+	// BridgeInstance is a random id (128 bits, hex) made once per bridge
+	// process: a different value than at the last hello means a new bridge
+	// process, whatever its version.
+	BridgeInstance string `json:"bridgeInstance"`
+	// Sessions are the MCP sessions the bridge has now; always present,
+	// possibly empty. The extension releases the tab groups of sessions not
+	// listed and never adopts them again: session ids are never reused.
+	Sessions []SessionRef `json:"sessions"`
+}
+
+// SessionRef names one MCP session of the bridge, as tools/call's
+// _meta["browserbridge/session"] and session.ended do.
+type SessionRef struct {
+	// ID is "local-<id>", the prefix of the session's request ids.
+	ID string `json:"id"`
+	// Client is the client's clientInfo.name.
+	Client string `json:"client"`
 }
 
 // BrowserInfo describes a connected browser in status reports.

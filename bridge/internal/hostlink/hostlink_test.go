@@ -16,21 +16,24 @@ import (
 )
 
 func serve(t *testing.T, opts Options) (socket string) {
-	dir, err := os.MkdirTemp("", "hl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket = filepath.Join(dir, "bridge.sock")
+	_, socket = serveServer(t, opts)
+	return socket
+}
+
+// serveServer runs a Server on a real socket in t.TempDir() until the test
+// ends.
+func serveServer(t *testing.T, opts Options) (*Server, string) {
+	socket := filepath.Join(t.TempDir(), "run", "bridge.sock")
 	ln, err := ipc.Listen(socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { NewServer(opts).Serve(ctx, ln); close(done) }()
+	s := NewServer(opts)
+	go func() { s.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return socket
+	return s, socket
 }
 
 func TestPeerWithOtherUIDRefused(t *testing.T) {

@@ -7,6 +7,8 @@ package hostlink
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +55,11 @@ type Options struct {
 	// OnChange is called, without locks held, after a browser connects,
 	// says hello again, or leaves.
 	OnChange func()
+	// LiveSessions lists the MCP sessions the bridge has, for the hello
+	// result: the extension releases the tab groups of sessions not listed.
+	// It is called without locks held, on the link's read loop, so it must
+	// be quick. nil means no sessions (an empty list is still sent).
+	LiveSessions func() []protocol.SessionRef
 }
 
 // Server accepts link connections. Create it with NewServer, run it with
@@ -61,6 +68,9 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	started time.Time
+	// instance tells one bridge process from the next in the hello result;
+	// the bridge makes one Server per process.
+	instance string
 
 	mu       sync.Mutex
 	conns    map[*link]struct{}
@@ -80,10 +90,24 @@ func NewServer(opts Options) *Server {
 		opts:     opts,
 		log:      opts.Logger,
 		started:  time.Now(),
+		instance: newInstanceID(),
 		conns:    make(map[*link]struct{}),
 		browsers: make(map[string]*Browser),
 	}
 }
+
+// newInstanceID returns 128 random bits in hex. crypto/rand, because an
+// instance id that a later bridge could repeat would make the extension
+// keep the tab groups of sessions that bridge never had.
+func newInstanceID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand.Read panics instead)
+	return hex.EncodeToString(b[:])
+}
+
+// Instance is the random id of this bridge process sent in every hello
+// result as bridgeInstance.
+func (s *Server) Instance() string { return s.instance }
 
 // Serve accepts connections on ln until ctx is cancelled or ln fails, then
 // closes ln and every connection and returns. A cancelled ctx is a clean
@@ -404,7 +428,21 @@ func (l *link) handleHello(req *jsonrpc2.Request) (any, error) {
 	}
 	l.log().Info("browser connected", "browser", b.id, "name", p.Browser.Name, "version", p.Browser.Version, "profile", p.Profile)
 	s.changed()
-	return protocol.HelloResult{BrowserID: b.id, BridgeVersion: s.opts.Version, MCPURL: s.opts.MCPURL}, nil
+	return protocol.HelloResult{BrowserID: b.id, BridgeVersion: s.opts.Version, MCPURL: s.opts.MCPURL,
+		BridgeInstance: s.instance, Sessions: s.liveSessions()}, nil
+}
+
+// liveSessions is the hello result's session list: never null, so the
+// extension can tell "no sessions" from a bridge too old to say.
+func (s *Server) liveSessions() []protocol.SessionRef {
+	var live []protocol.SessionRef
+	if s.opts.LiveSessions != nil {
+		live = s.opts.LiveSessions()
+	}
+	if live == nil {
+		live = []protocol.SessionRef{}
+	}
+	return live
 }
 
 func (l *link) handleHostLog(req *jsonrpc2.Request) {
