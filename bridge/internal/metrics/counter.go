@@ -27,17 +27,20 @@ type CounterSeries struct {
 // By Prometheus convention the name ends in _total. It panics if a name is
 // malformed or already registered.
 func (r *Registry) NewCounter(name, help string, labels ...string) *Counter {
-	c := &Counter{name: name, help: help, vec: newVec(name, labels, func() *CounterSeries { return new(CounterSeries) })}
+	c := &Counter{name: name, help: help, vec: newVec(name, labels, newCounterSeries, r.foldCounter(name))}
 	r.register(c, labels, name)
 	return c
 }
 
 // With returns the counter of the given label values, one per label name,
-// in order. Keep the result to skip the lookup next time. It panics if the
-// number of values is wrong.
+// in order (past MaxSeries combinations, the all-OtherValue one). Keep the
+// result to skip the lookup next time. It panics if the number of values is
+// wrong.
 func (c *Counter) With(labelValues ...string) *CounterSeries {
 	return c.vec.get(labelValues)
 }
+
+func newCounterSeries() *CounterSeries { return new(CounterSeries) }
 
 // Inc adds 1.
 func (s *CounterSeries) Inc() { s.whole.Add(1) }

@@ -19,14 +19,15 @@ type GaugeSeries struct {
 // single gauge, which is then exposed as 0 until first set). It panics if a
 // name is malformed or already registered.
 func (r *Registry) NewGauge(name, help string, labels ...string) *Gauge {
-	g := &Gauge{name: name, help: help, vec: newVec(name, labels, func() *GaugeSeries { return new(GaugeSeries) })}
+	g := &Gauge{name: name, help: help, vec: newVec(name, labels, func() *GaugeSeries { return new(GaugeSeries) }, r.foldCounter(name))}
 	r.register(g, labels, name)
 	return g
 }
 
 // With returns the gauge of the given label values, one per label name, in
-// order. Keep the result to skip the lookup next time. It panics if the
-// number of values is wrong.
+// order (past MaxSeries combinations, the all-OtherValue one). Keep the
+// result to skip the lookup next time. It panics if the number of values is
+// wrong.
 func (g *Gauge) With(labelValues ...string) *GaugeSeries {
 	return g.vec.get(labelValues)
 }

@@ -61,14 +61,15 @@ func (r *Registry) NewHistogram(name, help string, buckets []float64, labels ...
 	h := &Histogram{name: name, help: help, upper: upper, les: les,
 		vec: newVec(name, labels, func() *HistogramSeries {
 			return &HistogramSeries{upper: upper, counts: make([]atomic.Uint64, len(upper)+1)}
-		})}
+		}, r.foldCounter(name))}
 	r.register(h, labels, name, name+"_bucket", name+"_sum", name+"_count")
 	return h
 }
 
 // With returns the histogram of the given label values, one per label name,
-// in order. Keep the result to skip the lookup next time. It panics if the
-// number of values is wrong.
+// in order (past MaxSeries combinations, the all-OtherValue one). Keep the
+// result to skip the lookup next time. It panics if the number of values is
+// wrong.
 func (h *Histogram) With(labelValues ...string) *HistogramSeries {
 	return h.vec.get(labelValues)
 }

@@ -5,6 +5,11 @@
 // Updating a metric is cheap: an atomic operation, with no allocation once a
 // label set has been seen. Everything is safe for concurrent use.
 //
+// A labelled metric holds at most MaxSeries series: label combinations past
+// that are counted together in the series whose labels are all OtherValue,
+// and each such fold in FoldedName, which every Registry exposes from the
+// first fold on.
+//
 // Registering a metric with a malformed or duplicate name panics: metrics are
 // registered at start-up, from constant names, so such a mistake is a
 // programming error that every test run finds.
@@ -37,6 +42,7 @@ type Registry struct {
 	mu       sync.Mutex
 	families []family        // in registration order; sorted when written
 	names    map[string]bool // every sample name in use, such as x_bucket for histogram x
+	folded   *Counter        // FoldedName
 }
 
 // family is one metric name with its HELP, TYPE and samples.
@@ -48,7 +54,32 @@ type family interface {
 
 // NewRegistry returns an empty Registry.
 func NewRegistry() *Registry {
-	return &Registry{names: make(map[string]bool)}
+	r := &Registry{names: make(map[string]bool)}
+	labels := []string{"metric"}
+	// Its label values are the names of registered metrics, a fixed set, so
+	// it has no fold counter of its own.
+	r.folded = &Counter{name: FoldedName, vec: newVec(FoldedName, labels, newCounterSeries, nil),
+		help: "Label combinations counted in a metric's series whose labels are all \"other\", because the metric already held its most series (1000)."}
+	r.register(foldedFamily{r.folded}, labels, FoldedName)
+	return r
+}
+
+// foldedFamily writes FoldedName only once something was folded, so that
+// a registry whose metrics all stay within bounds shows nothing of it.
+type foldedFamily struct{ *Counter }
+
+func (f foldedFamily) write(b *bytes.Buffer) {
+	f.vec.mu.RLock()
+	empty := len(f.vec.series) == 0
+	f.vec.mu.RUnlock()
+	if !empty {
+		f.Counter.write(b)
+	}
+}
+
+// foldCounter returns the function that counts a fold of metric name.
+func (r *Registry) foldCounter(name string) func() {
+	return func() { r.folded.With(name).Inc() }
 }
 
 // register adds f, after checking its name and label names; sampleNames are
