@@ -23,17 +23,22 @@ func serve(t *testing.T, opts Options) (socket string) {
 // serveServer runs a Server on a real socket in t.TempDir() until the test
 // ends.
 func serveServer(t *testing.T, opts Options) (*Server, string) {
-	socket := filepath.Join(t.TempDir(), "run", "bridge.sock")
+	s := NewServer(opts)
+	return s, serveOn(t, s)
+}
+
+// serveOn runs s on a real socket in t.TempDir() until the test ends.
+func serveOn(t *testing.T, s *Server) (socket string) {
+	socket = filepath.Join(t.TempDir(), "run", "bridge.sock")
 	ln, err := ipc.Listen(socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	s := NewServer(opts)
 	go func() { s.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return s, socket
+	return socket
 }
 
 func TestPeerWithOtherUIDRefused(t *testing.T) {

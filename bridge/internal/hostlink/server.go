@@ -2,7 +2,9 @@
 // native hosts (one per browser profile) and local clients such as
 // `browserbridge status`, checks that each peer is the same user, speaks
 // JSON-RPC 2.0 with each, and keeps the registry of connected browsers that
-// the MCP endpoints call into.
+// the MCP endpoints call into. Only a connection that attached (host.attach
+// with an allowed origin, as its first message) can become a browser; the
+// others may ask bridge.status and ping, for a few seconds, a few at a time.
 package hostlink
 
 import (
@@ -30,6 +32,23 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
+// Bounds on connections that have not attached. Only a host that attached
+// (host.attach with an allowed origin, as its first message) may carry a
+// browser; everything else on the socket is a local client asking
+// bridge.status or ping, which needs a moment, not a slot for ever.
+const (
+	// DefaultUnattachedTimeout is how long a connection may stay open
+	// without a successful host.attach before the bridge closes it.
+	DefaultUnattachedTimeout = 10 * time.Second
+	// DefaultMaxUnattached is how many connections may be open at once
+	// without a successful host.attach; the next is closed at once.
+	DefaultMaxUnattached = 32
+	// refusalLogEvery spaces the log lines about connections refused for
+	// the cap: the first refusal is logged at once, the rest as a count
+	// per period, so a flood is a few lines, not one per connection.
+	refusalLogEvery = 10 * time.Second
+)
+
 // Options configure a Server. The zero value of each field is documented.
 type Options struct {
 	// Logger receives connection events; nil discards them.
@@ -50,7 +69,8 @@ type Options struct {
 	MCPURL string
 	// Handle answers requests and notifications from a browser that the
 	// link does not handle itself (everything but hello, ping and
-	// bridge.status). nil answers "method not found".
+	// bridge.status). It is only ever given a browser that said hello on a
+	// link that attached. nil answers "method not found".
 	Handle func(ctx context.Context, b *Browser, req *jsonrpc2.Request) (any, error)
 	// OnChange is called, without locks held, after a browser connects,
 	// says hello again, or leaves.
@@ -60,6 +80,12 @@ type Options struct {
 	// It is called without locks held, on the link's read loop, so it must
 	// be quick. nil means no sessions (an empty list is still sent).
 	LiveSessions func() []protocol.SessionRef
+	// UnattachedTimeout is how long a connection may stay open without a
+	// successful host.attach; 0 means DefaultUnattachedTimeout.
+	UnattachedTimeout time.Duration
+	// MaxUnattached caps the connections open at once without a successful
+	// host.attach; 0 means DefaultMaxUnattached.
+	MaxUnattached int
 }
 
 // Server accepts link connections. Create it with NewServer, run it with
@@ -76,6 +102,13 @@ type Server struct {
 	conns    map[*link]struct{}
 	browsers map[string]*Browser // by browser id
 	closed   bool
+	// unattached counts the links holding a slot under MaxUnattached.
+	unattached int
+	// refused counts connections refused for the cap and not yet logged;
+	// refusalLog, while set, will log them (see noteRefusal).
+	refused         int
+	refusalLog      *time.Timer
+	refusalLogEvery time.Duration
 }
 
 // NewServer returns a Server with the given options.
@@ -86,13 +119,20 @@ func NewServer(opts Options) *Server {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	if opts.UnattachedTimeout <= 0 {
+		opts.UnattachedTimeout = DefaultUnattachedTimeout
+	}
+	if opts.MaxUnattached <= 0 {
+		opts.MaxUnattached = DefaultMaxUnattached
+	}
 	return &Server{
-		opts:     opts,
-		log:      opts.Logger,
-		started:  time.Now(),
-		instance: newInstanceID(),
-		conns:    make(map[*link]struct{}),
-		browsers: make(map[string]*Browser),
+		opts:            opts,
+		log:             opts.Logger,
+		started:         time.Now(),
+		instance:        newInstanceID(),
+		conns:           make(map[*link]struct{}),
+		browsers:        make(map[string]*Browser),
+		refusalLogEvery: refusalLogEvery,
 	}
 }
 
@@ -173,11 +213,19 @@ func (s *Server) checkPeer(c net.Conn) error {
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
+	unlogged := s.refused
+	s.refused = 0
+	if s.refusalLog != nil {
+		s.refusalLog.Stop()
+	}
 	conns := make([]*link, 0, len(s.conns))
 	for l := range s.conns {
 		conns = append(conns, l)
 	}
 	s.mu.Unlock()
+	if unlogged > 0 {
+		s.logRefusals("refused more connections on the bridge socket", unlogged)
+	}
 	for _, l := range conns {
 		l.conn.Close()
 	}
@@ -258,16 +306,42 @@ type link struct {
 	ready chan struct{} // closed once conn is set: jsonrpc2 dispatches before NewConn returns
 	done  chan struct{}
 	logp  atomic.Pointer[slog.Logger] // gains the host's pid at host.attach
+	// expire closes the link if it has not attached by then.
+	expire *time.Timer
+	// counted says the link holds one of the MaxUnattached slots; guarded
+	// by s.mu.
+	counted bool
 
 	mu       sync.Mutex
+	seen     bool // a message was handled: host.attach can no longer be the first
 	attach   *protocol.HostAttachParams
+	refused  bool // this link's host.attach was refused
 	browser  *Browser
 	inflight map[string]struct{} // ids of our requests awaiting a reply
 }
 
 func (s *Server) open(ctx context.Context, c net.Conn) {
-	l := &link{s: s, ready: make(chan struct{}), done: make(chan struct{}), inflight: make(map[string]struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	if s.unattached >= s.opts.MaxUnattached {
+		logNow := s.noteRefusal()
+		s.mu.Unlock()
+		c.Close()
+		if logNow {
+			s.logRefusals("refused a connection on the bridge socket", 1)
+		}
+		return
+	}
+	s.unattached++
+	s.mu.Unlock()
+
+	l := &link{s: s, ready: make(chan struct{}), done: make(chan struct{}), inflight: make(map[string]struct{}), counted: true}
 	l.logp.Store(s.log)
+	l.expire = time.AfterFunc(s.opts.UnattachedTimeout, func() { <-l.ready; l.expireUnattached() })
 	stream := rpcstream.New(c, nativemsg.MaxLink)
 	stream.OnBadMessage = func(err error) { l.log().Warn("skipped a bad message from the link", "error", err) }
 	l.conn = jsonrpc2.NewConn(ctx, stream, linkHandler{l},
@@ -277,7 +351,9 @@ func (s *Server) open(ctx context.Context, c net.Conn) {
 
 	s.mu.Lock()
 	if s.closed {
+		s.releaseSlot(l)
 		s.mu.Unlock()
+		l.expire.Stop()
 		l.conn.Close()
 		return
 	}
@@ -286,8 +362,10 @@ func (s *Server) open(ctx context.Context, c net.Conn) {
 
 	go func() {
 		<-l.conn.DisconnectNotify()
+		l.expire.Stop()
 		s.mu.Lock()
 		delete(s.conns, l)
+		s.releaseSlot(l)
 		b := l.browser
 		gone := b != nil && s.browsers[b.id] == b
 		if gone {
@@ -303,6 +381,64 @@ func (s *Server) open(ctx context.Context, c net.Conn) {
 		}
 		close(l.done)
 	}()
+}
+
+// noteRefusal records a connection refused for the cap. It returns true
+// when the caller should log this one now; otherwise it is counted, and
+// reportRefusals logs the count at the end of the period. s.mu must be
+// held.
+func (s *Server) noteRefusal() (logNow bool) {
+	if s.refusalLog != nil {
+		s.refused++
+		return false
+	}
+	s.refusalLog = time.AfterFunc(s.refusalLogEvery, s.reportRefusals)
+	return true
+}
+
+// reportRefusals logs the refusals of the period just ended, and keeps
+// counting while they go on.
+func (s *Server) reportRefusals() {
+	s.mu.Lock()
+	n := s.refused
+	s.refused = 0
+	if n > 0 {
+		s.refusalLog.Reset(s.refusalLogEvery)
+	} else {
+		s.refusalLog = nil
+	}
+	s.mu.Unlock()
+	if n > 0 {
+		s.logRefusals("refused more connections on the bridge socket", n)
+	}
+}
+
+func (s *Server) logRefusals(msg string, n int) {
+	s.log.Warn(msg, "refused", n, "reason", fmt.Sprintf(
+		"%d connections are already open without host.attach, the most the bridge keeps at once", s.opts.MaxUnattached))
+}
+
+// releaseSlot gives back l's place under MaxUnattached, once. s.mu must be
+// held.
+func (s *Server) releaseSlot(l *link) {
+	if l.counted {
+		l.counted = false
+		s.unattached--
+	}
+}
+
+// expireUnattached closes the link if it has not attached: a local client
+// has long had its answer by then, and anything else is holding a slot
+// that a host may need.
+func (l *link) expireUnattached() {
+	l.mu.Lock()
+	attached := l.attach != nil
+	l.mu.Unlock()
+	if attached {
+		return
+	}
+	l.log().Warn("closed a connection on the bridge socket that did not attach in time", "timeout", l.s.opts.UnattachedTimeout)
+	l.conn.Close()
 }
 
 // log is the link's logger, safe from any goroutine.
@@ -324,15 +460,26 @@ func (l *link) onRecv(_ *jsonrpc2.Request, resp *jsonrpc2.Response) {
 // connection's read loop, so slow work moves to a goroutine (see
 // Options.Handle) while notifications keep their order.
 func (l *link) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+	l.mu.Lock()
+	first := !l.seen
+	l.seen = true
+	attached, refused := l.attach != nil, l.refused
+	l.mu.Unlock()
+	// What any local process of the user may do: ask, and attach.
 	switch req.Method {
 	case protocol.HostAttach:
-		return l.handleAttach(req)
-	case protocol.Hello:
-		return l.handleHello(req)
+		return l.handleAttach(req, first)
 	case protocol.BridgeStatus:
 		return l.s.Status(), nil
 	case protocol.Ping:
 		return struct{}{}, nil
+	}
+	if !attached {
+		return l.refuseUnattached(req, refused)
+	}
+	switch req.Method {
+	case protocol.Hello:
+		return l.handleHello(req)
 	case protocol.HostLog:
 		l.handleHostLog(req)
 		return nil, nil
@@ -365,26 +512,68 @@ func invalidParams(format string, args ...any) error {
 	return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
 }
 
-func (l *link) handleAttach(req *jsonrpc2.Request) (any, error) {
-	var p protocol.HostAttachParams
-	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
-		return nil, invalidParams("host.attach needs params {protocol, hostVersion, pid, origin}")
+func invalidRequest(format string, args ...any) error {
+	return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// refuseUnattached answers what only an attached host's link may carry:
+// hello and everything a browser sends. A notification cannot be answered;
+// it is dropped.
+func (l *link) refuseUnattached(req *jsonrpc2.Request, attachRefused bool) (any, error) {
+	if req.Notif {
+		l.log().Debug("dropped a notification from a connection that has not attached", "method", req.Method)
+		return nil, nil
 	}
-	if p.Protocol != protocol.Version {
-		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: fmt.Sprintf(
-			"host speaks link protocol %d but this bridge speaks %d: install matching versions of browserbridge and browserbridge-host", p.Protocol, protocol.Version)}
+	if attachRefused {
+		return nil, invalidRequest("this connection's host.attach was refused, so it cannot carry a browser: %s is not accepted on it; reconnect and attach with an allowed origin", req.Method)
 	}
-	if len(l.s.opts.AllowedOrigins) > 0 && !slices.Contains(l.s.opts.AllowedOrigins, p.Origin) {
-		l.log().Warn("refused a host for an unknown extension", "origin", p.Origin)
-		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: fmt.Sprintf(
-			"extension origin %q is not allowed by this bridge (add it to allowed_extensions in the config)", p.Origin)}
+	return nil, invalidRequest("%s is accepted only from a browser behind an attached host: send host.attach as the first message on the connection (without it, only bridge.status and ping are answered)", req.Method)
+}
+
+func (l *link) handleAttach(req *jsonrpc2.Request, first bool) (any, error) {
+	l.mu.Lock()
+	again := l.attach != nil
+	l.mu.Unlock()
+	if again {
+		return nil, invalidRequest("this connection is already attached: host.attach is sent once, as the first message")
+	}
+	p, err := l.checkAttach(req, first)
+	if err != nil {
+		l.mu.Lock()
+		l.refused = true
+		l.mu.Unlock()
+		return nil, err
 	}
 	l.mu.Lock()
 	l.attach = &p
 	l.logp.Store(l.s.log.With("host_pid", p.PID))
 	l.mu.Unlock()
+	l.expire.Stop()
+	l.s.mu.Lock()
+	l.s.releaseSlot(l)
+	l.s.mu.Unlock()
 	l.log().Info("host attached", "origin", p.Origin, "host_version", p.HostVersion)
 	return protocol.HostAttachResult{Protocol: protocol.Version, BridgeVersion: l.s.opts.Version, PID: os.Getpid()}, nil
+}
+
+// checkAttach validates a host.attach: first on its connection, the
+// bridge's protocol, an allowed origin.
+func (l *link) checkAttach(req *jsonrpc2.Request, first bool) (protocol.HostAttachParams, error) {
+	var p protocol.HostAttachParams
+	if !first {
+		return p, invalidRequest("host.attach must be the first message on a connection: reconnect and send it first")
+	}
+	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
+		return p, invalidParams("host.attach needs params {protocol, hostVersion, pid, origin}")
+	}
+	if p.Protocol != protocol.Version {
+		return p, invalidRequest("host speaks link protocol %d but this bridge speaks %d: install matching versions of browserbridge and browserbridge-host", p.Protocol, protocol.Version)
+	}
+	if len(l.s.opts.AllowedOrigins) > 0 && !slices.Contains(l.s.opts.AllowedOrigins, p.Origin) {
+		l.log().Warn("refused a host for an unknown extension", "origin", p.Origin)
+		return p, invalidRequest("extension origin %q is not allowed by this bridge (add it to allowed_extensions in the config)", p.Origin)
+	}
+	return p, nil
 }
 
 func (l *link) handleHello(req *jsonrpc2.Request) (any, error) {
@@ -399,10 +588,13 @@ func (l *link) handleHello(req *jsonrpc2.Request) (any, error) {
 		return nil, invalidParams("hello: %v", err)
 	}
 	l.mu.Lock()
-	hostPID := 0
-	if l.attach != nil {
-		hostPID = l.attach.PID
+	if l.attach == nil {
+		// handle refuses hello before attach; this is where a browser is
+		// made, so the rule is kept here too.
+		l.mu.Unlock()
+		return nil, invalidRequest("hello is accepted only from a browser behind an attached host")
 	}
+	hostPID := l.attach.PID
 	b := l.browser
 	if b == nil {
 		b = &Browser{link: l, id: p.InstanceID, connectedAt: time.Now()}
