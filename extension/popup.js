@@ -5,6 +5,7 @@
 // it redraws on every storage change.
 
 import { SESSION } from './sw/store.js';
+import { liveSessions } from './sw/sessions.js';
 
 // Tab group colours as Chrome draws them (approximately).
 const GROUP_COLOURS = {
@@ -72,8 +73,8 @@ function renderConnection({ native, hostState, bridge }) {
   $('reconnect').hidden = native?.port !== 'disconnected';
 }
 
-async function renderClients(sessions) {
-  const list = Object.values(sessions || {}).sort((a, b) => (b.lastActive || 0) - (a.lastActive || 0));
+async function renderClients(sessions, bridge) {
+  const list = liveSessions(sessions, bridge);
   $('no-clients').hidden = list.length > 0;
   const items = await Promise.all(list.map(async (s) => {
     let tabs = [];
@@ -124,10 +125,13 @@ async function render() {
   const s = await chrome.storage.session.get(Object.values(SESSION));
   renderConnection(s);
   renderCalls(s[SESSION.recentCalls]);
-  await renderClients(s[SESSION.sessions]);
+  await renderClients(s[SESSION.sessions], s[SESSION.bridge]);
 }
 
 $('reconnect').addEventListener('click', () => chrome.runtime.sendMessage({ type: 'reconnect' }).catch(() => {}));
+// Opening the popup wakes a stopped worker, which reconnects at once instead
+// of at its next alarm; what is shown then updates through storage.
+chrome.runtime.sendMessage({ type: 'reconnect' }).catch(() => {});
 chrome.storage.onChanged.addListener((changes, area) => {
   if (area === 'session') render();
 });

@@ -1,8 +1,10 @@
 // hello (docs/protocol.md, "Extension → bridge"): who this browser profile
 // is. Sent after every host.state "connected"; the answer (browserId,
-// bridgeVersion, mcpUrl) goes to chrome.storage.session for the popup.
+// bridgeVersion, mcpUrl, bridgeInstance) goes to chrome.storage.session for
+// the popup, and its `sessions` list reconciles the tab groups (sessions.js).
 
 import * as rpc from './rpc.js';
+import * as sessions from './sessions.js';
 import * as store from './store.js';
 
 const ID_PATTERN = /^[A-Za-z0-9_-]{8,64}$/;
@@ -101,14 +103,22 @@ export async function helloParams() {
 }
 
 /**
- * Says hello to the bridge and records the answer for the popup.
+ * Says hello to the bridge, reconciles the session records with its answer
+ * and records the answer for the popup.
  * @returns {Promise<object|null>} the bridge's result, or null if it failed
  */
 export async function sayHello() {
   await store.set('session', store.SESSION.bridge, { state: 'pending', at: Date.now() });
   try {
     const result = await rpc.request('hello', await helloParams(), { timeoutMs: HELLO_TIMEOUT_MS });
-    await store.set('session', store.SESSION.bridge, { state: 'ready', ...result, at: Date.now() });
+    // No await before this: the bridge may send a call right behind its
+    // reply, and that call must wait until the records are reconciled.
+    const reconciled = sessions.reconcile(result);
+    const shown = { ...(result && typeof result === 'object' ? result : {}) };
+    delete shown.sessions; // stale the moment it is stored; the records say who is live
+    await store.set('session', store.SESSION.bridge, { state: 'ready', ...shown, at: Date.now() });
+    const done = await reconciled.catch((err) => console.warn(`hello: reconciling sessions: ${err.message}`));
+    if (done?.released.length) console.info(`hello: released ${done.released.length} session(s) the bridge no longer has: ${done.released.join(', ')}`);
     return result;
   } catch (err) {
     console.warn(`hello: ${err.message}`);

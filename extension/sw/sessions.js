@@ -9,9 +9,17 @@
 // session it opens the new tab in a window of its own instead.
 //
 // State: chrome.storage.session under SESSION.sessions,
-//   {[sessionId]: {id, client, groupId, color, currentTabId, plan, activity, createdAt, lastActive}}
+//   {[sessionId]: {id, client, groupId, color, currentTabId, plan, activity, createdAt, lastActive, bridgeInstance}}
 // so a worker restart loses nothing. The per-session lock below only orders
 // this worker's operations (no two groups for one session).
+//
+// chrome.storage.session outlives the bridge, so a record is only as good as
+// the bridge process that vouches for it (bridgeInstance, from hello). After
+// every hello, reconcile() releases the local sessions that bridge does not
+// list (their tabs are ungrouped or closed, as on session.ended) and keeps the
+// listed ones: a new session never inherits a dead one's tabs. Only a record's
+// id and the hello's list decide; relay sessions ("conn-…") are not the local
+// bridge's to list and are left alone.
 
 import * as store from './store.js';
 
@@ -33,17 +41,50 @@ function withLock(id, fn) {
 const all = () => store.get('session', store.SESSION.sessions, {});
 const mutate = (fn) => store.update('session', store.SESSION.sessions, (s = {}) => (fn(s), s));
 
+/** Whether a session id is one of the local bridge's ("local-…"), as opposed to a relay's or the fallback. */
+const isLocal = (id) => typeof id === 'string' && id.startsWith('local-');
+
+// The bridge process of the last hello result (its bridgeInstance), or null
+// when that bridge does not say. Memory is enough: a restarted worker has no
+// port, and says hello again before any call can reach it.
+let currentInstance = null;
+
+// Settles when the latest reconcile() has: every session operation waits for
+// it first (outside the per-session lock, which reconcile takes to release),
+// so a call arriving right behind the hello reply cannot touch a record that
+// is about to be released, nor create one that reconcile would then release.
+let gate = Promise.resolve();
+
+function newRecord(m, id, client) {
+  return {
+    id, client: client || id, groupId: null, color: pickColor(m, id), currentTabId: null, plan: null, activity: null,
+    createdAt: Date.now(), lastActive: Date.now(), bridgeInstance: isLocal(id) ? currentInstance : null,
+  };
+}
+
+// A local record that another bridge process vouched for, and this one has
+// not listed: it was never seen created by the bridge we talk to.
+function foreign(rec) {
+  return isLocal(rec.id) && currentInstance !== null && !!rec.bridgeInstance && rec.bridgeInstance !== currentInstance;
+}
+
 /**
  * Records that a session is active (creating its record) and returns it.
  * @param {{id: string, client?: string}} session
  * @returns {Promise<object>} the session's record
  */
 export async function touch(session) {
+  await gate;
+  return withLock(session.id, () => touchLocked(session));
+}
+
+// touch under the session's lock. A foreign record is released first, so the
+// session starts afresh with no tabs instead of adopting the old ones.
+async function touchLocked(session) {
+  const old = (await all())[session.id];
+  if (old && foreign(old)) await release(session.id);
   const s = await mutate((m) => {
-    const rec = m[session.id] || (m[session.id] = {
-      id: session.id, client: session.client || session.id, groupId: null, color: pickColor(m, session.id),
-      currentTabId: null, plan: null, activity: null, createdAt: Date.now(),
-    });
+    const rec = m[session.id] || (m[session.id] = newRecord(m, session.id, session.client));
     if (session.client) rec.client = session.client;
     rec.lastActive = Date.now();
   });
@@ -136,8 +177,9 @@ async function newTab(session, url) {
  */
 export async function createTab(session, url = 'about:blank') {
   session = session || FALLBACK_SESSION;
+  await gate;
   return withLock(session.id, async () => {
-    await touch(session);
+    await touchLocked(session);
     return newTab(session, url);
   });
 }
@@ -153,6 +195,7 @@ export async function createTab(session, url = 'about:blank') {
  */
 export async function resolveTab(session, tabId) {
   session = session || FALLBACK_SESSION;
+  await gate;
   if (tabId !== undefined && tabId !== null) {
     let tab;
     try {
@@ -161,7 +204,7 @@ export async function resolveTab(session, tabId) {
       throw new Error(`There is no tab with id ${tabId}; tabs_context lists the open tabs.`);
     }
     return withLock(session.id, async () => {
-      await touch(session);
+      await touchLocked(session);
       const owner = await sessionOfTab(tab);
       if (owner?.id === session.id) {
         await setCurrentTab(session, tab.id);
@@ -173,7 +216,7 @@ export async function resolveTab(session, tabId) {
     });
   }
   return withLock(session.id, async () => {
-    const rec = await touch(session);
+    const rec = await touchLocked(session);
     const group = await liveGroup(rec.groupId);
     const current = rec.currentTabId === null ? null : await chrome.tabs.get(rec.currentTabId).catch(() => null);
     if (current && group && current.groupId === group.id) return current;
@@ -220,10 +263,7 @@ export async function sessionTabs(session) {
 
 async function setField(sessionId, field, value) {
   await mutate((m) => {
-    const rec = m[sessionId] || (m[sessionId] = {
-      id: sessionId, client: sessionId, groupId: null, color: pickColor(m, sessionId),
-      currentTabId: null, plan: null, activity: null, createdAt: Date.now(),
-    });
+    const rec = m[sessionId] || (m[sessionId] = newRecord(m, sessionId));
     rec[field] = value;
     rec.lastActive = Date.now();
   });
@@ -252,25 +292,100 @@ export async function listSessions() {
 }
 
 /**
+ * The sessions the popup shows: the live ones, newest first. Ended and
+ * released sessions have no record; a local record another bridge process
+ * vouched for (bridgeInstance not the current bridge's) is waiting to be
+ * released, so it is not shown either.
+ * @param {Record<string, object>|undefined} records SESSION.sessions
+ * @param {{state?: string, bridgeInstance?: string}|undefined} bridge SESSION.bridge
+ * @returns {object[]} session records
+ */
+export function liveSessions(records, bridge) {
+  const instance = bridge?.state === 'ready' && typeof bridge.bridgeInstance === 'string' ? bridge.bridgeInstance : null;
+  return Object.values(records || {})
+    .filter((r) => r && typeof r.id === 'string')
+    .filter((r) => !(instance && isLocal(r.id) && r.bridgeInstance && r.bridgeInstance !== instance))
+    .sort((a, b) => (b.createdAt || 0) - (a.createdAt || 0) || (b.lastActive || 0) - (a.lastActive || 0));
+}
+
+// Releases a session: closes or ungroups its tabs per the "onSessionEnd"
+// setting and deletes its record. The caller holds the session's lock. A tab
+// that closes meanwhile does not keep the record alive.
+async function release(sessionId) {
+  const rec = (await all())[sessionId];
+  if (!rec) return false;
+  const ids = (await sessionTabs(sessionId)).map((t) => t.id);
+  if (ids.length) {
+    const { onSessionEnd } = await store.getSettings();
+    try {
+      if (onSessionEnd === 'close') await chrome.tabs.remove(ids);
+      else await chrome.tabs.ungroup(ids);
+    } catch (err) {
+      console.warn(`releasing ${sessionId}: ${err.message}`);
+    }
+  }
+  await mutate((m) => {
+    delete m[sessionId];
+  });
+  return true;
+}
+
+/**
  * Ends a session (session.ended): closes or ungroups its tabs per the
  * "onSessionEnd" setting and forgets it.
  * @param {string} sessionId
  */
 export async function sessionEnded(sessionId) {
-  return withLock(sessionId, async () => {
-    const rec = (await all())[sessionId];
-    if (!rec) return;
-    const tabs = await sessionTabs(sessionId);
-    const ids = tabs.map((t) => t.id);
-    if (ids.length) {
-      const { onSessionEnd } = await store.getSettings();
-      if (onSessionEnd === 'close') await chrome.tabs.remove(ids);
-      else await chrome.tabs.ungroup(ids);
+  await withLock(sessionId, () => release(sessionId));
+}
+
+/**
+ * Reconciles the records with a hello result (docs/protocol.md, hello):
+ * `sessions` lists the local sessions the bridge process still has and
+ * `bridgeInstance` names that process. Local records it does not list are
+ * released as on session.ended, never adopted; listed ones keep their group
+ * and are now vouched for by this bridge. A result without `sessions` (an
+ * older bridge) changes nothing; `"sessions": null` counts as an empty list.
+ *
+ * Call it synchronously when the result arrives: it raises the gate every
+ * session operation waits for before anything else can run.
+ * @param {{sessions?: Array<{id: string, client?: string}>|null, bridgeInstance?: string}} result
+ * @returns {Promise<{released: string[], kept: string[]}|null>} null when nothing was reconciled
+ */
+export function reconcile(result) {
+  const instance = typeof result?.bridgeInstance === 'string' && result.bridgeInstance ? result.bridgeInstance : null;
+  currentInstance = instance;
+  if (!result || typeof result !== 'object' || !('sessions' in result)) return Promise.resolve(null);
+  if (result.sessions !== null && !Array.isArray(result.sessions)) {
+    // A list we cannot read says nothing about which sessions are gone.
+    console.warn(`hello: ignoring sessions that are not a list: ${JSON.stringify(result.sessions)}`);
+    return Promise.resolve(null);
+  }
+  const listed = new Map();
+  for (const s of result.sessions || []) {
+    if (s && typeof s.id === 'string') listed.set(s.id, typeof s.client === 'string' && s.client ? s.client : null);
+  }
+  const run = gate.then(() => settle(listed, instance));
+  gate = run.catch(() => {});
+  return run;
+}
+
+async function settle(listed, instance) {
+  const locals = Object.values(await all()).filter((r) => isLocal(r.id));
+  const kept = locals.filter((r) => listed.has(r.id)).map((r) => r.id);
+  const gone = locals.filter((r) => !listed.has(r.id)).map((r) => r.id);
+  await mutate((m) => {
+    for (const id of kept) {
+      if (!m[id]) continue;
+      if (instance) m[id].bridgeInstance = instance;
+      if (listed.get(id)) m[id].client = listed.get(id);
     }
-    await mutate((m) => {
-      delete m[sessionId];
-    });
   });
+  const results = await Promise.allSettled(gone.map((id) => withLock(id, () => release(id))));
+  for (const [i, r] of results.entries()) {
+    if (r.status === 'rejected') console.warn(`releasing ${gone[i]}: ${r.reason?.message || r.reason}`);
+  }
+  return { released: gone, kept };
 }
 
 /** chrome.tabs.onRemoved: forget a closed tab as anyone's current tab. */

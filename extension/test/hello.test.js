@@ -65,3 +65,47 @@ test('hello params carry the extension and the profile label when one is set', a
   p = await hello.helloParams();
   assert.equal(p.profile, 'Work');
 });
+
+test('the hello result reconciles the tab groups and keeps a session that calls right behind it', async () => {
+  const rpc = await import('../sw/rpc.js');
+  const sessions = await import('../sw/sessions.js');
+  const flush = async () => { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); };
+  const dead = await sessions.createTab({ id: 'local-dead', client: 'Inspector' }, 'https://dead.example/');
+  const kept = await sessions.createTab({ id: 'local-kept', client: 'Claude Code' }, 'https://kept.example/');
+  const keptGroup = fake.tabsById.get(kept.id).groupId;
+
+  // The bridge: answers hello, then (a task later, as the next frame of the
+  // port) calls for a session it created after building that answer.
+  const replies = [];
+  rpc.register('test/tab', (params, ctx) => ctx.resolveTab());
+  rpc.setTransport({
+    linkUp: () => true,
+    send(msg) {
+      if (msg.method === 'hello') {
+        setImmediate(() => rpc.receive({ jsonrpc: '2.0', id: msg.id, result: {
+          browserId: msg.params.instanceId, bridgeVersion: '9.9', bridgeInstance: '0123456789abcdef0123456789abcdef',
+          sessions: [{ id: 'local-kept', client: 'Claude Code' }],
+        } }));
+        setImmediate(() => rpc.receive({ jsonrpc: '2.0', id: 'local-new:1', method: 'test/tab', params: {} }));
+      } else replies.push(msg);
+      return true;
+    },
+  });
+  const result = await hello.sayHello();
+  assert.deepEqual(result.sessions, [{ id: 'local-kept', client: 'Claude Code' }]);
+  await flush();
+
+  const bridge = (await chrome.storage.session.get('bridge')).bridge;
+  assert.equal(bridge.state, 'ready');
+  assert.equal(bridge.bridgeInstance, '0123456789abcdef0123456789abcdef');
+  assert.ok(!('sessions' in bridge), 'the stored bridge state keeps a list that is stale at once');
+
+  const recs = (await chrome.storage.session.get('sessions')).sessions;
+  assert.deepEqual(Object.keys(recs).sort(), ['local-kept', 'local-new']);
+  assert.equal(fake.tabsById.get(dead.id).groupId, -1, "the dead session's tab is still grouped");
+  assert.equal(fake.tabsById.get(kept.id).groupId, keptGroup);
+  const [reply] = replies.filter((m) => m.id === 'local-new:1');
+  assert.ok(reply?.result, `the call behind the hello failed: ${JSON.stringify(reply)}`);
+  assert.equal(fake.tabsById.get(reply.result.id).groupId, recs['local-new'].groupId, "the new session's tab is not in its group");
+  assert.equal(recs['local-new'].bridgeInstance, '0123456789abcdef0123456789abcdef');
+});

@@ -15,6 +15,7 @@ const stored = async () => (await chrome.storage.session.get('sessions')).sessio
 
 beforeEach(() => {
   fake = installFakeChrome();
+  sessions.reconcile({}); // a bridge that does not name itself, as before each test's own hello
   fake.tabs.onRemoved.addListener((id) => sessions.onTabRemoved(id));
   fake.tabGroups.onRemoved.addListener((g) => sessions.onGroupRemoved(g));
 });
@@ -133,4 +134,121 @@ test('plans, activity and the session list live in storage', async () => {
   const a = list.find((s) => s.id === 'local-a');
   assert.deepEqual(a.plan, { steps: ['open', 'read'] });
   assert.deepEqual(a.activity, { state: 'answering' });
+});
+
+// Reconciliation with the hello result (issue 12): the bridge lists the local
+// sessions it still has; the others are released, never adopted.
+
+const groupOf = (tabId) => fake.tabsById.get(tabId)?.groupId;
+
+test('reconcile releases unlisted local sessions, keeps listed ones, and leaves relay sessions alone', async () => {
+  const old = await sessions.createTab({ id: 'local-1', client: 'Inspector' }, 'https://old.example/');
+  const live = await sessions.createTab({ id: 'local-2', client: 'Claude Code' }, 'https://live.example/');
+  const relay = await sessions.createTab({ id: 'conn-abc', client: 'relay conn-abc' }, 'https://relay.example/');
+  const liveGroup = groupOf(live.id);
+  const relayGroup = groupOf(relay.id);
+
+  const got = await sessions.reconcile({ browserId: 'x', bridgeInstance: 'b1', sessions: [{ id: 'local-2', client: 'Claude Code' }] });
+  assert.deepEqual(got, { released: ['local-1'], kept: ['local-2'] });
+  await flush();
+  const recs = await stored();
+  assert.ok(!('local-1' in recs), 'the released session keeps a record');
+  assert.ok(fake.tabsById.has(old.id), 'ungroup is the default, the tab was closed');
+  assert.equal(groupOf(old.id), -1, "the dead session's tab is still grouped");
+  assert.equal(groupOf(live.id), liveGroup, 'the listed session lost its group');
+  assert.equal(recs['local-2'].groupId, liveGroup);
+  assert.equal(recs['local-2'].bridgeInstance, 'b1', 'the listed session is not vouched for by the bridge that listed it');
+  assert.equal(groupOf(relay.id), relayGroup, 'a relay session was released by a local hello');
+  assert.ok('conn-abc' in recs);
+
+  // A new session that happens to reuse the released id (ids were once a
+  // per-process counter) starts with a tab of its own, not the old one.
+  const fresh = await sessions.resolveTab({ id: 'local-1', client: 'Cursor' });
+  assert.notEqual(fresh.id, old.id, 'the new session adopted the dead session\'s tab');
+  assert.equal(groupOf(old.id), -1);
+  assert.equal((await stored())['local-1'].bridgeInstance, 'b1');
+});
+
+test('reconcile closes the released tabs when the setting says so', async () => {
+  await chrome.storage.local.set({ settings: { onSessionEnd: 'close' } });
+  const a = await sessions.createTab(A, 'https://a.example/');
+  const a2 = await sessions.createTab(A);
+  const b = await sessions.createTab(B);
+  await sessions.reconcile({ bridgeInstance: 'b2', sessions: [{ id: 'local-b', client: 'Cursor' }] });
+  assert.ok(!fake.tabsById.has(a.id) && !fake.tabsById.has(a2.id), "the dead session's tabs are open");
+  assert.ok(fake.tabsById.has(b.id));
+  assert.deepEqual(Object.keys(await stored()), ['local-b']);
+});
+
+test('a hello without a sessions field changes nothing; null is an empty list; garbage is ignored', async () => {
+  const a = await sessions.createTab(A, 'https://a.example/');
+  const group = groupOf(a.id);
+  assert.equal(await sessions.reconcile({ browserId: 'x', bridgeVersion: 'old' }), null);
+  assert.equal(await sessions.reconcile({ bridgeInstance: 'b3', sessions: 'local-a' }), null);
+  assert.equal(groupOf(a.id), group, 'an older bridge released a session');
+  assert.ok('local-a' in (await stored()));
+
+  assert.deepEqual(await sessions.reconcile({ bridgeInstance: 'b3', sessions: null }), { released: ['local-a'], kept: [] });
+  assert.equal(groupOf(a.id), -1);
+  assert.deepEqual(await stored(), {});
+});
+
+test('a call right behind the hello waits for the reconciliation', async () => {
+  const old = await sessions.createTab(A, 'https://a.example/');
+  // Both start in the same tick, as when the bridge sends a call right behind
+  // its hello reply: neither the dead session A nor the new session C may
+  // end up with A's tab, and C's new record must survive.
+  const C = { id: 'local-c', client: 'New client' };
+  const reconciled = sessions.reconcile({ bridgeInstance: 'b4', sessions: [{ id: 'local-c', client: 'New client' }] });
+  const [forA, forC] = await Promise.all([sessions.resolveTab(A), sessions.resolveTab(C)]);
+  assert.deepEqual(await reconciled, { released: ['local-a'], kept: [] });
+  await flush();
+  assert.notEqual(forA.id, old.id, 'a call of the dead session got its old tab back');
+  assert.notEqual(forC.id, old.id);
+  assert.equal(groupOf(old.id), -1);
+  const recs = await stored();
+  assert.ok('local-c' in recs, "the new session's record was released");
+  assert.equal(groupOf(forC.id), recs['local-c'].groupId);
+});
+
+test('a record another bridge process vouched for is released, not adopted, on its next call', async () => {
+  await sessions.reconcile({ bridgeInstance: 'first', sessions: [] });
+  const a = await sessions.createTab(A, 'https://a.example/');
+  assert.equal((await stored())['local-a'].bridgeInstance, 'first');
+  // A bridge that names its process but does not list sessions: it cannot
+  // have seen local-a created, so local-a's tabs are not handed to it.
+  await sessions.reconcile({ bridgeInstance: 'second' });
+  const again = await sessions.resolveTab(A);
+  assert.notEqual(again.id, a.id, 'the session adopted a tab of another bridge process');
+  assert.equal(groupOf(a.id), -1);
+  assert.equal((await stored())['local-a'].bridgeInstance, 'second');
+});
+
+test('the popup lists live sessions only, newest first', () => {
+  const recs = {
+    'local-old': { id: 'local-old', createdAt: 100, lastActive: 900, bridgeInstance: 'b1' },
+    'local-new': { id: 'local-new', createdAt: 300, lastActive: 300, bridgeInstance: 'b1' },
+    'local-mid': { id: 'local-mid', createdAt: 200, lastActive: 200, bridgeInstance: null },
+    'local-dead': { id: 'local-dead', createdAt: 400, lastActive: 400, bridgeInstance: 'b0' },
+    'conn-r': { id: 'conn-r', createdAt: 250, lastActive: 250 },
+  };
+  const ids = (bridge) => sessions.liveSessions(recs, bridge).map((r) => r.id);
+  assert.deepEqual(ids({ state: 'ready', bridgeInstance: 'b1' }), ['local-new', 'conn-r', 'local-mid', 'local-old']);
+  // Until a bridge says who it is, nothing tells a dead record from a live one.
+  assert.deepEqual(ids({ state: 'disconnected' }), ['local-dead', 'local-new', 'conn-r', 'local-mid', 'local-old']);
+  assert.deepEqual(ids(undefined), ['local-dead', 'local-new', 'conn-r', 'local-mid', 'local-old']);
+  assert.deepEqual(sessions.liveSessions(undefined, undefined), []);
+});
+
+test('ended and released sessions leave no record for the popup to list', async () => {
+  for (let i = 0; i < 5; i++) {
+    const s = { id: `local-shot${i}`, client: 'Inspector' };
+    await sessions.createTab(s);
+    await sessions.sessionEnded(s.id);
+  }
+  await sessions.createTab(A);
+  await sessions.createTab(B);
+  await sessions.reconcile({ bridgeInstance: 'b5', sessions: [{ id: 'local-b' }] });
+  const bridge = { state: 'ready', bridgeInstance: 'b5' };
+  assert.deepEqual(sessions.liveSessions(await stored(), bridge).map((r) => r.id), ['local-b']);
 });
