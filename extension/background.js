@@ -54,10 +54,18 @@ native.init({
   },
 });
 
+// Wake-ups. Any event Chrome delivers starts a stopped worker, and the
+// top-level connect() at the end of this file then reconnects; the listeners
+// below connect too, for a worker that is running with its port closed. The
+// standing alarm (sw/native.js) is the one that needs nobody: every 30 s.
+// Browser start and install/update are certain moments to connect, and a
+// tab switched to is the user back at the browser, the moment a bridge that
+// was away should return rather than at the next alarm.
 chrome.runtime.onStartup.addListener(() => native.connect());
 chrome.runtime.onInstalled.addListener(() => native.connect());
+chrome.tabs.onActivated.addListener(() => native.connect());
 chrome.alarms.onAlarm.addListener((alarm) => {
-  if (alarm.name === native.RECONNECT_ALARM) native.connect();
+  if (native.onAlarm(alarm)) return;
   remote.onAlarm(alarm); // token refresh alarms of remote servers; ignores the others
 });
 chrome.tabs.onRemoved.addListener((tabId) => {
@@ -109,4 +117,5 @@ async function pageMessage(msg) {
   }
 }
 
+native.ensureWakeAlarm().catch((err) => console.error(`the wake alarm: ${err.message}`));
 native.connect();

@@ -7,7 +7,10 @@
 //
 // The port object itself cannot be stored; if the worker stops, the port is
 // gone with it and the next start connects afresh (background.js calls
-// connect() at top level, and an alarm retries while disconnected).
+// connect() at top level). Chrome stops the worker on an update, a crash,
+// memory pressure or devtools' Stop, and a stopped worker has no timer and no
+// listener of its own to come back by: a standing alarm (WAKE_ALARM) wakes it
+// every 30 s, and its listener connects if the port is not open.
 
 import { createReassembler } from './chunks.js';
 import * as store from './store.js';
@@ -18,8 +21,18 @@ export const HOST_NAME = 'com.browserbridge.host';
 export const BACKOFF_MIN_MS = 250;
 /** Longest reconnection delay. */
 export const BACKOFF_MAX_MS = 30_000;
-/** Alarm that retries the port while disconnected, in case the worker slept through the timer. */
-export const RECONNECT_ALARM = 'native-reconnect';
+/**
+ * The standing alarm that wakes a stopped worker to reconnect. It replaces
+ * the alarm an earlier version created only while disconnected: that one
+ * was set from the port's onDisconnect, which never runs when the worker
+ * itself is stopped. One standing alarm covers both cases; while the worker
+ * lives, the backoff timer retries sooner.
+ */
+export const WAKE_ALARM = 'native-wake';
+/** The earlier per-disconnection alarm, cleared when the wake alarm is first created. */
+export const LEGACY_RECONNECT_ALARM = 'native-reconnect';
+/** The wake alarm's period: 30 s, the least Chrome allows an installed extension. */
+export const WAKE_PERIOD_MINUTES = 0.5;
 
 /**
  * The delay before reconnection attempt number `attempt` (0-based).
@@ -114,7 +127,6 @@ function receive(msg) {
     // The host answered: the port works, so the backoff starts over.
     confirmed = true;
     attempt = 0;
-    chrome.alarms.clear(RECONNECT_ALARM).catch(() => {});
     record({ port: 'open', attempt: 0, retryInMs: null });
   }
   if (msg && msg.method === 'native.chunk' && msg.id === undefined) {
@@ -158,12 +170,36 @@ function scheduleReconnect(why) {
   attempt++;
   record({ port: 'disconnected', lastError: why, retryInMs: delay, attempt });
   clearTimeout(timer);
+  // A timer dies with the worker; WAKE_ALARM then wakes it to try again.
   timer = setTimeout(() => {
     timer = null;
     connect();
   }, delay);
-  // A timer dies with the worker; the alarm wakes it to try again.
-  chrome.alarms.create(RECONNECT_ALARM, { periodInMinutes: 0.5 }).catch(() => {});
+}
+
+/**
+ * Creates the standing wake alarm unless it exists with its period.
+ * Called on every worker start: creating it again would push its next
+ * firing back each time, and a worker woken often might never see it fire.
+ * @returns {Promise<boolean>} whether it had to be created
+ */
+export async function ensureWakeAlarm() {
+  const existing = await chrome.alarms.get(WAKE_ALARM);
+  if (existing && existing.periodInMinutes === WAKE_PERIOD_MINUTES) return false;
+  await chrome.alarms.create(WAKE_ALARM, { periodInMinutes: WAKE_PERIOD_MINUTES });
+  await chrome.alarms.clear(LEGACY_RECONNECT_ALARM);
+  return true;
+}
+
+/**
+ * chrome.alarms.onAlarm: the wake alarm connects the port unless it is open.
+ * @param {{name: string}} alarm
+ * @returns {boolean} whether the alarm was this module's
+ */
+export function onAlarm(alarm) {
+  if (alarm?.name !== WAKE_ALARM) return false;
+  connect();
+  return true;
 }
 
 function record(state) {

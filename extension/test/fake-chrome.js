@@ -3,7 +3,7 @@
 // one normal window: chrome.runtime (connectNative with a port the test
 // drives, lastError during onDisconnect, id, getManifest), chrome.storage
 // (local and session), chrome.tabs and chrome.tabGroups (tabs, groups,
-// history, load events), chrome.windows, chrome.alarms, chrome.identity (the
+// history, load events), chrome.windows, chrome.alarms (with scheduledTime), chrome.identity (the
 // test answers launchWebAuthFlow through fake.onAuthFlow) and a stub of
 // chrome.scripting. It models what the core relies on, not every detail of
 // Chrome: loads finish after a macrotask, a group disappears with its last
@@ -182,18 +182,28 @@ export function installFakeChrome() {
     getURL: (path = '') => `chrome-extension://${fake.runtime.id}/${String(path).replace(/^\//, '')}`,
   };
   fake.storage = { local: storageArea(onChanged, 'local'), session: storageArea(onChanged, 'session'), onChanged };
+  // alarmsByName keeps each alarm's create() info as given; get() and
+  // getAll() answer Chrome's Alarm shape, with the scheduledTime that
+  // create() set (creating an alarm again reschedules it, as in Chrome).
+  // fake.alarmCreates counts create() calls.
+  const scheduled = new Map();
+  fake.alarmCreates = 0;
   fake.alarms = {
     async create(name, info) {
+      fake.alarmCreates++;
       alarms.set(name, info);
+      const delayMin = info.delayInMinutes ?? info.periodInMinutes ?? 0;
+      scheduled.set(name, info.when ?? Date.now() + delayMin * 60_000);
     },
     async clear(name) {
+      scheduled.delete(name);
       return alarms.delete(name);
     },
     async get(name) {
-      return alarms.has(name) ? { name, ...alarms.get(name) } : undefined;
+      return alarms.has(name) ? { name, ...alarms.get(name), scheduledTime: scheduled.get(name) } : undefined;
     },
     async getAll() {
-      return [...alarms].map(([name, info]) => ({ name, ...info }));
+      return [...alarms].map(([name, info]) => ({ name, ...info, scheduledTime: scheduled.get(name) }));
     },
     onAlarm: new FakeEvent(),
   };

@@ -1,6 +1,7 @@
 // The native port: reconnection with backoff, lastError for the popup,
 // host.state handling (hello on "connected", pending requests failed on
-// anything else) and chunked messages reaching the dispatcher. The wiring
+// anything else), chunked messages reaching the dispatcher, and the standing
+// wake alarm (created once, reconnecting a closed port). The wiring
 // mirrors background.js, which cannot be imported here (it pulls in every
 // tool module).
 import { test, mock } from 'node:test';
@@ -42,7 +43,8 @@ test('the port reconnects with backoff, keeps lastError, and resets after the ho
     assert.equal(st.port, 'disconnected');
     assert.equal(st.lastError, 'Specified native messaging host not found.');
     assert.equal(st.retryInMs, 250);
-    assert.ok(fake.alarmsByName.has(native.RECONNECT_ALARM), 'no reconnect alarm while disconnected');
+    // No alarm per disconnection: the standing wake alarm (background.js) covers a stopped worker.
+    assert.equal(fake.alarmCreates, 0);
 
     mock.timers.tick(249);
     assert.equal(fake.ports.length, 1);
@@ -61,7 +63,6 @@ test('the port reconnects with backoff, keeps lastError, and resets after the ho
     st = await stored('session', 'native');
     assert.equal(st.port, 'open');
     assert.equal(st.lastError, 'Native host has exited.', 'the last error stays visible');
-    assert.ok(!fake.alarmsByName.has(native.RECONNECT_ALARM));
     assert.equal((await stored('session', 'hostState')).state, 'connecting');
 
     fake.lastPort().hostCloses('Native host has exited.');
@@ -124,4 +125,49 @@ test('a chunked request reaches the dispatcher and is answered once', async () =
   await flush();
   assert.deepEqual(port.sent.filter((m) => m.id === 'bridge:5'), [{ jsonrpc: '2.0', id: 'bridge:5', result: {} }]);
   rpc.failPending('the test is over'); // the unanswered hello's timer would keep node waiting
+});
+
+test('the wake alarm is created once with a 30 s period and never rescheduled by a later start', async () => {
+  fake.alarmsByName.clear();
+  await chrome.alarms.create(native.LEGACY_RECONNECT_ALARM, { periodInMinutes: 0.5 }); // left by an earlier version
+  const creates = fake.alarmCreates;
+  assert.equal(await native.ensureWakeAlarm(), true);
+  const first = await chrome.alarms.get(native.WAKE_ALARM);
+  assert.equal(first.periodInMinutes, 0.5);
+  assert.equal(native.WAKE_PERIOD_MINUTES, 0.5);
+  assert.ok(!fake.alarmsByName.has(native.LEGACY_RECONNECT_ALARM), 'the per-disconnection alarm of the earlier version is still there');
+
+  // Every later worker start finds it and leaves its schedule alone.
+  await new Promise((r) => setTimeout(r, 5));
+  assert.equal(await native.ensureWakeAlarm(), false);
+  assert.equal(await native.ensureWakeAlarm(), false);
+  assert.equal(fake.alarmCreates, creates + 1, 'a later start created the wake alarm again');
+  assert.equal((await chrome.alarms.get(native.WAKE_ALARM)).scheduledTime, first.scheduledTime);
+
+  // One with another period (set by hand, or a future version) is replaced.
+  await chrome.alarms.create(native.WAKE_ALARM, { periodInMinutes: 5 });
+  assert.equal(await native.ensureWakeAlarm(), true);
+  assert.equal((await chrome.alarms.get(native.WAKE_ALARM)).periodInMinutes, 0.5);
+});
+
+test('the wake alarm connects a closed port and leaves an open one alone', async () => {
+  mock.timers.enable({ apis: ['setTimeout'] }); // the backoff timer must not be what reconnects
+  try {
+    if (!native.portOpen()) native.connect();
+    fake.lastPort().hostCloses('Native host has exited.');
+    await flush();
+    assert.equal(native.portOpen(), false);
+    const ports = fake.ports.length;
+
+    assert.equal(native.onAlarm({ name: 'remote-refresh:notion' }), false, 'another alarm was taken as the wake alarm');
+    assert.equal(fake.ports.length, ports);
+    assert.equal(native.onAlarm({ name: native.WAKE_ALARM, scheduledTime: Date.now() }), true);
+    assert.equal(fake.ports.length, ports + 1, 'the wake alarm did not reconnect');
+    assert.equal(native.portOpen(), true);
+
+    native.onAlarm({ name: native.WAKE_ALARM, scheduledTime: Date.now() });
+    assert.equal(fake.ports.length, ports + 1, 'the wake alarm opened a second port');
+  } finally {
+    mock.timers.reset();
+  }
 });
