@@ -56,13 +56,16 @@ type Browser struct {
 	Frames atomic.Int64
 
 	handler Handler
-	notify  atomic.Pointer[func(method string, params json.RawMessage)]
-	nextID  atomic.Uint64
-	mu      sync.Mutex
-	pending map[string]chan Message
-	readErr chan error
-	exited  chan struct{}
-	exitErr error
+	// direct: made by Attach, no host in between, so Hello attaches first.
+	direct   bool
+	attached atomic.Bool
+	notify   atomic.Pointer[func(method string, params json.RawMessage)]
+	nextID   atomic.Uint64
+	mu       sync.Mutex
+	pending  map[string]chan Message
+	readErr  chan error
+	exited   chan struct{}
+	exitErr  error
 }
 
 // Options for Start.
@@ -103,11 +106,28 @@ func Start(opts Options) (*Browser, error) {
 
 // Attach plays the extension directly on a connection to the bridge's
 // socket, with no host in between: the baseline the host is measured
-// against. The caller sends hello.
+// against. Hello attaches first, as a host would (the bridge accepts hello
+// only behind host.attach); the caller sends hello.
 func Attach(conn net.Conn, h Handler) *Browser {
 	b := newBrowser(conn, conn, h)
+	b.direct = true
 	go b.read(bufio.NewReaderSize(conn, 1<<20))
 	return b
+}
+
+// AttachHost sends host.attach as the bundled extension's host would; Hello
+// calls it for a Browser made by Attach.
+func (b *Browser) AttachHost(ctx context.Context) error {
+	m, err := b.Call(ctx, protocol.HostAttach, protocol.HostAttachParams{
+		Protocol: protocol.Version, HostVersion: "test", PID: os.Getpid(), Origin: extension.Origin(),
+	})
+	if err != nil {
+		return err
+	}
+	if m.Error != nil {
+		return fmt.Errorf("host.attach: %s", *m.Error)
+	}
+	return nil
 }
 
 func newBrowser(in io.WriteCloser, out io.ReadCloser, h Handler) *Browser {
@@ -261,6 +281,11 @@ func (b *Browser) Call(ctx context.Context, method string, params any) (Message,
 
 // Hello registers this browser with the bridge under instanceID.
 func (b *Browser) Hello(ctx context.Context, instanceID string) (protocol.HelloResult, error) {
+	if b.direct && b.attached.CompareAndSwap(false, true) {
+		if err := b.AttachHost(ctx); err != nil {
+			return protocol.HelloResult{}, err
+		}
+	}
 	p := protocol.HelloParams{InstanceID: instanceID, Profile: "Test"}
 	p.Browser.Name, p.Browser.Version = "TestBrowser", "1.0"
 	p.Extension.ID, p.Extension.Version = "test", "0.0.1"
