@@ -14,6 +14,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
+	"github.com/browserbridge/browserbridge/extension"
 )
 
 // Environment of an echo extension process (see RunEchoIfAsked).
@@ -75,6 +76,13 @@ func echo(r io.Reader, w io.Writer, instance string, helloNow bool) error {
 		return send(b)
 	}
 	if helloNow {
+		// Straight on the socket, with no host: attach first, as the
+		// bundled extension's host does (the bridge refuses hello before).
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "host:1", "method": protocol.HostAttach,
+			"params": protocol.HostAttachParams{Protocol: protocol.Version, HostVersion: "echo", PID: os.Getpid(), Origin: extension.Origin()}})
+		if err := send(b); err != nil {
+			return err
+		}
 		if err := hello(); err != nil {
 			return err
 		}
