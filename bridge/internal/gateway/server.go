@@ -248,10 +248,44 @@ func (sm *serverMetrics) answered(method string, failed bool, d time.Duration) {
 	if failed {
 		outcome = "error"
 	}
-	sm.m.calls.With(sm.name, method, outcome).Inc()
+	sm.m.calls.With(sm.name, methodLabel(method), outcome).Inc()
 	sm.latency.Observe(d.Seconds())
 }
 
-func (sm *serverMetrics) serverRequest(method string) { sm.m.srvReqs.With(sm.name, method).Inc() }
+func (sm *serverMetrics) serverRequest(method string) {
+	sm.m.srvReqs.With(sm.name, methodLabel(method)).Inc()
+}
 
-func (sm *serverMetrics) ambiguous(method string) { sm.m.ambiguous.With(sm.name, method).Inc() }
+func (sm *serverMetrics) ambiguous(method string) {
+	sm.m.ambiguous.With(sm.name, methodLabel(method)).Inc()
+}
+
+// otherMethod is the method label of every request whose method the MCP
+// specification does not define.
+const otherMethod = "other"
+
+// knownMethods are the request methods of the MCP specification (every
+// version the gateway speaks, both directions). Method names are chosen by
+// clients and children, so a label value must come from this fixed set:
+// one series per invented name would let any client grow /metrics and the
+// bridge's memory without bound.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true,
+	"tools/list": true, "tools/call": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"prompts/list": true, "prompts/get": true,
+	"completion/complete": true, "logging/setLevel": true,
+	"sampling/createMessage": true, "elicitation/create": true, "roots/list": true,
+	"tasks/get": true, "tasks/result": true, "tasks/list": true, "tasks/cancel": true,
+	"server/discover": true,
+}
+
+// methodLabel is method as a metric label value: itself when the
+// specification defines it, else "other".
+func methodLabel(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return otherMethod
+}

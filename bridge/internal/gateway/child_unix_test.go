@@ -1,0 +1,9 @@
+//go:build unix
+
+package gateway
+
+import "syscall"
+
+// setsidAttr starts a process in a session of its own, out of its
+// parent's process group, as a daemon does.
+func setsidAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
