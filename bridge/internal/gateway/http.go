@@ -178,7 +178,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 	}
 	ps := newPostSink()
 	s.handle(ctx, e, ps)
-	ps.writeTo(w, r, s.done)
+	ps.writeTo(w, r, e.ID, s.done)
 }
 
 // isStateless tells a 2026-07-28 request: no session, the version in
@@ -232,7 +232,7 @@ func (g *Gateway) stateless(w http.ResponseWriter, r *http.Request, t target, e 
 	}
 	ps := newPostSink()
 	s.handle(ctx, e, ps)
-	ps.writeTo(w, r, s.done)
+	ps.writeTo(w, r, e.ID, s.done)
 }
 
 // postSink carries one POST's answer: the response alone as
@@ -274,7 +274,8 @@ func (p *postSink) take() ([][]byte, bool) {
 	return q, p.final
 }
 
-func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, sessionDone <-chan struct{}) {
+// writeTo writes the answer to the request id as it comes.
+func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, id json.RawMessage, sessionDone <-chan struct{}) {
 	streaming := false
 	fl, _ := w.(http.Flusher)
 	for {
@@ -312,7 +313,7 @@ func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, sessionDone <
 		case <-sessionDone:
 			// The session ended (DELETE, reload, shutdown) while the
 			// request waited: say so rather than hang.
-			p.send(errorResponse(json.RawMessage("null"), codeInternal, "the session ended before the server answered"), true)
+			p.send(errorResponse(id, codeInternal, "the session ended before the server answered"), true)
 			sessionDone = nil
 		}
 	}

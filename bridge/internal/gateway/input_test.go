@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -20,6 +22,7 @@ type rawReply struct {
 	header http.Header
 	code   int
 	msg    string
+	body   []byte
 }
 
 func (tg *testGateway) raw(method, path, body string, hdr map[string]string) rawReply {
@@ -43,7 +46,33 @@ func (tg *testGateway) raw(method, path, body string, hdr map[string]string) raw
 		} `json:"error"`
 	}
 	json.Unmarshal(b, &m)
-	return rawReply{resp.StatusCode, resp.Header, m.Error.Code, m.Error.Message}
+	return rawReply{resp.StatusCode, resp.Header, m.Error.Code, m.Error.Message, b}
+}
+
+// checkErrorObject fails unless body is one JSON-RPC 2.0 error response:
+// "jsonrpc": "2.0", an id (null, a string or a number), an error with an
+// integer code and a message, and nothing else.
+func checkErrorObject(t *testing.T, body []byte) {
+	t.Helper()
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		t.Fatalf("not a JSON object (%v): %q", err, body)
+	}
+	var errObj struct {
+		Code    *int    `json:"code"`
+		Message *string `json:"message"`
+	}
+	id := string(top["id"])
+	switch {
+	case string(top["jsonrpc"]) != `"2.0"`:
+		t.Fatalf(`"jsonrpc" is not "2.0": %q`, body)
+	case len(top) != 3 || top["error"] == nil:
+		t.Fatalf("not exactly jsonrpc, id and error: %q", body)
+	case id != "null" && !validID(top["id"]):
+		t.Fatalf("bad id: %q", body)
+	case json.Unmarshal(top["error"], &errObj) != nil || errObj.Code == nil || errObj.Message == nil || *errObj.Message == "":
+		t.Fatalf("the error has no code or no message: %q", body)
+	}
 }
 
 // Bad input gets the right status, code and a sentence; the session and
@@ -84,12 +113,28 @@ func TestBadInput(t *testing.T) {
 		{"GET without session", "GET", "/servers/everything/mcp", "", map[string]string{"Accept": "text/event-stream"}, 400, -32600, "Mcp-Session-Id"},
 		{"PUT", "PUT", "/servers/everything/mcp", "", nil, 405, -32600, "POST"},
 		{"SSE message to no session", "POST", "/servers/everything/message?sessionId=x", initBody, nil, 404, -32001, "open the stream"},
+		{"null id", "POST", "/servers/everything/mcp", `{"jsonrpc":"2.0","id":null,"method":"tools/list"}`, s, 400, -32600, "must not be null"},
+		{"null id initialize", "POST", "/servers/everything/mcp", `{"jsonrpc":"2.0","id":null,"method":"initialize","params":{}}`, nil, 400, -32600, "must not be null"},
+		{"null id answer", "POST", "/servers/everything/mcp", `{"jsonrpc":"2.0","id":null,"result":{}}`, s, 400, -32600, "must not be null"},
+		{"null id on the legacy transport", "POST", "/servers/everything/message?sessionId=" + sseSession(t, tg), `{"jsonrpc":"2.0","id":null,"method":"ping"}`, nil, 400, -32600, "must not be null"},
+		{"DELETE unknown session", "DELETE", "/servers/everything/mcp", "", map[string]string{"Mcp-Session-Id": "nope"}, 404, -32001, "not found"},
+		{"GET on message", "GET", "/servers/everything/message?sessionId=x", "", nil, 405, -32600, "POST"},
+		{"POST on sse", "POST", "/servers/everything/sse", initBody, nil, 405, -32600, "GET"},
+		{"POST on the list", "POST", "/servers/", initBody, nil, 405, -32600, "GET"},
+		{"sse on the aggregate", "GET", "/servers/all/sse", "", nil, 404, -32600, "Streamable HTTP only"},
+		{"bad Last-Event-ID", "GET", "/servers/everything/mcp", "", map[string]string{"Accept": "text/event-stream", "Mcp-Session-Id": sid, "Last-Event-ID": "x"}, 400, -32600, "Last-Event-ID"},
+		{"GET without event stream", "GET", "/servers/everything/mcp", "", map[string]string{"Accept": "application/json", "Mcp-Session-Id": sid}, 406, -32600, "text/event-stream"},
+		{"stateless headers disagree", "POST", "/servers/everything/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}, 400, -32600, "Mcp-Method"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tg.raw(tc.method, tc.path, tc.body, tc.hdr)
 			if r.status != tc.status || r.code != tc.code || !strings.Contains(r.msg, tc.says) {
 				t.Fatalf("got %d %d %q, want %d %d ~%q", r.status, r.code, r.msg, tc.status, tc.code, tc.says)
+			}
+			if tc.code != 0 {
+				// Every refusal is a JSON-RPC error object a client can read.
+				checkErrorObject(t, r.body)
 			}
 		})
 	}
@@ -152,4 +197,26 @@ func TestIdleSessionsReaped(t *testing.T) {
 	if r := tg.raw("POST", "/servers/everything/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Mcp-Session-Id": sid}); r.status != 404 {
 		t.Fatalf("a reaped session answered %d", r.status)
 	}
+}
+
+// sseSession opens a legacy SSE stream on server everything and returns
+// its session id; the stream stays open until the test ends.
+func sseSession(t *testing.T, tg *testGateway) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", tg.srv.URL+"/servers/everything/sse", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if _, after, ok := strings.Cut(sc.Text(), "sessionId="); ok {
+			return after
+		}
+	}
+	t.Fatalf("no endpoint event: %v", sc.Err())
+	return ""
 }

@@ -42,7 +42,9 @@ const (
 	kindResponse
 )
 
-// kind classifies a decoded message.
+// kind classifies a decoded message. parseMessage refuses a null id from
+// clients; a child's null id (its answer to a line it could not parse)
+// makes no request or response.
 func (e *envelope) kind() msgKind {
 	hasID := len(e.ID) > 0 && string(e.ID) != "null"
 	switch {
@@ -71,6 +73,11 @@ func parseMessage(data []byte) (*envelope, int, error) {
 	}
 	if e.JSONRPC != "2.0" {
 		return &e, codeInvalidRequest, fmt.Errorf(`"jsonrpc" must be "2.0"`)
+	}
+	if string(bytes.TrimSpace(e.ID)) == "null" {
+		// Not a notification: JSON-RPC 2.0 keeps a null id for the error
+		// answering a message whose id could not be read.
+		return &e, codeInvalidRequest, fmt.Errorf(`"id" must not be null: a request's id is a string or a number, and a notification has no "id" member at all`)
 	}
 	if e.kind() == kindInvalid {
 		return &e, codeInvalidRequest, fmt.Errorf("a JSON-RPC message needs a method (request or notification) or an id with a result or error (response)")
