@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"crypto/rand"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,7 +45,16 @@ type session struct {
 	browser string        // chosen with select_browser; "" = default
 	active  int           // calls in flight
 	drained chan struct{} // closed when active drops to 0, if someone waits
+	// persist, if set, saves the session's record after a change of what
+	// it keeps (the pinned browser): Streamable HTTP sessions outlive the
+	// bridge process through their records.
+	persist func()
 }
+
+// newLinkID returns a session's part of its link ids: 130 random bits
+// (crypto/rand.Text), so that no session, in this bridge process or any
+// other, ever gets the id of another and with it the other's tab group.
+func newLinkID() string { return rand.Text() }
 
 func newSession(id, client string, stateless bool, ss *mcp.ServerSession) *session {
 	meta, _ := json.Marshal(sessionMeta{Client: client, ID: protocol.IDPrefixLocal + id})
@@ -95,7 +105,11 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 func (ss *session) setBrowser(id string) {
 	ss.mu.Lock()
 	ss.browser = id
+	persist := ss.persist
 	ss.mu.Unlock()
+	if persist != nil {
+		persist()
+	}
 }
 
 func (ss *session) chosen() string {
@@ -133,21 +147,59 @@ func (s *Server) session(ss *mcp.ServerSession, req *mcp.CallToolRequest) *sessi
 // of its own, creating it at first use.
 func (s *Server) statefulSession(ss *mcp.ServerSession, client string) *session {
 	s.sessMu.Lock()
-	defer s.sessMu.Unlock()
 	st := s.sessions[ss]
-	if st == nil {
-		st = newSession(strconv.FormatUint(s.nextSessID.Add(1), 10), client, false, ss)
-		s.sessions[ss] = st
-		go func() { // forget the session when it ends, and tell the browsers
-			_ = ss.Wait()
-			s.sessMu.Lock()
-			delete(s.sessions, ss)
-			s.sessMu.Unlock()
-			<-st.idle() // the SDK waits for its calls; the fast path's are waited for here
-			s.sessionEnded(st)
-		}()
+	s.sessMu.Unlock()
+	if st != nil {
+		return st
 	}
+	return s.register(ss, newSession(newLinkID(), client, false, ss))
+}
+
+// register keeps the bridge's state of an SDK session until it ends; it
+// returns the state already kept if the session has one.
+func (s *Server) register(ss *mcp.ServerSession, st *session) *session {
+	s.sessMu.Lock()
+	defer s.sessMu.Unlock()
+	if old := s.sessions[ss]; old != nil {
+		return old
+	}
+	s.sessions[ss] = st
+	go func() { // forget the session when it ends, and tell the browsers
+		_ = ss.Wait()
+		s.sessMu.Lock()
+		delete(s.sessions, ss)
+		s.sessMu.Unlock()
+		<-st.idle() // the SDK waits for its calls; the fast path's are waited for here
+		if s.stopping.Load() {
+			// The bridge is stopping, not the session: a restarted bridge
+			// resumes it from its record, with its tab group.
+			return
+		}
+		s.sessionEnded(st)
+	}()
 	return st
+}
+
+// Stopping marks the server as shutting down: sessions that close from
+// now on are not reported ended to the browsers (their records and tab
+// groups stay for the next bridge process).
+func (s *Server) Stopping() { s.stopping.Store(true) }
+
+// LiveSessions lists the sessions the browsers should keep tab groups
+// for: every stateful session, and those a previous bridge process
+// recorded that have not come back yet (hello, docs/protocol.md).
+func (s *Server) LiveSessions() []protocol.SessionRef {
+	s.sessMu.Lock()
+	out := make([]protocol.SessionRef, 0, len(s.sessions))
+	for _, st := range s.sessions {
+		out = append(out, protocol.SessionRef{ID: protocol.IDPrefixLocal + st.id, Client: st.client})
+	}
+	pending := s.pendingSessions
+	s.sessMu.Unlock()
+	if pending != nil {
+		out = append(out, pending()...)
+	}
+	return out
 }
 
 // clientName is the clientInfo.name a stateful session initialized with.

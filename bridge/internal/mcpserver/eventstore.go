@@ -167,3 +167,12 @@ func (s *eventStore) Bytes() int {
 	}
 	return n
 }
+
+// known reports whether the store has events of a stream of a session (a
+// stream it never saw, or forgot, cannot be replayed).
+func (s *eventStore) known(sessionID, streamID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.sessions[sessionID]
+	return se != nil && se.streams[streamID] != nil
+}

@@ -10,11 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // The fast path answers the two requests that make up nearly all of a busy
@@ -58,27 +61,32 @@ func fastVersion(v string) bool {
 	return false
 }
 
-// liveSessions indexes the stateful SDK handler's sessions by
-// Mcp-Session-Id for the fast path, and ends those idle for longer than
-// the session timeout. The SDK handler's own timeout is off: it would see
-// only the requests it serves and reap a session busy on the fast path.
-// The rule is the SDK's: the timer runs while no POST of the session is in
-// progress (GET streams do not count).
+// liveSessions indexes the stateful sessions by Mcp-Session-Id, and ends
+// those idle for longer than the session timeout. The rule is the SDK's:
+// the timer runs while no POST of the session is in progress (GET streams
+// do not count).
 type liveSessions struct {
-	mcp    *mcp.Server
-	events *eventStore
-	idle   time.Duration // 0: never reaped
+	events  *eventStore
+	records *recordStore
+	idle    time.Duration // 0: never reaped
+	// stopping is the Streamable's: set, a session that ends keeps its
+	// record (the bridge stops, not the session).
+	stopping *atomic.Bool
 
 	mu   sync.Mutex
 	byID map[string]*liveSession
 }
 
-// liveSession is the fast path's view of one stateful session.
+// liveSession is one stateful session.
 type liveSession struct {
-	id   string
-	ss   *mcp.ServerSession
-	idle time.Duration
-	done chan struct{} // closed when the session has ended
+	id        string
+	hash      string // of id: its record's key
+	ss        *mcp.ServerSession
+	transport *mcp.StreamableServerTransport
+	adm       *sessionlimit.Session // its place in the session table
+	idle      time.Duration
+	done      chan struct{} // closed when the session has ended
+	resumed   bool          // from a record a previous bridge process left
 
 	mu      sync.Mutex
 	ended   bool
@@ -87,7 +95,8 @@ type liveSession struct {
 	calls   map[string]*fastCall // fast-path calls in flight, by raw request id
 	streams map[string]*fastCall // the same, by stream id
 	nextID  uint64
-	bridge  *session // the bridge's state for the session, once known
+	bridge  *session       // the bridge's state for the session
+	record  *sessionRecord // its durable part, once initialized
 }
 
 // fastCall is a fast-path request in flight.
@@ -99,41 +108,40 @@ type fastCall struct {
 	claimed bool          // a GET resumes the stream: it, not the POST, delivers the answer
 }
 
-func newLiveSessions(srv *mcp.Server, events *eventStore, idle time.Duration) *liveSessions {
-	return &liveSessions{mcp: srv, events: events, idle: idle, byID: make(map[string]*liveSession)}
+func newLiveSessions(events *eventStore, records *recordStore, idle time.Duration, stopping *atomic.Bool) *liveSessions {
+	return &liveSessions{events: events, records: records, idle: idle, stopping: stopping, byID: make(map[string]*liveSession)}
 }
 
-// get returns the live session with this id, or nil if there is none (yet).
+// get returns the live session with this id, or nil if there is none.
 func (l *liveSessions) get(id string) *liveSession {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.byID[id]
 }
 
-// created is called after the stateful handler answered an initialize
-// that created session id; it starts tracking the session.
-func (l *liveSessions) created(id string) {
-	for ss := range l.mcp.Sessions() {
-		if ss.ID() == id {
-			l.track(ss)
-			return
-		}
-	}
-}
-
-func (l *liveSessions) track(ss *mcp.ServerSession) {
+// all returns every live session.
+func (l *liveSessions) all() []*liveSession {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.byID[ss.ID()] != nil {
-		return
+	out := make([]*liveSession, 0, len(l.byID))
+	for _, ls := range l.byID {
+		out = append(out, ls)
 	}
-	ls := &liveSession{id: ss.ID(), ss: ss, idle: l.idle, done: make(chan struct{})}
-	if l.idle > 0 {
-		ls.timer = time.AfterFunc(l.idle, func() { _ = ss.Close() })
+	return out
+}
+
+// track starts indexing a connected session (ls.ss set) and forgets it,
+// with its events, its place in the session table and its record, when it
+// ends.
+func (l *liveSessions) track(ls *liveSession) {
+	l.mu.Lock()
+	if ls.idle > 0 {
+		ls.timer = time.AfterFunc(ls.idle, ls.close)
 	}
 	l.byID[ls.id] = ls
+	l.mu.Unlock()
 	go func() {
-		_ = ss.Wait()
+		_ = ls.ss.Wait()
 		l.mu.Lock()
 		if l.byID[ls.id] == ls {
 			delete(l.byID, ls.id)
@@ -150,18 +158,35 @@ func (l *liveSessions) track(ss *mcp.ServerSession) {
 		// The SDK forgot the session's events when it closed; a fast-path
 		// answer stored since then (none is stored once ended is set) goes too.
 		_ = l.events.SessionClosed(context.Background(), ls.id)
+		ls.adm.Release()
+		if !l.stopping.Load() {
+			l.records.remove(ls.hash)
+		}
 	}()
+}
+
+// close ends the session (idle timeout, eviction by the session table).
+func (ls *liveSession) close() {
+	if ls.ss != nil {
+		_ = ls.ss.Close()
+	}
 }
 
 // startPOST and endPOST bracket every POST of the session: the idle timer
 // stops at the first and starts again when the last ends.
 func (ls *liveSession) startPOST() {
 	ls.mu.Lock()
+	ls.startPOSTLocked()
+	ls.mu.Unlock()
+}
+
+// startPOSTLocked is startPOST with ls.mu held.
+func (ls *liveSession) startPOSTLocked() {
 	if ls.posts == 0 && ls.timer != nil {
 		ls.timer.Stop()
 	}
 	ls.posts++
-	ls.mu.Unlock()
+	ls.adm.Begin()
 }
 
 func (ls *liveSession) endPOST() {
@@ -171,6 +196,7 @@ func (ls *liveSession) endPOST() {
 		ls.timer.Reset(ls.idle)
 	}
 	ls.mu.Unlock()
+	ls.adm.End()
 }
 
 // cancel cancels the fast-path call with this raw request id, if any.
@@ -466,10 +492,7 @@ func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveS
 		ls.mu.Unlock()
 		return false // the SDK answers 404
 	}
-	ls.posts++ // startPOST, under the same lock
-	if ls.posts == 1 && ls.timer != nil {
-		ls.timer.Stop()
-	}
+	ls.startPOSTLocked()
 	defer ls.endPOST()
 	h.s.stats.FastPath.Add(1)
 	if ls.calls[call.id] != nil {
@@ -480,7 +503,7 @@ func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveS
 		return true
 	}
 	ls.nextID++
-	call.stream = "f" + strconv.FormatUint(ls.nextID, 10) // never an SDK stream id: those are upper case
+	call.stream = fastStreamID(ls.nextID, req.id) // never an SDK stream id: those are upper case
 	if ls.calls == nil {
 		ls.calls, ls.streams = make(map[string]*fastCall), make(map[string]*fastCall)
 	}
@@ -565,11 +588,7 @@ func (ls *liveSession) bridgeSession(s *Server) *session {
 	if bs != nil {
 		return bs
 	}
-	bs = s.statefulSession(ls.ss, clientName(ls.ss))
-	ls.mu.Lock()
-	ls.bridge = bs
-	ls.mu.Unlock()
-	return bs
+	return s.statefulSession(ls.ss, clientName(ls.ss))
 }
 
 // response encodes a JSON-RPC response as the SDK does (no HTML escaping;

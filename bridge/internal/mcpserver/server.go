@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
 // GCPercent is the garbage-collector setting `browserbridge serve` runs
@@ -63,9 +64,12 @@ type Server struct {
 	changeMu sync.Mutex
 	change   chan struct{} // closed and replaced when browsers come or go
 
-	sessMu     sync.Mutex
-	sessions   map[*mcp.ServerSession]*session
-	nextSessID atomic.Uint64
+	sessMu   sync.Mutex
+	sessions map[*mcp.ServerSession]*session
+	// pendingSessions lists the recorded sessions of a previous bridge
+	// process not yet resumed (set by NewStreamable).
+	pendingSessions func() []protocol.SessionRef
+	stopping        atomic.Bool
 	// statelessNext spaces out the link ids of stateless requests, which
 	// share a session label per client: each request gets its own range.
 	statelessNext atomic.Uint64

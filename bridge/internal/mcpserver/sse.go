@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -12,7 +13,17 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
+
+// echoID shortens a client-chosen id for a message.
+func echoID(id string) string {
+	if len(id) > 64 {
+		return id[:64] + "…"
+	}
+	return id
+}
 
 // SSE serves the legacy HTTP+SSE transport (2024-11-05) as spec 004 lays it
 // out: GET /sse opens the stream and names the endpoint to POST to,
@@ -29,7 +40,8 @@ type SSE struct {
 }
 
 type sseSession struct {
-	t *mcp.SSEServerTransport
+	t   *mcp.SSEServerTransport
+	adm *sessionlimit.Session
 }
 
 // NewSSE returns the legacy transport; mount Stream at /sse and Message at
@@ -54,6 +66,14 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusInternalServerError, nil, -32603, "streaming is not supported by this connection")
 		return
 	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	adm, err := h.opts.Sessions.Admit(sessionlimit.ClientKey(peerHost(r), "", "legacy-sse"), cancel)
+	if err != nil {
+		writeRefusal(w, nil, err)
+		return
+	}
+	defer adm.Release()
 	id := rand.Text()
 	endpoint := "/message?sessionId=" + id
 	if b := r.URL.Query().Get("browser"); b != "" {
@@ -68,7 +88,7 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 	t := &mcp.SSEServerTransport{Endpoint: endpoint, Response: lw, MaxRequestBodyBytes: h.opts.MaxBodyBytes}
 
 	h.mu.Lock()
-	h.sessions[id] = &sseSession{t: t}
+	h.sessions[id] = &sseSession{t: t, adm: adm}
 	h.mu.Unlock()
 	h.open.Add(1)
 	defer func() {
@@ -78,7 +98,7 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 		h.open.Add(-1)
 	}()
 
-	ss, err := h.s.mcp.Connect(r.Context(), t, nil)
+	ss, err := h.s.mcp.Connect(ctx, t, nil)
 	if err != nil {
 		h.s.log.Warn("opening an SSE session", "error", err)
 		return
@@ -96,7 +116,7 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 	}
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-ended:
 			return
@@ -127,9 +147,12 @@ func (h *SSE) Message(w http.ResponseWriter, r *http.Request) {
 	sess := h.sessions[id]
 	h.mu.Unlock()
 	if sess == nil {
-		writeRPCError(w, http.StatusNotFound, nil, -32600, fmt.Sprintf("unknown or ended SSE session %q: open a new stream with GET /sse", id))
+		writeRPCError(w, http.StatusNotFound, nil, -32001, fmt.Sprintf(
+			"unknown or ended SSE session %q: a legacy SSE session (2024-11-05) ends when its stream breaks, for instance when Browser Bridge restarts; open a new stream with GET /sse (Streamable HTTP at /mcp keeps sessions across restarts)", echoID(id)))
 		return
 	}
+	sess.adm.Begin()
+	defer sess.adm.End()
 	if _, ok := readMessage(w, r, h.opts.MaxBodyBytes); !ok {
 		return
 	}

@@ -9,10 +9,14 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
 // HTTPOptions configure the HTTP transports. Zero values are documented.
@@ -32,6 +36,13 @@ type HTTPOptions struct {
 	// says) or "comment" (an SSE comment line, which no client can
 	// mistake for a message); "" means "event".
 	PingStyle string
+	// SessionDir keeps a record of each Streamable HTTP session, so that a
+	// restarted bridge resumes them; "" keeps none.
+	SessionDir string
+	// Sessions admits every session (Streamable HTTP and legacy SSE, and
+	// the gateway's when it shares the table); nil means a table of the
+	// endpoint's own with sessionlimit's defaults.
+	Sessions *sessionlimit.Table
 }
 
 func (o *HTTPOptions) defaults() {
@@ -49,6 +60,9 @@ func (o *HTTPOptions) defaults() {
 	}
 	if o.PingStyle == "" {
 		o.PingStyle = "event"
+	}
+	if o.Sessions == nil {
+		o.Sessions = sessionlimit.New(sessionlimit.Options{})
 	}
 }
 
@@ -72,35 +86,38 @@ var serverMethods = map[string]bool{
 
 // Streamable serves /mcp for every era on one endpoint: requests of the
 // 2026-07-28 stateless era (no session, _meta carries the version) go to a
-// stateless SDK handler; initialize and everything in a session go to a
-// stateful one. Before either, requests are checked so that bad input gets
-// JSON-RPC errors rather than the SDK's plain-text ones.
+// stateless SDK handler; initialize and everything in a session go to the
+// bridge's stateful sessions (sessions.go), SDK transports it creates,
+// records and resumes itself. Before either, requests are checked so that
+// bad input gets JSON-RPC errors rather than the SDK's plain-text ones.
 type Streamable struct {
 	s         *Server
 	opts      HTTPOptions
-	stateful  *mcp.StreamableHTTPHandler
 	stateless *mcp.StreamableHTTPHandler
 	events    *eventStore
 	live      *liveSessions
+	records   *recordStore
+	limit     *sessionlimit.Table
+	resumeMu  sync.Mutex // one resumption from a record at a time
+	version   *versionContext
+	stopping  atomic.Bool
 	// noFastPath sends every request to the SDK (tests and benchmarks
 	// compare the two).
 	noFastPath atomic.Bool
 }
 
-// NewStreamable returns the /mcp handler.
+// NewStreamable returns the /mcp handler. It reads the session records a
+// previous bridge process left in opts.SessionDir.
 func (s *Server) NewStreamable(opts HTTPOptions) *Streamable {
 	opts.defaults()
-	h := &Streamable{s: s, opts: opts, events: newEventStore(opts.ReplayBytes)}
-	h.live = newLiveSessions(s.mcp, h.events, opts.SessionTimeout)
+	h := &Streamable{s: s, opts: opts, events: newEventStore(opts.ReplayBytes), limit: opts.Sessions, version: newVersionContext()}
+	h.records = newRecordStore(opts.SessionDir, opts.Sessions.Stats().Max, opts.SessionTimeout, s.log)
+	h.records.load()
+	h.live = newLiveSessions(h.events, h.records, opts.SessionTimeout, &h.stopping)
+	s.sessMu.Lock()
+	s.pendingSessions = h.pendingSessions
+	s.sessMu.Unlock()
 	get := func(*http.Request) *mcp.Server { return s.mcp }
-	h.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
-		// No SessionTimeout: liveSessions reaps idle sessions, since the
-		// SDK's timer cannot see the requests the fast path answers.
-		EventStore:                 h.events,
-		MaxRequestBodyBytes:        opts.MaxBodyBytes,
-		Logger:                     s.log,
-		DisableLocalhostProtection: true, // httpguard checks Host and Origin for every route
-	})
 	h.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		PropagateRequestCancellation: true,
@@ -114,14 +131,39 @@ func (s *Server) NewStreamable(opts HTTPOptions) *Streamable {
 // ReplayBytes reports the bytes held for stream resumption.
 func (h *Streamable) ReplayBytes() int { return h.events.Bytes() }
 
+// pendingSessions lists the recorded sessions not yet resumed.
+func (h *Streamable) pendingSessions() []protocol.SessionRef {
+	recs := h.records.pendingRecords()
+	out := make([]protocol.SessionRef, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, protocol.SessionRef{ID: protocol.IDPrefixLocal + r.LinkID, Client: r.Client})
+	}
+	return out
+}
+
+// ExpireRecords drops the records of sessions that were not resumed within
+// the session timeout and tells the browsers those sessions ended; the
+// daemon calls it periodically.
+func (h *Streamable) ExpireRecords() {
+	for _, r := range h.records.expire(time.Now()) {
+		h.s.sessionEnded(&session{id: r.LinkID, client: r.Client})
+	}
+}
+
 func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyBrowserParam(r)
 	sid := r.Header.Get(headerSessID)
-	if r.Method != http.MethodPost {
-		if r.Method == http.MethodGet && sid != "" {
-			h.awaitFastStream(r, sid)
-		}
-		h.stateful.ServeHTTP(w, r) // GET stream, DELETE, or 405
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet:
+		h.serveGET(w, r, sid)
+		return
+	case http.MethodDelete:
+		h.serveDELETE(w, r, sid)
+		return
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeRPCError(w, http.StatusMethodNotAllowed, nil, -32600, r.Method+" is not a Streamable HTTP method: POST sends messages, GET opens a stream, DELETE ends a session")
 		return
 	}
 	if !acceptsStreamable(r.Header.Get("Accept")) {
@@ -139,7 +181,7 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var ls *liveSession
 	if sid != "" {
-		if ls = h.live.get(sid); ls != nil && h.serveFast(w, r, ls, body) {
+		if ls = h.lookup(r, sid); ls != nil && h.serveFast(w, r, ls, body) {
 			return
 		}
 	}
@@ -150,24 +192,29 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case sid != "":
-		if ls != nil {
-			if head.Method == "notifications/cancelled" {
-				if key := cancelKey(head.Params.RequestID); key != "" {
-					ls.cancel(key)
-				}
-			}
-			ls.startPOST()
-			defer ls.endPOST()
+		if ls == nil {
+			writeSessionNotFound(w, head.ID)
+			return
 		}
-		h.stateful.ServeHTTP(w, r)
+		if head.Method == "notifications/cancelled" {
+			if key := cancelKey(head.Params.RequestID); key != "" {
+				ls.cancel(key)
+			}
+		}
+		if !checkVersion(w, r, head.ID) {
+			return
+		}
+		ls.startPOST()
+		defer ls.endPOST()
+		ls.transport.ServeHTTP(w, h.version.with(r))
 	case head.stateless() || r.Header.Get(headerMCPVer) >= version2026:
 		h.stateless.ServeHTTP(w, r)
 	case head.Method == "initialize":
-		// The session is indexed before the client can read its id, so
-		// that its first requests already take the fast path.
-		iw := &initWriter{ResponseWriter: w, live: h.live}
-		h.stateful.ServeHTTP(iw, r)
-		iw.created()
+		if h.stopping.Load() {
+			writeRPCError(w, http.StatusServiceUnavailable, head.ID, -32000, "Browser Bridge is stopping; try again in a moment")
+			return
+		}
+		h.createSession(w, r, head)
 	default:
 		writeRPCError(w, http.StatusBadRequest, head.ID, -32600,
 			"Mcp-Session-Id header is required: send initialize first (or, as a 2026-07-28 client, put the protocol version in _meta)")
@@ -176,16 +223,12 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // awaitFastStream holds a GET that resumes a fast-path stream still in
 // flight until its answer is stored, for the SDK to replay it from there.
-func (h *Streamable) awaitFastStream(r *http.Request, sid string) {
+func (h *Streamable) awaitFastStream(r *http.Request, ls *liveSession) {
 	last := r.Header.Get("Last-Event-ID")
 	if !strings.HasPrefix(last, "f") {
 		return
 	}
 	stream, _, _ := strings.Cut(last, "_")
-	ls := h.live.get(sid)
-	if ls == nil {
-		return
-	}
 	if stored := ls.resuming(stream); stored != nil {
 		select {
 		case <-stored:
@@ -194,40 +237,6 @@ func (h *Streamable) awaitFastStream(r *http.Request, sid string) {
 		}
 	}
 }
-
-// initWriter tells liveSessions about the session an initialize created
-// (the Mcp-Session-Id of the answer) before the answer goes out.
-type initWriter struct {
-	http.ResponseWriter
-	live *liveSessions
-	seen bool
-}
-
-func (w *initWriter) created() {
-	if !w.seen {
-		w.seen = true
-		if id := w.Header().Get(headerSessID); id != "" {
-			w.live.created(id)
-		}
-	}
-}
-
-func (w *initWriter) WriteHeader(code int) {
-	w.created()
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *initWriter) Write(p []byte) (int, error) {
-	w.created()
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *initWriter) Flush() {
-	w.created()
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *initWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // readMessage reads and checks a posted JSON-RPC message, answering bad
 // input itself (ok false), and puts the body back for the SDK.
@@ -273,11 +282,22 @@ type messageHead struct {
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
 	Params  struct {
-		Meta      map[string]json.RawMessage `json:"_meta"`
-		RequestID any                        `json:"requestId"` // of notifications/cancelled
+		Meta       map[string]json.RawMessage `json:"_meta"`
+		RequestID  any                        `json:"requestId"` // of notifications/cancelled
+		ClientInfo *struct {
+			Name string `json:"name"`
+		} `json:"clientInfo"` // of initialize
 	} `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  json.RawMessage `json:"error"`
+}
+
+// clientName is an initialize's clientInfo.name ("" when absent).
+func (m *messageHead) clientName() string {
+	if m.Params.ClientInfo == nil {
+		return ""
+	}
+	return m.Params.ClientInfo.Name
 }
 
 func (m *messageHead) stateless() bool {
