@@ -25,6 +25,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
@@ -36,20 +37,21 @@ const shutdownGrace = 3 * time.Second
 
 // Bridge is a running bridge. Start it with Start; Run waits for it.
 type Bridge struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	links   *hostlink.Server
-	mcp     *mcpserver.Server
-	st      *mcpserver.Streamable
-	sse     *mcpserver.SSE
-	sock    *ipc.Listener
-	httpLn  net.Listener
-	http    *http.Server
-	metrics *metrics.Registry
-	started time.Time
-	relay   *relay.Client // nil without a relay config
-	gw      *gateway.Gateway
-	gwFile  string // where the gateway's servers come from, for hot reload
+	cfg      *config.Config
+	log      *slog.Logger
+	links    *hostlink.Server
+	mcp      *mcpserver.Server
+	sessions *sessionlimit.Table
+	st       *mcpserver.Streamable
+	sse      *mcpserver.SSE
+	sock     *ipc.Listener
+	httpLn   net.Listener
+	http     *http.Server
+	metrics  *metrics.Registry
+	started  time.Time
+	relay    *relay.Client // nil without a relay config
+	gw       *gateway.Gateway
+	gwFile   string // where the gateway's servers come from, for hot reload
 }
 
 // Start takes the socket and the HTTP address; an error here (another
@@ -73,9 +75,10 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 	}
 
 	d := cfg.Durations()
-	toolsCache := ""
+	toolsCache, sessionDir := "", ""
 	if dir, err := paths.StateDir(); err == nil {
 		toolsCache = filepath.Join(dir, "tools.json")
+		sessionDir = filepath.Join(dir, "sessions")
 	}
 	b.mcp = mcpserver.New(mcpserver.Options{Logger: log, Version: buildinfo.String(), BrowserWait: d.BrowserWait, ToolsCache: toolsCache})
 	origins := []string{extension.Origin()}
@@ -88,6 +91,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		Version:        buildinfo.String(),
 		MCPURL:         b.baseURL() + "/mcp",
 		Handle:         b.handleBrowserMessage,
+		LiveSessions:   b.mcp.LiveSessions,
 		OnChange: func() {
 			b.mcp.BrowsersChanged()
 			b.gw.RemotesChanged()
@@ -112,7 +116,11 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		b.relay = relay.New(relay.Options{URL: cfg.Relay.URL, Token: cfg.Relay.Token, Name: cfg.Relay.Name, Links: b.links, Logger: log})
 	}
 
-	hopts := mcpserver.HTTPOptions{SessionTimeout: d.SessionTimeout, MaxBodyBytes: cfg.MaxBodyBytes, PingInterval: d.SSEPingInterval, PingStyle: cfg.SSEPing}
+	// One session table for every endpoint: the caps are the bridge's, not
+	// each endpoint's.
+	b.sessions = sessionlimit.New(sessionlimit.Options{Max: cfg.MaxSessions, PerClient: cfg.MaxSessionsPerClient})
+	hopts := mcpserver.HTTPOptions{SessionTimeout: d.SessionTimeout, MaxBodyBytes: cfg.MaxBodyBytes, PingInterval: d.SSEPingInterval, PingStyle: cfg.SSEPing,
+		SessionDir: sessionDir, Sessions: b.sessions}
 	b.st = b.mcp.NewStreamable(hopts)
 	b.sse = b.mcp.NewSSE(hopts)
 	b.gw, b.gwFile, err = newGateway(cfg, log, b.metrics, &gateway.BrowserRoutes{
@@ -163,6 +171,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.gw.Start()
 	g.Go(func() error { watchServers(gctx, b.cfg, b.gw, b.gwFile, b.log); return nil })
 	g.Go(func() error { return b.links.Serve(gctx, b.sock) })
+	g.Go(func() error { b.expireRecords(gctx); return nil })
 	if b.relay != nil {
 		g.Go(func() error { b.relay.Run(gctx); return nil })
 	}
@@ -175,7 +184,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	g.Go(func() error {
 		<-gctx.Done()
 		// End MCP sessions first: their open GET and SSE streams would
-		// otherwise hold Shutdown for its whole grace period.
+		// otherwise hold Shutdown for its whole grace period. Streamable
+		// HTTP sessions keep their records: the next bridge resumes them.
+		b.st.Close()
 		for ss := range b.mcp.MCP().Sessions() {
 			_ = ss.Close()
 		}
@@ -193,6 +204,22 @@ func (b *Bridge) Run(ctx context.Context) error {
 	err := g.Wait()
 	b.log.Info("bridge stopped", "error", err)
 	return err
+}
+
+// expireRecords drops, once a minute, the session records of a previous
+// bridge process whose clients did not come back within the session
+// timeout, so their tab groups are released.
+func (b *Bridge) expireRecords(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.st.ExpireRecords()
+		}
+	}
 }
 
 // Run starts a bridge and serves until ctx ends.

@@ -122,7 +122,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown method", `{"jsonrpc":"2.0","id":5,"method":"tools/destroy"}`, sess, 200, -32601, `"tools/destroy"`},
 		{"bad params", `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"no_such_tool"}}`, sess, 200, -32602, "no_such_tool"},
 		{"missing session", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, nil, 400, -32600, "Mcp-Session-Id header is required"},
-		{"unknown session", `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`, map[string]string{"Mcp-Session-Id": "nope", "MCP-Protocol-Version": "2025-06-18"}, 404, 0, ""},
+		{"unknown session", `{"jsonrpc":"2.0","id":8,"method":"tools/list"}`, map[string]string{"Mcp-Session-Id": "nope", "MCP-Protocol-Version": "2025-06-18"}, 404, -32001, "session not found"},
 		{"wrong Accept", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, merge(sess, map[string]string{"Accept": "text/html"}), 406, -32600, "Accept must list"},
 		{"wrong Content-Type", `{"jsonrpc":"2.0","id":10,"method":"tools/list"}`, merge(sess, map[string]string{"Content-Type": "text/plain"}), 415, -32600, "Content-Type"},
 	} {
