@@ -29,6 +29,19 @@ const EnvToken = "BROWSERBRIDGE_TOKEN"
 // DefaultListen is where the bridge serves MCP clients unless told otherwise.
 const DefaultListen = "127.0.0.1:3456"
 
+// Rate limit defaults (docs/limits.md). Beyond loopback, 1000 requests/s per
+// peer: a fast agent's back-to-back calls take 3-6 ms each, so a lower
+// default would refuse normal use. On loopback, every local client together
+// may make 20 times that: one Go SDK session alone calls a no-op tool
+// 1,500-2,000 times a second, and several agents share the budget, so the
+// limit only stops a runaway loop; a request over either limit waits up to
+// a second for its turn before it is refused.
+const (
+	DefaultRateLimit         = 1000.0
+	DefaultLoopbackRateLimit = 20000.0
+	DefaultRateWait          = time.Second
+)
+
 // DefaultHostPrefix is the gateway's host_prefix unless told otherwise.
 const DefaultHostPrefix = "mcp"
 
@@ -56,12 +69,23 @@ type Config struct {
 	// AllowedHosts are extra Host header values accepted besides the
 	// listen address and localhost (DNS-rebinding protection).
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
-	// RateLimit is requests per second per client; unset means 1000 (a
-	// fast agent's back-to-back calls take 3-6 ms each, so a lower default
-	// would refuse normal use), 0 means no limit.
+	// RateLimit is the requests per second of each peer beyond loopback
+	// (an IP address, an IPv6 /64; with the token, per token too); unset
+	// means DefaultRateLimit, 0 no limit. Headers the client writes, such as
+	// Mcp-Session-Id, never name a bucket (docs/limits.md).
 	RateLimit *float64 `json:"rate_limit,omitempty"`
 	// RateBurst is the burst allowed above RateLimit; 0 means 2 x RateLimit.
 	RateBurst int `json:"rate_burst,omitempty"`
+	// LoopbackRateLimit is the requests per second of every loopback client
+	// together (they share one bucket, and a burst of twice as many); unset
+	// means DefaultLoopbackRateLimit, high enough that only a runaway loop
+	// reaches it; 0 means no limit.
+	LoopbackRateLimit *float64 `json:"loopback_rate_limit,omitempty"`
+	// RateWait is how long a request over a rate limit is held for its
+	// turn before it is refused with 429, as a Go duration; "" means
+	// DefaultRateWait, "0s" refuses at once. A client that sends requests
+	// back to back is then slowed, never refused.
+	RateWait string `json:"rate_wait,omitempty"`
 	// MaxBodyBytes bounds a request body; 0 means 4 MiB.
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
 	// BrowserWait is how long a call waits for a browser to (re)connect,
@@ -69,14 +93,6 @@ type Config struct {
 	BrowserWait string `json:"browser_wait,omitempty"`
 	// SessionTimeout reaps MCP sessions idle this long; "" means 30m.
 	SessionTimeout string `json:"session_timeout,omitempty"`
-	// MaxSessions bounds the live MCP sessions of every endpoint together
-	// (Streamable HTTP, legacy SSE, the gateway's routes); 0 means 512,
-	// -1 no bound (docs/limits.md).
-	MaxSessions int `json:"max_sessions,omitempty"`
-	// MaxSessionsPerClient bounds one client's sessions (peer address and
-	// clientInfo.name); 0 means 64, -1 no bound. At a cap the client's own
-	// least recently used idle session is ended first.
-	MaxSessionsPerClient int `json:"max_sessions_per_client,omitempty"`
 	// SSEPingInterval is the legacy SSE keep-alive period; "" means 30s,
 	// "0s" turns pings off.
 	SSEPingInterval string `json:"sse_ping_interval,omitempty"`
@@ -301,18 +317,38 @@ func parseDuration(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-// Rate returns the per-client rate limit and burst (0, 0 = no limit).
+// Rate returns the rate limit and burst of each peer beyond loopback (0, 0
+// = no limit).
 func (c *Config) Rate() (float64, int) {
-	rate := 1000.0
-	if c.RateLimit != nil {
-		rate = *c.RateLimit
+	return rateAndBurst(c.RateLimit, DefaultRateLimit, c.RateBurst)
+}
+
+// LoopbackRate returns the rate limit and burst loopback clients share (0, 0
+// = no limit).
+func (c *Config) LoopbackRate() (float64, int) {
+	return rateAndBurst(c.LoopbackRateLimit, DefaultLoopbackRateLimit, 0)
+}
+
+// RateWaitDuration returns how long a request over a rate limit may wait
+// for its turn (Validate has checked rate_wait).
+func (c *Config) RateWaitDuration() time.Duration {
+	if c.RateWait == "" {
+		return DefaultRateWait
 	}
-	burst := c.RateBurst
-	if burst == 0 {
-		burst = int(2 * rate)
+	d, _ := parseDuration(c.RateWait)
+	return d
+}
+
+func rateAndBurst(set *float64, def float64, burst int) (float64, int) {
+	rate := def
+	if set != nil {
+		rate = *set
 	}
 	if rate == 0 {
 		return 0, 0
+	}
+	if burst == 0 {
+		burst = int(min(2*rate, 1<<30))
 	}
 	return rate, max(burst, 1)
 }
@@ -466,16 +502,14 @@ func (c *Config) Validate() error {
 	if c.RateBurst < 0 {
 		return fmt.Errorf("config: key \"rate_burst\": %d is negative", c.RateBurst)
 	}
+	if c.LoopbackRateLimit != nil && *c.LoopbackRateLimit < 0 {
+		return fmt.Errorf("config: key \"loopback_rate_limit\": %v is negative (0 turns the limit off)", *c.LoopbackRateLimit)
+	}
+	if v, err := parseDuration(c.RateWait); err != nil || v < 0 || v > time.Minute {
+		return fmt.Errorf("config: key \"rate_wait\": %q is not a duration from \"0s\" to \"1m\", such as \"1s\"", c.RateWait)
+	}
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("config: key \"max_body_bytes\": %d is negative", c.MaxBodyBytes)
-	}
-	for _, k := range []struct {
-		key string
-		val int
-	}{{"max_sessions", c.MaxSessions}, {"max_sessions_per_client", c.MaxSessionsPerClient}} {
-		if k.val < -1 {
-			return fmt.Errorf("config: key %q: %d is not a number of sessions (-1 means no bound)", k.key, k.val)
-		}
 	}
 	for i, o := range c.AllowedOrigins {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "chrome-extension") || u.Host == "" || u.Path != "" {
