@@ -45,12 +45,14 @@ func Example() {
 	send("POST", "/mcp", "localhost:3456")
 	send("POST", "/mcp", "attacker.example:3456", "Authorization", "Bearer s3cret")
 	send("POST", "/mcp", "localhost:3456", "Authorization", "Bearer s3cret", "Origin", "https://attacker.example")
+	send("GET", "/sse", "localhost:3456", "Authorization", "Bearer s3cret", "Sec-Fetch-Site", "cross-site")
 	// Output:
 	// 200 ok
 	// 200 handled
 	// 401 {"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"This bridge requires a bearer token: send Authorization: Bearer \u003ctoken\u003e, the token set as \"token\" in its config or BROWSERBRIDGE_TOKEN."}}
 	// 403 {"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Host header \"attacker.example:3456\" is not this bridge; refusing (DNS rebinding protection)."}}
 	// 403 {"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Origin \"https://attacker.example\" may not call this bridge; add it to \"allowed_origins\" in the bridge's config to allow it."}}
+	// 403 {"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Sec-Fetch-Site: cross-site: a page of another site may not call this bridge; only pages whose origin is listed in allowed_origins may."}}
 }
 
 func ExampleNew_withoutToken() {

@@ -2,25 +2,31 @@
 // through before it reaches an MCP endpoint. In order, it checks:
 //
 //  1. the Host header (DNS-rebinding protection): 403;
-//  2. the Origin header, which browsers send and other clients do not: 403;
-//  3. CORS: a preflight from an allowed origin is answered here with 204;
-//  4. the bearer token, when one is configured: 401;
-//  5. the per-client request rate, when a limit is configured: 429;
-//  6. the request body's size: 413.
+//  2. Sec-Fetch-Site, which browsers send: a cross-site request is refused
+//     unless its Origin is allowed, on every route but the health probe: 403;
+//  3. the Origin header, which browsers send and other clients do not: 403;
+//  4. CORS: a preflight from an allowed origin is answered here with 204;
+//  5. the bearer token, when one is configured: 401;
+//  6. the request rate of the peer address (and of the session, for the
+//     sessions Options.KnownSession recognises), when limits are
+//     configured: a request over its limit waits up to Options.MaxWait for
+//     its turn, and only one that would wait longer is refused: 429;
+//  7. the request body's size: 413.
 //
 // Every refusal is a JSON-RPC error object with a null id and code -32000
 // (see WriteError), so MCP clients can show the message to a person.
 package httpguard
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -37,9 +43,16 @@ const CodeRefused = -32000
 // Config key and environment variable named in messages, so that a person
 // reading one knows what to change.
 const (
-	configKeyToken   = "token"
-	envToken         = "BROWSERBRIDGE_TOKEN"
-	configKeyOrigins = "allowed_origins"
+	configKeyToken         = "token"
+	envToken               = "BROWSERBRIDGE_TOKEN"
+	configKeyOrigins       = "allowed_origins"
+	configKeyRate          = "rate_limit"
+	configKeyLoopbackRate  = "loopback_rate_limit"
+	headerSecFetchSite     = "Sec-Fetch-Site" // canonical form, as net/http stores it
+	secFetchSiteCrossSite  = "cross-site"
+	secFetchSiteNone       = "none"
+	secFetchSiteSameSite   = "same-site"
+	secFetchSiteSameOrigin = "same-origin"
 )
 
 // CORS answers.
@@ -109,13 +122,52 @@ type Options struct {
 	// DefaultMaxBodyBytes (4 MiB).
 	MaxBodyBytes int64
 
-	// RatePerSecond is how many requests per second each client may make on
-	// average, and Burst how many it may make at once after a pause. A
-	// client is a session (the Mcp-Session-Id header, else the sessionId
-	// query parameter) or else a remote IP address. RatePerSecond 0 means no
-	// limit; Burst 0 means RatePerSecond rounded up, at least 1.
+	// RatePerSecond is how many requests per second each peer beyond
+	// loopback may make on average, and Burst how many it may make at once
+	// after a pause. A peer is the connection's remote IP address (for IPv6,
+	// its /64 network, which one host usually holds whole) and, when a Token
+	// is configured, the token it authenticated with (by the first bytes of
+	// its SHA-256, never the token itself). Nothing the client writes in its
+	// request (Mcp-Session-Id, ?sessionId=, X-Forwarded-For) names a bucket,
+	// so a client cannot escape its limit by inventing values. A
+	// RemoteAddr that is not ip:port counts as one peer beyond loopback.
+	// RatePerSecond 0 means no limit; Burst 0 means RatePerSecond rounded
+	// up, at least 1.
 	RatePerSecond float64
 	Burst         int
+
+	// LoopbackRatePerSecond and LoopbackBurst are the same for peers on a
+	// loopback address, which share one bucket: every local client arrives
+	// from one, and a local process may pick any address of 127.0.0.0/8.
+	// Zero values mean as for RatePerSecond and Burst.
+	LoopbackRatePerSecond float64
+	LoopbackBurst         int
+
+	// MaxWait is how long a request over its limit may be held until it is
+	// due, rather than refused: a client that bursts is slowed, and one
+	// that sends requests back to back is never refused (a legacy SSE client
+	// cannot retry a refused POST /message, and an SDK client may close its
+	// session at the first 429). Only a request that would wait longer gets
+	// 429, so at most rate x MaxWait requests of one peer wait at a time. A
+	// request whose client goes away while it waits is dropped. 0 means
+	// none waits.
+	MaxWait time.Duration
+
+	// KnownSession, if set, names the session r belongs to when that
+	// session exists (ok false otherwise, such as for an id the client
+	// invented): each such session then also has a limit of its own,
+	// SessionRatePerSecond with SessionBurst, checked after its peer's, so
+	// one busy session cannot take every request its peer may make. It is
+	// called for every request that passed the checks before it, from many
+	// goroutines at once, so it must be safe for concurrent use and quick.
+	// Nil means no per-session limit.
+	KnownSession func(r *http.Request) (id string, ok bool)
+
+	// SessionRatePerSecond and SessionBurst are the per-session limit of
+	// KnownSession. Zero values mean as for RatePerSecond and Burst; a
+	// SessionRatePerSecond without KnownSession is an error.
+	SessionRatePerSecond float64
+	SessionBurst         int
 
 	// Logger receives a line for every refusal. Nil means no logging.
 	Logger *slog.Logger
@@ -134,7 +186,19 @@ type guard struct {
 	origins   map[string]bool
 	tokenHash *[sha256.Size]byte // nil when no token is required
 	maxBody   int64
-	limiter   *limiter // nil when there is no rate limit
+	tokenID   [8]byte // part of every rate limiter key: see Options.RatePerSecond
+
+	// The rate limiters: nil when there is no such limit.
+	remote, loopback *limiter[peerKey]
+	sessions         *limiter[string]
+	knownSession     func(*http.Request) (string, bool)
+	sleep            func(ctx context.Context, d time.Duration) bool // replaced in tests
+}
+
+// peerKey names a peer's bucket.
+type peerKey struct {
+	addr    netip.Addr // the zero Addr when RemoteAddr is not ip:port
+	tokenID [8]byte
 }
 
 // New returns next behind the checks described in the package comment.
@@ -160,11 +224,27 @@ func New(opts Options, next http.Handler) (http.Handler, error) {
 	if opts.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("httpguard: MaxBodyBytes is %d; it must not be negative", opts.MaxBodyBytes)
 	}
-	if opts.RatePerSecond < 0 || math.IsNaN(opts.RatePerSecond) || math.IsInf(opts.RatePerSecond, 0) {
-		return nil, fmt.Errorf("httpguard: RatePerSecond is %v; it must be 0 (no limit) or a finite positive number", opts.RatePerSecond)
+	for _, l := range []struct {
+		name  string
+		rate  float64
+		burst int
+	}{
+		{"", opts.RatePerSecond, opts.Burst},
+		{"Loopback", opts.LoopbackRatePerSecond, opts.LoopbackBurst},
+		{"Session", opts.SessionRatePerSecond, opts.SessionBurst},
+	} {
+		if l.rate < 0 || math.IsNaN(l.rate) || math.IsInf(l.rate, 0) {
+			return nil, fmt.Errorf("httpguard: %sRatePerSecond is %v; it must be 0 (no limit) or a finite positive number", l.name, l.rate)
+		}
+		if l.burst < 0 {
+			return nil, fmt.Errorf("httpguard: %sBurst is %d; it must not be negative", l.name, l.burst)
+		}
 	}
-	if opts.Burst < 0 {
-		return nil, fmt.Errorf("httpguard: Burst is %d; it must not be negative", opts.Burst)
+	if opts.MaxWait < 0 {
+		return nil, fmt.Errorf("httpguard: MaxWait is %v; it must not be negative", opts.MaxWait)
+	}
+	if opts.SessionRatePerSecond > 0 && opts.KnownSession == nil {
+		return nil, errors.New("httpguard: SessionRatePerSecond is set without KnownSession, so it would never apply")
 	}
 
 	g := &guard{
@@ -180,6 +260,9 @@ func New(opts Options, next http.Handler) (http.Handler, error) {
 	if opts.Token != "" {
 		sum := sha256.Sum256([]byte(opts.Token))
 		g.tokenHash = &sum
+		// Only requests with this token get past step 5, so it is the
+		// identity of every request the limiters see.
+		copy(g.tokenID[:], sum[:])
 	}
 
 	if isUnspecifiedHost(lh) {
@@ -219,18 +302,42 @@ func New(opts Options, next http.Handler) (http.Handler, error) {
 		g.origins[norm] = true
 	}
 
-	if opts.RatePerSecond > 0 {
-		burst := opts.Burst
-		if burst == 0 {
-			burst = int(max(1, min(math.Ceil(opts.RatePerSecond), 1<<30)))
-		}
-		now := opts.Now
-		if now == nil {
-			now = time.Now
-		}
-		g.limiter = newLimiter(opts.RatePerSecond, burst, now)
+	now := opts.Now
+	if now == nil {
+		now = time.Now
 	}
+	if opts.RatePerSecond > 0 {
+		g.remote = newLimiter[peerKey](opts.RatePerSecond, defaultBurst(opts.RatePerSecond, opts.Burst), opts.MaxWait, maxClients, now)
+	}
+	if opts.LoopbackRatePerSecond > 0 {
+		g.loopback = newLimiter[peerKey](opts.LoopbackRatePerSecond, defaultBurst(opts.LoopbackRatePerSecond, opts.LoopbackBurst), opts.MaxWait, maxClients, now)
+	}
+	if opts.SessionRatePerSecond > 0 {
+		g.sessions = newLimiter[string](opts.SessionRatePerSecond, defaultBurst(opts.SessionRatePerSecond, opts.SessionBurst), opts.MaxWait, maxClients, now)
+		g.knownSession = opts.KnownSession
+	}
+	g.sleep = sleep
 	return g, nil
+}
+
+// defaultBurst is burst, or rate rounded up when burst is 0.
+func defaultBurst(rate float64, burst int) int {
+	if burst > 0 {
+		return burst
+	}
+	return int(max(1, min(math.Ceil(rate), 1<<30)))
+}
+
+// sleep waits d, or until ctx ends: it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -241,8 +348,16 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// 2. Origin.
+	// 2. Sec-Fetch-Site.
 	origin, hasOrigin := originHeader(r)
+	if site, ok := r.Header[headerSecFetchSite]; ok && len(site) > 0 && !isHealthProbe(r) {
+		if msg := g.checkFetchSite(site[0], origin, hasOrigin); msg != "" {
+			g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "cross-site request", msg)
+			return
+		}
+	}
+
+	// 3. Origin.
 	if hasOrigin {
 		if origin == "null" {
 			g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "origin null",
@@ -259,7 +374,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 
-			// 3. CORS, for an allowed origin.
+			// 4. CORS, for an allowed origin.
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Add("Vary", "Origin")
@@ -275,7 +390,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	// 4. Token.
+	// 5. Token.
 	if g.tokenHash != nil && !isHealthProbe(r) {
 		if msg := g.checkToken(r); msg != "" {
 			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
@@ -284,21 +399,12 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	// 5. Rate.
-	if g.limiter != nil {
-		if ok, wait := g.limiter.allow(clientKey(r)); !ok {
-			secs := int64(math.Ceil(wait.Seconds()))
-			if secs < 1 {
-				secs = 1
-			}
-			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-			g.refuse(w, r, http.StatusTooManyRequests, slog.LevelInfo, "rate limited",
-				fmt.Sprintf("Too many requests from this client; retry after %d second%s.", secs, plural(secs)))
-			return
-		}
+	// 6. Rate.
+	if (g.remote != nil || g.loopback != nil || g.sessions != nil) && !g.admit(w, r) {
+		return
 	}
 
-	// 6. Body size.
+	// 7. Body size.
 	if r.ContentLength > g.maxBody {
 		g.refuse(w, r, http.StatusRequestEntityTooLarge, slog.LevelInfo, "body too large",
 			fmt.Sprintf("The request body is %d bytes; this bridge accepts at most %s.", r.ContentLength, formatBytes(g.maxBody)))
@@ -311,6 +417,99 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r2
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// checkFetchSite returns "" if a request whose Sec-Fetch-Site header is site
+// may go on to the Origin check, or else why not.
+func (g *guard) checkFetchSite(site, origin string, hasOrigin bool) string {
+	switch site {
+	case "", secFetchSiteNone:
+		// none: the user typed the URL or opened a bookmark; absent (or
+		// empty): not a browser. Neither is a page acting on its own.
+		return ""
+	case secFetchSiteSameOrigin, secFetchSiteSameSite:
+		// same-origin is the bridge's own origin, which serves no pages.
+		// same-site, with the bridge on loopback, is a page of localhost or
+		// 127.0.0.1 on another port: software on this machine, such as the
+		// MCP Inspector at localhost:6274. It goes on to the Origin check,
+		// which every request a page can read an answer to, and every POST
+		// and DELETE, must pass; what is left (a blind GET) cannot call a
+		// tool. Refusing it would refuse those local tools.
+		return ""
+	case secFetchSiteCrossSite:
+		// A page of another site: refused, however the request was made
+		// (an <img>, a form or a navigation need not carry an Origin), unless
+		// its Origin is one the configuration lists. Listed origins are
+		// cross-site by nature (a page of localhost is cross-site to
+		// 127.0.0.1), so refusing them would make the list useless.
+		if hasOrigin {
+			if norm, err := normalizeOrigin(origin); err == nil && g.origins[norm] {
+				return ""
+			}
+		}
+		return "Sec-Fetch-Site: cross-site: a page of another site may not call this bridge; only pages whose origin is listed in " + configKeyOrigins + " may."
+	}
+	// Browsers send only the four values above; anything else is refused
+	// rather than guessed at.
+	return fmt.Sprintf("Sec-Fetch-Site %q is not a value browsers send (none, same-origin, same-site or cross-site); refusing.", echo(site))
+}
+
+// admit applies the rate limits to r: it reports whether r may go on, after
+// waiting its turn if need be, or else has answered it.
+func (g *guard) admit(w http.ResponseWriter, r *http.Request) bool {
+	key, lim, who := g.peer(r)
+	var wait time.Duration
+	if lim != nil {
+		d, ok := lim.reserve(key)
+		if !ok {
+			g.tooMany(w, r, d, who, lim.rate)
+			return false
+		}
+		wait = d
+	}
+	if g.sessions != nil {
+		if id, ok := g.knownSession(r); ok {
+			d, ok := g.sessions.reserve(id)
+			if !ok {
+				if lim != nil {
+					lim.refund(key)
+				}
+				g.tooMany(w, r, d, "in this session: the limit is %s a second per session", g.sessions.rate)
+				return false
+			}
+			wait = max(wait, d)
+		}
+	}
+	return wait <= 0 || g.sleep(r.Context(), wait)
+}
+
+// peer returns r's peer key, the limiter of its class (nil when that class
+// has no limit), and the start of a refusal's sentence about it.
+func (g *guard) peer(r *http.Request) (peerKey, *limiter[peerKey], string) {
+	k := peerKey{tokenID: g.tokenID}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return k, g.remote, "from this address: the limit is %s a second (\"" + configKeyRate + "\" in the bridge's config)"
+	}
+	addr := ap.Addr().Unmap()
+	if addr.IsLoopback() {
+		k.addr = netip.IPv6Loopback() // one bucket for all of 127.0.0.0/8 and ::1
+		return k, g.loopback, "from clients on this machine: the limit is %s a second for all of them together (\"" + configKeyLoopbackRate + "\" in the bridge's config)"
+	}
+	if addr.Is6() {
+		p, _ := addr.WithZone("").Prefix(64) // cannot fail for an IPv6 address and 64
+		addr = p.Addr()
+	}
+	k.addr = addr
+	return k, g.remote, "from this address: the limit is %s a second (\"" + configKeyRate + "\" in the bridge's config)"
+}
+
+// tooMany answers 429: who is a sentence's middle with a %s for the rate.
+func (g *guard) tooMany(w http.ResponseWriter, r *http.Request, retry time.Duration, who string, rate float64) {
+	secs := max(1, int64(math.Ceil(retry.Seconds())))
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	g.refuse(w, r, http.StatusTooManyRequests, slog.LevelInfo, "rate limited",
+		fmt.Sprintf("Too many requests "+who+"; retry after %d second%s.", strconv.FormatFloat(rate, 'f', -1, 64), secs, plural(secs)))
 }
 
 // sameOrigin reports whether a normalized origin is http://<the request's Host>.
@@ -396,21 +595,6 @@ func originHeader(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return v[0], true
-}
-
-// clientKey names the rate limiter's bucket for r.
-func clientKey(r *http.Request) string {
-	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-		return "session:" + id
-	}
-	if id := r.URL.Query().Get("sessionId"); id != "" {
-		return "session:" + id
-	}
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		ip = r.RemoteAddr
-	}
-	return "ip:" + ip
 }
 
 // echo shortens a client-supplied value for repetition in a message or log.

@@ -525,24 +525,34 @@ func TestRateLimit(t *testing.T) {
 			{wantStatus: 200}, {wantStatus: 200}, {wantStatus: 200},
 			{wantStatus: 429, wantRetryAfter: "1"},
 		}},
-		{name: "sessions have their own buckets", rate: 1, burst: 1, steps: []step{
+		{name: "an invented Mcp-Session-Id does not escape the address's limit", rate: 1, burst: 1, steps: []step{
 			{session: "a", wantStatus: 200},
-			{session: "a", wantStatus: 429},
-			{session: "b", wantStatus: 200},
-			{wantStatus: 200}, // by IP
+			{session: "b", wantStatus: 429},
+			{session: "c", wantStatus: 429},
 			{wantStatus: 429},
 		}},
-		{name: "sessionId query parameter is a session", rate: 1, burst: 1, steps: []step{
+		{name: "an invented ?sessionId= does not escape the address's limit", rate: 1, burst: 1, steps: []step{
 			{query: "?sessionId=abc", wantStatus: 200},
-			{query: "?sessionId=abc", wantStatus: 429},
-			{session: "abc", wantStatus: 429}, // the same session either way
-			{query: "?sessionId=def", wantStatus: 200},
+			{query: "?sessionId=def", wantStatus: 429},
+			{query: "?sessionId=ghi", session: "jkl", wantStatus: 429},
 		}},
 		{name: "IP addresses have their own buckets", rate: 1, burst: 1, steps: []step{
 			{remote: "192.0.2.1:1000", wantStatus: 200},
 			{remote: "192.0.2.1:2000", wantStatus: 429}, // another port, same client
 			{remote: "192.0.2.2:1000", wantStatus: 200},
-			{remote: "[::1]:1000", wantStatus: 200},
+			{remote: "[::ffff:192.0.2.2]:1000", wantStatus: 429}, // IPv4 in IPv6 is the same address
+			{remote: "[::1]:1000", wantStatus: 200},              // loopback: its own limit, here none
+			{remote: "127.0.0.1:1000", wantStatus: 200},
+		}},
+		{name: "an IPv6 /64 is one peer", rate: 1, burst: 1, steps: []step{
+			{remote: "[2001:db8:1:2::1]:1000", wantStatus: 200},
+			{remote: "[2001:db8:1:2:ffff::9]:1000", wantStatus: 429},
+			{remote: "[fe80::1%eth0]:1000", wantStatus: 200},
+			{remote: "[2001:db8:1:3::1]:1000", wantStatus: 200},
+		}},
+		{name: "a RemoteAddr that is not ip:port is one peer beyond loopback", rate: 1, burst: 1, steps: []step{
+			{remote: "@", wantStatus: 200},
+			{remote: "pipe", wantStatus: 429},
 		}},
 	}
 	for _, tc := range tests {
@@ -603,56 +613,95 @@ func TestRateLimitNoLimit(t *testing.T) {
 }
 
 func TestLimiterEviction(t *testing.T) {
-	t.Run("idle clients are forgotten", func(t *testing.T) {
+	t.Run("the table is bounded and drops the least recently used", func(t *testing.T) {
 		clock := newFakeClock()
-		l := newLimiter(1, 1, clock.Now)
-		for i := range 100 {
-			l.allow(fmt.Sprint("idle-", i))
+		l := newLimiter[string](1, 1, 0, 100, clock.Now)
+		l.reserve("first")
+		l.reserve("kept")
+		for i := range 98 {
+			l.reserve(fmt.Sprint("client-", i))
 		}
-		clock.Advance(5 * time.Minute)
-		l.allow("recent")
-		if n := l.size(); n != 101 {
-			t.Fatalf("size = %d, want 101 before anyone is idle for 10 minutes", n)
+		if n := l.size(); n != 100 {
+			t.Fatalf("size = %d, want 100", n)
 		}
-		clock.Advance(idleTTL - 5*time.Minute)
-		l.allow("recent")
-		if n := l.size(); n != 1 {
-			t.Fatalf("size = %d, want 1 after the idle clients were swept", n)
+		if _, ok := l.reserve("kept"); ok { // used again: now the most recent
+			t.Fatal("a second request at once passed a burst of 1")
 		}
+		for i := range 150 {
+			l.reserve(fmt.Sprint("new-", i))
+			if n := l.size(); n > 100 {
+				t.Fatalf("size = %d after %d new keys, want at most 100", n, i+1)
+			}
+			if i == 0 {
+				l.mu.Lock()
+				_, first := l.index["first"]
+				_, kept := l.index["kept"]
+				l.mu.Unlock()
+				if first || !kept {
+					t.Fatalf("after one eviction: first kept %v, kept kept %v; want the least recently used (first) gone", first, kept)
+				}
+			}
+		}
+		checkList(t, l)
 	})
-	t.Run("the number of clients is bounded", func(t *testing.T) {
+	t.Run("a forgotten client starts with a full bucket", func(t *testing.T) {
 		clock := newFakeClock()
-		l := newLimiter(1, 1, clock.Now)
-		l.allow("first")
-		clock.Advance(time.Millisecond)
-		for i := range maxClients + 50 {
-			l.allow(fmt.Sprint("client-", i))
+		l := newLimiter[string](1, 2, 0, 2, clock.Now)
+		l.reserve("a")
+		l.reserve("a")
+		if _, ok := l.reserve("a"); ok {
+			t.Fatal("third request passed a burst of 2")
 		}
-		if n := l.size(); n != maxClients {
-			t.Fatalf("size = %d, want %d", n, maxClients)
-		}
-		l.mu.Lock()
-		_, kept := l.clients["first"]
-		l.mu.Unlock()
-		if kept {
-			t.Error("the client seen longest ago was kept")
+		l.reserve("b")
+		l.reserve("c") // evicts a
+		if _, ok := l.reserve("a"); !ok {
+			t.Fatal("a forgotten client was refused")
 		}
 	})
 	t.Run("a clock stepping back refills nothing", func(t *testing.T) {
 		clock := newFakeClock()
-		l := newLimiter(1, 1, clock.Now)
-		if ok, _ := l.allow("a"); !ok {
+		l := newLimiter[string](1, 1, 0, maxClients, clock.Now)
+		if _, ok := l.reserve("a"); !ok {
 			t.Fatal("first request refused")
 		}
 		clock.Advance(-time.Hour)
-		if ok, _ := l.allow("a"); ok {
+		if _, ok := l.reserve("a"); ok {
 			t.Fatal("a clock stepping back refilled the bucket")
 		}
 		clock.Advance(time.Hour + time.Second)
-		if ok, _ := l.allow("a"); !ok {
+		if _, ok := l.reserve("a"); !ok {
 			t.Fatal("request refused a second after the first")
 		}
 	})
+}
+
+// checkList checks that the limiter's list runs through every slot once,
+// both ways, and agrees with its index.
+func checkList[K comparable](t *testing.T, l *limiter[K]) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := make(map[int32]bool)
+	prev := int32(-1)
+	for i := l.head; i >= 0; i = l.slots[i].next {
+		if seen[i] {
+			t.Fatalf("slot %d twice in the list", i)
+		}
+		seen[i] = true
+		if l.slots[i].prev != prev {
+			t.Fatalf("slot %d: prev = %d, want %d", i, l.slots[i].prev, prev)
+		}
+		if j, ok := l.index[l.slots[i].key]; !ok || j != i {
+			t.Fatalf("slot %d is indexed at %d (%v)", i, j, ok)
+		}
+		prev = i
+	}
+	if prev != l.tail {
+		t.Fatalf("the list ends at %d, the tail is %d", prev, l.tail)
+	}
+	if len(seen) != len(l.index) || len(seen) != len(l.slots) {
+		t.Fatalf("%d slots listed, %d indexed, %d allocated", len(seen), len(l.index), len(l.slots))
+	}
 }
 
 func TestConcurrentRequests(t *testing.T) {

@@ -5,105 +5,138 @@ import (
 	"time"
 )
 
-// Bounds of the rate limiter's memory.
-const (
-	// idleTTL is how long a client may stay silent before its bucket is
-	// forgotten (and it starts again with a full one).
-	idleTTL = 10 * time.Minute
-	// sweepEvery is how often, at most, the buckets are scanned for idle
-	// ones. The scan happens while serving a request: no goroutine runs in
-	// the background, so there is nothing to stop.
-	sweepEvery = time.Minute
-	// maxClients bounds the number of buckets even when clients invent new
-	// session ids faster than idleTTL forgets them; past it, the bucket
-	// seen longest ago is dropped to make room.
-	maxClients = 10000
-)
+// maxClients bounds the buckets one limiter holds. Past it, the bucket used
+// longest ago is dropped to make room, in constant time: its client starts
+// again with a full bucket, as it would after a pause, so forgetting it
+// never refuses anyone.
+const maxClients = 10000
 
-// limiter holds one token bucket per client. It is safe for concurrent use.
-type limiter struct {
-	rate  float64 // tokens added per second
-	burst float64 // bucket capacity
-	now   func() time.Time
+// limiter holds one token bucket per key, at most capacity of them, in a
+// table whose slots form a list from the most to the least recently used.
+// A request may borrow a token up to maxWait ahead: it is then admitted
+// after that wait rather than refused, so a client that bursts is slowed.
+// It is safe for concurrent use; no goroutine runs in the background.
+type limiter[K comparable] struct {
+	rate    float64 // tokens added per second
+	burst   float64 // bucket capacity
+	maxWait time.Duration
+	now     func() time.Time
 
-	mu        sync.Mutex
-	clients   map[string]*bucket
-	lastSweep time.Time
+	mu       sync.Mutex
+	index    map[K]int32
+	slots    []slot[K] // grows to capacity, then slots are reused
+	capacity int
+	head     int32 // most recently used slot, or -1
+	tail     int32 // least recently used slot, or -1
 }
 
-type bucket struct {
-	tokens float64
-	last   time.Time // when tokens was last brought up to date: the client's last request
+type slot[K comparable] struct {
+	key        K
+	tokens     float64   // negative while requests wait for tokens they borrowed
+	last       time.Time // when tokens was last brought up to date
+	prev, next int32     // towards head and tail; -1 at the ends
 }
 
-func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
-	return &limiter{
-		rate:      rate,
-		burst:     float64(burst),
-		now:       now,
-		clients:   make(map[string]*bucket),
-		lastSweep: now(),
+func newLimiter[K comparable](rate float64, burst int, maxWait time.Duration, capacity int, now func() time.Time) *limiter[K] {
+	return &limiter[K]{
+		rate: rate, burst: float64(burst), maxWait: maxWait, now: now,
+		index: make(map[K]int32), capacity: capacity, head: -1, tail: -1,
 	}
 }
 
-// allow takes a token from key's bucket. If there is none, it reports how
-// long until there will be one.
-func (l *limiter) allow(key string) (ok bool, wait time.Duration) {
+// reserve takes a token from key's bucket. If there is none it borrows one,
+// provided it becomes due within maxWait: ok is then true and wait is how
+// long the request must be held first. If not, ok is false and wait is how
+// long until a request would be admitted with no more than maxWait to wait.
+func (l *limiter[K]) reserve(key K) (wait time.Duration, ok bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-
-	if now.Sub(l.lastSweep) >= sweepEvery {
-		l.sweep(now)
-	}
-	b := l.clients[key]
-	if b == nil {
-		if len(l.clients) >= maxClients {
-			l.sweep(now)
-			if len(l.clients) >= maxClients {
-				l.dropOldest()
-			}
-		}
-		b = &bucket{tokens: l.burst, last: now}
-		l.clients[key] = b
-	} else if elapsed := now.Sub(b.last); elapsed > 0 {
+	s := l.lookup(key, now)
+	if elapsed := now.Sub(s.last); elapsed > 0 {
 		// A clock that steps back refills nothing and moves nothing back.
-		b.tokens = min(l.burst, b.tokens+elapsed.Seconds()*l.rate)
-		b.last = now
+		s.tokens = min(l.burst, s.tokens+elapsed.Seconds()*l.rate)
+		s.last = now
 	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
+	if s.tokens >= 1 {
+		s.tokens--
+		return 0, true
 	}
-	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	wait = l.seconds(1 - s.tokens)
+	if wait <= l.maxWait {
+		s.tokens--
+		return wait, true
+	}
+	return wait - l.maxWait, false
 }
 
-// sweep forgets the clients idle for idleTTL or longer. l.mu must be held.
-func (l *limiter) sweep(now time.Time) {
-	l.lastSweep = now
-	for k, b := range l.clients {
-		if now.Sub(b.last) >= idleTTL {
-			delete(l.clients, k)
-		}
+// refund gives back a token reserve took, for a request refused by a later
+// check. A key forgotten meanwhile has a full bucket already.
+func (l *limiter[K]) refund(key K) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i, ok := l.index[key]; ok {
+		l.slots[i].tokens = min(l.burst, l.slots[i].tokens+1)
 	}
 }
 
-// dropOldest forgets the client seen longest ago. l.mu must be held.
-func (l *limiter) dropOldest() {
-	var oldest string
-	var oldestAt time.Time
-	first := true
-	for k, b := range l.clients {
-		if first || b.last.Before(oldestAt) {
-			oldest, oldestAt, first = k, b.last, false
-		}
+func (l *limiter[K]) seconds(tokens float64) time.Duration {
+	return time.Duration(tokens / l.rate * float64(time.Second))
+}
+
+// lookup returns key's slot, moved to the head of the list, creating it
+// with a full bucket (in the least recently used slot once the table is
+// full). l.mu must be held.
+func (l *limiter[K]) lookup(key K, now time.Time) *slot[K] {
+	i, ok := l.index[key]
+	switch {
+	case ok:
+		l.unlink(i)
+	case len(l.slots) < l.capacity:
+		i = int32(len(l.slots))
+		l.slots = append(l.slots, slot[K]{})
+	default:
+		i = l.tail
+		l.unlink(i)
+		delete(l.index, l.slots[i].key)
 	}
-	delete(l.clients, oldest)
+	if !ok {
+		l.slots[i] = slot[K]{key: key, tokens: l.burst, last: now}
+		l.index[key] = i
+	}
+	l.pushFront(i)
+	return &l.slots[i]
+}
+
+func (l *limiter[K]) unlink(i int32) {
+	s := &l.slots[i]
+	if s.prev >= 0 {
+		l.slots[s.prev].next = s.next
+	} else {
+		l.head = s.next
+	}
+	if s.next >= 0 {
+		l.slots[s.next].prev = s.prev
+	} else {
+		l.tail = s.prev
+	}
+}
+
+func (l *limiter[K]) pushFront(i int32) {
+	s := &l.slots[i]
+	s.prev, s.next = -1, l.head
+	if l.head >= 0 {
+		l.slots[l.head].prev = i
+	}
+	l.head = i
+	if l.tail < 0 {
+		l.tail = i
+	}
 }
 
 // size returns the number of buckets held, for tests.
-func (l *limiter) size() int {
+func (l *limiter[K]) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.clients)
+	return len(l.index)
 }
