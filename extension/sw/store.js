@@ -14,7 +14,7 @@ export const LOCAL = Object.freeze({
 export const SESSION = Object.freeze({
   native: 'native', // {port, lastError?, retryInMs?, attempt, at}: the native port
   hostState: 'hostState', // the last host.state params, plus `at`
-  bridge: 'bridge', // {state: pending|ready|error, browserId?, bridgeVersion?, mcpUrl?, error?, at}
+  bridge: 'bridge', // {state: pending|ready|error|disconnected, browserId?, bridgeVersion?, mcpUrl?, bridgeInstance?, error?, at}
   sessions: 'sessions', // {[sessionId]: SessionRecord}, see sessions.js
   recentCalls: 'recentCalls', // [{tool, session, client, ms, ok, error?, at}], newest first
 });
