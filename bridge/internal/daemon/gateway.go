@@ -73,16 +73,20 @@ func gatewayRoutes(gw *gateway.Gateway, next http.Handler) http.Handler {
 // guard wraps h in the HTTP guard cfg describes, for the listener at addr.
 func guard(cfg *config.Config, addr string, gw *gateway.Gateway, log *slog.Logger, h http.Handler) (http.Handler, error) {
 	rate, burst := cfg.Rate()
+	loopRate, loopBurst := cfg.LoopbackRate()
 	return httpguard.New(httpguard.Options{
-		ListenAddr:     addr,
-		AllowedHosts:   cfg.AllowedHosts,
-		HostSuffixes:   hostSuffixes(gw),
-		AllowedOrigins: cfg.AllowedOrigins,
-		Token:          cfg.Token,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		RatePerSecond:  rate,
-		Burst:          burst,
-		Logger:         log,
+		ListenAddr:            addr,
+		AllowedHosts:          cfg.AllowedHosts,
+		HostSuffixes:          hostSuffixes(gw),
+		AllowedOrigins:        cfg.AllowedOrigins,
+		Token:                 cfg.Token,
+		MaxBodyBytes:          cfg.MaxBodyBytes,
+		RatePerSecond:         rate,
+		Burst:                 burst,
+		LoopbackRatePerSecond: loopRate,
+		LoopbackBurst:         loopBurst,
+		MaxWait:               cfg.RateWaitDuration(),
+		Logger:                log,
 	}, h)
 }
 

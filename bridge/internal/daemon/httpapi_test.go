@@ -223,7 +223,8 @@ func TestTokenEnforced(t *testing.T) {
 
 func TestRateAndBodyLimits(t *testing.T) {
 	rate := 5.0
-	base, _ := httpBridge(t, func(c *config.Config) { c.RateLimit = &rate; c.RateBurst = 5; c.MaxBodyBytes = 2048 })
+	// This client is on loopback; with no wait, a request over the limit is refused at once.
+	base, _ := httpBridge(t, func(c *config.Config) { c.LoopbackRateLimit = &rate; c.RateWait = "0s"; c.MaxBodyBytes = 2048 })
 	sess := session(t, base+"/mcp", nil)
 	limited := 0
 	for i := 0; i < 20; i++ {

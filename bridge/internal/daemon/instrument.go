@@ -9,8 +9,25 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 )
 
-// routes are the label values of the HTTP metrics; any other path is "other".
+// routes are the route label values of the HTTP metrics; any other path is
+// "other".
 var routes = map[string]bool{"/mcp": true, "/sse": true, "/message": true, "/health": true, "/tools": true, "/metrics": true}
+
+// methods are the method label values; any other verb is "other". The verb
+// is the client's choice (curl -X BREW), so using it as it comes would add
+// a series per invented verb.
+var methods = map[string]bool{
+	http.MethodGet: true, http.MethodPost: true, http.MethodDelete: true, http.MethodOptions: true,
+	http.MethodHead: true, http.MethodPut: true, http.MethodPatch: true,
+}
+
+// label returns v if it is in set, else metrics.OtherValue.
+func label(set map[string]bool, v string) string {
+	if set[v] {
+		return v
+	}
+	return metrics.OtherValue
+}
 
 // instrument counts requests, errors, bytes and latency per route, and
 // exposes sessions, browsers and calls as gauges.
@@ -45,17 +62,14 @@ func (b *Bridge) instrument(next http.Handler) http.Handler {
 		reg.NewGaugeFunc(name, "See the README's /metrics section.", f)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		route := r.URL.Path
-		if !routes[route] {
-			route = "other"
-		}
+		route := label(routes, r.URL.Path)
 		start := time.Now()
 		cw := &countingWriter{ResponseWriter: w, code: http.StatusOK}
 		if r.Body != nil {
 			r.Body = &countingBody{ReadCloser: r.Body, n: bytesIn.With(route)}
 		}
 		next.ServeHTTP(cw, r)
-		requests.With(route, r.Method, strconv.Itoa(cw.code)).Inc()
+		requests.With(route, label(methods, r.Method), strconv.Itoa(cw.code)).Inc()
 		bytesOut.With(route).Add(float64(cw.n))
 		if r.Method == http.MethodPost {
 			latency.With(route).Observe(time.Since(start).Seconds())
