@@ -164,16 +164,25 @@ func (b *backend) start(ctx context.Context) error {
 	hctx, cancel := context.WithTimeout(ctx, initTimeout)
 	defer cancel()
 	res, err := b.internalCall(hctx, c, "initialize", params)
+	if err == nil {
+		err = c.Send(appendNotification(nil, "notifications/initialized", nil))
+	}
 	if err != nil {
 		if b.private {
-			c.Close()
+			go c.Close()
 		}
 		return fmt.Errorf("initializing stdio server %q: %w", b.srv.name, err)
 	}
-	if err := c.Send(appendNotification(nil, "notifications/initialized", nil)); err != nil {
-		return fmt.Errorf("initializing stdio server %q: %w", b.srv.name, err)
-	}
 	b.mu.Lock()
+	if b.dead {
+		// The private child's session ended (or the server was removed)
+		// while the child started: nobody will stop it later.
+		b.mu.Unlock()
+		if b.private {
+			go c.Close()
+		}
+		return fmt.Errorf("stdio server %q: the session ended while its process started", b.srv.name)
+	}
 	b.conn, b.init = c, res
 	b.mu.Unlock()
 	b.invalidateTools()

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 )
 
 // Streamable HTTP and legacy HTTP+SSE, written for a pass-through: the
@@ -32,6 +34,23 @@ func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int,
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(errorResponse(id, code, msg))
+}
+
+// childRetryAfter is the Retry-After of a refusal for want of a
+// per-session process: one frees up when any session of the server ends.
+const childRetryAfter = 5 * time.Second
+
+// writeOpenError answers a request that could not open its session on the
+// server: 503 with Retry-After when the server runs its limit of
+// per-session processes, else a JSON-RPC error saying why the server is
+// down (its child crashed, cannot start, or was removed).
+func writeOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
+	if errors.Is(err, stdio.ErrTooManyChildren) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(childRetryAfter/time.Second)))
+		writeError(w, http.StatusServiceUnavailable, id, codeUnavailable, err.Error())
+		return
+	}
+	writeError(w, http.StatusOK, id, codeUnavailable, err.Error())
 }
 
 func acceptsBoth(accept string) bool {
@@ -152,7 +171,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 		s = g.newSession(t, false)
 		res, err := s.initialize(ctx, e.Params)
 		if err != nil {
-			writeError(w, http.StatusOK, e.ID, codeUnavailable, err.Error())
+			writeOpenError(w, e.ID, err)
 			return
 		}
 		g.addSession(s, "streamable")
@@ -225,7 +244,7 @@ func (g *Gateway) stateless(w http.ResponseWriter, r *http.Request, t target, e 
 	s.version = version2026
 	if e.Method != "server/discover" {
 		if _, err := t.open(ctx, s, nil); err != nil {
-			writeError(w, http.StatusOK, e.ID, codeUnavailable, err.Error())
+			writeOpenError(w, e.ID, err)
 			return
 		}
 		defer s.close()

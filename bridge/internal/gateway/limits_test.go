@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
@@ -101,4 +104,101 @@ func TestMethodLabel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// childPID asks the test child behind session sid for its pid.
+func (tg *testGateway) childPID(route, sid string) int {
+	tg.t.Helper()
+	r := tg.raw("POST", route, `{"jsonrpc":"2.0","id":"pid","method":"tools/call","params":{"name":"pid","arguments":{}}}`, map[string]string{"Mcp-Session-Id": sid})
+	var res struct {
+		Result struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(r.body, &res); err != nil || len(res.Result.Content) != 1 {
+		tg.t.Fatalf("tools/call pid: %d %s", r.status, r.body)
+	}
+	pid, err := strconv.Atoi(res.Result.Content[0].Text)
+	if err != nil {
+		tg.t.Fatal(err)
+	}
+	return pid
+}
+
+// eventually polls cond every 20 ms until it holds, failing after a
+// ceiling long enough for a loaded CI machine.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// per_session servers run at most max_children processes; beyond, an
+// initialize is refused with 503 and Retry-After; a session that ends by
+// DELETE or by idling out takes its process with it, and frees its place.
+func TestPerSessionChildrenAreCapped(t *testing.T) {
+	const route = "/servers/priv/mcp"
+	cfg := testChild(t, "mcp")
+	cfg.PerSession, cfg.MaxChildren = true, 2
+	tg := newTestGateway(t, map[string]stdio.ServerConfig{"priv": cfg}, Options{})
+	var sids []string
+	var pids []int
+	for range 2 {
+		r := tg.raw("POST", route, initBody, nil)
+		sid := r.header.Get("Mcp-Session-Id")
+		if r.status != 200 || sid == "" {
+			t.Fatalf("initialize under the cap: %d %s", r.status, r.body)
+		}
+		sids = append(sids, sid)
+		pids = append(pids, tg.childPID(route, sid))
+	}
+	for i := range 3 {
+		r := tg.raw("POST", route, initBody, nil)
+		if r.status != 503 || r.header.Get("Retry-After") == "" || r.code != codeUnavailable || !strings.Contains(r.msg, "max_children") || r.header.Get("Mcp-Session-Id") != "" {
+			t.Fatalf("initialize %d over the cap: %d Retry-After %q %s", i, r.status, r.header.Get("Retry-After"), r.body)
+		}
+		checkErrorObject(t, r.body)
+	}
+	if st, _ := tg.gw.Supervisor().State("priv"); st.Private != 2 {
+		t.Fatalf("%d per-session processes, want 2", st.Private)
+	}
+
+	if r := tg.raw("DELETE", route, "", map[string]string{"Mcp-Session-Id": sids[0]}); r.status != 204 {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	eventually(t, "stopped the DELETEd session's process", func() bool { return processGone(pids[0]) })
+	var third string
+	eventually(t, "admitted a session in the freed place", func() bool {
+		r := tg.raw("POST", route, initBody, nil)
+		third = r.header.Get("Mcp-Session-Id")
+		return r.status == 200 && third != ""
+	})
+	if pid := tg.childPID(route, third); pid == pids[1] || processGone(pid) {
+		t.Fatalf("the new session's process %d", pid)
+	}
+	if processGone(pids[1]) {
+		t.Fatal("a live session lost its process")
+	}
+}
+
+func TestPerSessionChildOfAReapedSessionIsStopped(t *testing.T) {
+	const route = "/servers/priv/mcp"
+	cfg := testChild(t, "mcp")
+	cfg.PerSession = true
+	tg := newTestGateway(t, map[string]stdio.ServerConfig{"priv": cfg}, Options{SessionTimeout: time.Second})
+	sid := tg.raw("POST", route, initBody, nil).header.Get("Mcp-Session-Id")
+	pid := tg.childPID(route, sid)
+	eventually(t, "reaped the idle session", func() bool { return tg.gw.Sessions() == 0 })
+	eventually(t, "stopped the reaped session's process", func() bool { return processGone(pid) })
+	eventually(t, "counted the process gone", func() bool {
+		st, _ := tg.gw.Supervisor().State("priv")
+		return st.Private == 0
+	})
 }

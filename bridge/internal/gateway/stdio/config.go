@@ -63,6 +63,10 @@ type ServerConfig struct {
 	// PerSession asks the gateway to give every session its own child
 	// (Supervisor.StartPrivate) instead of sharing one.
 	PerSession bool `json:"per_session,omitempty"`
+	// MaxChildren bounds the per-session children of the server running
+	// at once; 0 means the Supervisor's Options.MaxPrivate (by default
+	// DefaultMaxPrivate, 8).
+	MaxChildren int `json:"max_children,omitempty"`
 	// Start is when the shared child starts; "" means StartLazy.
 	Start StartMode `json:"start,omitempty"`
 	// Tools, if set, filters the server's tools.
@@ -109,6 +113,7 @@ func (c ServerConfig) LogValue() slog.Value {
 		slog.Any("env_keys", c.envKeys()),
 		slog.String("cwd", c.Cwd),
 		slog.Bool("per_session", c.PerSession),
+		slog.Int("max_children", c.MaxChildren),
 		slog.String("start", string(c.startMode())),
 	)
 }
@@ -128,6 +133,10 @@ func (c ServerConfig) startMode() StartMode {
 // namePattern is a DNS label: server names become host names
 // ({name}.{prefix}.{domain}) and path segments.
 var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// maxMaxChildren is the largest max_children an entry may set: each child
+// is a process, and thousands of them would take the machine down.
+const maxMaxChildren = 1024
 
 // maxConfigSize bounds the file ParseServers and ParseClaudeDesktop accept.
 const maxConfigSize = 4 << 20
@@ -422,6 +431,9 @@ func (c ServerConfig) validate(p string) error {
 	if c.Cwd != "" && !filepath.IsAbs(c.Cwd) {
 		return fmt.Errorf("%s.cwd: %q must be an absolute path", p, c.Cwd)
 	}
+	if c.MaxChildren < 0 || c.MaxChildren > maxMaxChildren {
+		return fmt.Errorf("%s.max_children: %d is outside 0-%d (0 means the gateway's default)", p, c.MaxChildren, maxMaxChildren)
+	}
 	switch c.Start {
 	case "", StartLazy, StartBoot:
 	default:
@@ -501,6 +513,8 @@ func typeName(kind string) string {
 		return "a string"
 	case "bool":
 		return "true or false"
+	case "int":
+		return "a whole number"
 	}
 	return "a " + kind
 }

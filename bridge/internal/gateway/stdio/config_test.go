@@ -49,6 +49,10 @@ func TestParseServers(t *testing.T) {
 		{"relative cwd", `{"mcpServers": {"memory": {"command": "npx", "cwd": "work"}}}`, "mcpServers.memory.cwd: \"work\" must be an absolute path"},
 		{"bad env key", `{"mcpServers": {"memory": {"command": "npx", "env": {"A=B": "x"}}}}`, "mcpServers.memory.env: key \"A=B\""},
 		{"empty tool name", `{"mcpServers": {"memory": {"command": "npx", "tools": {"deny": [""]}}}}`, "mcpServers.memory.tools.deny[0]: empty tool name"},
+		{"max_children", `{"mcpServers": {"memory": {"command": "npx", "per_session": true, "max_children": 3}}}`, ""},
+		{"negative max_children", `{"mcpServers": {"memory": {"command": "npx", "max_children": -1}}}`, "mcpServers.memory.max_children: -1 is outside 0-1024"},
+		{"huge max_children", `{"mcpServers": {"memory": {"command": "npx", "max_children": 100000}}}`, "mcpServers.memory.max_children: 100000 is outside 0-1024"},
+		{"max_children wrong type", `{"mcpServers": {"memory": {"command": "npx", "max_children": "8"}}}`, "mcpServers.memory.max_children: must be a whole number, not a string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

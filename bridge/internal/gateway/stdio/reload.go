@@ -20,7 +20,7 @@ type ReloadResult struct {
 	// or is a boot server (a lazy server never used stays unstarted).
 	Restarted []string
 	// Updated servers changed only in what the child does not see (tools,
-	// start): their children run on. A lazy server not started yet that
+	// start, max_children): their children run on. A lazy server not started yet that
 	// becomes a boot server starts now.
 	Updated []string
 	// Unchanged servers are equal to their current entry.
@@ -199,6 +199,7 @@ func changedKeys(a, b ServerConfig) []string {
 	add(!maps.Equal(a.Env, b.Env), "env")
 	add(a.Cwd != b.Cwd, "cwd")
 	add(a.PerSession != b.PerSession, "per_session")
+	add(a.MaxChildren != b.MaxChildren, "max_children")
 	add(a.startMode() != b.startMode(), "start")
 	var ta, tb ToolFilter
 	if a.Tools != nil {
@@ -212,10 +213,11 @@ func changedKeys(a, b ServerConfig) []string {
 }
 
 // needsRestart reports whether a change of keys reaches the child: only
-// start (when it starts) and tools (applied by the gateway) do not.
+// start (when it starts), tools (applied by the gateway) and max_children
+// (applied to the next per-session start) do not.
 func needsRestart(keys []string) bool {
 	for _, k := range keys {
-		if k != "start" && k != "tools" {
+		if k != "start" && k != "tools" && k != "max_children" {
 			return true
 		}
 	}

@@ -359,6 +359,8 @@ func TestChangedKeysCoversEveryField(t *testing.T) {
 			v.SetString(v.String() + "boot") // "boot": a valid change of Start too
 		case reflect.Bool:
 			v.SetBool(true)
+		case reflect.Int:
+			v.SetInt(3)
 		case reflect.Slice:
 			v.Set(reflect.ValueOf([]string{"v"}))
 		case reflect.Map:

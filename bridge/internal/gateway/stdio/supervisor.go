@@ -20,6 +20,9 @@ const (
 	DefaultStableAfter = 10 * time.Second
 	DefaultStopGrace   = 5 * time.Second
 	DefaultStderrLines = 20
+	// DefaultMaxPrivate is how many per-session children one server may
+	// run at once, unless its entry sets max_children.
+	DefaultMaxPrivate = 8
 )
 
 // Errors of the Supervisor.
@@ -29,6 +32,9 @@ var (
 	// ErrUnavailable wraps the reason a server has no running child now
 	// (it crashed and waits to restart, or it cannot be started).
 	ErrUnavailable = errors.New("stdio server unavailable")
+	// ErrTooManyChildren is wrapped by StartPrivate's error when the
+	// server already runs its limit of per-session children.
+	ErrTooManyChildren = errors.New("too many per-session processes")
 )
 
 // Options configures a Supervisor. The zero value is usable: every zero
@@ -57,6 +63,9 @@ type Options struct {
 	// Environ is the environment children inherit, before their config's
 	// env is added. nil means os.Environ().
 	Environ []string
+	// MaxPrivate bounds the per-session children (StartPrivate) of a
+	// server whose entry sets no max_children. 0 means DefaultMaxPrivate.
+	MaxPrivate int
 }
 
 // Status is the state of a server's shared child.
@@ -186,6 +195,9 @@ func NewSupervisor(servers map[string]ServerConfig, opts Options) (*Supervisor, 
 	}
 	if opts.StderrLines <= 0 {
 		opts.StderrLines = DefaultStderrLines
+	}
+	if opts.MaxPrivate <= 0 {
+		opts.MaxPrivate = DefaultMaxPrivate
 	}
 	if opts.Environ == nil {
 		opts.Environ = os.Environ()
@@ -364,6 +376,10 @@ func (sv *server) unavailableLocked() error {
 // it exits; the caller ends it with Close, and Shutdown ends it too. Its
 // stderr goes to the log and the server's LastStderr like the shared one's.
 // A Reload that changes or removes the server ends it.
+//
+// A server runs at most max_children (else Options.MaxPrivate) such
+// children at once, counted until each has exited: beyond that
+// StartPrivate fails at once with an error wrapping ErrTooManyChildren.
 func (s *Supervisor) StartPrivate(ctx context.Context, name string) (*Conn, error) {
 	sv, err := s.lookup(name)
 	if err != nil {
@@ -384,14 +400,28 @@ func (s *Supervisor) StartPrivate(ctx context.Context, name string) (*Conn, erro
 		return nil, fmt.Errorf("%w: %q", ErrUnknownServer, name)
 	}
 	cfg, _ := sv.config()
+	limit := cfg.MaxChildren
+	if limit == 0 {
+		limit = s.opts.MaxPrivate
+	}
+	sv.mu.Lock()
+	running := sv.private
+	sv.mu.Unlock()
+	if running >= limit {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: stdio server %q already runs %d processes, one per session, which is its limit (max_children): end one of those sessions (DELETE) or try again later",
+			ErrTooManyChildren, name, running)
+	}
 	c, err := sv.spawn(cfg)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
 	s.private[c] = sv
-	s.mu.Unlock()
+	// Counted under s.mu, with the check: concurrent starts cannot both
+	// take the last place.
 	sv.update(func() { sv.private++ })
+	s.mu.Unlock()
 	s.log.Info("stdio server started for a session", "server", name, "pid", c.PID())
 	go func() {
 		<-c.Done()

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -275,6 +276,42 @@ func TestPrivateChildren(t *testing.T) {
 	waitState(t, s, "echo", "one private", func(st State) bool { return st.Private == 1 })
 	if got := roundTrip(t, b, []byte(`{"id":1}`)); string(got) != `{"id":1}` {
 		t.Fatal(string(got))
+	}
+}
+
+// A server runs at most its limit of private children, counted until
+// each has exited; the entry's max_children overrides Options.MaxPrivate.
+func TestPrivateChildrenAreCapped(t *testing.T) {
+	capped := echoChild(t, "capped")
+	capped.MaxChildren = 1
+	s, _ := newSupervisor(t, map[string]ServerConfig{"echo": echoChild(t, "echo"), "capped": capped}, Options{MaxPrivate: 2})
+	for _, tc := range []struct {
+		name  string
+		limit int
+	}{{"echo", 2}, {"capped", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conns []*Conn
+			for range tc.limit {
+				c, err := s.StartPrivate(context.Background(), tc.name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conns = append(conns, c)
+			}
+			_, err := s.StartPrivate(context.Background(), tc.name)
+			if !errors.Is(err, ErrTooManyChildren) || !strings.Contains(err.Error(), "max_children") {
+				t.Fatalf("StartPrivate over the limit: %v", err)
+			}
+			conns[0].Close()
+			waitState(t, s, tc.name, "a place freed", func(st State) bool { return st.Private == tc.limit-1 })
+			c, err := s.StartPrivate(context.Background(), tc.name)
+			if err != nil {
+				t.Fatalf("StartPrivate after one ended: %v", err)
+			}
+			if got := roundTrip(t, c, []byte(`{"id":2}`)); string(got) != `{"id":2}` {
+				t.Fatal(string(got))
+			}
+		})
 	}
 }
 
