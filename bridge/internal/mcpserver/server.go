@@ -28,6 +28,13 @@ import (
 // cores) for a heap that still stays in the tens of MB.
 const GCPercent = 400
 
+// DefaultBrowserWait is how long a call waits for a browser by default: a
+// worker that Chrome stopped is woken by the extension's standing alarm,
+// whose period is 30 s (Chrome's minimum for packed extensions) and which
+// may fire late; then the worker, the host and hello take about half a
+// second more.
+const DefaultBrowserWait = 45 * time.Second
+
 // Options configure a Server. Zero values are documented per field.
 type Options struct {
 	// Logger receives session and call events; nil discards them.
@@ -36,7 +43,7 @@ type Options struct {
 	Version string
 	// BrowserWait is how long a call waits for a browser when none is
 	// connected (service worker restarting, host respawning, browser
-	// closed); 0 means 30 s.
+	// closed); 0 means DefaultBrowserWait.
 	BrowserWait time.Duration
 	// ToolsCache is a file that keeps the last tool list a browser gave,
 	// so that clients see the browser's tools while it reconnects after a
@@ -89,7 +96,7 @@ func New(opts Options) *Server {
 		opts.Version = "dev"
 	}
 	if opts.BrowserWait == 0 {
-		opts.BrowserWait = 30 * time.Second
+		opts.BrowserWait = DefaultBrowserWait
 	}
 	s := &Server{
 		opts:     opts,
