@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -149,6 +150,10 @@ func (h *SSE) Message(w http.ResponseWriter, r *http.Request) {
 	if sess == nil {
 		writeRPCError(w, http.StatusNotFound, nil, -32001, fmt.Sprintf(
 			"unknown or ended SSE session %q: a legacy SSE session (2024-11-05) ends when its stream breaks, for instance when Browser Bridge restarts; open a new stream with GET /sse (Streamable HTTP at /mcp keeps sessions across restarts)", echoID(id)))
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeRPCError(w, http.StatusUnsupportedMediaType, nil, -32600, "Content-Type must be application/json; got "+quoteOrNone(r.Header.Get("Content-Type")))
 		return
 	}
 	sess.adm.Begin()

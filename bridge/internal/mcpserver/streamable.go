@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -322,13 +323,45 @@ func inspect(body []byte) (head messageHead, status, code int, msg string) {
 		return head, http.StatusBadRequest, -32600, `"jsonrpc" must be "2.0"`
 	}
 	isResponse := head.Result != nil || head.Error != nil
+	if head.Method != "" && head.ID != nil {
+		if why := idProblem(head.ID); why != "" {
+			head.ID = nil // it cannot be echoed: the error goes with a null id
+			return head, http.StatusBadRequest, -32600, why
+		}
+	}
 	switch {
 	case head.Method == "" && !isResponse:
 		return head, http.StatusBadRequest, -32600, "a JSON-RPC message needs a method (request or notification) or a result/error (response)"
 	case head.Method != "" && head.ID != nil && !serverMethods[head.Method]:
 		return head, http.StatusOK, -32601, fmt.Sprintf("method %q is not served by Browser Bridge", head.Method)
+	case head.Method != "" && head.ID == nil && serverMethods[head.Method]:
+		return head, http.StatusBadRequest, -32600, fmt.Sprintf("%s is a request and needs an \"id\" (a message without one is a notification, which gets no answer)", head.Method)
 	}
 	return head, 0, 0, ""
+}
+
+// maxExactID is the largest integer id every JSON-RPC peer (and the SDK,
+// which reads numbers as float64) holds exactly: 2^53 - 1.
+const maxExactID = 1<<53 - 1
+
+// idProblem says why a request id cannot come back exactly as it was sent
+// ("" when it can): an answer must carry the id of its request, and an id
+// that the server rounds (1.5 to 1, 2^53 + 1 to 2^53) can be answered as
+// another request of the same client.
+func idProblem(raw json.RawMessage) string {
+	switch raw[0] {
+	case '"':
+		return ""
+	case 'n':
+		return `"id": null is not a request id (null is only for answers to messages whose id could not be read); use a string or an integer`
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil || n > maxExactID || n < -maxExactID {
+			return fmt.Sprintf("request id %s cannot be answered exactly: use a string, or an integer between -%d and %d", echoID(string(raw)), int64(maxExactID), int64(maxExactID))
+		}
+		return ""
+	}
+	return fmt.Sprintf("request id %s is not a string or an integer", echoID(string(raw)))
 }
 
 func acceptsStreamable(accept string) bool {
