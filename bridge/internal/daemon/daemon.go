@@ -35,6 +35,19 @@ import (
 // shutdownGrace bounds how long HTTP requests may take to finish on stop.
 const shutdownGrace = 3 * time.Second
 
+// Timeouts of the HTTP server (the bridge's and the gateway's; see
+// docs/limits.md, "Connections"). httpReadTimeout bounds reading one
+// request, headers and body: net/http clears the read deadline once the
+// body has been read, so it cuts a trickled body but never a GET or SSE
+// stream (or a POST answered as a stream). httpIdleTimeout closes a
+// keep-alive connection that sends no next request. No WriteTimeout: it
+// would cut those streams.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = 30 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+)
+
 // Bridge is a running bridge. Start it with Start; Run waits for it.
 type Bridge struct {
 	cfg      *config.Config
@@ -148,7 +161,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b.http = &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second}
+	b.http = &http.Server{Handler: guarded, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout, IdleTimeout: httpIdleTimeout}
 	return b, nil
 }
 

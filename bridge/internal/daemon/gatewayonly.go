@@ -56,7 +56,7 @@ func StartGateway(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 		ln.Close()
 		return nil, err
 	}
-	g.http = &http.Server{Handler: guarded, ReadHeaderTimeout: 10 * time.Second}
+	g.http = &http.Server{Handler: guarded, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout, IdleTimeout: httpIdleTimeout}
 	return g, nil
 }
 
