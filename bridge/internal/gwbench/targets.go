@@ -164,7 +164,7 @@ func launchBrowserbridge(ctx context.Context, e *env) (*instance, error) {
 	// closed-loop session exceeds) and no log file: the same footing as the
 	// other gateways, which have neither.
 	cfgFile := filepath.Join(e.tmp, "bridge.json")
-	if err := os.WriteFile(cfgFile, []byte(`{"rate_limit": 0, "log": {"file": "-", "level": "warn"}}`), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(`{"rate_limit": 0, "loopback_rate_limit": 0, "log": {"file": "-", "level": "warn"}}`), 0o600); err != nil {
 		return nil, err
 	}
 	argv := []string{e.bb, "gateway", "--config", cfgFile, "--servers", file, "--listen", addr}
