@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // AggregateClient is an in-process client of a server that is not a stdio
@@ -41,6 +43,7 @@ type aggregate struct {
 // catalog of names.
 type aggSession struct {
 	mu       sync.Mutex
+	closed   bool // no backend may be attached any more
 	backends map[string]*backend
 	browser  AggregateClient
 	catalog  *catalog
@@ -49,8 +52,10 @@ type aggSession struct {
 
 // catalog maps exposed names to where they go.
 type catalog struct {
-	tools  []json.RawMessage // as listed, renamed
-	routes map[string]toolRoute
+	tools    []json.RawMessage // as listed, renamed
+	routes   map[string]toolRoute
+	complete bool      // every server answered
+	built    time.Time // when it was built
 }
 
 type toolRoute struct {
@@ -85,7 +90,23 @@ func (a *aggregate) open(ctx context.Context, s *Session, initParams json.RawMes
 	a.mu.Lock()
 	a.sessions[s] = as
 	a.mu.Unlock()
+	if !s.stateless {
+		go a.prefetch(s, as)
+	}
 	return a.initResult(), nil
+}
+
+// prefetch starts every server's tool list as the session opens: a server
+// that starts slowly (npx fetching a package) gets the time the client
+// takes to send tools/list on top of the budget.
+func (a *aggregate) prefetch(s *Session, as *aggSession) {
+	ctx, cancel := context.WithTimeout(context.Background(), toolsFetchTimeout)
+	defer cancel()
+	for _, name := range a.g.Names() {
+		if b, err := a.backend(s, as, name); err == nil {
+			go func() { _, _ = b.toolList(ctx) }()
+		}
+	}
 }
 
 func (a *aggregate) discover(context.Context) (json.RawMessage, error) {
@@ -99,6 +120,9 @@ func (a *aggregate) backend(s *Session, as *aggSession, name string) (*backend, 
 	defer as.mu.Unlock()
 	if b := as.backends[name]; b != nil {
 		return b, nil
+	}
+	if as.closed {
+		return nil, fmt.Errorf("the aggregate session has ended")
 	}
 	srv := a.g.server(name)
 	if srv == nil {
@@ -114,89 +138,149 @@ func (a *aggregate) backend(s *Session, as *aggSession, name string) (*backend, 
 	return b, nil
 }
 
-// catalogFor builds (or reuses) the session's catalog.
+// catalogRetry is how long a catalog that misses a server is reused
+// before the missing servers are asked again (a server that answers late
+// rejoins at once, by list_changed).
+const catalogRetry = 30 * time.Second
+
+// listed is one server's part of a catalog.
+type listed struct {
+	server string
+	tools  []json.RawMessage
+	err    error
+	remote bool
+}
+
+// catalogFor builds (or reuses) the session's catalog. Every server is
+// asked at once, each within the aggregate budget: one that does not
+// answer in time is left out (logged, and shown in /health), and the
+// others' tools are listed without waiting for it.
 func (a *aggregate) catalogFor(ctx context.Context, s *Session, as *aggSession) (*catalog, error) {
 	gen := a.gen.Load()
 	as.mu.Lock()
-	if as.catalog != nil && as.gen == gen {
-		c := as.catalog
+	if c := as.catalog; c != nil && as.gen == gen && (c.complete || time.Since(c.built) < catalogRetry) {
 		as.mu.Unlock()
 		return c, nil
 	}
 	as.mu.Unlock()
 
-	type entry struct {
-		server, tool string
-		raw          json.RawMessage
-		remote       bool
-	}
-	var entries []entry
-	var failures []string
+	budget := a.g.opts.AggregateTimeout
+	lctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	names := a.g.Names()
+	parts := make([]listed, len(names)+1)
+	var wg sync.WaitGroup
 	if br := a.g.opts.Browser; br != nil && br.Connect != nil {
-		as.mu.Lock()
-		cl := as.browser
-		as.mu.Unlock()
-		var err error
-		if cl == nil {
-			if cl, err = br.Connect(ctx); err == nil {
-				as.mu.Lock()
-				as.browser = cl
-				as.mu.Unlock()
-			}
-		}
-		if err == nil {
-			var tools []json.RawMessage
-			if tools, err = cl.ListTools(ctx); err == nil {
-				for _, t := range tools {
-					entries = append(entries, entry{BrowserRoute, toolNameOf(t), t, false})
-				}
-			}
-		}
-		if err != nil {
-			failures = append(failures, fmt.Sprintf("%s: %v", BrowserRoute, err))
-		}
+		wg.Go(func() { parts[len(names)] = a.browserTools(lctx, as) })
 	}
-	for _, name := range a.g.Names() {
-		b, err := a.backend(s, as, name)
-		if err == nil {
-			var tools []json.RawMessage
-			if tools, err = b.toolList(ctx); err == nil {
-				for _, t := range tools {
-					entries = append(entries, entry{name, toolNameOf(t), t, false})
-				}
+	for i, name := range names {
+		wg.Go(func() {
+			parts[i] = listed{server: name}
+			b, err := a.backend(s, as, name)
+			if err == nil {
+				parts[i].tools, err = b.toolList(lctx)
 			}
-		}
-		if err != nil {
-			// One server down must not hide the others' tools.
-			failures = append(failures, fmt.Sprintf("%s: %v", name, err))
+			parts[i].err = err
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		// The client left: nothing to build, and no server to blame.
+		return nil, ctx.Err()
+	}
+
+	var entries []listed
+	var missing, failures []string
+	for _, p := range parts {
+		switch {
+		case p.server == "":
+			continue // no browser route
+		case p.err != nil:
+			why := p.err.Error()
+			switch {
+			case errors.Is(p.err, errStarting):
+				why = fmt.Sprintf("no answer to initialize within %s", budget)
+			case errors.Is(p.err, context.DeadlineExceeded):
+				why = fmt.Sprintf("no answer to tools/list within %s", budget)
+			}
+			missing = append(missing, p.server)
+			failures = append(failures, fmt.Sprintf("%s: %s", p.server, why))
+			a.g.leftOut(p.server, why)
+		default:
+			entries = append(entries, p)
+			a.g.leftOut(p.server, "")
 		}
 	}
 	if a.g.remote != nil {
 		for _, r := range a.g.remote.list() {
-			for _, t := range r.Tools {
-				entries = append(entries, entry{r.Name, toolNameOf(t), t, true})
-			}
+			entries = append(entries, listed{server: r.Name, tools: r.Tools, remote: true})
 		}
 	}
-	if len(failures) > 0 {
-		a.g.log.Warn("aggregate tool list is missing servers", "failures", failures)
+	if len(missing) > 0 {
+		// One server down or hung must not hide the others' tools.
+		a.g.log.Warn("aggregate tool list is missing servers", "servers", missing, "failures", failures)
 	}
-	// Remote servers' tools are named mcp_{server}_{tool} (spec 002).
-	label := func(e entry) string {
-		if e.remote {
-			return "mcp_" + e.server
+	c := buildCatalog(entries)
+	c.complete, c.built = len(missing) == 0, time.Now()
+	as.mu.Lock()
+	as.catalog, as.gen = c, gen
+	as.mu.Unlock()
+	return c, nil
+}
+
+// browserTools lists the browser's tools through the session's in-process
+// client, connecting it on first use.
+func (a *aggregate) browserTools(ctx context.Context, as *aggSession) listed {
+	out := listed{server: BrowserRoute}
+	as.mu.Lock()
+	cl := as.browser
+	as.mu.Unlock()
+	if cl == nil {
+		var err error
+		if cl, err = a.g.opts.Browser.Connect(ctx); err != nil {
+			out.err = err
+			return out
 		}
-		return e.server
+		as.mu.Lock()
+		if as.browser == nil {
+			as.browser = cl
+		} else {
+			_ = cl.Close()
+			cl = as.browser
+		}
+		as.mu.Unlock()
+	}
+	out.tools, out.err = cl.ListTools(ctx)
+	return out
+}
+
+// buildCatalog names the listed tools {server}_{tool} (remote servers'
+// mcp_{server}_{tool}), collisions resolved in a stable order.
+func buildCatalog(parts []listed) *catalog {
+	type entry struct {
+		label, server, tool string
+		raw                 json.RawMessage
+		remote              bool
+	}
+	var entries []entry
+	for _, p := range parts {
+		label := p.server
+		if p.remote {
+			label = "mcp_" + p.server // spec 002
+		}
+		for _, t := range p.tools {
+			entries = append(entries, entry{label, p.server, toolNameOf(t), t, p.remote})
+		}
 	}
 	sort.Slice(entries, func(i, j int) bool {
-		if li, lj := label(entries[i]), label(entries[j]); li != lj {
-			return li < lj
+		if entries[i].label != entries[j].label {
+			return entries[i].label < entries[j].label
 		}
 		return entries[i].tool < entries[j].tool
 	})
 	c := &catalog{routes: make(map[string]toolRoute, len(entries))}
 	for _, e := range entries {
-		name := uniqueToolName(label(e), e.tool, c.routes)
+		name := uniqueToolName(e.label, e.tool, c.routes)
 		c.routes[name] = toolRoute{e.server, e.tool, e.remote}
 		renamed, err := setField(e.raw, "name", name)
 		if err != nil {
@@ -204,10 +288,10 @@ func (a *aggregate) catalogFor(ctx context.Context, s *Session, as *aggSession) 
 		}
 		c.tools = append(c.tools, renamed)
 	}
-	as.mu.Lock()
-	as.catalog, as.gen = c, gen
-	as.mu.Unlock()
-	return c, nil
+	if c.tools == nil {
+		c.tools = []json.RawMessage{}
+	}
+	return c
 }
 
 func toolNameOf(t json.RawMessage) string {
@@ -254,16 +338,100 @@ func uniqueToolName(server, tool string, taken map[string]toolRoute) string {
 	}
 }
 
+// toolsFetch is one fetch of a child's tool list, shared by every caller
+// that finds it under way.
+type toolsFetch struct {
+	done      chan struct{}
+	tools     []json.RawMessage // set before done is closed
+	err       error
+	abandoned bool // a caller stopped waiting; guarded by toolsMu
+}
+
+// toolsFetchTimeout bounds one fetch of a child's tools in the background,
+// long after the callers' budget: a slow server still joins the aggregate
+// (its sessions are told list_changed) when it answers.
+const toolsFetchTimeout = initTimeout
+
 // toolList returns the child's tools (all pages), filtered, cached until
-// the child says its list changed or is restarted.
+// the child says its list changed or is restarted. It waits at most until
+// ctx ends; the fetch goes on without it.
 func (b *backend) toolList(ctx context.Context) ([]json.RawMessage, error) {
 	b.toolsMu.Lock()
-	cached, gen := b.tools, b.toolsGen
-	b.toolsMu.Unlock()
-	if cached != nil {
+	if b.tools != nil {
+		cached := b.tools
+		b.toolsMu.Unlock()
 		return cached, nil
 	}
-	// Fetched without the lock: starting the child invalidates the cache.
+	f := b.toolsFetch
+	if f == nil {
+		f = &toolsFetch{done: make(chan struct{})}
+		b.toolsFetch = f
+		go b.fetchTools(f, b.toolsGen)
+	}
+	b.toolsMu.Unlock()
+	select {
+	case <-f.done:
+		return f.tools, f.err
+	case <-ctx.Done():
+		b.toolsMu.Lock()
+		f.abandoned = true
+		b.toolsMu.Unlock()
+		if !b.running() {
+			return nil, fmt.Errorf("stdio server %q: %w: %w", b.srv.name, errStarting, ctx.Err())
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// running reports whether the backend has an initialized child.
+func (b *backend) running() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conn == nil {
+		return false
+	}
+	select {
+	case <-b.conn.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// fetchTools runs one fetch; gen is the cache generation it fills.
+func (b *backend) fetchTools(f *toolsFetch, gen int) {
+	ctx, cancel := context.WithTimeout(context.Background(), toolsFetchTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-b.g.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	tools, err := b.fetchToolsNow(ctx)
+	b.toolsMu.Lock()
+	f.tools, f.err = tools, err
+	if b.toolsFetch == f {
+		b.toolsFetch = nil
+	}
+	late := false
+	if err == nil && b.toolsGen == gen {
+		b.tools = tools
+		late = f.abandoned
+	}
+	b.toolsMu.Unlock()
+	close(f.done)
+	if late {
+		// An aggregate list went without this server: its sessions learn
+		// that the list is now complete.
+		b.g.log.Info("stdio server answered tools/list late; it rejoins the aggregate", "server", b.srv.name)
+		b.g.toolsChanged()
+	}
+}
+
+// fetchToolsNow asks the child for every page of its tools.
+func (b *backend) fetchToolsNow(ctx context.Context) ([]json.RawMessage, error) {
 	c, _, err := b.ready(ctx)
 	if err != nil {
 		return nil, err
@@ -299,11 +467,6 @@ func (b *backend) toolList(ctx context.Context) ([]json.RawMessage, error) {
 	if all == nil {
 		all = []json.RawMessage{}
 	}
-	b.toolsMu.Lock()
-	if b.toolsGen == gen {
-		b.tools = all
-	}
-	b.toolsMu.Unlock()
 	return all, nil
 }
 
@@ -311,6 +474,7 @@ func (b *backend) invalidateTools() {
 	b.toolsMu.Lock()
 	b.tools = nil
 	b.toolsGen++
+	b.toolsFetch = nil // a fetch under way fills an old generation
 	b.toolsMu.Unlock()
 	b.g.agg.gen.Add(1)
 }
@@ -421,6 +585,9 @@ func (a *aggregate) close(s *Session) {
 	if as == nil {
 		return
 	}
+	as.mu.Lock()
+	as.closed = true
+	as.mu.Unlock()
 	for _, b := range as.all() {
 		b.detach(s)
 	}

@@ -15,6 +15,10 @@ import (
 // initTimeout bounds the gateway's own initialize handshake with a child.
 const initTimeout = 30 * time.Second
 
+// errStarting is wrapped by ready's error when its caller gave up while
+// the child was still being started and initialized.
+var errStarting = errors.New("still starting (no answer to initialize yet)")
+
 // A backend is one child process seen from the gateway: the shared child of
 // a server, used by every session of that server, or the private child of
 // one session (per_session). It owns the id space towards the child: every
@@ -33,8 +37,7 @@ type backend struct {
 
 	mu       sync.Mutex
 	conn     *stdio.Conn // the child in use; nil before start and after exit
-	starting chan struct{}
-	startErr error
+	starting *startAttempt
 	init     json.RawMessage // the child's initialize result
 	nextID   int64
 	calls    map[int64]*call    // forwarded requests by gateway id
@@ -46,9 +49,17 @@ type backend struct {
 	askers map[string]bool // "method tool": tools seen making server requests
 	asks   []*ask          // server requests whose asker is not known yet
 
-	toolsMu  sync.Mutex
-	tools    []json.RawMessage // the child's tools (for the aggregate); nil: not fetched
-	toolsGen int               // bumped by invalidateTools
+	toolsMu    sync.Mutex
+	tools      []json.RawMessage // the child's tools (for the aggregate); nil: not fetched
+	toolsGen   int               // bumped by invalidateTools
+	toolsFetch *toolsFetch       // the fetch under way, if any
+}
+
+// startAttempt is one start of the child, shared by every caller of ready
+// that finds it under way.
+type startAttempt struct {
+	done chan struct{}
+	err  error // set before done is closed
 }
 
 // call is a client request forwarded to the child.
@@ -92,6 +103,10 @@ func newBackend(g *Gateway, srv *serverEntry, private bool) *backend {
 // ready returns the running child, starting and initializing it first if
 // needed. A shared child that is down (backoff, failing) gives an error at
 // once that says why, rather than a wait.
+//
+// The start runs on its own, bounded by initTimeout rather than by ctx: a
+// caller that gives up (the aggregate's short budget, a client that left)
+// does not abort the handshake for the others waiting on it.
 func (b *backend) ready(ctx context.Context) (*stdio.Conn, json.RawMessage, error) {
 	for {
 		b.mu.Lock()
@@ -111,34 +126,40 @@ func (b *backend) ready(ctx context.Context) (*stdio.Conn, json.RawMessage, erro
 				return c, init, nil
 			}
 		}
-		if b.starting != nil {
-			wait := b.starting
-			b.mu.Unlock()
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return nil, nil, ctx.Err()
-			}
-			b.mu.Lock()
-			err := b.startErr
-			b.mu.Unlock()
-			if err != nil {
-				return nil, nil, err
-			}
-			continue
+		a := b.starting
+		if a == nil {
+			a = &startAttempt{done: make(chan struct{})}
+			b.starting = a
+			go b.runStart(a)
 		}
-		b.starting = make(chan struct{})
 		b.mu.Unlock()
-		err := b.start(ctx)
-		b.mu.Lock()
-		b.startErr = err
-		close(b.starting)
-		b.starting = nil
-		b.mu.Unlock()
-		if err != nil {
-			return nil, nil, err
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("stdio server %q: %w: %w", b.srv.name, errStarting, ctx.Err())
+		}
+		if a.err != nil {
+			return nil, nil, a.err
 		}
 	}
+}
+
+// runStart performs one start attempt and reports it to its waiters.
+func (b *backend) runStart(a *startAttempt) {
+	ctx, cancel := context.WithTimeout(context.Background(), initTimeout)
+	defer cancel()
+	go func() { // the gateway's shutdown ends the wait too
+		select {
+		case <-b.g.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	a.err = b.start(ctx)
+	b.mu.Lock()
+	b.starting = nil
+	b.mu.Unlock()
+	close(a.done)
 }
 
 // start gets a child from the supervisor and performs the handshake.
@@ -161,9 +182,7 @@ func (b *backend) start(ctx context.Context) error {
 	if params == nil {
 		params = b.g.gatewayInit
 	}
-	hctx, cancel := context.WithTimeout(ctx, initTimeout)
-	defer cancel()
-	res, err := b.internalCall(hctx, c, "initialize", params)
+	res, err := b.internalCall(ctx, c, "initialize", params)
 	if err == nil {
 		err = c.Send(appendNotification(nil, "notifications/initialized", nil))
 	}

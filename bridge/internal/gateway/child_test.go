@@ -21,10 +21,15 @@ import (
 //	        the caller a request of arguments.method); -32601 otherwise
 //	hang    reads stdin and never answers anything
 //	mute    answers initialize, then nothing more
+//	slowlist mcp, but tools/list is answered after slowListDelay
 //	setsid  mcp, after starting a grandchild in a session of its own (as
 //	        daemons do), whose pid it writes to $GATEWAY_TEST_PIDFILE
 //	sleeper sleeps until killed (the setsid grandchild)
 const childModeVar = "GATEWAY_TEST_CHILD"
+
+// slowListDelay is how late a slowlist child answers tools/list: well
+// past the aggregate budget the tests set (1 s).
+const slowListDelay = 3 * time.Second
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childModeVar); mode != "" {
@@ -75,6 +80,9 @@ func runChild(mode string) int {
 		case "ping":
 			result = `{}`
 		case "tools/list":
+			if mode == "slowlist" {
+				time.Sleep(slowListDelay)
+			}
 			result = `{"tools":[{"name":"pid","description":"the server's process id","inputSchema":{"type":"object"}}]}`
 		case "tools/call":
 			// Tool "ask" first sends its caller a request of the method

@@ -34,6 +34,9 @@ const (
 	AggregateRoute = "all"
 )
 
+// DefaultAggregateTimeout is Options.AggregateTimeout when it is 0.
+const DefaultAggregateTimeout = 2 * time.Second
+
 // Options configure a Gateway. Zero values are documented.
 type Options struct {
 	// Servers are the configured stdio servers (from stdio.ParseServers).
@@ -61,6 +64,11 @@ type Options struct {
 	// {name}.{HostPrefix}.{HostDomain} goes to server name at /mcp, /sse
 	// and /message. Empty HostDomain: off.
 	HostPrefix, HostDomain string
+	// AggregateTimeout is how long /servers/all/mcp waits for each
+	// server's tool list: a server that has not answered by then is left
+	// out of that list (logged, and named in Health) and rejoins when it
+	// answers. 0 means 2 s.
+	AggregateTimeout time.Duration
 	// Browser serves /servers/browser/…; nil: no browser route.
 	Browser *BrowserRoutes
 	// Remote reaches the browser's remote MCP servers; nil: none.
@@ -87,6 +95,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 4 << 20
+	}
+	if o.AggregateTimeout <= 0 {
+		o.AggregateTimeout = DefaultAggregateTimeout
 	}
 	if o.PingInterval == 0 {
 		o.PingInterval = 30 * time.Second
@@ -309,29 +320,20 @@ func (g *Gateway) reap() {
 		case <-t.C:
 		}
 		cutoff := time.Now().Add(-g.opts.SessionTimeout).UnixNano()
-		var idle []*Session
+		var old []*Session
 		g.mu.RLock()
 		for _, s := range g.sessions {
-			if s.lastUsed.Load() < cutoff && s.idle() {
-				idle = append(idle, s)
+			if s.lastUsed.Load() < cutoff {
+				old = append(old, s)
 			}
 		}
 		g.mu.RUnlock()
-		for _, s := range idle {
-			g.log.Info("idle session reaped", "route", s.t.name(), "session", s.id)
-			s.close()
+		for _, s := range old {
+			if s.closeIfIdle(cutoff) {
+				g.log.Info("idle session reaped", "route", s.t.name(), "session", s.id)
+			}
 		}
 	}
-}
-
-// idle: no stream open and no request in flight.
-func (s *Session) idle() bool {
-	s.out.mu.Lock()
-	streams := s.out.streams
-	s.out.mu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return streams == 0 && len(s.inflight) == 0
 }
 
 // ServerHealth is one server in /health.
@@ -339,6 +341,33 @@ type ServerHealth struct {
 	stdio.State
 	Sessions int `json:"sessions"`
 	InFlight int `json:"in_flight"`
+	// LeftOut is set while the server is missing from the aggregate's
+	// tool list (/servers/all/mcp): it did not answer in time, or is down.
+	LeftOut *LeftOut `json:"aggregate_left_out,omitempty"`
+}
+
+// LeftOut says why the last aggregate tool list went without a server.
+type LeftOut struct {
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+}
+
+// leftOut records why server name was missing from an aggregate list
+// ("" clears it: it was listed).
+func (g *Gateway) leftOut(name, why string) {
+	srv := g.server(name)
+	if srv == nil {
+		return
+	}
+	if why == "" {
+		srv.leftOut.Store(nil)
+		return
+	}
+	lo := &LeftOut{Reason: why, Since: time.Now()}
+	if prev := srv.leftOut.Load(); prev != nil && prev.Reason == why {
+		lo.Since = prev.Since
+	}
+	srv.leftOut.Store(lo)
 }
 
 // Health reports every server truthfully: its supervisor state (pid,
@@ -353,7 +382,7 @@ func (g *Gateway) Health() []ServerHealth {
 		if srv == nil {
 			continue
 		}
-		out = append(out, ServerHealth{State: st, Sessions: counts[st.Name], InFlight: srv.shared.inFlight()})
+		out = append(out, ServerHealth{State: st, Sessions: counts[st.Name], InFlight: srv.shared.inFlight(), LeftOut: srv.leftOut.Load()})
 	}
 	return out
 }

@@ -163,10 +163,11 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 	var s *Session
 	switch {
 	case sid != "":
-		if s = g.lookupSession(sid, t.name()); s == nil {
+		if s = g.lookupSession(sid, t.name()); s == nil || !s.begin() {
 			writeError(w, http.StatusNotFound, e.ID, codeSessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.name()))
 			return
 		}
+		defer s.end()
 	case e.Method == "initialize" && e.kind() == kindRequest:
 		s = g.newSession(t, false)
 		res, err := s.initialize(ctx, e.Params)
@@ -365,10 +366,11 @@ func (g *Gateway) getStream(w http.ResponseWriter, r *http.Request, t target) {
 		return
 	}
 	s := g.lookupSession(sid, t.name())
-	if s == nil {
+	if s == nil || !s.begin() {
 		writeError(w, http.StatusNotFound, nil, codeSessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.name()))
 		return
 	}
+	defer s.end()
 	if !s.out.attach() {
 		writeError(w, http.StatusConflict, nil, codeInvalidRequest, "this session's stream is already open; one GET stream per session")
 		return

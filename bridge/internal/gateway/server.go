@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
@@ -17,6 +18,7 @@ type serverEntry struct {
 	shared  *backend
 	filter  *toolFilter // nil: every tool
 	metrics *serverMetrics
+	leftOut atomic.Pointer[LeftOut] // missing from the last aggregate list
 }
 
 func (g *Gateway) newServerEntry(cfg stdio.ServerConfig) *serverEntry {

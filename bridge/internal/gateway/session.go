@@ -29,8 +29,31 @@ type Session struct {
 
 	mu       sync.Mutex
 	inflight map[inflightKey]int64 // client request id → gateway id, per backend
+	active   int                   // HTTP requests and streams of the session being served
 	closed   bool
 	done     chan struct{}
+}
+
+// begin marks an HTTP request (or stream) of the session as being served,
+// so that the reaper leaves the session alone however long it takes (an
+// aggregate tools/list waits for every server without any call being in
+// flight). It reports false if the session has ended.
+func (s *Session) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.active++
+	return true
+}
+
+// end undoes begin; the idle time counts from now.
+func (s *Session) end() {
+	s.touch()
+	s.mu.Lock()
+	s.active--
+	s.mu.Unlock()
 }
 
 type inflightKey struct {
@@ -176,6 +199,31 @@ func (s *Session) close() {
 	s.closed = true
 	close(s.done)
 	s.mu.Unlock()
+	s.finish()
+}
+
+// closeIfIdle ends the session if it was last used before cutoff (unix
+// nanoseconds) and nothing of it runs: no request being served, no call
+// in flight, no stream open. The check and the end are one step, so a
+// request that begins meanwhile finds the session either alive or gone.
+func (s *Session) closeIfIdle(cutoff int64) bool {
+	s.out.mu.Lock()
+	streams := s.out.streams
+	s.out.mu.Unlock()
+	s.mu.Lock()
+	if s.closed || streams > 0 || s.active > 0 || len(s.inflight) > 0 || s.lastUsed.Load() >= cutoff {
+		s.mu.Unlock()
+		return false
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	s.finish()
+	return true
+}
+
+// finish releases what a closed session holds.
+func (s *Session) finish() {
 	s.t.close(s)
 	s.out.close()
 	s.g.dropSession(s)
