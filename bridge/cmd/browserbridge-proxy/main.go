@@ -1,7 +1,7 @@
 // Command browserbridge-proxy is the cloud relay of spec 001: it lets MCP
 // clients reach their user's browsers from anywhere (see docs/relay.md).
 //
-//	browserbridge-proxy serve --listen ADDR [--tls-cert F --tls-key F] --secret-file F
+//	browserbridge-proxy serve --listen ADDR [--tls-cert F --tls-key F] --secret-file F [limits]
 //	browserbridge-proxy token --secret-file F --user U --kind extension|mcp [--ttl 720h] [--url URL]
 package main
 
@@ -24,14 +24,18 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 )
 
-const usage = `usage:
+var usage = fmt.Sprintf(`usage:
   browserbridge-proxy serve --listen ADDR [--tls-cert FILE --tls-key FILE] --secret-file FILE
+      [--max-conns-per-ip %d] [--max-mcp-per-user %d] [--max-extensions-per-user %d]
+      [--idle-timeout %v] [--read-timeout %v]
   browserbridge-proxy token --secret-file FILE --user USER --kind extension|mcp [--ttl 720h] [--url URL]
   browserbridge-proxy version
 
 --secret-file holds an HS256 secret (at least 32 bytes) or an Ed25519 key in PEM
 (PRIVATE KEY to sign and verify; PUBLIC KEY lets serve verify only).
-`
+The limits are described in docs/limits.md; 0 turns a cap off.
+`, proxy.DefaultMaxConnsPerIP, proxy.DefaultMaxMCPPerUser, proxy.DefaultMaxExtensionsPerUser,
+	proxy.DefaultIdleTimeout, proxy.DefaultReadTimeout)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -75,11 +79,36 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	key := fs.String("tls-key", "", "TLS key file (PEM)")
 	secret := fs.String("secret-file", "", "token key file (required)")
 	verbose := fs.Bool("v", false, "log connection events")
+	perIP := fs.Int("max-conns-per-ip", proxy.DefaultMaxConnsPerIP,
+		"connections open at once from one client address (IPv4, or IPv6 /64); more get HTTP 429; 0: no limit (behind a load balancer)")
+	perUserMCP := fs.Int("max-mcp-per-user", proxy.DefaultMaxMCPPerUser, "authenticated MCP client connections of one user; 0: no limit")
+	perUserExt := fs.Int("max-extensions-per-user", proxy.DefaultMaxExtensionsPerUser, "authenticated extension connections of one user; 0: no limit")
+	idle := fs.Duration("idle-timeout", proxy.DefaultIdleTimeout, "how long an HTTP keep-alive connection may wait for its next request")
+	readTimeout := fs.Duration("read-timeout", proxy.DefaultReadTimeout, "how long a client may take to send one request, headers and body (never cuts a WebSocket)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
 	if *secret == "" {
 		return errors.New("serve: --secret-file is required")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max-conns-per-ip", *perIP}, {"max-mcp-per-user", *perUserMCP}, {"max-extensions-per-user", *perUserExt}} {
+		if f.v < 0 {
+			return fmt.Errorf("serve: --%s %d must be 0 (no limit) or more", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"idle-timeout", *idle}, {"read-timeout", *readTimeout}} {
+		if f.v <= 0 {
+			return fmt.Errorf("serve: --%s %v must be positive", f.name, f.v)
+		}
 	}
 	if (*cert == "") != (*key == "") {
 		return errors.New("serve: --tls-cert and --tls-key go together")
@@ -94,23 +123,26 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	srv, err := proxy.New(proxy.Options{Keys: keys, Logger: log})
+	opts := proxy.Options{Keys: keys, Logger: log,
+		MaxConnsPerIP: noLimit(*perIP), MaxMCPPerUser: noLimit(*perUserMCP), MaxExtensionsPerUser: noLimit(*perUserExt),
+		IdleTimeout: *idle, ReadTimeout: *readTimeout}
+	scheme := "ws"
+	if *cert != "" {
+		pair, err := tls.LoadX509KeyPair(*cert, *key)
+		if err != nil {
+			return fmt.Errorf("loading the TLS certificate: %w", err)
+		}
+		// Run puts TLS above its per-address count of connections.
+		opts.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		scheme = "wss"
+	}
+	srv, err := proxy.New(opts)
 	if err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
-	}
-	scheme := "ws"
-	if *cert != "" {
-		pair, err := tls.LoadX509KeyPair(*cert, *key)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("loading the TLS certificate: %w", err)
-		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
-		scheme = "wss"
 	}
 	log.Info("browserbridge-proxy serving", "version", buildinfo.String(), "extensions", scheme+"://"+ln.Addr().String()+"/extension",
 		"mcp", scheme+"://"+ln.Addr().String()+"/mcp", "alg", keys.Alg())
@@ -119,6 +151,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("browserbridge-proxy stopped")
 	return nil
+}
+
+// noLimit maps a flag's 0 ("no limit") to proxy.Options' negative.
+func noLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func mint(args []string, stdout, stderr io.Writer) error {

@@ -141,7 +141,8 @@ func echoExtension(ws *websocket.Conn) {
 
 // BenchmarkForward measures forwarded calls through the proxy: each MCP
 // client makes one call at a time (closed loop); clients are spread over
-// up to 10 extensions of one user. Clients, extensions and proxy share
+// up to 10 extensions of one user (which is why these benchmarks lift the
+// per-user caps and rates: they measure the proxy, not its limits). Clients, extensions and proxy share
 // the machine and this process; cpu-µs/call is this process's CPU time per
 // call, theirs and the proxy's (BenchmarkForwardProc counts the proxy's
 // alone). The rate=20000 case offers the throughput target from 100
@@ -151,7 +152,7 @@ func echoExtension(ws *websocket.Conn) {
 func BenchmarkForward(b *testing.B) {
 	for _, load := range forwardLoads {
 		b.Run(load.name(), func(b *testing.B) {
-			tp := newTestProxy(b, Options{ConnRate: -1, UserRate: -1})
+			tp := newTestProxy(b, Options{ConnRate: -1, UserRate: -1, MaxMCPPerUser: -1, MaxExtensionsPerUser: -1})
 			l, err := startLoad(tp.url, tp.token(b, "alice", token.KindExtension), tp.token(b, "alice", token.KindMCP), load.clients)
 			if err != nil {
 				b.Fatal(err)
@@ -197,7 +198,7 @@ func BenchmarkForwardProc(b *testing.B) {
 		parent := b
 		b.Run(load.name(), func(b *testing.B) {
 			if lp == nil {
-				tp := newTestProxy(parent, Options{ConnRate: -1, UserRate: -1})
+				tp := newTestProxy(parent, Options{ConnRate: -1, UserRate: -1, MaxMCPPerUser: -1, MaxExtensionsPerUser: -1})
 				lp = startLoadProc(b, tp, load.clients)
 			}
 			b.ResetTimer()
@@ -538,7 +539,7 @@ func BenchmarkIdlePair(b *testing.B) {
 	}
 	clients = nil
 
-	tp := newTestProxy(b, Options{})
+	tp := newTestProxy(b, Options{MaxMCPPerUser: -1, MaxExtensionsPerUser: -1})
 	before = inUse()
 	closeAll := idlePairs(b, tp, n)
 	time.Sleep(100 * time.Millisecond)
@@ -567,7 +568,7 @@ func BenchmarkPairsHeld(b *testing.B) {
 		n = int(limit-margin) / 2
 		b.Logf("RLIMIT_NOFILE is %d: holding %d pairs instead of %d", limit, n, want)
 	}
-	tp := newTestProxy(b, Options{UserRate: -1})
+	tp := newTestProxy(b, Options{UserRate: -1, MaxMCPPerUser: -1, MaxExtensionsPerUser: -1})
 	before, rssBefore := inUse(), residentSet()
 	start := time.Now()
 

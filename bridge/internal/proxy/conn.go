@@ -409,11 +409,17 @@ func (c *wsConn) strike(now time.Time) bool {
 // refuse answers a bad message with a JSON-RPC error and counts a strike;
 // an abusive connection is closed with a policy-violation close frame.
 func (c *wsConn) refuse(id []byte, e *relaywire.Error, reason string) {
-	c.s.m.refused.With(reason).Inc()
-	c.enqueue(relaywire.AppendError(nil, id, e))
+	c.answer(id, e, reason)
 	if c.strike(time.Now()) {
 		c.closeWith(websocket.ClosePolicyViolation, "too many refused messages: "+e.Message)
 	}
+}
+
+// answer refuses a message that was not the client's fault (its extension
+// went away under it): the same error, counted the same, but no strike.
+func (c *wsConn) answer(id []byte, e *relaywire.Error, reason string) {
+	c.s.m.refused.With(reason).Inc()
+	c.enqueue(relaywire.AppendError(nil, id, e))
 }
 
 // bucket is a token-bucket rate limiter: rate per second, bursts of twice

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -403,19 +405,19 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 		fail(err.Error())
 		return
 	}
-	u, ok := s.acquireUser(claims.Subject)
-	if !ok {
+	e := &extension{s: s, c: c, name: name, conns: make(map[string]*connection)}
+	u, err := s.acquireUser(claims.Subject, sideExtension, e)
+	switch {
+	case errors.Is(err, errUserLimit):
+		s.m.connRefused.With("per_user_extension").Inc()
+		s.log.Info("extension refused", "user", claims.Subject, "reason", "per-user limit", "limit", s.opts.MaxExtensionsPerUser)
+		c.closeWith(websocket.ClosePolicyViolation, fmt.Sprintf(
+			"too many extension connections for this user: at most %d at once; close one and retry", s.opts.MaxExtensionsPerUser))
+		return
+	case err != nil:
 		c.closeWith(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
 		return
 	}
-	e := &extension{s: s, c: c, name: name, user: u, conns: make(map[string]*connection)}
-	s.mu.Lock()
-	e.id = stableID(relaywire.PrefixExtension, u.id, name)
-	if _, taken := u.exts[e.id]; taken {
-		e.id = newID(relaywire.PrefixExtension)
-	}
-	u.exts[e.id] = e
-	s.mu.Unlock()
 	h.ext = e
 	h.authed.Store(true)
 	s.nExt.Add(1)
@@ -432,7 +434,7 @@ func (h *extHandler) leave() {
 	s, e := h.s, h.ext
 	s.mu.Lock()
 	delete(e.user.exts, e.id)
-	s.releaseUserLocked(e.user)
+	s.releaseUserLocked(e.user, sideExtension)
 	s.mu.Unlock()
 	e.mu.Lock()
 	e.closed = true

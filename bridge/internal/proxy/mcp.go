@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -28,6 +30,11 @@ type mcpClient struct {
 
 	mu   sync.Mutex
 	conn *connection
+	// orphaned: the client's extension went away (or the proxy is
+	// stopping) and the client has not connected or disconnected since.
+	// Its calls are refused -32002 meanwhile, through no fault of its own:
+	// those refusals are not strikes.
+	orphaned bool
 }
 
 func (mc *mcpClient) current() *connection {
@@ -43,6 +50,7 @@ func (mc *mcpClient) detached(cn *connection, reason string) {
 	mine := mc.conn == cn
 	if mine {
 		mc.conn = nil
+		mc.orphaned = true
 	}
 	mc.mu.Unlock()
 	if mine {
@@ -87,7 +95,7 @@ func (mc *mcpClient) leave() {
 	mc.dropConnection(false)
 	if mc.user != nil {
 		s.mu.Lock()
-		s.releaseUserLocked(mc.user)
+		s.releaseUserLocked(mc.user, sideMCP)
 		s.mu.Unlock()
 		s.nMCP.Add(-1)
 	}
@@ -188,6 +196,19 @@ func (mc *mcpClient) handle(data []byte) {
 	mc.forward(m, kind, now)
 }
 
+// refuseUnlessOrphaned refuses a request that found no extension: a strike,
+// unless the client's extension went away under it (see orphaned).
+func (mc *mcpClient) refuseUnlessOrphaned(id []byte, e *relaywire.Error, reason string) {
+	mc.mu.Lock()
+	orphaned := mc.orphaned
+	mc.mu.Unlock()
+	if orphaned {
+		mc.c.answer(id, e, reason)
+		return
+	}
+	mc.c.refuse(id, e, reason)
+}
+
 // isReservedID is relaywire.IsReservedID, with idBytes's fast path.
 func isReservedID(raw json.RawMessage) bool {
 	if len(raw) == 0 || raw[0] != '"' {
@@ -232,8 +253,16 @@ func (mc *mcpClient) handshake(m *relaywire.Message) {
 		c.closeWith(websocket.ClosePolicyViolation, "authentication failed: "+err.Error())
 		return
 	}
-	u, ok := s.acquireUser(claims.Subject)
-	if !ok {
+	u, err := s.acquireUser(claims.Subject, sideMCP, nil)
+	switch {
+	case errors.Is(err, errUserLimit):
+		s.m.connRefused.With("per_user_mcp").Inc()
+		s.log.Info("mcp client refused", "user", claims.Subject, "reason", "per-user limit", "limit", s.opts.MaxMCPPerUser)
+		msg := fmt.Sprintf("too many MCP connections for this user: at most %d at once; close one and retry", s.opts.MaxMCPPerUser)
+		c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeServerError, "%s", msg)))
+		c.closeWith(websocket.ClosePolicyViolation, msg)
+		return
+	case err != nil:
 		c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down")))
 		c.closeWith(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
 		return
@@ -277,7 +306,7 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 	e := mc.user.exts[p.ExtensionID] // only this user's extensions
 	s.mu.Unlock()
 	if e == nil {
-		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found")
+		mc.refuseUnlessOrphaned(m.ID, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found")
 		return
 	}
 	cn := &connection{id: newID(relaywire.PrefixConnection), mcp: mc, ext: e, pending: make(map[string]time.Time)}
@@ -288,6 +317,7 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 		return
 	}
 	mc.conn = cn
+	orphaned := mc.orphaned
 	mc.mu.Unlock()
 	e.mu.Lock()
 	if e.closed {
@@ -295,8 +325,15 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 		mc.mu.Lock()
 		mc.conn = nil
 		mc.mu.Unlock()
-		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found")
+		// The extension left between the lookup and now: not the client's
+		// doing.
+		c.answer(m.ID, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found")
 		return
+	}
+	if orphaned {
+		mc.mu.Lock()
+		mc.orphaned = false
+		mc.mu.Unlock()
 	}
 	e.conns[cn.id] = cn
 	peers := len(e.conns)
@@ -308,6 +345,9 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 
 func (mc *mcpClient) disconnect(m *relaywire.Message) {
 	mc.dropConnection(true)
+	mc.mu.Lock()
+	mc.orphaned = false
+	mc.mu.Unlock()
 	mc.reply(m.ID, relaywire.DisconnectResult{Disconnected: true})
 	mc.c.enqueue(statusMessage(false, 0, mc.s.opts.Now()))
 }
@@ -317,7 +357,7 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 	cn := mc.current()
 	if cn == nil {
 		if kind == relaywire.KindRequest {
-			c.refuse(m.ID, relaywire.Errorf(relaywire.CodeNotConnected, "not connected to an extension: call %s first (method %q was not forwarded)", relaywire.MethodConnect, m.Method), "not_connected")
+			mc.refuseUnlessOrphaned(m.ID, relaywire.Errorf(relaywire.CodeNotConnected, "not connected to an extension: call %s first (method %q was not forwarded)", relaywire.MethodConnect, m.Method), "not_connected")
 		}
 		return
 	}
@@ -341,7 +381,11 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 	}
 	mapped := relaywire.MapID(cn.id, m.ID)
 	if err := cn.add(mapped, now); err != nil {
-		c.refuse(m.ID, err, "add")
+		if err.Code == relaywire.CodeExtensionGone {
+			c.answer(m.ID, err, "extension_gone") // it left a moment ago
+		} else {
+			c.refuse(m.ID, err, "add")
+		}
 		return
 	}
 	s.m.forwarded.Inc()

@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -73,6 +74,34 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// SendQueue is the number of messages queued per connection. Default 64.
 	SendQueue int
+	// MaxConnsPerIP caps the TCP connections open at once from one client
+	// address (an IPv4 address, or an IPv6 /64), counted by Run at the
+	// listener whatever they carry: WebSockets, keep-alive HTTP, or nothing
+	// yet. One more is answered 429 with a sentence and closed. Default
+	// DefaultMaxConnsPerIP; negative: unlimited (behind a load balancer, where
+	// every connection comes from its address).
+	MaxConnsPerIP int
+	// MaxMCPPerUser caps the authenticated MCP client connections of one
+	// user; one more is refused at mcp_handshake (-32000, then close 1008).
+	// Default DefaultMaxMCPPerUser; negative: unlimited.
+	MaxMCPPerUser int
+	// MaxExtensionsPerUser caps the authenticated extension connections of
+	// one user; one more is closed 1008 after authenticate. Default
+	// DefaultMaxExtensionsPerUser; negative: unlimited.
+	MaxExtensionsPerUser int
+	// IdleTimeout is how long Run lets an HTTP keep-alive connection wait
+	// for its next request. WebSockets are not HTTP keep-alive connections:
+	// PongWait governs them. Default 60 s.
+	IdleTimeout time.Duration
+	// ReadTimeout is how long Run lets a client take to send one request,
+	// headers and body: a body trickled slower is cut. It ends when the body
+	// has been read, so it never cuts a WebSocket. Default 30 s (headers
+	// alone: 10 s).
+	ReadTimeout time.Duration
+	// TLS, if set, makes Run serve wss:// and https:// with it. The
+	// per-address count sits beneath TLS, so a refusal costs no handshake
+	// beyond the one that carries the 429.
+	TLS *tls.Config
 	// Logger receives connection-level events. Default: discard.
 	Logger *slog.Logger
 	// Metrics is where the proxy registers its metrics (served on /metrics).
@@ -114,6 +143,21 @@ func (o *Options) setDefaults() {
 	if o.SendQueue <= 0 {
 		o.SendQueue = 64
 	}
+	if o.MaxConnsPerIP == 0 {
+		o.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if o.MaxMCPPerUser == 0 {
+		o.MaxMCPPerUser = DefaultMaxMCPPerUser
+	}
+	if o.MaxExtensionsPerUser == 0 {
+		o.MaxExtensionsPerUser = DefaultMaxExtensionsPerUser
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = DefaultReadTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -138,6 +182,20 @@ func (o *Options) extRate() float64 {
 	}
 	return max(o.ConnRate, o.UserRate)
 }
+
+// Defaults of the connection limits (Options). A relay serves many users,
+// each with a few browsers and a few MCP clients; the per-user caps are far
+// above that and far below what would let one user crowd out the others.
+// The per-address cap leaves room for an office behind one NAT address.
+const (
+	DefaultMaxConnsPerIP        = 256
+	DefaultMaxMCPPerUser        = 64
+	DefaultMaxExtensionsPerUser = 16
+	DefaultIdleTimeout          = 60 * time.Second
+	DefaultReadTimeout          = 30 * time.Second
+	// readHeaderTimeout bounds the request line and headers.
+	readHeaderTimeout = 10 * time.Second
+)
 
 // Buffer sizes of each WebSocket. Messages are small JSON-RPC objects;
 // larger ones take several reads or frames.
@@ -173,6 +231,7 @@ type user struct {
 	exts  map[string]*extension // by extension id; guarded by Server.mu
 	lim   *bucket
 	count int // extensions + authenticated MCP clients; guarded by Server.mu
+	mcp   int // authenticated MCP clients; guarded by Server.mu
 }
 
 type serverMetrics struct {
@@ -187,6 +246,8 @@ type serverMetrics struct {
 	callTime  *metrics.HistogramSeries
 	bytesIn   *metrics.CounterSeries
 	bytesOut  *metrics.CounterSeries
+
+	connRefused *metrics.Counter
 }
 
 // New returns a Server with the options, which it keeps.
@@ -225,6 +286,7 @@ func New(opts Options) (*Server, error) {
 		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}).With()
 	s.m.bytesIn = r.NewCounter("browserbridge_proxy_received_bytes_total", "Message bytes received.").With()
 	s.m.bytesOut = r.NewCounter("browserbridge_proxy_sent_bytes_total", "Message bytes sent.").With()
+	s.m.connRefused = r.NewCounter("browserbridge_proxy_connections_refused_total", "Connections refused for a connection limit, by limit (per_ip, per_user_mcp, per_user_extension).", "reason")
 	r.NewGaugeFunc("browserbridge_proxy_calls_in_flight", "Forwarded requests awaiting a reply.", func() float64 { return float64(s.inflight.Load()) })
 	r.NewGaugeFunc("browserbridge_proxy_users", "Users with at least one authenticated connection.", func() float64 {
 		s.mu.Lock()
@@ -247,13 +309,11 @@ func (s *Server) Handler() http.Handler {
 
 // Run serves on ln until ctx is done, then shuts down gracefully (see
 // Shutdown) and returns nil; or returns the error that stopped serving.
-// It closes ln.
+// It closes ln. ln is the plain TCP listener: Run counts connections per
+// client address on it (MaxConnsPerIP) and adds TLS (Options.TLS) above.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	hs := s.httpServer()
+	ln = newLimitListener(ln, s.opts.MaxConnsPerIP, s.opts.TLS, s)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -271,6 +331,23 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		err = fmt.Errorf("stopping the HTTP server: %w", hsErr)
 	}
 	return err
+}
+
+// httpServer is the HTTP server Run serves with. Its timeouts bound what a
+// connection may hold before it is a WebSocket: ReadTimeout ends once a
+// request's body has been read (net/http clears the read deadline then, and
+// again when a handler takes the connection over), so it cuts a trickled
+// body and never a WebSocket; IdleTimeout closes a keep-alive connection
+// that sends no next request. There is no WriteTimeout: WebSockets bound
+// their own writes (WriteWait).
+func (s *Server) httpServer() *http.Server {
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: min(readHeaderTimeout, s.opts.ReadTimeout),
+		ReadTimeout:       s.opts.ReadTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
 }
 
 // Shutdown stops the proxy gracefully: new connections and new forwarded
@@ -382,24 +459,61 @@ func (s *Server) finish(c *wsConn) {
 	s.untrack(c)
 }
 
-// acquireUser returns the user's state, counting one more connection.
-func (s *Server) acquireUser(id string) (*user, bool) {
+// Sides of a connection, for acquireUser.
+const (
+	sideMCP = iota
+	sideExtension
+)
+
+// Why acquireUser refused a connection.
+var (
+	errClosing   = errors.New("the proxy is shutting down")
+	errUserLimit = errors.New("over the user's limit")
+)
+
+// acquireUser returns the user's state, counting one more connection of
+// the side; errClosing when the proxy is stopping, errUserLimit when the
+// user already has as many connections of that side as allowed. An
+// extension (e, side sideExtension) is given its id and registered with the
+// user in the same step, so that two arriving at once cannot both take the
+// last place.
+func (s *Server) acquireUser(id string, side int, e *extension) (*user, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
-		return nil, false
+		return nil, errClosing
 	}
 	u := s.users[id]
 	if u == nil {
 		u = &user{id: id, exts: make(map[string]*extension), lim: newBucket(s.opts.UserRate)}
 		s.users[id] = u
 	}
+	switch side {
+	case sideMCP:
+		if max := s.opts.MaxMCPPerUser; max > 0 && u.mcp >= max {
+			return nil, errUserLimit
+		}
+		u.mcp++
+	case sideExtension:
+		if max := s.opts.MaxExtensionsPerUser; max > 0 && len(u.exts) >= max {
+			return nil, errUserLimit
+		}
+		e.user = u
+		e.id = stableID(relaywire.PrefixExtension, u.id, e.name)
+		if _, taken := u.exts[e.id]; taken {
+			e.id = newID(relaywire.PrefixExtension)
+		}
+		u.exts[e.id] = e
+	}
 	u.count++
-	return u, true
+	return u, nil
 }
 
 // releaseUserLocked counts one connection less; s.mu must be held.
-func (s *Server) releaseUserLocked(u *user) {
+func (s *Server) releaseUserLocked(u *user, side int) {
+	if side == sideMCP {
+		u.mcp--
+	}
 	u.count--
 	if u.count == 0 {
 		delete(s.users, u.id)
