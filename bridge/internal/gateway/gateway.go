@@ -26,6 +26,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // Reserved route names: no configured server may take them.
@@ -73,6 +74,11 @@ type Options struct {
 	Browser *BrowserRoutes
 	// Remote reaches the browser's remote MCP servers; nil: none.
 	Remote RemoteSource
+	// Sessions admits the sessions of every route and of the aggregate;
+	// share the bridge's table so that its caps bound all endpoints
+	// together. nil: a table of the gateway's own, with the defaults of
+	// package sessionlimit.
+	Sessions *sessionlimit.Table
 }
 
 // BrowserRoutes are the bridge's own MCP endpoints, served as the
@@ -110,6 +116,9 @@ func (o *Options) defaults() {
 	}
 	if o.Metrics == nil {
 		o.Metrics = metrics.NewRegistry()
+	}
+	if o.Sessions == nil {
+		o.Sessions = sessionlimit.New(sessionlimit.Options{})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // Streamable HTTP and legacy HTTP+SSE, written for a pass-through: the
@@ -34,6 +36,56 @@ func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int,
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(errorResponse(id, code, msg))
+}
+
+// admit takes a place for the new session s in the session table, where
+// it counts with the bridge's own sessions; s is then being served (never
+// evicted) until the caller's s.end(). Without a place, admit answers the
+// refusal (429 for this client's cap, 503 for the bridge's, Retry-After,
+// a JSON-RPC error) and reports false.
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, s *Session, id json.RawMessage, client string) bool {
+	adm, err := g.opts.Sessions.Admit(sessionlimit.ClientKey(peerHost(r), "", client), s.close)
+	if err == nil {
+		s.mu.Lock()
+		s.adm = adm
+		s.mu.Unlock()
+		if s.begin() {
+			return true
+		}
+		// Evicted before it began: another initialize of the same client
+		// took its place in that instant.
+		adm.Release()
+		err = &sessionlimit.Refusal{Status: http.StatusServiceUnavailable, RetryAfter: sessionlimit.DefaultRetryAfter,
+			Message: "the session was ended to make room for another session of this client as it opened; try again"}
+	}
+	var ref *sessionlimit.Refusal
+	if !errors.As(err, &ref) {
+		ref = &sessionlimit.Refusal{Status: http.StatusServiceUnavailable, RetryAfter: sessionlimit.DefaultRetryAfter, Message: err.Error()}
+	}
+	w.Header().Set("Retry-After", ref.RetryAfterSeconds())
+	writeError(w, ref.Status, id, codeUnavailable, ref.Message)
+	return false
+}
+
+// clientName is clientInfo.name of initialize params, or "".
+func clientName(params json.RawMessage) string {
+	var p struct {
+		ClientInfo struct {
+			Name string `json:"name"`
+		} `json:"clientInfo"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.ClientInfo.Name
+}
+
+// peerHost is the client's address without its port: one client makes
+// connections from many ports.
+func peerHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // childRetryAfter is the Retry-After of a refusal for want of a
@@ -170,8 +222,13 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 		defer s.end()
 	case e.Method == "initialize" && e.kind() == kindRequest:
 		s = g.newSession(t, false)
+		if !g.admit(w, r, s, e.ID, clientName(e.Params)) {
+			return
+		}
+		defer s.end()
 		res, err := s.initialize(ctx, e.Params)
 		if err != nil {
+			s.close()
 			writeOpenError(w, e.ID, err)
 			return
 		}
@@ -453,6 +510,12 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request, t target, mes
 		return
 	}
 	s := g.newSession(t, false)
+	// The same client key as the bridge's own /sse: a legacy client sends
+	// no clientInfo before its stream is open.
+	if !g.admit(w, r, s, nil, "legacy-sse") {
+		return
+	}
+	defer s.end() // a connected stream is never evicted
 	s.out.attach()
 	g.addSession(s, "sse")
 	defer s.close()

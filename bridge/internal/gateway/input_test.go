@@ -116,7 +116,7 @@ func TestBadInput(t *testing.T) {
 		{"null id", "POST", "/servers/everything/mcp", `{"jsonrpc":"2.0","id":null,"method":"tools/list"}`, s, 400, -32600, "must not be null"},
 		{"null id initialize", "POST", "/servers/everything/mcp", `{"jsonrpc":"2.0","id":null,"method":"initialize","params":{}}`, nil, 400, -32600, "must not be null"},
 		{"null id answer", "POST", "/servers/everything/mcp", `{"jsonrpc":"2.0","id":null,"result":{}}`, s, 400, -32600, "must not be null"},
-		{"null id on the legacy transport", "POST", "/servers/everything/message?sessionId=" + sseSession(t, tg), `{"jsonrpc":"2.0","id":null,"method":"ping"}`, nil, 400, -32600, "must not be null"},
+		{"null id on the legacy transport", "POST", "/servers/everything/message?sessionId=" + sseSession(t, tg, "/servers/everything/sse"), `{"jsonrpc":"2.0","id":null,"method":"ping"}`, nil, 400, -32600, "must not be null"},
 		{"DELETE unknown session", "DELETE", "/servers/everything/mcp", "", map[string]string{"Mcp-Session-Id": "nope"}, 404, -32001, "not found"},
 		{"GET on message", "GET", "/servers/everything/message?sessionId=x", "", nil, 405, -32600, "POST"},
 		{"POST on sse", "POST", "/servers/everything/sse", initBody, nil, 405, -32600, "GET"},
@@ -199,13 +199,13 @@ func TestIdleSessionsReaped(t *testing.T) {
 	}
 }
 
-// sseSession opens a legacy SSE stream on server everything and returns
-// its session id; the stream stays open until the test ends.
-func sseSession(t *testing.T, tg *testGateway) string {
+// sseSession opens a legacy SSE stream at path and returns its session
+// id; the stream stays open until the test ends.
+func sseSession(t *testing.T, tg *testGateway, path string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, "GET", tg.srv.URL+"/servers/everything/sse", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", tg.srv.URL+path, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // seriesOf returns the label sets of metric name in reg's exposition.
@@ -317,4 +320,95 @@ func TestAggregateSessionOutlivesItsSlowList(t *testing.T) {
 	if call.status != 200 || call.code != 0 {
 		t.Fatalf("the session did not survive its list: %d %s", call.status, call.body)
 	}
+}
+
+// initAs opens a session on route as client name; the reply is returned
+// whatever it is.
+func (tg *testGateway) initAs(route, name string) rawReply {
+	tg.t.Helper()
+	return tg.raw("POST", route, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"`+name+`","version":"1"}}}`, nil)
+}
+
+// openStream opens the GET stream of session sid and keeps it open until
+// the test ends; it returns once the stream is being served.
+func (tg *testGateway) openStream(route, sid string) {
+	tg.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tg.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", tg.srv.URL+route, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		tg.t.Fatalf("GET stream: %v %v", err, resp)
+	}
+	tg.t.Cleanup(func() { resp.Body.Close() })
+}
+
+// Gateway sessions, on server routes and the aggregate, count in the
+// session table shared with the bridge's own endpoints: a flood of
+// initializes from one client keeps at most its cap (its own idlest
+// sessions make room), a client whose sessions are all in use is refused
+// with 429, a full table with 503, each with Retry-After and a JSON-RPC
+// error.
+func TestSessionCapsOnGatewayRoutes(t *testing.T) {
+	table := sessionlimit.New(sessionlimit.Options{Max: 12, PerClient: 3})
+	tg := newTestGateway(t, map[string]stdio.ServerConfig{"child": testChild(t, "mcp")}, Options{Sessions: table})
+	keeper := tg.initAs("/servers/child/mcp", "keeper").header.Get("Mcp-Session-Id")
+	for _, route := range []string{"/servers/child/mcp", "/servers/all/mcp"} {
+		t.Run("flood "+route, func(t *testing.T) {
+			var first string
+			for i := range 60 {
+				r := tg.initAs(route, "flood")
+				if r.status != 200 {
+					t.Fatalf("initialize %d of a one-shot client: %d %s", i, r.status, r.body)
+				}
+				if i == 0 {
+					first = r.header.Get("Mcp-Session-Id")
+				}
+			}
+			if n := tg.gw.Sessions(); n > 1+3 {
+				t.Fatalf("%d gateway sessions after the flood, want at most the keeper and 3", n)
+			}
+			if r := tg.raw("POST", route, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, map[string]string{"Mcp-Session-Id": first}); r.status != 404 {
+				t.Fatalf("the flood's first session, evicted, answered %d %s", r.status, r.body)
+			}
+		})
+	}
+	if r := tg.raw("POST", "/servers/child/mcp", `{"jsonrpc":"2.0","id":2,"method":"ping"}`, map[string]string{"Mcp-Session-Id": keeper}); r.status != 200 {
+		t.Fatalf("another client's session did not survive the floods: %d %s", r.status, r.body)
+	}
+	if st := table.Stats(); st.Sessions != tg.gw.Sessions() || st.Evicted < 2*(60-3) {
+		t.Fatalf("table %+v, gateway sessions %d", st, tg.gw.Sessions())
+	}
+
+	// Sessions whose streams are open are in use: none can make room.
+	for range 3 {
+		sid := tg.initAs("/servers/all/mcp", "busy").header.Get("Mcp-Session-Id")
+		tg.openStream("/servers/all/mcp", sid)
+	}
+	busy := tg.initAs("/servers/child/mcp", "busy")
+	if busy.status != 429 || busy.code != codeUnavailable || busy.header.Get("Retry-After") == "" || !strings.Contains(busy.msg, "limit is 3 per client") {
+		t.Fatalf("a client with 3 sessions in use: %d Retry-After %q %s", busy.status, busy.header.Get("Retry-After"), busy.body)
+	}
+	checkErrorObject(t, busy.body)
+	// Legacy SSE streams count too, as the bridge's own /sse counts them.
+	for range 3 {
+		sseSession(t, tg, "/servers/child/sse")
+	}
+	if r := tg.raw("GET", "/servers/child/sse", "", map[string]string{"Accept": "text/event-stream"}); r.status != 429 || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a fourth legacy stream: %d %s", r.status, r.body)
+	} else {
+		checkErrorObject(t, r.body)
+	}
+
+	for i := 0; table.Stats().Sessions < 12; i++ {
+		sid := tg.initAs("/servers/child/mcp", fmt.Sprint("filler-", i)).header.Get("Mcp-Session-Id")
+		tg.openStream("/servers/child/mcp", sid)
+	}
+	full := tg.initAs("/servers/all/mcp", "late")
+	if full.status != 503 || full.code != codeUnavailable || full.header.Get("Retry-After") == "" || !strings.Contains(full.msg, "limit of 12") {
+		t.Fatalf("a full table: %d Retry-After %q %s", full.status, full.header.Get("Retry-After"), full.body)
+	}
+	checkErrorObject(t, full.body)
 }

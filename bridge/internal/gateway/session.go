@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // A Session is one MCP client session on a gateway route: a Streamable HTTP
@@ -30,21 +32,28 @@ type Session struct {
 	mu       sync.Mutex
 	inflight map[inflightKey]int64 // client request id → gateway id, per backend
 	active   int                   // HTTP requests and streams of the session being served
+	adm      *sessionlimit.Session // its place in the session table; nil for stateless ones
 	closed   bool
 	done     chan struct{}
 }
 
 // begin marks an HTTP request (or stream) of the session as being served,
-// so that the reaper leaves the session alone however long it takes (an
-// aggregate tools/list waits for every server without any call being in
-// flight). It reports false if the session has ended.
+// so that neither the reaper nor the session table's eviction ends the
+// session however long it takes (an aggregate tools/list waits for every
+// server without any call being in flight). It reports false if the
+// session has ended.
 func (s *Session) begin() bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return false
 	}
 	s.active++
+	adm := s.adm
+	s.mu.Unlock()
+	if adm != nil {
+		adm.Begin()
+	}
 	return true
 }
 
@@ -53,7 +62,11 @@ func (s *Session) end() {
 	s.touch()
 	s.mu.Lock()
 	s.active--
+	adm := s.adm
 	s.mu.Unlock()
+	if adm != nil {
+		adm.End()
+	}
 }
 
 type inflightKey struct {
@@ -227,6 +240,12 @@ func (s *Session) finish() {
 	s.t.close(s)
 	s.out.close()
 	s.g.dropSession(s)
+	s.mu.Lock()
+	adm := s.adm
+	s.mu.Unlock()
+	if adm != nil {
+		adm.Release()
+	}
 }
 
 // outbox holds a session's messages that travel on its own stream (the
