@@ -47,19 +47,26 @@ func TestLineReader(t *testing.T) {
 func TestReadEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
+		stopAt   string // fn returns false for the event with this id
 		want     []event
 		wantErr  bool
 	}{
-		{"message with id", "id: s_1\ndata: {\"a\":1}\n\n", []event{{id: "s_1", data: []byte(`{"a":1}`)}}, false},
-		{"priming event: id only", "id: s_0\ndata:\n\n", []event{{id: "s_0", data: []byte{}}}, false},
-		{"comment and named event", ": ok\n\nevent: ping\ndata: x\n\n", []event{{name: "ping", data: []byte("x")}}, false},
-		{"multi-line data, CRLF", "data: a\r\ndata: b\r\n\r\n", []event{{data: []byte("a\nb")}}, false},
-		{"unterminated event is dropped", "data: half", nil, false},
-		{"oversized event", "data: " + strings.Repeat("x", 100) + "\n\n", nil, true},
+		{"message with id", "id: s_1\ndata: {\"a\":1}\n\n", "", []event{{id: "s_1", data: []byte(`{"a":1}`)}}, false},
+		{"priming event: id only", "id: s_0\ndata:\n\n", "", []event{{id: "s_0", data: []byte{}}}, false},
+		{"comment and named event", ": ok\n\nevent: ping\ndata: x\n\n", "", []event{{name: "ping", data: []byte("x")}}, false},
+		{"multi-line data, CRLF", "data: a\r\ndata: b\r\n\r\n", "", []event{{data: []byte("a\nb")}}, false},
+		{"unterminated event is dropped", "data: half", "", nil, false},
+		{"oversized event", "data: " + strings.Repeat("x", 100) + "\n\n", "", nil, true},
+		// A call's stream is read up to its answer, not past it.
+		{"stop at the answer", "id: s_1\ndata: a\n\nid: s_2\ndata: b\n\nid: s_3\ndata: c\n\n", "s_2",
+			[]event{{id: "s_1", data: []byte("a")}, {id: "s_2", data: []byte("b")}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []event
-			err := readEvents(strings.NewReader(tc.in), 64, func(ev event) { got = append(got, ev) })
+			err := readEvents(strings.NewReader(tc.in), 64, func(ev event) bool {
+				got = append(got, ev)
+				return ev.id != tc.stopAt || tc.stopAt == ""
+			})
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("readEvents error = %v, want error %v", err, tc.wantErr)
 			}

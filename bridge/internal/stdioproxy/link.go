@@ -5,86 +5,39 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// link is one connection to the bridge: an SDK Streamable HTTP client
-// connection (one MCP session, in the eras that have them), its reader, and
-// the standalone GET stream. A link is replaced, never repaired: when the
-// bridge is lost, the next link gets a higher generation and a new session.
+// link is one stretch of time during which the bridge answers: its
+// session (in the eras that have them) and the standalone GET stream. A
+// link is replaced, never repaired: when the bridge goes away, the next
+// link gets a higher generation, and the same session unless the bridge
+// said it no longer has it.
 type link struct {
 	gen    uint64
-	conn   mcp.Connection
-	ctx    context.Context // the link's lifetime: its reader and GET stream
+	ctx    context.Context // the link's lifetime: its GET stream
 	cancel context.CancelFunc
-	// replayID is the id of the initialize the proxy replays on this link,
-	// whose answer the reader hands to replayed instead of the client.
-	replayID jsonrpc.ID
-	replayed chan *jsonrpc.Response
 
-	dead bool // guarded by proxy.mu
+	// Guarded by proxy.mu.
+	sid  string // the session requests on this link belong to; "" for none
+	dead bool
 }
 
-// failure says what a failed write means for the message and the link.
-type failure int
+func (p *proxy) newLink(gen uint64, sid string) *link {
+	ctx, cancel := context.WithCancel(p.ctx)
+	return &link{gen: gen, ctx: ctx, cancel: cancel, sid: sid}
+}
 
-const (
-	// notSent: the bridge never got the message (connection refused, or its
-	// session is gone); resend it on a new link.
-	notSent failure = iota
-	// lost: the connection broke after the message may have reached the
-	// bridge.
-	lost
-	// refused: the bridge answered with an error; the link is fine.
-	refused
-	// busy: the bridge answered with a passing refusal (429, 5xx); the link
-	// is fine.
-	busy
-	// broken: the connection is in a state that fails every message; the
-	// bridge did not act on this one.
-	broken
-	// closing: the proxy is stopping.
-	closing
-)
-
-// classify reads a Connection.Write error of the SDK's Streamable HTTP
-// client: a 404 for the session is mcp.ErrSessionMissing (the bridge
-// restarted or reaped the session); a failure to reach the bridge is a
-// *url.Error; an HTTP error whose body is a JSON-RPC error carries it,
-// and one that may pass (429, 5xx) carries the SDK's ErrRejected alone. For
-// refused and busy, the error to give the client comes too.
-func (p *proxy) classify(err error) (failure, *jsonrpc.Error) {
-	if p.ctx.Err() != nil {
-		return closing, nil
-	}
-	if errors.Is(err, mcp.ErrSessionMissing) {
-		return notSent, nil
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		var oe *net.OpError
-		if errors.As(ue.Err, &oe) && oe.Op == "dial" {
-			return notSent, nil
-		}
-		return lost, nil
-	}
-	var we *jsonrpc.Error
-	if errors.As(err, &we) {
-		if we.Code != codeRejected {
-			return refused, we
-		}
-		return busy, &jsonrpc.Error{Code: CodeBridgeUnavailable, Message: "the bridge did not take the request: " + err.Error()}
-	}
-	return broken, nil
+// sessionOf returns l's session.
+func (p *proxy) sessionOf(l *link) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return l.sid
 }
 
 // link returns the current link, connecting (with backoff) when there is
@@ -131,22 +84,21 @@ func (p *proxy) link(deadline *time.Time) (*link, error) {
 // deadline passes. The caller holds the dialing token.
 func (p *proxy) dial(deadline time.Time) (*link, error) {
 	for attempt := 0; ; attempt++ {
-		l, err := p.connect(deadline)
+		l, how, err := p.connect(deadline)
 		if err == nil {
 			p.mu.Lock()
 			if p.closing {
 				l.dead = true
 				p.mu.Unlock()
 				l.cancel()
-				_ = l.conn.Close()
 				return nil, errClosing
 			}
 			p.cur = l
 			p.lastDialErr = nil
-			replayed := p.initReq != nil
+			sid := l.sid
 			p.mu.Unlock()
-			if replayed {
-				p.log.Info("reconnected to the bridge; session re-initialized", "session", l.conn.SessionID())
+			if how != "" {
+				p.log.Info("reconnected to the bridge; "+how, "session", sid)
 			}
 			return l, nil
 		}
@@ -196,66 +148,123 @@ func (p *proxy) pause(attempt int, deadline time.Time) bool {
 	}
 }
 
-// connect makes one attempt at a new link. Without a cached initialize it
-// only checks that the bridge answers; with one, it replays the client's
-// initialize and notifications/initialized and opens the GET stream, so
-// the link is ready for the client's requests.
-func (p *proxy) connect(deadline time.Time) (*link, error) {
-	actx, cancel := context.WithDeadline(p.ctx, earliest(deadline, time.Now().Add(attemptTimeout)))
+// connect makes one attempt at a new link, and says how it got it (""
+// for the first). With a session, it reopens the session's GET stream:
+// the bridge carries the session over its restarts, so the client keeps
+// it, and with it its tab group. Only when the bridge answers that it no
+// longer has the session does connect replay the client's initialize and
+// notifications/initialized, for a new session. Before the client's
+// initialize, and in the stateless era, it only checks that the bridge
+// answers.
+func (p *proxy) connect(deadline time.Time) (*link, string, error) {
+	end := earliest(deadline, time.Now().Add(attemptTimeout))
+	actx, cancel := context.WithDeadline(p.ctx, end)
 	defer cancel()
 	p.mu.Lock()
-	init, initialized := p.initReq, p.initialized
+	init, initialized, sid := p.initReq, p.initialized, p.sid
 	p.gen++
 	gen := p.gen
 	p.mu.Unlock()
 
-	if init == nil {
-		if err := p.probe(actx); err != nil {
-			return nil, err
+	if sid != "" {
+		// At least a moment: getStream takes 0 for no bound at all.
+		l, err := p.resume(gen, sid, max(time.Until(end), time.Millisecond))
+		if !errors.Is(err, mcp.ErrSessionMissing) {
+			return l, "session resumed", err
 		}
-		return p.newLink(gen, jsonrpc.ID{})
+		p.log.Warn("the bridge no longer has the session; starting a new one", "session", sid, "error", err)
+		p.forgetSession(sid)
 	}
-	replayID, _ := jsonrpc.MakeID(replayIDPrefix + strconv.FormatUint(gen, 10))
-	l, err := p.newLink(gen, replayID)
-	if err != nil {
-		return nil, err
+	if init == nil || p.protoVersion() >= statelessVersion {
+		if err := p.probe(actx); err != nil {
+			return nil, "", err
+		}
+		return p.newLink(gen, ""), "", nil
 	}
+	l, err := p.reinitialize(actx, gen, init, initialized)
+	return l, "session re-initialized", err
+}
+
+// resume opens the GET stream of session sid on a new link: the bridge's
+// first request for the session since its restart, which makes it take
+// the session up again. A *sessionGoneError means it no longer has it.
+func (p *proxy) resume(gen uint64, sid string, timeout time.Duration) (*link, error) {
+	l := p.newLink(gen, sid)
+	resp, err := p.getStream(l.ctx, sid, "", timeout)
+	var he *httpError
+	switch {
+	case err == nil:
+		p.listenOn(l, sid, resp, nil)
+		return l, nil
+	case errors.Is(err, errNoStream):
+		return l, nil // the bridge answers; the next request checks the session
+	case errors.As(err, &he) && (he.code == http.StatusUnauthorized || he.code == http.StatusForbidden):
+		l.cancel()
+		return nil, &refusedError{what: fmt.Sprintf("the proxy at %s (HTTP %s)", p.opts.Endpoint, he.status), msg: he.msg}
+	case errors.As(err, &he) && !he.transient():
+		// It answers, with the session, but not with a stream yet (a 409
+		// while the last one is let go): listen tries again.
+		p.listenOn(l, sid, nil, err)
+		return l, nil
+	}
+	l.cancel()
+	return nil, err
+}
+
+// forgetSession drops session sid, which the bridge no longer has: the
+// next link starts a new one.
+func (p *proxy) forgetSession(sid string) {
+	p.mu.Lock()
+	if p.sid == sid {
+		p.sid = ""
+	}
+	p.mu.Unlock()
+}
+
+// reinitialize replays the client's initialize (its answer goes nowhere)
+// and, if the client sent it, notifications/initialized, for a new
+// session on a new link.
+func (p *proxy) reinitialize(ctx context.Context, gen uint64, init *jsonrpc.Request, initialized bool) (*link, error) {
+	l := p.newLink(gen, "")
 	fail := func(err error) (*link, error) {
 		p.mu.Lock()
 		l.dead = true
 		p.mu.Unlock()
 		l.cancel()
-		p.closeConn(l)
 		return nil, err
 	}
-	replay := &jsonrpc.Request{ID: replayID, Method: methodInitialize, Params: init.Params}
-	if err := l.conn.Write(actx, replay); err != nil {
+	replayID, _ := jsonrpc.MakeID(replayIDPrefix + strconv.FormatUint(gen, 10))
+	resp, err := p.post(ctx, "", &jsonrpc.Request{ID: replayID, Method: methodInitialize, Params: init.Params})
+	if err != nil {
 		if kind, we := p.classify(err); kind == refused { // busy is worth another try
 			return fail(&refusedError{what: "initialize", msg: we.Message})
 		}
 		return fail(fmt.Errorf("initialize: %w", err))
 	}
-	var resp *jsonrpc.Response
-	select {
-	case resp = <-l.replayed:
-	case <-l.ctx.Done():
+	sid := resp.Header.Get(headerSessionID)
+	answer, _, err := p.readReply(l, resp, replayID, "")
+	switch {
+	case err != nil:
+		return fail(fmt.Errorf("initialize: %w", err))
+	case answer == nil && ctx.Err() != nil:
+		return fail(fmt.Errorf("initialize: %w", ctx.Err()))
+	case answer == nil:
 		return fail(errors.New("the connection broke during initialize"))
-	case <-actx.Done():
-		return fail(fmt.Errorf("initialize: %w", actx.Err()))
-	}
-	if resp.Error != nil {
+	case answer.Error != nil:
 		var we *jsonrpc.Error
-		if errors.As(resp.Error, &we) {
+		if errors.As(answer.Error, &we) {
 			return fail(&refusedError{what: "initialize", msg: we.Message})
 		}
-		return fail(fmt.Errorf("initialize: %w", resp.Error))
+		return fail(fmt.Errorf("initialize: %w", answer.Error))
 	}
-	p.onInitialize(l, nil, resp.Result)
+	p.onInitialize(l, nil, answer.Result, sid)
 	if initialized {
 		n := &jsonrpc.Request{Method: methodInitialized, Params: json.RawMessage("{}")}
-		if err := l.conn.Write(actx, n); err != nil {
+		resp, err := p.post(ctx, sid, n)
+		if err != nil {
 			return fail(fmt.Errorf("notifications/initialized: %w", err))
 		}
+		resp.Body.Close()
 	}
 	return l, nil
 }
@@ -291,97 +300,28 @@ func (p *proxy) probe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		resp.Body.Close()
 		return nil
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyMax))
-	msg := strings.TrimSpace(string(body))
-	if m, err := jsonrpc.DecodeMessage(body); err == nil {
-		if r, ok := m.(*jsonrpc.Response); ok && r.Error != nil {
-			msg = r.Error.Error()
-		}
+	var he *httpError
+	if err := failed(resp, ""); errors.As(err, &he) {
+		return &refusedError{what: fmt.Sprintf("the proxy at %s (HTTP %s)", p.opts.Endpoint, he.status), msg: he.msg}
 	}
-	if msg == "" {
-		msg = "no reason given"
-	}
-	return &refusedError{what: fmt.Sprintf("the proxy at %s (HTTP %s)", p.opts.Endpoint, resp.Status), msg: msg}
+	return err
 }
 
-// newLink opens an SDK client connection and starts its reader.
-func (p *proxy) newLink(gen uint64, replayID jsonrpc.ID) (*link, error) {
-	t := &mcp.StreamableClientTransport{
-		Endpoint:   p.opts.Endpoint,
-		HTTPClient: p.http,
-		// A stream that breaks is not resumed: the bridge restarted, and
-		// its event store went with it. The link is replaced instead.
-		MaxRetries: -1,
-		// The SDK opens the GET stream only for its own Client; the proxy
-		// opens it itself (stream.go).
-		DisableStandaloneSSE: true,
-	}
-	conn, err := t.Connect(p.ctx)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(p.ctx)
-	l := &link{gen: gen, conn: conn, ctx: ctx, cancel: cancel, replayID: replayID, replayed: make(chan *jsonrpc.Response, 1)}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		p.readLink(l)
-	}()
-	return l, nil
-}
-
-// readLink passes the link's messages on until it fails or ends.
-func (p *proxy) readLink(l *link) {
-	for {
-		msg, err := l.conn.Read(l.ctx)
-		if err != nil {
-			if l.ctx.Err() == nil {
-				p.breakLink(l, fmt.Errorf("reading from the bridge: %w", err))
-			}
-			return
-		}
-		p.fromBridge(l, msg)
-	}
-}
-
-// fromBridge passes one message from link l to the client: answers only
-// to requests pending on l, the replayed initialize's answer to nobody.
+// fromBridge passes one message from link l to the client. Answers come
+// on their call's stream (readReply); one that comes elsewhere is passed
+// on if its request is still pending.
 func (p *proxy) fromBridge(l *link, msg jsonrpc.Message) {
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
-		if l.replayID.IsValid() && m.ID == l.replayID {
-			select {
-			case l.replayed <- m:
-			default:
-			}
-			return
-		}
-		if m.Error != nil {
-			var we *jsonrpc.Error
-			if !errors.As(m.Error, &we) {
-				// Not from the wire: the SDK's stand-in for an answer lost
-				// with the stream ("request terminated without response").
-				p.log.Debug("a call's stream ended without its answer", "id", m.ID.Raw(), "error", m.Error)
-				m = errorResponse(m.ID, CodeInterrupted, msgInterrupted)
-			}
-		}
-		req, ok := p.peek(m.ID, l.gen)
-		if !ok {
-			p.log.Debug("dropped an answer nobody waits for", "id", m.ID.Raw())
-			return
-		}
-		if req.Method == methodInitialize && m.Error == nil {
-			// Before the answer is taken, which lets the client's next
-			// messages go: the session must be ready for them.
-			p.onInitialize(l, req, m.Result)
-		}
-		if _, ok := p.take(m.ID, l.gen); ok {
+		if pc := p.takeID(m.ID); pc != nil {
 			p.toClient(m)
+			return
 		}
+		p.log.Debug("dropped an answer nobody waits for", "id", m.ID.Raw())
 	case *jsonrpc.Request:
 		if m.IsCall() {
 			p.mu.Lock()
@@ -396,29 +336,36 @@ func (p *proxy) fromBridge(l *link, msg jsonrpc.Message) {
 
 // onInitialize handles a successful initialize on l: the client's own
 // (req set: it is remembered for replays) or a replay (req nil). It notes
-// the protocol version and opens the GET stream before anything else
-// happens on the session, so no server notification is missed.
-func (p *proxy) onInitialize(l *link, req *jsonrpc.Request, result json.RawMessage) {
+// the protocol version and the session sid names (from the answer's
+// Mcp-Session-Id), and opens the GET stream before anything else happens
+// on the session, so no server notification is missed.
+func (p *proxy) onInitialize(l *link, req *jsonrpc.Request, result json.RawMessage, sid string) {
 	var r struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
 	_ = json.Unmarshal(result, &r)
 	p.setProtoVersion(r.ProtocolVersion)
+	p.mu.Lock()
+	if sid != "" {
+		l.sid, p.sid = sid, sid
+	}
 	if req != nil {
-		p.mu.Lock()
 		p.initReq = req
-		p.mu.Unlock()
-		p.log.Info("session initialized", "session", l.conn.SessionID(), "protocol", r.ProtocolVersion)
+	}
+	p.mu.Unlock()
+	if req != nil {
+		p.log.Info("session initialized", "session", sid, "protocol", r.ProtocolVersion)
 	}
 	p.openStream(l)
 }
 
-// breakLink retires link l. Requests the bridge took on it and has not
-// answered get CodeInterrupted (those still being written learn their fate
-// from how the write ends); its session is closed; and if it was the
-// current link of a session the client initialized, a reconnect starts at
-// once, so that server notifications keep coming.
+// breakLink retires link l. If the cause is a 404 for the session, the
+// session goes with it; otherwise the next link carries on with it. Calls
+// in flight learn their fate from their own streams. If l was the current
+// link of a session the client initialized, a reconnect starts at once, so
+// that server notifications keep coming.
 func (p *proxy) breakLink(l *link, cause error) {
+	ended := errors.Is(cause, mcp.ErrSessionMissing)
 	p.mu.Lock()
 	if l.dead {
 		p.mu.Unlock()
@@ -429,36 +376,30 @@ func (p *proxy) breakLink(l *link, cause error) {
 	if current {
 		p.cur = nil
 	}
-	isClosing := p.closing
-	var interrupted []jsonrpc.ID
-	if !isClosing {
-		for id, pc := range p.pending {
-			if pc.gen == l.gen && pc.sent {
-				interrupted = append(interrupted, id)
-				p.deletePendingLocked(id)
-			}
-		}
+	sid := l.sid
+	if ended && sid != "" && p.sid == sid {
+		p.sid = ""
 	}
 	for id, gen := range p.serverCalls {
 		if gen == l.gen {
 			delete(p.serverCalls, id)
 		}
 	}
+	isClosing := p.closing
 	reconnect := current && !isClosing && p.initReq != nil
 	p.mu.Unlock()
 
 	l.cancel()
-	p.closeConn(l)
 	if isClosing {
 		return
 	}
-	if current {
-		p.log.Warn("lost the connection to the bridge", "session", l.conn.SessionID(), "error", cause, "calls_interrupted", len(interrupted))
-	} else {
+	switch {
+	case current && ended:
+		p.log.Warn("the bridge ended the session", "session", sid, "error", cause)
+	case current:
+		p.log.Warn("lost the connection to the bridge; keeping the session", "session", sid, "error", cause)
+	default:
 		p.log.Debug("a connection attempt failed", "error", cause)
-	}
-	for _, id := range interrupted {
-		p.toClient(errorResponse(id, CodeInterrupted, msgInterrupted))
 	}
 	if reconnect {
 		p.wg.Add(1)
@@ -472,45 +413,21 @@ func (p *proxy) breakLink(l *link, cause error) {
 	}
 }
 
-// closeConn closes l's connection in the background (a DELETE for a
-// session the bridge may still have, bounded by the SDK).
-func (p *proxy) closeConn(l *link) {
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		_ = l.conn.Close()
-	}()
-}
-
-// headerTransport adds the bearer token and the protocol version header
-// the SDK's client connection leaves out when driven without an
-// mcp.Client.
-type headerTransport struct {
-	base    http.RoundTripper
-	host    string // the endpoint's host: the token goes nowhere else
-	token   string
-	version func() string
-}
-
-func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	auth := t.token != "" && req.URL.Host == t.host && req.Header.Get("Authorization") == ""
-	version := ""
-	if req.Header.Get(headerProtoVersion) == "" {
-		// Requests in a session, and every request of the stateless era,
-		// name the negotiated version. A new session's initialize does not.
-		if v := t.version(); v != "" && (req.Header.Get(headerSessionID) != "" || v >= statelessVersion) {
-			version = v
-		}
+// endSession ends session sid on the bridge (DELETE), bounded by
+// deleteTimeout: the proxy is stopping, and a bridge that is away has
+// nothing to end.
+func (p *proxy) endSession(sid string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), deleteTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, p.opts.Endpoint, nil)
+	if err != nil {
+		return
 	}
-	if !auth && version == "" {
-		return t.base.RoundTrip(req)
+	req.Header.Set(headerSessionID, sid)
+	resp, err := p.http.Do(req)
+	if err != nil {
+		p.log.Debug("could not end the session", "session", sid, "error", err)
+		return
 	}
-	r := req.Clone(req.Context())
-	if auth {
-		r.Header.Set("Authorization", "Bearer "+t.token)
-	}
-	if version != "" {
-		r.Header.Set(headerProtoVersion, version)
-	}
-	return t.base.RoundTrip(r)
+	resp.Body.Close()
 }

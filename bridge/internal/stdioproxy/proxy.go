@@ -22,14 +22,24 @@
 //  3. Requests go out concurrently, one POST each, their replies and
 //     progress notifications coming back on the POST's stream;
 //     notifications and responses from the client go out in order.
-//  4. The bridge's sessions live in its memory. When it restarts (or reaps
-//     an idle session) the proxy learns it from a 404 (mcp.ErrSessionMissing),
-//     a refused connection or a broken stream. Requests in flight then get
-//     a CodeInterrupted error, since they may or may not have run. The
-//     proxy reconnects with backoff for up to BridgeWait, replays the
-//     client's initialize (its answer goes nowhere) and
-//     notifications/initialized, reopens the GET stream, and resends what
-//     the bridge never received. The client sees one unbroken session.
+//  4. The bridge keeps each session across its own restarts (a record in
+//     its state directory), and the proxy keeps the session too. When the
+//     bridge goes away (a refused connection, a broken stream) the proxy
+//     waits for it with backoff, for up to BridgeWait, then carries on
+//     with the same Mcp-Session-Id: it reopens the GET stream and resends
+//     what the bridge never received, without a new initialize, so the
+//     client keeps its session, and with it its tab group. A call whose
+//     answer was on its way when the stream broke is resumed from the
+//     stream's last event id (Last-Event-ID), so the client gets the
+//     bridge's own answer (from a bridge that restarted, a tool error
+//     saying the action may or may not have happened); a call whose
+//     stream had no event id gets a CodeInterrupted error, which says the
+//     same. Only a 404 for the session (mcp.ErrSessionMissing: the bridge
+//     ended it with a DELETE, the idle timeout or the session limit, or a
+//     restart could not keep it) makes the proxy start a new session: it
+//     replays the client's initialize (its answer goes nowhere) and
+//     notifications/initialized. The client then carries on without
+//     noticing, though in a new tab group.
 //  5. EOF on stdin lets calls in flight finish (for a few seconds at most),
 //     then ends the session with a DELETE; Run returns nil.
 //
@@ -109,9 +119,12 @@ const (
 	retryFirst = 100 * time.Millisecond
 	retryMax   = 2 * time.Second
 	// attemptTimeout bounds one attempt (a probe, a replayed initialize,
-	// opening the GET stream) against a bridge that accepts connections but
-	// does not answer.
+	// opening the GET stream, a notification) against a bridge that
+	// accepts connections but does not answer.
 	attemptTimeout = 5 * time.Second
+	// deleteTimeout bounds the DELETE that ends the session when the
+	// proxy stops.
+	deleteTimeout = 5 * time.Second
 	// drainTimeout is how long calls in flight may take to finish after
 	// stdin ends.
 	drainTimeout = 5 * time.Second
@@ -121,8 +134,8 @@ const (
 	// maxMessageBytes bounds one message from the client (a line) or the
 	// bridge (an SSE event).
 	maxMessageBytes = mcp.DefaultMaxLineLength
-	// maxOtherFailures bounds the resends of one message after errors that
-	// are neither a lost bridge nor an answer (a broken connection state).
+	// maxOtherFailures bounds the attempts to resume a call's stream that
+	// fail in ways other than a bridge that is away, or bring nothing new.
 	maxOtherFailures = 3
 )
 
@@ -193,6 +206,7 @@ type proxy struct {
 	mu          sync.Mutex
 	cur         *link                       // nil while the bridge is lost
 	gen         uint64                      // the last link's generation
+	sid         string                      // the client's session, kept across links; "" for none
 	pending     map[jsonrpc.ID]*pendingCall // the client's requests not yet answered
 	serverCalls map[jsonrpc.ID]uint64       // the bridge's requests to the client -> link generation
 	initReq     *jsonrpc.Request            // the client's initialize, once answered
@@ -203,14 +217,12 @@ type proxy struct {
 	idle        chan struct{} // closed when pending becomes empty, while draining
 }
 
-// pendingCall is a client request not yet answered. gen is the link it is
-// being or was written to, 0 while it is on none; sent means the bridge
-// took it (the write returned); cancel ends the write's HTTP request and
-// the reply stream.
+// pendingCall is a client request not yet answered. Its context lives
+// until then: the request and its reply stream run under it, and cancel
+// ends them (the answer came, the client cancelled, the proxy stops).
 type pendingCall struct {
 	req    *jsonrpc.Request
-	gen    uint64
-	sent   bool
+	ctx    context.Context
 	cancel context.CancelFunc
 }
 
@@ -354,7 +366,7 @@ func (p *proxy) drain() {
 func (p *proxy) shutdown() {
 	p.mu.Lock()
 	p.closing = true
-	l := p.cur
+	l, sid := p.cur, p.sid
 	p.cur = nil
 	if l != nil {
 		l.dead = true
@@ -362,7 +374,9 @@ func (p *proxy) shutdown() {
 	p.mu.Unlock()
 	if l != nil {
 		l.cancel()
-		_ = l.conn.Close() // sends DELETE when there is a session
+	}
+	if sid != "" {
+		p.endSession(sid)
 	}
 	p.cancel(errClosing)
 	done := make(chan struct{})
@@ -411,8 +425,11 @@ func (p *proxy) fromClient(line []byte) {
 		}
 		p.mu.Lock()
 		_, dup := p.pending[m.ID]
+		var pc *pendingCall
 		if !dup {
-			p.pending[m.ID] = &pendingCall{req: m}
+			ctx, cancel := context.WithCancel(p.ctx)
+			pc = &pendingCall{req: m, ctx: ctx, cancel: cancel}
+			p.pending[m.ID] = pc
 			if m.Method == methodInitialize && p.initDone == nil {
 				p.initDone = make(chan struct{})
 			}
@@ -425,7 +442,7 @@ func (p *proxy) fromClient(line []byte) {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			p.call(m)
+			p.call(pc)
 		}()
 	case *jsonrpc.Response:
 		p.respond(m)
@@ -464,73 +481,6 @@ func (p *proxy) noteVersion(req *jsonrpc.Request) {
 	}
 }
 
-// call sends one client request until the bridge has it, then leaves the
-// answer to the link's reader.
-func (p *proxy) call(req *jsonrpc.Request) {
-	var deadline time.Time
-	others := 0
-	for attempt := 0; ; attempt++ {
-		l, err := p.link(&deadline)
-		if err != nil {
-			if !errors.Is(err, errClosing) {
-				p.answer(req.ID, 0, errorResponse(req.ID, CodeBridgeUnavailable, err.Error()))
-			}
-			return
-		}
-		// The write's context lives until the call is answered: the SDK
-		// reads the reply stream under it, and cancelling it is how a call
-		// of the stateless era is cancelled. It is not the link's: a write
-		// under way when the link breaks ends on its own, which tells
-		// whether the bridge got the call.
-		wctx, cancel := context.WithCancel(p.ctx)
-		switch p.sending(req.ID, l, cancel) {
-		case callGone:
-			cancel()
-			return // cancelled by the client meanwhile
-		case linkDead:
-			cancel()
-			continue
-		}
-		err = l.conn.Write(wctx, req)
-		if err == nil {
-			p.sent(req.ID, l)
-			return
-		}
-		if !p.unsend(req.ID, l.gen) {
-			return // already answered: the link broke under it
-		}
-		kind, werr := p.classify(err)
-		switch kind {
-		case closing:
-			return
-		case notSent:
-			p.breakLink(l, err)
-		case lost:
-			p.breakLink(l, err)
-			p.answer(req.ID, 0, errorResponse(req.ID, CodeInterrupted, msgInterrupted))
-			return
-		case refused, busy:
-			p.log.Debug("the bridge refused a request", "method", req.Method, "error", err)
-			p.answer(req.ID, 0, &jsonrpc.Response{ID: req.ID, Error: werr})
-			return
-		case broken:
-			p.breakLink(l, err)
-			if others++; others >= maxOtherFailures {
-				p.answer(req.ID, 0, errorResponse(req.ID, CodeBridgeUnavailable, "the bridge did not take the request: "+err.Error()))
-				return
-			}
-		}
-		p.log.Debug("resending a request", "method", req.Method, "attempt", attempt+1, "error", err)
-		if deadline.IsZero() {
-			deadline = time.Now().Add(p.wait)
-		}
-		if attempt > 0 && !p.pause(attempt, deadline) {
-			p.answer(req.ID, 0, errorResponse(req.ID, CodeBridgeUnavailable, p.noBridge(err).Error()))
-			return
-		}
-	}
-}
-
 // notify sends one client notification, resending it after a reconnect if
 // the bridge never got it.
 func (p *proxy) notify(n *jsonrpc.Request) {
@@ -548,7 +498,6 @@ func (p *proxy) notify(n *jsonrpc.Request) {
 		}
 	}
 	var deadline time.Time
-	others := 0
 	for attempt := 0; ; attempt++ {
 		l, err := p.link(&deadline)
 		if err != nil {
@@ -571,16 +520,12 @@ func (p *proxy) notify(n *jsonrpc.Request) {
 		case refused, busy:
 			p.log.Warn("the bridge refused a notification", "method", n.Method, "error", err)
 			return
-		case broken:
-			if others++; others >= maxOtherFailures {
-				p.breakLink(l, err)
-				p.log.Warn("dropped a notification from the client", "method", n.Method, "error", err)
-				return
-			}
 		}
 		p.breakLink(l, err)
 		if n.Method == methodInitialized {
-			return // the reconnect replays it
+			// A session the bridge resumes is initialized; a new one gets
+			// it from the reconnect, which replays it.
+			return
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(p.wait)
@@ -633,101 +578,48 @@ func (p *proxy) respond(r *jsonrpc.Response) {
 	}
 }
 
-// writeShort writes a notification or a response, which the bridge
-// accepts at once (202), under a bound so that a bridge that hangs cannot
-// stall stdin. Not under l.ctx: a write under way when the link breaks ends
-// on its own, which tells whether the bridge got the message.
+// writeShort writes a notification or a response in l's session, which
+// the bridge accepts at once (202), under a bound so that a bridge that
+// hangs cannot stall stdin. Not under l.ctx: a write under way when the
+// link breaks ends on its own, which tells whether the bridge got the
+// message.
 func (p *proxy) writeShort(l *link, msg jsonrpc.Message) error {
 	ctx, cancel := context.WithTimeout(p.ctx, attemptTimeout)
 	defer cancel()
-	return l.conn.Write(ctx, msg)
+	resp, err := p.post(ctx, p.sessionOf(l), msg)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close() // a 202 has nothing to read
+	return nil
 }
 
-// sendState says whether a request may be written to a link.
-type sendState int
-
-const (
-	sendOK   sendState = iota
-	callGone           // no longer pending: the client cancelled it
-	linkDead           // the link broke meanwhile: get another
-)
-
-// sending marks a request as being written to link l, under a context that
-// cancel ends.
-func (p *proxy) sending(id jsonrpc.ID, l *link, cancel context.CancelFunc) sendState {
+// take removes pc from the pending requests; false means it was answered
+// (or cancelled) already.
+func (p *proxy) take(pc *pendingCall) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pc, ok := p.pending[id]
-	switch {
-	case !ok:
-		return callGone
-	case l.dead:
-		return linkDead
-	}
-	pc.gen, pc.sent, pc.cancel = l.gen, false, cancel
-	return sendOK
-}
-
-// sent marks a request as taken by the bridge on link l. If l broke while
-// the write was under way, the answer will never be read: the client is
-// told the call was interrupted.
-func (p *proxy) sent(id jsonrpc.ID, l *link) {
-	p.mu.Lock()
-	pc, ok := p.pending[id]
-	if !ok || pc.gen != l.gen {
-		p.mu.Unlock()
-		return // answered already
-	}
-	if !l.dead {
-		pc.sent = true
-		p.mu.Unlock()
-		return
-	}
-	p.deletePendingLocked(id)
-	p.mu.Unlock()
-	p.toClient(errorResponse(id, CodeInterrupted, msgInterrupted))
-}
-
-// unsend marks a request whose write to link gen failed as on no link;
-// false means it was answered meanwhile.
-func (p *proxy) unsend(id jsonrpc.ID, gen uint64) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pc, ok := p.pending[id]
-	if !ok || pc.gen != gen {
+	if p.pending[pc.req.ID] != pc {
 		return false
 	}
-	pc.cancel()
-	pc.gen, pc.sent, pc.cancel = 0, false, nil
+	p.deletePendingLocked(pc.req.ID)
 	return true
 }
 
-// peek returns the request id, if it is pending on link gen.
-func (p *proxy) peek(id jsonrpc.ID, gen uint64) (*jsonrpc.Request, bool) {
+// takeID removes and returns the pending request with this id, if any.
+func (p *proxy) takeID(id jsonrpc.ID) *pendingCall {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pc, ok := p.pending[id]
-	if !ok || pc.gen != gen {
-		return nil, false
+	pc := p.pending[id]
+	if pc != nil {
+		p.deletePendingLocked(id)
 	}
-	return pc.req, true
+	return pc
 }
 
-// take removes and returns the request id, if it is pending on link gen.
-func (p *proxy) take(id jsonrpc.ID, gen uint64) (*jsonrpc.Request, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pc, ok := p.pending[id]
-	if !ok || pc.gen != gen {
-		return nil, false
-	}
-	p.deletePendingLocked(id)
-	return pc.req, true
-}
-
-// answer gives the client resp if request id is pending on link gen.
-func (p *proxy) answer(id jsonrpc.ID, gen uint64, resp *jsonrpc.Response) {
-	if _, ok := p.take(id, gen); ok {
+// answer gives the client resp if pc is still pending.
+func (p *proxy) answer(pc *pendingCall, resp *jsonrpc.Response) {
+	if p.take(pc) {
 		p.toClient(resp)
 	}
 }
@@ -736,9 +628,7 @@ func (p *proxy) answer(id jsonrpc.ID, gen uint64, resp *jsonrpc.Response) {
 // answer has come, or will never be read).
 func (p *proxy) deletePendingLocked(id jsonrpc.ID) {
 	if pc := p.pending[id]; pc != nil {
-		if pc.cancel != nil {
-			pc.cancel()
-		}
+		pc.cancel()
 		if pc.req.Method == methodInitialize && p.initDone != nil {
 			close(p.initDone)
 			p.initDone = nil

@@ -25,24 +25,22 @@ const maxStreamFailures = 5
 // event stream): only replies to requests will arrive.
 var errNoStream = errors.New("the server offers no standalone stream")
 
-// statusError is an unexpected HTTP status for the GET stream.
-type statusError struct{ status string }
-
-func (e *statusError) Error() string { return "GET stream: HTTP " + e.status }
-
 // openStream opens the standalone GET stream of l's session, which carries
 // the server's requests and notifications outside any call (such as
 // notifications/tools/list_changed), and keeps it open for the link's
-// life. The SDK's client connection opens it only when an mcp.Client
-// tells it the session is initialized, which the proxy cannot do, so it
-// reads the stream itself. It returns once the stream is open (or failed
-// to open), so nothing the server sends after that is lost.
+// life. It returns once the stream is open (or failed to open), so nothing
+// the server sends after that is lost.
 func (p *proxy) openStream(l *link) {
-	sid := l.conn.SessionID()
+	sid := p.sessionOf(l)
 	if sid == "" || p.protoVersion() >= statelessVersion {
 		return // no session, or the stateless era: no GET stream
 	}
-	resp, err := p.getStream(l, sid, "")
+	resp, err := p.getStream(l.ctx, sid, "", attemptTimeout)
+	p.listenOn(l, sid, resp, err)
+}
+
+// listenOn starts listen in the background.
+func (p *proxy) listenOn(l *link, sid string, resp *http.Response, err error) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -51,8 +49,9 @@ func (p *proxy) openStream(l *link) {
 }
 
 // listen reads the GET stream, reopening it (resuming after the last event
-// id) when it ends while the session lives. A 404 or a bridge that does
-// not answer means the session is gone: the link is broken.
+// id) when it ends while the link lives. A bridge that does not answer
+// breaks the link, which keeps the session for the next one; a 404 breaks
+// it and ends the session.
 func (p *proxy) listen(l *link, sid string, resp *http.Response, err error) {
 	lastID := ""
 	failures := 0
@@ -63,7 +62,7 @@ func (p *proxy) listen(l *link, sid string, resp *http.Response, err error) {
 			}
 			return
 		}
-		var se *statusError
+		var he *httpError
 		var ue *url.Error
 		switch {
 		case err == nil:
@@ -87,8 +86,11 @@ func (p *proxy) listen(l *link, sid string, resp *http.Response, err error) {
 		case errors.As(err, &ue):
 			p.breakLink(l, fmt.Errorf("GET stream: %w", err))
 			return
-		case errors.As(err, &se):
+		case errors.As(err, &he):
 			failures++
+			// A bridge that restarted has none of the stream's old events
+			// (400): what they carried is lost, the stream is not.
+			lastID = ""
 		default:
 			p.log.Warn("GET stream", "error", err)
 			return
@@ -106,14 +108,17 @@ func (p *proxy) listen(l *link, sid string, resp *http.Response, err error) {
 				return
 			}
 		}
-		resp, err = p.getStream(l, sid, lastID)
+		resp, err = p.getStream(l.ctx, sid, lastID, attemptTimeout)
 	}
 }
 
-// getStream opens the GET stream. An answer must come within
-// attemptTimeout; the stream then lasts as long as the link.
-func (p *proxy) getStream(l *link, sid, lastEventID string) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(l.ctx)
+// getStream opens a GET stream of session sid: the standalone one, or with
+// lastEventID the rest of a stream from there. The answer must come within
+// timeout (0: no bound); the stream then lasts as long as ctx. A 404 is a
+// *sessionGoneError, another status an *httpError, a bridge that does not
+// answer a *url.Error.
+func (p *proxy) getStream(ctx context.Context, sid, lastEventID string, timeout time.Duration) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.opts.Endpoint, nil)
 	if err != nil {
 		cancel()
@@ -124,9 +129,11 @@ func (p *proxy) getStream(l *link, sid, lastEventID string) (*http.Response, err
 	if lastEventID != "" {
 		req.Header.Set(headerLastEventID, lastEventID)
 	}
-	timer := time.AfterFunc(attemptTimeout, cancel)
+	if timeout > 0 {
+		timer := time.AfterFunc(timeout, cancel)
+		defer timer.Stop()
+	}
 	resp, err := p.http.Do(req)
-	timer.Stop()
 	if err != nil {
 		cancel()
 		return nil, err
@@ -136,14 +143,12 @@ func (p *proxy) getStream(l *link, sid, lastEventID string) (*http.Response, err
 	case resp.StatusCode == http.StatusOK && ct == "text/event-stream":
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 		return resp, nil
-	case resp.StatusCode == http.StatusNotFound:
-		err = mcp.ErrSessionMissing
-	case resp.StatusCode == http.StatusMethodNotAllowed, resp.StatusCode == http.StatusOK:
+	case lastEventID == "" && (resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusOK):
+		resp.Body.Close()
 		err = fmt.Errorf("%w (HTTP %s, %q)", errNoStream, resp.Status, ct)
 	default:
-		err = &statusError{resp.Status}
+		err = failed(resp, sid)
 	}
-	resp.Body.Close()
 	cancel()
 	return nil, err
 }
@@ -164,20 +169,21 @@ func (c *cancelOnClose) Close() error {
 func (p *proxy) pump(l *link, resp *http.Response, lastID string) (string, int) {
 	defer resp.Body.Close()
 	n := 0
-	err := readEvents(resp.Body, maxMessageBytes, func(ev event) {
+	err := readEvents(resp.Body, maxMessageBytes, func(ev event) bool {
 		if ev.id != "" {
 			lastID = ev.id
 		}
 		if len(ev.data) == 0 || (ev.name != "" && ev.name != "message") {
-			return // a priming event, or not a message
+			return true // a priming event, or not a message
 		}
 		msg, err := jsonrpc.DecodeMessage(ev.data)
 		if err != nil {
 			p.log.Warn("dropped a malformed message on the GET stream", "error", err)
-			return
+			return true
 		}
 		n++
 		p.fromBridge(l, msg)
+		return true
 	})
 	if err != nil && l.ctx.Err() == nil {
 		p.log.Debug("GET stream", "error", err)
@@ -191,9 +197,10 @@ type event struct {
 	data     []byte
 }
 
-// readEvents parses a text/event-stream, calling fn for each event. Events
-// larger than max fail the stream.
-func readEvents(r io.Reader, max int, fn func(event)) error {
+// readEvents parses a text/event-stream, calling fn for each event until
+// fn returns false or the stream ends. Events larger than max fail the
+// stream.
+func readEvents(r io.Reader, max int, fn func(event) bool) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), max)
 	var ev event
@@ -204,7 +211,9 @@ func readEvents(r io.Reader, max int, fn func(event)) error {
 		if len(line) == 0 {
 			if hasData || ev.id != "" {
 				ev.data = bytes.Clone(data.Bytes())
-				fn(ev)
+				if !fn(ev) {
+					return nil
+				}
 			}
 			ev, hasData = event{}, false
 			data.Reset()
