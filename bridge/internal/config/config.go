@@ -136,6 +136,20 @@ type Gateway struct {
 	// Watch reloads the servers when their file changes (by polling it);
 	// unset means true. See WatchEnabled.
 	Watch *bool `json:"watch,omitempty"`
+	// MaxChildren bounds the processes (one per session) of each
+	// per_session server whose entry sets no max_children; 0 means 8.
+	MaxChildren int `json:"max_children,omitempty"`
+	// AggregateTimeout is how long /servers/all/mcp waits for each
+	// server's tool list before listing without it, as a Go duration;
+	// "" means 2s. See AggregateWait.
+	AggregateTimeout string `json:"aggregate_timeout,omitempty"`
+}
+
+// AggregateWait is AggregateTimeout parsed; 0 (the gateway's default)
+// when unset or invalid (Validate refuses an invalid one).
+func (g *Gateway) AggregateWait() time.Duration {
+	d, _ := parseDuration(g.AggregateTimeout)
+	return d
 }
 
 // WatchEnabled reports whether the servers' file is watched (Watch, or
@@ -165,6 +179,12 @@ func isDNSName(s string) bool {
 func (g *Gateway) Validate() error {
 	if strings.ContainsRune(g.ServersFile, 0) {
 		return errors.New(`config: key "gateway.servers_file": the path contains a NUL byte`)
+	}
+	if g.MaxChildren < 0 || g.MaxChildren > 1024 {
+		return fmt.Errorf("config: key \"gateway.max_children\": %d is outside 0-1024 (0 means 8)", g.MaxChildren)
+	}
+	if d, err := parseDuration(g.AggregateTimeout); err != nil || d < 0 {
+		return fmt.Errorf("config: key \"gateway.aggregate_timeout\": %q is not a duration such as \"2s\"", g.AggregateTimeout)
 	}
 	for _, k := range []struct{ key, val, example string }{
 		{"host_prefix", g.HostPrefix, DefaultHostPrefix},

@@ -141,7 +141,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		SSE:        http.HandlerFunc(b.sse.Stream),
 		Message:    http.HandlerFunc(b.sse.Message),
 		Connect:    connectBrowser(b.mcp),
-	}, remoteSource{b.links})
+	}, remoteSource{b.links}, b.sessions)
 	if err != nil {
 		return fail(err)
 	}

@@ -24,29 +24,38 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
 // newGateway builds the stdio gateway from the config's servers; browser
-// is nil when the gateway runs alone (`browserbridge gateway`).
-func newGateway(cfg *config.Config, log *slog.Logger, reg *metrics.Registry, browser *gateway.BrowserRoutes, remote gateway.RemoteSource) (*gateway.Gateway, string, error) {
+// is nil when the gateway runs alone (`browserbridge gateway`). Its
+// sessions count in sessions, the bridge's table (nil: a table of the
+// gateway's own, with the config's caps).
+func newGateway(cfg *config.Config, log *slog.Logger, reg *metrics.Registry, browser *gateway.BrowserRoutes, remote gateway.RemoteSource, sessions *sessionlimit.Table) (*gateway.Gateway, string, error) {
 	servers, file, err := cfg.Servers()
 	if err != nil {
 		return nil, "", err
 	}
 	d := cfg.Durations()
+	if sessions == nil {
+		sessions = sessionlimit.New(sessionlimit.Options{Max: cfg.MaxSessions, PerClient: cfg.MaxSessionsPerClient})
+	}
 	gw, err := gateway.New(gateway.Options{
-		Servers:        servers,
-		Logger:         log,
-		Metrics:        reg,
-		Version:        buildinfo.String(),
-		SessionTimeout: d.SessionTimeout,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		PingInterval:   d.SSEPingInterval,
-		HostPrefix:     cfg.Gateway.HostPrefix,
-		HostDomain:     cfg.Gateway.HostDomain,
-		Browser:        browser,
-		Remote:         remote,
+		Servers:          servers,
+		Stdio:            stdio.Options{MaxPrivate: cfg.Gateway.MaxChildren},
+		Logger:           log,
+		Metrics:          reg,
+		Version:          buildinfo.String(),
+		SessionTimeout:   d.SessionTimeout,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		PingInterval:     d.SSEPingInterval,
+		HostPrefix:       cfg.Gateway.HostPrefix,
+		HostDomain:       cfg.Gateway.HostDomain,
+		AggregateTimeout: cfg.Gateway.AggregateWait(),
+		Browser:          browser,
+		Remote:           remote,
+		Sessions:         sessions,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("stdio gateway: %w", err)

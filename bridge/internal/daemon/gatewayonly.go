@@ -36,7 +36,7 @@ type Gateway struct {
 // loopback, a bad servers file) are reported before anything is served.
 func StartGateway(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	reg := metrics.NewRegistry()
-	gw, file, err := newGateway(cfg, log, reg, nil, nil)
+	gw, file, err := newGateway(cfg, log, reg, nil, nil, nil)
 	if err != nil {
 		return nil, err
 	}
