@@ -89,10 +89,19 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; 0 means 4 MiB.
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
 	// BrowserWait is how long a call waits for a browser to (re)connect,
-	// as a Go duration ("30s"); "" means 30s.
+	// as a Go duration ("30s"); "" means 45s (a service worker that Chrome
+	// stopped comes back within the extension's 30 s alarm period).
 	BrowserWait string `json:"browser_wait,omitempty"`
 	// SessionTimeout reaps MCP sessions idle this long; "" means 30m.
 	SessionTimeout string `json:"session_timeout,omitempty"`
+	// MaxSessions bounds the live MCP sessions of every endpoint together
+	// (Streamable HTTP, legacy SSE, the gateway's routes); 0 means 512,
+	// -1 no bound (docs/limits.md).
+	MaxSessions int `json:"max_sessions,omitempty"`
+	// MaxSessionsPerClient bounds one client's sessions (peer address and
+	// clientInfo.name); 0 means 64, -1 no bound. At a cap the client's own
+	// least recently used idle session is ended first.
+	MaxSessionsPerClient int `json:"max_sessions_per_client,omitempty"`
 	// SSEPingInterval is the legacy SSE keep-alive period; "" means 30s,
 	// "0s" turns pings off.
 	SSEPingInterval string `json:"sse_ping_interval,omitempty"`
@@ -530,6 +539,14 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("config: key \"max_body_bytes\": %d is negative", c.MaxBodyBytes)
+	}
+	for _, k := range []struct {
+		key string
+		val int
+	}{{"max_sessions", c.MaxSessions}, {"max_sessions_per_client", c.MaxSessionsPerClient}} {
+		if k.val < -1 {
+			return fmt.Errorf("config: key %q: %d is not a number of sessions (-1 means no bound)", k.key, k.val)
+		}
 	}
 	for i, o := range c.AllowedOrigins {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "chrome-extension") || u.Host == "" || u.Path != "" {
