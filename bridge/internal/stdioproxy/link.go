@@ -83,6 +83,18 @@ func (p *proxy) link(deadline *time.Time) (*link, error) {
 // dial connects until it succeeds, the bridge refuses the proxy, or the
 // deadline passes. The caller holds the dialing token.
 func (p *proxy) dial(deadline time.Time) (*link, error) {
+	p.mu.Lock()
+	again := p.gen > 0
+	p.mu.Unlock()
+	// A bridge that just went away may still be stopping, and one that is
+	// stopping has let its sessions go: the session would seem gone. A
+	// moment's wait lets it finish.
+	if again && !p.pause(0, deadline) {
+		if p.ctx.Err() != nil {
+			return nil, errClosing
+		}
+		return nil, p.noBridge(errors.New("the bridge went away"))
+	}
 	for attempt := 0; ; attempt++ {
 		l, how, err := p.connect(deadline)
 		if err == nil {

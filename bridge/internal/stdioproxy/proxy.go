@@ -213,6 +213,7 @@ type proxy struct {
 	initDone    chan struct{}               // closed when the client's initialize in flight is answered
 	initialized bool                        // the client sent notifications/initialized
 	lastDialErr error                       // why the last attempt to reach the bridge failed
+	quickEnds   int                         // GET streams in a row the bridge ended at once
 	closing     bool
 	idle        chan struct{} // closed when pending becomes empty, while draining
 }

@@ -17,13 +17,22 @@ import (
 )
 
 // maxStreamFailures is how many times in a row the GET stream may fail in
-// ways that say nothing about the session (a 409, a stream that ends at
-// once) before the proxy gives up on it.
+// ways that say nothing about the session (a 409, a stream the bridge
+// ends at once) before the proxy gives up on it.
 const maxStreamFailures = 5
+
+// quickEnd: a GET stream the bridge ends sooner than this without a
+// message counts as a failure (a bridge that ends every stream at once
+// must not have the proxy reconnect in a loop).
+const quickEnd = time.Second
 
 // errNoStream means the server offers no standalone stream (405, or not an
 // event stream): only replies to requests will arrive.
 var errNoStream = errors.New("the server offers no standalone stream")
+
+// errStreamEnded: the bridge ended the GET stream, as it does when it
+// stops.
+var errStreamEnded = errors.New("the bridge ended the GET stream")
 
 // openStream opens the standalone GET stream of l's session, which carries
 // the server's requests and notifications outside any call (such as
@@ -48,12 +57,14 @@ func (p *proxy) listenOn(l *link, sid string, resp *http.Response, err error) {
 	}()
 }
 
-// listen reads the GET stream, reopening it (resuming after the last event
-// id) when it ends while the link lives. A bridge that does not answer
-// breaks the link, which keeps the session for the next one; a 404 breaks
-// it and ends the session.
+// listen reads the GET stream for the link's life. The bridge ends it
+// when it stops (or ends the session) and it breaks when the bridge dies:
+// either way the link is broken, keeping the session, and the reconnect
+// learns which it was (a 404 ends the session). Until the bridge is back,
+// the client's requests wait for it rather than reach a bridge on its
+// way out. A GET answered with another status (a 409 while the bridge
+// lets the last stream go) is tried again a few times.
 func (p *proxy) listen(l *link, sid string, resp *http.Response, err error) {
-	lastID := ""
 	failures := 0
 	for {
 		if l.ctx.Err() != nil {
@@ -66,31 +77,28 @@ func (p *proxy) listen(l *link, sid string, resp *http.Response, err error) {
 		var ue *url.Error
 		switch {
 		case err == nil:
-			var events int
-			lastID, events = p.pump(l, resp, lastID)
+			opened := time.Now()
+			messages, perr := p.pump(l, resp)
 			if l.ctx.Err() != nil {
 				return
 			}
-			if events > 0 {
-				failures = 0
-			} else {
-				failures++
+			if !p.streamLived(messages > 0 || time.Since(opened) >= quickEnd) {
+				p.log.Warn("gave up on the GET stream: the bridge ends it at once; server notifications arrive only during calls", "session", sid)
+				return
 			}
-			p.log.Debug("the GET stream ended; reopening it", "session", sid)
-		case errors.Is(err, mcp.ErrSessionMissing):
+			if perr == nil {
+				perr = errStreamEnded
+			}
+			p.breakLink(l, fmt.Errorf("GET stream: %w", perr))
+			return
+		case errors.Is(err, mcp.ErrSessionMissing), errors.As(err, &ue):
 			p.breakLink(l, fmt.Errorf("GET stream: %w", err))
 			return
 		case errors.Is(err, errNoStream):
 			p.log.Debug("no standalone stream: server notifications arrive only during calls", "error", err)
 			return
-		case errors.As(err, &ue):
-			p.breakLink(l, fmt.Errorf("GET stream: %w", err))
-			return
 		case errors.As(err, &he):
 			failures++
-			// A bridge that restarted has none of the stream's old events
-			// (400): what they carried is lost, the stream is not.
-			lastID = ""
 		default:
 			p.log.Warn("GET stream", "error", err)
 			return
@@ -99,17 +107,29 @@ func (p *proxy) listen(l *link, sid string, resp *http.Response, err error) {
 			p.log.Warn("gave up on the GET stream: server notifications arrive only during calls", "session", sid, "error", err)
 			return
 		}
-		if failures > 0 {
-			t := time.NewTimer(retryFirst << failures)
-			select {
-			case <-t.C:
-			case <-l.ctx.Done():
-				t.Stop()
-				return
-			}
+		t := time.NewTimer(retryFirst << failures)
+		select {
+		case <-t.C:
+		case <-l.ctx.Done():
+			t.Stop()
+			return
 		}
-		resp, err = p.getStream(l.ctx, sid, lastID, attemptTimeout)
+		resp, err = p.getStream(l.ctx, sid, "", attemptTimeout)
 	}
+}
+
+// streamLived notes how a GET stream ended: after messages or a while
+// (lived), or at once. It returns false once too many in a row ended at
+// once.
+func (p *proxy) streamLived(lived bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if lived {
+		p.quickEnds = 0
+	} else {
+		p.quickEnds++
+	}
+	return p.quickEnds < maxStreamFailures
 }
 
 // getStream opens a GET stream of session sid: the standalone one, or with
@@ -165,14 +185,12 @@ func (c *cancelOnClose) Close() error {
 }
 
 // pump passes the stream's messages to the client until it ends. It
-// returns the last event id seen and how many messages came.
-func (p *proxy) pump(l *link, resp *http.Response, lastID string) (string, int) {
+// returns how many came, and the error that broke the stream (nil when
+// the bridge ended it).
+func (p *proxy) pump(l *link, resp *http.Response) (int, error) {
 	defer resp.Body.Close()
 	n := 0
 	err := readEvents(resp.Body, maxMessageBytes, func(ev event) bool {
-		if ev.id != "" {
-			lastID = ev.id
-		}
 		if len(ev.data) == 0 || (ev.name != "" && ev.name != "message") {
 			return true // a priming event, or not a message
 		}
@@ -185,10 +203,7 @@ func (p *proxy) pump(l *link, resp *http.Response, lastID string) (string, int) 
 		p.fromBridge(l, msg)
 		return true
 	})
-	if err != nil && l.ctx.Err() == nil {
-		p.log.Debug("GET stream", "error", err)
-	}
-	return lastID, n
+	return n, err
 }
 
 // event is one server-sent event.
