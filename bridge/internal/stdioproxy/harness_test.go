@@ -41,8 +41,9 @@ type fakeBridge struct {
 	inits    []string      // "client-name version" of each session initialized on this instance
 	deletes  int           // sessions ended by DELETE on this instance
 	posts    []postSeen
-	started  chan struct{} // a "block" call started
+	started  chan struct{} // a "block" or "gate" call started
 	canceled chan struct{} // a "block" call saw its context end
+	gate     chan struct{} // closed to let "gate" calls answer
 }
 
 // postSeen is what the fake bridge saw of one POST.
@@ -52,7 +53,7 @@ type postSeen struct {
 
 func startFakeBridge(t *testing.T, token string, eventStore bool) *fakeBridge {
 	b := &fakeBridge{t: t, token: token, eventStore: eventStore, addr: "127.0.0.1:0",
-		started: make(chan struct{}, 10), canceled: make(chan struct{}, 10)}
+		started: make(chan struct{}, 10), canceled: make(chan struct{}, 10), gate: make(chan struct{})}
 	b.start()
 	t.Cleanup(b.stop)
 	return b
@@ -107,6 +108,15 @@ func (b *fakeBridge) stop() {
 		srv.CloseClientConnections()
 		srv.Close()
 	}
+}
+
+// cut drops every connection to the bridge, streams included, as a
+// network fault would: the bridge and its sessions go on.
+func (b *fakeBridge) cut() {
+	b.mu.Lock()
+	srv := b.srv
+	b.mu.Unlock()
+	srv.CloseClientConnections()
 }
 
 // restart stops the bridge and starts a new one after gap: same address,
@@ -196,6 +206,16 @@ func (b *fakeBridge) newServer() *mcp.Server {
 				uris = append(uris, r.URI)
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(uris, " ")}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "gate", Description: "Answer once the test opens the gate"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			b.started <- struct{}{}
+			select {
+			case <-b.gate:
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "opened"}}}, nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "Report progress once if asked, then answer only when cancelled or the bridge stops"},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -63,7 +64,7 @@ func TestForwarding(t *testing.T) {
 				names = append(names, tool.Name)
 			}
 			slices.Sort(names)
-			if want := []string{"block", "count", "echo", "roots"}; !slices.Equal(names, want) {
+			if want := []string{"block", "count", "echo", "gate", "roots"}; !slices.Equal(names, want) {
 				t.Fatalf("tools = %v, want %v", names, want)
 			}
 
@@ -167,6 +168,66 @@ func TestBridgeRestart(t *testing.T) {
 					return &mcp.CallToolResult{}, nil, nil
 				})
 			receive(t, changed, "notifications/tools/list_changed after the restart")
+		})
+	}
+}
+
+// TestStreamCut cuts every connection to a bridge that stays up, while a
+// call runs: the proxy keeps the session (no second initialize), and the
+// call whose stream had an event id (a priming event, from 2025-11-25)
+// gets the bridge's own answer through the resumed stream (Last-Event-ID);
+// one whose stream had none gets CodeInterrupted.
+func TestStreamCut(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		primed  bool   // the call's stream opens with a priming event
+		want    string // the call's text, or "" for a CodeInterrupted error
+	}{
+		{"2025-11-25", true, "opened"},
+		{"2025-06-18", false, ""},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			b := startFakeBridge(t, "", true)
+			reqs := newRequestLog()
+			pr := startProxy(t, Options{Endpoint: b.url(), BridgeWait: 5 * time.Second, HTTPClient: &http.Client{Transport: reqs}})
+			cs := pr.connect(t, tc.version, nil)
+			mustEcho(t, cs, "before")
+			for len(reqs.callRead) > 0 {
+				<-reqs.callRead // echo's
+			}
+
+			type result struct {
+				text string
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+				defer cancel()
+				text, err := callText(ctx, cs, &mcp.CallToolParams{Name: "gate"})
+				done <- result{text, err}
+			}()
+			receive(t, b.started, "the call to start")
+			if tc.primed {
+				receive(t, reqs.callRead, "the proxy to read the call's priming event")
+			}
+			b.cut()
+			close(b.gate)
+			got := receive(t, done, "the call's answer")
+			switch {
+			case tc.want != "" && (got.err != nil || got.text != tc.want):
+				t.Errorf("the call = %q, %v; want %q, the bridge's own answer", got.text, got.err, tc.want)
+			case tc.want == "" && (got.err == nil || !strings.Contains(got.err.Error(), msgInterrupted)):
+				t.Errorf("the call = %q, %v; want the error %q", got.text, got.err, msgInterrupted)
+			}
+
+			mustEcho(t, cs, "after")
+			b.mu.Lock()
+			inits := len(b.inits)
+			b.mu.Unlock()
+			if n := reqs.count(methodInitialize); inits != 1 || n != 1 || len(reqs.sessions()) != 1 {
+				t.Errorf("%d sessions initialized on the bridge, %d initialize requests and %d session ids from the proxy; want 1 of each", inits, n, len(reqs.sessions()))
+			}
 		})
 	}
 }
