@@ -112,10 +112,12 @@ func TestForwarding(t *testing.T) {
 	}
 }
 
-// TestBridgeRestart restarts the bridge under a live client: the call in
-// flight gets a clear error, the next call succeeds on a session the proxy
-// re-initialized with the client's own initialize, and server
-// notifications keep coming.
+// TestBridgeRestart restarts, under a live client, a bridge that keeps no
+// sessions across restarts (as the real one does when it could not keep a
+// session's record): the proxy learns from the 404 that the session is
+// gone. The call in flight gets a clear error, the next call succeeds on a
+// session the proxy re-initialized with the client's own initialize, and
+// server notifications keep coming.
 func TestBridgeRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
