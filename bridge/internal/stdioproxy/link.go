@@ -230,7 +230,18 @@ func (p *proxy) forgetSession(sid string) {
 	if p.sid == sid {
 		p.sid = ""
 	}
+	p.forgetServerCallsLocked(sid)
 	p.mu.Unlock()
+}
+
+// forgetServerCallsLocked drops the bridge's requests of session sid,
+// which ended: the client's answers to them have nowhere to go.
+func (p *proxy) forgetServerCallsLocked(sid string) {
+	for id, s := range p.serverCalls {
+		if s == sid {
+			delete(p.serverCalls, id)
+		}
+	}
 }
 
 // reinitialize replays the client's initialize (its answer goes nowhere)
@@ -337,9 +348,7 @@ func (p *proxy) fromBridge(l *link, msg jsonrpc.Message) {
 	case *jsonrpc.Request:
 		if m.IsCall() {
 			p.mu.Lock()
-			if !l.dead {
-				p.serverCalls[m.ID] = l.gen
-			}
+			p.serverCalls[m.ID] = l.sid
 			p.mu.Unlock()
 		}
 		p.toClient(m)
@@ -392,10 +401,8 @@ func (p *proxy) breakLink(l *link, cause error) {
 	if ended && sid != "" && p.sid == sid {
 		p.sid = ""
 	}
-	for id, gen := range p.serverCalls {
-		if gen == l.gen {
-			delete(p.serverCalls, id)
-		}
+	if ended {
+		p.forgetServerCallsLocked(sid)
 	}
 	isClosing := p.closing
 	reconnect := current && !isClosing && p.initReq != nil

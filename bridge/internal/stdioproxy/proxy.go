@@ -208,7 +208,7 @@ type proxy struct {
 	gen         uint64                      // the last link's generation
 	sid         string                      // the client's session, kept across links; "" for none
 	pending     map[jsonrpc.ID]*pendingCall // the client's requests not yet answered
-	serverCalls map[jsonrpc.ID]uint64       // the bridge's requests to the client -> link generation
+	serverCalls map[jsonrpc.ID]string       // the bridge's requests to the client -> their session
 	initReq     *jsonrpc.Request            // the client's initialize, once answered
 	initDone    chan struct{}               // closed when the client's initialize in flight is answered
 	initialized bool                        // the client sent notifications/initialized
@@ -241,7 +241,7 @@ func newProxy(opts Options) (*proxy, error) {
 		wait:        opts.BridgeWait,
 		dialing:     make(chan struct{}, 1),
 		pending:     make(map[jsonrpc.ID]*pendingCall),
-		serverCalls: make(map[jsonrpc.ID]uint64),
+		serverCalls: make(map[jsonrpc.ID]string),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -559,15 +559,27 @@ func (p *proxy) forgetCancelled(n *jsonrpc.Request) {
 }
 
 // respond sends the client's answer to a request from the bridge, if the
-// session that asked still exists.
+// session that asked still exists (a bridge that restarted meanwhile has
+// forgotten the request, and ignores the answer).
 func (p *proxy) respond(r *jsonrpc.Response) {
 	p.mu.Lock()
-	gen, ok := p.serverCalls[r.ID]
+	sid, ok := p.serverCalls[r.ID]
 	delete(p.serverCalls, r.ID)
-	l := p.cur
 	p.mu.Unlock()
-	if !ok || l == nil || l.gen != gen {
-		p.log.Debug("dropped the client's answer to a request from a lost session", "id", r.ID.Raw())
+	if !ok {
+		p.log.Debug("dropped the client's answer to a request nobody made", "id", r.ID.Raw())
+		return
+	}
+	var deadline time.Time
+	l, err := p.link(&deadline)
+	if err != nil {
+		if !errors.Is(err, errClosing) {
+			p.log.Warn("could not pass the client's answer to the bridge", "error", err)
+		}
+		return
+	}
+	if p.sessionOf(l) != sid {
+		p.log.Debug("dropped the client's answer to a request from a session that ended", "id", r.ID.Raw())
 		return
 	}
 	if err := p.writeShort(l, r); err != nil {
