@@ -159,11 +159,13 @@ func TestBridgeTrickledBodyCut(t *testing.T) {
 }
 
 // Streams are not requests being read: the legacy SSE stream keeps
-// sending its pings, and a Streamable HTTP GET stream stays open, long
-// after both timeouts.
+// sending its pings, and a Streamable HTTP GET stream stays open, five
+// times as long as both timeouts.
 func TestBridgeStreamsOutliveTimeouts(t *testing.T) {
-	const short = 200 * time.Millisecond
-	const lived = 20 * short
+	// Short enough to see, long enough that a busy machine still sends
+	// each request within it.
+	const short = time.Second
+	const lived = 5 * short
 	addr := shortTimeoutBridge(t, short, short, func(c *config.Config) { c.SSEPingInterval = "100ms" })
 	base := "http://" + addr
 
