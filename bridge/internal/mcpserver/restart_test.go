@@ -404,3 +404,27 @@ func TestRecordFile(t *testing.T) {
 		t.Fatal("a record unused for longer than the session timeout was kept")
 	}
 }
+
+// TestStoppingBridgeKeepsSessions: between the end of its sessions and the
+// end of its listener, a stopping bridge answers a session's request with
+// 503 and Retry-After, not the 404 that would make the client give the
+// session up; the session's record stays for the next process.
+func TestStoppingBridgeKeepsSessions(t *testing.T) {
+	r := newRestartable(t, HTTPOptions{})
+	c := r.cur.rawSession(t, "2025-06-18")
+	r.cur.st.Close()
+	got := c.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil)
+	if got.status != http.StatusServiceUnavailable || got.header.Get("Retry-After") == "" {
+		t.Fatalf("a stopping bridge answered %d %s", got.status, got.body)
+	}
+	rpcError(t, got.body)
+	if _, err := os.Stat(filepath.Join(r.hopts.SessionDir, hashSessionID(c.sid)+".json")); err != nil {
+		t.Fatalf("the record went with the stop: %v", err)
+	}
+	r.kill()
+	r.start()
+	c.url = "http://" + r.addr + "/mcp"
+	if got := c.post(`{"jsonrpc":"2.0","id":2,"method":"ping"}`, nil); got.status != http.StatusOK {
+		t.Fatalf("after the restart: %d %s", got.status, got.body)
+	}
+}

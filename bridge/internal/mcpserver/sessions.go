@@ -147,7 +147,7 @@ func (h *Streamable) serveGET(w http.ResponseWriter, r *http.Request, sid string
 	}
 	ls := h.lookup(r, sid)
 	if ls == nil {
-		writeSessionNotFound(w, nil)
+		h.writeNoSession(w, nil)
 		return
 	}
 	if h.answerLostCall(w, r, ls) {
@@ -239,7 +239,7 @@ func (h *Streamable) serveDELETE(w http.ResponseWriter, r *http.Request, sid str
 	}
 	ls := h.lookup(r, sid)
 	if ls == nil {
-		writeSessionNotFound(w, nil)
+		h.writeNoSession(w, nil)
 		return
 	}
 	_ = ls.ss.Close()
@@ -254,6 +254,19 @@ func (h *Streamable) Close() {
 	for _, ls := range h.live.all() {
 		_ = ls.ss.Close()
 	}
+}
+
+// writeNoSession answers a request for a session the bridge does not have:
+// 404, or, while the bridge is stopping, 503 with Retry-After, since the
+// session is then only closed for the next process to resume (its record
+// stays) and a 404 would make the client give it up.
+func (h *Streamable) writeNoSession(w http.ResponseWriter, id json.RawMessage) {
+	if h.stopping.Load() {
+		w.Header().Set("Retry-After", "1")
+		writeRPCError(w, http.StatusServiceUnavailable, id, -32000, "Browser Bridge is restarting; this session carries on in a moment: try again")
+		return
+	}
+	writeSessionNotFound(w, id)
 }
 
 // writeSessionNotFound answers a request for a session the bridge does not

@@ -154,6 +154,10 @@ func (h *Streamable) ExpireRecords() {
 func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyBrowserParam(r)
 	sid := r.Header.Get(headerSessID)
+	if sid != "" && h.stopping.Load() {
+		h.writeNoSession(w, nil) // its session is closing for the next process to resume
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodGet:
@@ -194,7 +198,7 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case sid != "":
 		if ls == nil {
-			writeSessionNotFound(w, head.ID)
+			h.writeNoSession(w, head.ID)
 			return
 		}
 		if head.Method == "notifications/cancelled" {
