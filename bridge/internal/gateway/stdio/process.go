@@ -32,12 +32,19 @@ type spawnOptions struct {
 
 // spawn starts cfg's command with its own process group and returns its
 // connection. Done on the Conn is closed after the child exited, every
-// process left in its group was killed and stdout was drained.
+// process left in its group (and, on Linux, every other process it
+// started, see family_linux.go) was killed and stdout was drained.
 func spawn(cfg ServerConfig, o spawnOptions) (*Conn, error) {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Dir = cfg.Cwd
 	cmd.Env = childEnv(o.environ, cfg.Env)
 	cmd.SysProcAttr = sysProcAttr()
+	// The marker finds what the child starts outside its process group
+	// (on Linux; see family_linux.go).
+	marker, markerEnv := newFamilyMarker()
+	if markerEnv != "" {
+		cmd.Env = append(cmd.Env, markerEnv)
+	}
 
 	// Our own pipes, not cmd.StdoutPipe: Wait must not close the read ends
 	// while grandchildren may still write, and must not wait for them either.
@@ -63,6 +70,7 @@ func spawn(cfg ServerConfig, o spawnOptions) (*Conn, error) {
 		return nil, fmt.Errorf("starting %q: %w", cfg.Command, err)
 	}
 
+	fam := newFamily(cmd.Process.Pid, marker)
 	c := &Conn{
 		server: cfg.Name,
 		pid:    cmd.Process.Pid,
@@ -88,6 +96,7 @@ func spawn(cfg ServerConfig, o spawnOptions) (*Conn, error) {
 		// Not under wmu: closing unblocks a Send stuck on a full pipe.
 		_ = inW.Close()
 		_ = terminateGroup(cmd.Process)
+		fam.terminate()
 		t := time.NewTimer(o.grace)
 		defer t.Stop()
 		select {
@@ -120,8 +129,10 @@ func spawn(cfg ServerConfig, o spawnOptions) (*Conn, error) {
 			}
 		}
 		close(exited)
-		// The leader is gone; whatever it spawned in its group goes too.
+		// The leader is gone; whatever it spawned in its group goes too,
+		// and (on Linux) what it started outside the group.
 		_ = killGroup(cmd.Process)
+		fam.stop()
 		if !readFinished {
 			select {
 			case cause = <-readDone:
