@@ -87,6 +87,7 @@ type liveSession struct {
 	idle      time.Duration
 	done      chan struct{} // closed when the session has ended
 	resumed   bool          // from a record a previous bridge process left
+	saveMu    sync.Mutex    // orders the writes of its record
 
 	mu      sync.Mutex
 	ended   bool

@@ -66,7 +66,7 @@ func (h *Streamable) createSession(w http.ResponseWriter, r *http.Request, head 
 		_ = ss.Close() // initialize failed: nothing to keep (as the SDK's handler does)
 		return
 	}
-	ls.record = &sessionRecord{
+	rec := &sessionRecord{
 		Version:    recordVersion,
 		IDHash:     ls.hash,
 		LinkID:     ls.bridge.id,
@@ -75,6 +75,9 @@ func (h *Streamable) createSession(w http.ResponseWriter, r *http.Request, head 
 		Negotiated: negotiated(params.ProtocolVersion),
 		Created:    time.Now(),
 	}
+	ls.mu.Lock()
+	ls.record = rec
+	ls.mu.Unlock()
 	ls.bridge.mu.Lock()
 	ls.bridge.persist = func() { h.saveRecord(ls) }
 	ls.bridge.mu.Unlock()
@@ -83,6 +86,11 @@ func (h *Streamable) createSession(w http.ResponseWriter, r *http.Request, head 
 
 // saveRecord writes a live session's record with its current state.
 func (h *Streamable) saveRecord(ls *liveSession) {
+	// One save at a time, each reading the state inside the lock: the last
+	// write is then of the latest state (a select_browser racing the save
+	// that follows initialize cannot be overwritten by the older one).
+	ls.saveMu.Lock()
+	defer ls.saveMu.Unlock()
 	ls.mu.Lock()
 	if ls.record == nil || ls.ended {
 		ls.mu.Unlock()
