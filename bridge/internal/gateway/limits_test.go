@@ -197,7 +197,9 @@ func TestPerSessionChildOfAReapedSessionIsStopped(t *testing.T) {
 	const route = "/servers/priv/mcp"
 	cfg := testChild(t, "mcp")
 	cfg.PerSession = true
-	tg := newTestGateway(t, map[string]stdio.ServerConfig{"priv": cfg}, Options{SessionTimeout: time.Second})
+	// Long enough that the session outlives the gap between its initialize
+	// and its first call on a loaded machine.
+	tg := newTestGateway(t, map[string]stdio.ServerConfig{"priv": cfg}, Options{SessionTimeout: 3 * time.Second})
 	sid := tg.raw("POST", route, initBody, nil).header.Get("Mcp-Session-Id")
 	pid := tg.childPID(route, sid)
 	eventually(t, "reaped the idle session", func() bool { return tg.gw.Sessions() == 0 })
@@ -245,6 +247,17 @@ func (tg *testGateway) aggregateTools(sid string) ([]string, rawReply) {
 	return names, r
 }
 
+// warm starts the shared child of each server (an initialize on its route
+// waits for it), so that the aggregate's budget is not spent starting it.
+func (tg *testGateway) warm(servers ...string) {
+	tg.t.Helper()
+	for _, name := range servers {
+		if r := tg.raw("POST", "/servers/"+name+"/mcp", initBody, nil); r.status != 200 || r.code != 0 {
+			tg.t.Fatalf("starting %s: %d %s", name, r.status, r.body)
+		}
+	}
+}
+
 // A server that never answers (or answers initialize and nothing more)
 // is left out of the aggregate's list after the budget, named in the log
 // and in Health; one that answers late rejoins.
@@ -256,6 +269,9 @@ func TestAggregateLeavesOutServersThatDoNotAnswer(t *testing.T) {
 		"mute": testChild(t, "mute"),
 		"slow": testChild(t, "slowlist"),
 	}, Options{AggregateTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	// The servers that do answer initialize are started first: on a loaded
+	// machine a child may take longer than the 1 s budget to start.
+	tg.warm("good", "mute", "slow")
 	sid := tg.raw("POST", "/servers/all/mcp", initBody, nil).header.Get("Mcp-Session-Id")
 	if sid == "" {
 		t.Fatal("no aggregate session")
@@ -311,6 +327,7 @@ func TestAggregateSessionOutlivesItsSlowList(t *testing.T) {
 		"good": testChild(t, "mcp"),
 		"hung": testChild(t, "hang"),
 	}, Options{AggregateTimeout: 5 * time.Second, SessionTimeout: 2 * time.Second})
+	tg.warm("good")
 	sid := tg.raw("POST", "/servers/all/mcp", initBody, nil).header.Get("Mcp-Session-Id")
 	names, r := tg.aggregateTools(sid)
 	if r.status != 200 || strings.Join(names, " ") != "good_pid" {
