@@ -48,6 +48,11 @@ const isLocal = (id) => typeof id === 'string' && id.startsWith('local-');
 // when that bridge does not say. Memory is enough: a restarted worker has no
 // port, and says hello again before any call can reach it.
 let currentInstance = null;
+// The local session ids the last hello listed, set with currentInstance: a
+// call already past the gate when the hello arrived (sent by the bridge
+// before it died) must not take a listed session for a foreign one before
+// settle() has moved its record to the new bridge.
+let listedNow = new Set();
 
 // Settles when the latest reconcile() has: every session operation waits for
 // it first (outside the per-session lock, which reconcile takes to release),
@@ -65,7 +70,8 @@ function newRecord(m, id, client) {
 // A local record that another bridge process vouched for, and this one has
 // not listed: it was never seen created by the bridge we talk to.
 function foreign(rec) {
-  return isLocal(rec.id) && currentInstance !== null && !!rec.bridgeInstance && rec.bridgeInstance !== currentInstance;
+  return isLocal(rec.id) && currentInstance !== null && !!rec.bridgeInstance && rec.bridgeInstance !== currentInstance &&
+    !listedNow.has(rec.id);
 }
 
 /**
@@ -365,6 +371,7 @@ export function reconcile(result) {
   for (const s of result.sessions || []) {
     if (s && typeof s.id === 'string') listed.set(s.id, typeof s.client === 'string' && s.client ? s.client : null);
   }
+  listedNow = new Set(listed.keys());
   const run = gate.then(() => settle(listed, instance));
   gate = run.catch(() => {});
   return run;

@@ -224,6 +224,22 @@ test('a record another bridge process vouched for is released, not adopted, on i
   assert.equal((await stored())['local-a'].bridgeInstance, 'second');
 });
 
+test('a call already under way when the hello arrives keeps a listed session its group', async () => {
+  await sessions.reconcile({ bridgeInstance: 'first', sessions: [] });
+  const a = await sessions.createTab(A, 'https://a.example/');
+  const group = groupOf(a.id);
+  // The call passed the gate before the new bridge's hello reply arrived (the
+  // dead bridge sent it); the new bridge lists A, which survived the restart.
+  const during = sessions.resolveTab(A);
+  const reconciled = sessions.reconcile({ bridgeInstance: 'second', sessions: [{ id: 'local-a', client: 'Claude Code' }] });
+  const tab = await during;
+  assert.deepEqual(await reconciled, { released: [], kept: ['local-a'] });
+  await flush();
+  assert.equal(tab.id, a.id, 'the surviving session lost its tab to a call of its own');
+  assert.equal(groupOf(a.id), group, 'the surviving session lost its group');
+  assert.equal((await stored())['local-a'].bridgeInstance, 'second');
+});
+
 test('the popup lists live sessions only, newest first', () => {
   const recs = {
     'local-old': { id: 'local-old', createdAt: 100, lastActive: 900, bridgeInstance: 'b1' },

@@ -135,6 +135,11 @@ func (h *Streamable) lookup(r *http.Request, sid string) *liveSession {
 	ls.ss = ss
 	st := newSession(rec.LinkID, rec.Client, false, ss)
 	st.browser = rec.Browser
+	// The dead process numbered this session's link requests from 1, and
+	// the browser may still be running some of them: go on from a number
+	// none of them can have (microseconds since 1970 grow faster than any
+	// process sends calls), so no id is in flight twice.
+	st.next.Store(uint64(time.Now().UnixMicro()))
 	st.persist = func() { h.saveRecord(ls) }
 	ls.bridge = h.s.register(ss, st)
 	h.live.track(ls)
