@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ type restartable struct {
 	hopts   HTTPOptions
 	cur     *bridge
 	ext     *fakeExtension
+	gets    atomic.Int64 // GET streams open on the current bridge
 }
 
 func newRestartable(t *testing.T, hopts HTTPOptions) *restartable {
@@ -66,7 +68,15 @@ func (r *restartable) start() {
 		r.t.Fatalf("listening again on %s: %v", addr, err)
 	}
 	r.addr = ln.Addr().String()
-	b.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: mux}}
+	r.gets.Store(0)
+	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && req.URL.Path == "/mcp" {
+			r.gets.Add(1)
+			defer r.gets.Add(-1)
+		}
+		mux.ServeHTTP(w, req)
+	})
+	b.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: counted}}
 	b.srv.Start()
 	r.t.Cleanup(func() {
 		b.srv.CloseClientConnections()
@@ -426,5 +436,40 @@ func TestStoppingBridgeKeepsSessions(t *testing.T) {
 	c.url = "http://" + r.addr + "/mcp"
 	if got := c.post(`{"jsonrpc":"2.0","id":2,"method":"ping"}`, nil); got.status != http.StatusOK {
 		t.Fatalf("after the restart: %d %s", got.status, got.body)
+	}
+}
+
+// TestSessionSurvivesManyRestarts: the official Go SDK client gives its
+// session up when its standalone GET stream broke more than 5 times
+// without a new event id; every GET stream opens with a priming event of
+// its own id, so a session outlives any number of restarts.
+func TestSessionSurvivesManyRestarts(t *testing.T) {
+	r := newRestartable(t, HTTPOptions{})
+	c := mcp.NewClient(&mcp.Implementation{Name: "long-lived", Version: "1"}, nil)
+	cs, err := c.Connect(ctxT(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	// waitGET waits until the bridge has the client's standalone stream.
+	waitGET := func() {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if r.gets.Load() > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the client never opened its GET stream again")
+			}
+		}
+	}
+	for i := range 8 {
+		res, err := cs.CallTool(ctxT(t, 60*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": fmt.Sprint(i)}})
+		if err != nil || res.IsError || textOf(res) != fmt.Sprint(i) {
+			t.Fatalf("call after %d restarts: %v %+v", i, err, res)
+		}
+		waitGET()
+		r.kill()
+		r.start()
 	}
 }

@@ -170,8 +170,57 @@ func (h *Streamable) serveGET(w http.ResponseWriter, r *http.Request, sid string
 		return
 	}
 	h.awaitFastStream(r, ls)
+	if last := r.Header.Get("Last-Event-ID"); strings.HasPrefix(last, "g") {
+		// The standalone stream, opened again: it has no events to replay
+		// (its priming event is not stored), so it is a new one.
+		r.Header.Del("Last-Event-ID")
+	}
+	if last := r.Header.Get("Last-Event-ID"); last == "" && r.Header.Get(headerMCPVer) >= "2025-11-25" {
+		w = &primingWriter{ResponseWriter: w, event: appendEvent(nil, "prime", "g"+rand.Text(), 0, nil)}
+	}
 	ls.transport.ServeHTTP(w, h.version.with(r))
 }
+
+// primingWriter opens a standalone GET stream with a priming event
+// (2025-11-25, SEP-1699) whose id is new on every stream. A client counts
+// the times its stream broke without a new event id and gives the session
+// up after a few (the Go SDK after 5): a stream that only carried
+// keep-alives before each bridge restart would otherwise cost the session
+// its life after the fifth restart.
+type primingWriter struct {
+	http.ResponseWriter
+	event  []byte
+	primed bool
+}
+
+func (p *primingWriter) prime() {
+	if p.primed {
+		return
+	}
+	p.primed = true
+	if strings.HasPrefix(p.Header().Get("Content-Type"), "text/event-stream") {
+		_, _ = p.ResponseWriter.Write(p.event)
+	}
+}
+
+func (p *primingWriter) WriteHeader(code int) {
+	p.ResponseWriter.WriteHeader(code)
+	if code == http.StatusOK {
+		p.prime()
+	}
+}
+
+func (p *primingWriter) Write(b []byte) (int, error) {
+	p.prime()
+	return p.ResponseWriter.Write(b)
+}
+
+func (p *primingWriter) Flush() {
+	p.prime()
+	_ = http.NewResponseController(p.ResponseWriter).Flush()
+}
+
+func (p *primingWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 
 // answerLostCall answers the resumption of a fast-path call's stream that
 // no process of this bridge has: the process that ran the call died
