@@ -9,11 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 )
 
 func TestTokenCommand(t *testing.T) {
@@ -99,31 +99,13 @@ func TestServeFlags(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // --max-conns-per-ip reaches the server: with 1, a second connection from
 // this address is answered 429.
 func TestServePerIPFlag(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte(strings.Repeat("k", 40)), 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testbrowser.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", secret, "--max-conns-per-ip", "1"}, &bytes.Buffer{}, &logs)

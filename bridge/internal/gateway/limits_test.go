@@ -10,13 +10,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 )
 
 // seriesOf returns the label sets of metric name in reg's exposition.
@@ -210,24 +210,6 @@ func TestPerSessionChildOfAReapedSessionIsStopped(t *testing.T) {
 	})
 }
 
-// logBuffer is a log sink safe for concurrent writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // aggregateTools lists the aggregate session's tool names.
 func (tg *testGateway) aggregateTools(sid string) ([]string, rawReply) {
 	tg.t.Helper()
@@ -262,7 +244,7 @@ func (tg *testGateway) warm(servers ...string) {
 // is left out of the aggregate's list after the budget, named in the log
 // and in Health; one that answers late rejoins.
 func TestAggregateLeavesOutServersThatDoNotAnswer(t *testing.T) {
-	logs := new(logBuffer)
+	logs := new(testbrowser.SyncBuffer)
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{
 		"good": testChild(t, "mcp"),
 		"hung": testChild(t, "hang"),

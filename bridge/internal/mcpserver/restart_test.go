@@ -440,13 +440,18 @@ func TestStoppingBridgeKeepsSessions(t *testing.T) {
 }
 
 // TestSessionSurvivesManyRestarts: the official Go SDK client gives its
-// session up when its standalone GET stream broke more than 5 times
-// without a new event id; every GET stream opens with a priming event of
+// session up when its standalone GET stream broke more than MaxRetries
+// times without a new event id; every GET stream opens with a priming event of
 // its own id, so a session outlives any number of restarts.
 func TestSessionSurvivesManyRestarts(t *testing.T) {
 	r := newRestartable(t, HTTPOptions{})
 	c := mcp.NewClient(&mcp.Implementation{Name: "long-lived", Version: "1"}, nil)
-	cs, err := c.Connect(ctxT(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	// MaxRetries bounds both the breaks without a new event id and the
+	// attempts to reach a bridge that is not back yet; 8 (instead of the
+	// default 5) leaves a loaded machine time to bring the bridge back, and
+	// the test restarts it more often than that.
+	const maxRetries = 8
+	cs, err := c.Connect(ctxT(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp", MaxRetries: maxRetries}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,11 +464,12 @@ func TestSessionSurvivesManyRestarts(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatal("the client never opened its GET stream again")
+				_, err := cs.CallTool(ctxT(t, 10*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "?"}})
+				t.Fatalf("the client never opened its GET stream again (a call now: %v)", err)
 			}
 		}
 	}
-	for i := range 8 {
+	for i := range maxRetries + 3 {
 		res, err := cs.CallTool(ctxT(t, 60*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": fmt.Sprint(i)}})
 		if err != nil || res.IsError || textOf(res) != fmt.Sprint(i) {
 			t.Fatalf("call after %d restarts: %v %+v", i, err, res)
