@@ -87,6 +87,8 @@ type liveSession struct {
 	idle      time.Duration
 	done      chan struct{} // closed when the session has ended
 	resumed   bool          // from a record a previous bridge process left
+	records   *recordStore  // where its record is (set by track)
+	touchedAt atomic.Int64  // when its record's mtime was last pushed, in Unix ns
 	saveMu    sync.Mutex    // orders the writes of its record
 
 	mu      sync.Mutex
@@ -135,6 +137,7 @@ func (l *liveSessions) all() []*liveSession {
 // with its events, its place in the session table and its record, when it
 // ends.
 func (l *liveSessions) track(ls *liveSession) {
+	ls.records = l.records
 	l.mu.Lock()
 	if ls.idle > 0 {
 		ls.timer = time.AfterFunc(ls.idle, ls.close)
@@ -198,6 +201,20 @@ func (ls *liveSession) endPOST() {
 	}
 	ls.mu.Unlock()
 	ls.adm.End()
+	ls.touch()
+}
+
+// touch pushes the session record's mtime forward at most once a
+// touchEvery: a restarted bridge keeps only records used within the
+// session timeout, and the mtime says when. No lock: one atomic load on
+// most calls.
+func (ls *liveSession) touch() {
+	now := time.Now()
+	last := ls.touchedAt.Load()
+	if now.UnixNano()-last < int64(touchEvery) || !ls.touchedAt.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	ls.records.touch(ls.hash, now)
 }
 
 // cancel cancels the fast-path call with this raw request id, if any.

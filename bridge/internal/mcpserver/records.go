@@ -90,7 +90,6 @@ type recordStore struct {
 
 	mu      sync.Mutex
 	pending map[string]*sessionRecord // loaded, not yet resumed: by IDHash
-	touched map[string]time.Time      // when each live record's mtime was last pushed forward
 }
 
 // touchEvery is how often a live session's record has its mtime pushed
@@ -99,7 +98,7 @@ type recordStore struct {
 const touchEvery = time.Minute
 
 func newRecordStore(dir string, max int, ttl time.Duration, log *slog.Logger) *recordStore {
-	return &recordStore{dir: dir, max: max, ttl: ttl, log: log, pending: make(map[string]*sessionRecord), touched: make(map[string]time.Time)}
+	return &recordStore{dir: dir, max: max, ttl: ttl, log: log, pending: make(map[string]*sessionRecord)}
 }
 
 func (rs *recordStore) path(hash string) string { return filepath.Join(rs.dir, hash+".json") }
@@ -237,7 +236,6 @@ func (rs *recordStore) take(sessionID string) *sessionRecord {
 	rec := rs.pending[h]
 	if rec != nil {
 		delete(rs.pending, h)
-		rs.touched[h] = time.Time{}
 	}
 	return rec
 }
@@ -291,27 +289,15 @@ func (rs *recordStore) save(rec *sessionRecord) {
 	}
 	if err != nil {
 		rs.log.Warn("saving a session record; this session will not survive a bridge restart", "error", err)
-		return
 	}
-	rs.mu.Lock()
-	rs.touched[rec.IDHash] = time.Now()
-	rs.mu.Unlock()
 }
 
-// touch pushes a live record's mtime forward, at most once a touchEvery.
-func (rs *recordStore) touch(hash string) {
+// touch pushes a live record's mtime forward (liveSession.touch decides
+// when: at most once a touchEvery).
+func (rs *recordStore) touch(hash string, now time.Time) {
 	if rs.dir == "" {
 		return
 	}
-	now := time.Now()
-	rs.mu.Lock()
-	last, ok := rs.touched[hash]
-	if !ok || now.Sub(last) < touchEvery {
-		rs.mu.Unlock()
-		return
-	}
-	rs.touched[hash] = now
-	rs.mu.Unlock()
 	_ = os.Chtimes(rs.path(hash), now, now)
 }
 
@@ -322,7 +308,6 @@ func (rs *recordStore) remove(hash string) {
 	}
 	rs.mu.Lock()
 	delete(rs.pending, hash)
-	delete(rs.touched, hash)
 	rs.mu.Unlock()
 	if err := os.Remove(rs.path(hash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		rs.log.Warn("removing a session record", "error", err)

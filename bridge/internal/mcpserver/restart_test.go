@@ -31,7 +31,7 @@ type restartable struct {
 	hopts   HTTPOptions
 	cur     *bridge
 	ext     *fakeExtension
-	gets    atomic.Int64 // GET streams open on the current bridge
+	gets    *atomic.Int64 // GET streams open on the current bridge
 }
 
 func newRestartable(t *testing.T, hopts HTTPOptions) *restartable {
@@ -68,11 +68,12 @@ func (r *restartable) start() {
 		r.t.Fatalf("listening again on %s: %v", addr, err)
 	}
 	r.addr = ln.Addr().String()
-	r.gets.Store(0)
+	gets := new(atomic.Int64) // this bridge's own: the old one's streams end after it is gone
+	r.gets = gets
 	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method == http.MethodGet && req.URL.Path == "/mcp" {
-			r.gets.Add(1)
-			defer r.gets.Add(-1)
+			gets.Add(1)
+			defer gets.Add(-1)
 		}
 		mux.ServeHTTP(w, req)
 	})
@@ -389,6 +390,15 @@ func TestRecordFile(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 || bytes.Contains(data, []byte(c.sid)) {
 		t.Fatalf("record %v holds the session id or is not 0600: %s", fi.Mode(), data)
 	}
+	// A session in use keeps its record fresh: a restarted bridge drops
+	// records unused for longer than the session timeout.
+	old := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(path, old, old)
+	r.cur.st.live.get(c.sid).touchedAt.Store(0) // the last push was long ago
+	c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, nil)
+	if fi, err := os.Stat(path); err != nil || time.Since(fi.ModTime()) > time.Hour {
+		t.Fatalf("a call did not push the record's mtime forward: %v %v", fi.ModTime(), err)
+	}
 	if r := c.send(http.MethodDelete, "", nil); r.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE: %d", r.StatusCode)
 	}
@@ -406,7 +416,7 @@ func TestRecordFile(t *testing.T) {
 	b, _ := json.Marshal(stale)
 	p := filepath.Join(r.hopts.SessionDir, stale.IDHash+".json")
 	os.WriteFile(p, b, 0o600)
-	old := time.Now().Add(-2 * time.Hour)
+	old = time.Now().Add(-2 * time.Hour)
 	os.Chtimes(p, old, old)
 	rs := newRecordStore(r.hopts.SessionDir, 10, time.Hour, slog.New(slog.DiscardHandler))
 	rs.load()

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,6 +101,7 @@ func (h *Streamable) saveRecord(ls *liveSession) {
 	ls.mu.Unlock()
 	rec.Browser = ls.bridge.chosen()
 	h.records.save(&rec)
+	ls.touchedAt.Store(time.Now().UnixNano())
 }
 
 // lookup returns the live session with this id, resuming it from its
@@ -256,11 +258,12 @@ func (h *Streamable) answerLostCall(w http.ResponseWriter, r *http.Request, ls *
 // id short enough, "c" and the hex of the raw id, so that a bridge that
 // restarted can still answer the call (answerLostCall).
 func fastStreamID(n uint64, rawID []byte) string {
-	s := "f" + fmt.Sprint(n)
+	b := make([]byte, 0, 2+20+2*len(rawID))
+	b = strconv.AppendUint(append(b, 'f'), n, 10)
 	if len(rawID) <= maxStreamIDBytes {
-		s += "c" + hex.EncodeToString(rawID)
+		b = hex.AppendEncode(append(b, 'c'), rawID)
 	}
-	return s
+	return string(b)
 }
 
 // maxStreamIDBytes bounds the request ids carried in stream ids (and so
