@@ -69,6 +69,12 @@ type world struct {
 type worldOptions struct {
 	echoHost bool // register testdata/echohost as com.browserbridge.echo
 	relay    *relayOptions
+	// listen is the bridge's address; "" means a free port of the first
+	// bridge's choosing (127.0.0.1:0).
+	listen string
+	// hostStartsBridge lets the host start the real bridge when none
+	// answers, as in real life; otherwise it must reach the world's own.
+	hostStartsBridge bool
 }
 
 // relayOptions is the "relay" block of the bridge's config.json: the
@@ -100,6 +106,9 @@ func startWorld(tb testing.TB, opts worldOptions) *world {
 		}
 	}
 	config := map[string]any{"listen": "127.0.0.1:0"}
+	if opts.listen != "" {
+		config["listen"] = opts.listen
+	}
 	if opts.relay != nil {
 		config["relay"] = map[string]string{"url": opts.relay.url, "token": opts.relay.token}
 	}
@@ -115,9 +124,13 @@ func startWorld(tb testing.TB, opts worldOptions) *world {
 		"CHROME_CONFIG_HOME="+filepath.Join(w.home, ".config"), // empty, Chromium writes "chromium/Crash Reports" into the working directory
 		"BROWSERBRIDGE_HOME="+w.bbHome,
 		"BROWSERBRIDGE_SOCKET="+w.socket,
-		// The host must reach this world's bridge and never start another.
-		"BROWSERBRIDGE_BIN="+filepath.Join(dir, "no-bridge-here"),
 	)
+	if opts.hostStartsBridge {
+		w.env = append(w.env, "BROWSERBRIDGE_BIN="+bins.Bridge)
+	} else {
+		// The host must reach this world's bridge and never start another.
+		w.env = append(w.env, "BROWSERBRIDGE_BIN="+filepath.Join(dir, "no-bridge-here"))
+	}
 	w.pages = startPages(tb)
 
 	// The real installer writes the host manifest into the profile.

@@ -65,59 +65,17 @@ type restartWorld struct {
 	rpages *restartPages
 }
 
-// startRestartWorld is startWorld with two differences: the host is
-// allowed to start a bridge (BROWSERBRIDGE_BIN is the real one), and the
-// config names a fixed free port instead of 0, so a restarted bridge
-// listens where the clients' URLs point. The first bridge is the test's.
+// startRestartWorld is a world whose host may start the real bridge, on a
+// fixed free port, so a restarted bridge listens where the clients' URLs
+// point. The first bridge is the test's.
 func startRestartWorld(t *testing.T) *restartWorld {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "bbr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{
-		tb:      t,
-		dir:     dir,
-		home:    filepath.Join(dir, "home"),
-		bbHome:  filepath.Join(dir, "bb"),
-		profile: filepath.Join(dir, "profile"),
-		socket:  filepath.Join(dir, "run", "bridge.sock"),
-	}
-	t.Cleanup(w.stop)
-	rw := &restartWorld{world: w}
+	rw := &restartWorld{world: startWorld(t, worldOptions{listen: "127.0.0.1:" + strconv.Itoa(freePort(t)), hostStartsBridge: true})}
 	// Cleanups run last first: this one stops Chromium (so that no host is
 	// left to start yet another bridge), then the bridges the hosts
 	// started, before w.stop checks that nothing outlived the test.
 	t.Cleanup(rw.stopBridges)
-	for _, d := range []string{w.home, filepath.Join(w.bbHome, "config"), w.profile} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	configJSON, _ := json.Marshal(map[string]any{"listen": "127.0.0.1:" + strconv.Itoa(freePort(t))})
-	if err := os.WriteFile(filepath.Join(w.bbHome, "config", "config.json"), configJSON, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	w.env = append(os.Environ(),
-		"HOME="+w.home,
-		"XDG_CONFIG_HOME="+filepath.Join(w.home, ".config"),
-		"XDG_CACHE_HOME="+filepath.Join(w.home, ".cache"),
-		"XDG_RUNTIME_DIR=",
-		"CHROME_CONFIG_HOME="+filepath.Join(w.home, ".config"),
-		"BROWSERBRIDGE_HOME="+w.bbHome,
-		"BROWSERBRIDGE_SOCKET="+w.socket,
-		// The host starts this bridge when none answers on the socket.
-		"BROWSERBRIDGE_BIN="+bins.Bridge,
-	)
-	w.pages = startPages(t)
 	rw.rpages = startRestartPages(t)
-	if out, code := w.cli("install", "--browser", "chromium", "--user-data-dir", w.profile, "--no-service"); code != 0 {
-		t.Fatalf("browserbridge install: exit %d\n%s", code, out)
-	}
-	w.startBridge()
-	w.startChromium()
-	w.waitBrowser()
-	w.waitTools()
 	return rw
 }
 

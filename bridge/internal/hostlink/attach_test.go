@@ -325,11 +325,11 @@ func TestUnattachedConnectionsCapped(t *testing.T) {
 // descriptors, and every refusal is counted in the log.
 func TestUnattachedFlood(t *testing.T) {
 	const flood = 1000
+	// Descriptors are counted where /proc is (Linux, where CI runs); the
+	// cap and the log lines are checked everywhere.
+	_, procErr := os.ReadDir("/proc/self/fd")
 	fds := func() int {
-		ents, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Skipf("counting descriptors needs /proc: %v", err)
-		}
+		ents, _ := os.ReadDir("/proc/self/fd")
 		return len(ents)
 	}
 	s, socket, logs := serveCounting(t, Options{UnattachedTimeout: 10 * time.Minute}, 50*time.Millisecond)
@@ -352,7 +352,7 @@ func TestUnattachedFlood(t *testing.T) {
 	if served != DefaultMaxUnattached {
 		t.Errorf("%d connections served, want the cap %d", served, DefaultMaxUnattached)
 	}
-	if bridgeHeld > DefaultMaxUnattached+2 {
+	if procErr == nil && bridgeHeld > DefaultMaxUnattached+2 {
 		t.Errorf("the bridge holds %d descriptors for a flood capped at %d", bridgeHeld, DefaultMaxUnattached)
 	}
 	waitFor(t, "every refusal to be logged", func() bool { n, _ := refusedLogged(t, logs); return n == flood-served })
@@ -362,7 +362,9 @@ func TestUnattachedFlood(t *testing.T) {
 	for _, p := range peers {
 		p.c.Close()
 	}
-	waitFor(t, "the bridge to let go of the flood", func() bool { return fds() <= before })
+	if procErr == nil {
+		waitFor(t, "the bridge to let go of the flood", func() bool { return fds() <= before })
+	}
 	t.Logf("descriptors after the flood closed: %d", fds())
 	if st := s.Status(); st.Hosts != 0 || len(st.Browsers) != 0 {
 		t.Errorf("status after the flood: %+v", st)

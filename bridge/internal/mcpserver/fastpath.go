@@ -86,7 +86,6 @@ type liveSession struct {
 	adm       *sessionlimit.Session // its place in the session table
 	idle      time.Duration
 	done      chan struct{} // closed when the session has ended
-	resumed   bool          // from a record a previous bridge process left
 	records   *recordStore  // where its record is (set by track)
 	touchedAt atomic.Int64  // when its record's mtime was last pushed, in Unix ns
 	saveMu    sync.Mutex    // orders the writes of its record

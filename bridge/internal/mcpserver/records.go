@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -139,12 +140,11 @@ func (rs *recordStore) load() {
 			err = errors.New("its name does not match its id")
 		}
 		if err == nil && rs.ttl > 0 && time.Since(mtime) > rs.ttl {
-			err = fmt.Errorf("unused for %s, longer than the session timeout", time.Since(mtime).Round(time.Second))
+			err = errBadRecord{fmt.Errorf("unused for %s, longer than the session timeout", time.Since(mtime).Round(time.Second))}
 		}
 		if err != nil {
 			rs.log.Warn("ignoring a session record", "file", p, "reason", err)
-			var bad errBadRecord
-			if errors.As(err, &bad) || strings.Contains(err.Error(), "session timeout") {
+			if errors.As(err, new(errBadRecord)) {
 				_ = os.Remove(p) // it will never be good; a foreign or linked file is left alone
 			}
 			continue
@@ -167,8 +167,8 @@ func (rs *recordStore) load() {
 	}
 }
 
-// errBadRecord marks a record whose content is wrong (as opposed to one
-// that is not ours to read).
+// errBadRecord marks a record that will never be good: its content is
+// wrong, or it is stale (as opposed to one that is not ours to read).
 type errBadRecord struct{ error }
 
 // readRecord reads and checks one record file.
@@ -191,12 +191,12 @@ func readRecord(p string) (*sessionRecord, time.Time, error) {
 		return nil, time.Time{}, err
 	}
 	defer f.Close()
-	data := make([]byte, fi.Size()+1)
-	n, _ := f.Read(data)
-	data = data[:n]
+	data, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
 	var rec sessionRecord
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	if err := dec.Decode(&rec); err != nil {
+	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, time.Time{}, errBadRecord{fmt.Errorf("not a valid record: %v", err)}
 	}
 	switch {

@@ -119,7 +119,7 @@ func (h *Streamable) lookup(r *http.Request, sid string) *liveSession {
 	if rec == nil {
 		return nil
 	}
-	ls := &liveSession{id: sid, hash: rec.IDHash, idle: h.opts.SessionTimeout, done: make(chan struct{}), record: rec, resumed: true}
+	ls := &liveSession{id: sid, hash: rec.IDHash, idle: h.opts.SessionTimeout, done: make(chan struct{}), record: rec}
 	adm, err := h.limit.Admit(sessionlimit.ClientKey(peerHost(r), "", rec.Client), ls.close)
 	if err != nil {
 		h.s.log.Warn("could not resume a recorded session", "error", err)
@@ -283,17 +283,12 @@ func fastStreamRequestID(stream string) ([]byte, bool) {
 	return raw, true
 }
 
-// lastIndex is the event index of a Last-Event-ID ("<stream>_<index>").
+// lastIndex is the event index of a Last-Event-ID ("<stream>_<index>"), 0
+// when it has none.
 func lastIndex(last string) int {
 	_, idx, _ := strings.Cut(last, "_")
-	n := 0
-	for _, c := range idx {
-		if c < '0' || c > '9' || n > 1<<20 {
-			return 0
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
+	n, _ := strconv.Atoi(idx)
+	return max(n, 0)
 }
 
 // serveDELETE ends a session at the client's request.
