@@ -59,3 +59,60 @@ func TestImportDirection(t *testing.T) {
 		}
 	}
 }
+
+// testSupport are the packages that exist for tests: shared helpers, a
+// stand-in browser, a re-executed test binary. They may use each other.
+var testSupport = []string{
+	module + "/bridge/internal/testbrowser",
+	module + "/bridge/internal/testproc",
+	module + "/bridge/internal/testutil",
+}
+
+// testSupportImports lists, for each package that is not test support,
+// the test-support packages it depends on. go list's Deps leave out test
+// files' imports, so a test importing them is never counted.
+func testSupportImports(pkgs []pkg) []string {
+	isSupport := func(path string) bool {
+		for _, s := range testSupport {
+			if path == s {
+				return true
+			}
+		}
+		return false
+	}
+	var bad []string
+	for _, p := range pkgs {
+		if isSupport(p.ImportPath) {
+			continue
+		}
+		for _, d := range p.Deps {
+			if isSupport(d) {
+				bad = append(bad, p.ImportPath+" imports "+d)
+			}
+		}
+	}
+	return bad
+}
+
+// TestTestSupportOnlyInTests keeps the test helpers out of every shipped
+// program: only tests (and the helpers themselves) import them.
+func TestTestSupportOnlyInTests(t *testing.T) {
+	for _, b := range testSupportImports(listDeps(t, module+"/...")) {
+		t.Errorf("%s: test-support packages are for tests only", b)
+	}
+}
+
+// The rule above finds a package that imports a helper, directly or not,
+// and lets the helpers use each other.
+func TestTestSupportImportsRule(t *testing.T) {
+	pkgs := []pkg{
+		{ImportPath: module + "/bridge/internal/testutil", Deps: []string{module + "/bridge/internal/testbrowser"}},
+		{ImportPath: module + "/bridge/internal/daemon", Deps: []string{"os", module + "/bridge/internal/testutil"}},
+		{ImportPath: module + "/bridge/cmd/browserbridge", Deps: []string{module + "/bridge/internal/daemon"}},
+	}
+	got := testSupportImports(pkgs)
+	want := []string{module + "/bridge/internal/daemon imports " + module + "/bridge/internal/testutil"}
+	if len(got) != len(want) || got[0] != want[0] {
+		t.Fatalf("testSupportImports = %q, want %q", got, want)
+	}
+}

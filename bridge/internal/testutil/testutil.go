@@ -1,0 +1,61 @@
+// Package testutil holds the small helpers that several packages' tests
+// share: the text of a tool result, a context bounded by a test, and a
+// TestMain that builds the programs from this checkout. It is imported by
+// tests only (bridge/internal/archtest holds that line), so nothing here
+// ends up in a shipped binary.
+package testutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+)
+
+// Text joins the text content of a tool result, one line per part; other
+// content is skipped. A nil result has no text.
+func Text(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Context returns a context that ends after d or when t ends, whichever
+// comes first.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// RunWithBinaries is the body of a TestMain whose tests run the host and
+// the bridge built from this checkout (testbrowser.Build): it builds them
+// into a new temporary directory named after prefix, sets *bins, runs the
+// tests and removes the directory. It returns the code to pass to os.Exit:
+// the tests', or 1 (the error on stderr) when the build failed.
+func RunWithBinaries(m *testing.M, prefix string, bins *testbrowser.Binaries) int {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bins, err = testbrowser.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
