@@ -1,0 +1,30 @@
+// Package mcphttp is what every MCP-over-HTTP endpoint of the bridge agrees
+// on, written once: the header names, the Accept and Content-Type rules, the
+// MCP-Protocol-Version check, the JSON-RPC error codes and the body of an
+// error answer, and server-sent events (the writer, with the SDK's event
+// ids, and the reader). The bridge's own endpoints (mcpserver), the stdio
+// gateway (gateway), the gateway benchmark's clients (gwbench) and the relay's
+// wire package (relaywire, for the JSON-RPC codes) use it. It imports only
+// the standard library, so that relaywire stays a standard-library leaf.
+//
+// # Negotiation (docs/protocol.md, "MCP over HTTP")
+//
+//   - A Streamable HTTP POST must accept both application/json and
+//     text/event-stream: [Accepts] reads every Accept header value, each
+//     comma-separated media range of each, ignores parameters (q-values
+//     included, so "text/event-stream;q=0" counts), compares without case,
+//     and takes application/* and text/* for their type and */* for both.
+//     A POST without Accept accepts neither. This is the rule of the
+//     go-sdk's Streamable HTTP server (v1.8.0, streamableAccepts), which the
+//     bridge's fast path must match exactly; a test holds the two together.
+//   - A GET that opens a stream must accept text/event-stream, by the same
+//     reading.
+//   - A posted body's Content-Type must be application/json, parameters
+//     (charset) allowed.
+//   - An MCP-Protocol-Version header, when present, must name a version the
+//     endpoint speaks; none means 2025-03-26.
+//
+// Each check that fails answers the request itself, with the HTTP status of
+// the rule (406, 415, 400) and a JSON-RPC error body ([WriteError]) whose
+// message says what was wrong and what was received.
+package mcphttp

@@ -1,0 +1,52 @@
+package mcphttp
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// JSON-RPC 2.0 error codes, then the ones MCP servers use from the
+// implementation-defined range -32000…-32099.
+const (
+	CodeParseError     = -32700 // not JSON
+	CodeInvalidRequest = -32600 // not a JSON-RPC 2.0 request, or refused by the transport's rules
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+
+	// CodeUnavailable: the server cannot serve the request now (stopping, a
+	// limit reached, a backend down); Retry-After says when to try again
+	// when the HTTP status is 429 or 503.
+	CodeUnavailable = -32000
+	// CodeSessionNotFound answers a request of an unknown or ended session
+	// (HTTP 404), as the MCP SDKs do: the client initializes a new one.
+	CodeSessionNotFound = -32001
+)
+
+// ErrorBody is a JSON-RPC error response:
+// {"jsonrpc":"2.0","id":<id>,"error":{"code":<code>,"message":<msg>}}. id is
+// the raw id of the request answered; nil (a request whose id could not be
+// read, or none) writes null.
+func ErrorBody(id []byte, code int, msg string) []byte {
+	if id == nil {
+		id = []byte("null")
+	}
+	m, _ := json.Marshal(msg) // a string always encodes
+	b := make([]byte, 0, len(id)+len(m)+64)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"message":`...)
+	b = append(b, m...)
+	return append(b, "}}"...)
+}
+
+// WriteError answers with HTTP status and a JSON-RPC error body
+// ([ErrorBody]). Headers already set on w (Allow, Retry-After) go with it.
+func WriteError(w http.ResponseWriter, status int, id []byte, code int, msg string) {
+	w.Header().Set("Content-Type", ContentTypeJSON)
+	w.WriteHeader(status)
+	_, _ = w.Write(ErrorBody(id, code, msg))
+}
