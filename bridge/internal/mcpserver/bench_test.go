@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/benchload"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // BenchmarkCalls measures tools/call of a no-op tool (echo) through the
@@ -94,7 +95,7 @@ func sdkClients(b *testing.B, url, transport string, n int) func(i int) error {
 	call := func(i int) error {
 		res, err := sessions[i].CallTool(context.Background(), params)
 		if err == nil && res.IsError {
-			err = fmt.Errorf("tool error: %s", textOf(res))
+			err = fmt.Errorf("tool error: %s", testutil.Text(res))
 		}
 		return err
 	}

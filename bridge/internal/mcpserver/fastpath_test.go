@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // rawClient speaks Streamable HTTP by hand, to see exactly what the bridge
@@ -395,7 +397,7 @@ func TestFastPathSDKClients(t *testing.T) {
 				for n := range calls {
 					want := fmt.Sprintf("%s %d %d", e.name, i, n)
 					res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
-					if err != nil || textOf(res) != want {
+					if err != nil || testutil.Text(res) != want {
 						t.Errorf("%s: %v %v", want, res, err)
 						return
 					}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -278,20 +277,4 @@ func (b *bridge) connect(e era, copts *mcp.ClientOptions, query string) *mcp.Cli
 	}
 	b.t.Cleanup(func() { cs.Close() })
 	return cs
-}
-
-func textOf(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, t.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

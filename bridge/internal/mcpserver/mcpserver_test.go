@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // TestEveryEra: initialize (or discover), tools/list, tools/call and an
@@ -22,7 +24,7 @@ func TestEveryEra(t *testing.T) {
 	for _, e := range eras {
 		t.Run(e.name, func(t *testing.T) {
 			cs := b.connect(e, nil, "")
-			ctx := ctxT(t, 10*time.Second)
+			ctx := testutil.Context(t, 10*time.Second)
 			tools, err := cs.ListTools(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -40,7 +42,7 @@ func TestEveryEra(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := textOf(res); got != "hi from "+e.name || res.IsError {
+			if got := testutil.Text(res); got != "hi from "+e.name || res.IsError {
 				t.Fatalf("echo = %q (isError %v)", got, res.IsError)
 			}
 			who, _ := res.Meta[metaBrowser].(map[string]any)
@@ -48,7 +50,7 @@ func TestEveryEra(t *testing.T) {
 				t.Fatalf("result does not say which browser answered: _meta = %v", res.Meta)
 			}
 			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fail"})
-			if err != nil || !res.IsError || textOf(res) != "the page said no" {
+			if err != nil || !res.IsError || testutil.Text(res) != "the page said no" {
 				t.Fatalf("fail = %+v, %v", res, err)
 			}
 			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
@@ -73,10 +75,10 @@ func TestProgressReachesItsCaller(t *testing.T) {
 			// A second client calls at the same time with the same token; it
 			// must see only its own progress.
 			other := b.connect(e, nil, "")
-			go other.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "slow", Meta: mcp.Meta{"progressToken": "tok"}})
-			res, err := cs.CallTool(ctxT(t, 10*time.Second), &mcp.CallToolParams{Name: "slow", Meta: mcp.Meta{"progressToken": "tok"}})
-			if err != nil || textOf(res) != "done" {
-				t.Fatalf("slow = %v %q, %v", res, textOf(res), err)
+			go other.CallTool(testutil.Context(t, 5*time.Second), &mcp.CallToolParams{Name: "slow", Meta: mcp.Meta{"progressToken": "tok"}})
+			res, err := cs.CallTool(testutil.Context(t, 10*time.Second), &mcp.CallToolParams{Name: "slow", Meta: mcp.Meta{"progressToken": "tok"}})
+			if err != nil || testutil.Text(res) != "done" {
+				t.Fatalf("slow = %v %q, %v", res, testutil.Text(res), err)
 			}
 			deadline := time.Now().Add(2 * time.Second)
 			for {
@@ -120,7 +122,7 @@ func TestCancelReachesTheExtension(t *testing.T) {
 				t.Fatal("the extension never got notifications/cancelled")
 			}
 			// The session still works.
-			if res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "after"}}); err != nil || textOf(res) != "after" {
+			if res, err := cs.CallTool(testutil.Context(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "after"}}); err != nil || testutil.Text(res) != "after" {
 				t.Fatalf("call after cancel = %v, %v", res, err)
 			}
 		})
@@ -136,7 +138,7 @@ func TestToolListChanged(t *testing.T) {
 			cs := b.connect(e, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 				changed <- struct{}{}
 			}}, "")
-			cs.ListTools(ctxT(t, 5*time.Second), nil)
+			cs.ListTools(testutil.Context(t, 5*time.Second), nil)
 			time.Sleep(50 * time.Millisecond) // let a 2026 client's subscription settle
 			name := "new_tool_" + strings.ReplaceAll(e.name, ".", "_")
 			fe.mu.Lock()
@@ -149,7 +151,7 @@ func TestToolListChanged(t *testing.T) {
 				t.Fatal("no notifications/tools/list_changed after the extension's tools changed")
 			}
 			b.waitTools(name)
-			tools, _ := cs.ListTools(ctxT(t, 5*time.Second), nil)
+			tools, _ := cs.ListTools(testutil.Context(t, 5*time.Second), nil)
 			found := false
 			for _, tl := range tools.Tools {
 				found = found || tl.Name == name
@@ -166,7 +168,7 @@ func TestBrowserArrivalAndDepartureNotify(t *testing.T) {
 	b.attach("instance-first-1")
 	changed := make(chan struct{}, 16)
 	cs := b.connect(eras[2], &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }}, "")
-	cs.ListTools(ctxT(t, 5*time.Second), nil)
+	cs.ListTools(testutil.Context(t, 5*time.Second), nil)
 	second := b.attach("instance-second-1")
 	select {
 	case <-changed:
@@ -191,7 +193,7 @@ func TestCallWaitsForABrowser(t *testing.T) {
 			waitNoBrowser(t, b)
 			done := make(chan *mcp.CallToolResult, 1)
 			go func() {
-				res, err := cs.CallTool(ctxT(t, 15*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "waited"}})
+				res, err := cs.CallTool(testutil.Context(t, 15*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "waited"}})
 				if err != nil {
 					t.Error(err)
 				}
@@ -201,7 +203,7 @@ func TestCallWaitsForABrowser(t *testing.T) {
 			fe = b.attach("instance-wait-1") // ...and came back
 			select {
 			case res := <-done:
-				if res == nil || textOf(res) != "waited" {
+				if res == nil || testutil.Text(res) != "waited" {
 					t.Fatalf("call after the browser came back = %v", res)
 				}
 			case <-time.After(10 * time.Second):
@@ -217,16 +219,16 @@ func TestCallTimesOutWithoutBrowser(t *testing.T) {
 	cs := b.connect(eras[3], nil, "")
 	fe.Stop(time.Second)
 	waitNoBrowser(t, b)
-	res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+	res, err := cs.CallTool(testutil.Context(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
 	if err != nil {
 		t.Fatalf("a call with no browser must be a tool error, not a protocol error: %v", err)
 	}
-	if !res.IsError || !strings.Contains(textOf(res), "no browser is connected") {
+	if !res.IsError || !strings.Contains(testutil.Text(res), "no browser is connected") {
 		t.Fatalf("timeout result = %+v", res)
 	}
 	// The session stays usable: the bridge's own tools answer.
-	res, err = cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: toolListBrowsers})
-	if err != nil || !strings.Contains(textOf(res), "No browser is connected") {
+	res, err = cs.CallTool(testutil.Context(t, 5*time.Second), &mcp.CallToolParams{Name: toolListBrowsers})
+	if err != nil || !strings.Contains(testutil.Text(res), "No browser is connected") {
 		t.Fatalf("list_browsers after a timeout = %v, %v", res, err)
 	}
 }
@@ -246,7 +248,7 @@ func TestSelectBrowser(t *testing.T) {
 	b.attach("instance-sel-a")
 	b.attach("instance-sel-b") // the most recent: the default
 	whoAnswered := func(cs *mcp.ClientSession) string {
-		res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+		res, err := cs.CallTool(testutil.Context(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,14 +258,14 @@ func TestSelectBrowser(t *testing.T) {
 	if got := whoAnswered(cs); got != "instance-sel-b" {
 		t.Fatalf("default browser answered: %s", got)
 	}
-	res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: toolSelectBrowser, Arguments: map[string]any{"browser": "instance-sel-a"}})
+	res, err := cs.CallTool(testutil.Context(t, 5*time.Second), &mcp.CallToolParams{Name: toolSelectBrowser, Arguments: map[string]any{"browser": "instance-sel-a"}})
 	if err != nil || res.IsError {
 		t.Fatalf("select_browser = %v, %v", res, err)
 	}
 	if got := whoAnswered(cs); got != "instance-sel-a" {
 		t.Fatalf("after select_browser, %s answered", got)
 	}
-	res, _ = cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: toolSelectBrowser, Arguments: map[string]any{"browser": "nope"}})
+	res, _ = cs.CallTool(testutil.Context(t, 5*time.Second), &mcp.CallToolParams{Name: toolSelectBrowser, Arguments: map[string]any{"browser": "nope"}})
 	if !res.IsError {
 		t.Fatal("selecting an unknown browser succeeded")
 	}
@@ -305,8 +307,8 @@ func TestManyClientsSameIDs(t *testing.T) {
 					}
 				case res.IsError:
 					isError.Add(1)
-					t.Errorf("client %d call %d: %s", c, i, textOf(res))
-				case textOf(res) != want:
+					t.Errorf("client %d call %d: %s", c, i, testutil.Text(res))
+				case testutil.Text(res) != want:
 					wrong.Add(1)
 				}
 			}
@@ -335,7 +337,7 @@ func TestSessionEndAndClose(t *testing.T) {
 	})
 	// The popup's disconnect button: session.close ends the client's session.
 	cs := b.connect(eras[3], nil, "")
-	res, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+	res, err := cs.CallTool(testutil.Context(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
 	if err != nil || res.IsError {
 		t.Fatal(err)
 	}
@@ -349,7 +351,7 @@ func TestSessionEndAndClose(t *testing.T) {
 	if !strings.HasPrefix(sess, "local-") || call.Meta[metaSession]["client"] != "test-streamable-2025-11-25" {
 		t.Fatalf("tools/call _meta session = %v", call.Meta)
 	}
-	m, err := fe.Call(ctxT(t, 5*time.Second), "session.close", map[string]string{"session": sess})
+	m, err := fe.Call(testutil.Context(t, 5*time.Second), "session.close", map[string]string{"session": sess})
 	if err != nil || m.Error != nil {
 		t.Fatalf("session.close = %+v, %v", m, err)
 	}
@@ -361,10 +363,10 @@ func TestSessionEndAndClose(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no session.ended after session.close")
 	}
-	if _, err := cs.CallTool(ctxT(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err == nil {
+	if _, err := cs.CallTool(testutil.Context(t, 5*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}}); err == nil {
 		t.Fatal("a closed session still answers")
 	}
-	m, _ = fe.Call(ctxT(t, 5*time.Second), "session.close", map[string]string{"session": "local-999"})
+	m, _ = fe.Call(testutil.Context(t, 5*time.Second), "session.close", map[string]string{"session": "local-999"})
 	if m.Error == nil {
 		t.Fatal("closing an unknown session succeeded")
 	}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // restartable is a bridge that can die (as with SIGKILL: nothing is
@@ -131,18 +133,18 @@ func TestSessionSurvivesRestart(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			r := newRestartable(t, HTTPOptions{})
 			c := mcp.NewClient(&mcp.Implementation{Name: "alice", Version: "1"}, nil)
-			cs, err := c.Connect(ctxT(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			cs, err := c.Connect(testutil.Context(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer cs.Close()
-			if _, err := cs.CallTool(ctxT(t, 30*time.Second), &mcp.CallToolParams{Name: "select_browser", Arguments: map[string]any{"browser": "instance-restart"}}); err != nil {
+			if _, err := cs.CallTool(testutil.Context(t, 30*time.Second), &mcp.CallToolParams{Name: "select_browser", Arguments: map[string]any{"browser": "instance-restart"}}); err != nil {
 				t.Fatal(err)
 			}
 			call := func() string {
 				t.Helper()
-				res, err := cs.CallTool(ctxT(t, 60*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
-				if err != nil || res.IsError || textOf(res) != "hi" {
+				res, err := cs.CallTool(testutil.Context(t, 60*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+				if err != nil || res.IsError || testutil.Text(res) != "hi" {
 					t.Fatalf("call: %v %+v", err, res)
 				}
 				return r.ext.sessionOfLastCall(t)
@@ -235,7 +237,7 @@ func TestRestartDuringCalls(t *testing.T) {
 	css := make([]*mcp.ClientSession, sessions)
 	for i := range css {
 		c := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("client-%d", i), Version: "1"}, nil)
-		cs, err := c.Connect(ctxT(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		cs, err := c.Connect(testutil.Context(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,12 +267,12 @@ func TestRestartDuringCalls(t *testing.T) {
 					outcome = "hung"
 				case err != nil:
 					outcome = "transport error"
-				case res.IsError && strings.Contains(textOf(res), "restarted"):
+				case res.IsError && strings.Contains(testutil.Text(res), "restarted"):
 					outcome = "restart sentence"
 				case res.IsError:
-					outcome = "tool error: " + textOf(res)
-				case textOf(res) != want:
-					outcome = "crossed: " + textOf(res)
+					outcome = "tool error: " + testutil.Text(res)
+				case testutil.Text(res) != want:
+					outcome = "crossed: " + testutil.Text(res)
 				}
 				mu.Lock()
 				outcomes[outcome]++
@@ -293,8 +295,8 @@ func TestRestartDuringCalls(t *testing.T) {
 	}
 	for i, cs := range css {
 		want := fmt.Sprintf("after %d", i)
-		res, err := cs.CallTool(ctxT(t, 60*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
-		if err != nil || res.IsError || textOf(res) != want {
+		res, err := cs.CallTool(testutil.Context(t, 60*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": want}})
+		if err != nil || res.IsError || testutil.Text(res) != want {
 			t.Errorf("session %d after the restart: %v %+v", i, err, res)
 		}
 	}
@@ -461,7 +463,7 @@ func TestSessionSurvivesManyRestarts(t *testing.T) {
 	// default 5) leaves a loaded machine time to bring the bridge back, and
 	// the test restarts it more often than that.
 	const maxRetries = 8
-	cs, err := c.Connect(ctxT(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp", MaxRetries: maxRetries}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(testutil.Context(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/mcp", MaxRetries: maxRetries}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,14 +476,14 @@ func TestSessionSurvivesManyRestarts(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				_, err := cs.CallTool(ctxT(t, 10*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "?"}})
+				_, err := cs.CallTool(testutil.Context(t, 10*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "?"}})
 				t.Fatalf("the client never opened its GET stream again (a call now: %v)", err)
 			}
 		}
 	}
 	for i := range maxRetries + 3 {
-		res, err := cs.CallTool(ctxT(t, 60*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": fmt.Sprint(i)}})
-		if err != nil || res.IsError || textOf(res) != fmt.Sprint(i) {
+		res, err := cs.CallTool(testutil.Context(t, 60*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": fmt.Sprint(i)}})
+		if err != nil || res.IsError || testutil.Text(res) != fmt.Sprint(i) {
 			t.Fatalf("call after %d restarts: %v %+v", i, err, res)
 		}
 		waitGET()
