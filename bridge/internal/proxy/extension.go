@@ -110,7 +110,7 @@ func (cn *connection) close(code int, msg string, tell bool) {
 	e := &relaywire.Error{Code: code, Message: msg}
 	for mapped := range pending {
 		_, orig, _ := relaywire.UnmapID(mapped)
-		cn.mcp.c.enqueue(relaywire.AppendError(nil, orig, e))
+		cn.mcp.c.Send(relaywire.AppendError(nil, orig, e))
 	}
 }
 
@@ -123,7 +123,7 @@ func (e *extension) peers() int {
 
 // sendStatus tells the extension how many MCP connections it has.
 func (e *extension) sendStatus() {
-	e.c.enqueue(statusMessage(true, e.peers(), e.s.opts.Now()))
+	e.c.Send(statusMessage(true, e.peers(), e.s.opts.Now()))
 }
 
 func statusMessage(connected bool, peers int, now time.Time) []byte {
@@ -163,14 +163,14 @@ func (s *Server) runExtension(c *wsConn, remote string) {
 	c.lim = newBucket(s.opts.extRate())
 
 	h := &extHandler{s: s, c: c}
-	c.enqueue(relaywire.AppendRequest(nil, authID, relaywire.MethodAuthenticate, json.RawMessage("{}")))
+	c.Send(relaywire.AppendRequest(nil, authID, relaywire.MethodAuthenticate, json.RawMessage("{}")))
 	t := time.AfterFunc(s.opts.AuthTimeout, func() {
 		if !h.authed.Load() {
 			s.m.authFail.With("extension").Inc()
-			c.closeWith(websocket.ClosePolicyViolation, "authentication failed: no answer to authenticate in time")
+			c.Close(websocket.ClosePolicyViolation, "authentication failed: no answer to authenticate in time")
 		}
 	})
-	err := c.readLoop(h.handle, func(n int64) {
+	err := c.ReadLoop(h.handle, func(n int64) {
 		c.refuse(nil, tooBigError(n, s.opts.MaxMessageSize), "too_big")
 	})
 	t.Stop()
@@ -199,7 +199,7 @@ func (h *extHandler) handle(data []byte) {
 		// An extension only answers; a flood of answers is abuse.
 		s.m.dropped.With("rate").Inc()
 		if c.strike(now) {
-			c.closeWith(websocket.ClosePolicyViolation, "too many messages: rate limit exceeded")
+			c.Close(websocket.ClosePolicyViolation, "too many messages: rate limit exceeded")
 		}
 		return
 	}
@@ -213,7 +213,7 @@ func (h *extHandler) handle(data []byte) {
 			if _, ok := cn.take(mapped); ok {
 				_, orig, _ := relaywire.UnmapIDBytes(mapped)
 				s.m.failed.With("bad_reply").Inc()
-				cn.mcp.c.enqueue(relaywire.AppendError(nil, orig, relaywire.Errorf(relaywire.CodeInternalError, "the extension sent an invalid reply: %s", perr.Message)))
+				cn.mcp.c.Send(relaywire.AppendError(nil, orig, relaywire.Errorf(relaywire.CodeInternalError, "the extension sent an invalid reply: %s", perr.Message)))
 			}
 		}
 		c.refuse(m.ID, perr, "invalid")
@@ -256,7 +256,7 @@ func (h *extHandler) handle(data []byte) {
 		out = relaywire.AppendError(nil, orig, relaywire.Errorf(relaywire.CodeInternalError, "the extension sent a malformed error object"))
 	}
 	s.m.callTime.Observe(time.Since(start).Seconds())
-	cn.mcp.c.enqueue(out)
+	cn.mcp.c.Send(out)
 }
 
 // notification routes a notification from the extension (docs/relay.md,
@@ -304,7 +304,7 @@ func (h *extHandler) notification(m *relaywire.Message) {
 // deliver queues a notification for cn's client, or drops it if the
 // client's queue is full.
 func (h *extHandler) deliver(cn *connection, msg []byte) {
-	if cn.mcp.c.tryEnqueue(msg) {
+	if cn.mcp.c.TrySend(msg) {
 		h.s.m.notified.Inc()
 		return
 	}
@@ -377,7 +377,7 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 	fail := func(reason string) {
 		s.m.authFail.With("extension").Inc()
 		s.log.Info("extension refused", "reason", reason)
-		c.closeWith(websocket.ClosePolicyViolation, "authentication failed: "+reason)
+		c.Close(websocket.ClosePolicyViolation, "authentication failed: "+reason)
 	}
 	if m.Error != nil {
 		fail("the extension answered authenticate with an error")
@@ -411,11 +411,11 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 	case errors.Is(err, errUserLimit):
 		s.m.connRefused.With("per_user_extension").Inc()
 		s.log.Info("extension refused", "user", claims.Subject, "reason", "per-user limit", "limit", s.opts.MaxExtensionsPerUser)
-		c.closeWith(websocket.ClosePolicyViolation, fmt.Sprintf(
+		c.Close(websocket.ClosePolicyViolation, fmt.Sprintf(
 			"too many extension connections for this user: at most %d at once; close one and retry", s.opts.MaxExtensionsPerUser))
 		return
 	case err != nil:
-		c.closeWith(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
+		c.Close(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
 		return
 	}
 	h.ext = e
@@ -423,7 +423,7 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 	s.nExt.Add(1)
 	s.m.accepted.With("extension").Inc()
 	s.log.Info("extension authenticated", "user", u.id, "extension", e.id, "name", name)
-	c.enqueue(relaywire.AppendNotification(nil, relaywire.MethodAuthenticated, relaywire.MarshalParams(relaywire.AuthenticatedParams{
+	c.Send(relaywire.AppendNotification(nil, relaywire.MethodAuthenticated, relaywire.MarshalParams(relaywire.AuthenticatedParams{
 		UserID: u.id, ExtensionID: e.id,
 	})))
 	e.sendStatus()

@@ -54,7 +54,7 @@ func (mc *mcpClient) detached(cn *connection, reason string) {
 	}
 	mc.mu.Unlock()
 	if mine {
-		mc.c.enqueue(relaywire.AppendNotification(nil, relaywire.MethodDisconnected, relaywire.MarshalParams(relaywire.DisconnectedParams{
+		mc.c.Send(relaywire.AppendNotification(nil, relaywire.MethodDisconnected, relaywire.MarshalParams(relaywire.DisconnectedParams{
 			ConnectionID: cn.id, Reason: reason,
 		})))
 	}
@@ -78,10 +78,10 @@ func (s *Server) runMCP(c *wsConn, remote string) {
 	t := time.AfterFunc(s.opts.AuthTimeout, func() {
 		if !mc.authed.Load() {
 			s.m.authFail.With("mcp").Inc()
-			c.closeWith(websocket.ClosePolicyViolation, "authentication failed: no mcp_handshake in time")
+			c.Close(websocket.ClosePolicyViolation, "authentication failed: no mcp_handshake in time")
 		}
 	})
-	err := c.readLoop(mc.handle, func(n int64) {
+	err := c.ReadLoop(mc.handle, func(n int64) {
 		c.refuse(nil, tooBigError(n, s.opts.MaxMessageSize), "too_big")
 	})
 	t.Stop()
@@ -146,7 +146,7 @@ func (mc *mcpClient) handle(data []byte) {
 		// MCP clients are active: the proxy never asks them anything.
 		s.m.dropped.With("mcp_reply").Inc()
 		if c.strike(now) {
-			c.closeWith(websocket.ClosePolicyViolation, "too many unexpected replies")
+			c.Close(websocket.ClosePolicyViolation, "too many unexpected replies")
 		}
 		return
 	}
@@ -226,12 +226,12 @@ func (mc *mcpClient) rateLimited(m *relaywire.Message, kind relaywire.Kind, form
 	}
 	mc.s.m.refused.With("rate").Inc()
 	if c.strike(time.Now()) {
-		c.closeWith(websocket.ClosePolicyViolation, "too many messages: rate limit exceeded")
+		c.Close(websocket.ClosePolicyViolation, "too many messages: rate limit exceeded")
 	}
 }
 
 func (mc *mcpClient) reply(id json.RawMessage, result any) {
-	mc.c.enqueue(relaywire.AppendResult(nil, id, relaywire.MarshalParams(result)))
+	mc.c.Send(relaywire.AppendResult(nil, id, relaywire.MarshalParams(result)))
 }
 
 func (mc *mcpClient) handshake(m *relaywire.Message) {
@@ -249,8 +249,8 @@ func (mc *mcpClient) handshake(m *relaywire.Message) {
 	if err != nil {
 		s.m.authFail.With("mcp").Inc()
 		s.log.Info("mcp client refused", "reason", err)
-		c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeServerError, "%s: %v", relaywire.MsgAuthFailed, err)))
-		c.closeWith(websocket.ClosePolicyViolation, "authentication failed: "+err.Error())
+		c.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeServerError, "%s: %v", relaywire.MsgAuthFailed, err)))
+		c.Close(websocket.ClosePolicyViolation, "authentication failed: "+err.Error())
 		return
 	}
 	u, err := s.acquireUser(claims.Subject, sideMCP, nil)
@@ -259,12 +259,12 @@ func (mc *mcpClient) handshake(m *relaywire.Message) {
 		s.m.connRefused.With("per_user_mcp").Inc()
 		s.log.Info("mcp client refused", "user", claims.Subject, "reason", "per-user limit", "limit", s.opts.MaxMCPPerUser)
 		msg := fmt.Sprintf("too many MCP connections for this user: at most %d at once; close one and retry", s.opts.MaxMCPPerUser)
-		c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeServerError, "%s", msg)))
-		c.closeWith(websocket.ClosePolicyViolation, msg)
+		c.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeServerError, "%s", msg)))
+		c.Close(websocket.ClosePolicyViolation, msg)
 		return
 	case err != nil:
-		c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down")))
-		c.closeWith(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
+		c.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down")))
+		c.Close(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
 		return
 	}
 	mc.user, mc.id = u, newID(relaywire.PrefixMCPClient)
@@ -339,7 +339,7 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 	peers := len(e.conns)
 	e.mu.Unlock()
 	mc.reply(m.ID, relaywire.ConnectResult{ConnectionID: cn.id, ExtensionID: e.id, ExtensionName: e.name})
-	c.enqueue(statusMessage(true, peers, s.opts.Now()))
+	c.Send(statusMessage(true, peers, s.opts.Now()))
 	e.sendStatus()
 }
 
@@ -349,7 +349,7 @@ func (mc *mcpClient) disconnect(m *relaywire.Message) {
 	mc.orphaned = false
 	mc.mu.Unlock()
 	mc.reply(m.ID, relaywire.DisconnectResult{Disconnected: true})
-	mc.c.enqueue(statusMessage(false, 0, mc.s.opts.Now()))
+	mc.c.Send(statusMessage(false, 0, mc.s.opts.Now()))
 }
 
 func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time.Time) {
@@ -372,7 +372,7 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 			mc.cancel(cn, m)
 			return
 		}
-		cn.ext.c.enqueue(relaywire.AppendNotification(nil, m.Method, m.Params))
+		cn.ext.c.Send(relaywire.AppendNotification(nil, m.Method, m.Params))
 		return
 	}
 	if s.isClosing() {
@@ -390,10 +390,10 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 	}
 	s.m.forwarded.Inc()
 	out := relaywire.AppendRequest(make([]byte, 0, 64+len(mapped)+len(m.Method)+len(m.Params)), mapped, m.Method, m.Params)
-	if !cn.ext.c.enqueue(out) {
+	if !cn.ext.c.Send(out) {
 		if _, ok := cn.take([]byte(mapped)); ok {
 			s.m.failed.With("extension_gone").Inc()
-			c.enqueue(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the extension disconnected before the request could be sent")))
+			c.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the extension disconnected before the request could be sent")))
 		}
 	}
 }
@@ -416,5 +416,5 @@ func (mc *mcpClient) cancel(cn *connection, m *relaywire.Message) {
 		return
 	}
 	p["requestId"] = relaywire.AppendString(nil, mapped)
-	cn.ext.c.enqueue(relaywire.AppendNotification(nil, relaywire.MethodCancelled, relaywire.MarshalParams(p)))
+	cn.ext.c.Send(relaywire.AppendNotification(nil, relaywire.MethodCancelled, relaywire.MarshalParams(p)))
 }

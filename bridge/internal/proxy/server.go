@@ -36,6 +36,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/wsconn"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -172,8 +173,7 @@ func (o *Options) setDefaults() {
 	}
 }
 
-func (o *Options) pingPeriod() time.Duration { return o.PongWait * 9 / 10 }
-func (o *Options) hardLimit() int64          { return 4 * o.MaxMessageSize }
+func (o *Options) hardLimit() int64 { return 4 * o.MaxMessageSize }
 
 // extRate is the rate of an extension's connection.
 func (o *Options) extRate() float64 {
@@ -210,6 +210,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	upgrader websocket.Upgrader
+	connOpts *wsconn.Options // of every connection
 	started  time.Time
 	m        serverMetrics
 
@@ -287,6 +288,7 @@ func New(opts Options) (*Server, error) {
 	s.m.bytesIn = r.NewCounter("browserbridge_proxy_received_bytes_total", "Message bytes received.").With()
 	s.m.bytesOut = r.NewCounter("browserbridge_proxy_sent_bytes_total", "Message bytes sent.").With()
 	s.m.connRefused = r.NewCounter("browserbridge_proxy_connections_refused_total", "Connections refused for a connection limit, by limit (per_ip, per_user_mcp, per_user_extension).", "reason")
+	s.connOpts = s.connOptions()
 	r.NewGaugeFunc("browserbridge_proxy_calls_in_flight", "Forwarded requests awaiting a reply.", func() float64 { return float64(s.inflight.Load()) })
 	r.NewGaugeFunc("browserbridge_proxy_users", "Users with at least one authenticated connection.", func() float64 {
 		s.mu.Lock()
@@ -393,10 +395,10 @@ wait:
 	}))
 	for _, e := range exts {
 		e.detachAll(relaywire.CodeShuttingDown, "the proxy is shutting down", relaywire.ReasonShuttingDown)
-		e.c.enqueue(status)
+		e.c.Send(status)
 	}
 	for _, c := range conns {
-		c.closeWith(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
+		c.Close(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
 	}
 	done := make(chan struct{})
 	go func() { s.handlers.Wait(); close(done) }()
@@ -436,26 +438,23 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) *wsConn {
 		http.Error(w, "the proxy is shutting down", http.StatusServiceUnavailable)
 		return nil
 	}
-	bc := &batchConn{}
-	ws, err := s.upgrader.Upgrade(batchWriter{w, bc}, r, nil)
+	wc, err := wsconn.Upgrade(&s.upgrader, w, r, s.connOpts)
 	if err != nil {
 		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return nil
 	}
-	c := newWSConn(s, ws, bc)
+	c := &wsConn{Conn: wc, s: s, lim: newBucket(s.opts.ConnRate)}
 	if !s.track(c) {
-		ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, relaywire.ReasonShuttingDown), time.Now().Add(time.Second))
-		ws.Close()
+		wc.Close(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
+		wc.ReadLoop(func([]byte) {}, nil) // until the peer answers the close, or the grace passes
 		return nil
 	}
-	go c.writePump()
 	return c
 }
 
 // finish waits for the writer after the reader ended and forgets c.
 func (s *Server) finish(c *wsConn) {
-	c.closeWith(0, "")
-	<-c.writeDone
+	<-c.Done()
 	s.untrack(c)
 }
 

@@ -119,10 +119,12 @@ func (o *Options) withDefaults() Options {
 //
 // Messages sent before Close are written before the close frame; Send and
 // TrySend after Close report false and drop the message. Close is safe to
-// call twice (only the first call counts) and never blocks: it unblocks the
-// Send calls waiting for room in the queue at once, and ReadLoop once the
-// close handshake is over (the peer's close frame arrived, or CloseGrace
-// passed): the writer then closes the socket, and Done is closed.
+// call twice (only the first call counts) and never blocks. It unblocks the
+// Send calls waiting for room in the queue at once; ReadLoop and Done once
+// the writer has closed the socket, which it does when the close handshake
+// is over (the peer's close frame arrived, or CloseGrace passed), or for
+// code 0 when the write in progress ends. A write to a peer that does not
+// read lasts at most WriteWait. When ReadLoop returns it calls Close(0, "").
 type Conn struct {
 	ws   *websocket.Conn
 	bc   *batchConn // ws's socket, nil if it does not batch
@@ -178,15 +180,8 @@ func Upgrade(u *websocket.Upgrader, w http.ResponseWriter, r *http.Request, opts
 // means the peer is not reading: the connection is closed (1013) and Send
 // reports false.
 func (c *Conn) Send(msg []byte) bool {
-	select {
-	case <-c.quit:
-		return false
-	default:
-	}
-	select {
-	case c.send <- msg:
-		return true
-	default:
+	if queued, closing := c.offer(msg); queued || closing {
+		return queued
 	}
 	t := time.NewTimer(c.opts.WriteWait)
 	defer t.Stop()
@@ -205,31 +200,35 @@ func (c *Conn) Send(msg []byte) bool {
 // messages that may be lost rather than hold up the goroutine that sends
 // them (notifications).
 func (c *Conn) TrySend(msg []byte) bool {
+	queued, _ := c.offer(msg)
+	return queued
+}
+
+// offer queues msg if the connection is open and its queue has room.
+func (c *Conn) offer(msg []byte) (queued, closing bool) {
 	select {
 	case <-c.quit:
-		return false
+		return false, true
 	default:
 	}
 	select {
 	case c.send <- msg:
-		return true
+		return true, false
 	default:
-		return false
+		return false, false
 	}
 }
 
 // Close starts closing the connection with a close frame of the code and
 // reason, the reason cut to the 123 bytes a close frame holds. Code 0 means
-// the peer is gone: no close frame, and the socket is closed at once, which
-// also ends a write the writer is blocked in. Only the first call counts.
-// See Conn for what it unblocks.
+// the peer is gone: no close frame, nothing more queued is written, and the
+// writer closes the socket as soon as the write it is in (if any) ends:
+// that write may still carry the echo of the peer's close frame. Only the
+// first call counts. See Conn for what it unblocks.
 func (c *Conn) Close(code int, reason string) {
 	c.quitOnce.Do(func() {
 		c.closeCode, c.closeMsg = code, truncateReason(reason)
 		close(c.quit)
-		if code == 0 {
-			c.ws.Close()
-		}
 	})
 }
 

@@ -211,7 +211,7 @@ func TestConn(t *testing.T) {
 				t.Fatalf("ReadLoop returned %v, want the socket closed under it", err)
 			}
 		}},
-		{"close 0 closes at once", Options{CloseGrace: time.Hour}, func(t *testing.T, c *Conn, peer *websocket.Conn) {
+		{"close 0: no close frame, no grace", Options{CloseGrace: time.Hour}, func(t *testing.T, c *Conn, peer *websocket.Conn) {
 			errc := reader(c, nil, nil)
 			c.Close(0, "")
 			c.Close(0, "")
