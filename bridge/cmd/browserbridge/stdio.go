@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/browserbridge/browserbridge/bridge/buildinfo"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/stdioproxy"
 )
@@ -20,13 +21,15 @@ import (
 //
 //	{"mcpServers": {"browserbridge": {"command": "browserbridge", "args": ["stdio"]}}}
 //
-// Stdout carries only JSON-RPC messages; logs go to stderr.
+// Stdout carries only JSON-RPC messages; logs go to stderr. While no bridge
+// answers, the client is answered meanwhile (no tools yet) and stderr says
+// what to run.
 func runStdio(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("stdio", stderr)
 	endpoint := fs.String("url", "", "the bridge's MCP endpoint (default: http://<listen>/mcp, from the config)")
 	token := fs.String("token", "", "bearer token for the bridge (default: the config's token, or $"+config.EnvToken+")")
 	cfgPath := fs.String("config", "", "config file (default: the per-user config.json, if present)")
-	wait := fs.Duration("wait", 0, "how long to wait for the bridge to start, or to come back after a restart (default 30s)")
+	wait := fs.Duration("wait", 0, "how long a message waits for the bridge to come back after it went away (default 30s); at start, the client is answered while the bridge is awaited")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -56,6 +59,9 @@ func runStdio(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Stdout:     stdout,
 		Logger:     logger,
 		BridgeWait: *wait,
+		// The lead passes startHint() (hints.go) here once it exists.
+		StartHint: "",
+		Version:   buildinfo.String(),
 	})
 }
 

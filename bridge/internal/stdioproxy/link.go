@@ -24,8 +24,9 @@ type link struct {
 	cancel context.CancelFunc
 
 	// Guarded by proxy.mu.
-	sid  string // the session requests on this link belong to; "" for none
-	dead bool
+	sid         string // the session requests on this link belong to; "" for none
+	dead        bool
+	initialized bool // reinitialize sent notifications/initialized in sid
 }
 
 func (p *proxy) newLink(gen uint64, sid string) *link {
@@ -136,8 +137,8 @@ func (p *proxy) dial(deadline time.Time) (*link, error) {
 
 // noBridge is the error for a bridge that did not answer in time.
 func (p *proxy) noBridge(last error) error {
-	return fmt.Errorf("%w at %s: run `browserbridge service start` or `browserbridge serve` (waited %v; last error: %v)",
-		ErrNoBridge, p.opts.Endpoint, p.wait, last)
+	return fmt.Errorf("%w at %s: %s (waited %v; last error: %v)",
+		ErrNoBridge, p.opts.Endpoint, p.hint, p.wait, last)
 }
 
 // pause sleeps before attempt+1, doubling from retryFirst up to retryMax,
@@ -288,6 +289,9 @@ func (p *proxy) reinitialize(ctx context.Context, gen uint64, init *jsonrpc.Requ
 			return fail(fmt.Errorf("notifications/initialized: %w", err))
 		}
 		resp.Body.Close()
+		p.mu.Lock()
+		l.initialized = true
+		p.mu.Unlock()
 	}
 	return l, nil
 }

@@ -12,13 +12,22 @@
 //
 // Step by step:
 //
-//  1. At start, Run waits up to Options.BridgeWait for something to answer
-//     at the endpoint; if nothing does, it fails with ErrNoBridge.
-//  2. The client's initialize goes through as is. When its result comes
-//     back, the proxy notes the protocol version and session, opens the
-//     standalone GET stream (server notifications such as
-//     notifications/tools/list_changed arrive there), remembers the
-//     initialize request, and only then passes the result on.
+//  1. At start, Run tries the endpoint once. If nothing answers, it says so
+//     on the log (the URL, and Options.StartHint) and answers the client
+//     itself until the bridge comes (waiting.go): initialize at once, with
+//     the tools capability and listChanged, tools/list with no tools, and
+//     tools/call with a tool error that says the bridge is not running and
+//     how to start it. It tries the endpoint again every two seconds at
+//     most; when the bridge answers, it initializes a session there with
+//     the client's own initialize, logs that, and sends the client
+//     notifications/tools/list_changed, so that it lists the bridge's
+//     tools. From then on the proxy forwards, as below.
+//  2. When the bridge answered at start, the client's initialize goes
+//     through as is. When its result comes back, the proxy notes the
+//     protocol version and session, opens the standalone GET stream
+//     (server notifications such as notifications/tools/list_changed
+//     arrive there), remembers the initialize request, and only then
+//     passes the result on.
 //  3. Requests go out concurrently, one POST each, their replies and
 //     progress notifications coming back on the POST's stream;
 //     notifications and responses from the client go out in order.
@@ -89,13 +98,23 @@ type Options struct {
 	// RoundTripper around its Transport. It should have no Timeout: the
 	// streams last as long as the session.
 	HTTPClient *http.Client
-	// BridgeWait bounds how long Run waits for the bridge to answer, at
-	// start and each time the bridge goes away; 0 means 30 s.
+	// BridgeWait bounds how long a message waits for the bridge to come
+	// back each time it goes away; 0 means 30 s. (At start, the proxy
+	// waits for the bridge as long as the client stays, answering it
+	// meanwhile.)
 	BridgeWait time.Duration
+	// StartHint tells the user how to start the bridge, in the log and in
+	// the errors the client gets while no bridge answers; "" means
+	// "run `browserbridge start`".
+	StartHint string
+	// Version is the version the proxy announces in the initialize answer
+	// it gives itself while no bridge answers (the bridge's own answer
+	// names the bridge's); "" means "dev".
+	Version string
 }
 
-// ErrNoBridge is returned (wrapped) by Run when nothing answers at the
-// endpoint within Options.BridgeWait of starting.
+// ErrNoBridge is wrapped by the error a request gets when the bridge went
+// away and did not come back within Options.BridgeWait.
 var ErrNoBridge = errors.New("no bridge answers")
 
 // JSON-RPC error codes the proxy answers with itself, from the
@@ -172,9 +191,9 @@ var errClosing = errors.New("the proxy is closing")
 
 // Run forwards messages between opts.Stdin/Stdout and the bridge until
 // Stdin ends (then it returns nil), ctx ends (nil as well), or Stdout
-// fails. It fails at once with an error wrapping ErrNoBridge when no bridge
-// answers within BridgeWait of starting, and with a description of the
-// refusal when the bridge refuses the proxy (a wrong token).
+// fails. While no bridge answers, it answers the client itself. It fails
+// with a description of the refusal when the bridge refuses the proxy (a
+// wrong token).
 func Run(ctx context.Context, opts Options) error {
 	p, err := newProxy(opts)
 	if err != nil {
@@ -190,6 +209,7 @@ type proxy struct {
 	log     *slog.Logger
 	http    *http.Client
 	wait    time.Duration
+	hint    string       // Options.StartHint or its default
 	version atomic.Value // string: the protocol version in use, "" until known
 
 	ctx    context.Context // Run's, cancelled when it returns
@@ -213,6 +233,8 @@ type proxy struct {
 	initDone    chan struct{}               // closed when the client's initialize in flight is answered
 	initialized bool                        // the client sent notifications/initialized
 	lastDialErr error                       // why the last attempt to reach the bridge failed
+	waiting     bool                        // no bridge has answered yet: the proxy answers the client itself
+	answered    bool                        // the proxy answered the client's initialize itself
 	quickEnds   int                         // GET streams in a row the bridge ended at once
 	closing     bool
 	idle        chan struct{} // closed when pending becomes empty, while draining
@@ -249,6 +271,10 @@ func newProxy(opts Options) (*proxy, error) {
 	if p.wait <= 0 {
 		p.wait = defaultBridgeWait
 	}
+	p.hint = opts.StartHint
+	if p.hint == "" {
+		p.hint = defaultStartHint
+	}
 	p.version.Store("")
 	client := http.Client{}
 	if opts.HTTPClient != nil {
@@ -281,15 +307,20 @@ func (p *proxy) run(parent context.Context) error {
 	p.ctx, p.cancel = context.WithCancelCause(parent)
 	defer p.cancel(nil)
 
-	deadline := time.Now().Add(p.wait)
-	if _, err := p.link(&deadline); err != nil {
+	found, err := p.firstAttempt()
+	if err != nil {
 		p.shutdown()
 		if parent.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	p.log.Info("forwarding stdio to the bridge", "url", p.opts.Endpoint)
+	var bridgeCame <-chan linkResult // while waiting for the bridge
+	if found {
+		p.log.Info("forwarding stdio to the bridge", "url", p.opts.Endpoint)
+	} else {
+		bridgeCame = p.awaitBridge()
+	}
 
 	lines := make(chan stdinItem)
 	go p.readStdin(lines)
@@ -302,6 +333,15 @@ loop:
 				result = context.Cause(p.ctx)
 			}
 			break loop
+		case r := <-bridgeCame:
+			bridgeCame = nil
+			if r.err != nil {
+				result = r.err
+				break loop
+			}
+			if !p.bridgeArrived(r.link) {
+				bridgeCame = p.awaitBridge()
+			}
 		case in := <-lines:
 			switch {
 			case in.err == nil:
@@ -412,6 +452,9 @@ func (p *proxy) fromClient(line []byte) {
 			return
 		}
 		p.writeError(idOf(line), codeInvalidRequest, "not a JSON-RPC 2.0 message: "+err.Error())
+		return
+	}
+	if p.answerWhileWaiting(msg) {
 		return
 	}
 	if req, ok := msg.(*jsonrpc.Request); !ok || (req.Method != methodInitialize && req.Method != "ping" && req.Method != methodCancelled) {
