@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,4 +59,58 @@ func RunWithBinaries(m *testing.M, prefix string, bins *testbrowser.Binaries) in
 		return 1
 	}
 	return m.Run()
+}
+
+// Watch is an io.Writer for a program's output (a log) that keeps all it is
+// given and tells when the output first holds a text: a readiness signal,
+// so that a test waits for "listening on" rather than sleeping. Its zero
+// value is ready to use; it is safe for concurrent use.
+type Watch struct {
+	mu    sync.Mutex
+	buf   strings.Builder
+	waits []watchFor
+}
+
+type watchFor struct {
+	text string
+	seen chan struct{}
+}
+
+// Write keeps p and signals the texts the output now holds.
+func (w *Watch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	out := w.buf.String()
+	waits := w.waits[:0]
+	for _, wf := range w.waits {
+		if strings.Contains(out, wf.text) {
+			close(wf.seen)
+		} else {
+			waits = append(waits, wf)
+		}
+	}
+	w.waits = waits
+	return len(p), nil
+}
+
+// String returns all the output so far.
+func (w *Watch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// Seen returns a channel that is closed once the output holds text
+// (at once if it already does).
+func (w *Watch) Seen(text string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := make(chan struct{})
+	if strings.Contains(w.buf.String(), text) {
+		close(seen)
+	} else {
+		w.waits = append(w.waits, watchFor{text, seen})
+	}
+	return seen
 }
