@@ -14,6 +14,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 func TestTokenCommand(t *testing.T) {
@@ -58,11 +59,16 @@ func TestServeStopsOnCancel(t *testing.T) {
 	os.WriteFile(secret, []byte(strings.Repeat("k", 40)), 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	var errb bytes.Buffer
+	var errb testutil.Watch
+	listening := errb.Seen("extensions=ws://")
 	go func() {
 		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", secret}, &bytes.Buffer{}, &errb)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select { // cancel a server that is up, not one still starting
+	case <-listening:
+	case err := <-done:
+		t.Fatalf("serve ended before it listened: %v\n%s", err, errb.String())
+	}
 	cancel()
 	select {
 	case err := <-done:
