@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -194,10 +192,20 @@ func (h *host) sendState(st protocol.HostStateParams) {
 
 // maintainBridge keeps the host attached to a bridge until ctx ends: dial,
 // start a bridge if none answers, attach, pump, and after a loss start over
-// with backoff. Each change is told to the extension.
+// with backoff. Each change is told to the extension; so is why a bridge
+// the host started did not start (host.state "bridge_failed"), until a
+// bridge answers.
 func (h *host) maintainBridge(ctx context.Context) {
 	attempt := 0
 	var lastSpawn time.Time
+	var spawned *bridgeStart            // the bridge this host started, until it answers or exits
+	var failure *protocol.BridgeFailure // why spawned did not start, told unless the next attach succeeds
+	failed := false                     // a start failed and no bridge has answered since
+	defer func() {
+		if spawned != nil {
+			spawned.forget()
+		}
+	}()
 	h.sendState(protocol.HostStateParams{State: protocol.StateConnecting})
 	for ctx.Err() == nil {
 		conn, res, err := h.attach(ctx)
@@ -206,24 +214,55 @@ func (h *host) maintainBridge(ctx context.Context) {
 				return
 			}
 			attempt++
-			if noBridge(err) && time.Since(lastSpawn) >= respawnEvery {
+			if failure != nil {
+				h.reportFailure(*failure, attempt, lastSpawn)
+				failure, failed = nil, true
+			}
+			// While the bridge it started lives, the host waits for it: a
+			// second one would only find the first one's lock.
+			if spawned == nil && noBridge(err) && time.Since(lastSpawn) >= respawnEvery {
 				lastSpawn = time.Now()
-				if serr := h.startBridge(); serr != nil {
-					h.log.Warn("could not start the bridge", "error", serr)
-					h.sendState(protocol.HostStateParams{State: protocol.StateDisconnected, Attempt: attempt,
-						Error: "no bridge is running and starting one failed: " + serr.Error()})
-				} else {
+				s, serr := h.startBridge()
+				switch {
+				case serr != nil:
+					h.reportFailure(protocol.BridgeFailure{Kind: protocol.FailureBinary, Error: serr.Error(),
+						Fix: "Reinstall with ./scripts/install.sh (or point BROWSERBRIDGE_BIN at the browserbridge binary), then run `browserbridge doctor`."},
+						attempt, lastSpawn)
+					failed = true
+				case failed:
+					spawned = s // the popup keeps showing the failure until this one answers
+				default:
+					spawned = s
 					h.sendState(protocol.HostStateParams{State: protocol.StateStartingBridge, Attempt: attempt})
 				}
 			} else if attempt == 1 || attempt%20 == 0 {
 				h.log.Info("bridge not reachable yet", "attempt", attempt, "error", err)
 			}
-			if !sleep(ctx, backoff(attempt)) {
+			var exited <-chan struct{}
+			if spawned != nil {
+				exited = spawned.done
+			}
+			t := time.NewTimer(backoff(attempt))
+			select {
+			case <-ctx.Done():
+				t.Stop()
 				return
+			case <-t.C:
+			case <-exited:
+				// Told only if the next attach fails too: a bridge that lost
+				// the race for the socket to another host's is no failure.
+				t.Stop()
+				failure = spawned.failure()
+				spawned = nil
 			}
 			continue
 		}
 		attempt = 0
+		if spawned != nil {
+			spawned.forget()
+			spawned = nil
+		}
+		failure, failed = nil, false
 		h.bridgeMu.Lock()
 		h.bridge = conn
 		h.bridgeMu.Unlock()
@@ -242,6 +281,15 @@ func (h *host) maintainBridge(ctx context.Context) {
 		h.log.Warn("lost the bridge; reconnecting", "error", err)
 		h.sendState(protocol.HostStateParams{State: protocol.StateDisconnected, Error: "the bridge went away: " + err.Error()})
 	}
+}
+
+// reportFailure logs why the bridge did not start and tells the extension,
+// with when the host tries again.
+func (h *host) reportFailure(f protocol.BridgeFailure, attempt int, lastSpawn time.Time) {
+	h.log.Warn("the bridge did not start", "kind", f.Kind, "error", f.Error, "fix", f.Fix)
+	retry := max(respawnEvery-time.Since(lastSpawn), 0)
+	h.sendState(protocol.HostStateParams{State: protocol.StateBridgeFailed, Attempt: attempt,
+		Error: "the bridge could not start: " + f.Error + ". " + f.Fix, Failure: &f, RetryInMs: retry.Milliseconds()})
 }
 
 // readBridge forwards the bridge's frames to the browser until the
@@ -313,40 +361,7 @@ func noBridge(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || isConnRefused(err)
 }
 
-// startBridge starts `browserbridge serve` detached from this process, so it
-// outlives the browser; its output goes to its own log, never to stdout.
-func (h *host) startBridge() error {
-	bin := os.Getenv(envBridgeBin)
-	if bin == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("finding this executable: %w", err)
-		}
-		name := "browserbridge"
-		if runtime.GOOS == "windows" {
-			name += ".exe"
-		}
-		bin = filepath.Join(filepath.Dir(self), name)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("bridge binary %s: %w (reinstall with ./scripts/install.sh)", bin, err)
-	}
-	h.log.Info("no bridge answered; starting one", "bin", bin)
-	return startDetached(bin, "serve", "--socket", h.socket)
-}
-
 func backoff(attempt int) time.Duration {
 	d := backoffMin << min(attempt-1, 10)
 	return min(d, backoffMax)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"os/signal"
 	"syscall"
@@ -16,15 +15,8 @@ func ignoreSIGPIPE() { signal.Ignore(syscall.SIGPIPE) }
 
 func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
-// startDetached starts a process in its own session, with no terminal and
-// /dev/null for stdio, and reaps it if it exits while the host lives.
-func startDetached(bin string, args ...string) error {
-	cmd := exec.Command(bin, args...)
+// detach makes cmd start in its own session, with no terminal, so it
+// outlives the host and the browser.
+func detach(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Env = os.Environ()
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	go func() { _ = cmd.Wait() }()
-	return nil
 }

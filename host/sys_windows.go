@@ -16,17 +16,11 @@ func isConnRefused(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, windows.WSAECONNREFUSED)
 }
 
-// startDetached starts a process with no console, in its own process group,
-// so closing the browser does not end it.
-func startDetached(bin string, args ...string) error {
-	cmd := exec.Command(bin, args...)
+// detach makes cmd start with no console, in its own process group, so
+// closing the browser does not end it.
+func detach(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		CreationFlags: windows.CREATE_NEW_PROCESS_GROUP | windows.DETACHED_PROCESS,
 		HideWindow:    true,
 	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	go func() { _ = cmd.Wait() }()
-	return nil
 }

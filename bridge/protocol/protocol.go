@@ -74,7 +74,40 @@ const (
 	StateStartingBridge = "starting_bridge" // no bridge answered; the host started one
 	StateConnected      = "connected"       // frames flow; send hello now
 	StateDisconnected   = "disconnected"    // the bridge went away; the host retries
+	StateBridgeFailed   = "bridge_failed"   // the bridge the host started exited; Failure says why
 )
+
+// Kinds of BridgeFailure.
+const (
+	FailureConfig = "config" // the config file is unreadable or invalid
+	FailureListen = "listen" // the HTTP address cannot be listened on (a port taken)
+	FailureSocket = "socket" // the socket cannot be served (another bridge holds its lock, a bad directory)
+	FailureBinary = "binary" // the bridge binary is missing or would not run
+	FailureOther  = "other"  // anything else, or the bridge exited without saying why
+)
+
+// EnvStartReport names the file in which `browserbridge serve` writes a
+// BridgeFailure (JSON) when it cannot start. The host sets it for the
+// bridges it starts, to tell the extension why one did not come up.
+const EnvStartReport = "BROWSERBRIDGE_START_REPORT"
+
+// BridgeFailure says why a bridge did not start, and how to fix it, in
+// sentences for a person (host.state "bridge_failed").
+type BridgeFailure struct {
+	// Kind is one of the Failure constants; treat an unknown kind as
+	// FailureOther.
+	Kind string `json:"kind"`
+	// Error is what went wrong, e.g. the config's error naming the key.
+	Error string `json:"error"`
+	// Fix is what to do about it.
+	Fix string `json:"fix"`
+	// ConfigFile is the config the bridge read, when it matters.
+	ConfigFile string `json:"configFile,omitempty"`
+	// Listen is the address the bridge could not listen on (FailureListen).
+	Listen string `json:"listen,omitempty"`
+	// LogFile is the bridge's log, where more may be said.
+	LogFile string `json:"logFile,omitempty"`
+}
 
 // HostAttachParams announces a host to the bridge.
 type HostAttachParams struct {
@@ -102,6 +135,13 @@ type HostStateParams struct {
 	Error string `json:"error,omitempty"`
 	// Attempt counts connection attempts since the last success.
 	Attempt int `json:"attempt,omitempty"`
+	// Failure says why the bridge the host started did not start; with
+	// state "bridge_failed" only. Error carries the same in one sentence
+	// for extensions that do not know this field.
+	Failure *BridgeFailure `json:"failure,omitempty"`
+	// RetryInMs is how long until the host tries to start the bridge
+	// again; with state "bridge_failed" only.
+	RetryInMs int64 `json:"retryInMs,omitempty"`
 }
 
 // HostLogParams is one log record of the host.

@@ -51,6 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg, err := loadConfig(*cfgPath, *listen, *socket, *servers)
 	if err != nil {
+		reportStartFailure(stageConfig, err, configPath(*cfgPath), "")
 		return err
 	}
 	if *relayURL != "" || *relayToken != "" {
@@ -61,6 +62,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			cfg.Relay.Token = *relayToken
 		}
 		if err := cfg.Relay.Validate(); err != nil {
+			reportStartFailure(stageConfig, err, configPath(*cfgPath), "")
 			return usageError{err.Error() + " (from --relay-url/--relay-token)"}
 		}
 	}
@@ -73,6 +75,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger, closer, err := logging.Open(logOpts)
 	if err != nil {
+		reportStartFailure(stageServe, err, cfg.Path, cfg.Listen)
 		return err
 	}
 	defer closer.Close()
@@ -81,6 +84,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	b, err := daemon.Start(cfg, logger)
 	if err != nil {
 		logger.Error("bridge not started", "error", err)
+		reportStartFailure(stageServe, err, cfg.Path, cfg.Listen)
 		return err
 	}
 	return service.Run(ctx, b.Run, logger)
