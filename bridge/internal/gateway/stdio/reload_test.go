@@ -489,6 +489,7 @@ func TestReloadConcurrent(t *testing.T) {
 
 	// Reload racing Shutdown: each Reload finishes or sees ErrShutdown.
 	done := make(chan struct{})
+	reloaded := make(chan struct{}) // closed after the first Reload of the loop
 	go func() {
 		defer close(done)
 		for i := 0; ; i++ {
@@ -498,9 +499,15 @@ func TestReloadConcurrent(t *testing.T) {
 				}
 				return
 			}
+			if i == 0 {
+				close(reloaded)
+			}
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select { // Shutdown meets the loop under way
+	case <-reloaded:
+	case <-done:
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
