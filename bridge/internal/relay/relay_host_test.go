@@ -25,6 +25,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
@@ -35,20 +36,7 @@ var bins testbrowser.Binaries
 
 func TestMain(m *testing.M) {
 	testbrowser.RunEchoIfAsked()
-	dir, err := os.MkdirTemp("", "bbr-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err = testbrowser.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.RunWithBinaries(m, "bbr-bin", &bins))
 }
 
 // hostBrowser is the test playing an extension behind a real host process.
