@@ -204,6 +204,33 @@ func (k *Keys) sign(signing []byte) []byte {
 // returns its claims. Errors wrap the sentinel errors above and say why in a
 // sentence fit for a close reason.
 func (k *Keys) Verify(tok string, want Kind, now time.Time) (*Claims, error) {
+	pb, err := k.verifySignature(tok)
+	if err != nil {
+		return nil, err
+	}
+	var c Claims
+	if err := json.Unmarshal(pb, &c); err != nil {
+		return nil, fmt.Errorf("%w: payload is not a claims object", ErrMalformed)
+	}
+	switch {
+	case c.Subject == "":
+		return nil, fmt.Errorf("%w: sub is missing", ErrClaims)
+	case c.Expires == 0:
+		return nil, fmt.Errorf("%w: exp is missing", ErrClaims)
+	case !now.Before(time.Unix(c.Expires, 0).Add(k.Leeway)):
+		return nil, fmt.Errorf("%w at %s", ErrExpired, time.Unix(c.Expires, 0).UTC().Format(time.RFC3339))
+	case c.IssuedAt != 0 && now.Add(k.Leeway).Before(time.Unix(c.IssuedAt, 0)):
+		return nil, ErrNotYet
+	case c.Kind != want:
+		return nil, fmt.Errorf("%w: it is for %q, not %q", ErrKind, c.Kind, want)
+	}
+	return &c, nil
+}
+
+// verifySignature checks that tok is a compact JWS with the keys'
+// algorithm and a valid signature, and returns its payload, decoded but
+// not parsed.
+func (k *Keys) verifySignature(tok string) ([]byte, error) {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
 		return nil, fmt.Errorf("%w: want 3 dot-separated parts, got %d", ErrMalformed, len(parts))
@@ -245,21 +272,5 @@ func (k *Keys) Verify(tok string, want Kind, now time.Time) (*Claims, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: payload is not base64url", ErrMalformed)
 	}
-	var c Claims
-	if err := json.Unmarshal(pb, &c); err != nil {
-		return nil, fmt.Errorf("%w: payload is not a claims object", ErrMalformed)
-	}
-	switch {
-	case c.Subject == "":
-		return nil, fmt.Errorf("%w: sub is missing", ErrClaims)
-	case c.Expires == 0:
-		return nil, fmt.Errorf("%w: exp is missing", ErrClaims)
-	case !now.Before(time.Unix(c.Expires, 0).Add(k.Leeway)):
-		return nil, fmt.Errorf("%w at %s", ErrExpired, time.Unix(c.Expires, 0).UTC().Format(time.RFC3339))
-	case c.IssuedAt != 0 && now.Add(k.Leeway).Before(time.Unix(c.IssuedAt, 0)):
-		return nil, ErrNotYet
-	case c.Kind != want:
-		return nil, fmt.Errorf("%w: it is for %q, not %q", ErrKind, c.Kind, want)
-	}
-	return &c, nil
+	return pb, nil
 }
