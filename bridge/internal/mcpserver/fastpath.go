@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
@@ -246,6 +246,9 @@ type fastRequest struct {
 	ping bool   // ping, else tools/call
 	name string
 	args json.RawMessage // nil when absent
+	// prime: the stream opens with a priming event (2025-11-25); set by
+	// takeFast, from the request's protocol version.
+	prime bool
 }
 
 // parseFast reads a request the fast path can take; ok is false for
@@ -475,66 +478,99 @@ func skipString(b []byte, i int) int {
 }
 
 // serveFast answers a request the fast path takes and returns true, or
-// returns false having done nothing (the SDK then gets the request).
+// returns false having done nothing (the SDK then gets the request). It
+// goes in four steps: takeFast reads the request and decides, registerFast
+// enters the call in its session and opens its stream, answerFast runs it
+// (the priming event going out first if the answer is slow), storeFast
+// keeps the answer for resumption and ends the stream with it.
 func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveSession, body []byte) bool {
-	version := r.Header.Get(headerMCPVer)
-	if h.noFastPath.Load() || !fastVersion(version) || len(r.Header.Values("Last-Event-ID")) > 0 {
-		return false
-	}
-	if jsonOK, streamOK := sdkAccepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
-		return false // the SDK answers 400
-	}
-	if auth.TokenInfoFromContext(r.Context()) != nil {
-		return false // the SDK ties sessions to token users
-	}
-	req, ok := parseFast(body)
+	req, ok := h.takeFast(r, ls, body)
 	if !ok {
 		return false
 	}
-	if !req.ping && !h.s.sdkTools()[req.name] {
-		return false // an unknown tool, or one of the bridge's own
-	}
-	if ls.ss.InitializeParams() == nil {
-		return false // the SDK refuses calls before initialize
-	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	call := &fastCall{id: string(req.id), cancel: cancel, stored: make(chan struct{})}
-	// The priming event (SEP-1699) opens the stream from 2025-11-25; it is
-	// stored empty so that indices line up.
-	prime := version >= "2025-11-25"
-	ls.mu.Lock()
-	if ls.ended {
-		ls.mu.Unlock()
-		return false // the SDK answers 404
+	call, ok := h.registerFast(ctx, ls, req, cancel)
+	if !ok {
+		return false // the session ended: the SDK answers 404
 	}
-	ls.startPOSTLocked()
 	defer ls.endPOST()
-	h.s.stats.FastPath.Add(1)
-	if ls.calls[call.id] != nil {
-		ls.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
+	if call == nil {
+		w.Header().Set("Content-Type", mcphttp.ContentTypeJSON)
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write(response(req.id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "duplicate in-flight request ID " + idText(req.id)}))
 		return true
 	}
+	mcphttp.SetStreamHeaders(w.Header())
+	stream, flushed, data := h.answerFast(ctx, w, r, ls, req, call)
+	h.storeFast(ctx, w, ls, req, call, stream, flushed, data)
+	return true
+}
+
+// takeFast reads a request and reports whether the fast path takes it.
+// (Its Accept needs no look: ServeHTTP has refused, by the SDK's own rule,
+// every POST whose Accept the SDK would refuse.)
+func (h *Streamable) takeFast(r *http.Request, ls *liveSession, body []byte) (fastRequest, bool) {
+	version := r.Header.Get(mcphttp.HeaderProtocolVersion)
+	if h.noFastPath.Load() || !fastVersion(version) || len(r.Header.Values(mcphttp.HeaderLastEventID)) > 0 {
+		return fastRequest{}, false
+	}
+	if auth.TokenInfoFromContext(r.Context()) != nil {
+		return fastRequest{}, false // the SDK ties sessions to token users
+	}
+	req, ok := parseFast(body)
+	if !ok {
+		return req, false
+	}
+	if !req.ping && !h.s.sdkTools()[req.name] {
+		return req, false // an unknown tool, or one of the bridge's own
+	}
+	if ls.ss.InitializeParams() == nil {
+		return req, false // the SDK refuses calls before initialize
+	}
+	// The priming event (SEP-1699) opens the stream from 2025-11-25.
+	req.prime = version >= "2025-11-25"
+	return req, true
+}
+
+// registerFast enters the call in its session as a POST in progress (the
+// caller ends it with ls.endPOST once ok) and opens its stream in the
+// event store, with the priming event stored empty so that indices line
+// up, as the SDK stores it. It reports false if the session has ended, and
+// a nil call, ok, for a request id already in flight.
+func (h *Streamable) registerFast(ctx context.Context, ls *liveSession, req fastRequest, cancel context.CancelFunc) (call *fastCall, ok bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.ended {
+		return nil, false
+	}
+	ls.startPOSTLocked()
+	h.s.stats.FastPath.Add(1)
+	if ls.calls[string(req.id)] != nil {
+		return nil, true
+	}
 	ls.nextID++
-	call.stream = fastStreamID(ls.nextID, req.id) // never an SDK stream id: those are upper case
+	call = &fastCall{
+		id:     string(req.id),
+		stream: fastStreamID(ls.nextID, req.id), // never an SDK stream id: those are upper case
+		cancel: cancel,
+		stored: make(chan struct{}),
+	}
 	if ls.calls == nil {
 		ls.calls, ls.streams = make(map[string]*fastCall), make(map[string]*fastCall)
 	}
 	ls.calls[call.id], ls.streams[call.stream] = call, call
 	_ = h.events.Open(ctx, ls.id, call.stream)
-	if prime {
+	if req.prime {
 		_ = h.events.Append(ctx, ls.id, call.stream, nil)
 	}
-	ls.mu.Unlock()
+	return call, true
+}
 
-	hdr := w.Header()
-	hdr.Set("Cache-Control", "no-cache, no-transform")
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Connection", "keep-alive")
+// answerFast runs the call and returns its answer (data) and what of the
+// stream is still to be written before it: the priming event, unless it
+// went out already (flushed).
+func (h *Streamable) answerFast(ctx context.Context, w http.ResponseWriter, r *http.Request, ls *liveSession, req fastRequest, call *fastCall) (stream []byte, flushed bool, data []byte) {
 	answer := func() []byte {
 		if req.ping {
 			return response(req.id, struct{}{}, nil)
@@ -547,37 +583,37 @@ func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveS
 		}
 		return response(req.id, res, err)
 	}
-	// The stream is written in one piece with a Content-Length when the
-	// answer is known before anything went out: one write for the bridge
-	// and the end of the body in the same segment for the client, where a
-	// flushed chunked stream takes a second write for its last chunk.
-	var stream []byte
-	idx, flushed := 0, false
-	if prime {
-		stream = appendEvent(stream, "prime", call.stream, idx, nil)
-		idx++
+	if !req.prime {
+		return nil, false, answer()
 	}
-	var data []byte
-	if !prime || req.ping {
-		data = answer()
-	} else {
-		// The priming event goes out with the answer if that comes within
-		// primeDelay (one write, one read for the client, instead of two),
-		// else on its own then.
-		answered := make(chan []byte, 1)
-		go func() { answered <- answer() }()
-		t := time.NewTimer(primeDelay)
-		select {
-		case data = <-answered:
-			t.Stop()
-		case <-t.C:
-			_, _ = w.Write(stream)
-			_ = http.NewResponseController(w).Flush()
-			stream, flushed = stream[:0], true
-			data = <-answered
-		}
+	stream = mcphttp.AppendEvent(stream, mcphttp.Event{Name: "prime", ID: mcphttp.EventID(call.stream, 0)})
+	if req.ping {
+		return stream, false, answer()
 	}
+	// The priming event goes out with the answer if that comes within
+	// primeDelay (one write, one read for the client, instead of two),
+	// else on its own then.
+	answered := make(chan []byte, 1)
+	go func() { answered <- answer() }()
+	t := time.NewTimer(primeDelay)
+	select {
+	case data = <-answered:
+		t.Stop()
+		return stream, false, data
+	case <-t.C:
+		_, _ = w.Write(stream)
+		_ = http.NewResponseController(w).Flush()
+		return stream[:0], true, <-answered
+	}
+}
 
+// storeFast stores the call's answer for resumption, forgets the call, and
+// ends the stream with the answer, unless a GET that resumed the stream
+// (claimed) delivers it. The stream is written in one piece with a
+// Content-Length when nothing went out yet: one write for the bridge and
+// the end of the body in the same segment for the client, where a flushed
+// chunked stream takes a second write for its last chunk.
+func (h *Streamable) storeFast(ctx context.Context, w http.ResponseWriter, ls *liveSession, req fastRequest, call *fastCall, stream []byte, flushed bool, data []byte) {
 	ls.mu.Lock()
 	if !ls.ended {
 		_ = h.events.Append(ctx, ls.id, call.stream, data)
@@ -588,13 +624,16 @@ func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveS
 	close(call.stored)
 	ls.mu.Unlock()
 	if !claimed {
-		stream = appendEvent(stream, "message", call.stream, idx, data)
+		idx := 0
+		if req.prime {
+			idx = 1
+		}
+		stream = mcphttp.AppendEvent(stream, mcphttp.Event{Name: "message", ID: mcphttp.EventID(call.stream, idx), Data: data})
 	}
 	if !flushed {
-		hdr.Set("Content-Length", strconv.Itoa(len(stream)))
+		w.Header().Set("Content-Length", strconv.Itoa(len(stream)))
 	}
 	_, _ = w.Write(stream)
-	return true
 }
 
 // bridgeSession returns the bridge's state for the session.
@@ -654,39 +693,6 @@ func idText(id []byte) string {
 // primeDelay is how long a call's priming event may wait to go out
 // together with its answer.
 const primeDelay = 2 * time.Millisecond
-
-// appendEvent appends one SSE event, written as the SDK writes it.
-func appendEvent(buf []byte, name, stream string, idx int, data []byte) []byte {
-	buf = slices.Grow(buf, len(data)+len(stream)+48)
-	buf = append(buf, "event: "...)
-	buf = append(buf, name...)
-	buf = append(buf, "\nid: "...)
-	buf = append(buf, stream...)
-	buf = append(buf, '_')
-	buf = strconv.AppendInt(buf, int64(idx), 10)
-	buf = append(buf, "\ndata: "...)
-	buf = append(buf, data...)
-	return append(buf, "\n\n"...)
-}
-
-// sdkAccepts is the SDK's reading of Accept for a POST: both JSON and SSE
-// must be acceptable.
-func sdkAccepts(values []string) (jsonOK, streamOK bool) {
-	for _, value := range values {
-		for _, raw := range strings.Split(value, ",") {
-			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
-			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				streamOK = true
-			case "*/*":
-				jsonOK, streamOK = true, true
-			}
-		}
-	}
-	return jsonOK, streamOK
-}
 
 // cancelKey is the raw id a notifications/cancelled refers to, in the form
 // the fast path keys its calls by ("" when it cannot be one of them).

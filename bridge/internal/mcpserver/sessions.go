@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
@@ -52,7 +53,7 @@ func (h *Streamable) createSession(w http.ResponseWriter, r *http.Request, head 
 	ss, err := h.s.mcp.Connect(context.WithoutCancel(r.Context()), ls.transport, nil)
 	if err != nil {
 		adm.Release()
-		writeRPCError(w, http.StatusInternalServerError, head.ID, -32603, "could not start an MCP session: "+err.Error())
+		mcphttp.WriteError(w, http.StatusInternalServerError, head.ID, mcphttp.CodeInternalError, "could not start an MCP session: "+err.Error())
 		return
 	}
 	ls.ss = ss
@@ -152,12 +153,11 @@ func (h *Streamable) lookup(r *http.Request, sid string) *liveSession {
 // serveGET serves a session's GET stream, or the resumption of a call's
 // stream (Last-Event-ID).
 func (h *Streamable) serveGET(w http.ResponseWriter, r *http.Request, sid string) {
-	if _, streamOK := sdkAccepts(r.Header.Values("Accept")); !streamOK {
-		writeRPCError(w, http.StatusNotAcceptable, nil, -32600, "a GET stream needs Accept: text/event-stream; got "+quoteOrNone(r.Header.Get("Accept")))
+	if !mcphttp.CheckGETAccept(w, r) {
 		return
 	}
 	if sid == "" {
-		writeRPCError(w, http.StatusBadRequest, nil, -32600, "GET needs the Mcp-Session-Id header of an initialized session")
+		mcphttp.WriteError(w, http.StatusBadRequest, nil, mcphttp.CodeInvalidRequest, "GET needs the Mcp-Session-Id header of an initialized session")
 		return
 	}
 	ls := h.lookup(r, sid)
@@ -172,13 +172,13 @@ func (h *Streamable) serveGET(w http.ResponseWriter, r *http.Request, sid string
 		return
 	}
 	h.awaitFastStream(r, ls)
-	if last := r.Header.Get("Last-Event-ID"); strings.HasPrefix(last, "g") {
+	if last := r.Header.Get(mcphttp.HeaderLastEventID); strings.HasPrefix(last, "g") {
 		// The standalone stream, opened again: it has no events to replay
 		// (its priming event is not stored), so it is a new one.
-		r.Header.Del("Last-Event-ID")
+		r.Header.Del(mcphttp.HeaderLastEventID)
 	}
-	if last := r.Header.Get("Last-Event-ID"); last == "" && r.Header.Get(headerMCPVer) >= "2025-11-25" {
-		w = &primingWriter{ResponseWriter: w, event: appendEvent(nil, "prime", "g"+rand.Text(), 0, nil)}
+	if last := r.Header.Get(mcphttp.HeaderLastEventID); last == "" && r.Header.Get(mcphttp.HeaderProtocolVersion) >= "2025-11-25" {
+		w = &primingWriter{ResponseWriter: w, event: mcphttp.AppendEvent(nil, mcphttp.Event{Name: "prime", ID: mcphttp.EventID("g"+rand.Text(), 0)})}
 	}
 	ls.transport.ServeHTTP(w, h.version.with(r))
 }
@@ -200,7 +200,7 @@ func (p *primingWriter) prime() {
 		return
 	}
 	p.primed = true
-	if strings.HasPrefix(p.Header().Get("Content-Type"), "text/event-stream") {
+	if strings.HasPrefix(p.Header().Get("Content-Type"), mcphttp.ContentTypeSSE) {
 		_, _ = p.ResponseWriter.Write(p.event)
 	}
 }
@@ -230,7 +230,7 @@ func (p *primingWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 // call ends with a tool error that says what happened instead of an error
 // the client cannot explain (or a wait that never ends).
 func (h *Streamable) answerLostCall(w http.ResponseWriter, r *http.Request, ls *liveSession) bool {
-	last := r.Header.Get("Last-Event-ID")
+	last := r.Header.Get(mcphttp.HeaderLastEventID)
 	stream, _, ok := strings.Cut(last, "_")
 	if !ok || !strings.HasPrefix(stream, "f") || h.events.known(ls.id, stream) {
 		return false
@@ -246,9 +246,10 @@ func (h *Streamable) answerLostCall(w http.ResponseWriter, r *http.Request, ls *
 		return false
 	}
 	data := response(id, toolError(restartSentence), nil)
-	event := appendEvent(nil, "message", stream, lastIndex(last)+1, data)
+	_, idx, _ := mcphttp.ParseEventID(last) // 0 when it has none
+	event := mcphttp.AppendEvent(nil, mcphttp.Event{Name: "message", ID: mcphttp.EventID(stream, idx+1), Data: data})
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
-	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Content-Type", mcphttp.ContentTypeSSE)
 	w.Header().Set("Content-Length", fmt.Sprint(len(event)))
 	_, _ = w.Write(event)
 	return true
@@ -283,18 +284,10 @@ func fastStreamRequestID(stream string) ([]byte, bool) {
 	return raw, true
 }
 
-// lastIndex is the event index of a Last-Event-ID ("<stream>_<index>"), 0
-// when it has none.
-func lastIndex(last string) int {
-	_, idx, _ := strings.Cut(last, "_")
-	n, _ := strconv.Atoi(idx)
-	return max(n, 0)
-}
-
 // serveDELETE ends a session at the client's request.
 func (h *Streamable) serveDELETE(w http.ResponseWriter, r *http.Request, sid string) {
 	if sid == "" {
-		writeRPCError(w, http.StatusBadRequest, nil, -32600, "DELETE needs the Mcp-Session-Id header of the session to end")
+		mcphttp.WriteError(w, http.StatusBadRequest, nil, mcphttp.CodeInvalidRequest, "DELETE needs the Mcp-Session-Id header of the session to end")
 		return
 	}
 	ls := h.lookup(r, sid)
@@ -323,7 +316,7 @@ func (h *Streamable) Close() {
 func (h *Streamable) writeNoSession(w http.ResponseWriter, id json.RawMessage) {
 	if h.stopping.Load() {
 		w.Header().Set("Retry-After", "1")
-		writeRPCError(w, http.StatusServiceUnavailable, id, -32000, "Browser Bridge is restarting; this session carries on in a moment: try again")
+		mcphttp.WriteError(w, http.StatusServiceUnavailable, id, mcphttp.CodeUnavailable, "Browser Bridge is restarting; this session carries on in a moment: try again")
 		return
 	}
 	writeSessionNotFound(w, id)
@@ -332,7 +325,7 @@ func (h *Streamable) writeNoSession(w http.ResponseWriter, id json.RawMessage) {
 // writeSessionNotFound answers a request for a session the bridge does not
 // have (404, as the spec asks, so the client starts a new one).
 func writeSessionNotFound(w http.ResponseWriter, id json.RawMessage) {
-	writeRPCError(w, http.StatusNotFound, id, -32001,
+	mcphttp.WriteError(w, http.StatusNotFound, id, mcphttp.CodeSessionNotFound,
 		"session not found: it was ended (DELETE, the session timeout, or the session limit) or a bridge restart could not keep it; send initialize to start a new session")
 }
 
@@ -341,10 +334,10 @@ func writeRefusal(w http.ResponseWriter, id json.RawMessage, err error) {
 	var r *sessionlimit.Refusal
 	if errors.As(err, &r) {
 		w.Header().Set("Retry-After", r.RetryAfterSeconds())
-		writeRPCError(w, r.Status, id, -32000, r.Message)
+		mcphttp.WriteError(w, r.Status, id, mcphttp.CodeUnavailable, r.Message)
 		return
 	}
-	writeRPCError(w, http.StatusServiceUnavailable, id, -32000, err.Error())
+	mcphttp.WriteError(w, http.StatusServiceUnavailable, id, mcphttp.CodeUnavailable, err.Error())
 }
 
 // peerHost is the client's address without its port: one client makes
@@ -362,11 +355,11 @@ func peerHost(r *http.Request) string {
 // the newest stateful one.
 func negotiated(requested string) string {
 	supported := mcp.SupportedProtocolVersions()
-	if slices.Contains(supported, requested) && requested < version2026 {
+	if slices.Contains(supported, requested) && requested < mcphttp.VersionStateless {
 		return requested
 	}
 	for _, v := range supported {
-		if v < version2026 {
+		if v < mcphttp.VersionStateless {
 			return v
 		}
 	}
@@ -403,11 +396,11 @@ func (v *versionContext) with(r *http.Request) *http.Request {
 	probe := r.WithContext(context.WithValue(r.Context(), probeSlot{}, &got))
 	probe.Method = http.MethodPost
 	probe.Header = http.Header{
-		"Content-Type": {"application/json"},
-		"Accept":       {"application/json, text/event-stream"},
+		"Content-Type": {mcphttp.ContentTypeJSON},
+		"Accept":       {mcphttp.ContentTypeJSON + ", " + mcphttp.ContentTypeSSE},
 	}
-	if ver := r.Header.Values(headerMCPVer); len(ver) > 0 {
-		probe.Header[headerMCPVer] = ver
+	if ver := r.Header.Values(mcphttp.HeaderProtocolVersion); len(ver) > 0 {
+		probe.Header[http.CanonicalHeaderKey(mcphttp.HeaderProtocolVersion)] = ver
 	}
 	probe.Body = http.NoBody
 	v.probe.ServeHTTP(discardResponse{}, probe)
@@ -425,12 +418,13 @@ func (discardResponse) Write(p []byte) (int, error) { return len(p), nil }
 func (discardResponse) WriteHeader(int)             {}
 
 // checkVersion refuses an MCP-Protocol-Version the bridge does not speak,
-// as the SDK's handler would, but as a JSON-RPC error.
+// as the SDK's handler would, but as a JSON-RPC error. A version of the
+// stateless era or later goes on to the SDK's stateless handler, which
+// answers a version it does not know itself.
 func checkVersion(w http.ResponseWriter, r *http.Request, id json.RawMessage) bool {
-	v := r.Header.Get(headerMCPVer)
-	if v == "" || v >= version2026 || slices.Contains(mcp.SupportedProtocolVersions(), v) {
-		return true
-	}
-	writeRPCError(w, http.StatusBadRequest, id, -32600, fmt.Sprintf("unsupported MCP-Protocol-Version %q: Browser Bridge speaks %s", v, strings.Join(mcp.SupportedProtocolVersions(), ", ")))
-	return false
+	return r.Header.Get(mcphttp.HeaderProtocolVersion) >= mcphttp.VersionStateless ||
+		mcphttp.CheckVersion(w, r, id, sdkVersions)
 }
+
+// sdkVersions are the protocol versions the SDK speaks.
+var sdkVersions = mcp.SupportedProtocolVersions()

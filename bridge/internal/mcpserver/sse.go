@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
@@ -59,12 +59,12 @@ func (h *SSE) Sessions() int64 { return h.open.Load() }
 func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		writeRPCError(w, http.StatusMethodNotAllowed, nil, -32600, "GET /sse opens the event stream; messages go to POST /message?sessionId=…")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, mcphttp.CodeInvalidRequest, "GET /sse opens the event stream; messages go to POST /message?sessionId=…")
 		return
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		writeRPCError(w, http.StatusInternalServerError, nil, -32603, "streaming is not supported by this connection")
+		mcphttp.WriteError(w, http.StatusInternalServerError, nil, mcphttp.CodeInternalError, "streaming is not supported by this connection")
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -80,7 +80,7 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 	if b := r.URL.Query().Get("browser"); b != "" {
 		endpoint += "&browser=" + url.QueryEscape(b)
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Content-Type", mcphttp.ContentTypeSSE)
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("Connection", "keep-alive")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -124,7 +124,7 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 		case <-tick:
 			var ping string
 			if h.opts.PingStyle == "comment" {
-				ping = ": ping\n\n"
+				ping = mcphttp.PingComment
 			} else {
 				ping = "event: ping\ndata: {\"timestamp\":" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "}\n\n"
 			}
@@ -139,7 +139,7 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 func (h *SSE) Message(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeRPCError(w, http.StatusMethodNotAllowed, nil, -32600, "POST JSON-RPC messages here; GET /sse opens the stream")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, mcphttp.CodeInvalidRequest, "POST JSON-RPC messages here; GET /sse opens the stream")
 		return
 	}
 	copyBrowserParam(r)
@@ -148,12 +148,11 @@ func (h *SSE) Message(w http.ResponseWriter, r *http.Request) {
 	sess := h.sessions[id]
 	h.mu.Unlock()
 	if sess == nil {
-		writeRPCError(w, http.StatusNotFound, nil, -32001, fmt.Sprintf(
+		mcphttp.WriteError(w, http.StatusNotFound, nil, mcphttp.CodeSessionNotFound, fmt.Sprintf(
 			"unknown or ended SSE session %q: a legacy SSE session (2024-11-05) ends when its stream breaks, for instance when Browser Bridge restarts; open a new stream with GET /sse (Streamable HTTP at /mcp keeps sessions across restarts)", echoID(id)))
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeRPCError(w, http.StatusUnsupportedMediaType, nil, -32600, "Content-Type must be application/json; got "+quoteOrNone(r.Header.Get("Content-Type")))
+	if !mcphttp.CheckContentType(w, r) {
 		return
 	}
 	sess.adm.Begin()

@@ -3,10 +3,8 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
@@ -66,14 +65,6 @@ func (o *HTTPOptions) defaults() {
 		o.Sessions = sessionlimit.New(sessionlimit.Options{})
 	}
 }
-
-// Latest protocol era: stateless requests identified by _meta.
-const (
-	version2026  = "2026-07-28"
-	metaVersion  = "io.modelcontextprotocol/protocolVersion"
-	headerMCPVer = "Mcp-Protocol-Version"
-	headerSessID = "Mcp-Session-Id"
-)
 
 // serverMethods are the requests the server answers; anything else gets
 // -32601 before it reaches the SDK, which would answer in plain text.
@@ -153,7 +144,7 @@ func (h *Streamable) ExpireRecords() {
 
 func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	copyBrowserParam(r)
-	sid := r.Header.Get(headerSessID)
+	sid := r.Header.Get(mcphttp.HeaderSessionID)
 	if sid != "" && h.stopping.Load() {
 		h.writeNoSession(w, nil) // its session is closing for the next process to resume
 		return
@@ -168,19 +159,13 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		writeRPCError(w, http.StatusMethodNotAllowed, nil, -32600, r.Method+" is not a Streamable HTTP method: POST sends messages, GET opens a stream, DELETE ends a session")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, mcphttp.CodeInvalidRequest, r.Method+" is not a Streamable HTTP method: POST sends messages, GET opens a stream, DELETE ends a session")
 		return
 	}
-	if !acceptsStreamable(r.Header.Get("Accept")) {
-		writeRPCError(w, http.StatusNotAcceptable, nil, -32600,
-			"Accept must list application/json and text/event-stream (Streamable HTTP); got "+quoteOrNone(r.Header.Get("Accept")))
+	if !mcphttp.CheckPOSTAccept(w, r) || !mcphttp.CheckContentType(w, r) {
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeRPCError(w, http.StatusUnsupportedMediaType, nil, -32600, "Content-Type must be application/json")
-		return
-	}
-	body, ok := readBody(w, r, h.opts.MaxBodyBytes)
+	body, ok := mcphttp.ReadBody(w, r, h.opts.MaxBodyBytes)
 	if !ok {
 		return
 	}
@@ -212,16 +197,16 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ls.startPOST()
 		defer ls.endPOST()
 		ls.transport.ServeHTTP(w, h.version.with(r))
-	case head.stateless() || r.Header.Get(headerMCPVer) >= version2026:
+	case head.stateless() || r.Header.Get(mcphttp.HeaderProtocolVersion) >= mcphttp.VersionStateless:
 		h.stateless.ServeHTTP(w, r)
 	case head.Method == "initialize":
 		if h.stopping.Load() {
-			writeRPCError(w, http.StatusServiceUnavailable, head.ID, -32000, "Browser Bridge is stopping; try again in a moment")
+			mcphttp.WriteError(w, http.StatusServiceUnavailable, head.ID, mcphttp.CodeUnavailable, "Browser Bridge is stopping; try again in a moment")
 			return
 		}
 		h.createSession(w, r, head)
 	default:
-		writeRPCError(w, http.StatusBadRequest, head.ID, -32600,
+		mcphttp.WriteError(w, http.StatusBadRequest, head.ID, mcphttp.CodeInvalidRequest,
 			"Mcp-Session-Id header is required: send initialize first (or, as a 2026-07-28 client, put the protocol version in _meta)")
 	}
 }
@@ -229,7 +214,7 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // awaitFastStream holds a GET that resumes a fast-path stream still in
 // flight until its answer is stored, for the SDK to replay it from there.
 func (h *Streamable) awaitFastStream(r *http.Request, ls *liveSession) {
-	last := r.Header.Get("Last-Event-ID")
+	last := r.Header.Get(mcphttp.HeaderLastEventID)
 	if !strings.HasPrefix(last, "f") {
 		return
 	}
@@ -246,26 +231,11 @@ func (h *Streamable) awaitFastStream(r *http.Request, ls *liveSession) {
 // readMessage reads and checks a posted JSON-RPC message, answering bad
 // input itself (ok false), and puts the body back for the SDK.
 func readMessage(w http.ResponseWriter, r *http.Request, limit int64) (head messageHead, ok bool) {
-	body, ok := readBody(w, r, limit)
+	body, ok := mcphttp.ReadBody(w, r, limit)
 	if !ok {
 		return head, false
 	}
 	return checkMessage(w, r, body)
-}
-
-// readBody reads a posted body, answering a failure itself (ok false).
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte, ok bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
-			return nil, false
-		}
-		writeRPCError(w, http.StatusBadRequest, nil, -32700, "could not read the request body: "+err.Error())
-		return nil, false
-	}
-	return body, true
 }
 
 // checkMessage checks a posted JSON-RPC message, answering bad input itself
@@ -273,7 +243,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) (body []byte,
 func checkMessage(w http.ResponseWriter, r *http.Request, body []byte) (head messageHead, ok bool) {
 	head, status, code, msg := inspect(body)
 	if status != 0 {
-		writeRPCError(w, status, head.ID, code, msg)
+		mcphttp.WriteError(w, status, head.ID, code, msg)
 		return head, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -306,7 +276,7 @@ func (m *messageHead) clientName() string {
 }
 
 func (m *messageHead) stateless() bool {
-	_, ok := m.Params.Meta[metaVersion]
+	_, ok := m.Params.Meta[mcphttp.MetaProtocolVersion]
 	return ok
 }
 
@@ -315,31 +285,31 @@ func (m *messageHead) stateless() bool {
 func inspect(body []byte) (head messageHead, status, code int, msg string) {
 	trimmed := bytes.TrimSpace(body)
 	if !json.Valid(trimmed) {
-		return head, http.StatusBadRequest, -32700, "the body is not valid JSON"
+		return head, http.StatusBadRequest, mcphttp.CodeParseError, "the body is not valid JSON"
 	}
 	if len(trimmed) > 0 && trimmed[0] == '[' {
-		return head, http.StatusBadRequest, -32600, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per request"
+		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per request"
 	}
 	if err := json.Unmarshal(trimmed, &head); err != nil {
-		return head, http.StatusBadRequest, -32600, "the body is not a JSON-RPC 2.0 message: " + err.Error()
+		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, "the body is not a JSON-RPC 2.0 message: " + err.Error()
 	}
 	if head.JSONRPC != "2.0" {
-		return head, http.StatusBadRequest, -32600, `"jsonrpc" must be "2.0"`
+		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, `"jsonrpc" must be "2.0"`
 	}
 	isResponse := head.Result != nil || head.Error != nil
 	if head.Method != "" && head.ID != nil {
 		if why := idProblem(head.ID); why != "" {
 			head.ID = nil // it cannot be echoed: the error goes with a null id
-			return head, http.StatusBadRequest, -32600, why
+			return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, why
 		}
 	}
 	switch {
 	case head.Method == "" && !isResponse:
-		return head, http.StatusBadRequest, -32600, "a JSON-RPC message needs a method (request or notification) or a result/error (response)"
+		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, "a JSON-RPC message needs a method (request or notification) or a result/error (response)"
 	case head.Method != "" && head.ID != nil && !serverMethods[head.Method]:
-		return head, http.StatusOK, -32601, fmt.Sprintf("method %q is not served by Browser Bridge", head.Method)
+		return head, http.StatusOK, mcphttp.CodeMethodNotFound, fmt.Sprintf("method %q is not served by Browser Bridge", head.Method)
 	case head.Method != "" && head.ID == nil && serverMethods[head.Method]:
-		return head, http.StatusBadRequest, -32600, fmt.Sprintf("%s is a request and needs an \"id\" (a message without one is a notification, which gets no answer)", head.Method)
+		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, fmt.Sprintf("%s is a request and needs an \"id\" (a message without one is a notification, which gets no answer)", head.Method)
 	}
 	return head, 0, 0, ""
 }
@@ -368,42 +338,10 @@ func idProblem(raw json.RawMessage) string {
 	return fmt.Sprintf("request id %s is not a string or an integer", echoID(string(raw)))
 }
 
-func acceptsStreamable(accept string) bool {
-	if accept == "" {
-		return true // lenient: a missing Accept means anything
-	}
-	for _, part := range strings.Split(accept, ",") {
-		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
-		switch mt {
-		case "application/json", "text/event-stream", "*/*", "application/*", "text/*":
-			return true
-		}
-	}
-	return false
-}
-
-func quoteOrNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return fmt.Sprintf("%q", s)
-}
-
 // copyBrowserParam moves ?browser= into a header the tool handlers see.
 func copyBrowserParam(r *http.Request) {
 	r.Header.Del(BrowserHeader) // only the URL may choose
 	if b := r.URL.Query().Get("browser"); b != "" {
 		r.Header.Set(BrowserHeader, b)
 	}
-}
-
-// writeRPCError answers with a JSON-RPC error object.
-func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }
