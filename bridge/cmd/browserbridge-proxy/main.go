@@ -22,6 +22,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
 var usage = fmt.Sprintf(`usage:
@@ -144,8 +145,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
-	log.Info("browserbridge-proxy serving", "version", buildinfo.String(), "extensions", scheme+"://"+ln.Addr().String()+"/extension",
-		"mcp", scheme+"://"+ln.Addr().String()+"/mcp", "alg", keys.Alg())
+	// The base URL is what relay.url and `browserbridge connect --proxy`
+	// take; each accepts its endpoint's URL as well.
+	base := scheme + "://" + ln.Addr().String()
+	log.Info("browserbridge-proxy serving", "version", buildinfo.String(), "url", base+"/",
+		"extensions", base+relaywire.PathExtension, "mcp", base+relaywire.PathMCP, "alg", keys.Alg())
 	if err := srv.Run(ctx, ln); err != nil {
 		return err
 	}

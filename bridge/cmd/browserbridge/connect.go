@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
 // envConnectToken supplies connect's token when --token is not given, so it
@@ -28,7 +28,7 @@ const envConnectToken = "BROWSERBRIDGE_PROXY_TOKEN"
 // Stdout carries only JSON-RPC messages; logs go to stderr.
 func runConnect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("connect", stderr)
-	proxyURL := fs.String("proxy", "", "the proxy's WebSocket URL (wss://relay.example.com)")
+	proxyURL := fs.String("proxy", "", "the proxy's WebSocket URL: its base (wss://relay.example.com) or its MCP endpoint (wss://relay.example.com/mcp)")
 	tok := fs.String("token", "", "access token of kind mcp (default $"+envConnectToken+")")
 	ext := fs.String("extension", "", "extension id to connect to (default: the first connected; see list_extensions)")
 	wait := fs.Duration("wait", 30*time.Second, "how long a call waits for the proxy or the browser to come back")
@@ -39,8 +39,9 @@ func runConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *tok == "" {
 		*tok = os.Getenv(envConnectToken)
 	}
-	if u, err := url.Parse(*proxyURL); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return usageError{fmt.Sprintf("--proxy %q is not a WebSocket URL such as wss://relay.example.com", *proxyURL)}
+	// The proxy's base URL or its /mcp endpoint, as the proxy prints it.
+	if _, err := relaywire.EndpointURL(*proxyURL, relaywire.PathMCP); err != nil {
+		return usageError{"--proxy " + err.Error()}
 	}
 	if *tok == "" {
 		return usageError{"--token (or $" + envConnectToken + ") is required: an access token of kind mcp from the proxy's operator"}

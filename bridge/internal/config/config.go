@@ -21,6 +21,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 	"github.com/browserbridge/browserbridge/bridge/paths"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
 // EnvToken sets the bearer token, overriding the config's "token".
@@ -272,9 +273,11 @@ func (c *Config) Servers() (map[string]stdio.ServerConfig, string, error) {
 // Relay configures the cloud relay client: each connected browser registers
 // with the proxy at URL as its own extension.
 type Relay struct {
-	// URL is the proxy's base WebSocket URL (wss://relay.example.com); the
-	// bridge connects to URL + "/extension". "" turns the relay off. ws://
-	// is allowed only for a loopback host.
+	// URL is the proxy's base WebSocket URL (wss://relay.example.com, with
+	// or without a trailing slash) or its extensions' endpoint
+	// (wss://relay.example.com/extension, as the proxy prints it); the
+	// bridge connects to the latter. "" turns the relay off. ws:// is
+	// allowed only for a loopback host.
 	URL string `json:"url,omitempty"`
 	// Token is the access token (kind extension) minted by the proxy's
 	// operator. Required with URL.
@@ -292,13 +295,12 @@ func (r *Relay) Validate() error {
 		}
 		return nil
 	}
-	u, err := url.Parse(r.URL)
-	if err != nil || u.Host == "" || (u.Scheme != "ws" && u.Scheme != "wss") {
-		return fmt.Errorf("config: key \"relay.url\": %q is not a WebSocket URL such as wss://relay.example.com", r.URL)
+	// The proxy's base URL or its /extension endpoint; anything else is
+	// refused here, at start, rather than dialled in a loop.
+	if _, err := relaywire.EndpointURL(r.URL, relaywire.PathExtension); err != nil {
+		return fmt.Errorf("config: key \"relay.url\": %w", err)
 	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("config: key \"relay.url\": %q must not carry a query, fragment or user info (the token goes in \"relay.token\")", r.URL)
-	}
+	u, _ := url.Parse(r.URL)
 	if u.Scheme == "ws" && !isLoopbackHost(u.Hostname()) {
 		return fmt.Errorf("config: key \"relay.url\": %q sends the token unencrypted; use wss:// (ws:// is allowed only for localhost)", r.URL)
 	}

@@ -1,6 +1,6 @@
 // Package relay connects the bridge to a cloud proxy (spec 001,
 // bridge/relaywire). Client plays the extension's role for each connected
-// browser: one WebSocket per browser to <url>/extension, answering the
+// browser: one WebSocket per browser to the proxy's /extension, answering the
 // proxy's authenticate and forwarding every mapped request ("conn-<c>:<n>")
 // to the browser through the host link with the id unchanged, and the reply
 // back unchanged. Remote is the other side, the MCP role, used by
@@ -46,8 +46,11 @@ type Browsers interface {
 
 // Options configure a Client.
 type Options struct {
-	// URL is the proxy's base URL (ws:// or wss://); Token its access token
-	// of kind extension. Both required.
+	// URL is the proxy's base URL (ws:// or wss://, with or without a
+	// trailing slash) or its extensions' endpoint (…/extension), as
+	// relaywire.EndpointURL reads it; check it with that before New (the
+	// config's Validate does). Token is its access token of kind
+	// extension. Both required.
 	URL, Token string
 	// Name, if set, is announced instead of "<browser> <version> (<profile>)".
 	Name string
@@ -91,7 +94,7 @@ func New(opts Options) *Client {
 		opts.MaxBackoff = opts.MinBackoff
 	}
 	if opts.PingPeriod <= 0 {
-		opts.PingPeriod = defaultPingPeriod
+		opts.PingPeriod = 25 * time.Second
 	}
 	if opts.Dialer == nil {
 		opts.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
@@ -322,14 +325,15 @@ var errAuth = errors.New("authentication failed")
 // accepted the token, whether it refused it, and why the connection ended.
 func (a *agent) serve(ctx context.Context, log *slog.Logger) (authed, authFailed bool, err error) {
 	a.setState(StateConnecting, "")
+	dialURL, err := relaywire.EndpointURL(a.c.opts.URL, relaywire.PathExtension)
+	if err != nil {
+		return false, false, fmt.Errorf("relay URL: %w", err)
+	}
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	ws, resp, err := a.c.opts.Dialer.DialContext(dctx, a.c.opts.URL+relaywire.PathExtension, nil)
+	ws, resp, err := a.c.opts.Dialer.DialContext(dctx, dialURL, nil)
 	cancel()
 	if err != nil {
-		if resp != nil {
-			return false, false, fmt.Errorf("connecting to the proxy at %s: %v (HTTP %s)", a.c.opts.URL, err, resp.Status)
-		}
-		return false, false, fmt.Errorf("connecting to the proxy at %s: %w", a.c.opts.URL, err)
+		return false, false, dialError(dialURL, resp, err)
 	}
 	a.setState(StateAuthenticating, "")
 	s := newSession(ctx, a, ws, log)

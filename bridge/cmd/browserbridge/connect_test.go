@@ -1,0 +1,78 @@
+package main
+
+import (
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
+	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+)
+
+// TestConnectProxyURLForms runs `browserbridge connect` against a real
+// proxy with each form of --proxy it accepts (the base URL with or without
+// a trailing slash, the /mcp endpoint as the proxy prints it): each one
+// authenticates with the proxy. Other paths and schemes are refused at
+// start with a usage error that names the accepted forms.
+func TestConnectProxyURLForms(t *testing.T) {
+	keys, err := token.NewHS256([]byte(strings.Repeat("s", 40)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(proxy.Options{Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	base := "ws://" + strings.TrimPrefix(hs.URL, "http://")
+	tok, err := keys.MintFor("alice", token.KindMCP, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t)
+
+	for _, form := range []string{"", "/", "/mcp", "/mcp/"} {
+		t.Run("accepted "+form, func(t *testing.T) {
+			cmd := exec.Command(bins.Bridge, "connect", "--proxy", base+form)
+			cmd.Env = append(os.Environ(), append(w.env, envConnectToken+"="+tok)...)
+			var stderr lockedBuffer
+			cmd.Stderr = &stderr
+			stdin, err := cmd.StdinPipe() // kept open: connect serves until it closes
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				stdin.Close()
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}()
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(stderr.String(), "authenticated with the proxy") {
+				if time.Now().After(deadline) {
+					t.Fatalf("connect --proxy %s did not authenticate with the proxy; stderr:\n%s", base+form, stderr.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+
+	for _, tc := range []struct{ name, url, want string }{
+		{"the extensions' endpoint", base + "/extension", "is the proxy's extensions' endpoint, not its MCP clients' one: use " + base + "/ or " + base + "/mcp"},
+		{"another path", base + "/relay/mcp", `the proxy serves nothing at "/relay/mcp"`},
+		{"https", "https://relay.example.com", "the proxy is reached over WebSocket, wss://relay.example.com/"},
+	} {
+		t.Run("refused "+tc.name, func(t *testing.T) {
+			out, code := w.cli("connect", "--proxy", tc.url, "--token", "t")
+			if code != 2 || !strings.Contains(out, tc.want) {
+				t.Fatalf("connect --proxy %s: exit %d, want 2 with %q; output:\n%s", tc.url, code, tc.want, out)
+			}
+		})
+	}
+}
