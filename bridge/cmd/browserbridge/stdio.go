@@ -59,7 +59,7 @@ func runStdio(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Stdout:     stdout,
 		Logger:     logger,
 		BridgeWait: *wait,
-		// The lead passes startHint() (hints.go) here once it exists.
+		// To be "run `" + startHint() + "`" (hints.go) once that is committed.
 		StartHint: "",
 		Version:   buildinfo.String(),
 	})
