@@ -94,7 +94,7 @@ func New(opts Options) *Client {
 		opts.MaxBackoff = opts.MinBackoff
 	}
 	if opts.PingPeriod <= 0 {
-		opts.PingPeriod = 25 * time.Second
+		opts.PingPeriod = defaultPingPeriod
 	}
 	if opts.Dialer == nil {
 		opts.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}

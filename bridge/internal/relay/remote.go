@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/wsconn"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -47,6 +49,9 @@ type RemoteOptions struct {
 	OnNotification func(method string, params json.RawMessage)
 	// Dialer; nil means a default one with a 10 s handshake.
 	Dialer *websocket.Dialer
+	// PingPeriod is how often the Remote pings the proxy; a connection
+	// silent for twice as long is dropped. Default 25 s.
+	PingPeriod time.Duration
 }
 
 // ErrDropped fails calls in flight when the connection to the proxy drops.
@@ -80,6 +85,9 @@ func NewRemote(opts RemoteOptions) *Remote {
 	}
 	if opts.ReadyWait <= 0 {
 		opts.ReadyWait = 30 * time.Second
+	}
+	if opts.PingPeriod <= 0 {
+		opts.PingPeriod = defaultPingPeriod
 	}
 	if opts.Dialer == nil {
 		opts.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
@@ -284,13 +292,13 @@ func (r *Remote) waitReady(ctx context.Context) (*rconn, error) {
 	}
 }
 
-// rconn is one WebSocket to /mcp.
+// rconn is one WebSocket to /mcp: its readPump goroutine reads, the
+// wsconn.Conn's writer writes.
 type rconn struct {
 	r      *Remote
-	ws     *websocket.Conn
+	c      *wsconn.Conn
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	out    chan []byte
 	gone   chan string // `disconnected` notifications
 
 	mu      sync.Mutex
@@ -298,12 +306,10 @@ type rconn struct {
 }
 
 func newRconn(ctx context.Context, r *Remote, ws *websocket.Conn) *rconn {
-	c := &rconn{r: r, ws: ws, out: make(chan []byte, 64), gone: make(chan string, 4), pending: make(map[string]chan *relaywire.Message)}
+	c := &rconn{r: r, c: wsconn.New(ws, connOptions(r.opts.PingPeriod)), gone: make(chan string, 4), pending: make(map[string]chan *relaywire.Message)}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
-	ws.SetReadLimit(4 * relaywire.MaxMessageSize)
 	go c.readPump()
-	go c.writePump()
-	context.AfterFunc(c.ctx, func() { ws.Close() })
+	context.AfterFunc(c.ctx, func() { c.c.Close(websocket.CloseNormalClosure, "") })
 	return c
 }
 
@@ -318,91 +324,61 @@ func (c *rconn) close(cause error) {
 }
 
 func (c *rconn) readPump() {
-	const pongWait = 90 * time.Second
-	_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
-	c.ws.SetPongHandler(func(string) error { return c.ws.SetReadDeadline(time.Now().Add(pongWait)) })
-	for {
-		_, data, err := c.ws.ReadMessage()
-		if err != nil {
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) && ce.Text != "" {
-				c.close(fmt.Errorf("%w (the proxy said: %s)", ErrDropped, ce.Text))
-			} else {
-				c.close(ErrDropped)
-			}
+	err := c.c.ReadLoop(c.handle, nil)
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) && ce.Text != "" {
+		c.close(fmt.Errorf("%w (the proxy said: %s)", ErrDropped, ce.Text))
+	} else {
+		c.close(ErrDropped)
+	}
+}
+
+// handle takes one message from the proxy.
+func (c *rconn) handle(data []byte) {
+	// Replies and notifications outlive the call, and Parse aliases.
+	m, kind, perr := relaywire.Parse(bytes.Clone(data))
+	if perr != nil {
+		c.r.log.Warn("bad message from the proxy", "error", perr.Message)
+		if m == nil || m.ID == nil {
 			return
 		}
-		_ = c.ws.SetReadDeadline(time.Now().Add(pongWait))
-		m, kind, perr := relaywire.Parse(data)
-		if perr != nil {
-			c.r.log.Warn("bad message from the proxy", "error", perr.Message)
-			if m == nil || m.ID == nil {
-				continue
-			}
-			kind = relaywire.KindReply
-			m.Error = relaywire.MarshalParams(relaywire.Errorf(relaywire.CodeInternalError, "the proxy sent an invalid reply: %s", perr.Message))
+		kind = relaywire.KindReply
+		m.Error = relaywire.MarshalParams(relaywire.Errorf(relaywire.CodeInternalError, "the proxy sent an invalid reply: %s", perr.Message))
+	}
+	switch kind {
+	case relaywire.KindReply:
+		c.mu.Lock()
+		ch := c.pending[string(m.ID)]
+		delete(c.pending, string(m.ID))
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- m
 		}
-		switch kind {
-		case relaywire.KindReply:
-			c.mu.Lock()
-			ch := c.pending[string(m.ID)]
-			delete(c.pending, string(m.ID))
-			c.mu.Unlock()
-			if ch != nil {
-				ch <- m
-			}
-		case relaywire.KindNotification:
-			switch m.Method {
-			case relaywire.MethodDisconnected:
-				var p relaywire.DisconnectedParams
-				_ = json.Unmarshal(m.Params, &p)
-				select {
-				case c.gone <- p.Reason:
-				default:
-				}
-			case relaywire.MethodStatus:
+	case relaywire.KindNotification:
+		switch m.Method {
+		case relaywire.MethodDisconnected:
+			var p relaywire.DisconnectedParams
+			_ = json.Unmarshal(m.Params, &p)
+			select {
+			case c.gone <- p.Reason:
 			default:
-				if f := c.r.opts.OnNotification; f != nil {
-					f(m.Method, m.Params)
-				}
 			}
-		case relaywire.KindRequest:
-			// MCP clients answer no requests (spec 001).
-			c.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "this MCP client serves no method %q", m.Method)))
+		case relaywire.MethodStatus:
+		default:
+			if f := c.r.opts.OnNotification; f != nil {
+				f(m.Method, m.Params)
+			}
 		}
+	case relaywire.KindRequest:
+		// MCP clients answer no requests (spec 001).
+		c.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "this MCP client serves no method %q", m.Method)))
 	}
 }
 
-func (c *rconn) writePump() {
-	t := time.NewTicker(30 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case msg := <-c.out:
-			_ = c.ws.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				c.close(ErrDropped)
-				return
-			}
-		case <-t.C:
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				c.close(ErrDropped)
-				return
-			}
-		case <-c.ctx.Done():
-			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-			return
-		}
-	}
-}
-
+// send queues a message; it gives up when the connection ends (or the
+// proxy stops reading: see wsconn.Conn.Send).
 func (c *rconn) send(msg []byte) bool {
-	select {
-	case c.out <- msg:
-		return true
-	case <-c.ctx.Done():
-		return false
-	}
+	return c.c.Send(msg)
 }
 
 // control makes a control call and decodes its result into out.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/wsconn"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
@@ -22,22 +23,34 @@ import (
 // (docs/protocol.md); the extension keys its tab groups on it.
 const metaSession = "browserbridge/session"
 
-// writeWait bounds each write to the proxy.
-const writeWait = 10 * time.Second
+// defaultPingPeriod is how often the relay's connections ping the proxy
+// unless told otherwise (Options.PingPeriod, RemoteOptions.PingPeriod).
+const defaultPingPeriod = 25 * time.Second
+
+// connOptions are the options of a connection to the proxy that pings it
+// every ping: one silent for two periods is dropped. A message may be as
+// large as the proxy's hard limit (four times relaywire.MaxMessageSize).
+func connOptions(ping time.Duration) *wsconn.Options {
+	return &wsconn.Options{
+		PingPeriod:     ping,
+		PongWait:       2 * ping,
+		MaxMessageSize: 4 * relaywire.MaxMessageSize,
+		ReadLimit:      4 * relaywire.MaxMessageSize,
+	}
+}
 
 // reasonDropped is told to the browser for calls cut off by a drop.
 const reasonDropped = "the relay connection to the proxy dropped; the caller was told the call failed"
 
-// session is one WebSocket connection to the proxy: this goroutine reads,
-// writePump writes.
+// session is one WebSocket connection to the proxy: run's goroutine reads,
+// the wsconn.Conn's writer writes.
 type session struct {
 	a   *agent
-	ws  *websocket.Conn
+	c   *wsconn.Conn
 	log *slog.Logger
 
 	ctx    context.Context // ends when the connection does
 	cancel context.CancelCauseFunc
-	out    chan []byte
 	wg     sync.WaitGroup // forwarded calls
 	authed atomic.Bool
 
@@ -48,7 +61,7 @@ type session struct {
 }
 
 func newSession(ctx context.Context, a *agent, ws *websocket.Conn, log *slog.Logger) *session {
-	s := &session{a: a, ws: ws, log: log, out: make(chan []byte, 64), inflight: make(map[string]struct{}),
+	s := &session{a: a, c: wsconn.New(ws, connOptions(a.c.opts.PingPeriod)), log: log, inflight: make(map[string]struct{}),
 		progress: make(map[string]json.RawMessage), conns: make(map[string]struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	return s
@@ -56,61 +69,37 @@ func newSession(ctx context.Context, a *agent, ws *websocket.Conn, log *slog.Log
 
 // run serves the connection until it ends and returns why.
 func (s *session) run() error {
-	pongWait := 2 * s.a.c.opts.PingPeriod
-	s.ws.SetReadLimit(4 * relaywire.MaxMessageSize)
-	_ = s.ws.SetReadDeadline(time.Now().Add(pongWait))
-	s.ws.SetPongHandler(func(string) error { return s.ws.SetReadDeadline(time.Now().Add(pongWait)) })
-	s.ws.SetPingHandler(func(data string) error {
-		_ = s.ws.SetReadDeadline(time.Now().Add(pongWait))
-		err := s.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeWait))
-		if errors.Is(err, websocket.ErrCloseSent) {
-			return nil
-		}
-		return err
-	})
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		s.writePump()
-	}()
-	// Unblock the reader when the bridge stops or the writer fails.
-	stop := context.AfterFunc(s.ctx, func() { s.ws.Close() })
+	// The bridge stopping, or the browser leaving, closes the connection.
+	stop := context.AfterFunc(s.ctx, func() { s.c.Close(websocket.CloseGoingAway, "bridge relay closing") })
 	defer stop()
 
-	err := s.readPump()
+	err := s.readError(s.c.ReadLoop(s.handle, nil))
 	s.cancel(err)
-	<-writerDone
-	s.ws.Close()
+	<-s.c.Done()
 	s.wg.Wait() // forwarded calls have told the browser they were cut off
 	s.endSessions()
 	return err
 }
 
-func (s *session) readPump() error {
-	pongWait := 2 * s.a.c.opts.PingPeriod
-	for {
-		_, data, err := s.ws.ReadMessage()
-		if err != nil {
-			return s.readError(err)
+// handle takes one message from the proxy.
+func (s *session) handle(data []byte) {
+	// A request's params outlive the call (forward), and Parse aliases.
+	m, kind, perr := relaywire.Parse(bytes.Clone(data))
+	if perr != nil {
+		s.log.Warn("bad message from the proxy", "error", perr.Message)
+		if m != nil && m.ID != nil {
+			s.send(relaywire.AppendError(nil, m.ID, perr))
 		}
-		_ = s.ws.SetReadDeadline(time.Now().Add(pongWait))
-		m, kind, perr := relaywire.Parse(data)
-		if perr != nil {
-			s.log.Warn("bad message from the proxy", "error", perr.Message)
-			if m != nil && m.ID != nil {
-				s.send(relaywire.AppendError(nil, m.ID, perr))
-			}
-			continue
-		}
-		switch kind {
-		case relaywire.KindRequest:
-			s.handleRequest(m)
-		case relaywire.KindNotification:
-			s.handleNotification(m)
-		case relaywire.KindReply:
-			// The extension's role never makes requests: nothing to answer.
-			s.log.Debug("ignored a reply from the proxy", "id", string(m.ID))
-		}
+		return
+	}
+	switch kind {
+	case relaywire.KindRequest:
+		s.handleRequest(m)
+	case relaywire.KindNotification:
+		s.handleNotification(m)
+	case relaywire.KindReply:
+		// The extension's role never makes requests: nothing to answer.
+		s.log.Debug("ignored a reply from the proxy", "id", string(m.ID))
 	}
 }
 
@@ -136,53 +125,20 @@ func (s *session) readError(err error) error {
 	return fmt.Errorf("the connection to the proxy was lost: %v", err)
 }
 
-func (s *session) writePump() {
-	t := time.NewTicker(s.a.c.opts.PingPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case msg := <-s.out:
-			_ = s.ws.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := s.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
-				s.cancel(fmt.Errorf("writing to the proxy: %v", err))
-				return
-			}
-		case <-t.C:
-			if err := s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				s.cancel(fmt.Errorf("pinging the proxy: %v", err))
-				return
-			}
-		case <-s.ctx.Done():
-			_ = s.ws.WriteControl(websocket.CloseMessage,
-				websocket.FormatCloseMessage(websocket.CloseGoingAway, "bridge relay closing"), time.Now().Add(time.Second))
-			return
-		}
-	}
-}
-
-// send queues a message; it gives up when the connection ends.
+// send queues a message; it gives up when the connection ends (or the
+// proxy stops reading: see wsconn.Conn.Send).
 func (s *session) send(msg []byte) bool {
-	select {
-	case s.out <- msg:
-		return true
-	case <-s.ctx.Done():
-		return false
-	}
+	return s.c.Send(msg)
 }
 
 // trySend queues a message if there is room: for notifications, which the
 // host link's reader hands over and must not wait for.
 func (s *session) trySend(msg []byte) bool {
-	if s.ctx.Err() != nil {
-		return false
-	}
-	select {
-	case s.out <- msg:
+	if s.c.TrySend(msg) {
 		return true
-	default:
-		s.log.Debug("dropped a notification to the proxy: the send queue is full")
-		return false
 	}
+	s.log.Debug("dropped a notification to the proxy: the send queue is full or the connection closing")
+	return false
 }
 
 func (s *session) handleRequest(m *relaywire.Message) {
