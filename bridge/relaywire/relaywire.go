@@ -6,7 +6,8 @@
 // mapping and the limits, so that the proxy and its clients share one
 // definition. docs/relay.md is the prose version; keep the two in step.
 //
-// It is a leaf package: it imports only the standard library.
+// It is a leaf package: it imports only the standard library, and rpccode
+// for the JSON-RPC error codes (which imports nothing).
 //
 // # Protocol flow
 //
@@ -56,6 +57,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // Version is the version of spec 001 this package implements.
@@ -154,14 +157,15 @@ const (
 	DefaultStrikes = 50
 )
 
-// Error codes. The JSON-RPC 2.0 codes, then the proxy's own in the server
-// range -32000…-32099.
+// Error codes. The JSON-RPC 2.0 codes (rpccode's, which every MCP endpoint
+// of the bridge uses), then the proxy's own in the server range
+// -32000…-32099.
 const (
-	CodeParseError     = -32700 // not JSON
-	CodeInvalidRequest = -32600 // not a JSON-RPC 2.0 message, bad or reserved id, too large
-	CodeMethodNotFound = -32601 // a method nobody here serves
-	CodeInvalidParams  = -32602 // params of a control method are wrong
-	CodeInternalError  = -32603 // the proxy failed, or an extension's reply was malformed
+	CodeParseError     = rpccode.ParseError     // not JSON
+	CodeInvalidRequest = rpccode.InvalidRequest // not a JSON-RPC 2.0 message, bad or reserved id, too large
+	CodeMethodNotFound = rpccode.MethodNotFound // a method nobody here serves
+	CodeInvalidParams  = rpccode.InvalidParams  // params of a control method are wrong
+	CodeInternalError  = rpccode.InternalError  // the proxy failed, or an extension's reply was malformed
 
 	// CodeServerError: authentication failed, extension not found (spec 001).
 	CodeServerError = -32000

@@ -1,11 +1,12 @@
 // Package mcphttp is what every MCP-over-HTTP endpoint of the bridge agrees
 // on, written once: the header names, the Accept and Content-Type rules, the
-// MCP-Protocol-Version check, the JSON-RPC error codes and the body of an
-// error answer, and server-sent events (the writer, with the SDK's event
-// ids, and the reader). The bridge's own endpoints (mcpserver), the stdio
-// gateway (gateway), the gateway benchmark's clients (gwbench) and the relay's
-// wire package (relaywire, for the JSON-RPC codes) use it. It imports only
-// the standard library, so that relaywire stays a standard-library leaf.
+// MCP-Protocol-Version check, the body of an error answer, and server-sent
+// events (the writer, with the SDK's event ids, and the reader). The JSON-RPC
+// error codes are in its sub-package rpccode, which imports nothing, so
+// that the relay's wire package (relaywire) can use them and stay a
+// standard-library leaf. The bridge's own endpoints (mcpserver), the stdio
+// gateway (gateway) and the gateway benchmark's clients (gwbench) use it;
+// mcphttp imports only the standard library and rpccode.
 //
 // # Negotiation (docs/protocol.md, "MCP over HTTP")
 //

@@ -6,24 +6,6 @@ import (
 	"strconv"
 )
 
-// JSON-RPC 2.0 error codes, then the ones MCP servers use from the
-// implementation-defined range -32000…-32099.
-const (
-	CodeParseError     = -32700 // not JSON
-	CodeInvalidRequest = -32600 // not a JSON-RPC 2.0 request, or refused by the transport's rules
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
-
-	// CodeUnavailable: the server cannot serve the request now (stopping, a
-	// limit reached, a backend down); Retry-After says when to try again
-	// when the HTTP status is 429 or 503.
-	CodeUnavailable = -32000
-	// CodeSessionNotFound answers a request of an unknown or ended session
-	// (HTTP 404), as the MCP SDKs do: the client initializes a new one.
-	CodeSessionNotFound = -32001
-)
-
 // ErrorBody is a JSON-RPC error response:
 // {"jsonrpc":"2.0","id":<id>,"error":{"code":<code>,"message":<msg>}}. id is
 // the raw id of the request answered; nil (a request whose id could not be

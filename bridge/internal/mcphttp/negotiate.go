@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // Header names, spelled as the MCP specification spells them (http.Header
@@ -72,7 +74,7 @@ func CheckPOSTAccept(w http.ResponseWriter, r *http.Request) bool {
 	if jsonOK, streamOK := Accepts(r.Header.Values("Accept")); jsonOK && streamOK {
 		return true
 	}
-	WriteError(w, http.StatusNotAcceptable, nil, CodeInvalidRequest,
+	WriteError(w, http.StatusNotAcceptable, nil, rpccode.InvalidRequest,
 		"Accept must list application/json and text/event-stream (Streamable HTTP); got "+quoteOrNone(r.Header.Values("Accept")))
 	return false
 }
@@ -84,7 +86,7 @@ func CheckGETAccept(w http.ResponseWriter, r *http.Request) bool {
 	if _, streamOK := Accepts(r.Header.Values("Accept")); streamOK {
 		return true
 	}
-	WriteError(w, http.StatusNotAcceptable, nil, CodeInvalidRequest,
+	WriteError(w, http.StatusNotAcceptable, nil, rpccode.InvalidRequest,
 		"GET opens an event stream: Accept must list text/event-stream; got "+quoteOrNone(r.Header.Values("Accept")))
 	return false
 }
@@ -103,7 +105,7 @@ func CheckContentType(w http.ResponseWriter, r *http.Request) bool {
 	if IsJSON(r.Header.Get("Content-Type")) {
 		return true
 	}
-	WriteError(w, http.StatusUnsupportedMediaType, nil, CodeInvalidRequest,
+	WriteError(w, http.StatusUnsupportedMediaType, nil, rpccode.InvalidRequest,
 		"Content-Type must be application/json; got "+quoteOrNone(r.Header.Values("Content-Type")))
 	return false
 }
@@ -117,7 +119,7 @@ func CheckVersion(w http.ResponseWriter, r *http.Request, id []byte, supported [
 	if v == "" || slices.Contains(supported, v) {
 		return true
 	}
-	WriteError(w, http.StatusBadRequest, id, CodeInvalidRequest,
+	WriteError(w, http.StatusBadRequest, id, rpccode.InvalidRequest,
 		fmt.Sprintf("unsupported %s %q: this endpoint speaks %s", HeaderProtocolVersion, v, strings.Join(supported, ", ")))
 	return false
 }
@@ -130,10 +132,10 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			WriteError(w, http.StatusRequestEntityTooLarge, nil, CodeInvalidRequest, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
+			WriteError(w, http.StatusRequestEntityTooLarge, nil, rpccode.InvalidRequest, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
 			return nil, false
 		}
-		WriteError(w, http.StatusBadRequest, nil, CodeParseError, "could not read the request body: "+err.Error())
+		WriteError(w, http.StatusBadRequest, nil, rpccode.ParseError, "could not read the request body: "+err.Error())
 		return nil, false
 	}
 	return body, true

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // acceptCases are the cases of the Accept rule: a request's Accept header
@@ -103,14 +105,14 @@ func TestCheckPOSTAndGETAccept(t *testing.T) {
 			if ok != (tc.json && tc.stream) {
 				t.Fatalf("POST passed: %v, want %v", ok, tc.json && tc.stream)
 			}
-			if !ok && (a.status != 406 || a.code != CodeInvalidRequest || !strings.Contains(a.msg, "application/json and text/event-stream")) {
+			if !ok && (a.status != 406 || a.code != rpccode.InvalidRequest || !strings.Contains(a.msg, "application/json and text/event-stream")) {
 				t.Fatalf("POST refused with %+v", a)
 			}
 			ok, a = run(t, CheckGETAccept, request(http.MethodGet, hdr))
 			if ok != tc.stream {
 				t.Fatalf("GET passed: %v, want %v", ok, tc.stream)
 			}
-			if !ok && (a.status != 406 || a.code != CodeInvalidRequest || !strings.Contains(a.msg, "text/event-stream")) {
+			if !ok && (a.status != 406 || a.code != rpccode.InvalidRequest || !strings.Contains(a.msg, "text/event-stream")) {
 				t.Fatalf("GET refused with %+v", a)
 			}
 		})
@@ -161,7 +163,7 @@ func TestCheckContentType(t *testing.T) {
 			if ok != tc.ok {
 				t.Fatalf("passed %v, want %v", ok, tc.ok)
 			}
-			if !ok && (a.status != 415 || a.code != CodeInvalidRequest || !strings.HasPrefix(a.msg, "Content-Type must be application/json; got ")) {
+			if !ok && (a.status != 415 || a.code != rpccode.InvalidRequest || !strings.HasPrefix(a.msg, "Content-Type must be application/json; got ")) {
 				t.Fatalf("refused with %+v", a)
 			}
 		})
@@ -189,7 +191,7 @@ func TestCheckVersion(t *testing.T) {
 			if ok != tc.ok {
 				t.Fatalf("passed %v, want %v", ok, tc.ok)
 			}
-			if !ok && (a.status != 400 || a.code != CodeInvalidRequest || !strings.Contains(a.msg, `"`+tc.version+`"`) || !strings.Contains(a.msg, "2025-06-18, 2025-11-25")) {
+			if !ok && (a.status != 400 || a.code != rpccode.InvalidRequest || !strings.Contains(a.msg, `"`+tc.version+`"`) || !strings.Contains(a.msg, "2025-06-18, 2025-11-25")) {
 				t.Fatalf("refused with %+v", a)
 			}
 		})
@@ -205,7 +207,7 @@ func TestReadBody(t *testing.T) {
 		code   int
 	}{
 		{"within the limit", strings.Repeat("a", 16), true, 0, 0},
-		{"over the limit", strings.Repeat("a", 17), false, 413, CodeInvalidRequest},
+		{"over the limit", strings.Repeat("a", 17), false, 413, rpccode.InvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(tc.body))
@@ -233,9 +235,9 @@ func TestErrorBody(t *testing.T) {
 		msg  string
 		want string
 	}{
-		{"null id", nil, CodeParseError, "bad", `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}`},
-		{"string id", []byte(`"x-1"`), CodeSessionNotFound, "gone", `{"jsonrpc":"2.0","id":"x-1","error":{"code":-32001,"message":"gone"}}`},
-		{"number id, text to escape", []byte("7"), CodeInvalidRequest, "a \"b\" <c>\n", `{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"a \"b\" \u003cc\u003e\n"}}`},
+		{"null id", nil, rpccode.ParseError, "bad", `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}`},
+		{"string id", []byte(`"x-1"`), rpccode.SessionNotFound, "gone", `{"jsonrpc":"2.0","id":"x-1","error":{"code":-32001,"message":"gone"}}`},
+		{"number id, text to escape", []byte("7"), rpccode.InvalidRequest, "a \"b\" <c>\n", `{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"a \"b\" \u003cc\u003e\n"}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := string(ErrorBody(tc.id, tc.code, tc.msg)); got != tc.want {
