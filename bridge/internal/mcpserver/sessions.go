@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
@@ -53,7 +54,7 @@ func (h *Streamable) createSession(w http.ResponseWriter, r *http.Request, head 
 	ss, err := h.s.mcp.Connect(context.WithoutCancel(r.Context()), ls.transport, nil)
 	if err != nil {
 		adm.Release()
-		mcphttp.WriteError(w, http.StatusInternalServerError, head.ID, mcphttp.CodeInternalError, "could not start an MCP session: "+err.Error())
+		mcphttp.WriteError(w, http.StatusInternalServerError, head.ID, rpccode.InternalError, "could not start an MCP session: "+err.Error())
 		return
 	}
 	ls.ss = ss
@@ -157,7 +158,7 @@ func (h *Streamable) serveGET(w http.ResponseWriter, r *http.Request, sid string
 		return
 	}
 	if sid == "" {
-		mcphttp.WriteError(w, http.StatusBadRequest, nil, mcphttp.CodeInvalidRequest, "GET needs the Mcp-Session-Id header of an initialized session")
+		mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "GET needs the Mcp-Session-Id header of an initialized session")
 		return
 	}
 	ls := h.lookup(r, sid)
@@ -287,7 +288,7 @@ func fastStreamRequestID(stream string) ([]byte, bool) {
 // serveDELETE ends a session at the client's request.
 func (h *Streamable) serveDELETE(w http.ResponseWriter, r *http.Request, sid string) {
 	if sid == "" {
-		mcphttp.WriteError(w, http.StatusBadRequest, nil, mcphttp.CodeInvalidRequest, "DELETE needs the Mcp-Session-Id header of the session to end")
+		mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "DELETE needs the Mcp-Session-Id header of the session to end")
 		return
 	}
 	ls := h.lookup(r, sid)
@@ -316,7 +317,7 @@ func (h *Streamable) Close() {
 func (h *Streamable) writeNoSession(w http.ResponseWriter, id json.RawMessage) {
 	if h.stopping.Load() {
 		w.Header().Set("Retry-After", "1")
-		mcphttp.WriteError(w, http.StatusServiceUnavailable, id, mcphttp.CodeUnavailable, "Browser Bridge is restarting; this session carries on in a moment: try again")
+		mcphttp.WriteError(w, http.StatusServiceUnavailable, id, rpccode.Unavailable, "Browser Bridge is restarting; this session carries on in a moment: try again")
 		return
 	}
 	writeSessionNotFound(w, id)
@@ -325,7 +326,7 @@ func (h *Streamable) writeNoSession(w http.ResponseWriter, id json.RawMessage) {
 // writeSessionNotFound answers a request for a session the bridge does not
 // have (404, as the spec asks, so the client starts a new one).
 func writeSessionNotFound(w http.ResponseWriter, id json.RawMessage) {
-	mcphttp.WriteError(w, http.StatusNotFound, id, mcphttp.CodeSessionNotFound,
+	mcphttp.WriteError(w, http.StatusNotFound, id, rpccode.SessionNotFound,
 		"session not found: it was ended (DELETE, the session timeout, or the session limit) or a bridge restart could not keep it; send initialize to start a new session")
 }
 
@@ -334,10 +335,10 @@ func writeRefusal(w http.ResponseWriter, id json.RawMessage, err error) {
 	var r *sessionlimit.Refusal
 	if errors.As(err, &r) {
 		w.Header().Set("Retry-After", r.RetryAfterSeconds())
-		mcphttp.WriteError(w, r.Status, id, mcphttp.CodeUnavailable, r.Message)
+		mcphttp.WriteError(w, r.Status, id, rpccode.Unavailable, r.Message)
 		return
 	}
-	mcphttp.WriteError(w, http.StatusServiceUnavailable, id, mcphttp.CodeUnavailable, err.Error())
+	mcphttp.WriteError(w, http.StatusServiceUnavailable, id, rpccode.Unavailable, err.Error())
 }
 
 // peerHost is the client's address without its port: one client makes

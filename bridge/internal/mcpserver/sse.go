@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
@@ -59,12 +60,12 @@ func (h *SSE) Sessions() int64 { return h.open.Load() }
 func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, mcphttp.CodeInvalidRequest, "GET /sse opens the event stream; messages go to POST /message?sessionId=…")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "GET /sse opens the event stream; messages go to POST /message?sessionId=…")
 		return
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		mcphttp.WriteError(w, http.StatusInternalServerError, nil, mcphttp.CodeInternalError, "streaming is not supported by this connection")
+		mcphttp.WriteError(w, http.StatusInternalServerError, nil, rpccode.InternalError, "streaming is not supported by this connection")
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -139,7 +140,7 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 func (h *SSE) Message(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, mcphttp.CodeInvalidRequest, "POST JSON-RPC messages here; GET /sse opens the stream")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "POST JSON-RPC messages here; GET /sse opens the stream")
 		return
 	}
 	copyBrowserParam(r)
@@ -148,7 +149,7 @@ func (h *SSE) Message(w http.ResponseWriter, r *http.Request) {
 	sess := h.sessions[id]
 	h.mu.Unlock()
 	if sess == nil {
-		mcphttp.WriteError(w, http.StatusNotFound, nil, mcphttp.CodeSessionNotFound, fmt.Sprintf(
+		mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf(
 			"unknown or ended SSE session %q: a legacy SSE session (2024-11-05) ends when its stream breaks, for instance when Browser Bridge restarts; open a new stream with GET /sse (Streamable HTTP at /mcp keeps sessions across restarts)", echoID(id)))
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
@@ -159,7 +160,7 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, mcphttp.CodeInvalidRequest, r.Method+" is not a Streamable HTTP method: POST sends messages, GET opens a stream, DELETE ends a session")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, r.Method+" is not a Streamable HTTP method: POST sends messages, GET opens a stream, DELETE ends a session")
 		return
 	}
 	if !mcphttp.CheckPOSTAccept(w, r) || !mcphttp.CheckContentType(w, r) {
@@ -201,12 +202,12 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.stateless.ServeHTTP(w, r)
 	case head.Method == "initialize":
 		if h.stopping.Load() {
-			mcphttp.WriteError(w, http.StatusServiceUnavailable, head.ID, mcphttp.CodeUnavailable, "Browser Bridge is stopping; try again in a moment")
+			mcphttp.WriteError(w, http.StatusServiceUnavailable, head.ID, rpccode.Unavailable, "Browser Bridge is stopping; try again in a moment")
 			return
 		}
 		h.createSession(w, r, head)
 	default:
-		mcphttp.WriteError(w, http.StatusBadRequest, head.ID, mcphttp.CodeInvalidRequest,
+		mcphttp.WriteError(w, http.StatusBadRequest, head.ID, rpccode.InvalidRequest,
 			"Mcp-Session-Id header is required: send initialize first (or, as a 2026-07-28 client, put the protocol version in _meta)")
 	}
 }
@@ -285,31 +286,31 @@ func (m *messageHead) stateless() bool {
 func inspect(body []byte) (head messageHead, status, code int, msg string) {
 	trimmed := bytes.TrimSpace(body)
 	if !json.Valid(trimmed) {
-		return head, http.StatusBadRequest, mcphttp.CodeParseError, "the body is not valid JSON"
+		return head, http.StatusBadRequest, rpccode.ParseError, "the body is not valid JSON"
 	}
 	if len(trimmed) > 0 && trimmed[0] == '[' {
-		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per request"
+		return head, http.StatusBadRequest, rpccode.InvalidRequest, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per request"
 	}
 	if err := json.Unmarshal(trimmed, &head); err != nil {
-		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, "the body is not a JSON-RPC 2.0 message: " + err.Error()
+		return head, http.StatusBadRequest, rpccode.InvalidRequest, "the body is not a JSON-RPC 2.0 message: " + err.Error()
 	}
 	if head.JSONRPC != "2.0" {
-		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, `"jsonrpc" must be "2.0"`
+		return head, http.StatusBadRequest, rpccode.InvalidRequest, `"jsonrpc" must be "2.0"`
 	}
 	isResponse := head.Result != nil || head.Error != nil
 	if head.Method != "" && head.ID != nil {
 		if why := idProblem(head.ID); why != "" {
 			head.ID = nil // it cannot be echoed: the error goes with a null id
-			return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, why
+			return head, http.StatusBadRequest, rpccode.InvalidRequest, why
 		}
 	}
 	switch {
 	case head.Method == "" && !isResponse:
-		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, "a JSON-RPC message needs a method (request or notification) or a result/error (response)"
+		return head, http.StatusBadRequest, rpccode.InvalidRequest, "a JSON-RPC message needs a method (request or notification) or a result/error (response)"
 	case head.Method != "" && head.ID != nil && !serverMethods[head.Method]:
-		return head, http.StatusOK, mcphttp.CodeMethodNotFound, fmt.Sprintf("method %q is not served by Browser Bridge", head.Method)
+		return head, http.StatusOK, rpccode.MethodNotFound, fmt.Sprintf("method %q is not served by Browser Bridge", head.Method)
 	case head.Method != "" && head.ID == nil && serverMethods[head.Method]:
-		return head, http.StatusBadRequest, mcphttp.CodeInvalidRequest, fmt.Sprintf("%s is a request and needs an \"id\" (a message without one is a notification, which gets no answer)", head.Method)
+		return head, http.StatusBadRequest, rpccode.InvalidRequest, fmt.Sprintf("%s is a request and needs an \"id\" (a message without one is a notification, which gets no answer)", head.Method)
 	}
 	return head, 0, 0, ""
 }
