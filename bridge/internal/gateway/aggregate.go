@@ -12,6 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // AggregateClient is an in-process client of a server that is not a stdio
@@ -482,14 +485,14 @@ func (b *backend) invalidateTools() {
 func (a *aggregate) request(ctx context.Context, s *Session, e *envelope, sink sink) {
 	as := a.state(s)
 	if as == nil {
-		sink.send(errorResponse(e.ID, codeInternal, "the aggregate session is not open"), true)
+		sink.send(mcphttp.ErrorBody(e.ID, rpccode.InternalError, "the aggregate session is not open"), true)
 		return
 	}
 	switch e.Method {
 	case "tools/list":
 		c, err := a.catalogFor(ctx, s, as)
 		if err != nil {
-			sink.send(errorResponse(e.ID, codeInternal, err.Error()), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InternalError, err.Error()), true)
 			return
 		}
 		res, _ := json.Marshal(map[string]any{"tools": c.tools})
@@ -498,17 +501,17 @@ func (a *aggregate) request(ctx context.Context, s *Session, e *envelope, sink s
 		var p map[string]json.RawMessage
 		var name string
 		if json.Unmarshal(e.Params, &p) != nil || json.Unmarshal(p["name"], &name) != nil || name == "" {
-			sink.send(errorResponse(e.ID, codeInvalidParams, "tools/call needs params.name, the tool to call"), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, "tools/call needs params.name, the tool to call"), true)
 			return
 		}
 		c, err := a.catalogFor(ctx, s, as)
 		if err != nil {
-			sink.send(errorResponse(e.ID, codeInternal, err.Error()), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InternalError, err.Error()), true)
 			return
 		}
 		rt, ok := c.routes[name]
 		if !ok {
-			sink.send(errorResponse(e.ID, codeInvalidParams, fmt.Sprintf("no tool %q on the aggregate endpoint: tools/list names them {server}_{tool}", name)), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, fmt.Sprintf("no tool %q on the aggregate endpoint: tools/list names them {server}_{tool}", name)), true)
 			return
 		}
 		p["name"], _ = json.Marshal(rt.tool)
@@ -523,14 +526,14 @@ func (a *aggregate) request(ctx context.Context, s *Session, e *envelope, sink s
 		}
 		b, err := a.backend(s, as, rt.server)
 		if err != nil {
-			sink.send(errorResponse(e.ID, codeUnavailable, err.Error()), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
 			return
 		}
 		fwd := *e
 		fwd.Params = params
 		b.forward(ctx, s, &fwd, sink)
 	default:
-		sink.send(errorResponse(e.ID, codeMethodNotFound, fmt.Sprintf("method %q is not served by the aggregate endpoint, which serves tools only; use /servers/{name}/mcp for the rest", e.Method)), true)
+		sink.send(mcphttp.ErrorBody(e.ID, rpccode.MethodNotFound, fmt.Sprintf("method %q is not served by the aggregate endpoint, which serves tools only; use /servers/{name}/mcp for the rest", e.Method)), true)
 	}
 }
 
@@ -539,13 +542,13 @@ func (a *aggregate) callBrowser(ctx context.Context, as *aggSession, id, params 
 	cl := as.browser
 	as.mu.Unlock()
 	if cl == nil {
-		sink.send(errorResponse(id, codeUnavailable, "the browser is not reachable from the aggregate endpoint"), true)
+		sink.send(mcphttp.ErrorBody(id, rpccode.Unavailable, "the browser is not reachable from the aggregate endpoint"), true)
 		return
 	}
 	go func() {
 		res, err := cl.CallTool(ctx, params)
 		if err != nil {
-			sink.send(errorResponse(id, codeInternal, err.Error()), true)
+			sink.send(mcphttp.ErrorBody(id, rpccode.InternalError, err.Error()), true)
 			return
 		}
 		sink.send(appendResponse(nil, id, res, nil), true)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // Server→client requests (sampling, elicitation, roots) carry no trace of
@@ -187,7 +189,7 @@ func (b *backend) deliverAsks(rs []resolvedAsk) {
 				why = fmt.Sprintf("roots are per client, and %q is shared by several: set \"per_session\": true for it", b.srv.name)
 			}
 			b.g.log.Info("server request not routed", "server", b.srv.name, "method", e.Method, "why", why)
-			_ = c.Send(errorResponse(e.ID, codeMethodNotFound, why))
+			_ = c.Send(mcphttp.ErrorBody(e.ID, rpccode.MethodNotFound, why))
 			continue
 		}
 		id := "bb-" + strconv.FormatInt(b.g.srvReqSeq.Add(1), 10)

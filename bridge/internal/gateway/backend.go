@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // initTimeout bounds the gateway's own initialize handshake with a child.
@@ -276,7 +278,7 @@ func (b *backend) take(gid int64) *call {
 func (b *backend) forward(ctx context.Context, s *Session, e *envelope, sink sink) {
 	c, _, err := b.ready(ctx)
 	if err != nil {
-		sink.send(errorResponse(e.ID, codeUnavailable, err.Error()), true)
+		sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
 		return
 	}
 	params := e.Params
@@ -290,7 +292,7 @@ func (b *backend) forward(ctx context.Context, s *Session, e *envelope, sink sin
 		// Progress tokens are the client's choice, so two clients may pick
 		// the same one: the child sees the gateway id instead.
 		if params, err = setMetaField(params, "progressToken", gidRaw); err != nil {
-			sink.send(errorResponse(e.ID, codeInvalidParams, err.Error()), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, err.Error()), true)
 			return
 		}
 	}
@@ -298,14 +300,14 @@ func (b *backend) forward(ctx context.Context, s *Session, e *envelope, sink sin
 	b.mu.Lock()
 	if !s.remember(b, e.ID, gid) {
 		b.mu.Unlock()
-		sink.send(errorResponse(e.ID, codeInvalidRequest, fmt.Sprintf("a request with id %s is already in flight in this session", e.ID)), true)
+		sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidRequest, fmt.Sprintf("a request with id %s is already in flight in this session", e.ID)), true)
 		return
 	}
 	b.calls[gid] = cl
 	b.mu.Unlock()
 	if err := c.Send(appendRequest(make([]byte, 0, 64+len(e.Method)+len(params)), gidRaw, e.Method, params)); err != nil {
 		if b.take(gid) != nil {
-			sink.send(errorResponse(e.ID, codeUnavailable, b.exitMessage(c, "before the request could be sent")), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, b.exitMessage(c, "before the request could be sent")), true)
 		}
 	}
 }
@@ -559,9 +561,9 @@ func (b *backend) childGone(c *stdio.Conn) {
 	for _, cl := range failed {
 		if cl.sess != nil {
 			b.srv.metrics.answered(cl.method, true, time.Since(cl.start))
-			cl.sink.send(errorResponse(cl.id, codeInternal, msg), true)
+			cl.sink.send(mcphttp.ErrorBody(cl.id, rpccode.InternalError, msg), true)
 		} else {
-			cl.sink.send(errorResponse(nil, codeInternal, msg), true)
+			cl.sink.send(mcphttp.ErrorBody(nil, rpccode.InternalError, msg), true)
 		}
 	}
 	if len(failed) > 0 {
@@ -620,7 +622,7 @@ func (b *backend) detach(s *Session) {
 		_ = c.c.Send(appendNotification(nil, "notifications/cancelled", out))
 	}
 	for _, r := range refused {
-		_ = r.conn.Send(errorResponse(r.childID, codeInternal, "the client session this request went to has ended"))
+		_ = r.conn.Send(mcphttp.ErrorBody(r.childID, rpccode.InternalError, "the client session this request went to has ended"))
 	}
 	if private {
 		b.mu.Lock()

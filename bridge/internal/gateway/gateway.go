@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
@@ -532,7 +534,7 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, name, op, b
 	}
 	t := g.routeFor(name)
 	if t == nil {
-		writeError(w, http.StatusNotFound, nil, codeInvalidRequest, fmt.Sprintf("no server named %q on this gateway; configured: %s", name, strings.Join(g.routeNames(), ", ")))
+		mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.InvalidRequest, fmt.Sprintf("no server named %q on this gateway; configured: %s", name, strings.Join(g.routeNames(), ", ")))
 		return
 	}
 	switch op {
@@ -540,14 +542,14 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, name, op, b
 		g.serveStreamable(w, r, t)
 	case "sse":
 		if t == g.agg {
-			writeError(w, http.StatusNotFound, nil, codeInvalidRequest, "the aggregate endpoint speaks Streamable HTTP only: use /servers/all/mcp")
+			mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.InvalidRequest, "the aggregate endpoint speaks Streamable HTTP only: use /servers/all/mcp")
 			return
 		}
 		g.serveSSE(w, r, t, base+"/message")
 	case "message":
 		g.serveMessage(w, r, t)
 	default:
-		writeError(w, http.StatusNotFound, nil, codeInvalidRequest, fmt.Sprintf("no route %s %s: a server is reached at %s/mcp (Streamable HTTP) or %s/sse (HTTP+SSE)", r.Method, r.URL.Path, base, base))
+		mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.InvalidRequest, fmt.Sprintf("no route %s %s: a server is reached at %s/mcp (Streamable HTTP) or %s/sse (HTTP+SSE)", r.Method, r.URL.Path, base, base))
 	}
 }
 
@@ -570,7 +572,7 @@ func (g *Gateway) routeNames() []string {
 func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "GET /servers/ lists the servers")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "GET /servers/ lists the servers")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -6,16 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
@@ -23,20 +23,6 @@ import (
 // messages are relayed as raw bytes, so the SDK's typed server (which
 // answers every method itself) does not fit here. docs/gateway.md lists
 // what each era gets.
-
-const (
-	headerSessionID = "Mcp-Session-Id"
-	headerVersion   = "MCP-Protocol-Version"
-	headerMethod    = "Mcp-Method"
-	headerName      = "Mcp-Name"
-	headerLastEvent = "Last-Event-ID"
-)
-
-func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(errorResponse(id, code, msg))
-}
 
 // admit takes a place for the new session s in the session table, where
 // it counts with the bridge's own sessions; s is then being served (never
@@ -63,7 +49,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, s *Session, id j
 		ref = &sessionlimit.Refusal{Status: http.StatusServiceUnavailable, RetryAfter: sessionlimit.DefaultRetryAfter, Message: err.Error()}
 	}
 	w.Header().Set("Retry-After", ref.RetryAfterSeconds())
-	writeError(w, ref.Status, id, codeUnavailable, ref.Message)
+	mcphttp.WriteError(w, ref.Status, id, rpccode.Unavailable, ref.Message)
 	return false
 }
 
@@ -99,63 +85,20 @@ const childRetryAfter = 5 * time.Second
 func writeOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
 	if errors.Is(err, stdio.ErrTooManyChildren) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(childRetryAfter/time.Second)))
-		writeError(w, http.StatusServiceUnavailable, id, codeUnavailable, err.Error())
+		mcphttp.WriteError(w, http.StatusServiceUnavailable, id, rpccode.Unavailable, err.Error())
 		return
 	}
-	writeError(w, http.StatusOK, id, codeUnavailable, err.Error())
+	mcphttp.WriteError(w, http.StatusOK, id, rpccode.Unavailable, err.Error())
 }
 
-func acceptsBoth(accept string) bool {
-	if accept == "" {
-		return true // lenient: no Accept means anything
-	}
-	var js, sse bool
-	for _, part := range strings.Split(accept, ",") {
-		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
-		switch mt {
-		case "application/json", "application/*":
-			js = true
-		case "text/event-stream", "text/*":
-			sse = true
-		case "*/*":
-			js, sse = true, true
-		}
-	}
-	return js || sse
-}
-
-func accepts(accept, want string) bool {
-	if accept == "" {
-		return true
-	}
-	for _, part := range strings.Split(accept, ",") {
-		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
-		if mt == want || mt == "*/*" || mt == strings.Split(want, "/")[0]+"/*" {
-			return true
-		}
-	}
-	return false
-}
-
-// readBody reads a posted message within the size limit.
+// readBody reads a posted message within the size limit. A body without
+// Content-Type passes (the gateway relays for any client); one with
+// another type than application/json is refused.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, nil, codeInvalidRequest, fmt.Sprintf("Content-Type must be application/json, not %q", ct))
-			return nil, false
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
-			return nil, false
-		}
-		writeError(w, http.StatusBadRequest, nil, codeParseError, "could not read the request body: "+err.Error())
+	if r.Header.Get("Content-Type") != "" && !mcphttp.CheckContentType(w, r) {
 		return nil, false
 	}
-	return body, true
+	return mcphttp.ReadBody(w, r, g.opts.MaxBodyBytes)
 }
 
 // readMessage reads and parses a posted message, answering bad input.
@@ -170,15 +113,14 @@ func (g *Gateway) readMessage(w http.ResponseWriter, r *http.Request) (*envelope
 		if e != nil && validID(e.ID) {
 			id = e.ID
 		}
-		writeError(w, http.StatusBadRequest, id, code, err.Error())
+		mcphttp.WriteError(w, http.StatusBadRequest, id, code, err.Error())
 		return nil, false
 	}
 	return e, true
 }
 
 func (g *Gateway) serveStreamable(w http.ResponseWriter, r *http.Request, t target) {
-	if v := r.Header.Get(headerVersion); v != "" && !isSupportedVersion(v) {
-		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, fmt.Sprintf("unsupported %s %q; this gateway speaks %s", headerVersion, v, strings.Join(supportedVersions, ", ")))
+	if !mcphttp.CheckVersion(w, r, nil, supportedVersions) {
 		return
 	}
 	switch r.Method {
@@ -187,23 +129,22 @@ func (g *Gateway) serveStreamable(w http.ResponseWriter, r *http.Request, t targ
 	case http.MethodGet:
 		g.getStream(w, r, t)
 	case http.MethodDelete:
-		sid := r.Header.Get(headerSessionID)
+		sid := r.Header.Get(mcphttp.HeaderSessionID)
 		s := g.lookupSession(sid, t.name())
 		if s == nil {
-			writeError(w, http.StatusNotFound, nil, codeSessionNotFound, fmt.Sprintf("session %q not found on %q: it has ended or never existed", sid, t.name()))
+			mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q: it has ended or never existed", sid, t.name()))
 			return
 		}
 		s.close()
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "Streamable HTTP takes POST (messages), GET (the session's stream) and DELETE (end the session)")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "Streamable HTTP takes POST (messages), GET (the session's stream) and DELETE (end the session)")
 	}
 }
 
 func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
-	if !acceptsBoth(r.Header.Get("Accept")) {
-		writeError(w, http.StatusNotAcceptable, nil, codeInvalidRequest, "Accept must list application/json and text/event-stream (Streamable HTTP); got "+strconv.Quote(r.Header.Get("Accept")))
+	if !mcphttp.CheckPOSTAccept(w, r) {
 		return
 	}
 	e, ok := g.readMessage(w, r)
@@ -211,12 +152,12 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 		return
 	}
 	ctx := r.Context()
-	sid := r.Header.Get(headerSessionID)
+	sid := r.Header.Get(mcphttp.HeaderSessionID)
 	var s *Session
 	switch {
 	case sid != "":
 		if s = g.lookupSession(sid, t.name()); s == nil || !s.begin() {
-			writeError(w, http.StatusNotFound, e.ID, codeSessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.name()))
+			mcphttp.WriteError(w, http.StatusNotFound, e.ID, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.name()))
 			return
 		}
 		defer s.end()
@@ -233,19 +174,19 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 			return
 		}
 		g.addSession(s, "streamable")
-		w.Header().Set(headerSessionID, s.id)
+		w.Header().Set(mcphttp.HeaderSessionID, s.id)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(appendResponse(nil, e.ID, res, nil))
 		return
 	case isStateless(r, e):
 		if msg := checkStandardHeaders(r, e); msg != "" {
-			writeError(w, http.StatusBadRequest, e.ID, codeInvalidRequest, msg)
+			mcphttp.WriteError(w, http.StatusBadRequest, e.ID, rpccode.InvalidRequest, msg)
 			return
 		}
 		g.stateless(w, r, t, e)
 		return
 	default:
-		writeError(w, http.StatusBadRequest, e.ID, codeInvalidRequest, "missing "+headerSessionID+" header: send initialize first (or, in the 2026-07-28 era, put the protocol version in params._meta)")
+		mcphttp.WriteError(w, http.StatusBadRequest, e.ID, rpccode.InvalidRequest, "missing "+mcphttp.HeaderSessionID+" header: send initialize first (or, in the 2026-07-28 era, put the protocol version in params._meta)")
 		return
 	}
 	if e.kind() != kindRequest {
@@ -261,17 +202,17 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 // isStateless tells a 2026-07-28 request: no session, the version in
 // params._meta or the header.
 func isStateless(r *http.Request, e *envelope) bool {
-	return r.Header.Get(headerVersion) == version2026 || metaField(e.Params, metaProtocolVersion) != nil
+	return r.Header.Get(mcphttp.HeaderProtocolVersion) == mcphttp.VersionStateless || metaField(e.Params, mcphttp.MetaProtocolVersion) != nil
 }
 
 // checkStandardHeaders checks the 2026-07-28 Mcp-Method and Mcp-Name
 // headers against the body; "" when they agree.
 func checkStandardHeaders(r *http.Request, e *envelope) string {
-	if r.Header.Get(headerVersion) < version2026 || e.kind() != kindRequest {
+	if r.Header.Get(mcphttp.HeaderProtocolVersion) < mcphttp.VersionStateless || e.kind() != kindRequest {
 		return ""
 	}
-	if m := r.Header.Get(headerMethod); m != e.Method {
-		return fmt.Sprintf("the %s header (%q) must name the body's method %q", headerMethod, m, e.Method)
+	if m := r.Header.Get(mcphttp.HeaderMethod); m != e.Method {
+		return fmt.Sprintf("the %s header (%q) must name the body's method %q", mcphttp.HeaderMethod, m, e.Method)
 	}
 	if e.Method == "tools/call" || e.Method == "resources/read" || e.Method == "prompts/get" {
 		var p struct {
@@ -283,8 +224,8 @@ func checkStandardHeaders(r *http.Request, e *envelope) string {
 		if e.Method == "resources/read" {
 			want = p.URI
 		}
-		if n := r.Header.Get(headerName); n != want {
-			return fmt.Sprintf("the %s header (%q) must name the body's %q", headerName, n, want)
+		if n := r.Header.Get(mcphttp.HeaderName); n != want {
+			return fmt.Sprintf("the %s header (%q) must name the body's %q", mcphttp.HeaderName, n, want)
 		}
 	}
 	return ""
@@ -299,7 +240,7 @@ func (g *Gateway) stateless(w http.ResponseWriter, r *http.Request, t target, e 
 		return
 	}
 	s := g.newSession(t, true)
-	s.version = version2026
+	s.version = mcphttp.VersionStateless
 	if e.Method != "server/discover" {
 		if _, err := t.open(ctx, s, nil); err != nil {
 			writeOpenError(w, e.ID, err)
@@ -390,54 +331,49 @@ func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, id json.RawMe
 		case <-sessionDone:
 			// The session ended (DELETE, reload, shutdown) while the
 			// request waited: say so rather than hang.
-			p.send(errorResponse(id, codeInternal, "the session ended before the server answered"), true)
+			p.send(mcphttp.ErrorBody(id, rpccode.InternalError, "the session ended before the server answered"), true)
 			sessionDone = nil
 		}
 	}
 }
 
+// writeEvent writes one message of a stream as an event, with its id for
+// Last-Event-ID when it has one (not 0).
 func writeEvent(w io.Writer, id uint64, data []byte) error {
-	buf := make([]byte, 0, len(data)+48)
+	e := mcphttp.Event{Name: "message", Data: data}
 	if id > 0 {
-		buf = append(buf, "id: "...)
-		buf = strconv.AppendUint(buf, id, 10)
-		buf = append(buf, '\n')
+		e.ID = strconv.FormatUint(id, 10)
 	}
-	buf = append(buf, "event: message\ndata: "...)
-	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
-	_, err := w.Write(buf)
-	return err
+	return mcphttp.WriteEvent(w, e)
 }
 
 // getStream serves a session's own stream (Streamable HTTP GET): messages
 // that belong to no request, numbered for Last-Event-ID resumption.
 func (g *Gateway) getStream(w http.ResponseWriter, r *http.Request, t target) {
-	if !accepts(r.Header.Get("Accept"), "text/event-stream") {
-		writeError(w, http.StatusNotAcceptable, nil, codeInvalidRequest, "GET opens the session's event stream: Accept must list text/event-stream")
+	if !mcphttp.CheckGETAccept(w, r) {
 		return
 	}
-	sid := r.Header.Get(headerSessionID)
+	sid := r.Header.Get(mcphttp.HeaderSessionID)
 	if sid == "" {
-		writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, "GET needs the "+headerSessionID+" header of an initialized session")
+		mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "GET needs the "+mcphttp.HeaderSessionID+" header of an initialized session")
 		return
 	}
 	s := g.lookupSession(sid, t.name())
 	if s == nil || !s.begin() {
-		writeError(w, http.StatusNotFound, nil, codeSessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.name()))
+		mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.name()))
 		return
 	}
 	defer s.end()
 	if !s.out.attach() {
-		writeError(w, http.StatusConflict, nil, codeInvalidRequest, "this session's stream is already open; one GET stream per session")
+		mcphttp.WriteError(w, http.StatusConflict, nil, rpccode.InvalidRequest, "this session's stream is already open; one GET stream per session")
 		return
 	}
 	defer s.out.detach()
 	from := s.out.lastSent()
-	if last := r.Header.Get(headerLastEvent); last != "" {
+	if last := r.Header.Get(mcphttp.HeaderLastEventID); last != "" {
 		n, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, nil, codeInvalidRequest, fmt.Sprintf("%s %q is not an event id of this gateway", headerLastEvent, last))
+			mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, fmt.Sprintf("%s %q is not an event id of this gateway", mcphttp.HeaderLastEventID, last))
 			return
 		}
 		from = n
@@ -450,7 +386,7 @@ func (g *Gateway) getStream(w http.ResponseWriter, r *http.Request, t target) {
 func (g *Gateway) pump(w http.ResponseWriter, r *http.Request, s *Session, from uint64, preface ...string) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		writeError(w, http.StatusInternalServerError, nil, codeInternal, "streaming is not supported by this connection")
+		mcphttp.WriteError(w, http.StatusInternalServerError, nil, rpccode.InternalError, "streaming is not supported by this connection")
 		return
 	}
 	h := w.Header()
@@ -489,7 +425,7 @@ func (g *Gateway) pump(w http.ResponseWriter, r *http.Request, s *Session, from 
 		case <-s.out.wake:
 		case <-ping:
 			// A comment line: no client mistakes it for a message.
-			if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
+			if _, err := io.WriteString(w, mcphttp.PingComment); err != nil {
 				return
 			}
 			fl.Flush()
@@ -506,7 +442,7 @@ func (g *Gateway) pump(w http.ResponseWriter, r *http.Request, s *Session, from 
 func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request, t target, messagePath string) {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
-		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "GET opens the event stream; messages go to POST "+messagePath+"?sessionId=…")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "GET opens the event stream; messages go to POST "+messagePath+"?sessionId=…")
 		return
 	}
 	s := g.newSession(t, false)
@@ -520,7 +456,7 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request, t target, mes
 	g.addSession(s, "sse")
 	defer s.close()
 	endpoint := messagePath + "?sessionId=" + url.QueryEscape(s.id)
-	g.pump(w, r, s, 0, "event: endpoint\ndata: "+endpoint+"\n\n")
+	g.pump(w, r, s, 0, string(mcphttp.AppendEvent(nil, mcphttp.Event{Name: "endpoint", Data: []byte(endpoint)})))
 }
 
 // outboxSink sends everything to the session's stream (legacy SSE).
@@ -533,13 +469,13 @@ func (o outboxSink) send(msg []byte, _ bool) { o.s.out.push(msg) }
 func (g *Gateway) serveMessage(w http.ResponseWriter, r *http.Request, t target) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "POST a JSON-RPC message here; GET the sse endpoint for the stream")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "POST a JSON-RPC message here; GET the sse endpoint for the stream")
 		return
 	}
 	sid := r.URL.Query().Get("sessionId")
 	s := g.lookupSession(sid, t.name())
 	if s == nil {
-		writeError(w, http.StatusNotFound, nil, codeSessionNotFound, fmt.Sprintf("SSE session %q not found on %q: open the stream again", sid, t.name()))
+		mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf("SSE session %q not found on %q: open the stream again", sid, t.name()))
 		return
 	}
 	e, ok := g.readMessage(w, r)
@@ -552,14 +488,14 @@ func (g *Gateway) serveMessage(w http.ResponseWriter, r *http.Request, t target)
 		// The answer may need the child started: off the POST.
 		go func() {
 			if !s.initStarted.CompareAndSwap(false, true) {
-				sink.send(errorResponse(e.ID, codeInvalidRequest, "this session is already initialized"), true)
+				sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidRequest, "this session is already initialized"), true)
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), initTimeout+5*time.Second)
 			defer cancel()
 			res, err := s.initialize(ctx, e.Params)
 			if err != nil {
-				sink.send(errorResponse(e.ID, codeUnavailable, err.Error()), true)
+				sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
 				return
 			}
 			sink.send(appendResponse(nil, e.ID, res, nil), true)
@@ -567,7 +503,7 @@ func (g *Gateway) serveMessage(w http.ResponseWriter, r *http.Request, t target)
 		return
 	}
 	if !s.ready.Load() && e.kind() == kindRequest && e.Method != "ping" {
-		sink.send(errorResponse(e.ID, codeInvalidRequest, "send initialize first"), true)
+		sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidRequest, "send initialize first"), true)
 		return
 	}
 	// The request may have to wait for the child: never hold the POST.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
@@ -52,7 +53,7 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 	const invented = 200
 	for i := range invented {
 		method := fmt.Sprintf("invented/%d-%s", i, strings.Repeat("x", 4<<10))
-		if r := tg.raw("POST", "/servers/child/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q}`, i+2, method), s); r.code != codeMethodNotFound {
+		if r := tg.raw("POST", "/servers/child/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q}`, i+2, method), s); r.code != rpccode.MethodNotFound {
 			t.Fatalf("invented method %d: %+v", i, r)
 		}
 	}
@@ -166,7 +167,7 @@ func TestPerSessionChildrenAreCapped(t *testing.T) {
 	}
 	for i := range 3 {
 		r := tg.raw("POST", route, initBody, nil)
-		if r.status != 503 || r.header.Get("Retry-After") == "" || r.code != codeUnavailable || !strings.Contains(r.msg, "max_children") || r.header.Get("Mcp-Session-Id") != "" {
+		if r.status != 503 || r.header.Get("Retry-After") == "" || r.code != rpccode.Unavailable || !strings.Contains(r.msg, "max_children") || r.header.Get("Mcp-Session-Id") != "" {
 			t.Fatalf("initialize %d over the cap: %d Retry-After %q %s", i, r.status, r.header.Get("Retry-After"), r.body)
 		}
 		checkErrorObject(t, r.body)
@@ -387,7 +388,7 @@ func TestSessionCapsOnGatewayRoutes(t *testing.T) {
 		tg.openStream("/servers/all/mcp", sid)
 	}
 	busy := tg.initAs("/servers/child/mcp", "busy")
-	if busy.status != 429 || busy.code != codeUnavailable || busy.header.Get("Retry-After") == "" || !strings.Contains(busy.msg, "limit is 3 per client") {
+	if busy.status != 429 || busy.code != rpccode.Unavailable || busy.header.Get("Retry-After") == "" || !strings.Contains(busy.msg, "limit is 3 per client") {
 		t.Fatalf("a client with 3 sessions in use: %d Retry-After %q %s", busy.status, busy.header.Get("Retry-After"), busy.body)
 	}
 	checkErrorObject(t, busy.body)
@@ -406,7 +407,7 @@ func TestSessionCapsOnGatewayRoutes(t *testing.T) {
 		tg.openStream("/servers/child/mcp", sid)
 	}
 	full := tg.initAs("/servers/all/mcp", "late")
-	if full.status != 503 || full.code != codeUnavailable || full.header.Get("Retry-After") == "" || !strings.Contains(full.msg, "limit of 12") {
+	if full.status != 503 || full.code != rpccode.Unavailable || full.header.Get("Retry-After") == "" || !strings.Contains(full.msg, "limit of 12") {
 		t.Fatalf("a full table: %d Retry-After %q %s", full.status, full.header.Get("Retry-After"), full.body)
 	}
 	checkErrorObject(t, full.body)

@@ -7,6 +7,9 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // Remote MCP servers (Notion, Linear, …) are signed in to and called by the
@@ -209,7 +212,7 @@ func (t remoteTarget) discover(context.Context) (json.RawMessage, error) {
 func (t remoteTarget) request(ctx context.Context, s *Session, e *envelope, sink sink) {
 	srv, ok := t.r.get(t.server)
 	if !ok {
-		sink.send(errorResponse(e.ID, codeUnavailable, fmt.Sprintf("remote server %q is no longer available (browser gone or server disabled)", t.server)), true)
+		sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, fmt.Sprintf("remote server %q is no longer available (browser gone or server disabled)", t.server)), true)
 		return
 	}
 	switch e.Method {
@@ -224,13 +227,13 @@ func (t remoteTarget) request(ctx context.Context, s *Session, e *envelope, sink
 		go func() {
 			res, err := t.r.src.Call(ctx, t.server, e.Params)
 			if err != nil {
-				sink.send(errorResponse(e.ID, codeUnavailable, err.Error()), true)
+				sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
 				return
 			}
 			sink.send(appendResponse(nil, e.ID, res, nil), true)
 		}()
 	default:
-		sink.send(errorResponse(e.ID, codeMethodNotFound, fmt.Sprintf("method %q is not relayed to remote servers: only tools/list and tools/call", e.Method)), true)
+		sink.send(mcphttp.ErrorBody(e.ID, rpccode.MethodNotFound, fmt.Sprintf("method %q is not relayed to remote servers: only tools/list and tools/call", e.Method)), true)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 )
 
@@ -64,11 +66,11 @@ func (t serverTarget) request(ctx context.Context, s *Session, e *envelope, sink
 			Name string `json:"name"`
 		}
 		if err := json.Unmarshal(e.Params, &p); err != nil || p.Name == "" {
-			sink.send(errorResponse(e.ID, codeInvalidParams, "tools/call needs params.name, the tool to call"), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, "tools/call needs params.name, the tool to call"), true)
 			return
 		}
 		if !t.srv.filter.allows(p.Name) {
-			sink.send(errorResponse(e.ID, codeInvalidParams, fmt.Sprintf("tool %q is not available on %q: the gateway's configuration does not allow it", p.Name, t.srv.name)), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, fmt.Sprintf("tool %q is not available on %q: the gateway's configuration does not allow it", p.Name, t.srv.name)), true)
 			return
 		}
 	case "resources/subscribe", "resources/unsubscribe":
@@ -76,7 +78,7 @@ func (t serverTarget) request(ctx context.Context, s *Session, e *envelope, sink
 			URI string `json:"uri"`
 		}
 		if err := json.Unmarshal(e.Params, &p); err != nil || p.URI == "" {
-			sink.send(errorResponse(e.ID, codeInvalidParams, e.Method+" needs params.uri"), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, e.Method+" needs params.uri"), true)
 			return
 		}
 		// The child holds one subscription per uri for all sessions:

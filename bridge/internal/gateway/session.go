@@ -5,10 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
@@ -147,7 +150,7 @@ func (s *Session) readCaps(params json.RawMessage) {
 		s.caps[k] = true
 	}
 	s.version = latestSessionVersion
-	if isSupportedVersion(p.ProtocolVersion) && p.ProtocolVersion != version2026 {
+	if slices.Contains(supportedVersions, p.ProtocolVersion) && p.ProtocolVersion != mcphttp.VersionStateless {
 		s.version = p.ProtocolVersion
 	}
 }
@@ -176,13 +179,13 @@ func (s *Session) handle(ctx context.Context, e *envelope, sink sink) {
 	case kindRequest:
 		switch e.Method {
 		case "initialize":
-			sink.send(errorResponse(e.ID, codeInvalidRequest, "this session is already initialized; start a new session to initialize again"), true)
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidRequest, "this session is already initialized; start a new session to initialize again"), true)
 		case "ping":
 			sink.send(appendResponse(nil, e.ID, json.RawMessage("{}"), nil), true)
 		case "server/discover":
 			res, err := s.t.discover(ctx)
 			if err != nil {
-				sink.send(errorResponse(e.ID, codeUnavailable, err.Error()), true)
+				sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
 				return
 			}
 			sink.send(appendResponse(nil, e.ID, res, nil), true)

@@ -5,20 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-)
 
-// JSON-RPC error codes the gateway answers with.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
-	codeInternal       = -32603
-	// codeUnavailable: the server's child is not running (crashed and
-	// waiting to restart, failing to start, or removed by a reload).
-	codeUnavailable = -32000
-	// codeSessionNotFound follows the MCP SDKs: the client re-initializes.
-	codeSessionNotFound = -32001
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // envelope is what the gateway reads of every JSON-RPC message: enough to
@@ -62,28 +51,28 @@ func (e *envelope) kind() msgKind {
 func parseMessage(data []byte) (*envelope, int, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '[' {
-		return nil, codeInvalidRequest, fmt.Errorf("JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per request")
+		return nil, rpccode.InvalidRequest, fmt.Errorf("JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per request")
 	}
 	var e envelope
 	if err := json.Unmarshal(data, &e); err != nil {
 		if !json.Valid(data) {
-			return nil, codeParseError, fmt.Errorf("the message is not valid JSON")
+			return nil, rpccode.ParseError, fmt.Errorf("the message is not valid JSON")
 		}
-		return nil, codeInvalidRequest, fmt.Errorf("the message is not a JSON-RPC 2.0 object: %v", err)
+		return nil, rpccode.InvalidRequest, fmt.Errorf("the message is not a JSON-RPC 2.0 object: %v", err)
 	}
 	if e.JSONRPC != "2.0" {
-		return &e, codeInvalidRequest, fmt.Errorf(`"jsonrpc" must be "2.0"`)
+		return &e, rpccode.InvalidRequest, fmt.Errorf(`"jsonrpc" must be "2.0"`)
 	}
 	if string(bytes.TrimSpace(e.ID)) == "null" {
 		// Not a notification: JSON-RPC 2.0 keeps a null id for the error
 		// answering a message whose id could not be read.
-		return &e, codeInvalidRequest, fmt.Errorf(`"id" must not be null: a request's id is a string or a number, and a notification has no "id" member at all`)
+		return &e, rpccode.InvalidRequest, fmt.Errorf(`"id" must not be null: a request's id is a string or a number, and a notification has no "id" member at all`)
 	}
 	if e.kind() == kindInvalid {
-		return &e, codeInvalidRequest, fmt.Errorf("a JSON-RPC message needs a method (request or notification) or an id with a result or error (response)")
+		return &e, rpccode.InvalidRequest, fmt.Errorf("a JSON-RPC message needs a method (request or notification) or an id with a result or error (response)")
 	}
 	if e.ID != nil && !validID(e.ID) {
-		return &e, codeInvalidRequest, fmt.Errorf("a JSON-RPC id must be a string or a number")
+		return &e, rpccode.InvalidRequest, fmt.Errorf("a JSON-RPC id must be a string or a number")
 	}
 	return &e, 0, nil
 }
@@ -136,21 +125,6 @@ func appendResponse(b []byte, id json.RawMessage, result, rpcErr json.RawMessage
 		b = append(b, result...)
 	}
 	return append(b, '}')
-}
-
-func errorObject(code int, msg string) json.RawMessage {
-	b, _ := json.Marshal(struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{code, msg})
-	return b
-}
-
-func errorResponse(id json.RawMessage, code int, msg string) []byte {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	return appendResponse(nil, id, nil, errorObject(code, msg))
 }
 
 // metaField returns params._meta[key], if any, without decoding the rest
@@ -228,19 +202,6 @@ func idKey(id json.RawMessage) string { return string(bytes.TrimSpace(id)) }
 
 // Protocol versions the gateway speaks with clients. A client asking for one
 // of these gets it back; any other gets the newest.
-var supportedVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", version2026}
+var supportedVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", mcphttp.VersionStateless}
 
-const (
-	latestSessionVersion = "2025-11-25"
-	version2026          = "2026-07-28"
-	metaProtocolVersion  = "io.modelcontextprotocol/protocolVersion"
-)
-
-func isSupportedVersion(v string) bool {
-	for _, s := range supportedVersions {
-		if s == v {
-			return true
-		}
-	}
-	return false
-}
+const latestSessionVersion = "2025-11-25"
