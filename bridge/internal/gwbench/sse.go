@@ -1,7 +1,6 @@
 package gwbench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,110 +10,15 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // maxEventSize bounds one server-sent event (and one line of it, and one
 // stdio message): a larger one is an error, not an allocation.
 const maxEventSize = 4 << 20
 
-var errEventTooLarge = fmt.Errorf("server-sent event larger than %d bytes", maxEventSize)
-
-// An sseEvent is one dispatched server-sent event.
-type sseEvent struct {
-	Type string // "message" when the event named none
-	Data string // the data lines joined by "\n"
-	ID   string
-}
-
-// sseReader parses a text/event-stream body (the WHATWG "event stream
-// interpretation"): lines end in "\n" or "\r\n"; a blank line dispatches the
-// event if it has data; lines starting with ":" are comments; a field's
-// value loses one leading space; "retry" and unknown fields are ignored.
-type sseReader struct {
-	r    *bufio.Reader
-	line []byte
-}
-
-func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 16<<10)}
-}
-
-// next returns the next event that has data. At the end of the stream it
-// returns io.EOF, or io.ErrUnexpectedEOF when the stream ended inside an
-// event (which, as the spec says, is then not dispatched).
-func (s *sseReader) next() (sseEvent, error) {
-	var (
-		ev      sseEvent
-		data    strings.Builder
-		hasData bool
-		partial bool
-	)
-	for {
-		line, err := s.readLine()
-		if err != nil {
-			if err == io.EOF && (partial || len(line) > 0) {
-				return sseEvent{}, io.ErrUnexpectedEOF
-			}
-			return sseEvent{}, err
-		}
-		if len(line) == 0 {
-			if !hasData { // an event without data is not dispatched
-				ev, partial = sseEvent{}, false
-				continue
-			}
-			ev.Data = strings.TrimSuffix(data.String(), "\n")
-			if ev.Type == "" {
-				ev.Type = "message"
-			}
-			return ev, nil
-		}
-		partial = true
-		if line[0] == ':' {
-			continue
-		}
-		field, value, _ := strings.Cut(string(line), ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "event":
-			ev.Type = value
-		case "data":
-			if data.Len()+len(value) > maxEventSize {
-				return sseEvent{}, errEventTooLarge
-			}
-			data.WriteString(value)
-			data.WriteByte('\n')
-			hasData = true
-		case "id":
-			if !strings.ContainsRune(value, 0) {
-				ev.ID = value
-			}
-		}
-	}
-}
-
-// readLine returns the next line without its line ending. At the end of the
-// stream it returns io.EOF with whatever unterminated line was left.
-func (s *sseReader) readLine() ([]byte, error) {
-	s.line = s.line[:0]
-	for {
-		chunk, err := s.r.ReadSlice('\n')
-		if len(s.line)+len(chunk) > maxEventSize {
-			return nil, errEventTooLarge
-		}
-		s.line = append(s.line, chunk...)
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if err != nil {
-			return s.line, err
-		}
-		line := s.line[:len(s.line)-1]
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
-		return line, nil
-	}
-}
+var errEventTooLarge = fmt.Errorf("%w: larger than %d bytes", mcphttp.ErrEventTooLarge, maxEventSize)
 
 // sseSession is a session on the HTTP+SSE transport (MCP 2024-11-05): one
 // GET stream carries every reply, requests are POSTed to the URL of the
@@ -142,7 +46,7 @@ func openSSE(ctx context.Context, client *http.Client, sseURL string, idx int) (
 		cancel()
 		return nil, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Accept", mcphttp.ContentTypeSSE)
 	resp, err := client.Do(req)
 	if err != nil {
 		cancel()
@@ -152,10 +56,10 @@ func openSSE(ctx context.Context, client *http.Client, sseURL string, idx int) (
 		cancel()
 		return nil, fmt.Errorf("GET %s: %s", sseURL, statusError(resp))
 	}
-	events := newSSEReader(resp.Body)
-	ev, err := events.next()
-	for err == nil && ev.Type != "endpoint" {
-		ev, err = events.next()
+	events := mcphttp.NewSSEReader(resp.Body, maxEventSize)
+	ev, err := events.Next()
+	for err == nil && ev.Name != "endpoint" {
+		ev, err = events.Next()
 	}
 	if err != nil {
 		resp.Body.Close()
@@ -163,7 +67,7 @@ func openSSE(ctx context.Context, client *http.Client, sseURL string, idx int) (
 		return nil, fmt.Errorf("waiting for the endpoint event: %w", err)
 	}
 	base, _ := url.Parse(sseURL)
-	ep, err := base.Parse(strings.TrimSpace(ev.Data))
+	ep, err := base.Parse(strings.TrimSpace(string(ev.Data)))
 	if err != nil {
 		resp.Body.Close()
 		cancel()
@@ -186,19 +90,19 @@ func openSSE(ctx context.Context, client *http.Client, sseURL string, idx int) (
 
 // read delivers the stream's messages until it ends, then fails every call
 // still waiting.
-func (s *sseSession) read(body io.ReadCloser, events *sseReader) {
+func (s *sseSession) read(body io.ReadCloser, events *mcphttp.SSEReader) {
 	defer close(s.done)
 	defer body.Close()
 	for {
-		ev, err := events.next()
+		ev, err := events.Next()
 		if err != nil {
 			s.mux.failAll(fmt.Errorf("SSE stream ended: %w", err))
 			return
 		}
-		if ev.Type != "message" {
+		if ev.Name != "message" {
 			continue
 		}
-		msgs, err := decodeMessages([]byte(ev.Data))
+		msgs, err := decodeMessages(ev.Data)
 		if err != nil {
 			s.mux.misrouted.Add(1) // not a message for us, whatever it is
 			continue
@@ -235,7 +139,7 @@ func (s *sseSession) post(ctx context.Context, body []byte) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", mcphttp.ContentTypeJSON)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("POST: %w", err)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // drainGrace is how long a call keeps reading a text/event-stream response
@@ -70,13 +72,13 @@ func (s *streamableSession) roundTrip(ctx context.Context, id int64, body []byte
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", mcphttp.ContentTypeJSON)
+	req.Header.Set("Accept", mcphttp.ContentTypeJSON+", "+mcphttp.ContentTypeSSE)
 	if s.id != "" {
-		req.Header.Set("Mcp-Session-Id", s.id)
+		req.Header.Set(mcphttp.HeaderSessionID, s.id)
 	}
 	if s.version != "" {
-		req.Header.Set("Mcp-Protocol-Version", s.version)
+		req.Header.Set(mcphttp.HeaderProtocolVersion, s.version)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -85,7 +87,7 @@ func (s *streamableSession) roundTrip(ctx context.Context, id int64, body []byte
 	}
 	defer resp.Body.Close()
 	if s.id == "" {
-		s.id = resp.Header.Get("Mcp-Session-Id")
+		s.id = resp.Header.Get(mcphttp.HeaderSessionID)
 	}
 	switch {
 	case resp.StatusCode == http.StatusAccepted:
@@ -101,7 +103,7 @@ func (s *streamableSession) roundTrip(ctx context.Context, id int64, body []byte
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
-	case "application/json":
+	case mcphttp.ContentTypeJSON:
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxEventSize+1))
 		if err == nil && len(data) > maxEventSize {
 			err = errEventTooLarge
@@ -121,7 +123,7 @@ func (s *streamableSession) roundTrip(ctx context.Context, id int64, body []byte
 		for _, m := range msgs {
 			s.mux.deliver(m)
 		}
-	case "text/event-stream":
+	case mcphttp.ContentTypeSSE:
 		if err := s.readStream(resp.Body, p, cancel); err != nil {
 			s.mux.abandon(id)
 			return err
@@ -144,7 +146,7 @@ func (s *streamableSession) roundTrip(ctx context.Context, id int64, body []byte
 // server ends it; once p is settled it waits at most drainGrace for that, then
 // cuts the response off with cancel.
 func (s *streamableSession) readStream(body io.Reader, p *pendingCall, cancel context.CancelFunc) error {
-	events := newSSEReader(body)
+	events := mcphttp.NewSSEReader(body, maxEventSize)
 	var grace *time.Timer
 	defer func() {
 		if grace != nil {
@@ -152,17 +154,17 @@ func (s *streamableSession) readStream(body io.Reader, p *pendingCall, cancel co
 		}
 	}()
 	for {
-		ev, err := events.next()
+		ev, err := events.Next()
 		if err != nil {
 			if err == io.EOF || grace != nil {
 				return nil // ended, or cut off after our reply
 			}
 			return fmt.Errorf("reading event stream: %w", err)
 		}
-		if ev.Type != "message" || ev.Data == "" {
+		if ev.Name != "message" || len(ev.Data) == 0 {
 			continue
 		}
-		msgs, err := decodeMessages([]byte(ev.Data))
+		msgs, err := decodeMessages(ev.Data)
 		if err != nil {
 			s.mux.misrouted.Add(1)
 			continue
@@ -191,9 +193,9 @@ func (s *streamableSession) close() {
 		if err != nil {
 			return
 		}
-		req.Header.Set("Mcp-Session-Id", s.id)
+		req.Header.Set(mcphttp.HeaderSessionID, s.id)
 		if s.version != "" {
-			req.Header.Set("Mcp-Protocol-Version", s.version)
+			req.Header.Set(mcphttp.HeaderProtocolVersion, s.version)
 		}
 		if resp, err := s.client.Do(req); err == nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxEventSize))
