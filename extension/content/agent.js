@@ -619,6 +619,10 @@ export async function runAgent(tabId, op, args = {}, { frameId = 0 } = {}) {
     });
   } catch (e) {
     const msg = String((e && e.message) || e);
+    if (/showing error page/i.test(msg)) {
+      // Chrome's error page: the load failed (usePage in sw/pageload.js names the error when it knows it).
+      throw new Error(`tab ${tabId} shows Chrome's error page: its page did not load. Call navigate with a working URL first`);
+    }
     if (/Cannot access|cannot be scripted|chrome:\/\/|extensions gallery|Missing host permission/i.test(msg)) {
       throw new Error(`this page cannot be read or scripted by extensions (${msg})`);
     }

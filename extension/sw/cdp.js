@@ -392,6 +392,31 @@ export async function readNetwork(tabId, filters = {}) {
   return { entries, ...info };
 }
 
+/**
+ * The response of the tab's main document, from the capture: the main
+ * frame's loader id (Page.getFrameTree) is the request id of the document
+ * request that loaded it. Null when the debugger is not attached to the tab
+ * or the capture did not see that request (a page restored from the
+ * back/forward cache makes none).
+ * @param {number} tabId
+ * @returns {Promise<{url: string, unreachableUrl?: string, status?: number, statusText?: string, errorText?: string}|null>}
+ */
+export async function mainDocument(tabId) {
+  if (!attached.has(tabId)) return null;
+  let frame;
+  try {
+    frame = (await send(tabId, 'Page.getFrameTree', {}, { timeoutMs: 5000 })).frameTree?.frame;
+  } catch {
+    return null;
+  }
+  const entry = frame && captures.get(tabId)?.byRequest.get(frame.loaderId);
+  if (!entry) return null;
+  return {
+    url: frame.url, unreachableUrl: frame.unreachableUrl,
+    status: entry.status, statusText: entry.statusText, errorText: entry.failed ? entry.errorText : undefined,
+  };
+}
+
 export function captureStats() {
   const out = {};
   for (const [tabId, c] of captures) out[tabId] = { console: c.console.length, network: c.network.length, attached: attached.has(tabId) };
@@ -616,11 +641,12 @@ if (hasChrome) {
 
 /**
  * Resolves the tab a tool acts on (the session's current tab unless tabId is
- * given) and starts capturing its console and network traffic. A page the
- * debugger cannot attach to (chrome://, the web store) is still returned.
+ * given; opts.create as in sessions.resolveTab) and starts capturing its
+ * console and network traffic. A page the debugger cannot attach to
+ * (chrome://, the web store) is still returned.
  */
-export async function useTab(ctx, tabId) {
-  const tab = await ctx.resolveTab(tabId);
+export async function useTab(ctx, tabId, opts) {
+  const tab = await ctx.resolveTab(tabId, opts);
   try { await trackTab(tab.id); } catch { /* tools that need CDP will say why */ }
   return bringToFrontIfOwn(ctx, tab);
 }

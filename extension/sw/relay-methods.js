@@ -36,11 +36,16 @@ function tabInfo(tab) {
   return { tabId: tab.id, url: tab.url || tab.pendingUrl || '', title: tab.title || '', active: !!tab.active, windowId: tab.windowId, status: tab.status };
 }
 
-async function useTab(ctx, params) {
+// A connection without a tab yet is told to open one: only createTab and
+// browser_navigate (create) open a tab, as navigate does for MCP tools.
+async function useTab(ctx, params, { create = false } = {}) {
   try {
-    return await cdp.useTab(ctx, optTabId(params));
+    return await cdp.useTab(ctx, optTabId(params), { create });
   } catch (e) {
     if (e instanceof RelayError) throw e;
+    if (e?.name === 'TabError' && optTabId(params) === undefined) {
+      throw new RelayError('This connection has no tab yet: call createTab, or browser_navigate with a url, first (getTabs lists the open tabs to pass as tabId).');
+    }
     throw new RelayError(e.message);
   }
 }
@@ -128,7 +133,7 @@ export const extraMethods = {
   async browser_navigate(params, ctx) {
     const url = needString(params, 'url');
     try { new URL(url); } catch { throw bad(`url is not an absolute URL: ${url}`); }
-    const tab = await useTab(ctx, params);
+    const tab = await useTab(ctx, params, { create: true });
     return navigateAndWait(tab.id, () => chrome.tabs.update(tab.id, { url }), params.timeoutMs || 30000);
   },
 

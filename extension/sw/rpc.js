@@ -11,7 +11,7 @@
 // Handlers: core methods are registered with register(); methods relay
 // clients call (spec 001: createTab, click, …) come from setExtraMethods().
 // A handler is `async (params, ctx) => result` with
-//   ctx = {id, method, session: {id, client}|null, signal, sessions, resolveTab(tabId?), createTab(url?)}
+//   ctx = {id, method, session: {id, client}|null, signal, sessions, resolveTab(tabId?, {create?}), createTab(url?)}
 // where session is taken from the id's prefix ("local-…:" or "conn-…:").
 //
 // In-flight maps live in memory on purpose: requests and their replies
@@ -132,7 +132,7 @@ async function handleRequest({ id, method, params }) {
   const session = sessionFromId(id);
   const ctx = {
     id, method, session, signal: ac.signal, sessions,
-    resolveTab: (tabId) => sessions.resolveTab(session, tabId),
+    resolveTab: (tabId, opts) => sessions.resolveTab(session, tabId, opts),
     createTab: (url) => sessions.createTab(session, url),
   };
   try {

@@ -191,15 +191,43 @@ export async function createTab(session, url = 'about:blank') {
 }
 
 /**
- * The tab a tool acts on. With a tabId: that tab (an ungrouped tab is adopted
- * into the session's group and becomes current; a tab of another session or
- * of the user's own group is acted on where it is). Without: the session's
- * current tab, else another tab of its group, else a new tab in its group.
+ * What a session without a tab is told: which tools open one. Tools other
+ * than those never open a tab to fail in (a blank tab cannot be read).
+ */
+export const NO_TAB_MESSAGE = "Your session has no tab yet. Call navigate with a url: it opens a tab in your session's tab group "
+  + 'and loads the page there (tabs_create_mcp opens one too). To work in a tab that is already open, pass its tabId (tabs_context lists them).';
+
+/**
+ * The tab a call needs is not there (no tab yet, or no tab with that id).
+ * The message says what to do; tools show it as it is.
+ */
+export class TabError extends Error {
+  /** @param {string} message */
+  constructor(message) {
+    super(message);
+    this.name = 'TabError';
+  }
+}
+
+/**
+ * The tab a tool acts on.
+ *
+ * With a tabId: that tab (an ungrouped tab is adopted into the session's
+ * group and becomes current; a tab of another session or of the user's own
+ * group is acted on where it is).
+ *
+ * Without: the session's current tab, else another tab of its group. A
+ * session that has neither gets a TabError saying to call navigate: only the
+ * tools meant to open a tab (navigate with a url, tabs_create, relay
+ * createTab/browser_navigate) pass create, which opens a blank tab in the
+ * session's group for them to load their page in.
  * @param {{id: string, client?: string}|null} session
  * @param {number} [tabId]
+ * @param {{create?: boolean}} [opts]
  * @returns {Promise<chrome.tabs.Tab>}
+ * @throws {TabError}
  */
-export async function resolveTab(session, tabId) {
+export async function resolveTab(session, tabId, { create = false } = {}) {
   session = session || FALLBACK_SESSION;
   await gate;
   if (tabId !== undefined && tabId !== null) {
@@ -207,7 +235,7 @@ export async function resolveTab(session, tabId) {
     try {
       tab = await chrome.tabs.get(tabId);
     } catch {
-      throw new Error(`There is no tab with id ${tabId}; tabs_context lists the open tabs.`);
+      throw new TabError(`There is no tab with id ${tabId}; tabs_context lists the open tabs.`);
     }
     return withLock(session.id, async () => {
       await touchLocked(session);
@@ -239,6 +267,7 @@ export async function resolveTab(session, tabId) {
         return tab;
       }
     }
+    if (!create) throw new TabError(NO_TAB_MESSAGE);
     return newTab(session, 'about:blank');
   });
 }

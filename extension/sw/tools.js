@@ -8,7 +8,9 @@
 // refusals are JSON-RPC errors: an unknown tool or invalid arguments -32602.
 //
 // ctx = {session: {id, client}, requestId, signal, progress(progress, total?, message?),
-//        resolveTab(tabId?), createTab(url?), sessions}
+//        resolveTab(tabId?, {create?}), createTab(url?), sessions}
+// resolveTab without a tabId throws sessions.TabError (shown as it is) when
+// the session has no tab yet; only the tools meant to open one pass create.
 //
 // Tool modules are registered by background.js (static imports: a module
 // service worker may not use import()).
@@ -115,7 +117,7 @@ export async function call(params, rpcCtx) {
     requestId: rpcCtx.id,
     signal: rpcCtx.signal,
     sessions,
-    resolveTab: (tabId) => sessions.resolveTab(session, tabId),
+    resolveTab: (tabId, opts) => sessions.resolveTab(session, tabId, opts),
     createTab: (url) => sessions.createTab(session, url),
     progress(progress, total, message) {
       if (token === undefined || token === null) return false;
@@ -132,7 +134,7 @@ export async function call(params, rpcCtx) {
     await sessions.touch(session);
     result = normalise(await tool.run(args, ctx));
   } catch (err) {
-    const text = err instanceof ToolError ? err.message : `${name} failed: ${err?.message || err}`;
+    const text = err instanceof ToolError || err instanceof sessions.TabError ? err.message : `${name} failed: ${err?.message || err}`;
     result = { isError: true, content: [{ type: 'text', text }] };
   }
   recordCall({ tool: name, session: session.id, client: session.client, ms: Date.now() - started, ok: !result.isError,

@@ -5,7 +5,7 @@
 // (local and session), chrome.tabs and chrome.tabGroups (tabs, groups,
 // history, load events), chrome.windows, chrome.alarms (with scheduledTime), chrome.identity (the
 // test answers launchWebAuthFlow through fake.onAuthFlow) and a stub of
-// chrome.scripting. It models what the core relies on, not every detail of
+// chrome.scripting, and chrome.webNavigation (fake.failUrls makes a load fail). It models what the core relies on, not every detail of
 // Chrome: loads finish after a macrotask, a group disappears with its last
 // tab, and errors carry Chrome's wording where the code looks at it.
 
@@ -117,6 +117,7 @@ export function installFakeChrome() {
   const onChanged = new FakeEvent();
   const tabsEvents = { onRemoved: new FakeEvent(), onUpdated: new FakeEvent(), onCreated: new FakeEvent(), onActivated: new FakeEvent() };
   const groupEvents = { onRemoved: new FakeEvent(), onUpdated: new FakeEvent() };
+  const navEvents = { onErrorOccurred: new FakeEvent(), onCommitted: new FakeEvent() };
 
   const noTab = (id) => new Error(`No tab with id: ${id}.`);
   const tabCopy = (t) => {
@@ -140,6 +141,9 @@ export function installFakeChrome() {
     }
   }
 
+  // A load of a URL in fake.failUrls (url -> "net::ERR_…") fails as in
+  // Chrome: webNavigation.onErrorOccurred, no onCommitted, and the tab on
+  // an error page (getFrame's errorOccurred) that still completes loading.
   function load(tab, url) {
     tab.url = url;
     tab.status = 'loading';
@@ -147,6 +151,10 @@ export function installFakeChrome() {
     tabsEvents.onUpdated.dispatch(tab.id, { status: 'loading', url }, tabCopy(tab));
     setTimeout(() => {
       if (!tabs.has(tab.id) || tab.loadToken !== token) return;
+      const error = fake.failUrls.get(url);
+      tab.errorPage = !!error;
+      if (error) navEvents.onErrorOccurred.dispatch({ tabId: tab.id, frameId: 0, url, error });
+      else navEvents.onCommitted.dispatch({ tabId: tab.id, frameId: 0, url });
       tab.status = 'complete';
       tab.title = url === 'about:blank' ? '' : `Title of ${url}`;
       tabsEvents.onUpdated.dispatch(tab.id, { status: 'complete' }, tabCopy(tab));
@@ -309,6 +317,15 @@ export function installFakeChrome() {
         t.groupId = -1;
       }
       dropEmptyGroups();
+    },
+  };
+  fake.failUrls = new Map();
+  fake.webNavigation = {
+    ...navEvents,
+    async getFrame({ tabId, frameId }) {
+      const t = tabs.get(tabId);
+      if (!t || frameId !== 0) return null;
+      return { errorOccurred: !!t.errorPage, url: t.url, parentFrameId: -1, frameType: 'outermost_frame' };
     },
   };
   fake.tabGroups = {

@@ -77,7 +77,7 @@ test('the hello result reconciles the tab groups and keeps a session that calls 
   // The bridge: answers hello, then (a task later, as the next frame of the
   // port) calls for a session it created after building that answer.
   const replies = [];
-  rpc.register('test/tab', (params, ctx) => ctx.resolveTab());
+  rpc.register('test/tab', (params, ctx) => ctx.resolveTab(undefined, { create: true })); // as navigate with a url
   rpc.setTransport({
     linkUp: () => true,
     send(msg) {

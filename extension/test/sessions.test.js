@@ -55,8 +55,12 @@ test('sessions never take the active tab from another session', async () => {
   assert.equal(fake.tabsById.get(ta.id).active, true);
 });
 
-test('resolveTab: current tab, then another group tab, then a new one', async () => {
-  const t1 = await sessions.resolveTab(A); // none yet: creates one in A's group
+test('resolveTab: current tab, then another group tab; a new one only for the tools that open one', async () => {
+  // No tab yet: the guiding error, and no tab or window opened to fail in.
+  const before = { tabs: fake.tabsById.size, windows: fake.windowsById.size };
+  await assert.rejects(sessions.resolveTab(A), (e) => e instanceof sessions.TabError && /no tab yet\. Call navigate with a url/.test(e.message));
+  assert.deepEqual({ tabs: fake.tabsById.size, windows: fake.windowsById.size }, before, 'resolveTab opened a tab for a session without one');
+  const t1 = await sessions.resolveTab(A, undefined, { create: true }); // navigate with a url: opens one in A's group
   assert.notEqual(fake.tabsById.get(t1.id).groupId, -1);
   assert.equal((await sessions.resolveTab(A)).id, t1.id);
   const t2 = await sessions.createTab(A, 'https://two.example/');
@@ -66,6 +70,12 @@ test('resolveTab: current tab, then another group tab, then a new one', async ()
   assert.equal((await stored())['local-a'].currentTabId, null);
   assert.equal((await sessions.resolveTab(A)).id, t1.id);
   assert.deepEqual((await sessions.sessionTabs(A)).map((t) => t.id), [t1.id]);
+  // Its last tab closed: back to no tab, and again nothing is opened.
+  await chrome.tabs.remove(t1.id);
+  await flush();
+  const n = fake.tabsById.size;
+  await assert.rejects(sessions.resolveTab(A), sessions.TabError);
+  assert.equal(fake.tabsById.size, n);
 });
 
 test('a named tab: ungrouped ones are adopted, other sessions\' are left where they are', async () => {
@@ -83,7 +93,7 @@ test('a named tab: ungrouped ones are adopted, other sessions\' are left where t
   assert.equal(fake.tabsById.get(tb.id).groupId, groupB, "B's tab was moved");
   assert.equal((await stored())['local-a'].currentTabId, user.id, "B's tab became A's current tab");
 
-  await assert.rejects(sessions.resolveTab(A, 9999), /no tab with id 9999/);
+  await assert.rejects(sessions.resolveTab(A, 9999), (e) => e instanceof sessions.TabError && /no tab with id 9999/.test(e.message));
 });
 
 test('session.ended ungroups by default and forgets the session', async () => {
@@ -163,7 +173,8 @@ test('reconcile releases unlisted local sessions, keeps listed ones, and leaves 
 
   // A new session that happens to reuse the released id (ids were once a
   // per-process counter) starts with a tab of its own, not the old one.
-  const fresh = await sessions.resolveTab({ id: 'local-1', client: 'Cursor' });
+  await assert.rejects(sessions.resolveTab({ id: 'local-1', client: 'Cursor' }), sessions.TabError, 'the new session was handed a tab');
+  const fresh = await sessions.resolveTab({ id: 'local-1', client: 'Cursor' }, undefined, { create: true });
   assert.notEqual(fresh.id, old.id, 'the new session adopted the dead session\'s tab');
   assert.equal(groupOf(old.id), -1);
   assert.equal((await stored())['local-1'].bridgeInstance, 'b1');
@@ -200,7 +211,8 @@ test('a call right behind the hello waits for the reconciliation', async () => {
   // end up with A's tab, and C's new record must survive.
   const C = { id: 'local-c', client: 'New client' };
   const reconciled = sessions.reconcile({ bridgeInstance: 'b4', sessions: [{ id: 'local-c', client: 'New client' }] });
-  const [forA, forC] = await Promise.all([sessions.resolveTab(A), sessions.resolveTab(C)]);
+  // Both are navigate calls (create): each session that has no tab gets a new one.
+  const [forA, forC] = await Promise.all([sessions.resolveTab(A, undefined, { create: true }), sessions.resolveTab(C, undefined, { create: true })]);
   assert.deepEqual(await reconciled, { released: ['local-a'], kept: [] });
   await flush();
   assert.notEqual(forA.id, old.id, 'a call of the dead session got its old tab back');
@@ -218,7 +230,7 @@ test('a record another bridge process vouched for is released, not adopted, on i
   // A bridge that names its process but does not list sessions: it cannot
   // have seen local-a created, so local-a's tabs are not handed to it.
   await sessions.reconcile({ bridgeInstance: 'second' });
-  const again = await sessions.resolveTab(A);
+  const again = await sessions.resolveTab(A, undefined, { create: true });
   assert.notEqual(again.id, a.id, 'the session adopted a tab of another bridge process');
   assert.equal(groupOf(a.id), -1);
   assert.equal((await stored())['local-a'].bridgeInstance, 'second');

@@ -8,9 +8,13 @@ import * as cdp from '../sw/cdp.js';
 import { captureTab, captureFullResolution, getTabScale, imageToCss, putScreenshot, DEFAULT_MAX_EDGE, DEFAULT_BUDGET } from '../sw/screenshot.js';
 import { runAgent } from '../content/agent.js';
 import { noteAction } from './gif_creator.js';
+import { usePage } from '../sw/pageload.js';
 
 export const ACTIONS = ['left_click', 'right_click', 'middle_click', 'double_click', 'triple_click', 'type', 'key', 'scroll', 'scroll_to',
   'hover', 'left_click_drag', 'wait', 'screenshot', 'zoom'];
+
+/** The actions that do not need the page's content (they work on Chrome's error page too). */
+const LOOK_ONLY = ['screenshot', 'zoom', 'wait'];
 
 const point = (description) => ({
   type: 'array', items: { type: 'number' }, minItems: 2, maxItems: 2, description,
@@ -117,19 +121,23 @@ async function screenshotResult(tab, args, { region } = {}) {
     opts.region = [x0, y0, x1, y1];
   }
   const shot = await captureTab(tab.id, opts);
-  const id = putScreenshot({ data: shot.data, mimeType: shot.mimeType, width: shot.width, height: shot.height, tabId: tab.id });
+  // One id per screenshot, the one the text names: with full_resolution it is
+  // the full-resolution PNG's (what resources/read and upload_image take);
+  // the scaled image shown inline is not kept apart.
+  const full = args.full_resolution && !region ? await captureFullResolution(tab.id) : null;
+  const id = full ? full.id : putScreenshot({ data: shot.data, mimeType: shot.mimeType, width: shot.width, height: shot.height, tabId: tab.id });
   const content = [{ type: 'image', data: shot.data, mimeType: shot.mimeType }];
   let text = region
     ? `Zoomed into region (${opts.region.map(Math.round).join(', ')}) CSS px of tab ${tab.id}: ${shot.width}x${shot.height} ${shot.format}, ${round(shot.scale)} image px per CSS px. Coordinates for actions still refer to the last full screenshot.`
     : `Screenshot of tab ${tab.id} (${tab.url || ''}): ${shot.width}x${shot.height} ${shot.format}${shot.quality ? ` q${shot.quality}` : ''}; viewport ${shot.viewport.width}x${shot.viewport.height} CSS px at devicePixelRatio ${shot.viewport.dpr}. Use pixel coordinates of this image for clicks.`;
-  text += ` Screenshot id: ${id}.`;
+  text += full
+    ? ` Screenshot id: ${id}. Its full resolution (${full.width}x${full.height} PNG) is the resource ${full.uri} (resources/read); upload_image takes the same id.`
+    : ` Screenshot id: ${id}.`;
   if (shot.overBudget) text += ' Note: still above the size budget at the lowest quality.';
   const structured = { id, width: shot.width, height: shot.height, format: shot.format, quality: shot.quality, scale: shot.scale, viewport: shot.viewport, tabId: tab.id };
-  if (args.full_resolution && !region) {
-    const full = await captureFullResolution(tab.id);
+  if (full) {
     content.push({ type: 'resource_link', uri: full.uri, name: `screenshot-${full.id}.png`, mimeType: 'image/png',
       description: `Full-resolution screenshot, ${full.width}x${full.height} PNG (${Math.round(full.chars * 0.75 / 1024)} KiB)` });
-    text += ` Full resolution (${full.width}x${full.height}) is at ${full.uri}.`;
     structured.fullResolution = { uri: full.uri, width: full.width, height: full.height };
   }
   content.push({ type: 'text', text });
@@ -145,7 +153,9 @@ function sleep(ms, signal) {
 }
 
 async function run(args, ctx) {
-  const tab = await cdp.useTab(ctx, args.tabId);
+  // Looking (screenshot, zoom) and waiting work on any tab, Chrome's error
+  // page included; acting on the page needs one that loaded.
+  const tab = LOOK_ONLY.includes(args.action) ? await cdp.useTab(ctx, args.tabId) : await usePage(ctx, args.tabId);
   const tabId = tab.id;
   const action = args.action;
   const mods = parseModifiers(args.modifiers);

@@ -3,7 +3,8 @@
 // (sw/sessions.js) unless the caller names a tab id.
 
 import { ToolError } from '../sw/tools.js';
-import { trackTab } from '../sw/cdp.js';
+import { trackTab, mainDocument } from '../sw/cdp.js';
+import { ABORTED, errorPage, httpErrorText, httpStatusLine, isHttpError, loadFailedText } from '../sw/pageload.js';
 
 /** How long navigate waits for a page to finish loading by default. */
 export const NAVIGATE_TIMEOUT_MS = 30_000;
@@ -11,7 +12,7 @@ export const NAVIGATE_TIMEOUT_MS = 30_000;
 const tabIdProp = {
   type: 'integer',
   minimum: 0,
-  description: "The tab to act on, from tabs_context. Omit it to use this session's current tab (one is created in the session's tab group if it has none).",
+  description: "The tab to act on, from tabs_context. Omit it to use this session's current tab; a session without a tab gets one in its tab group when url is given.",
 };
 
 function describe(tab, { owner, mine, current }) {
@@ -81,7 +82,7 @@ const tabsContextMcp = {
     }
     const text = tabs.length
       ? `Your session has ${tabs.length} tab${tabs.length === 1 ? '' : 's'}:\n${tabs.map(line).join('\n')}`
-      : 'Your session has no tabs yet. tabs_create opens one, and any tool that needs a tab opens one by itself.';
+      : "Your session has no tabs yet. navigate with a url opens one in your session's tab group and loads the page (tabs_create_mcp opens one too); the page tools need a tab and do not open one.";
     return { content: [{ type: 'text', text }], structuredContent: { tabs, currentTabId } };
   },
 };
@@ -139,7 +140,7 @@ const ACTIONS = ['back', 'forward', 'reload'];
 const navigate = {
   name: 'navigate',
   title: 'Navigate',
-  description: "Loads a URL in a tab, or goes back, forward or reloads, and waits until the page has finished loading (up to timeoutMs). Acts on your session's current tab unless you pass tabId; a tabId that is in no group joins your session's group. Returns the final URL and title (after redirects). Pass either url or action.",
+  description: "Loads a URL in a tab, or goes back, forward or reloads, and waits until the page has finished loading (up to timeoutMs). Acts on your session's current tab unless you pass tabId; a session without a tab gets one in its tab group (so call navigate first), and a tabId that is in no group joins your session's group. Returns the final URL and title (after redirects). A load that fails is an error naming the network error (e.g. net::ERR_NAME_NOT_RESOLVED) or the HTTP status (e.g. HTTP 404 Not Found; the tab then shows the server's page). Pass either url or action.",
   inputSchema: {
     type: 'object',
     properties: {
@@ -158,34 +159,81 @@ const navigate = {
       url = undefined;
     }
     if ((url === undefined) === (action === undefined)) throw new ToolError('Pass either url or action (back, forward or reload), not both and not neither.');
-    const tab = await ctx.resolveTab(args.tabId);
-    await trackTab(tab.id).catch(() => {}); // capture from the moment the tab is in use
     const target = url === undefined ? null : normaliseUrl(url);
+    // navigate with a url is one of the tools that open a tab: a session
+    // without one gets it here, in its group (sw/sessions.js, resolveTab).
+    const tab = await ctx.resolveTab(args.tabId, { create: target !== null });
+    await trackTab(tab.id).catch(() => {}); // capture from the moment the tab is in use
     const go = {
       back: () => chrome.tabs.goBack(tab.id),
       forward: () => chrome.tabs.goForward(tab.id),
       reload: () => chrome.tabs.reload(tab.id),
     }[action] || (() => chrome.tabs.update(tab.id, { url: target }));
     const timeoutMs = args.timeoutMs ?? NAVIGATE_TIMEOUT_MS;
-    const { tab: after, timedOut, moved } = await loadAndWait(tab.id, go, { timeoutMs, signal: ctx.signal, what: action || target, from: tab.url });
+    const { tab: after, timedOut, moved, netError } = await loadAndWait(tab.id, go, { timeoutMs, signal: ctx.signal, what: action || target, from: tab.url });
     const done = after || tab;
     if (target && !moved && done.url !== target) {
       // Chrome ignores some navigations from extensions (data: URLs in the top frame, for one).
       throw new ToolError(`The browser did not load ${target}; tab ${tab.id} still shows ${done.url || 'its old page'}. Chrome refuses some URLs from extensions (data: URLs, for one).`);
+    }
+    // A load still under way at the timeout leaves the old page in the frame: its state says nothing of this load.
+    const failed = timedOut && !netError ? null : await loadFailure(tab.id, netError);
+    if (failed) {
+      // An HTTP error with an empty body also ends on Chrome's error page: say the status first.
+      const doc = await mainDocument(tab.id);
+      const http = doc && isHttpError(doc.status) ? `${httpStatusLine(doc.status, doc.statusText)}: ` : '';
+      return {
+        isError: true,
+        content: [{ type: 'text', text: http + loadFailedText({ tabId: tab.id, url: failed.url || done.url || target, error: failed.error, what: action || 'load' }) }],
+        structuredContent: {
+          tabId: tab.id, url: failed.url || done.url || '', error: failed.error || null, status: 'failed',
+          ...(http ? { httpStatus: doc.status } : {}),
+        },
+      };
+    }
+    const doc = timedOut ? null : await mainDocument(tab.id);
+    if (doc && isHttpError(doc.status)) {
+      return {
+        isError: true,
+        content: [{ type: 'text', text: httpErrorText({ tabId: tab.id, url: done.url || doc.url, status: doc.status, statusText: doc.statusText, title: done.title }) }],
+        structuredContent: { tabId: tab.id, url: done.url || doc.url || '', title: done.title || '', status: 'complete', httpStatus: doc.status, timedOut },
+      };
     }
     const what = action ? { back: 'Went back', forward: 'Went forward', reload: 'Reloaded' }[action] : 'Navigated';
     const text = `${what} in tab ${tab.id}: ${done.url || target} — "${done.title || ''}"` +
       (timedOut ? `. The page had not finished loading after ${timeoutMs} ms; it may still be loading.` : '.');
     return {
       content: [{ type: 'text', text }],
-      structuredContent: { tabId: tab.id, url: done.url || '', title: done.title || '', status: done.status || 'unknown', timedOut },
+      structuredContent: {
+        tabId: tab.id, url: done.url || '', title: done.title || '', status: done.status || 'unknown', timedOut,
+        ...(doc?.status ? { httpStatus: doc.status } : {}),
+      },
     };
   },
 };
 
 /**
+ * Why the tab's last load failed, or null if it did not: the tab shows
+ * Chrome's error page (webNavigation.getFrame) for the error seen while
+ * waiting, else the one recorded (sw/pageload.js), else the one the
+ * network capture saw.
+ * @param {number} tabId
+ * @param {{url: string, error: string}|null} seen the main-frame error of this load, if one was seen
+ * @returns {Promise<{url: string, error: string|null}|null>}
+ */
+async function loadFailure(tabId, seen) {
+  const page = await errorPage(tabId);
+  if (!page) return null;
+  let error = seen?.error || page.error;
+  if (!error) error = (await mainDocument(tabId))?.errorText || null;
+  return { url: seen?.url || page.url, error };
+}
+
+/**
  * Starts a navigation with go() and waits for the tab to finish loading.
- * @returns {Promise<{tab: chrome.tabs.Tab|null, timedOut: boolean, moved: boolean}>}
+ * netError is the main-frame load error Chrome reported meanwhile (not an
+ * abort: an aborted load leaves the old page), unless a later load committed.
+ * @returns {Promise<{tab: chrome.tabs.Tab|null, timedOut: boolean, moved: boolean, netError: {url: string, error: string}|null}>}
  */
 function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
   return new Promise((resolve, reject) => {
@@ -194,10 +242,17 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     let moved = false; // the tab's URL changed: the navigation was not ignored
     // A new tab's own first load (to about:blank) does not count as moving.
     const isMove = (url) => url !== undefined && url !== from && url !== '' && url !== 'about:blank';
+    const nav = chrome.webNavigation; // absent in a browser without the permission: then errorPage() decides alone
+    let netError = null;
     let done = false;
     const finish = (fn, v) => {
       if (done) return;
       done = true;
+      if (nav) {
+        nav.onErrorOccurred.removeListener(onNavError);
+        nav.onCommitted.removeListener(onCommitted);
+      }
+      if (v && typeof v === 'object' && 'timedOut' in v) v.netError = netError;
       chrome.tabs.onUpdated.removeListener(onUpdated);
       chrome.tabs.onRemoved.removeListener(onRemoved);
       signal?.removeEventListener('abort', onAbort);
@@ -212,6 +267,12 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
       else if (info.status === 'complete' && sawLoading) finish(resolve, { tab, timedOut: false, moved });
     };
     const onRemoved = (id) => id === tabId && finish(reject, new ToolError(`Tab ${tabId} was closed while loading ${what}.`));
+    const onNavError = (d) => {
+      if (d.tabId === tabId && d.frameId === 0 && d.error !== ABORTED) netError = { url: d.url, error: d.error };
+    };
+    const onCommitted = (d) => {
+      if (d.tabId === tabId && d.frameId === 0) netError = null;
+    };
     const onAbort = () => finish(reject, new ToolError('Navigation wait cancelled.'));
     // Events can be missed (same-document navigations never say "loading"),
     // so look at the tab now and then as well.
@@ -225,6 +286,10 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     const timer = setTimeout(() => chrome.tabs.get(tabId).catch(() => null).then((t) => finish(resolve, { tab: t, timedOut: true, moved })), timeoutMs);
     chrome.tabs.onUpdated.addListener(onUpdated);
     chrome.tabs.onRemoved.addListener(onRemoved);
+    if (nav) {
+      nav.onErrorOccurred.addListener(onNavError);
+      nav.onCommitted.addListener(onCommitted);
+    }
     signal?.addEventListener('abort', onAbort);
     Promise.resolve().then(go).catch((err) => {
       const msg = err?.message || String(err);

@@ -2,7 +2,7 @@
 // ("search box", "Submit button", 'link "Pricing"') -> refs with role and name.
 
 import { ToolError } from '../sw/tools.js';
-import { useTab } from '../sw/cdp.js';
+import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
 
 export const inputSchema = {
@@ -20,7 +20,7 @@ export const inputSchema = {
 };
 
 async function run(args, ctx) {
-  const tab = await useTab(ctx, args.tabId);
+  const tab = await usePage(ctx, args.tabId);
   let res;
   try {
     res = await runAgent(tab.id, 'find', { query: args.query, limit: args.limit || 10 });

@@ -2,7 +2,7 @@
 // selects, checkboxes, radios, contenteditable) and fires input/change.
 
 import { ToolError } from '../sw/tools.js';
-import { useTab } from '../sw/cdp.js';
+import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
 
 export const inputSchema = {
@@ -22,7 +22,7 @@ export const inputSchema = {
 };
 
 async function run(args, ctx) {
-  const tab = await useTab(ctx, args.tabId);
+  const tab = await usePage(ctx, args.tabId);
   let r;
   try {
     r = await runAgent(tab.id, 'formInput', { ref: args.ref, value: args.value });

@@ -2,7 +2,7 @@
 // one), paginated by characters.
 
 import { ToolError } from '../sw/tools.js';
-import { useTab } from '../sw/cdp.js';
+import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
 
 export const DEFAULT_PAGE_SIZE = 20000;
@@ -46,7 +46,7 @@ export const inputSchema = {
 };
 
 async function run(args, ctx) {
-  const tab = await useTab(ctx, args.tabId);
+  const tab = await usePage(ctx, args.tabId);
   let r;
   try {
     r = await runAgent(tab.id, 'text', { ref: args.ref, selector: args.selector, whole: !!args.whole_page });

@@ -3,6 +3,7 @@
 
 import { ToolError } from '../sw/tools.js';
 import * as cdp from '../sw/cdp.js';
+import { usePage } from '../sw/pageload.js';
 
 export const MAX_RESULT_CHARS = 100000;
 
@@ -52,7 +53,7 @@ async function evaluate(tabId, expression, timeout, replMode) {
 }
 
 async function run(args, ctx) {
-  const tab = await cdp.useTab(ctx, args.tabId);
+  const tab = await usePage(ctx, args.tabId);
   const timeout = args.timeout_ms || 30000;
   let r;
   try {

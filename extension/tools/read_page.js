@@ -2,7 +2,7 @@
 // element refs ("ref_12") that computer, form_input and upload_image accept.
 
 import { ToolError } from '../sw/tools.js';
-import { useTab } from '../sw/cdp.js';
+import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
 
 export const inputSchema = {
@@ -21,7 +21,7 @@ export const inputSchema = {
 };
 
 async function run(args, ctx) {
-  const tab = await useTab(ctx, args.tabId);
+  const tab = await usePage(ctx, args.tabId);
   let snap;
   try {
     snap = await runAgent(tab.id, 'snapshot', { filter: args.filter || 'all', ref: args.ref, depth: args.depth, maxChars: args.max_chars });

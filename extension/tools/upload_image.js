@@ -2,7 +2,7 @@
 // target, by building a File in the page (DataTransfer) — no file path needed.
 
 import { ToolError } from '../sw/tools.js';
-import { useTab } from '../sw/cdp.js';
+import { usePage } from '../sw/pageload.js';
 import { getScreenshot, imageSize } from '../sw/screenshot.js';
 import { runAgent } from '../content/agent.js';
 
@@ -48,7 +48,7 @@ export default {
       throw new ToolError('give screenshot_id or data');
     }
     const name = args.filename || `image.${EXT[mimeType] || 'bin'}`;
-    const tab = await useTab(ctx, args.tabId);
+    const tab = await usePage(ctx, args.tabId);
     let r;
     try {
       r = await runAgent(tab.id, 'upload', { ref: args.ref, files: [{ base64, mimeType, name }], point: args.drop_point });

@@ -299,18 +299,22 @@ func TestRestartKeepsSessions(t *testing.T) {
 	st = rw.waitBridge(t, old)
 	t.Logf("round 2: bridge %d killed; bridge %d has the browser %v later", old, st.PID, time.Since(killed).Round(time.Millisecond))
 	b := rw.connectGo(t, "e2e-restart-b", nil)
+	// B has no tab yet: its first get_page_text {} is the error that says
+	// so (issue 14: no tab is opened for it), and never A's page.
 	res, err := b.try(bg(callWait), "get_page_text", nil)
 	switch first := readPageText(res); {
 	case strings.Contains(first.text, belongs("e2e-restart-a")) || first.url == pageA:
 		t.Fatalf("B's first get_page_text {} read A's page: %s", describe(res))
-	case err != nil:
-		t.Logf("B's first get_page_text {} failed, without A's page: %v", err)
-	default:
-		t.Logf("B's first get_page_text {} read its own new tab: %s", first.url)
+	case err == nil || !strings.Contains(first.text, "no tab yet"):
+		t.Fatalf("B's first get_page_text {} = %s (%v); want the error that B has no tab yet", describe(res), err)
 	}
+	if tabs := b.tabs(t, "tabs_context_mcp"); len(tabs) != 0 {
+		t.Fatalf("B's failed get_page_text {} left B tabs: %+v", tabs)
+	}
+	b.call(t, "navigate", map[string]any{"url": rw.rpages.url("e2e-restart-b")})
 	tabsB := b.tabs(t, "tabs_context_mcp")
 	if len(tabsB) == 0 {
-		t.Fatalf("B has no tab of its own after get_page_text")
+		t.Fatalf("B has no tab of its own after navigate")
 	}
 	groupB := tabsB[0].GroupID
 	for _, tab := range tabsB {

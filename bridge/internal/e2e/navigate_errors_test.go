@@ -1,0 +1,333 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
+)
+
+// TestNavigateErrors: loads that fail are tool errors that name the
+// failure, the page tools on Chrome's error page say which tab, URL and
+// error and what to do, a session without a tab is told to navigate (and
+// nothing opens a blank tab for it), and a full-resolution screenshot has
+// one id. Issue 14, in real Chromium.
+func TestNavigateErrors(t *testing.T) {
+	w := startWorld(t, worldOptions{})
+	errPages := startErrorPages(t)
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, *world, *httptest.Server)
+	}{
+		{"no_tab_yet", testNoTabYet},
+		{"net_errors", testNetErrors},
+		{"http_errors", testHTTPErrors},
+		{"screenshot_one_id", testScreenshotOneID},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, w, errPages) })
+	}
+}
+
+// startErrorPages serves pages that answer with HTTP errors: with a page
+// of their own (the browser shows it) and without (Chrome shows its own).
+func startErrorPages(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	page := func(status int, body string) http.HandlerFunc {
+		return func(rw http.ResponseWriter, r *http.Request) {
+			rw.Header().Set("Cache-Control", "no-store")
+			if body != "" {
+				rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+			}
+			rw.WriteHeader(status)
+			fmt.Fprint(rw, body)
+		}
+	}
+	mux.HandleFunc("/missing", page(http.StatusNotFound, "<title>Gone fishing</title><h1>bb-e2e 404 page</h1>"))
+	mux.HandleFunc("/broken", page(http.StatusInternalServerError, "<title>Oops</title><h1>bb-e2e 500 page</h1>"))
+	mux.HandleFunc("/empty-404", page(http.StatusNotFound, ""))
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// closedPort is a loopback address nothing listens on: bound, then closed.
+func closedPort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// tabsAndWindows counts the browser's tabs and windows, as tabs_context
+// (every tab of every window) lists them.
+func (c *client) tabsAndWindows(t testing.TB) (tabs, windows int) {
+	t.Helper()
+	m, ok := structured(c.call(t, "tabs_context", nil))
+	list, _ := m["tabs"].([]any)
+	if !ok {
+		t.Fatalf("tabs_context gave no structured tab list")
+	}
+	seen := map[float64]bool{}
+	for _, x := range list {
+		tab, _ := x.(map[string]any)
+		if id, ok := tab["windowId"].(float64); ok {
+			seen[id] = true
+		}
+	}
+	return len(list), len(seen)
+}
+
+// toolError calls a tool that must fail as a tool (isError) and returns
+// what it said.
+func (c *client) toolError(t testing.TB, name string, args map[string]any) (string, *mcp.CallToolResult) {
+	t.Helper()
+	res, err := c.try(bg(callWait), name, args)
+	switch {
+	case res == nil:
+		t.Fatalf("%s %s: %v", name, argsJSON(args), err)
+	case !res.IsError:
+		t.Fatalf("%s %s succeeded, want a tool error: %s", name, argsJSON(args), describe(res))
+	}
+	return testutil.Text(res), res
+}
+
+func testNoTabYet(t *testing.T, w *world, _ *httptest.Server) {
+	observer := w.client("e2e-observer")
+	tabs0, windows0 := observer.tabsAndWindows(t)
+
+	// A one-shot client's first call, with no tab id.
+	fresh := w.client("e2e-one-shot")
+	for _, call := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"read_page", nil},
+		{"get_page_text", nil},
+		{"computer", map[string]any{"action": "screenshot"}},
+	} {
+		text, _ := fresh.toolError(t, call.name, call.args)
+		for _, want := range []string{"no tab yet", "navigate with a url", "tabs_create_mcp"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s in a session without a tab says %q; want it to mention %q", call.name, text, want)
+			}
+		}
+		if strings.Contains(strings.ToLower(text), "cannot be read or scripted") || strings.Contains(text, "about:blank") {
+			t.Errorf("%s in a session without a tab reads like a permissions problem: %q", call.name, text)
+		}
+	}
+	if tabs, windows := observer.tabsAndWindows(t); tabs != tabs0 || windows != windows0 {
+		t.Fatalf("calls of a session without a tab changed the browser from %d tabs in %d windows to %d in %d", tabs0, windows0, tabs, windows)
+	}
+	if m, _ := structured(fresh.call(t, "tabs_context_mcp", nil)); len(m["tabs"].([]any)) != 0 {
+		t.Fatalf("the session without a tab has tabs after its failed calls: %v", m["tabs"])
+	}
+
+	// What the error says to do works: navigate with a url opens one tab in
+	// the session's group and loads the page.
+	index := w.pages.url("index.html")
+	res := fresh.call(t, "navigate", map[string]any{"url": index})
+	tab, ok := tabIDOf(res)
+	if !ok {
+		t.Fatalf("navigate gave no tab id: %s", describe(res))
+	}
+	fresh.waitURL(t, tab, index)
+	if tabs, _ := observer.tabsAndWindows(t); tabs != tabs0+1 {
+		t.Errorf("navigate in a session without a tab: %d tabs, want %d", tabs, tabs0+1)
+	}
+	m, _ := structured(fresh.call(t, "tabs_context_mcp", nil))
+	if mine, _ := m["tabs"].([]any); len(mine) != 1 {
+		t.Errorf("after navigate the session's group holds %d tabs, want 1: %v", len(mine), m["tabs"])
+	}
+	if text := testutil.Text(fresh.call(t, "read_page", nil)); !strings.Contains(text, index) {
+		t.Errorf("read_page after navigate does not read %s:\n%s", index, clip(text, 500))
+	}
+}
+
+func testNetErrors(t *testing.T, w *world, _ *httptest.Server) {
+	c := w.client("e2e-net-errors")
+	index := w.pages.url("index.html")
+	tab := c.newTab(t, index)
+	tabWord := "tab " + strconv.Itoa(tab)
+	for _, tc := range []struct {
+		name, url, want string
+	}{
+		{"unresolvable_host", "http://no-such-host.invalid/", "net::ERR_NAME_NOT_RESOLVED"},
+		{"closed_port", "http://" + closedPort(t) + "/", "net::ERR_CONNECTION_REFUSED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text, res := c.toolError(t, "navigate", map[string]any{"url": tc.url, "tabId": tab})
+			t.Logf("navigate %s: %s", tc.url, text)
+			for _, want := range []string{tc.want, tc.url, tabWord, "navigate"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("navigate to %s says %q; want it to name %q", tc.url, text, want)
+				}
+			}
+			if id, ok := tabIDOf(res); !ok || id != tab {
+				t.Errorf("the failed navigate's result names tab %d (%v), want %d: %s", id, ok, tab, describe(res))
+			}
+			// The page tools on the error page: which tab, which URL, which error, what to do.
+			for _, call := range []struct {
+				name string
+				args map[string]any
+			}{
+				{"get_page_text", map[string]any{"tabId": tab}},
+				{"read_page", map[string]any{"tabId": tab}},
+				{"find", map[string]any{"query": "button", "tabId": tab}},
+				{"javascript_tool", map[string]any{"code": "document.title", "tabId": tab}},
+				{"computer", map[string]any{"action": "left_click", "coordinate": []int{10, 10}, "tabId": tab}},
+			} {
+				text, _ := c.toolError(t, call.name, call.args)
+				if call.name == "get_page_text" {
+					t.Logf("get_page_text on the error page: %s", text)
+				}
+				for _, want := range []string{"Tab " + strconv.Itoa(tab) + " shows Chrome's error page", tc.url, tc.want, "navigate with a working URL"} {
+					if !strings.Contains(text, want) {
+						t.Errorf("%s on the error page of %s says %q; want it to name %q", call.name, tc.url, text, want)
+					}
+				}
+				if strings.Contains(text, "Frame with ID") {
+					t.Errorf("%s passes on Chrome's raw error: %q", call.name, text)
+				}
+			}
+			// reload fails the same way.
+			if text, _ := c.toolError(t, "navigate", map[string]any{"action": "reload", "tabId": tab}); !strings.Contains(text, tc.want) {
+				t.Errorf("navigate reload of %s says %q; want %s", tc.url, text, tc.want)
+			}
+		})
+	}
+	// A successful navigate still succeeds, and the page tools work again.
+	form := w.pages.url("form.html")
+	res := c.navigate(t, tab, form)
+	if text := testutil.Text(res); !strings.HasPrefix(text, "Navigated in "+tabWord+": "+form) {
+		t.Errorf("navigate to the form after errors says %q", text)
+	}
+	if text := testutil.Text(c.call(t, "get_page_text", map[string]any{"tabId": tab})); !strings.Contains(text, "Every input type") {
+		t.Errorf("get_page_text after a successful navigate:\n%s", clip(text, 500))
+	}
+}
+
+func testHTTPErrors(t *testing.T, w *world, errPages *httptest.Server) {
+	c := w.client("e2e-http-errors")
+	index := w.pages.url("index.html")
+	tab := c.newTab(t, index)
+	tabWord := "tab " + strconv.Itoa(tab)
+	for _, tc := range []struct {
+		name, path, status, body string
+	}{
+		{"404_with_a_page", "/missing", "HTTP 404 Not Found", "bb-e2e 404 page"},
+		{"500_with_a_page", "/broken", "HTTP 500 Internal Server Error", "bb-e2e 500 page"},
+		{"404_without_a_page", "/empty-404", "HTTP 404 Not Found", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := errPages.URL + tc.path
+			text, res := c.toolError(t, "navigate", map[string]any{"url": url, "tabId": tab})
+			t.Logf("navigate %s: %s", url, text)
+			if !strings.HasPrefix(text, tc.status+":") {
+				t.Errorf("navigate to %s says %q; want it to start with %q", url, text, tc.status)
+			}
+			for _, want := range []string{url, tabWord} {
+				if !strings.Contains(text, want) {
+					t.Errorf("navigate to %s says %q; want it to name %q", url, text, want)
+				}
+			}
+			if id, ok := tabIDOf(res); !ok || id != tab {
+				t.Errorf("the navigate to an HTTP error names tab %d (%v), want %d: %s", id, ok, tab, describe(res))
+			}
+			if tc.body == "" {
+				// No page from the server: Chrome shows its own, which the page tools name.
+				text, _ := c.toolError(t, "get_page_text", map[string]any{"tabId": tab})
+				if !strings.Contains(text, "error page") || !strings.Contains(text, url) {
+					t.Errorf("get_page_text on Chrome's page for an empty 404 says %q", text)
+				}
+				return
+			}
+			// The server's page loaded: the page tools read it.
+			if got := testutil.Text(c.call(t, "get_page_text", map[string]any{"tabId": tab})); !strings.Contains(got, tc.body) {
+				t.Errorf("get_page_text on the %s page lacks %q:\n%s", tc.status, tc.body, clip(got, 500))
+			}
+			// reload: the same status, the same error.
+			if text, _ := c.toolError(t, "navigate", map[string]any{"action": "reload", "tabId": tab}); !strings.HasPrefix(text, tc.status+":") {
+				t.Errorf("navigate reload of %s says %q; want %q", url, text, tc.status)
+			}
+		})
+	}
+	// back and forward report the page they land on the same way.
+	c.navigate(t, tab, index)
+	missing := errPages.URL + "/missing"
+	c.toolError(t, "navigate", map[string]any{"url": missing, "tabId": tab})
+	res := c.call(t, "navigate", map[string]any{"action": "back", "tabId": tab})
+	c.waitURL(t, tab, index)
+	if text := testutil.Text(res); !strings.HasPrefix(text, "Went back in "+tabWord+": "+index) {
+		t.Errorf("navigate back to the index says %q", text)
+	}
+	if text, _ := c.toolError(t, "navigate", map[string]any{"action": "forward", "tabId": tab}); !strings.HasPrefix(text, "HTTP 404 Not Found:") || !strings.Contains(text, missing) {
+		t.Errorf("navigate forward to the 404 page says %q", text)
+	}
+}
+
+var screenshotIDs = regexp.MustCompile(`shot_[a-z0-9_]+`)
+
+// testScreenshotOneID: the text of a full-resolution screenshot names one
+// id, the one resources/read takes.
+func testScreenshotOneID(t *testing.T, w *world, _ *httptest.Server) {
+	c := w.client("e2e-screenshot-id")
+	tab := c.newTab(t, w.pages.url("form.html"))
+	res := c.call(t, "computer", map[string]any{"action": "screenshot", "full_resolution": true, "tabId": tab})
+	text := testutil.Text(res)
+	ids := map[string]bool{}
+	for _, id := range screenshotIDs.FindAllString(text, -1) {
+		ids[id] = true
+	}
+	if len(ids) != 1 {
+		t.Fatalf("the full-resolution screenshot's text names %d ids, want one: %q", len(ids), text)
+	}
+	var id string
+	for k := range ids {
+		id = k
+	}
+	var link *mcp.ResourceLink
+	for _, ct := range res.Content {
+		if l, ok := ct.(*mcp.ResourceLink); ok {
+			link = l
+		}
+	}
+	if link == nil || link.URI != "browserbridge://screenshots/"+id {
+		t.Fatalf("the text names %s; the resource link is %+v", id, link)
+	}
+	if got := imageIDOf(res); got != id {
+		t.Errorf("the structured id is %q, the text's %q", got, id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callWait)
+	defer cancel()
+	rr, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "browserbridge://screenshots/" + id})
+	if err != nil || len(rr.Contents) != 1 || len(rr.Contents[0].Blob) == 0 {
+		t.Fatalf("resources/read of the id the text names: %+v, %v", rr, err)
+	}
+	full, _, err := image.DecodeConfig(bytes.NewReader(rr.Contents[0].Blob))
+	small, _, ok := imageOf(res)
+	if !ok {
+		t.Fatalf("the screenshot has no inline image: %s", describe(res))
+	}
+	inline, _, err2 := image.DecodeConfig(bytes.NewReader(small))
+	if err != nil || err2 != nil || full.Width < inline.Width {
+		t.Errorf("the resource is %dx%d (%v), the inline image %dx%d (%v): want the resource at full resolution", full.Width, full.Height, err, inline.Width, inline.Height, err2)
+	}
+	// upload_image takes the same id.
+	c.call(t, "upload_image", map[string]any{"screenshot_id": id, "ref": c.refFor(t, tab, "#file"), "tabId": tab, "filename": "full.png"})
+}
