@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
 // The bridge's own tools; a browser tool with one of these names is skipped.
@@ -79,7 +80,7 @@ func (s *Server) listBrowsers(ctx context.Context, req *mcp.CallToolRequest) (*m
 			if e.Selected {
 				mark = " (used by this session)"
 			}
-			lines = append(lines, fmt.Sprintf("- %s: %s %s, profile %q%s", e.ID, e.Name, e.Version, e.Profile, mark))
+			lines = append(lines, browserLine(info)+mark)
 		}
 	}
 	text := "No browser is connected. Open the browser with the Browser Bridge extension loaded."
@@ -87,6 +88,32 @@ func (s *Server) listBrowsers(ctx context.Context, req *mcp.CallToolRequest) (*m
 		text = "Connected browsers (most recently active first):\n" + strings.Join(lines, "\n")
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}, nil
+}
+
+// browserLine is list_browsers' line for one browser: its id, what it said
+// of itself in hello, and when it connected. The profile label is shown
+// only when the extension has one (its options page sets it); an empty one
+// says nothing, so it is left out rather than printed as "".
+func browserLine(info protocol.BrowserInfo) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "- %s: %s", info.ID, info.Name)
+	if info.Version != "" {
+		b.WriteString(" " + info.Version)
+	}
+	if info.Profile != "" {
+		fmt.Fprintf(&b, ", profile %q", info.Profile)
+	}
+	var about []string
+	if info.ExtensionVersion != "" {
+		about = append(about, "extension "+info.ExtensionVersion)
+	}
+	if info.ConnectedAt != "" {
+		about = append(about, "connected "+info.ConnectedAt)
+	}
+	if len(about) > 0 {
+		b.WriteString(" (" + strings.Join(about, ", ") + ")")
+	}
+	return b.String()
 }
 
 func (s *Server) selectBrowser(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
