@@ -115,7 +115,9 @@ func (o *Options) withDefaults() Options {
 // Concurrency contract: Send, TrySend, Close and Done may be called from any
 // goroutine, any number of times, concurrently. ReadLoop is called once, by
 // the one goroutine that reads; the writer is the Conn's own goroutine,
-// started by New, and nothing else writes to the WebSocket.
+// started by New or Upgrade, and nothing else writes messages to the
+// WebSocket (gorilla's answers to the peer's pings and close frame, control
+// frames written from the reader, may interleave: gorilla allows that).
 //
 // Messages sent before Close are written before the close frame; Send and
 // TrySend after Close report false and drop the message. Close is safe to
@@ -165,7 +167,7 @@ func newConn(ws *websocket.Conn, bc *batchConn, opts *Options) *Conn {
 
 // Upgrade upgrades an HTTP request to a Conn with u, as u.Upgrade does. A
 // Conn made this way writes the messages queued when its writer wakes in
-// one system call (New's write one at a time).
+// one system call, where one from New makes a system call per message.
 func Upgrade(u *websocket.Upgrader, w http.ResponseWriter, r *http.Request, opts *Options) (*Conn, error) {
 	bc := &batchConn{}
 	ws, err := u.Upgrade(batchWriter{w, bc}, r, nil)
