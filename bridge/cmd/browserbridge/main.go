@@ -7,6 +7,7 @@
 //	browserbridge uninstall  remove what install wrote
 //	browserbridge service    install|uninstall|start|stop|restart|status
 //	browserbridge servers    import|list the gateway's stdio MCP servers
+//	browserbridge clients    add|remove|list the bridge in MCP clients' configs
 //	browserbridge gateway    run the stdio gateway alone (server deployments)
 //	browserbridge version
 package main
@@ -55,6 +56,7 @@ func commands() []command {
 		{"stdio", "serve the bridge's MCP tools over stdio (for clients that only speak stdio)", runStdio},
 		{"gateway", "run the stdio-server gateway alone, without the browser (server deployments)", runGateway},
 		{"servers", "import Claude Desktop's MCP servers into the gateway's config, or list them", runServers},
+		{"clients", "add the bridge to Claude Code, Claude Desktop, Cursor or VS Code (or remove, list)", runClients},
 		{"version", "print the version", runVersion},
 	}
 }
