@@ -100,7 +100,7 @@ const pending = new Set(); // ids of servers with a sign-in in progress
 function renderServer(s) {
   const key = (what) => `${s.id}:${what}`;
   const state = pending.has(s.id) && s.state !== 'connected' ? 'authorizing' : s.state;
-  const enabled = el('input', { type: 'checkbox', id: `en-${s.id}`, checked: s.enabled, dataset: { focus: key('enabled') } });
+  const enabled = el('input', { type: 'checkbox', id: `en-${s.id}`, checked: s.enabled, ariaLabel: `Use ${s.title}`, dataset: { focus: key('enabled') } });
   enabled.addEventListener('change', () => act(enabled, { type: 'remote.setEnabled', id: s.id, enabled: enabled.checked }));
 
   const actions = el('span', { className: 'actions' });
@@ -159,13 +159,14 @@ function renderServer(s) {
     tools = el('p', { className: 'hint', textContent: 'This server offers no tools.' });
   }
 
-  return el('li', { className: 'remote' },
+  // One line: the switch and the name, the actions; then the URL and the state.
+  return el('li', { className: 'remote', dataset: { state } },
     el('div', { className: 'top' },
-      el('span', {}, el('h3', { textContent: s.title }), s.builtin ? null : el('span', { className: 'muted', textContent: ' (added by you)' })),
+      el('label', { className: 'server-name', for: `en-${s.id}` }, enabled, el('h3', { textContent: s.title }),
+        s.builtin ? null : el('span', { className: 'muted', textContent: 'added by you' })),
       actions),
-    el('p', {}, enabled, ' ', el('label', { className: 'inline', for: `en-${s.id}`, textContent: `Use ${s.title}` })),
-    el('p', { className: 'url', textContent: s.url }),
-    el('p', { className: STATE_CLASS[state] || 'warn', textContent: stateText }),
+    el('p', { className: 'server-line' }, el('span', { className: 'url', textContent: s.url }),
+      el('span', { className: `state ${STATE_CLASS[state] || 'warn'}`, textContent: stateText })),
     extra.length ? el('p', { className: 'hint', textContent: extra.join('; ') }) : null,
     tools);
 }

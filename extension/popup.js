@@ -1,134 +1,188 @@
-// The popup: the state of the native host and the bridge, connected clients
-// with their tab groups, plans and activity, recent tool calls, and a button
-// per client to disconnect it. Everything shown comes from chrome.storage
-// (the service worker writes it), so the popup works while the worker sleeps;
-// it redraws on every storage change.
+// The popup: draws popup-view.js's view of what the service worker keeps in
+// chrome.storage.session (the native port, the host's state with the cause
+// and fix of a failure, the live clients with their tab groups, plans and
+// activity, the recent tool calls) and offers a button per client to
+// disconnect it. Everything comes from storage, so the popup works while the
+// worker sleeps; it redraws on every storage change, and every 5 s for the
+// "… ago" times.
 
 import { SESSION } from './sw/store.js';
-import { liveSessions } from './sw/sessions.js';
-
-// Tab group colours as Chrome draws them (approximately).
-const GROUP_COLOURS = {
-  grey: '#5f6368', blue: '#1a73e8', red: '#d93025', yellow: '#f9ab00', green: '#188038',
-  pink: '#d01884', purple: '#a142f4', cyan: '#007b83', orange: '#fa903e',
-};
+import { popupView } from './popup-view.js';
 
 const $ = (id) => document.getElementById(id);
 
 function el(tag, props = {}, ...children) {
   const e = document.createElement(tag);
-  Object.assign(e, props);
-  for (const c of children) if (c !== null && c !== undefined) e.append(c);
+  for (const [k, v] of Object.entries(props)) {
+    if (v === undefined || v === null) continue;
+    if (k === 'dataset') Object.assign(e.dataset, v);
+    else if (k.startsWith('aria-')) e.setAttribute(k, v);
+    else e[k] = v;
+  }
+  for (const c of children) if (c !== null && c !== undefined && c !== false) e.append(c);
   return e;
 }
 
-function ago(t) {
-  if (!t) return '';
-  const s = Math.round((Date.now() - t) / 1000);
-  if (s < 60) return `${s}s ago`;
-  if (s < 3600) return `${Math.round(s / 60)}m ago`;
-  return new Date(t).toLocaleTimeString();
+/** Text with `code` spans, as the host and the bridge write their fixes. */
+function rich(text) {
+  const out = [];
+  String(text).split('`').forEach((part, i) => {
+    if (!part) return;
+    out.push(i % 2 ? el('code', { textContent: part }) : part);
+  });
+  return out;
 }
 
-// fixFor turns Chrome's native-messaging errors into the step that fixes them.
-function fixFor(error) {
-  if (/not found/i.test(error)) {
-    return 'The native host is not registered for this browser or profile: run ./scripts/install.sh, or `browserbridge install --browser <name>`, then `browserbridge doctor`.';
-  }
-  if (/forbidden/i.test(error)) {
-    return "The host's manifest does not allow this extension's id: run `browserbridge install` again (it writes this extension's id).";
-  }
-  if (/exited|failed to start/i.test(error)) {
-    return 'The host started but stopped: run `browserbridge doctor`; the bridge log says why.';
-  }
-  return '';
+/** A path or URL as code that wraps after its slashes, not inside a name. */
+function codePath(value) {
+  const code = el('code');
+  String(value).split(/(?<=[/\\])/).forEach((part, i) => {
+    if (i) code.append(el('wbr'));
+    code.append(part);
+  });
+  return code;
 }
 
-function renderConnection({ native, hostState, bridge }) {
-  const rows = [];
-  const row = (label, text, cls = '') => rows.push(el('dt', { textContent: label }), el('dd', { textContent: text, className: cls }));
-
-  if (!native) row('Native host', 'not started yet', 'warn');
-  else if (native.port === 'disconnected') {
-    row('Native host', `not connected; retrying in ${Math.round((native.retryInMs || 0) / 1000)}s (attempt ${native.attempt})`, 'bad');
-  } else row('Native host', native.port === 'open' ? 'running' : 'starting…', native.port === 'open' ? 'ok' : 'warn');
-  if (native?.lastError) row('Last error', `${native.lastError} (${ago(native.lastErrorAt)})`, native.port === 'open' ? 'muted' : 'bad');
-  if (native?.port !== 'open' && native?.lastError) {
-    const fix = fixFor(native.lastError);
-    if (fix) row('Fix', fix, 'warn');
-  }
-
-  if (hostState && native?.port === 'open') {
-    const labels = { connecting: 'looking for the bridge…', starting_bridge: 'starting the bridge…', connected: 'connected', disconnected: 'unreachable' };
-    row('Bridge', labels[hostState.state] || hostState.state, hostState.state === 'connected' ? 'ok' : hostState.state === 'disconnected' ? 'bad' : 'warn');
-    if (hostState.error && hostState.state !== 'connected') row('Why', hostState.error, 'bad');
-    if (hostState.socket) row('Socket', hostState.socket, 'muted');
-  }
-  if (bridge?.state === 'ready') {
-    row('Registered', `as ${bridge.browserId}${bridge.bridgeVersion ? `, bridge ${bridge.bridgeVersion}` : ''}`, 'ok');
-    if (bridge.mcpUrl) row('MCP URL', bridge.mcpUrl);
-  } else if (bridge?.state === 'error') row('hello', bridge.error, 'bad');
-
-  $('connection').replaceChildren(...rows);
-  $('reconnect').hidden = native?.port !== 'disconnected';
+function facts(list) {
+  return list.flatMap((f) => [el('dt', { textContent: f.label }), el('dd', {}, f.code ? codePath(f.value) : f.value)]);
 }
 
-async function renderClients(sessions, bridge) {
-  const list = liveSessions(sessions, bridge);
-  $('no-clients').hidden = list.length > 0;
-  const items = await Promise.all(list.map(async (s) => {
+function renderStatus(v) {
+  for (const id of ['status', 'status-box']) $(id).dataset.tone = v.tone;
+  $('status-label').textContent = v.label;
+  $('status-title').textContent = v.title;
+  $('status-detail').replaceChildren(...rich(v.detail));
+  $('status-detail').hidden = !v.detail;
+
+  const p = v.problem;
+  $('problem').hidden = !p;
+  if (p) {
+    $('cause').textContent = p.cause;
+    $('fix').replaceChildren(...rich(p.fix));
+    $('problem-facts').replaceChildren(...facts(p.facts));
+    $('problem-facts').hidden = !p.facts.length;
+    $('retry').textContent = p.retry;
+  }
+  $('reconnect').hidden = !v.reconnect;
+  $('mcp-url').hidden = !v.mcpUrl;
+  $('mcp-url-text').textContent = v.mcpUrl;
+  $('details').hidden = !v.facts.length;
+  $('facts').replaceChildren(...facts(v.facts));
+}
+
+// Cards opened or closed by hand, kept across redraws.
+const toggled = new Map();
+
+async function renderClients({ cards, compact }, empty) {
+  $('clients-count').textContent = cards.length ? String(cards.length) : '';
+  $('no-clients').textContent = empty;
+  $('no-clients').hidden = !empty;
+  const list = $('clients');
+  list.className = compact ? 'clients compact' : 'clients';
+  const items = await Promise.all(cards.map(async (c) => {
     let tabs = [];
-    if (s.groupId !== null && s.groupId !== undefined) tabs = await chrome.tabs.query({ groupId: s.groupId }).catch(() => []);
-    const li = el('li', { className: 'client' });
-    li.style.borderLeftColor = GROUP_COLOURS[s.color] || GROUP_COLOURS.grey;
-    const top = el('div', { className: 'top' }, el('span', { className: 'name', textContent: s.client || s.id }));
-    if (s.id.startsWith('local-')) {
-      const btn = el('button', { type: 'button', textContent: 'Disconnect', title: 'End this MCP session; its tabs are closed or ungrouped as set in Settings.' });
-      btn.addEventListener('click', () => disconnect(s.id, btn));
-      top.append(btn);
+    if (c.groupId !== null) tabs = await chrome.tabs.query({ groupId: c.groupId }).catch(() => []);
+    const open = toggled.has(c.id) ? toggled.get(c.id) : !compact;
+    const meta = [`${tabs.length} tab${tabs.length === 1 ? '' : 's'}`, c.lastActive && (compact ? c.lastActive : `active ${c.lastActive}`)]
+      .filter(Boolean).join(' · ');
+
+    // One line per client when there are many: its name opens the card.
+    const parts = [el('span', { className: 'chev', textContent: '▸' }), el('span', { className: 'dot' }), el('span', { className: 'name', textContent: c.name })];
+    const name = compact
+      ? el('button', { type: 'button', className: 'client-name', 'aria-expanded': String(open) }, ...parts)
+      : el('div', { className: 'client-name' }, ...parts);
+    name.addEventListener('click', () => {
+      if (!compact) return;
+      toggled.set(c.id, !open);
+      render();
+    });
+    const head = el('div', { className: 'client-head' }, name);
+    if (compact) head.append(el('span', { className: 'client-meta', textContent: meta }));
+    if (c.canDisconnect) {
+      const btn = el('button', { type: 'button', className: 'small danger', textContent: compact ? '✕' : 'Disconnect',
+        title: 'End this MCP session; its tabs are closed or ungrouped as set in Settings.', 'aria-label': `Disconnect ${c.name}` });
+      btn.addEventListener('click', () => disconnect(c.id, btn));
+      head.append(btn);
     }
-    li.append(top);
-    const activity = s.activity?.state ? ` · ${s.activity.state}` : '';
-    li.append(el('div', { className: 'detail', textContent: `${tabs.length} tab${tabs.length === 1 ? '' : 's'} · active ${ago(s.lastActive)}${activity}` }));
-    for (const t of tabs.slice(0, 5)) li.append(el('div', { className: 'detail', textContent: `• ${t.title || t.url}` }));
-    if (s.plan) li.append(el('pre', { textContent: typeof s.plan === 'string' ? s.plan : JSON.stringify(s.plan, null, 1) }));
+    const li = el('li', { className: 'client card', dataset: { colour: c.colour, session: c.id } }, head);
+    if (!compact) li.append(el('p', { className: 'client-meta', textContent: meta }));
+    if (open) {
+      const body = el('div', { className: 'client-body' });
+      if (c.activity) body.append(el('span', { className: 'activity', textContent: c.activity }));
+      if (c.plan) {
+        const plan = el('ol', { className: 'plan', 'aria-label': 'Plan' });
+        if (c.plan.explanation) plan.append(el('li', { className: 'why', textContent: c.plan.explanation }));
+        for (const s of c.plan.steps) plan.append(el('li', { dataset: { status: s.status }, textContent: s.step }));
+        body.append(plan);
+      }
+      if (tabs.length) {
+        body.append(el('ul', { className: 'tabs' }, ...tabs.slice(0, 4).map((t) => el('li', { textContent: t.title || t.url, title: t.url || '' })),
+          tabs.length > 4 ? el('li', { textContent: `and ${tabs.length - 4} more` }) : null));
+      }
+      if (body.children.length) li.append(body);
+    }
     return li;
   }));
-  $('clients').replaceChildren(...items);
+  list.replaceChildren(...items);
 }
 
-function renderCalls(calls) {
-  const list = calls || [];
-  $('no-calls').hidden = list.length > 0;
-  $('calls').hidden = list.length === 0;
-  $('calls').tBodies[0].replaceChildren(...list.slice(0, 20).map((c) => el('tr', { title: c.error || '' },
-    el('td', { textContent: ago(c.at) }),
-    el('td', { textContent: c.client || c.session }),
-    el('td', { textContent: c.tool }),
-    el('td', { className: 'num', textContent: String(c.ms) }),
-    el('td', { textContent: c.ok ? '✓' : '✗', className: c.ok ? 'ok' : 'bad' }))));
+function renderCalls({ rows, total }) {
+  $('calls-section').hidden = rows.length === 0;
+  $('calls-count').textContent = total > rows.length ? `${rows.length} of ${total}` : String(rows.length);
+  $('calls').replaceChildren(...rows.map((r) => el('li', { className: `call ${r.ok ? 'is-ok' : 'is-failed'}`, dataset: { colour: r.colour } },
+    el('span', { className: 'mark', textContent: r.ok ? '✓' : '✕', 'aria-label': r.ok ? 'succeeded' : 'failed' }),
+    el('span', { className: 'what' }, el('span', { className: 'tool', textContent: r.tool }), r.target ? el('span', { className: 'target', textContent: r.target, title: r.target }) : null),
+    el('span', { className: 'when', textContent: r.when }),
+    el('span', { className: 'sub' }, el('span', { className: 'dot' }), el('span', { className: 'who', textContent: r.client }),
+      el('span', { textContent: '·' }), el('span', { className: 'outcome', textContent: r.outcome })),
+    r.error ? el('span', { className: 'error', textContent: r.error, title: r.error }) : null)));
 }
 
 async function disconnect(sessionId, btn) {
   btn.disabled = true;
-  btn.textContent = 'Disconnecting…';
+  const label = btn.textContent;
+  btn.textContent = label === '✕' ? '…' : 'Disconnecting…';
   const res = await chrome.runtime.sendMessage({ type: 'session.close', session: sessionId }).catch((err) => ({ ok: false, error: err.message }));
   if (!res?.ok) {
     btn.disabled = false;
-    btn.textContent = 'Disconnect';
+    btn.textContent = label;
     btn.title = `Failed: ${res?.error || 'no answer from the service worker'}`;
-    btn.classList.add('bad');
   }
 }
 
+let drawing = null;
+let again = false;
+
+/** Draws the popup from storage; calls during a draw coalesce into one more. */
 async function render() {
-  const s = await chrome.storage.session.get(Object.values(SESSION));
-  renderConnection(s);
-  renderCalls(s[SESSION.recentCalls]);
-  await renderClients(s[SESSION.sessions], s[SESSION.bridge]);
+  if (drawing) {
+    again = true;
+    return drawing;
+  }
+  drawing = (async () => {
+    do {
+      again = false;
+      const s = await chrome.storage.session.get(Object.values(SESSION));
+      const v = popupView(s, Date.now());
+      renderStatus(v.status);
+      renderCalls(v.calls);
+      await renderClients(v.clients, v.empty);
+    } while (again);
+  })().finally(() => { drawing = null; });
+  return drawing;
 }
 
 $('reconnect').addEventListener('click', () => chrome.runtime.sendMessage({ type: 'reconnect' }).catch(() => {}));
+$('copy-url').addEventListener('click', async () => {
+  const btn = $('copy-url');
+  try {
+    await navigator.clipboard.writeText($('mcp-url-text').textContent);
+    btn.textContent = 'Copied';
+  } catch {
+    btn.textContent = 'Select and copy';
+  }
+  setTimeout(() => { btn.textContent = 'Copy'; }, 1500);
+});
 // Opening the popup wakes a stopped worker, which reconnects at once instead
 // of at its next alarm; what is shown then updates through storage.
 chrome.runtime.sendMessage({ type: 'reconnect' }).catch(() => {});

@@ -16,7 +16,7 @@ export const SESSION = Object.freeze({
   hostState: 'hostState', // the last host.state params, plus `at`
   bridge: 'bridge', // {state: pending|ready|error|disconnected, browserId?, bridgeVersion?, mcpUrl?, bridgeInstance?, error?, at}
   sessions: 'sessions', // {[sessionId]: SessionRecord}, see sessions.js
-  recentCalls: 'recentCalls', // [{tool, session, client, ms, ok, error?, at}], newest first
+  recentCalls: 'recentCalls', // [{tool, target, session, client, ms, ok, error?, at}], newest first (target: sw/calltarget.js)
 });
 
 /**

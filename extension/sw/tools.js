@@ -19,6 +19,7 @@ import * as rpc from './rpc.js';
 import * as sessions from './sessions.js';
 import * as store from './store.js';
 import { validate } from './schema.js';
+import { callTarget } from './calltarget.js';
 
 /** A tool's failure, shown to the model as an isError result with this message. */
 export class ToolError extends Error {
@@ -137,7 +138,7 @@ export async function call(params, rpcCtx) {
     const text = err instanceof ToolError || err instanceof sessions.TabError ? err.message : `${name} failed: ${err?.message || err}`;
     result = { isError: true, content: [{ type: 'text', text }] };
   }
-  recordCall({ tool: name, session: session.id, client: session.client, ms: Date.now() - started, ok: !result.isError,
+  recordCall({ tool: name, target: callTarget(name, args), session: session.id, client: session.client, ms: Date.now() - started, ok: !result.isError,
     error: result.isError ? firstText(result) : undefined });
   return result;
 }
