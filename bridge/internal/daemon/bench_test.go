@@ -13,6 +13,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
 )
@@ -160,7 +161,7 @@ func BenchmarkHostExitOnEOF(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := tb.WaitState(ctxFor(b, 10*time.Second), protocol.StateConnected); err != nil {
+		if _, err := tb.WaitState(testutil.Context(b, 10*time.Second), protocol.StateConnected); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 )
 
@@ -21,18 +21,7 @@ var bins testbrowser.Binaries
 
 func TestMain(m *testing.M) {
 	testbrowser.RunEchoIfAsked()
-	dir, err := os.MkdirTemp("", "bb-bin")
-	if err != nil {
-		panic(err)
-	}
-	bins, err = testbrowser.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.RunWithBinaries(m, "bb-bin", &bins))
 }
 
 // env is one test's world: a short socket path (sun_path is 108 bytes),
@@ -111,12 +100,6 @@ func (e *env) startBrowser(h testbrowser.Handler) *testbrowser.Browser {
 		}
 	})
 	return br
-}
-
-func ctxFor(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func testLogger(t testing.TB) *slog.Logger {

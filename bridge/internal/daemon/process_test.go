@@ -18,6 +18,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
@@ -39,7 +40,7 @@ func TestHostHello(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.startBridge()
 	br := e.startBrowser(nil)
-	ctx := ctxFor(t, 10*time.Second)
+	ctx := testutil.Context(t, 10*time.Second)
 	st, err := br.WaitState(ctx, protocol.StateConnected)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestHelloRejectsBadParams(t *testing.T) {
 	e := newEnv(t)
 	e.startBridge()
 	br := e.startBrowser(nil)
-	ctx := ctxFor(t, 10*time.Second)
+	ctx := testutil.Context(t, 10*time.Second)
 	if _, err := br.WaitState(ctx, protocol.StateConnected); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestRequestsBothWays(t *testing.T) {
 		}
 		return nil, map[string]any{"code": -32601, "message": "no " + method}
 	})
-	ctx := ctxFor(t, 10*time.Second)
+	ctx := testutil.Context(t, 10*time.Second)
 	if _, err := br.WaitState(ctx, protocol.StateConnected); err != nil {
 		t.Fatal(err)
 	}
@@ -154,17 +155,26 @@ func TestDuplicateIDRefused(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.startBridge()
 	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
 	br := e.startBrowser(func(method string, p json.RawMessage) (any, map[string]any) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
 		<-release
 		return p, nil
 	})
-	ctx := ctxFor(t, 10*time.Second)
+	ctx := testutil.Context(t, 10*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-dup-1")
 	tab := waitBrowser(t, b, "instance-dup-1")
 	first := make(chan error, 1)
 	go func() { _, err := tab.Call(ctx, "local-a:1", "slow", 1); first <- err }()
-	time.Sleep(50 * time.Millisecond) // let the first call be sent
+	select { // the first call is in flight once the extension has it
+	case <-arrived:
+	case err := <-first:
+		t.Fatalf("first call ended before reaching the extension: %v", err)
+	}
 	if _, err := tab.Call(ctx, "local-a:1", "slow", 2); !errors.Is(err, hostlink.ErrDuplicateID) {
 		t.Fatalf("second call with an id in flight: %v, want ErrDuplicateID", err)
 	}
@@ -188,7 +198,7 @@ func TestFiveMiBBothWays(t *testing.T) {
 		}
 		return big + "!", nil // 5 MiB back, in one frame: Chrome allows 64 MiB towards the host
 	})
-	ctx := ctxFor(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-big-1")
 	tab := waitBrowser(t, b, "instance-big-1")
@@ -212,13 +222,18 @@ func TestBridgeRestartMidSession(t *testing.T) {
 	e := newEnv(t)
 	b, stop := e.startBridge()
 	answer := make(chan struct{})
+	slowArrived := make(chan struct{}, 1)
 	br := e.startBrowser(func(method string, p json.RawMessage) (any, map[string]any) {
 		if method == "test.slow" {
+			select {
+			case slowArrived <- struct{}{}:
+			default:
+			}
 			<-answer
 		}
 		return p, nil
 	})
-	ctx := ctxFor(t, 20*time.Second)
+	ctx := testutil.Context(t, 20*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-restart-1")
 	tab := waitBrowser(t, b, "instance-restart-1")
@@ -226,7 +241,11 @@ func TestBridgeRestartMidSession(t *testing.T) {
 	// A call in flight when the bridge goes away ends with an error.
 	inflight := make(chan error, 1)
 	go func() { _, err := tab.Call(ctx, "local-s:1", "test.slow", 1); inflight <- err }()
-	time.Sleep(50 * time.Millisecond)
+	select { // the call is in flight once the extension has it
+	case <-slowArrived:
+	case err := <-inflight:
+		t.Fatalf("call ended before reaching the extension: %v", err)
+	}
 	stop()
 	select {
 	case err := <-inflight:
@@ -264,7 +283,7 @@ func TestExtensionRequestDuringOutageFailsCleanly(t *testing.T) {
 	e := newEnv(t)
 	_, stop := e.startBridge()
 	br := e.startBrowser(nil)
-	ctx := ctxFor(t, 20*time.Second)
+	ctx := testutil.Context(t, 20*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	stop()
 	br.WaitState(ctx, protocol.StateDisconnected)
@@ -287,7 +306,7 @@ func TestStdinEOFEndsHost(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.startBridge()
 	br := e.startBrowser(nil)
-	ctx := ctxFor(t, 10*time.Second)
+	ctx := testutil.Context(t, 10*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-eof-1")
 	waitBrowser(t, b, "instance-eof-1")
@@ -307,7 +326,7 @@ func TestStdinEOFEndsHost(t *testing.T) {
 func TestHostWithoutBridgeEndsOnEOF(t *testing.T) {
 	e := newEnv(t)
 	br := e.startBrowser(nil)
-	ctx := ctxFor(t, 10*time.Second)
+	ctx := testutil.Context(t, 10*time.Second)
 	st, err := br.WaitState(ctx, protocol.StateDisconnected)
 	if err != nil {
 		t.Fatal(err)
@@ -324,14 +343,14 @@ func TestHostSurvivesSIGPIPE(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.startBridge()
 	br := e.startBrowser(nil)
-	ctx := ctxFor(t, 10*time.Second)
+	ctx := testutil.Context(t, 10*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-pipe-1")
 	tab := waitBrowser(t, b, "instance-pipe-1")
 	// Chrome went away without closing stdin: the read end of stdout is
 	// closed, and the next write must not kill the host with SIGPIPE.
 	br.CloseStdout()
-	_, _ = tab.Call(ctxFor(t, 2*time.Second), "", "test.echo", "into a closed pipe")
+	_, _ = tab.Call(testutil.Context(t, 2*time.Second), "", "test.echo", "into a closed pipe")
 	select {
 	case <-br.Exited():
 	case <-time.After(5 * time.Second):
@@ -367,10 +386,10 @@ func TestSeveralHosts(t *testing.T) {
 		br := e.startBrowser(func(method string, p json.RawMessage) (any, map[string]any) {
 			return map[string]any{"answeredBy": id}, nil
 		})
-		if _, err := br.WaitState(ctxFor(t, 10*time.Second), protocol.StateConnected); err != nil {
+		if _, err := br.WaitState(testutil.Context(t, 10*time.Second), protocol.StateConnected); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := br.Hello(ctxFor(t, 10*time.Second), id); err != nil {
+		if _, err := br.Hello(testutil.Context(t, 10*time.Second), id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -383,7 +402,7 @@ func TestSeveralHosts(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		id := ids[i%2]
 		tab, _ := b.Links().Browser(id)
-		res, err := tab.Call(ctxFor(t, 5*time.Second), "", "who", nil)
+		res, err := tab.Call(testutil.Context(t, 5*time.Second), "", "who", nil)
 		if err != nil || string(res) != `{"answeredBy":"`+id+`"}` {
 			t.Fatalf("call to %s answered %s, %v", id, res, err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
@@ -34,7 +35,7 @@ func TestHostStartsBridge(t *testing.T) {
 	t.Cleanup(func() { killBridge(t, e.socket) })
 
 	br := e.startBrowser(nil)
-	ctx := ctxFor(t, 20*time.Second)
+	ctx := testutil.Context(t, 20*time.Second)
 	if _, err := br.WaitState(ctx, protocol.StateStartingBridge); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestHostStartsBridge(t *testing.T) {
 
 func status(t *testing.T, socket string) *protocol.StatusResult {
 	t.Helper()
-	c, err := ipc.Dial(ctxFor(t, 5*time.Second), socket)
+	c, err := ipc.Dial(testutil.Context(t, 5*time.Second), socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func status(t *testing.T, socket string) *protocol.StatusResult {
 		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }))
 	defer conn.Close()
 	var st protocol.StatusResult
-	if err := conn.Call(ctxFor(t, 5*time.Second), protocol.BridgeStatus, nil, &st); err != nil {
+	if err := conn.Call(testutil.Context(t, 5*time.Second), protocol.BridgeStatus, nil, &st); err != nil {
 		t.Fatal(err)
 	}
 	return &st
