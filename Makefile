@@ -54,6 +54,8 @@ bench-gateway: build test-tools
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadFrame -fuzztime 30s ./bridge/nativemsg
 	$(GO) test -run '^$$' -fuzz FuzzReassembler -fuzztime 30s ./bridge/nativemsg
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./bridge/relaywire
+	$(GO) test -run '^$$' -fuzz FuzzMapID -fuzztime 30s ./bridge/relaywire
 	# -fuzzminimizetime 0x: the proxy's background goroutines make every input
 	# look new, and minimizing each would stall the run.
 	$(GO) test -run '^$$' -fuzz FuzzRouting -fuzztime 30s -fuzzminimizetime 0x ./bridge/internal/proxy
