@@ -20,9 +20,10 @@ import (
 
 const clientsUsage = `usage: browserbridge clients add|remove|list [flags] [client]
 
-  add CLIENT [--force] [--config FILE]
+  add CLIENT [--force] [--sse] [--config FILE]
         write the bridge into the client's own config (adding again
-        changes nothing; the previous file is kept as <file>.bak)
+        changes nothing; the previous file is kept as <file>.bak);
+        --sse also adds Claude Code's legacy HTTP+SSE entry, browserbridge-sse
   remove CLIENT [--force] [--config FILE]
         take out what add wrote, and nothing else
   list [--config FILE]
@@ -48,6 +49,7 @@ func runClients(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlags("clients "+action, stderr)
 	cfgPath := fs.String("config", "", "the bridge's config file (default: the per-user config.json that serve reads)")
 	force := fs.Bool("force", false, "replace or remove an entry named browserbridge that is not Browser Bridge's")
+	withSSE := fs.Bool("sse", false, "also add Claude Code's legacy HTTP+SSE entry, browserbridge-sse (its tools are the same, so Claude Code lists them twice)")
 	// Flags may come before or after the client's name.
 	rest := args[1:]
 	var names []string
@@ -78,7 +80,7 @@ func runClients(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(names) != 1 {
 		return usageError{fmt.Sprintf("name one client: %s or all", strings.Join(clientconfig.Clients, ", "))}
 	}
-	clients, opts := []string{names[0]}, clientconfig.Options{Force: *force}
+	clients, opts := []string{names[0]}, clientconfig.Options{Force: *force, SSE: *withSSE}
 	if names[0] == "all" {
 		clients, opts.OnlyFound = clientconfig.Clients, true
 	}

@@ -97,7 +97,7 @@ func TestClientsAddWithRealClaudeCode(t *testing.T) {
 		}
 	}
 
-	out, code := w.cli("clients", "add", "all")
+	out, code := w.cli("clients", "add", "--sse", "all")
 	if code != 0 {
 		t.Fatalf("clients add all: exit %d\n%s", code, out)
 	}
@@ -132,7 +132,7 @@ func TestClientsAddWithRealClaudeCode(t *testing.T) {
 
 	// Adding again changes nothing.
 	before := readFiles(t, w.home, files)
-	out, code = w.cli("clients", "add", "all")
+	out, code = w.cli("clients", "add", "all", "--sse")
 	if code != 0 || strings.Count(out, "already configured") != 5 {
 		t.Fatalf("second clients add all: exit %d, want 5 entries already configured\n%s", code, out)
 	}
@@ -203,14 +203,16 @@ func TestClientsWithoutClaude(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.home, "bb", "config", "config.json"), []byte(`{"listen":"127.0.0.1:3999"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Without --sse, only the Streamable HTTP entry: with both, Claude Code
+	// would list every tool twice.
 	want := "claude-code: the claude CLI is not on PATH; run:\n" +
-		"    claude mcp add --scope user --transport http browserbridge http://127.0.0.1:3999/mcp\n" +
-		"    claude mcp add --scope user --transport sse browserbridge-sse http://127.0.0.1:3999/sse\n"
+		"    claude mcp add --scope user --transport http browserbridge http://127.0.0.1:3999/mcp\n"
 	out, code := w.cli("clients", "add", "claude-code")
 	if code != 1 || out != want {
 		t.Fatalf("exit %d, output:\n%s\nwant exit 1 and:\n%s", code, out, want)
 	}
-	out, code = w.cli("clients", "add", "all")
+	want += "    claude mcp add --scope user --transport sse browserbridge-sse http://127.0.0.1:3999/sse\n"
+	out, code = w.cli("clients", "add", "--sse", "all")
 	if code != 0 || !strings.HasPrefix(out, want) {
 		t.Fatalf("add all: exit %d:\n%s", code, out)
 	}

@@ -20,17 +20,19 @@ import (
 type claudeCode struct{ env Env }
 
 // claudeEntry is one of Claude Code's entries: one per transport, since
-// a server's name is its key.
+// a server's name is its key. The legacy SSE entry is added only when asked
+// (Options.SSE): with both, Claude Code lists every browser tool twice.
 type claudeEntry struct {
 	name, transport string
 	value           urlEntry
 }
 
-func (c claudeCode) entries(b Bridge) []claudeEntry {
-	return []claudeEntry{
-		{EntryName, "http", b.urlEntry("http", b.URL)},
-		{EntryNameSSE, "sse", b.urlEntry("sse", b.SSEURL)},
+func (c claudeCode) entries(b Bridge, withSSE bool) []claudeEntry {
+	entries := []claudeEntry{{EntryName, "http", b.urlEntry("http", b.URL)}}
+	if withSSE {
+		entries = append(entries, claudeEntry{EntryNameSSE, "sse", b.urlEntry("sse", b.SSEURL)})
 	}
+	return entries
 }
 
 func (c claudeCode) configFile() string {
@@ -87,7 +89,7 @@ func (c claudeCode) add(ctx context.Context, b Bridge, opts Options) ([]Result, 
 	cli, lookErr := c.env.lookPath("claude")
 	var results []Result
 	if lookErr != nil {
-		for _, e := range c.entries(b) {
+		for _, e := range c.entries(b, opts.SSE) {
 			results = append(results, Result{Client: ClaudeCode, Entry: e.name, Action: RunThis, Where: "claude (not on PATH)", Detail: e.addCommand()})
 		}
 		return results, nil
@@ -96,7 +98,7 @@ func (c claudeCode) add(ctx context.Context, b Bridge, opts Options) ([]Result, 
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range c.entries(b) {
+	for _, e := range c.entries(b, opts.SSE) {
 		r := Result{Client: ClaudeCode, Entry: e.name, Action: Added, Where: cli}
 		raw, exists := cur[e.name]
 		switch {
@@ -134,7 +136,8 @@ func (c claudeCode) remove(ctx context.Context, b Bridge, opts Options) ([]Resul
 		return nil, err
 	}
 	var results []Result
-	for _, e := range c.entries(b) {
+	// Remove takes out both entries, whichever add wrote.
+	for _, e := range c.entries(b, true) {
 		r := Result{Client: ClaudeCode, Entry: e.name, Action: Removed, Where: cli}
 		raw, exists := cur[e.name]
 		switch {
@@ -167,7 +170,7 @@ func (c claudeCode) status(b Bridge) Status {
 		st.Err = err
 		return st
 	}
-	for _, e := range c.entries(b) {
+	for _, e := range c.entries(b, true) {
 		if raw, ok := cur[e.name]; ok {
 			st.Entries = append(st.Entries, EntryStatus{Name: e.name, Target: describe(raw), Ours: isOurs(raw, b), Current: same(raw, e.value)})
 		}

@@ -123,6 +123,10 @@ type Options struct {
 	// OnlyFound skips a client that is not installed (Add with `all`),
 	// instead of creating its config.
 	OnlyFound bool
+	// SSE also adds Claude Code's legacy HTTP+SSE entry (browserbridge-sse)
+	// beside the Streamable HTTP one. Off by default: each entry brings the
+	// same tools, so Claude Code would list them twice.
+	SSE bool
 }
 
 // Action is what Add or Remove did with one entry.

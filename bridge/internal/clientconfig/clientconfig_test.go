@@ -372,12 +372,15 @@ func TestSymlinkFollowed(t *testing.T) {
 }
 
 // TestClaudeCodeWithoutCLI: without claude on PATH, add returns the
-// commands to run, with the token header.
+// commands to run, with the token header; the SSE entry only with SSE.
 func TestClaudeCodeWithoutCLI(t *testing.T) {
 	env := newHome(t)
 	b := testBridge
 	b.Token = "t0k"
-	res, err := Add(context.Background(), env, ClaudeCode, b, Options{})
+	if res, err := Add(context.Background(), env, ClaudeCode, b, Options{}); err != nil || len(res) != 1 || res[0].Entry != EntryName {
+		t.Fatalf("without SSE: %+v, %v; want only %s", res, err, EntryName)
+	}
+	res, err := Add(context.Background(), env, ClaudeCode, b, Options{SSE: true})
 	if err != nil || len(res) != 2 {
 		t.Fatalf("%+v, %v", res, err)
 	}
