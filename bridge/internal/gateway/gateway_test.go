@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 func TestEveryEraReachesTheServer(t *testing.T) {
@@ -24,7 +25,7 @@ func TestEveryEraReachesTheServer(t *testing.T) {
 				continue // the alias is the legacy path form only
 			}
 			t.Run(strings.TrimPrefix(route, "/")+"/"+e.name, func(t *testing.T) {
-				ctx := ctxT(t, 30*time.Second)
+				ctx := testutil.Context(t, 30*time.Second)
 				cs := tg.connect(route, e, nil)
 				tools, err := cs.ListTools(ctx, nil)
 				if err != nil {
@@ -53,7 +54,7 @@ func TestEveryEraReachesTheServer(t *testing.T) {
 // shared child every reply must still reach its own caller.
 func TestManySessionsShareOneChildWithoutCrossedReplies(t *testing.T) {
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": everything(t)}, Options{})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	const sessions, workers, calls = 20, 4, 50
 	var crossed, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -96,7 +97,7 @@ func TestManySessionsShareOneChildWithoutCrossedReplies(t *testing.T) {
 // while other sessions that could answer them keep calling.
 func TestServerRequestsReachTheCaller(t *testing.T) {
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": everything(t)}, Options{})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	type client struct {
 		cs                *mcp.ClientSession
 		sampled, elicited atomic.Int64
@@ -138,8 +139,8 @@ func TestServerRequestsReachTheCaller(t *testing.T) {
 	}
 	for round := range 5 {
 		res, err := clients[0].cs.CallTool(ctx, &mcp.CallToolParams{Name: "trigger-sampling-request", Arguments: map[string]any{"prompt": fmt.Sprint("round ", round)}})
-		if err != nil || res.IsError || !strings.Contains(textOf(res), "model-of-client-0") {
-			t.Fatalf("sampling round %d: %v %s", round, err, textOf(res))
+		if err != nil || res.IsError || !strings.Contains(testutil.Text(res), "model-of-client-0") {
+			t.Fatalf("sampling round %d: %v %s", round, err, testutil.Text(res))
 		}
 		res, err = clients[0].cs.CallTool(ctx, &mcp.CallToolParams{Name: "trigger-elicitation-request", Arguments: map[string]any{}})
 		if err != nil || res.IsError {
@@ -161,7 +162,7 @@ func TestServerRequestsReachTheCaller(t *testing.T) {
 // Two clients use the same progress token; each sees only its own.
 func TestProgressReachesOnlyItsCaller(t *testing.T) {
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": everything(t)}, Options{})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	type client struct {
 		cs    *mcp.ClientSession
 		mu    sync.Mutex
@@ -225,7 +226,7 @@ func TestProgressReachesOnlyItsCaller(t *testing.T) {
 // child comes back after its backoff, and the same session goes on.
 func TestChildKilledMidCall(t *testing.T) {
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": everything(t)}, Options{Stdio: stdio.Options{MinBackoff: 300 * time.Millisecond}})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	cs := tg.connect("/servers/everything", sessionEra, nil)
 	st := tg.waitState("everything", "running", func(st stdio.State) bool { return st.Status == stdio.StatusRunning })
 	errc := make(chan error, 1)
@@ -282,13 +283,13 @@ func TestTwentyMiBResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"files": filesystemServer(t, dir)}, Options{})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	cs := tg.connect("/servers/files", sessionEra, nil)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_text_file", Arguments: map[string]any{"path": filepath.Join(dir, "big.txt")}})
 	if err != nil || res.IsError {
-		t.Fatalf("read: %v %s", err, textOf(res)[:min(200, len(textOf(res)))])
+		t.Fatalf("read: %v %s", err, testutil.Text(res)[:min(200, len(testutil.Text(res)))])
 	}
-	if got := textOf(res); got != big {
+	if got := testutil.Text(res); got != big {
 		t.Fatalf("got %d bytes, want %d", len(got), len(big))
 	}
 }
@@ -300,7 +301,7 @@ func TestReloadRestartsOnlyWhatChanged(t *testing.T) {
 	os.WriteFile(filepath.Join(dirB, "b.txt"), []byte("in b"), 0o600)
 	servers := map[string]stdio.ServerConfig{"everything": everything(t), "memory": memoryServer(t), "files": filesystemServer(t, dirA)}
 	tg := newTestGateway(t, servers, Options{})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	ev := tg.connect("/servers/everything", sessionEra, nil)
 	mem := tg.connect("/servers/memory", sessionEra, nil)
 	files := tg.connect("/servers/files", sessionEra, nil)
@@ -345,7 +346,7 @@ func TestReloadRestartsOnlyWhatChanged(t *testing.T) {
 	for range 100 {
 		r, err := files.CallTool(ctx, &mcp.CallToolParams{Name: "read_text_file", Arguments: map[string]any{"path": filepath.Join(dirB, "b.txt")}})
 		if err == nil && !r.IsError {
-			text = textOf(r)
+			text = testutil.Text(r)
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -359,7 +360,7 @@ func TestAggregateEndpoint(t *testing.T) {
 	// Node servers may take longer than the default budget to start on a
 	// loaded machine; this test is about names and calls, not budgets.
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": everything(t), "memory": memoryServer(t)}, Options{AggregateTimeout: initTimeout})
-	ctx := ctxT(t, 60*time.Second)
+	ctx := testutil.Context(t, 60*time.Second)
 	for _, e := range []era{sessionEra, eras[len(eras)-1]} {
 		t.Run(e.name, func(t *testing.T) {
 			cs := tg.connect("/servers/all", e, nil)
@@ -380,7 +381,7 @@ func TestAggregateEndpoint(t *testing.T) {
 				}
 			}
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything_echo", Arguments: map[string]any{"message": "via all"}})
-			if err != nil || textOf(res) != "Echo: via all" {
+			if err != nil || testutil.Text(res) != "Echo: via all" {
 				t.Fatalf("everything_echo: %v %+v", err, res)
 			}
 			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "memory_read_graph", Arguments: map[string]any{}})
@@ -400,7 +401,7 @@ func TestToolFilter(t *testing.T) {
 	cfg := everything(t)
 	cfg.Tools = &stdio.ToolFilter{Deny: []string{"echo"}}
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": cfg}, Options{})
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	cs := tg.connect("/servers/everything", sessionEra, nil)
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {

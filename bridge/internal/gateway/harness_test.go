@@ -8,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/npmtools"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -149,31 +149,15 @@ func (tg *testGateway) connect(route string, e era, copts *mcp.ClientOptions) *m
 	return cs
 }
 
-func textOf(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, t.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func echo(ctx context.Context, cs *mcp.ClientSession, msg string) (string, error) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": msg}})
 	if err != nil {
 		return "", err
 	}
 	if res.IsError {
-		return "", &toolError{textOf(res)}
+		return "", &toolError{testutil.Text(res)}
 	}
-	return textOf(res), nil
+	return testutil.Text(res), nil
 }
 
 type toolError struct{ s string }

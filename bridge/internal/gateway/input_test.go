@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
@@ -152,7 +153,7 @@ func TestPerSessionChildren(t *testing.T) {
 	cfg := everything(t)
 	cfg.PerSession = true
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": cfg}, Options{})
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	a := tg.connect("/servers/everything", sessionEra, nil)
 	b := tg.connect("/servers/everything", sessionEra, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}}})
 	tg.waitState("everything", "two private children", func(st stdio.State) bool { return st.Private == 2 && st.PID == 0 })

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // fakeRemotes stands for the extension reached through the host link: it
@@ -62,7 +63,7 @@ func TestRemoteServersThroughTheGateway(t *testing.T) {
 	src.set(RemoteServer{Name: "notion", URL: "https://mcp.notion.com/mcp", State: "connected", Tools: []json.RawMessage{tool("search"), tool("fails")}},
 		RemoteServer{Name: "everything", State: "connected", Tools: []json.RawMessage{tool("shadowed")}})
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": everything(t)}, Options{Remote: src})
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testutil.Context(t, 30*time.Second)
 	waitFor(t, "the remote list", func() bool { _, ok := tg.gw.remote.get("notion"); return ok })
 
 	changed := make(chan struct{}, 10)
@@ -72,7 +73,7 @@ func TestRemoteServersThroughTheGateway(t *testing.T) {
 		t.Fatalf("tools: %v %v", err, lt)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
-	if err != nil || textOf(res) != "remote notion search" {
+	if err != nil || testutil.Text(res) != "remote notion search" {
 		t.Fatalf("call: %v %+v", err, res)
 	}
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fails", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "needs sign-in") {
@@ -100,7 +101,7 @@ func TestRemoteServersThroughTheGateway(t *testing.T) {
 			t.Fatalf("aggregate: %s", joined)
 		}
 		res, err := all.CallTool(ctx, &mcp.CallToolParams{Name: "mcp_notion_search", Arguments: map[string]any{}})
-		if err != nil || textOf(res) != "remote notion search" {
+		if err != nil || testutil.Text(res) != "remote notion search" {
 			t.Fatalf("aggregate call: %v %+v", err, res)
 		}
 	})
