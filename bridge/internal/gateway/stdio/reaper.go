@@ -167,8 +167,11 @@ func (r *reaper) Stop() {
 	r.stopped.Store(true)
 	// Closing stdin unblocks a writer stuck on a full pipe.
 	_ = r.stdin.Close()
-	_ = terminateGroup(r.cmd.Process)
+	// The family first: it records the members it signals, among them the
+	// group's, which the group signal could otherwise turn into zombies
+	// nobody knows to reap (once the child is gone, they are the bridge's).
 	r.fam.terminate()
+	_ = terminateGroup(r.cmd.Process)
 	t := time.NewTimer(r.grace)
 	defer t.Stop()
 	select {
@@ -183,10 +186,11 @@ func (r *reaper) Stop() {
 func (r *reaper) reap(onExit func(reaperExit)) {
 	cause, stdoutEnded := r.awaitExit()
 	close(r.exited)
-	// The leader is gone; whatever it spawned in its group goes too,
-	// and (on Linux) what it started outside the group.
-	_ = killGroup(r.cmd.Process)
+	// The leader is gone; what it started goes too: on Linux its family
+	// first, which records what it kills for reaping (see Stop), then
+	// whatever is left in its group.
 	r.fam.stop()
+	_ = killGroup(r.cmd.Process)
 	if !stdoutEnded {
 		cause = r.drainStdout()
 	}

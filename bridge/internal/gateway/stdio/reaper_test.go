@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -196,4 +197,37 @@ func TestReaperStdoutEndsFirst(t *testing.T) {
 			t.Fatalf("exit %+v (%s), want killed at once with the read error as cause", e, e.State)
 		}
 	})
+}
+
+// A grandchild in the child's process group is killed with it, whether
+// the child exits by itself or is stopped, and reaped (once the child is
+// gone it is the bridge's on Linux, its subreaper); it does not hold up
+// Done with the pipes it inherited.
+func TestReaperKillsTheGroup(t *testing.T) {
+	tests := []struct {
+		name string
+		end  func(rp *reaped)
+		stop bool
+	}{
+		{"child exits", func(rp *reaped) { rp.Stdin().Close() }, false}, // read gets EOF: exit 0
+		{"child stopped", func(rp *reaped) { rp.Stop() }, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rp := startShell(t, `sleep 1000 & echo $!; read x; exit 0`, time.Hour, nil)
+			grandchild, err := strconv.Atoi(rp.line(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+			if pgid, err := syscall.Getpgid(grandchild); err != nil || pgid != rp.PID() {
+				t.Fatalf("grandchild %d in group %d (%v), want the child's %d", grandchild, pgid, err, rp.PID())
+			}
+			tc.end(rp)
+			if e := rp.wait(t); e.Stopped != tc.stop || (!tc.stop && e.State.ExitCode() != 0) {
+				t.Fatalf("exit %+v (%s)", e, e.State)
+			}
+			eventually(t, "the grandchild is killed and reaped", func() bool { return processGone(grandchild) })
+		})
+	}
 }
