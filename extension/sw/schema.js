@@ -3,7 +3,8 @@
 // boolean, array, null), properties, required, additionalProperties (false or
 // a schema), enum, const, minimum, maximum, exclusiveMinimum,
 // exclusiveMaximum, minLength, maxLength, pattern, items, minItems, maxItems,
-// anyOf, oneOf. Other keywords (description, default, format, …) are ignored.
+// dependentRequired, anyOf, oneOf. Other keywords (description, default,
+// format, …) are ignored.
 
 /**
  * Checks a value against a schema.
@@ -78,6 +79,10 @@ function check(v, s, path, errs) {
     const prefix = path ? `${path}.` : '';
     for (const name of s.required || []) {
       if (!Object.hasOwn(v, name)) errs.push(`${prefix}${name}: is required`);
+    }
+    for (const [name, needs] of Object.entries(s.dependentRequired || {})) {
+      if (!Object.hasOwn(v, name)) continue;
+      for (const n of needs) if (!Object.hasOwn(v, n)) errs.push(`${prefix}${n}: is required with ${name}`);
     }
     for (const [name, val] of Object.entries(v)) {
       if (Object.hasOwn(props, name)) check(val, props[name], prefix + name, errs);
