@@ -9,7 +9,10 @@ import { paginate } from '../tools/get_page_text.js';
 import { needsWrap, renderResult, wrapAsFunction } from '../tools/javascript_tool.js';
 import { summarize, nativeEchoBenchmark } from '../tools/dev_utils.js';
 import { substitute, pickShortcut } from '../tools/shortcuts.js';
-import { pageAgent } from '../content/agent.js';
+import { loadPageAgent } from './page-scripts.js';
+
+// The page agent's op runner, as content/agent.js calls it in a page.
+const pageAgent = (op, args) => loadPageAgent().run(op, args);
 
 test('key chords parse with aliases, modifiers and punctuation', () => {
   let c = cdp.parseChord('ctrl+a');

@@ -1,50 +1,140 @@
-// form_input: sets the value of a form field by ref (inputs, textareas,
-// selects, checkboxes, radios, contenteditable) and fires input/change.
+// form_input: sets form fields (inputs, textareas, selects, checkboxes,
+// radios, switches, contenteditable) and fires input/change. One field by
+// ref or selector, or several in one call with fields: each gets its own
+// result, and one that fails does not stop the others.
 
 import { ToolError } from '../sw/tools.js';
 import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
 
+/** The most fields one call takes. */
+export const MAX_FIELDS = 100;
+
+const refProp = { type: 'string', pattern: '^ref_[0-9]+$', description: 'The field, a ref from read_page or find.' };
+const selectorProp = {
+  type: 'string', minLength: 1, maxLength: 500,
+  description: 'Instead of ref: a CSS selector for the field ("#email", "input[name=q]"); the first element it matches.',
+};
+const valueProp = {
+  type: ['string', 'number', 'boolean', 'array'],
+  items: { type: 'string' },
+  description: 'The new value. Text fields: the text (replaces what is there). Checkbox/radio/switch: true or false. '
+    + 'Select: an option\'s value or visible text; for a multiple select, an array of them. Date/time/color/range inputs: their string form, e.g. "2025-01-31", "13:45", "#ff0000", "40".',
+};
+
 export const inputSchema = {
   type: 'object',
   properties: {
-    ref: { type: 'string', pattern: '^ref_[0-9]+$', description: 'The field, a ref from read_page or find.' },
-    value: {
-      type: ['string', 'number', 'boolean', 'array'],
-      items: { type: 'string' },
-      description: 'The new value. Text fields: the text (replaces what is there). Checkbox/radio/switch: true or false. '
-        + 'Select: an option\'s value or visible text; for a multiple select, an array of them. Date/time/color/range inputs: their string form, e.g. "2025-01-31", "13:45", "#ff0000", "40".',
+    ref: refProp,
+    selector: selectorProp,
+    value: valueProp,
+    fields: {
+      type: 'array', minItems: 1, maxItems: MAX_FIELDS,
+      description: `Instead of ref/selector and value: several fields to set in one call, in order (at most ${MAX_FIELDS}), each {ref or selector, value}. `
+        + 'Each is reported on its own; one that fails does not stop the others.',
+      items: {
+        type: 'object',
+        properties: { ref: refProp, selector: selectorProp, value: valueProp },
+        required: ['value'],
+        additionalProperties: false,
+      },
     },
     tabId: { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." },
   },
-  required: ['ref', 'value'],
+  // A field named by ref or selector needs its value; fields stands alone.
+  // (Which of the three forms is given is checked in run: clients refuse
+  // anyOf/oneOf at the top of a tool's schema.)
+  dependentRequired: { ref: ['value'], selector: ['value'] },
   additionalProperties: false,
 };
 
-async function run(args, ctx) {
-  const tab = await usePage(ctx, args.tabId);
-  let r;
-  try {
-    r = await runAgent(tab.id, 'formInput', { ref: args.ref, value: args.value });
-  } catch (e) {
-    throw new ToolError(e.message);
+/**
+ * The fields a call names, as [{ref|selector, value}], from either form:
+ * ref or selector with value, or fields. Throws a ToolError that says what
+ * is wrong with the arguments.
+ * @param {object} args form_input's arguments
+ * @returns {{fields: Array<{ref?: string, selector?: string, value: *}>, single: boolean}}
+ */
+export function fieldsOf(args) {
+  const one = args.ref !== undefined || args.selector !== undefined || args.value !== undefined;
+  if (args.fields !== undefined && one) {
+    throw new ToolError('Pass either fields, or ref (or selector) with value for one field; not both.');
   }
+  const list = args.fields !== undefined ? args.fields : [{ ref: args.ref, selector: args.selector, value: args.value }];
+  if (!list.length) throw new ToolError('fields is empty: give at least one {ref or selector, value}.');
+  const fields = list.map((f, i) => {
+    const where = args.fields !== undefined ? `fields[${i}]` : 'the field';
+    if ((f.ref === undefined) === (f.selector === undefined)) {
+      throw new ToolError(`${where}: name it by ref or by selector (one of them).`);
+    }
+    if (f.value === undefined) throw new ToolError(`${where}: value is required.`);
+    return f.ref !== undefined ? { ref: f.ref, value: f.value } : { selector: f.selector, value: f.value };
+  });
+  return { fields, single: args.fields === undefined };
+}
+
+/** One line about a field's outcome, e.g. `textbox "Email" [ref_7] now holds "a@b.c" (was "").` */
+export function describeField(r) {
+  if (!r.ok) return `${r.field}: not set: ${r.error}`;
   let text;
   if (r.checked !== undefined) text = `${r.role} "${r.name}" [${r.ref}] is now ${r.checked ? 'checked' : 'unchecked'}.`;
   else text = `${r.role} "${r.name}" [${r.ref}] now holds ${JSON.stringify(r.value)}${r.before !== undefined && r.before !== '' ? ` (was ${JSON.stringify(r.before)})` : ''}.`;
   if (r.note) text += ` Note: ${r.note}.`;
-  return { content: [{ type: 'text', text }], structuredContent: r };
+  return text;
+}
+
+/**
+ * The tool's result for the page's per-field results: an error only when
+ * every field failed; the text names each field that failed either way.
+ * @param {Array<object>} results the page's results, one per field in order
+ * @returns {{isError?: boolean, content: Array<object>, structuredContent: object}}
+ */
+export function fillResult(results) {
+  const failed = results.filter((r) => !r.ok);
+  const filled = results.length - failed.length;
+  const head = failed.length === 0
+    ? `Set ${filled} field${filled === 1 ? '' : 's'}:`
+    : filled === 0
+      ? `None of the ${results.length} fields was set:`
+      : `Set ${filled} of ${results.length} fields; ${failed.length} failed (${failed.map((r) => r.field).join(', ')}):`;
+  const lines = results.map((r) => `- ${describeField(r)}`);
+  return {
+    ...(filled === 0 ? { isError: true } : {}),
+    content: [{ type: 'text', text: `${head}\n${lines.join('\n')}` }],
+    structuredContent: { filled, failed: failed.length, results },
+  };
+}
+
+async function run(args, ctx) {
+  const { fields, single } = fieldsOf(args);
+  const tab = await usePage(ctx, args.tabId);
+  let results;
+  try {
+    results = await runAgent(tab.id, 'fill', { fields });
+  } catch (e) {
+    throw new ToolError(e.message);
+  }
+  if (single) {
+    // One field: its own words, as a tool error when it failed.
+    const [r] = results;
+    if (!r.ok) throw new ToolError(r.error);
+    const { ok, field, ...rest } = r;
+    return { content: [{ type: 'text', text: describeField(r) }], structuredContent: rest };
+  }
+  return fillResult(results);
 }
 
 export default {
   name: 'form_input',
-  title: 'Fill a form field',
-  description: 'Sets a form field to a value directly, by ref from read_page or find: text inputs and textareas (the text replaces the '
+  title: 'Fill form fields',
+  description: 'Sets form fields to values directly: one field by ref (from read_page or find) or CSS selector with value, or several '
+    + 'at once with fields: [{ref or selector, value}, …] (fill a whole form in one call; each field is reported, and one that fails '
+    + 'does not stop the others; the call is an error only if every field failed). Text inputs and textareas (the text replaces the '
     + 'current value), selects (by option value or text; arrays for multi-selects), checkboxes, radios and switches (true/false), '
     + 'date/time/colour/range inputs, and contenteditable editors. Fires input and change events like a user would, so frameworks '
     + 'such as React see the change. Faster and more reliable than typing; use computer type when the page reacts to each keystroke '
     + '(autocomplete). For file inputs use upload_image.',
   inputSchema,
-  annotations: { title: 'Fill a form field', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  annotations: { title: 'Fill form fields', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   run,
 };

@@ -1,9 +1,19 @@
 // read_page: an accessibility-tree-like snapshot of the page with stable
 // element refs ("ref_12") that computer, form_input and upload_image accept.
+// Text is kept whole; the output stops at a budget of characters (max_chars)
+// and then says so, with where it stopped and how to read the rest.
 
 import { ToolError } from '../sw/tools.js';
 import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
+
+/** The whole output's budget when the caller gives none, in characters. */
+export const DEFAULT_MAX_CHARS = 50000;
+export const MIN_MAX_CHARS = 500;
+export const MAX_MAX_CHARS = 500000;
+
+// Room kept in the budget for the note that says the output was cut.
+const TAIL_ROOM = 700;
 
 export const inputSchema = {
   type: 'object',
@@ -14,26 +24,83 @@ export const inputSchema = {
     },
     ref: { type: 'string', pattern: '^ref_[0-9]+$', description: 'Read only the subtree of this element (a ref from an earlier read_page or find).' },
     depth: { type: 'integer', minimum: 1, maximum: 200, description: 'How deep to descend into the DOM (default 40).' },
-    max_chars: { type: 'integer', minimum: 500, maximum: 500000, description: 'Cut the snapshot at this many characters (default 40000); read a subtree by ref for more.' },
+    max_chars: {
+      type: 'integer', minimum: MIN_MAX_CHARS, maximum: MAX_MAX_CHARS,
+      description: `About the most characters the whole answer may have (default ${DEFAULT_MAX_CHARS}). Text is kept whole up to it; past it `
+        + 'the outline stops, and its last line says where and how to read the rest.',
+    },
     tabId: { type: 'integer', minimum: 0, description: "The tab to read. Omit it to use this session's current tab." },
   },
   additionalProperties: false,
 };
 
+/**
+ * What to say after an outline the budget cut: how many characters, in which
+ * elements it stopped, and the calls that read the rest.
+ * @param {{maxChars: number, cut?: {inside?: Array<{ref: string, role: string, name?: string}>}|null, ref?: string}} c
+ * @returns {string}
+ */
+export function truncationNote({ maxChars, cut, ref }) {
+  const inside = (cut && cut.inside) || [];
+  const where = inside.length
+    ? ` inside ${inside.slice(-3).map((d) => `${d.role}${d.name ? ` "${d.name}"` : ''} [${d.ref}]`).join(' > ')}`
+    : '';
+  const sub = inside.length ? inside[inside.length - 1].ref : ref;
+  const outer = inside.length > 1 ? inside[0] : null;
+  const ways = [
+    maxChars < MAX_MAX_CHARS ? `read_page with a larger max_chars (up to ${MAX_MAX_CHARS})` : null,
+    sub
+      ? `read_page with ref "${sub}" for the rest of that element${outer ? ` (or "${outer.ref}" for all of the ${outer.role})` : ''}`
+      : 'read_page with the ref of a subtree',
+    'filter "interactive" for only what can be acted on',
+    `get_page_text for the plain text, all of it in pages (its page parameter)${sub ? ` or only that part (ref "${sub}")` : ''}`,
+  ].filter(Boolean);
+  return `… truncated at max_chars ${maxChars}: the outline stops here${where}. For the rest: ${ways.join('; ')}.`;
+}
+
+/**
+ * The answer's text: head, outline and, when cut, the note. The outline is
+ * cut further at a line end when head and note would take it past maxChars.
+ * @param {{head: string, text: string, truncated: boolean, cut?: object|null, maxChars: number, ref?: string}} s
+ * @returns {{text: string, truncated: boolean}}
+ */
+export function composeSnapshot({ head, text, truncated, cut, maxChars, ref }) {
+  const body = text || '(nothing visible)';
+  let out = `${head}\n\n${body}`;
+  if (!truncated && out.length <= maxChars) return { text: out, truncated: false };
+  const note = truncationNote({ maxChars, cut, ref });
+  const room = maxChars - head.length - note.length - 3;
+  let kept = body;
+  if (kept.length > room) {
+    // Cut like the page does: the line that does not fit keeps what fits, with an ellipsis.
+    let end = Math.max(0, room - 1);
+    const c = body.charCodeAt(end - 1);
+    if (c >= 0xd800 && c <= 0xdbff) end--;
+    kept = end > 0 ? `${body.slice(0, end)}…` : '';
+  }
+  out = `${head}\n\n${kept}\n${note}`;
+  return { text: out, truncated: true };
+}
+
 async function run(args, ctx) {
   const tab = await usePage(ctx, args.tabId);
+  const maxChars = args.max_chars ?? DEFAULT_MAX_CHARS;
+  // The page gets what the head and the note leave; composeSnapshot keeps the whole to maxChars.
+  const headRoom = 300 + String(tab.title || '').length + String(tab.url || '').length;
   let snap;
   try {
-    snap = await runAgent(tab.id, 'snapshot', { filter: args.filter || 'all', ref: args.ref, depth: args.depth, maxChars: args.max_chars });
+    snap = await runAgent(tab.id, 'snapshot', {
+      filter: args.filter || 'all', ref: args.ref, depth: args.depth, maxChars: Math.max(500, maxChars - headRoom - TAIL_ROOM),
+    });
   } catch (e) {
     throw new ToolError(`cannot read tab ${tab.id}: ${e.message}`);
   }
   const v = snap.viewport;
   const head = `Page: ${snap.title || '(no title)'} — ${snap.url}\nTab ${tab.id}; viewport ${v.width}x${v.height}, scrolled to (${v.scrollX}, ${v.scrollY}) of ${v.pageWidth}x${v.pageHeight}. ${snap.nodes} elements${args.ref ? ` under ${args.ref}` : ''}${snap.filter === 'interactive' ? ' (interactive only)' : ''}.`;
-  const tail = snap.truncated ? '\n… truncated: pass ref to read a subtree, filter "interactive", or a larger max_chars.' : '';
+  const out = composeSnapshot({ head, text: snap.text, truncated: snap.truncated, cut: snap.cut, maxChars, ref: args.ref });
   return {
-    content: [{ type: 'text', text: `${head}\n\n${snap.text || '(nothing visible)'}${tail}` }],
-    structuredContent: { url: snap.url, title: snap.title, tabId: tab.id, nodes: snap.nodes, truncated: snap.truncated, viewport: v },
+    content: [{ type: 'text', text: out.text }],
+    structuredContent: { url: snap.url, title: snap.title, tabId: tab.id, nodes: snap.nodes, truncated: out.truncated, maxChars, viewport: v },
   };
 }
 
@@ -41,9 +108,10 @@ export default {
   name: 'read_page',
   title: 'Read the page structure',
   description: 'Returns an accessibility-tree-like outline of the page: one line per element with its role, accessible name, value and state '
-    + '(e.g. `- textbox "Email" value="a@b.c" [required] [ref_7]`). Each element gets a ref that stays the same for that element until the '
-    + 'page reloads; pass it to computer (click/type/scroll_to), form_input or upload_image. Hidden elements are left out. '
-    + 'Use filter "interactive" for a short list of what can be clicked or filled; use get_page_text for the readable text of an article.',
+    + '(e.g. `- textbox "Email" value="a@b.c" [required] [ref_7]`), and the text between them, whole. Each element gets a ref that stays the '
+    + 'same for that element until the page reloads; pass it to computer (click/type/scroll_to), form_input or upload_image. Hidden elements '
+    + `are left out. The answer stops at max_chars characters (default ${DEFAULT_MAX_CHARS}) and then says where it stopped and how to `
+    + 'read the rest. Use filter "interactive" for a short list of what can be clicked or filled; use get_page_text for the readable text of an article.',
   inputSchema,
   annotations: { title: 'Read the page structure', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   run,

@@ -1,0 +1,118 @@
+// read_page's snapshot: an outline of the page, one line per element with
+// its role, name, value and state and its ref, text in between, under a
+// budget of characters. Text is kept whole (a paragraph is one line however
+// long); only the budget cuts, and the result says where.
+(() => {
+  'use strict';
+  const P = globalThis.__browserBridgePage;
+  const { clean, lineBuffer } = P.util;
+  const { refOf, needEl } = P.refs;
+  const { NAME_FROM_CONTENT, roleOf, isVisible, isInteractive, childNodesOf, describe, line } = P.a11y;
+
+  /** The snapshot's budget when the caller gives none, in characters. */
+  const DEFAULT_MAX_CHARS = 50000;
+
+  // Elements that are more than a run of inline text.
+  const RICH = 'a[href],button,input,select,textarea,img,svg,canvas,video,audio,iframe,h1,h2,h3,h4,h5,h6,ul,ol,dl,table,form,nav,main,'
+    + 'section,article,aside,header,footer,p,li,details,summary,label,fieldset,dialog,[role],[tabindex],[contenteditable],[onclick],[aria-label]';
+  const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK']);
+  const INLINE_ROLES = new Set(['generic', 'paragraph', 'listitem', 'cell', 'code', 'blockquote']);
+
+  const whole = (s) => clean(s, Infinity);
+  const quote = (s) => s.replace(/"/g, '\\"');
+  // A name clean() cut to its 120 characters: the element's text is longer.
+  const cutName = (name) => name.length >= 120 && name.endsWith('…');
+
+  /**
+   * args: {filter: 'all'|'interactive', ref?, depth? (40), maxChars? (50,000)}.
+   * Returns {url, title, filter, nodes, truncated, cut, viewport, text};
+   * cut, when truncated, is {chars, inside: [{ref, role, name}]}: the
+   * elements (outermost first) whose content the budget cut.
+   */
+  P.ops.snapshot = (args) => {
+    const filter = args.filter === 'interactive' ? 'interactive' : 'all';
+    const maxDepth = args.depth || 40;
+    const out = lineBuffer(args.maxChars || DEFAULT_MAX_CHARS);
+    const root = args.ref ? needEl(args.ref) : document.body || document.documentElement;
+    const open = []; // the emitted elements the walk is inside, outermost first
+    let count = 0;
+    let cut = null;
+    const push = (s) => {
+      if (out.push(s)) return true;
+      if (!cut) cut = { chars: out.chars, inside: open.map((d) => ({ ref: d.ref, role: d.role, name: clean(d.name, 60) })) };
+      return false;
+    };
+
+    const walk = (node, indent, depth, suppressText) => {
+      if (out.truncated) return;
+      if (node.nodeType === 3) {
+        if (filter === 'all' && !suppressText) {
+          const t = whole(node.textContent);
+          if (t) push(`${'  '.repeat(indent)}- text "${quote(t)}"`);
+        }
+        return;
+      }
+      if (node.nodeType === 11) { for (const k of node.childNodes) walk(k, indent, depth, suppressText); return; }
+      if (node.nodeType !== 1) return;
+      const el = node;
+      const tag = el.tagName;
+      if (SKIP.has(tag)) return;
+      if (!isVisible(el)) return;
+      if (depth > maxDepth) { push(`${'  '.repeat(indent)}- … (deeper content omitted; read_page with ref=${refOf(el)})`); return; }
+      const role = roleOf(el);
+      let emitted = null;
+      let childSuppress = suppressText;
+      if (filter === 'interactive') {
+        if (isInteractive(el, role)) { count++; push(line(describe(el, { valueMax: Infinity }), 0)); }
+        if (role === 'combobox' && tag === 'SELECT') return;
+      } else {
+        const meaningful = role !== 'generic' && role !== 'none' && role !== 'presentation';
+        const interactive = isInteractive(el, role);
+        if (!interactive && !suppressText && INLINE_ROLES.has(role) && el.children.length && !el.shadowRoot && !el.querySelector(RICH)) {
+          // Only inline text inside: one line instead of a line per text node.
+          const t = whole(el.innerText);
+          if (!t) return;
+          if (meaningful) {
+            const d = describe(el, { valueMax: Infinity });
+            count++; push(`${line(d, indent)}: "${quote(t)}"`);
+          } else push(`${'  '.repeat(indent)}- text "${quote(t)}"`);
+          return;
+        }
+        if (meaningful || interactive || (el === root && args.ref)) {
+          const d = describe(el, { valueMax: Infinity });
+          count++; push(line(d, indent)); emitted = d;
+          // The name already says the text, unless it had to be cut.
+          if (NAME_FROM_CONTENT.has(role) && d.name && !cutName(d.name)) childSuppress = true;
+          if (tag === 'SELECT') {
+            for (const o of el.options) {
+              if (out.truncated) break;
+              const od = { ref: refOf(o), role: 'option', name: clean(o.label || o.text) };
+              if (o.selected) od.props = ['selected'];
+              if (o.disabled) od.props = [...(od.props || []), 'disabled'];
+              count++; push(line(od, indent + 1));
+            }
+            return;
+          }
+          if (tag === 'TEXTAREA' || tag === 'IMG' || (tag && tag.toUpperCase() === 'SVG')) return;
+        }
+      }
+      const nextIndent = emitted && filter === 'all' ? indent + 1 : indent;
+      if (emitted) open.push(emitted);
+      for (const k of childNodesOf(el)) walk(k, nextIndent, depth + 1, childSuppress);
+      if (tag === 'IFRAME' && emitted && filter === 'all') {
+        try {
+          const doc = el.contentDocument;
+          if (doc && doc.body) walk(doc.body, nextIndent, depth + 1, false);
+        } catch { /* cross-origin */ }
+      }
+      if (emitted) open.pop();
+    };
+    walk(root, 0, 0, false);
+    return {
+      url: location.href, title: document.title, filter, nodes: count, truncated: out.truncated, cut,
+      viewport: { width: innerWidth, height: innerHeight, scrollX: Math.round(scrollX), scrollY: Math.round(scrollY),
+        pageWidth: document.documentElement.scrollWidth, pageHeight: document.documentElement.scrollHeight },
+      text: out.text(),
+    };
+  };
+})();
