@@ -1,0 +1,195 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
+)
+
+// TestPageAgent: form_input sets several fields in one call (by ref and by
+// selector, each reported, one failure not stopping the others, an error
+// only when all fail), and read_page keeps long paragraphs whole, cutting
+// only past max_chars and saying how to read the rest. Issue 19, in real
+// Chromium, through the page agent's injected files (issue 15).
+func TestPageAgent(t *testing.T) {
+	w := startWorld(t, worldOptions{})
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, *world)
+	}{
+		{"form_input_fields", testFormInputFields},
+		{"form_input_one_bad_field", testFormInputOneBad},
+		{"form_input_all_bad", testFormInputAllBad},
+		{"read_page_whole_paragraphs", testReadPageWhole},
+		{"read_page_max_chars", testReadPageMaxChars},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, w) })
+	}
+}
+
+// fieldResults are form_input's per-field results from its structured
+// content, by field (the ref or selector the call named).
+func fieldResults(t *testing.T, res *mcp.CallToolResult) map[string]map[string]any {
+	t.Helper()
+	m, ok := structured(res)
+	if !ok {
+		t.Fatalf("form_input gave no structured content: %s", describe(res))
+	}
+	list, _ := m["results"].([]any)
+	out := map[string]map[string]any{}
+	for _, r := range list {
+		if f, ok := r.(map[string]any); ok {
+			out[f["field"].(string)] = f
+		}
+	}
+	return out
+}
+
+func testFormInputFields(t *testing.T, w *world) {
+	c := w.client("e2e-form-fields")
+	tab := c.newTab(t, w.pages.url("form.html"))
+	nameRef, agreeRef := c.refFor(t, tab, "#name"), c.refFor(t, tab, "#agree")
+	res := c.call(t, "form_input", map[string]any{"tabId": tab, "fields": []map[string]any{
+		{"ref": nameRef, "value": "Ada Lovelace"},
+		{"selector": "#email", "value": "ada@example.org"},
+		{"selector": "#color", "value": "Blue"},
+		{"ref": agreeRef, "value": true},
+		{"selector": "input[name=size][value=l]", "value": true},
+	}})
+	got := c.readForm(t, tab)
+	want := formState{Name: "Ada Lovelace", Email: "ada@example.org", Color: "blue", Agree: true, Size: "l"}
+	if got != want {
+		t.Fatalf("after one form_input call with 5 fields the form holds\n %+v\nwant\n %+v\n(form_input said %s)", got, want, describe(res))
+	}
+	results := fieldResults(t, res)
+	for _, f := range []string{nameRef, "#email", "#color", agreeRef, "input[name=size][value=l]"} {
+		r := results[f]
+		if r == nil || r["ok"] != true {
+			t.Errorf("form_input reports no success for field %s: %v", f, r)
+		}
+	}
+	// A field named by selector reports its ref, for later calls.
+	if r := results["#email"]; r != nil && !refText.MatchString(fmt.Sprint(r["ref"])) {
+		t.Errorf("the field named by selector #email reports no ref: %v", r)
+	}
+	text := testutil.Text(res)
+	if !strings.Contains(text, "Set 5 fields") || !strings.Contains(text, `"ada@example.org"`) {
+		t.Errorf("form_input's text does not report the 5 fields:\n%s", text)
+	}
+
+	// The one-field forms still work: by ref, and now by selector.
+	c.call(t, "form_input", map[string]any{"tabId": tab, "ref": nameRef, "value": "Grace Hopper"})
+	c.call(t, "form_input", map[string]any{"tabId": tab, "selector": "#quantity", "value": 12})
+	if got := c.readForm(t, tab); got.Name != "Grace Hopper" || got.Quantity != "12" {
+		t.Errorf("after the one-field calls the form holds name %q, quantity %q", got.Name, got.Quantity)
+	}
+}
+
+func testFormInputOneBad(t *testing.T, w *world) {
+	c := w.client("e2e-form-one-bad")
+	tab := c.newTab(t, w.pages.url("form.html"))
+	res := c.call(t, "form_input", map[string]any{"tabId": tab, "fields": []map[string]any{
+		{"selector": "#quantity", "value": 7},
+		{"selector": "#no-such-field", "value": "lost"},
+		{"ref": c.refFor(t, tab, "#notes"), "value": "still set"},
+	}})
+	if got := c.readForm(t, tab); got.Quantity != "7" || got.Notes != "still set" {
+		t.Errorf("with one bad selector among three fields, the good ones hold quantity %q, notes %q; want 7 and \"still set\"", got.Quantity, got.Notes)
+	}
+	text := testutil.Text(res)
+	for _, want := range []string{"2 of 3", "1 failed", "#no-such-field", "no element matches"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("form_input with one bad field: the text lacks %q:\n%s", want, text)
+		}
+	}
+	if r := fieldResults(t, res)["#no-such-field"]; r == nil || r["ok"] != false || r["error"] == "" {
+		t.Errorf("the bad field's result is %v; want ok false with an error", r)
+	}
+}
+
+func testFormInputAllBad(t *testing.T, w *world) {
+	c := w.client("e2e-form-all-bad")
+	tab := c.newTab(t, w.pages.url("form.html"))
+	text, res := c.toolError(t, "form_input", map[string]any{"tabId": tab, "fields": []map[string]any{
+		{"selector": "#nothing-here", "value": "x"},
+		{"selector": "p[", "value": "y"},
+		{"ref": "ref_999999", "value": "z"},
+	}})
+	for _, want := range []string{"None of the 3 fields", "#nothing-here", `"p[" is not a valid CSS selector`, "ref_999999", "not found"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("form_input with every field bad: the error lacks %q:\n%s", want, text)
+		}
+	}
+	if n := len(fieldResults(t, res)); n != 3 {
+		t.Errorf("form_input with every field bad reports %d results, want 3", n)
+	}
+	// One field, failing: a tool error in that field's own words, as before.
+	text, _ = c.toolError(t, "form_input", map[string]any{"tabId": tab, "selector": "#nothing-here", "value": "x"})
+	if !strings.Contains(text, "no element matches the selector #nothing-here") {
+		t.Errorf("form_input with one missing selector says %q", text)
+	}
+}
+
+// normSpace collapses white space as read_page does.
+func normSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func testReadPageWhole(t *testing.T, w *world) {
+	c := w.client("e2e-read-whole")
+	tab := c.newTab(t, w.pages.url("prose.html"))
+	long := normSpace(c.js(t, tab, `document.getElementById("long").textContent`))
+	styled := normSpace(c.js(t, tab, `document.getElementById("styled").innerText`))
+	if len(long) != 1500 {
+		t.Fatalf("the test page's paragraph has %d characters, want 1,500", len(long))
+	}
+	res := c.call(t, "read_page", map[string]any{"tabId": tab})
+	tree := testutil.Text(res)
+	for name, p := range map[string]string{"#long (plain text)": long, "#styled (inline markup)": styled} {
+		if !strings.Contains(tree, p) {
+			t.Errorf("read_page does not give the paragraph %s whole (%d characters):\n%s", name, len(p), clip(tree, 5000))
+		}
+	}
+	if !strings.Contains(tree, "The last paragraph of the prose page.") || strings.Contains(tree, "truncated") {
+		t.Errorf("read_page of a short page should be whole and say nothing of truncation:\n%s", clip(tree, 5000))
+	}
+	if m, ok := structured(res); !ok || m["truncated"] != false {
+		t.Errorf("read_page's structured content should say truncated false: %s", describe(res))
+	}
+}
+
+func testReadPageMaxChars(t *testing.T, w *world) {
+	c := w.client("e2e-read-max")
+	tab := c.newTab(t, w.pages.url("prose.html"))
+	const budget = 1000
+	res := c.call(t, "read_page", map[string]any{"tabId": tab, "max_chars": budget})
+	tree := testutil.Text(res)
+	if n := len([]rune(tree)); n > budget {
+		t.Errorf("read_page with max_chars %d answered %d characters", budget, n)
+	}
+	for _, want := range []string{"truncated at max_chars 1000", "Opening of the long paragraph", "larger max_chars", "get_page_text", `ref "ref_`} {
+		if !strings.Contains(tree, want) {
+			t.Errorf("read_page cut at max_chars %d: the answer lacks %q:\n%s", budget, want, tree)
+		}
+	}
+	if strings.Contains(tree, "The last paragraph of the prose page.") {
+		t.Errorf("read_page with max_chars %d still holds the end of the page:\n%s", budget, tree)
+	}
+	if m, ok := structured(res); !ok || m["truncated"] != true {
+		t.Errorf("read_page's structured content should say truncated true: %s", describe(res))
+	}
+	// The cut fell inside the long paragraph: the note names it, and reading
+	// that subtree gives the paragraph whole.
+	longRef := c.refFor(t, tab, "#long")
+	if note := tree[strings.Index(tree, "truncated at"):]; !strings.Contains(note, `ref "`+longRef+`"`) {
+		t.Errorf("the note does not name the paragraph it cut (%s): %s", longRef, note)
+	}
+	whole := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab, "ref": longRef}))
+	if !strings.Contains(whole, "closing words of the long paragraph.") || strings.Contains(whole, "truncated") {
+		t.Errorf("read_page ref %s (the paragraph the note names) does not give it whole:\n%s", longRef, clip(whole, 5000))
+	}
+}
