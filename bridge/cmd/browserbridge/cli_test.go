@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
 	"github.com/browserbridge/browserbridge/manifests"
@@ -21,18 +21,7 @@ import (
 var bins testbrowser.Binaries
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bb-cli")
-	if err != nil {
-		panic(err)
-	}
-	bins, err = testbrowser.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.RunWithBinaries(m, "bb-cli", &bins))
 }
 
 // world is a throwaway user: HOME, config, socket, and a PATH without the
