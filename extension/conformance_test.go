@@ -2,10 +2,10 @@ package extension
 
 // The official MCP conformance suite's auth scenarios against the
 // extension's remote-MCP client (extension/remote), driven by its Node
-// wrapper extension/remote/conformance/client.mjs. The suite runs a mock MCP
+// wrapper extension/test/conformance/client.mjs. The suite runs a mock MCP
 // server and authorization server per scenario; the wrapper signs in, lists
 // and calls tools. Scenarios the client does not pass on purpose are listed,
-// with reasons, in extension/remote/conformance/expected-failures.yml.
+// with reasons, in extension/test/conformance/expected-failures.yml.
 //
 // scripts/install-test-tools.sh installs the suite (pinned in tools/npm) and
 // a recent enough Node.js; like the daemon's client tests, this test fails,
@@ -168,7 +168,7 @@ func scenarioResults(t *testing.T, dir string) map[string][]check {
 
 func TestConformanceAuth(t *testing.T) {
 	c := needConformance(t)
-	confDir := filepath.Join(c.root, "extension", "remote", "conformance")
+	confDir := filepath.Join(c.root, "extension", "test", "conformance")
 	expectedFile := filepath.Join(confDir, "expected-failures.yml")
 	expected := expectedFailures(t, expectedFile)
 	all := c.authScenarios(t)

@@ -1,8 +1,8 @@
 // The platform interface: everything the remote-MCP core needs from where it
 // runs. The core (extension/remote/*.js) never touches chrome.* or node:*;
 // the service worker builds a platform from chrome.identity, chrome.storage
-// and Web Crypto, the conformance wrapper (conformance/client.mjs) and the
-// unit tests build one from Node.
+// and Web Crypto; the conformance wrapper (extension/test/conformance/
+// client.mjs) and the unit tests build one from Node.
 //
 // One platform may be shared by several RemoteServers: it must hold no state
 // that ties them together (storage keys are per server id, see client.js).

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MAX_STEP_UPS, REFRESH_AHEAD_MS, RemoteError, RemoteServer } from '../remote/client.js';
 import { StreamableTransport, TIMEOUTS } from '../remote/transport.js';
-import { FakeAuthServer, FakeMcpServer, FakeNet, eventStream, json, testPlatform } from '../remote/testing.js';
+import { FakeAuthServer, FakeMcpServer, FakeNet, eventStream, json, testPlatform } from './remote/testing.js';
 
 function world({ mcp = {}, as = {}, platform = {}, config = {} } = {}) {
   const net = new FakeNet();

@@ -10,7 +10,7 @@ import {
   protectedResourceUrls, resourceMatches, selectScopes,
 } from '../remote/oauth.js';
 import { RemoteServer } from '../remote/client.js';
-import { FakeAuthServer, FakeMcpServer, FakeNet, json, testPlatform } from '../remote/testing.js';
+import { FakeAuthServer, FakeMcpServer, FakeNet, json, testPlatform } from './remote/testing.js';
 
 test('WWW-Authenticate: challenges and the Bearer parameters', () => {
   const cases = [

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { REFRESH_AHEAD_MS, RemoteServer } from '../remote/client.js';
 import { secretAuthMethod, tokenRequest } from '../remote/oauth.js';
-import { FakeAuthServer, FakeMcpServer, FakeNet, testPlatform } from '../remote/testing.js';
+import { FakeAuthServer, FakeMcpServer, FakeNet, testPlatform } from './remote/testing.js';
 
 // Characters that form encoding (RFC 6749 §2.3.1) must escape in Basic credentials.
 const SECRET = 'S3cr3t: x/+=%&é'.replace('é', 'e');

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { STATES, TRANSITIONS, RETRY_PRESETS, canTransition, retryDelay, withRetry } from '../remote/state.js';
 import { RemoteError, isTransient } from '../remote/errors.js';
 import { RemoteServer } from '../remote/client.js';
-import { FakeAuthServer, FakeMcpServer, FakeNet, testPlatform } from '../remote/testing.js';
+import { FakeAuthServer, FakeMcpServer, FakeNet, testPlatform } from './remote/testing.js';
 
 test('the states are the ten of the API, and every transition names known states', () => {
   assert.deepEqual(STATES, ['disconnected', 'needs-auth', 'registering', 'authorizing', 'authenticated',

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { LIST_CHANGED_DELAY_MS, RemoteServer } from '../remote/client.js';
 import { RETRY_PRESETS } from '../remote/state.js';
-import { FakeAuthServer, FakeMcpServer, FakeNet, testPlatform } from '../remote/testing.js';
+import { FakeAuthServer, FakeMcpServer, FakeNet, testPlatform } from './remote/testing.js';
 
 function world({ mcp = {}, as = {}, platform = {} } = {}) {
   const net = new FakeNet();

@@ -2,7 +2,7 @@
 // The conformance suite's client command: a RemoteServer on a Node platform.
 //
 //   node @modelcontextprotocol/conformance/dist/index.js client --suite auth \
-//     --command "node extension/remote/conformance/client.mjs"
+//     --command "node extension/test/conformance/client.mjs"
 //
 // The suite starts a mock MCP server (and authorization server) per
 // scenario, appends the server's URL to the command, names the scenario in
@@ -23,8 +23,8 @@
 
 import { createHash, randomBytes } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
-import { RemoteServer } from '../client.js';
-import { memoryStorage } from '../platform.js';
+import { RemoteServer } from '../../remote/client.js';
+import { memoryStorage } from '../../remote/platform.js';
 
 /** Where chrome.identity would send the browser back to. */
 const REDIRECT_URI = 'https://conformance.chromiumapp.org/oauth';
@@ -73,6 +73,11 @@ const platform = {
 };
 
 async function main() {
+  if (process.env.NODE_TEST_CONTEXT && !/^https?:/.test(serverUrl || '')) {
+    // `node --test extension/test/` runs every script under test/, this one
+    // too, with no server: it is the suite's client, not a test.
+    return 0;
+  }
   if (!serverUrl || !/^https?:/.test(serverUrl)) {
     log('error', 'usage: client.mjs <server-url>');
     return 2;
