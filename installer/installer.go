@@ -342,13 +342,30 @@ func planTargets(e env, table []browser, opts Options) ([]target, error) {
 	return targets, nil
 }
 
-// Uninstall removes what the record lists: each manifest file that is still
-// ours (its "name" is com.browserbridge.host), each registry key, the record
-// itself, and each directory Install created that is now empty. It returns
-// what it removed. Without a record there is nothing to do and no error. If
+// Uninstall is UninstallWith with no extra steps.
+func Uninstall() (removed []string, err error) { return UninstallWith(UninstallOptions{}) }
+
+// UninstallOptions adds the CLI's steps to UninstallWith. The zero value
+// adds none.
+type UninstallOptions struct {
+	// Stop, if set, runs once the hosts are unregistered, so that browsers
+	// start no new ones, and before any installed file is removed. It gets
+	// the record (its manifests name the installed host) and should stop
+	// what runs from the installed files, and remove what those wrote
+	// outside the record, so that the folders Install created empty out.
+	// Its error is reported and the uninstall goes on.
+	Stop func(rec *Record) error
+}
+
+// UninstallWith removes what the record lists: each manifest file that is
+// still ours (its "name" is com.browserbridge.host), each registry key, then
+// (after opts.Stop) each file InstallFiles copied, each link that still
+// points at the installed program, the record itself, and each
+// directory Install created that is now empty. It returns what it removed.
+// Without a record there is nothing of the record's to do and no error. If
 // something cannot be removed, the rest still is, and the record keeps the
 // leftovers so that a second run (say, with sudo) can finish.
-func Uninstall() (removed []string, err error) {
+func UninstallWith(opts UninstallOptions) (removed []string, err error) {
 	recordPath, err := paths.InstallRecord()
 	if err != nil {
 		return nil, fmt.Errorf("uninstalling: %w", err)
@@ -358,7 +375,7 @@ func Uninstall() (removed []string, err error) {
 		return nil, fmt.Errorf("uninstalling: %w", err)
 	}
 	if rec == nil {
-		return nil, nil
+		rec = &Record{Version: recordVersion}
 	}
 	left := &Record{Version: recordVersion}
 	var errs []error
@@ -399,6 +416,33 @@ func Uninstall() (removed []string, err error) {
 			left.addKey(k)
 		case ok:
 			removed = append(removed, k.String())
+		}
+	}
+
+	if opts.Stop != nil {
+		if err := opts.Stop(rec); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	for _, l := range rec.Links {
+		ok, err := removeLink(l)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("removing link %s: %w", l.Path, err))
+			left.addLink(l)
+		case ok:
+			removed = append(removed, l.Path)
+		}
+	}
+	for _, f := range rec.Files {
+		ok, err := removeFile(f)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("removing %s: %w", f, err))
+			left.addFile(f)
+		case ok:
+			removed = append(removed, f)
 		}
 	}
 

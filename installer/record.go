@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/browserbridge/browserbridge/bridge/paths"
 )
 
 // recordVersion is the version of the record format this package writes.
@@ -26,6 +28,20 @@ type Record struct {
 	Dirs []string `json:"dirs,omitempty"`
 	// RegistryKeys are the Windows registry keys Install set or created.
 	RegistryKeys []RegistryEntry `json:"registry_keys,omitempty"`
+	// Files are the files InstallFiles copied into place: the programs and
+	// the extension's files. Uninstall removes each one.
+	Files []string `json:"files,omitempty"`
+	// Links are the symbolic links InstallFiles made. Uninstall removes a
+	// link only while it still points at its Target.
+	Links []LinkEntry `json:"links,omitempty"`
+}
+
+// LinkEntry is one symbolic link in a Record.
+type LinkEntry struct {
+	// Path is the link's absolute path.
+	Path string `json:"path"`
+	// Target is what the link points at, as written.
+	Target string `json:"target"`
 }
 
 // ManifestEntry is one manifest file in a Record.
@@ -90,6 +106,24 @@ func (r *Record) addDir(dir string) {
 	}
 }
 
+// addFile records a file InstallFiles copied.
+func (r *Record) addFile(p string) {
+	if !slices.Contains(r.Files, p) {
+		r.Files = append(r.Files, p)
+	}
+}
+
+// addLink adds or updates the entry for l.Path.
+func (r *Record) addLink(l LinkEntry) {
+	for i, old := range r.Links {
+		if old.Path == l.Path {
+			r.Links[i].Target = l.Target
+			return
+		}
+	}
+	r.Links = append(r.Links, l)
+}
+
 // addKey adds or updates the entry for k's root and path.
 func (r *Record) addKey(k RegistryEntry) {
 	for i, old := range r.RegistryKeys {
@@ -114,11 +148,27 @@ func (r *Record) merge(o *Record) {
 	for _, k := range o.RegistryKeys {
 		r.addKey(k)
 	}
+	for _, f := range o.Files {
+		r.addFile(f)
+	}
+	for _, l := range o.Links {
+		r.addLink(l)
+	}
 }
 
 // empty reports whether r lists nothing.
 func (r *Record) empty() bool {
-	return len(r.Manifests) == 0 && len(r.Dirs) == 0 && len(r.RegistryKeys) == 0
+	return len(r.Manifests) == 0 && len(r.Dirs) == 0 && len(r.RegistryKeys) == 0 &&
+		len(r.Files) == 0 && len(r.Links) == 0
+}
+
+// recordPath is the record file's path, with context on error.
+func recordPath() (string, error) {
+	p, err := paths.InstallRecord()
+	if err != nil {
+		return "", fmt.Errorf("finding the install record: %w", err)
+	}
+	return p, nil
 }
 
 // loadRecord reads the record at path. A missing file yields (nil, nil).

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -78,3 +80,13 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 // explain adds nothing on Linux: checkPlatform already turned the common
 // failure, a missing user manager, into a sentence.
 func explain(action string, err error) error { return err }
+
+// unitDir is where kardianos writes a user unit: ~/.config/systemd/user,
+// whatever XDG_CONFIG_HOME says.
+func unitDir() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".config", "systemd", "user"), nil
+}

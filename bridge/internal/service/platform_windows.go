@@ -21,3 +21,6 @@ func explain(action string, err error) error {
 	}
 	return err
 }
+
+// unitDir is "": no unit file goes into the user's folders here.
+func unitDir() (string, error) { return "", nil }

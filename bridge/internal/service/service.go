@@ -97,6 +97,17 @@ func (s State) String() string {
 	}
 }
 
+// Available returns nil when a per-user service manager is usable here, and
+// otherwise the reason (wrapping ErrNoUserManager on Linux without a systemd
+// user manager). Unlike Status it touches no file.
+func Available() error { return checkPlatform() }
+
+// UnitDir is the folder the service manager's file for the per-user
+// service goes in (~/.config/systemd/user, ~/Library/LaunchAgents), which
+// installing the service creates if it is missing; "" where the service
+// has no such file in the user's folders (Windows).
+func UnitDir() (string, error) { return unitDir() }
+
 // Control performs action, one of install, uninstall, start, stop and restart,
 // on the per-user service that runs execPath serve. execPath "" means the
 // running executable. Install only registers the service (on systemd it is
