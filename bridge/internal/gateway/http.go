@@ -373,7 +373,7 @@ func (g *Gateway) getStream(w http.ResponseWriter, r *http.Request, t target) {
 	if last := r.Header.Get(mcphttp.HeaderLastEventID); last != "" {
 		n, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
-			mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, fmt.Sprintf("%s %q is not an event id of this gateway", mcphttp.HeaderLastEventID, last))
+			mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, fmt.Sprintf("Last-Event-ID %q is not an event id of this gateway", last))
 			return
 		}
 		from = n

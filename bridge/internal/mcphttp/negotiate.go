@@ -12,17 +12,19 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
-// Header names, spelled as the MCP specification spells them (http.Header
-// canonicalizes them on Get and Set; index a header map with
-// http.CanonicalHeaderKey).
+// Header names. http.Header canonicalizes a name on Get and Set, and a
+// name already in canonical form costs nothing, so those read on every
+// request are written so: HeaderProtocolVersion is the specification's
+// MCP-Protocol-Version and HeaderLastEventID its Last-Event-ID (messages
+// spell them that way).
 const (
 	HeaderSessionID       = "Mcp-Session-Id"
-	HeaderProtocolVersion = "MCP-Protocol-Version"
+	HeaderProtocolVersion = "Mcp-Protocol-Version"
 	// HeaderMethod and HeaderName repeat a 2026-07-28 request's method and
 	// what it names (tool, prompt, resource URI) for intermediaries.
 	HeaderMethod      = "Mcp-Method"
 	HeaderName        = "Mcp-Name"
-	HeaderLastEventID = "Last-Event-ID"
+	HeaderLastEventID = "Last-Event-Id"
 )
 
 // Protocol versions and the _meta key of the stateless era.
@@ -120,7 +122,7 @@ func CheckVersion(w http.ResponseWriter, r *http.Request, id []byte, supported [
 		return true
 	}
 	WriteError(w, http.StatusBadRequest, id, rpccode.InvalidRequest,
-		fmt.Sprintf("unsupported %s %q: this endpoint speaks %s", HeaderProtocolVersion, v, strings.Join(supported, ", ")))
+		fmt.Sprintf("unsupported MCP-Protocol-Version %q: this endpoint speaks %s", v, strings.Join(supported, ", ")))
 	return false
 }
 

@@ -246,3 +246,13 @@ func TestErrorBody(t *testing.T) {
 		})
 	}
 }
+
+// The names read on every request are in canonical form, so that
+// http.Header's Get needs no conversion (and no allocation).
+func TestHeaderNamesCanonical(t *testing.T) {
+	for _, name := range []string{HeaderSessionID, HeaderProtocolVersion, HeaderMethod, HeaderName, HeaderLastEventID} {
+		if c := http.CanonicalHeaderKey(name); c != name {
+			t.Errorf("%q is not canonical (%q)", name, c)
+		}
+	}
+}

@@ -401,7 +401,7 @@ func (v *versionContext) with(r *http.Request) *http.Request {
 		"Accept":       {mcphttp.ContentTypeJSON + ", " + mcphttp.ContentTypeSSE},
 	}
 	if ver := r.Header.Values(mcphttp.HeaderProtocolVersion); len(ver) > 0 {
-		probe.Header[http.CanonicalHeaderKey(mcphttp.HeaderProtocolVersion)] = ver
+		probe.Header[mcphttp.HeaderProtocolVersion] = ver
 	}
 	probe.Body = http.NoBody
 	v.probe.ServeHTTP(discardResponse{}, probe)
