@@ -134,7 +134,7 @@ func TestDoctorReportsMissingManifestAndDeadBridge(t *testing.T) {
 		"browserbridge install --browser chromium", // and the fix says how
 		"FAIL  bridge",                             // nothing answers on the socket
 		"no bridge answers at " + w.socket,
-		"browserbridge service start",
+		"start it with `browserbridge start`",
 		"FAIL  extension",
 		"ok    host binary",
 		"MCP port", // free, since no bridge holds it

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -84,7 +83,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	st, statusErr := queryStatus(ctx, cfg.Socket)
 	if statusErr != nil {
 		add(checkResult{checkFail, "bridge", fmt.Sprintf("no bridge answers at %s (%v)", cfg.Socket, statusErr),
-			"start it with `browserbridge service start`, or `browserbridge serve` in a terminal; the log says why it stopped"})
+			"start it with `" + startHint() + "` (it says why if it cannot), or run `" + cliName() + " serve` in a terminal"})
 	} else {
 		add(checkResult{checkOK, "bridge", fmt.Sprintf("version %s, pid %d, socket %s", st.Version, st.PID, st.Socket), ""})
 	}
@@ -144,13 +143,15 @@ func serviceCheck(bridgeUp bool) checkResult {
 	}
 	state, err := service.Status(self)
 	switch {
-	case errors.Is(err, service.ErrNoUserManager):
+	case service.Available() != nil:
+		// The one place that tells the whole story.
 		lvl := checkWarn
 		if !bridgeUp {
 			lvl = checkFail
 		}
-		return checkResult{lvl, "service", "no systemd user manager here, so the bridge cannot start at login",
-			"the host starts the bridge when the browser connects; or run `browserbridge serve` yourself"}
+		return checkResult{lvl, "service", fmt.Sprintf("no autostart service: %v. Nothing starts the bridge at login; "+
+			"the native host starts it when the browser connects", service.Available()),
+			"`" + startHint() + "` starts it now, `" + stopHint() + "` and `" + restartHint() + "` stop and restart it, here too"}
 	case err != nil:
 		return checkResult{checkWarn, "service", err.Error(), ""}
 	case state == service.StateRunning:
@@ -161,9 +162,9 @@ func serviceCheck(bridgeUp bool) checkResult {
 			lvl = checkFail
 		}
 		return checkResult{lvl, "service", "not installed: the bridge will not start at login",
-			"browserbridge service install && browserbridge service start"}
+			cliName() + " service install && " + startHint()}
 	default:
-		return checkResult{checkFail, "service", "installed but " + state.String(), "browserbridge service start (the log says why it stopped)"}
+		return checkResult{checkFail, "service", "installed but " + state.String(), startHint() + " (it says why if it cannot)"}
 	}
 }
 
@@ -199,7 +200,7 @@ func relayChecks(configured string, st *protocol.StatusResult) []checkResult {
 	if len(st.Relay) == 0 {
 		if configured != "" && len(st.Browsers) > 0 {
 			out = append(out, checkResult{checkWarn, "relay", "relay.url is set in the config but the running bridge has no relay",
-				"restart the bridge so it reads the config (browserbridge service restart)"})
+				"restart the bridge so it reads the config: " + restartHint()})
 		}
 		return out
 	}

@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/service"
+	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/installer"
 )
 
@@ -48,12 +50,35 @@ func runInstall(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	userDataDir := fs.String("user-data-dir", "", "register only for the browser profile in DIR (DIR/NativeMessagingHosts)")
 	system := fs.Bool("system", false, "register for every user of this machine (needs root or Administrator)")
 	noService := fs.Bool("no-service", false, "do not install the autostart service")
+	prefix := fs.String("prefix", "", "first copy this program, browserbridge-host beside it and the extension into DIR/bin and DIR/extension, and use those (install.sh passes ~/.local/share/browserbridge)")
+	bindir := fs.String("bindir", "", "with --prefix: link browserbridge into DIR")
+	extSrc := fs.String("extension", "", "with --prefix: the extension's source folder to copy (its runtime files only)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *prefix == "" && (*bindir != "" || *extSrc != "") {
+		return usageError{"--bindir and --extension go with --prefix"}
 	}
 	host, err := hostPath()
 	if err != nil {
 		return err
+	}
+	self, err := selfPath()
+	if err != nil {
+		return err
+	}
+	if *prefix != "" {
+		if host, self, err = installFiles(*prefix, *bindir, *extSrc, host, self, stdout); err != nil {
+			return err
+		}
+		installedSelf = self
+	}
+	// The folders the bridge writes into later, recorded if install creates
+	// them, so that uninstall leaves no empty folder behind.
+	if dirs, err := bridgeDirs(); err == nil {
+		if err := installer.MakeDirs(dirs...); err != nil {
+			fmt.Fprintf(stderr, "warning: %v\n", err)
+		}
 	}
 	opts := installer.Options{UserDataDir: *userDataDir, System: *system, HostPath: host}
 	if *browser != "" {
@@ -80,15 +105,20 @@ func runInstall(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if *noService {
 		return nil
 	}
-	self, err := selfPath()
-	if err != nil {
-		return err
+	if err := service.Available(); err != nil {
+		fmt.Fprintf(stdout, "no autostart service: no per-user service manager here (`%s doctor` says more); `%s` starts the bridge\n", cliName(), startHint())
+		return nil
 	}
-	if err := service.Control("install", self); err != nil && !errors.Is(err, service.ErrAlreadyInstalled) {
+	if dir, err := service.UnitDir(); err == nil && dir != "" {
+		if err := installer.MakeDirs(dir); err != nil {
+			fmt.Fprintf(stderr, "warning: %v\n", err)
+		}
+	}
+	if err := service.Control(service.ActionInstall, self); err != nil && !errors.Is(err, service.ErrAlreadyInstalled) {
 		fmt.Fprintf(stderr, "service not installed: %v\n", err)
 		return nil // the host starts the bridge on demand; doctor reports this
 	}
-	if err := service.Control("start", self); err != nil {
+	if err := service.Control(service.ActionStart, self); err != nil {
 		fmt.Fprintf(stderr, "service installed but not started: %v\n", err)
 		return nil
 	}
@@ -96,36 +126,113 @@ func runInstall(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-func runUninstall(_ context.Context, args []string, stdout, stderr io.Writer) error {
+// installFiles copies the programs and the extension under prefix, links
+// the CLI into bindir, and returns the installed host and CLI.
+func installFiles(prefix, bindir, extSrc, host, self string, stdout io.Writer) (newHost, newSelf string, err error) {
+	abs := func(p string) (string, error) {
+		if p == "" {
+			return "", nil
+		}
+		return filepath.Abs(p)
+	}
+	if prefix, err = abs(prefix); err != nil {
+		return "", "", err
+	}
+	if bindir, err = abs(bindir); err != nil {
+		return "", "", err
+	}
+	if extSrc, err = abs(extSrc); err != nil {
+		return "", "", err
+	}
+	res, err := installer.InstallFiles(installer.Files{
+		Prefix:       prefix,
+		Executables:  []string{self, host},
+		ExtensionSrc: extSrc,
+		BinDir:       bindir,
+		Link:         filepath.Base(self),
+	})
+	if err != nil {
+		return "", "", err
+	}
+	fmt.Fprintf(stdout, "installed %s and %s into %s\n", filepath.Base(self), filepath.Base(host), res.Bin)
+	if res.Extension != "" {
+		fmt.Fprintf(stdout, "installed the extension into %s\n", res.Extension)
+		if res.ExtensionReplaced {
+			fmt.Fprintln(stdout, "the extension's files changed: reload it in the browser (chrome://extensions → Browser Bridge → reload ↻)")
+		}
+	}
+	if res.Link != "" {
+		fmt.Fprintf(stdout, "linked %s -> %s\n", res.Link, filepath.Join(res.Bin, filepath.Base(self)))
+	}
+	return filepath.Join(res.Bin, filepath.Base(host)), filepath.Join(res.Bin, filepath.Base(self)), nil
+}
+
+// bridgeDirs are the folders the bridge keeps its state and logs in.
+func bridgeDirs() ([]string, error) {
+	state, err := paths.StateDir()
+	if err != nil {
+		return nil, err
+	}
+	logs, err := paths.LogDir()
+	if err != nil {
+		return nil, err
+	}
+	return []string{state, logs}, nil
+}
+
+func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("uninstall", stderr)
 	keepService := fs.Bool("keep-service", false, "leave the autostart service installed")
+	purge := fs.Bool("purge", false, "also remove the config and the logs")
 	if err := parse(fs, args); err != nil {
 		return err
-	}
-	removed, err := installer.Uninstall()
-	for _, r := range removed {
-		fmt.Fprintf(stdout, "removed %s\n", r)
-	}
-	if err != nil {
-		return err
-	}
-	if *keepService {
-		return nil
 	}
 	self, err := selfPath()
 	if err != nil {
 		return err
 	}
-	st, err := service.Status(self)
-	if st == service.StateNotInstalled || errors.Is(err, service.ErrNoUserManager) {
-		return nil // no service to remove: none could have been installed
+	var errs []error
+	// The service first, so that its manager does not start the bridge again.
+	if !*keepService {
+		if _, ok := usableService(self); ok {
+			if err := service.Control(service.ActionUninstall, self); err != nil {
+				errs = append(errs, fmt.Errorf("removing the service: %w", err))
+			} else {
+				fmt.Fprintln(stdout, "removed the browserbridge service")
+			}
+		}
 	}
-	_ = service.Control("stop", self)
-	if err := service.Control("uninstall", self); err != nil {
-		return fmt.Errorf("removing the service: %w", err)
+	u, err := newUninstall(*purge, stdout, stderr)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintln(stdout, "removed the browserbridge service")
-	return nil
+	removed, err := installer.UninstallWith(installer.UninstallOptions{
+		Stop: func(rec *installer.Record) error { return u.stopAndClean(ctx, rec) },
+	})
+	for _, r := range removed {
+		// What was inside a removed folder of ours (the prefix) goes
+		// without a line of its own.
+		if !insideRemoved(r, removed) {
+			fmt.Fprintf(stdout, "removed %s\n", r)
+		}
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	u.reportKept()
+	fmt.Fprintln(stdout, "Remove the extension from the browser too: chrome://extensions → Browser Bridge → Remove.")
+	return errors.Join(errs...)
+}
+
+// insideRemoved reports whether p is inside a removed folder named
+// browserbridge*.
+func insideRemoved(p string, removed []string) bool {
+	for d := filepath.Dir(p); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if strings.HasPrefix(strings.ToLower(filepath.Base(d)), "browserbridge") && slices.Contains(removed, d) {
+			return true
+		}
+	}
+	return false
 }
 
 func runService(_ context.Context, args []string, stdout, stderr io.Writer) error {
@@ -158,8 +265,12 @@ func runService(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	return usageError{fmt.Sprintf("unknown action %q; use %s", args[0], actions)}
 }
 
-// serviceState describes the service for status and doctor.
+// serviceState describes the service in a few words, for status: doctor's
+// service check is where the long story goes.
 func serviceState() string {
+	if service.Available() != nil {
+		return "none (no per-user service manager here)"
+	}
 	self, err := selfPath()
 	if err != nil {
 		return "unknown (" + err.Error() + ")"

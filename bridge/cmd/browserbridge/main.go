@@ -1,10 +1,13 @@
 // Command browserbridge is the Browser Bridge service and the user's CLI.
 //
 //	browserbridge serve      run the bridge in the foreground
+//	browserbridge start      start the bridge: the service, or a detached serve
+//	browserbridge stop       stop the bridge, with or without a service manager
+//	browserbridge restart    stop, then start (a new binary, a changed config)
 //	browserbridge status     show the bridge, its browsers and MCP URLs
 //	browserbridge doctor     check every hop and say how to fix failures
 //	browserbridge install    register the native host with the browsers
-//	browserbridge uninstall  remove what install wrote
+//	browserbridge uninstall  stop the bridge and remove what install wrote (--purge: config, logs)
 //	browserbridge service    install|uninstall|start|stop|restart|status
 //	browserbridge servers    import|list the gateway's stdio MCP servers
 //	browserbridge clients    add|remove|list the bridge in MCP clients' configs
@@ -47,10 +50,13 @@ func (e usageError) Error() string { return e.msg }
 func commands() []command {
 	return []command{
 		{"serve", "run the bridge in the foreground", runServe},
+		{"start", "start the bridge in the background (the service if installed) and wait until it answers", runStart},
+		{"stop", "stop the running bridge (the service if installed)", runStop},
+		{"restart", "stop the bridge if it runs, then start it (to run a new binary or read a changed config)", runRestart},
 		{"status", "show the bridge, connected browsers and MCP URLs", runStatus},
 		{"doctor", "check every hop from MCP client to browser and say how to fix failures", runDoctor},
 		{"install", "register the native host with your browsers and install the service", runInstall},
-		{"uninstall", "remove what install wrote and the service", runUninstall},
+		{"uninstall", "stop the bridge and remove what install wrote and the service (--purge: the config and logs too)", runUninstall},
 		{"service", "install|uninstall|start|stop|restart|status the per-user service", runService},
 		{"connect", "serve a browser reached through a cloud proxy as a stdio MCP server", runConnect},
 		{"stdio", "serve the bridge's MCP tools over stdio (for clients that only speak stdio)", runStdio},

@@ -45,6 +45,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfgPath := fs.String("config", "", "config file (default: the per-user config.json, if present)")
 	relayURL := fs.String("relay-url", "", "cloud proxy to register the browsers with (wss://…; overrides relay.url)")
 	relayToken := fs.String("relay-token", "", "access token for the cloud proxy (kind extension; overrides relay.token)")
+	logStderr := fs.Bool("log-stderr", true, "also write the log to stderr (browserbridge start turns this off, since its bridge's stderr is a file)")
 	servers := fs.String("servers", "", "claude_desktop_config.json-style file of stdio MCP servers for the gateway (overrides gateway.servers_file)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -66,7 +67,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{err.Error() + " (from --relay-url/--relay-token)"}
 		}
 	}
-	logOpts := logging.Options{MaxSizeMB: cfg.Log.MaxSizeMB, MaxBackups: cfg.Log.MaxBackups, Level: cfg.LogLevel(), AlsoStderr: true}
+	logOpts := logging.Options{MaxSizeMB: cfg.Log.MaxSizeMB, MaxBackups: cfg.Log.MaxBackups, Level: cfg.LogLevel(), AlsoStderr: *logStderr}
 	if cfg.Log.File != "-" {
 		logOpts.File = cfg.Log.File
 	}

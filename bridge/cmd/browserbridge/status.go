@@ -55,7 +55,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if *asJSON {
 			_ = json.NewEncoder(stdout).Encode(map[string]any{"running": false, "socket": cfg.Socket, "error": err.Error()})
 		}
-		fmt.Fprintf(stderr, "The bridge is not running (%v).\nService: %s\nStart it with `browserbridge service start`, or run `browserbridge doctor`.\n", err, serviceState())
+		fmt.Fprintf(stderr, "The bridge is not running (%v).\nStart it with `%s`, or run `%s doctor`.\n", err, startHint(), cliName())
 		return errSilent
 	}
 	if *asJSON {
