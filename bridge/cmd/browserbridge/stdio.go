@@ -59,9 +59,8 @@ func runStdio(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Stdout:     stdout,
 		Logger:     logger,
 		BridgeWait: *wait,
-		// To be "run `" + startHint() + "`" (hints.go) once that is committed.
-		StartHint: "",
-		Version:   buildinfo.String(),
+		StartHint:  "run `" + startHint() + "`",
+		Version:    buildinfo.String(),
 	})
 }
 
