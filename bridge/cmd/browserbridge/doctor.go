@@ -149,9 +149,8 @@ func serviceCheck(bridgeUp bool) checkResult {
 		if !bridgeUp {
 			lvl = checkFail
 		}
-		return checkResult{lvl, "service", fmt.Sprintf("no autostart service: %v. Nothing starts the bridge at login; "+
-			"the native host starts it when the browser connects", service.Available()),
-			"`" + startHint() + "` starts it now, `" + stopHint() + "` and `" + restartHint() + "` stop and restart it, here too"}
+		return checkResult{lvl, "service", fmt.Sprintf("no autostart service, so nothing starts the bridge at login: %v", service.Available()),
+			"`" + startHint() + "` starts it now; `" + stopHint() + "` and `" + restartHint() + "` work here too"}
 	case err != nil:
 		return checkResult{checkWarn, "service", err.Error(), ""}
 	case state == service.StateRunning:

@@ -164,7 +164,7 @@ func TestRefusesWithoutUserManager(t *testing.T) {
 			t.Errorf("Control(%s) = %v, want ErrNoUserManager", action, err)
 			continue
 		}
-		const advice = "no systemd user manager is running; the native host starts the bridge on demand, or run `browserbridge serve` yourself"
+		const advice = "no systemd user manager is running; the native host starts the bridge on demand, and `browserbridge start` starts it without one"
 		if !strings.HasPrefix(err.Error(), advice) {
 			t.Errorf("Control(%s) error %q does not start with the advice", action, err)
 		}

@@ -9,7 +9,7 @@ import (
 
 // errUnsupported is returned on systems where kardianos has no per-user
 // service: it would install a system-wide rc script instead.
-var errUnsupported = errors.New("a per-user Browser Bridge service is supported only on Linux with systemd, macOS and Windows, not on " + runtime.GOOS + "; the native host starts the bridge on demand, or run `browserbridge serve` yourself")
+var errUnsupported = errors.New("a per-user Browser Bridge service is supported only on Linux with systemd, macOS and Windows, not on " + runtime.GOOS + "; the native host starts the bridge on demand, and `browserbridge start` starts it without a service manager")
 
 // checkPlatform refuses every action.
 func checkPlatform() error { return errUnsupported }

@@ -37,7 +37,7 @@ const (
 var (
 	// ErrNoUserManager means the system has no per-user service manager this
 	// package can use (on Linux: no systemd user manager reachable over D-Bus).
-	ErrNoUserManager = errors.New("no systemd user manager is running; the native host starts the bridge on demand, or run `browserbridge serve` yourself")
+	ErrNoUserManager = errors.New("no systemd user manager is running; the native host starts the bridge on demand, and `browserbridge start` starts it without one")
 	// ErrNotInstalled means the service is not installed.
 	ErrNotInstalled = errors.New("the Browser Bridge service is not installed")
 	// ErrAlreadyInstalled means install found the service already installed.
