@@ -27,14 +27,15 @@ import (
 //     read error, or a child that closed stdout): then the child has the
 //     grace period to exit (none after a read error) before its group is
 //     killed.
-//   - Once the child has exited, every process left in its group is
-//     killed, and on Linux every other member of its family. Then stdout
+//   - Once the child has exited, on Linux every member of its family is
+//     killed, then every process left in its group. Then stdout
 //     and stderr are drained: their readers run until the pipes end, or
 //     drainWait more, after which the pipes are closed under them (a
 //     process that left the group may still hold their write ends).
-//   - Then onExit is called, once, and Done is closed. By then every
-//     goroutine startReaper started has returned: the stdout reader, the
-//     stderr reader, the waiter and the reaper itself.
+//   - Then onExit is called, once, and Done is closed. By then the other
+//     goroutines startReaper started (the stdout reader, the stderr
+//     reader, the waiter) have returned; the reaper goroutine returns
+//     right after. None outlives the child's end.
 //   - Stop asks the child to exit: it closes stdin, sends SIGTERM to the
 //     group and the family, and kills the group if the child has not
 //     exited within the grace period. It returns when the child has exited
