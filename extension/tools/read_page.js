@@ -59,8 +59,9 @@ export function truncationNote({ maxChars, cut, ref }) {
 }
 
 /**
- * The answer's text: head, outline and, when cut, the note. The outline is
- * cut further at a line end when head and note would take it past maxChars.
+ * The answer's text: head, outline and, when cut, the note. When head,
+ * outline and note together would pass maxChars, the outline is cut further
+ * (the line that does not fit keeps what fits, with an ellipsis).
  * @param {{head: string, text: string, truncated: boolean, cut?: object|null, maxChars: number, ref?: string}} s
  * @returns {{text: string, truncated: boolean}}
  */
