@@ -40,10 +40,15 @@
 // registers chrome.alarms.onAlarm and passes every alarm to onAlarm() here,
 // which ignores the ones that are not its own.
 //
-// background.js must call init({RemoteServer}) at top level before the
-// handlers run: the class is passed in (not imported here) so that this
-// module and its tests do not depend on the remote core being loadable.
+// The manager is a RemoteManager (below), one per worker. background.js must
+// call init({RemoteServer}) at top level before the handlers run, and keeps
+// every listener at its own top level: the class is passed in (not imported
+// here) so that this module and its tests do not depend on the remote core
+// being loadable. Only the core's URL check (remote/ssrf.js, no other
+// imports but its errors) is imported, so that a server the options page
+// adds is judged by the rules that apply when it connects.
 
+import { checkUrl, classifyHost, hostOf } from '../remote/ssrf.js';
 import * as rpc from './rpc.js';
 import * as store from './store.js';
 
@@ -132,11 +137,15 @@ export function serverNames(servers) {
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /**
- * Checks the URL of a custom server: https only, except http://localhost,
- * 127.0.0.1 and [::1] in developer mode; no credentials or fragment; and no
- * literal address spec 002 blocks (loopback outside developer mode, private
- * and link-local ranges, cloud metadata). Names that resolve to such
- * addresses are the remote core's business (platform.resolve).
+ * Checks the URL of a custom server when it is added, by the rules
+ * remote/ssrf.js applies at every connect (so that a server the list accepts
+ * is never refused later): https only; no credentials or fragment; no
+ * loopback address outside developer mode; no private, link-local,
+ * multicast, reserved or metadata address, IPv4 inside IPv6 (mapped, NAT64,
+ * 6to4) included, and no single-label or internal-only name. Developer mode
+ * allows servers on this computer, and plain http only for localhost,
+ * 127.0.0.1 and [::1]. Names that resolve to such addresses are the remote
+ * core's business (platform.resolve).
  * @param {string} raw
  * @param {{developerMode?: boolean}} [opts]
  * @returns {string} the normalised URL
@@ -149,10 +158,8 @@ export function validateServerUrl(raw, { developerMode = false } = {}) {
   } catch {
     throw new Error(`"${String(raw ?? '').slice(0, 200)}" is not a URL; give the server's full address, e.g. https://mcp.example.com/mcp.`);
   }
-  const host = u.hostname.toLowerCase();
-  const loopback = LOOPBACK_HOSTS.has(host) || /^127\./.test(host);
   if (u.protocol === 'http:') {
-    if (!(developerMode && LOOPBACK_HOSTS.has(host))) {
+    if (!(developerMode && LOOPBACK_HOSTS.has(u.hostname))) {
       throw new Error(developerMode
         ? 'Plain http is allowed only for localhost, 127.0.0.1 and [::1]; use https for other servers.'
         : 'The URL must start with https:// (http://localhost and 127.0.0.1 are allowed in developer mode).');
@@ -162,28 +169,14 @@ export function validateServerUrl(raw, { developerMode = false } = {}) {
   }
   if (u.username || u.password) throw new Error('Put credentials in a header, not in the URL.');
   if (u.hash) throw new Error('The URL must not have a #fragment.');
-  if (loopback || host.endsWith('.localhost')) {
+  const kind = classifyHost(hostOf(u));
+  if (kind === 'loopback') {
     if (!developerMode) throw new Error('Servers on this computer (localhost, 127.x, ::1) are allowed only in developer mode.');
-  } else if (isBlockedHost(host)) {
-    throw new Error(`${host} is a private, link-local or metadata address; remote servers must be on the public internet.`);
+  } else if (kind) {
+    throw new Error(`${u.hostname} is ${kind}; remote servers must be on the public internet.`);
   }
+  checkUrl(u, { developerMode, purpose: 'server' }); // the connect-time check itself, should the rules above fall behind it
   return u.href;
-}
-
-function isBlockedHost(host) {
-  if (host === 'metadata.google.internal' || host === 'metadata') return true;
-  const v4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(host);
-  if (v4) {
-    const [a, b] = [Number(v4[1]), Number(v4[2])];
-    return a === 0 || a === 10 || a === 127 || (a === 169 && b === 254) || (a === 172 && b >= 16 && b <= 31)
-      || (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127);
-  }
-  if (host.startsWith('[')) {
-    const h = host.slice(1, -1);
-    return h === '::' || h === '::1' || /^f[cd][0-9a-f]{0,2}:/.test(h) || /^fe[89ab][0-9a-f]?:/.test(h)
-      || /^::ffff:/.test(h);
-  }
-  return false;
 }
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -316,8 +309,7 @@ function defaultLog(level, msg, fields) {
 }
 
 // ---------------------------------------------------------------------------
-// The manager: one per worker (module state). Tests make several to stand
-// for restarts.
+// The stored configuration and what is derived from it, without state.
 
 const emptyConfig = () => ({ custom: [], enabled: {}, disabledTools: {}, developerMode: false });
 
@@ -336,593 +328,85 @@ function allServers(cfg) {
   ];
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** The configured server with this id, or null. */
+function findServer(cfg, id) {
+  return allServers(cfg).find((s) => s.id === id) || null;
+}
+
+/** Like findServer, but throws the options page's sentence when there is none. */
+function mustFind(cfg, id) {
+  const conf = findServer(cfg, id);
+  if (!conf) throw new Error(`There is no remote server ${JSON.stringify(id)}.`);
+  return conf;
+}
+
+/** The enabled server a bridge-facing name (or an id) stands for, or null. */
+function enabledByName(cfg, name) {
+  const all = allServers(cfg);
+  const names = serverNames(all);
+  const enabled = all.filter((s) => cfg.enabled[s.id]);
+  return enabled.find((s) => names.get(s.id) === name) || enabled.find((s) => s.id === name) || null;
+}
+
+/** The config a RemoteServer gets of a configured server; a built-in never carries a secret. */
+function serverConfig(conf) {
+  const c = { id: conf.id, url: conf.url };
+  if (conf.headers && Object.keys(conf.headers).length) c.headers = { ...conf.headers };
+  if (conf.scopes?.length) c.scopes = [...conf.scopes];
+  if (conf.clientId) c.clientId = conf.clientId;
+  if (conf.clientId && conf.clientSecret && !conf.builtin) c.clientSecret = conf.clientSecret;
+  return c;
+}
+
+/**
+ * The entry of a custom server the options page adds, checked against the
+ * servers already configured; its id is a slug of the title or host name,
+ * made unique.
+ */
+function newCustomServer(cfg, { url, title, headers, scopes, clientId, clientSecret }) {
+  const href = validateServerUrl(url, { developerMode: cfg.developerMode });
+  const all = allServers(cfg);
+  if (all.some((s) => s.url === href)) throw new Error(`${href} is already in the list.`);
+  const label = String(title ?? '').trim().slice(0, 64);
+  const { hostname } = new URL(href);
+  const base = slug(label || hostname.replace(/^(www|mcp|api)\./, '').replace(/\.[a-z]+$/, ''), 56);
+  const taken = new Set(all.map((s) => s.id));
+  let id = base;
+  for (let n = 2; taken.has(id); n++) id = `${base}-${n}`;
+  const added = { id, title: label || hostname, url: href };
+  const h = parseHeaders(headers);
+  if (Object.keys(h).length) added.headers = h;
+  const sc = parseScopes(scopes);
+  if (sc.length) added.scopes = sc;
+  return Object.assign(added, parseClientCredentials(clientId, clientSecret));
+}
 
 function cleanTools(tools) {
   return Array.isArray(tools) ? tools.filter((t) => t && typeof t.name === 'string' && t.name) : [];
 }
 
-/**
- * Creates the remote-server manager.
- * @param {object} deps
- * @param {Function} deps.RemoteServer the class of remote/client.js (or a fake)
- * @param {(id: string, developerMode: () => boolean) => object} [deps.platformFor] the platform of one server
- * @param {(method: string) => void} [deps.notify] sends a notification to the bridge
- * @param {() => number} [deps.now]
- */
-export function createRemoteManager({
-  RemoteServer,
-  platformFor = (id, developerMode) => chromePlatform({ prefix: `${AUTH_PREFIX}${id}.`, developerMode }),
-  notify = (method) => rpc.notify(method),
-  now = () => Date.now(),
-} = {}) {
-  if (typeof RemoteServer !== 'function') throw new Error('remote: init needs the RemoteServer class');
+/** The tools to show of a server: the live ones when connected, else the last recorded. */
+function currentTools(server, record) {
+  return server && server.state === 'connected' ? cleanTools(server.tools) : record?.tools || [];
+}
 
-  /** @type {Map<string, {id: string, server: any, ready: Promise<void>, title: string}>} */
-  const live = new Map();
-  const scheduled = new Map(); // id → the token expiry its refresh alarm was set for
-  let developerMode = false; // last value read from the config, for platform.developerMode
-  let notifyTimer = null;
-  let lastSent = null; // signature of the last view announced with remote.changed
-  const work = new Set(); // promises of background work, for idle()
-
-  const track = (p) => {
-    const q = Promise.resolve(p).catch((err) => console.warn(`remote: ${err?.message || err}`));
-    work.add(q);
-    q.finally(() => work.delete(q));
-    return q;
-  };
-
-  async function loadConfig() {
-    const cfg = normalizeConfig(await store.get('local', CONFIG_KEY));
-    developerMode = cfg.developerMode;
-    return cfg;
+/** The expiry of a server's access token in ms since the epoch, 0 for none or unknown. */
+function tokenExpiry(server) {
+  try {
+    return Number(server.tokenExpiry?.()) || 0;
+  } catch {
+    return 0;
   }
+}
 
-  function updateConfig(fn) {
-    return store.update('local', CONFIG_KEY, async (c) => {
-      const cfg = normalizeConfig(c);
-      await fn(cfg);
-      developerMode = cfg.developerMode;
-      return cfg;
-    });
+/** The -32000 error of a server that cannot answer now, with what to do about it. */
+function unavailable(title, server) {
+  const st = server?.state;
+  const why = server?.message ? ` ${String(server.message).replace(/\.?$/, '.')}` : '';
+  if (SIGN_IN_STATES.has(st)) {
+    return new rpc.RpcError(UNAVAILABLE, `${title} needs you to sign in: open Browser Bridge's options page, "Remote MCP servers", and click Sign in.${why}`, { state: st });
   }
-
-  const states = () => store.get('session', STATES_KEY, {});
-  const updateStates = (fn) => store.update('session', STATES_KEY, (m) => {
-    const next = m && typeof m === 'object' ? m : {};
-    fn(next);
-    return next;
-  });
-
-  /** The configured server with this id, or null. */
-  function find(cfg, id) {
-    return allServers(cfg).find((s) => s.id === id) || null;
-  }
-
-  /** The enabled server a bridge-facing name (or an id) stands for. */
-  function byName(cfg, name) {
-    const list = allServers(cfg).filter((s) => cfg.enabled[s.id]);
-    const names = serverNames(allServers(cfg));
-    return list.find((s) => names.get(s.id) === name) || list.find((s) => s.id === name) || null;
-  }
-
-  /**
-   * The live RemoteServer of an enabled server, created (and connected
-   * without user interaction) on first use.
-   */
-  async function ensure(id) {
-    const have = live.get(id);
-    if (have) return have;
-    const cfg = await loadConfig();
-    const conf = find(cfg, id);
-    if (!conf || !cfg.enabled[id]) return null;
-    if (live.has(id)) return live.get(id); // created while we read the config
-    return create(conf);
-  }
-
-  function create(conf) {
-    const { id } = conf;
-    let server;
-    const entry = { id, server: null, ready: Promise.resolve(), title: conf.title || id };
-    try {
-      server = new RemoteServer(serverConfig(conf), platformFor(id, () => developerMode), {
-        onChange: () => changed(id, server),
-      });
-    } catch (err) {
-      track(updateStates((m) => {
-        m[id] = { state: 'error', message: `${entry.title}: ${err.message}`, tools: m[id]?.tools || [], at: now() };
-      }).then(scheduleNotify));
-      return null;
-    }
-    entry.server = server;
-    live.set(id, entry);
-    entry.ready = connectQuietly(id, entry);
-    return entry;
-  }
-
-  function serverConfig(conf) {
-    const c = { id: conf.id, url: conf.url };
-    if (conf.headers && Object.keys(conf.headers).length) c.headers = { ...conf.headers };
-    if (conf.scopes?.length) c.scopes = [...conf.scopes];
-    if (conf.clientId) c.clientId = conf.clientId;
-    if (conf.clientId && conf.clientSecret && !conf.builtin) c.clientSecret = conf.clientSecret;
-    return c;
-  }
-
-  function connectQuietly(id, entry) {
-    return track(Promise.resolve()
-      .then(() => entry.server.connect({ interactive: false }))
-      .catch((err) => console.info(`remote: ${id} did not connect: ${err?.message || err}`))
-      .then(() => changed(id, entry.server)));
-  }
-
-  /** The RemoteServer told us something changed (state, message, tools, token). */
-  function changed(id, server) {
-    const entry = live.get(id);
-    if (!entry || entry.server !== server) return Promise.resolve(); // an instance we dropped
-    return track(recordState(id, server).then(() => scheduleRefresh(id, server)).then(scheduleNotify));
-  }
-
-  function recordState(id, server, { clearTools = false } = {}) {
-    return updateStates((m) => {
-      const prev = m[id];
-      const tools = cleanTools(server.tools);
-      m[id] = {
-        state: server.state || 'disconnected',
-        message: server.message || '',
-        // Keep the last known tools through reconnections and outages, so
-        // that the bridge's list does not flicker; replace them when the
-        // server has said what it has.
-        tools: clearTools ? [] : server.state === 'connected' || tools.length ? tools : prev?.tools || [],
-        at: now(),
-      };
-    });
-  }
-
-  async function scheduleRefresh(id, server) {
-    let expiry = 0;
-    try {
-      expiry = Number(server.tokenExpiry?.()) || 0;
-    } catch {
-      expiry = 0;
-    }
-    const name = REFRESH_ALARM_PREFIX + id;
-    if (expiry <= 0 || SIGN_IN_STATES.has(server.state)) {
-      if (scheduled.has(id)) {
-        scheduled.delete(id);
-        await chrome.alarms.clear(name);
-      }
-      return;
-    }
-    const when = Math.max(expiry - REFRESH_AHEAD_MS, now() + 1000);
-    if (scheduled.get(id) === expiry) return;
-    scheduled.set(id, expiry);
-    await chrome.alarms.create(name, { when });
-  }
-
-  async function dropAlarm(id) {
-    scheduled.delete(id);
-    await chrome.alarms.clear(REFRESH_ALARM_PREFIX + id);
-  }
-
-  // remote.changed: at most one per NOTIFY_DELAY_MS, and only when the answer
-  // of remote.list differs from the last one announced.
-  function scheduleNotify() {
-    if (notifyTimer) return;
-    notifyTimer = setTimeout(() => {
-      track(flushNotify());
-    }, NOTIFY_DELAY_MS);
-  }
-
-  async function flushNotify() {
-    notifyTimer = null;
-    const sig = JSON.stringify(await view());
-    if (sig === lastSent) return;
-    // Dropped while the bridge is away: it lists again after the next hello.
-    if (notify('remote.changed') !== false) lastSent = sig;
-  }
-
-  /** What remote.list answers, without creating any server. */
-  async function view() {
-    const [cfg, recs] = await Promise.all([loadConfig(), states()]);
-    const all = allServers(cfg);
-    const names = serverNames(all);
-    return all.filter((s) => cfg.enabled[s.id]).map((s) => {
-      const rec = recs[s.id];
-      const srv = live.get(s.id)?.server;
-      const off = new Set(cfg.disabledTools[s.id] || []);
-      const tools = srv && srv.state === 'connected' ? cleanTools(srv.tools) : rec?.tools || [];
-      return {
-        name: names.get(s.id),
-        title: s.title || s.id,
-        url: s.url,
-        state: srv?.state || rec?.state || 'disconnected',
-        message: (srv ? srv.message : rec?.message) || '',
-        tools: tools.filter((t) => !off.has(t.name)),
-      };
-    });
-  }
-
-  /** Starts every enabled server that is not running yet (after a worker restart). */
-  async function startEnabled() {
-    const cfg = await loadConfig();
-    for (const s of allServers(cfg)) {
-      if (cfg.enabled[s.id] && !live.has(s.id)) create(s);
-    }
-  }
-
-  /** remote.list: the enabled servers; starts any not yet running. */
-  async function list() {
-    await startEnabled();
-    const servers = await view();
-    lastSent = JSON.stringify(servers); // the bridge has this view now
-    return { servers };
-  }
-
-  /** Waits for a connection in progress (bounded), then reconnects once if it is down for a reason other than sign-in. */
-  async function usable(entry, signal) {
-    const wait = (p) => Promise.race([p, sleep(CONNECT_WAIT_MS), aborted(signal)]);
-    await wait(entry.ready);
-    const st = entry.server.state;
-    if (st === 'connected' || SIGN_IN_STATES.has(st)) return;
-    if (['disconnected', 'error'].includes(st)) {
-      entry.ready = connectQuietly(entry.id, entry);
-      await wait(entry.ready);
-    }
-  }
-
-  function unavailable(title, server) {
-    const st = server?.state;
-    const why = server?.message ? ` ${String(server.message).replace(/\.?$/, '.')}` : '';
-    if (SIGN_IN_STATES.has(st)) {
-      return new rpc.RpcError(UNAVAILABLE, `${title} needs you to sign in: open Browser Bridge's options page, "Remote MCP servers", and click Sign in.${why}`, { state: st });
-    }
-    return new rpc.RpcError(UNAVAILABLE, `${title} is not connected (${st || 'not started'}).${why}`, { state: st });
-  }
-
-  async function notStarted(conf) {
-    const rec = (await states())[conf.id];
-    return unavailable(conf.title || conf.id, { state: rec?.state || 'error', message: rec?.message || 'it could not be started' });
-  }
-
-  /**
-   * Resolves an enabled server and a tool that is not turned off, waits
-   * until the server is usable and calls the tool.
-   */
-  async function callOn(cfg, conf, name, args, { signal, meta } = {}) {
-    const title = conf.title || conf.id;
-    if (typeof name !== 'string' || !name) throw new rpc.RpcError(rpc.CODES.invalidParams, 'name: the tool name is required');
-    if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args))) {
-      throw new rpc.RpcError(rpc.CODES.invalidParams, 'arguments: must be an object');
-    }
-    if ((cfg.disabledTools[conf.id] || []).includes(name)) {
-      throw new rpc.RpcError(rpc.CODES.invalidParams, `the tool ${name} of ${title} is turned off in Browser Bridge's options`);
-    }
-    const entry = await ensure(conf.id);
-    if (!entry) throw await notStarted(conf);
-    await usable(entry, signal);
-    if (entry.server.state !== 'connected') throw unavailable(title, entry.server);
-    let result;
-    try {
-      result = await entry.server.callTool(name, args ?? {}, { signal, meta });
-    } catch (err) {
-      if (signal?.aborted) throw err;
-      if (SIGN_IN_STATES.has(entry.server.state)) throw unavailable(title, entry.server);
-      throw new rpc.RpcError(UNAVAILABLE, `${title}: ${err?.message || err}`, err?.category ? { category: err.category } : undefined);
-    }
-    const tool = cleanTools(entry.server.tools).find((t) => t.name === name);
-    const uri = appResourceUri(result, tool);
-    if (uri) track(rememberAppResult(conf.id, uri, result));
-    return result;
-  }
-
-  /** remote.call: {server, name, arguments, _meta?} → CallToolResult. */
-  async function call(params, ctx = {}) {
-    const { server, name } = params || {};
-    if (typeof server !== 'string' || !server) throw new rpc.RpcError(rpc.CODES.invalidParams, 'server: the remote server name is required');
-    const cfg = await loadConfig();
-    const conf = byName(cfg, server);
-    if (!conf) {
-      const names = (await view()).map((s) => s.name);
-      throw new rpc.RpcError(rpc.CODES.invalidParams, `no enabled remote server is named ${JSON.stringify(server)}${names.length ? `; enabled: ${names.join(', ')}` : ''}`);
-    }
-    return callOn(cfg, conf, name, params.arguments, { signal: ctx.signal, meta: remoteMeta(params._meta) });
-  }
-
-  async function rememberAppResult(id, uri, result) {
-    let json;
-    try {
-      json = JSON.stringify(result);
-    } catch {
-      return;
-    }
-    if (json.length > APP_RESULT_MAX_CHARS) return;
-    await store.update('session', APP_RESULTS_KEY, (list) => [
-      { id, uri, result: JSON.parse(json), at: now() },
-      ...(Array.isArray(list) ? list : []).filter((r) => !(r.id === id && r.uri === uri)),
-    ].slice(0, APP_RESULTS_MAX));
-  }
-
-  /** Handles one chrome.alarms event; returns whether it was a refresh alarm. */
-  function onAlarm(alarm) {
-    const name = alarm?.name;
-    if (typeof name !== 'string' || !name.startsWith(REFRESH_ALARM_PREFIX)) return false;
-    const id = name.slice(REFRESH_ALARM_PREFIX.length);
-    scheduled.delete(id);
-    track(refresh(id));
-    return true;
-  }
-
-  async function refresh(id) {
-    const entry = await ensure(id);
-    if (!entry) {
-      await chrome.alarms.clear(REFRESH_ALARM_PREFIX + id); // disabled or removed meanwhile
-      return;
-    }
-    await Promise.race([entry.ready, sleep(CONNECT_WAIT_MS)]);
-    const { server } = entry;
-    const expiry = Number(server.tokenExpiry?.()) || 0;
-    if (expiry > 0 && expiry - now() > REFRESH_AHEAD_MS) {
-      await scheduleRefresh(id, server); // connecting already refreshed it
-      return;
-    }
-    if (expiry <= 0 || SIGN_IN_STATES.has(server.state)) return;
-    try {
-      await server.refreshToken();
-    } catch (err) {
-      console.warn(`remote: refreshing the token of ${id} failed: ${err?.message || err}`);
-    }
-    await changed(id, server);
-    const after = Number(server.tokenExpiry?.()) || 0;
-    if (after > 0 && after - now() <= REFRESH_AHEAD_MS && after > now() && !SIGN_IN_STATES.has(server.state)) {
-      // Still due and still valid: try again a little later.
-      scheduled.set(id, after);
-      await chrome.alarms.create(REFRESH_ALARM_PREFIX + id, { when: now() + REFRESH_RETRY_MS });
-    }
-  }
-
-  // --- what the options page asks -----------------------------------------
-
-  async function status() {
-    await startEnabled();
-    const [cfg, recs] = await Promise.all([loadConfig(), states()]);
-    const all = allServers(cfg);
-    const names = serverNames(all);
-    return {
-      developerMode: cfg.developerMode,
-      redirectUri: chrome.identity?.getRedirectURL?.('oauth') || '',
-      servers: all.map((s) => {
-        const rec = recs[s.id];
-        const srv = live.get(s.id)?.server;
-        const enabled = !!cfg.enabled[s.id];
-        const off = new Set(cfg.disabledTools[s.id] || []);
-        const tools = srv && srv.state === 'connected' ? cleanTools(srv.tools) : rec?.tools || [];
-        return {
-          id: s.id,
-          name: names.get(s.id),
-          title: s.title || s.id,
-          url: s.url,
-          builtin: s.builtin,
-          enabled,
-          state: enabled ? srv?.state || rec?.state || 'disconnected' : 'disabled',
-          message: enabled ? (srv ? srv.message : rec?.message) || '' : '',
-          headerNames: Object.keys(s.headers || {}),
-          scopes: s.scopes || [],
-          tools: tools.map((t) => ({
-            name: t.name,
-            title: t.title || t.annotations?.title || '',
-            description: typeof t.description === 'string' ? t.description.slice(0, 300) : '',
-            enabled: !off.has(t.name),
-            app: appResourceUri(t),
-          })),
-        };
-      }),
-    };
-  }
-
-  async function setEnabled(id, enabled) {
-    let conf = null;
-    await updateConfig((cfg) => {
-      conf = find(cfg, id);
-      if (!conf) throw new Error(`There is no remote server ${JSON.stringify(id)}.`);
-      if (enabled) cfg.enabled[id] = true;
-      else delete cfg.enabled[id];
-    });
-    if (enabled) {
-      if (!live.has(id)) create(conf);
-    } else {
-      await stop(id);
-    }
-    scheduleNotify();
-    return {};
-  }
-
-  /** Drops the live server (disconnecting it), its alarm and its state record. */
-  async function stop(id) {
-    const entry = live.get(id);
-    live.delete(id);
-    if (entry) await Promise.resolve().then(() => entry.server.disconnect()).catch((err) => console.warn(`remote: disconnecting ${id}: ${err?.message || err}`));
-    await dropAlarm(id);
-    await updateStates((m) => { delete m[id]; });
-  }
-
-  async function signIn(id) {
-    const cfg = await loadConfig();
-    if (!find(cfg, id)) throw new Error(`There is no remote server ${JSON.stringify(id)}.`);
-    if (!cfg.enabled[id]) await setEnabled(id, true);
-    const entry = await ensure(id);
-    if (!entry) throw new Error(`${id} could not be started; see its message.`);
-    await Promise.race([entry.ready, sleep(CONNECT_WAIT_MS)]);
-    const { server } = entry;
-    if (server.state !== 'connected') {
-      try {
-        await server.signIn();
-        if (server.state === 'authenticated') await server.connect({ interactive: false });
-      } finally {
-        await changed(id, server);
-      }
-    }
-    return { state: server.state, message: server.message || '' };
-  }
-
-  async function signOut(id) {
-    const cfg = await loadConfig();
-    const conf = find(cfg, id);
-    if (!conf) throw new Error(`There is no remote server ${JSON.stringify(id)}.`);
-    const entry = live.get(id);
-    // A disabled server has no live instance: a short-lived one forgets its tokens.
-    const server = entry?.server ?? new RemoteServer(serverConfig(conf), platformFor(id, () => developerMode), {});
-    await server.signOut();
-    await dropAlarm(id);
-    if (entry) await recordState(id, server, { clearTools: true });
-    scheduleNotify();
-    return {};
-  }
-
-  async function reconnect(id) {
-    const entry = await ensure(id);
-    if (!entry) throw new Error(`${id} is not enabled.`);
-    entry.ready = connectQuietly(id, entry);
-    await Promise.race([entry.ready, sleep(CONNECT_WAIT_MS)]);
-    return { state: entry.server.state, message: entry.server.message || '' };
-  }
-
-  async function setToolEnabled(id, tool, enabled) {
-    if (typeof tool !== 'string' || !tool) throw new Error('A tool name is required.');
-    await updateConfig((cfg) => {
-      if (!find(cfg, id)) throw new Error(`There is no remote server ${JSON.stringify(id)}.`);
-      const off = new Set(cfg.disabledTools[id] || []);
-      if (enabled) off.delete(tool);
-      else off.add(tool);
-      if (off.size) cfg.disabledTools[id] = [...off].sort();
-      else delete cfg.disabledTools[id];
-    });
-    scheduleNotify();
-    return {};
-  }
-
-  async function addServer({ url, title, headers, scopes, clientId, clientSecret } = {}) {
-    let added;
-    await updateConfig((cfg) => {
-      const href = validateServerUrl(url, { developerMode: cfg.developerMode });
-      if (allServers(cfg).some((s) => s.url === href)) throw new Error(`${href} is already in the list.`);
-      const label = String(title ?? '').trim().slice(0, 64);
-      const host = new URL(href).hostname.replace(/^(www|mcp|api)\./, '').replace(/\.[a-z]+$/, '');
-      const taken = new Set(allServers(cfg).map((s) => s.id));
-      const base = slug(label || host, 56);
-      let id = base;
-      for (let n = 2; taken.has(id); n++) id = `${base}-${n}`;
-      added = { id, title: label || new URL(href).hostname, url: href };
-      const h = parseHeaders(headers);
-      if (Object.keys(h).length) added.headers = h;
-      const sc = parseScopes(scopes);
-      if (sc.length) added.scopes = sc;
-      Object.assign(added, parseClientCredentials(clientId, clientSecret));
-      cfg.custom.push(added);
-      cfg.enabled[id] = true;
-    });
-    create({ ...added, builtin: false });
-    scheduleNotify();
-    return { id: added.id };
-  }
-
-  async function removeServer(id) {
-    const cfg = await loadConfig();
-    const conf = cfg.custom.find((s) => s.id === id);
-    if (!conf) {
-      throw new Error(find(cfg, id) ? `${id} is built in: disable it instead.` : `There is no remote server ${JSON.stringify(id)}.`);
-    }
-    try {
-      await signOut(id); // revokes what can be revoked
-    } catch (err) {
-      console.warn(`remote: signing out of ${id} before removing it: ${err?.message || err}`);
-    }
-    await stop(id);
-    await updateConfig((c) => {
-      c.custom = c.custom.filter((s) => s.id !== id);
-      delete c.enabled[id];
-      delete c.disabledTools[id];
-    });
-    const prefix = `${AUTH_PREFIX}${id}.`;
-    const keys = Object.keys(await chrome.storage.local.get(null)).filter((k) => k.startsWith(prefix));
-    if (keys.length) await chrome.storage.local.remove(keys);
-    await store.update('session', APP_RESULTS_KEY, (list) => (Array.isArray(list) ? list : []).filter((r) => r.id !== id));
-    scheduleNotify();
-    return {};
-  }
-
-  async function setDeveloperMode(on) {
-    await updateConfig((cfg) => { cfg.developerMode = !!on; });
-    return {};
-  }
-
-  // --- MCP Apps (apps.html) -------------------------------------------------
-
-  /** The HTML of a ui:// resource, with the latest tool result that pointed at it. */
-  async function openApp({ server, uri } = {}) {
-    if (typeof uri !== 'string' || !uri.startsWith('ui://')) throw new Error('The app address must be a ui:// resource URI.');
-    const cfg = await loadConfig();
-    const conf = byName(cfg, server);
-    if (!conf) throw new Error(`No enabled remote server is named ${JSON.stringify(server)}.`);
-    const title = conf.title || conf.id;
-    const entry = await ensure(conf.id);
-    if (!entry) throw await notStarted(conf);
-    await usable(entry);
-    if (entry.server.state !== 'connected') throw unavailable(title, entry.server);
-    const res = await entry.server.readResource(uri);
-    const item = (res?.contents || []).find((c) => c?.uri === uri) || res?.contents?.[0];
-    if (!item) throw new Error(`${title} returned nothing for ${uri}.`);
-    const mime = String(item.mimeType || 'text/html');
-    if (!/^text\/html\b/i.test(mime)) throw new Error(`${uri} is ${mime}, not an HTML app.`);
-    let html;
-    if (typeof item.text === 'string') html = item.text;
-    else if (typeof item.blob === 'string') html = new TextDecoder().decode(Uint8Array.from(atob(item.blob), (ch) => ch.charCodeAt(0)));
-    else throw new Error(`${uri} has neither text nor blob content.`);
-    if (html.length > APP_HTML_MAX_CHARS) throw new Error(`${uri} is larger than ${APP_HTML_MAX_CHARS} characters.`);
-    const recent = await store.get('session', APP_RESULTS_KEY, []);
-    const hit = (Array.isArray(recent) ? recent : []).find((r) => r.id === conf.id && r.uri === uri);
-    return { server: serverNames(allServers(cfg)).get(conf.id), title, uri, mimeType: mime, html, toolResult: hit?.result ?? null };
-  }
-
-  /** A tools/call from an MCP App, on the app's own server only. */
-  async function appCall({ server, name, arguments: args } = {}) {
-    const cfg = await loadConfig();
-    const conf = byName(cfg, server);
-    if (!conf) throw new Error(`No enabled remote server is named ${JSON.stringify(server)}.`);
-    return callOn(cfg, conf, name, args ?? {});
-  }
-
-  /**
-   * Requests from the options and apps pages ({type: 'remote.<verb>', …}).
-   * @returns {Promise<object>} the answer, or rejects with a sentence
-   */
-  async function pageMessage(msg) {
-    switch (msg?.type) {
-      case 'remote.status': return status();
-      case 'remote.setEnabled': return setEnabled(msg.id, !!msg.enabled);
-      case 'remote.signIn': return signIn(msg.id);
-      case 'remote.signOut': return signOut(msg.id);
-      case 'remote.reconnect': return reconnect(msg.id);
-      case 'remote.setToolEnabled': return setToolEnabled(msg.id, msg.tool, !!msg.enabled);
-      case 'remote.addServer': return addServer(msg);
-      case 'remote.removeServer': return removeServer(msg.id);
-      case 'remote.setDeveloperMode': return setDeveloperMode(!!msg.enabled);
-      case 'remote.openApp': return openApp(msg);
-      case 'remote.appCall': return appCall(msg);
-      default: throw new Error(`unknown request ${JSON.stringify(msg?.type)}`);
-    }
-  }
-
-  /** Resolves when no background work (state records, alarms, notifications) is pending. For tests. */
-  async function idle() {
-    for (let i = 0; i < 100 && (work.size || notifyTimer); i++) {
-      if (notifyTimer) await sleep(NOTIFY_DELAY_MS + 5);
-      await Promise.all([...work]);
-    }
-  }
-
-  return { list, call, onAlarm, pageMessage, status, idle, live };
+  return new rpc.RpcError(UNAVAILABLE, `${title} is not connected (${st || 'not started'}).${why}`, { state: st });
 }
 
 // The `_meta` the bridge sends names the local session and progress token;
@@ -937,13 +421,596 @@ function remoteMeta(meta) {
   return Object.keys(out).length ? out : undefined;
 }
 
-function aborted(signal) {
-  if (!signal) return new Promise(() => {});
-  return new Promise((_, reject) => {
-    const fail = () => reject(signal.reason instanceof Error ? signal.reason : new Error('cancelled'));
-    if (signal.aborted) fail();
-    else signal.addEventListener('abort', fail, { once: true });
+/** The HTML document of a resources/read answer for an MCP App. */
+function appHtml(res, uri, title) {
+  const item = (res?.contents || []).find((c) => c?.uri === uri) || res?.contents?.[0];
+  if (!item) throw new Error(`${title} returned nothing for ${uri}.`);
+  const mimeType = String(item.mimeType || 'text/html');
+  if (!/^text\/html\b/i.test(mimeType)) throw new Error(`${uri} is ${mimeType}, not an HTML app.`);
+  let html;
+  if (typeof item.text === 'string') html = item.text;
+  else if (typeof item.blob === 'string') html = new TextDecoder().decode(Uint8Array.from(atob(item.blob), (ch) => ch.charCodeAt(0)));
+  else throw new Error(`${uri} has neither text nor blob content.`);
+  if (html.length > APP_HTML_MAX_CHARS) throw new Error(`${uri} is larger than ${APP_HTML_MAX_CHARS} characters.`);
+  return { mimeType, html };
+}
+
+/**
+ * Waits for p, at most ms, and rejects when signal aborts. Its timer and
+ * listener go when it settles, so a wait that ended leaves nothing behind.
+ */
+function within(p, ms, signal) {
+  let timer;
+  let onAbort;
+  const bound = new Promise((resolve, reject) => {
+    timer = setTimeout(resolve, ms);
+    if (!signal) return;
+    onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new Error('cancelled'));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
   });
+  return Promise.race([p, bound]).finally(() => {
+    clearTimeout(timer);
+    if (onAbort) signal.removeEventListener('abort', onAbort);
+  });
+}
+
+const defaultPlatformFor = (id, developerMode) => chromePlatform({ prefix: `${AUTH_PREFIX}${id}.`, developerMode });
+
+// ---------------------------------------------------------------------------
+// The manager: one per worker (module state below). Tests make several to
+// stand for restarts.
+
+/**
+ * The remote servers of one service worker. What must outlive the worker is
+ * in chrome.storage (the server list in local, the states and MCP App results
+ * in session); what is in memory (the live RemoteServers, the alarms known to
+ * be set, a pending remote.changed) is rebuilt lazily by a new worker.
+ */
+export class RemoteManager {
+  #RemoteServer;
+  #platformFor;
+  #notify;
+  #now;
+  /** @type {Map<string, {id: string, server: any, ready: Promise<void>, title: string}>} */
+  #live = new Map();
+  #scheduled = new Map(); // id → the token expiry its refresh alarm was set for
+  #developerMode = false; // last value read from the config, for platform.developerMode
+  #notifyTimer = null;
+  #lastSent = null; // signature of the last view announced with remote.changed
+  #work = new Set(); // background work in flight, for idle()
+
+  /**
+   * @param {object} deps
+   * @param {Function} deps.RemoteServer the class of remote/client.js (or a fake)
+   * @param {(id: string, developerMode: () => boolean) => object} [deps.platformFor] the platform of one server
+   * @param {(method: string) => (boolean|void)} [deps.notify] sends a notification to the bridge; false when it could not
+   * @param {() => number} [deps.now]
+   */
+  constructor({ RemoteServer, platformFor = defaultPlatformFor, notify = (method) => rpc.notify(method), now = () => Date.now() } = {}) {
+    if (typeof RemoteServer !== 'function') throw new Error('remote: init needs the RemoteServer class');
+    this.#RemoteServer = RemoteServer;
+    this.#platformFor = platformFor;
+    this.#notify = notify;
+    this.#now = now;
+  }
+
+  // --- what the bridge calls ------------------------------------------------
+
+  /** remote.list: the enabled servers; starts any not yet running. */
+  async list() {
+    await this.#startEnabled();
+    const servers = await this.#view();
+    this.#lastSent = JSON.stringify(servers); // the bridge has this view now
+    return { servers };
+  }
+
+  /** remote.call: {server, name, arguments, _meta?} → CallToolResult. */
+  async call(params, ctx = {}) {
+    const { server, name } = params || {};
+    if (typeof server !== 'string' || !server) throw new rpc.RpcError(rpc.CODES.invalidParams, 'server: the remote server name is required');
+    const cfg = await this.#loadConfig();
+    const conf = enabledByName(cfg, server);
+    if (!conf) {
+      const names = (await this.#view()).map((s) => s.name);
+      throw new rpc.RpcError(rpc.CODES.invalidParams, `no enabled remote server is named ${JSON.stringify(server)}${names.length ? `; enabled: ${names.join(', ')}` : ''}`);
+    }
+    return this.#callOn(cfg, conf, name, params.arguments, { signal: ctx.signal, meta: remoteMeta(params._meta) });
+  }
+
+  /** Handles one chrome.alarms event; returns whether it was a refresh alarm. */
+  onAlarm(alarm) {
+    const name = alarm?.name;
+    if (typeof name !== 'string' || !name.startsWith(REFRESH_ALARM_PREFIX)) return false;
+    const id = name.slice(REFRESH_ALARM_PREFIX.length);
+    this.#scheduled.delete(id);
+    this.#track(this.#refresh(id));
+    return true;
+  }
+
+  // --- what the options and apps pages ask ----------------------------------
+
+  /**
+   * Requests from the options and apps pages ({type: 'remote.<verb>', …}).
+   * @returns {Promise<object>} the answer, or rejects with a sentence
+   */
+  async pageMessage(msg) {
+    switch (msg?.type) {
+      case 'remote.status': return this.status();
+      case 'remote.setEnabled': return this.setEnabled(msg.id, !!msg.enabled);
+      case 'remote.signIn': return this.signIn(msg.id);
+      case 'remote.signOut': return this.signOut(msg.id);
+      case 'remote.reconnect': return this.reconnect(msg.id);
+      case 'remote.setToolEnabled': return this.setToolEnabled(msg.id, msg.tool, !!msg.enabled);
+      case 'remote.addServer': return this.addServer(msg);
+      case 'remote.removeServer': return this.removeServer(msg.id);
+      case 'remote.setDeveloperMode': return this.setDeveloperMode(!!msg.enabled);
+      case 'remote.openApp': return this.openApp(msg);
+      case 'remote.appCall': return this.appCall(msg);
+      default: throw new Error(`unknown request ${JSON.stringify(msg?.type)}`);
+    }
+  }
+
+  /** Every server, enabled or not, with its state and all its tools (the options page). */
+  async status() {
+    await this.#startEnabled();
+    const [cfg, recs] = await Promise.all([this.#loadConfig(), this.#states()]);
+    const all = allServers(cfg);
+    const names = serverNames(all);
+    return {
+      developerMode: cfg.developerMode,
+      redirectUri: chrome.identity?.getRedirectURL?.('oauth') || '',
+      servers: all.map((s) => {
+        const rec = recs[s.id];
+        const srv = this.#live.get(s.id)?.server;
+        const enabled = !!cfg.enabled[s.id];
+        const off = new Set(cfg.disabledTools[s.id] || []);
+        return {
+          id: s.id,
+          name: names.get(s.id),
+          title: s.title || s.id,
+          url: s.url,
+          builtin: s.builtin,
+          enabled,
+          state: enabled ? srv?.state || rec?.state || 'disconnected' : 'disabled',
+          message: enabled ? (srv ? srv.message : rec?.message) || '' : '',
+          headerNames: Object.keys(s.headers || {}),
+          scopes: s.scopes || [],
+          tools: currentTools(srv, rec).map((t) => ({
+            name: t.name,
+            title: t.title || t.annotations?.title || '',
+            description: typeof t.description === 'string' ? t.description.slice(0, 300) : '',
+            enabled: !off.has(t.name),
+            app: appResourceUri(t),
+          })),
+        };
+      }),
+    };
+  }
+
+  async setEnabled(id, enabled) {
+    let conf = null;
+    await this.#updateConfig((cfg) => {
+      conf = mustFind(cfg, id);
+      if (enabled) cfg.enabled[id] = true;
+      else delete cfg.enabled[id];
+    });
+    if (!enabled) await this.#stop(id);
+    else if (!this.#live.has(id)) this.#create(conf);
+    this.#scheduleNotify();
+    return {};
+  }
+
+  /** Enables the server if needed and signs in interactively unless it is connected already. */
+  async signIn(id) {
+    const cfg = await this.#loadConfig();
+    mustFind(cfg, id);
+    if (!cfg.enabled[id]) await this.setEnabled(id, true);
+    const entry = await this.#ensure(id);
+    if (!entry) throw new Error(`${id} could not be started; see its message.`);
+    await within(entry.ready, CONNECT_WAIT_MS);
+    const { server } = entry;
+    if (server.state !== 'connected') {
+      try {
+        await server.signIn();
+        if (server.state === 'authenticated') await server.connect({ interactive: false });
+      } finally {
+        await this.#changed(id, server);
+      }
+    }
+    return { state: server.state, message: server.message || '' };
+  }
+
+  async signOut(id) {
+    const conf = mustFind(await this.#loadConfig(), id);
+    const entry = this.#live.get(id);
+    // A disabled server has no live instance: a short-lived one forgets its tokens.
+    const server = entry?.server ?? new this.#RemoteServer(serverConfig(conf), this.#platformFor(id, () => this.#developerMode), {});
+    await server.signOut();
+    await this.#dropAlarm(id);
+    if (entry) await this.#recordState(id, server, { clearTools: true });
+    this.#scheduleNotify();
+    return {};
+  }
+
+  async reconnect(id) {
+    const entry = await this.#ensure(id);
+    if (!entry) throw new Error(`${id} is not enabled.`);
+    entry.ready = this.#connectQuietly(entry);
+    await within(entry.ready, CONNECT_WAIT_MS);
+    return { state: entry.server.state, message: entry.server.message || '' };
+  }
+
+  async setToolEnabled(id, tool, enabled) {
+    if (typeof tool !== 'string' || !tool) throw new Error('A tool name is required.');
+    await this.#updateConfig((cfg) => {
+      mustFind(cfg, id);
+      const off = new Set(cfg.disabledTools[id] || []);
+      if (enabled) off.delete(tool);
+      else off.add(tool);
+      if (off.size) cfg.disabledTools[id] = [...off].sort();
+      else delete cfg.disabledTools[id];
+    });
+    this.#scheduleNotify();
+    return {};
+  }
+
+  /** Adds a custom server, enabled, and starts it. */
+  async addServer(fields = {}) {
+    let added;
+    await this.#updateConfig((cfg) => {
+      added = newCustomServer(cfg, fields);
+      cfg.custom.push(added);
+      cfg.enabled[added.id] = true;
+    });
+    this.#create({ ...added, builtin: false });
+    this.#scheduleNotify();
+    return { id: added.id };
+  }
+
+  /** Removes a custom server with everything kept for it: tokens (revoked where possible), switches, app results. */
+  async removeServer(id) {
+    const cfg = await this.#loadConfig();
+    if (!cfg.custom.some((s) => s.id === id)) {
+      throw new Error(findServer(cfg, id) ? `${id} is built in: disable it instead.` : `There is no remote server ${JSON.stringify(id)}.`);
+    }
+    try {
+      await this.signOut(id); // revokes what can be revoked
+    } catch (err) {
+      console.warn(`remote: signing out of ${id} before removing it: ${err?.message || err}`);
+    }
+    await this.#stop(id);
+    await this.#updateConfig((c) => {
+      c.custom = c.custom.filter((s) => s.id !== id);
+      delete c.enabled[id];
+      delete c.disabledTools[id];
+    });
+    const prefix = `${AUTH_PREFIX}${id}.`;
+    const keys = Object.keys(await chrome.storage.local.get(null)).filter((k) => k.startsWith(prefix));
+    if (keys.length) await chrome.storage.local.remove(keys);
+    await store.update('session', APP_RESULTS_KEY, (list) => (Array.isArray(list) ? list : []).filter((r) => r.id !== id));
+    this.#scheduleNotify();
+    return {};
+  }
+
+  async setDeveloperMode(on) {
+    await this.#updateConfig((cfg) => {
+      cfg.developerMode = !!on;
+    });
+    return {};
+  }
+
+  /** The HTML of a ui:// resource (apps.html), with the latest tool result that pointed at it. */
+  async openApp({ server, uri } = {}) {
+    if (typeof uri !== 'string' || !uri.startsWith('ui://')) throw new Error('The app address must be a ui:// resource URI.');
+    const cfg = await this.#loadConfig();
+    const conf = enabledByName(cfg, server);
+    if (!conf) throw new Error(`No enabled remote server is named ${JSON.stringify(server)}.`);
+    const title = conf.title || conf.id;
+    const entry = await this.#usableEntry(conf);
+    const { mimeType, html } = appHtml(await entry.server.readResource(uri), uri, title);
+    const recent = await store.get('session', APP_RESULTS_KEY, []);
+    const hit = (Array.isArray(recent) ? recent : []).find((r) => r.id === conf.id && r.uri === uri);
+    return { server: serverNames(allServers(cfg)).get(conf.id), title, uri, mimeType, html, toolResult: hit?.result ?? null };
+  }
+
+  /** A tools/call from an MCP App, on the app's own server only. */
+  async appCall({ server, name, arguments: args } = {}) {
+    const cfg = await this.#loadConfig();
+    const conf = enabledByName(cfg, server);
+    if (!conf) throw new Error(`No enabled remote server is named ${JSON.stringify(server)}.`);
+    return this.#callOn(cfg, conf, name, args ?? {});
+  }
+
+  /**
+   * Resolves when no background work (state records, alarms, notifications)
+   * is pending; a remote.changed that waits for its delay is sent now. For tests.
+   */
+  async idle() {
+    for (let i = 0; i < 100 && (this.#work.size || this.#notifyTimer); i++) {
+      if (this.#notifyTimer) {
+        clearTimeout(this.#notifyTimer);
+        this.#track(this.#flushNotify());
+      }
+      await Promise.all([...this.#work]);
+    }
+  }
+
+  // --- storage --------------------------------------------------------------
+
+  /** Background work: its failure is logged, and idle() waits for it. */
+  #track(p) {
+    const q = Promise.resolve(p).catch((err) => console.warn(`remote: ${err?.message || err}`));
+    this.#work.add(q);
+    q.finally(() => this.#work.delete(q));
+    return q;
+  }
+
+  async #loadConfig() {
+    const cfg = normalizeConfig(await store.get('local', CONFIG_KEY));
+    this.#developerMode = cfg.developerMode;
+    return cfg;
+  }
+
+  #updateConfig(fn) {
+    return store.update('local', CONFIG_KEY, async (c) => {
+      const cfg = normalizeConfig(c);
+      await fn(cfg);
+      this.#developerMode = cfg.developerMode;
+      return cfg;
+    });
+  }
+
+  #states() {
+    return store.get('session', STATES_KEY, {});
+  }
+
+  #updateStates(fn) {
+    return store.update('session', STATES_KEY, (m) => {
+      const next = m && typeof m === 'object' ? m : {};
+      fn(next);
+      return next;
+    });
+  }
+
+  /** Records a server's state, message and tools in chrome.storage.session. */
+  #recordState(id, server, { clearTools = false } = {}) {
+    return this.#updateStates((m) => {
+      const tools = cleanTools(server.tools);
+      // Keep the last known tools through reconnections and outages, so that
+      // the bridge's list does not flicker; replace them when the server has
+      // said what it has.
+      const keep = server.state === 'connected' || tools.length ? tools : m[id]?.tools || [];
+      m[id] = { state: server.state || 'disconnected', message: server.message || '', tools: clearTools ? [] : keep, at: this.#now() };
+    });
+  }
+
+  async #rememberAppResult(id, uri, result) {
+    let json;
+    try {
+      json = JSON.stringify(result);
+    } catch {
+      return;
+    }
+    if (json.length > APP_RESULT_MAX_CHARS) return;
+    await store.update('session', APP_RESULTS_KEY, (list) => [
+      { id, uri, result: JSON.parse(json), at: this.#now() },
+      ...(Array.isArray(list) ? list : []).filter((r) => !(r.id === id && r.uri === uri)),
+    ].slice(0, APP_RESULTS_MAX));
+  }
+
+  // --- live servers ---------------------------------------------------------
+
+  /**
+   * The live RemoteServer of an enabled server, created (and connected
+   * without user interaction) on first use; null when it is not enabled.
+   */
+  async #ensure(id) {
+    const have = this.#live.get(id);
+    if (have) return have;
+    const cfg = await this.#loadConfig();
+    const conf = findServer(cfg, id);
+    if (!conf || !cfg.enabled[id]) return null;
+    return this.#live.get(id) ?? this.#create(conf); // another caller may have created it meanwhile
+  }
+
+  /** Creates and starts connecting the live server of conf; null (and an error state) if its config is refused. */
+  #create(conf) {
+    const { id } = conf;
+    const entry = { id, server: null, ready: Promise.resolve(), title: conf.title || id };
+    let server;
+    try {
+      server = new this.#RemoteServer(serverConfig(conf), this.#platformFor(id, () => this.#developerMode), {
+        onChange: () => this.#changed(id, server),
+      });
+    } catch (err) {
+      this.#track(this.#updateStates((m) => {
+        m[id] = { state: 'error', message: `${entry.title}: ${err.message}`, tools: m[id]?.tools || [], at: this.#now() };
+      }).then(() => this.#scheduleNotify()));
+      return null;
+    }
+    entry.server = server;
+    this.#live.set(id, entry);
+    entry.ready = this.#connectQuietly(entry);
+    return entry;
+  }
+
+  #connectQuietly(entry) {
+    return this.#track(Promise.resolve()
+      .then(() => entry.server.connect({ interactive: false }))
+      .catch((err) => console.info(`remote: ${entry.id} did not connect: ${err?.message || err}`))
+      .then(() => this.#changed(entry.id, entry.server)));
+  }
+
+  /** Starts every enabled server that is not running yet (after a worker restart). */
+  async #startEnabled() {
+    const cfg = await this.#loadConfig();
+    for (const s of allServers(cfg)) {
+      if (cfg.enabled[s.id] && !this.#live.has(s.id)) this.#create(s);
+    }
+  }
+
+  /** Drops the live server (disconnecting it), its alarm and its state record. */
+  async #stop(id) {
+    const entry = this.#live.get(id);
+    this.#live.delete(id);
+    if (entry) {
+      await Promise.resolve()
+        .then(() => entry.server.disconnect())
+        .catch((err) => console.warn(`remote: disconnecting ${id}: ${err?.message || err}`));
+    }
+    await this.#dropAlarm(id);
+    await this.#updateStates((m) => {
+      delete m[id];
+    });
+  }
+
+  /** A RemoteServer told us something changed (state, message, tools, token). */
+  #changed(id, server) {
+    const entry = this.#live.get(id);
+    if (!entry || entry.server !== server) return Promise.resolve(); // an instance we dropped
+    return this.#track(this.#recordState(id, server)
+      .then(() => this.#scheduleRefresh(id, server))
+      .then(() => this.#scheduleNotify()));
+  }
+
+  // --- tool calls -----------------------------------------------------------
+
+  /**
+   * Checks the tool name and arguments of a call on an enabled server, waits
+   * until the server is usable and calls the tool.
+   */
+  async #callOn(cfg, conf, name, args, { signal, meta } = {}) {
+    const title = conf.title || conf.id;
+    if (typeof name !== 'string' || !name) throw new rpc.RpcError(rpc.CODES.invalidParams, 'name: the tool name is required');
+    if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args))) {
+      throw new rpc.RpcError(rpc.CODES.invalidParams, 'arguments: must be an object');
+    }
+    if ((cfg.disabledTools[conf.id] || []).includes(name)) {
+      throw new rpc.RpcError(rpc.CODES.invalidParams, `the tool ${name} of ${title} is turned off in Browser Bridge's options`);
+    }
+    const { server } = await this.#usableEntry(conf, signal);
+    let result;
+    try {
+      result = await server.callTool(name, args ?? {}, { signal, meta });
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      if (SIGN_IN_STATES.has(server.state)) throw unavailable(title, server);
+      throw new rpc.RpcError(UNAVAILABLE, `${title}: ${err?.message || err}`, err?.category ? { category: err.category } : undefined);
+    }
+    const uri = appResourceUri(result, cleanTools(server.tools).find((t) => t.name === name));
+    if (uri) this.#track(this.#rememberAppResult(conf.id, uri, result));
+    return result;
+  }
+
+  /**
+   * The live entry of an enabled server once it is connected: waits for a
+   * connection in progress (bounded), and reconnects once if it is down for a
+   * reason other than sign-in. Throws the -32000 error that says why not.
+   */
+  async #usableEntry(conf, signal) {
+    const entry = await this.#ensure(conf.id);
+    if (!entry) {
+      const rec = (await this.#states())[conf.id];
+      throw unavailable(conf.title || conf.id, { state: rec?.state || 'error', message: rec?.message || 'it could not be started' });
+    }
+    await within(entry.ready, CONNECT_WAIT_MS, signal);
+    if (['disconnected', 'error'].includes(entry.server.state)) {
+      entry.ready = this.#connectQuietly(entry);
+      await within(entry.ready, CONNECT_WAIT_MS, signal);
+    }
+    if (entry.server.state !== 'connected') throw unavailable(entry.title, entry.server);
+    return entry;
+  }
+
+  // --- token refresh alarms -------------------------------------------------
+
+  /** Sets (or moves) the refresh alarm of a server whose token expires, and clears it when there is none. */
+  async #scheduleRefresh(id, server) {
+    const expiry = tokenExpiry(server);
+    if (expiry <= 0 || SIGN_IN_STATES.has(server.state)) {
+      if (this.#scheduled.has(id)) await this.#dropAlarm(id);
+      return;
+    }
+    if (this.#scheduled.get(id) === expiry) return;
+    this.#scheduled.set(id, expiry);
+    await chrome.alarms.create(REFRESH_ALARM_PREFIX + id, { when: Math.max(expiry - REFRESH_AHEAD_MS, this.#now() + 1000) });
+  }
+
+  async #dropAlarm(id) {
+    this.#scheduled.delete(id);
+    await chrome.alarms.clear(REFRESH_ALARM_PREFIX + id);
+  }
+
+  /** A refresh alarm fired: refreshes the token if it is still due. */
+  async #refresh(id) {
+    const entry = await this.#ensure(id);
+    if (!entry) {
+      await chrome.alarms.clear(REFRESH_ALARM_PREFIX + id); // disabled or removed meanwhile
+      return;
+    }
+    await within(entry.ready, CONNECT_WAIT_MS);
+    const { server } = entry;
+    const expiry = tokenExpiry(server);
+    if (expiry > 0 && expiry - this.#now() > REFRESH_AHEAD_MS) {
+      await this.#scheduleRefresh(id, server); // connecting already refreshed it
+      return;
+    }
+    if (expiry <= 0 || SIGN_IN_STATES.has(server.state)) return;
+    try {
+      await server.refreshToken();
+    } catch (err) {
+      console.warn(`remote: refreshing the token of ${id} failed: ${err?.message || err}`);
+    }
+    await this.#changed(id, server);
+    await this.#retryIfStillDue(id, server);
+  }
+
+  /** After a failed refresh, a token that is still valid and still due is tried again REFRESH_RETRY_MS later. */
+  async #retryIfStillDue(id, server) {
+    const expiry = tokenExpiry(server);
+    const now = this.#now();
+    if (expiry <= now || expiry - now > REFRESH_AHEAD_MS || SIGN_IN_STATES.has(server.state)) return;
+    this.#scheduled.set(id, expiry);
+    await chrome.alarms.create(REFRESH_ALARM_PREFIX + id, { when: now + REFRESH_RETRY_MS });
+  }
+
+  // --- remote.changed -------------------------------------------------------
+
+  // At most one per NOTIFY_DELAY_MS, and only when the answer of remote.list
+  // differs from the last one announced.
+  #scheduleNotify() {
+    if (this.#notifyTimer) return;
+    this.#notifyTimer = setTimeout(() => this.#track(this.#flushNotify()), NOTIFY_DELAY_MS);
+  }
+
+  async #flushNotify() {
+    this.#notifyTimer = null;
+    const sig = JSON.stringify(await this.#view());
+    if (sig === this.#lastSent) return;
+    // Dropped while the bridge is away: it lists again after the next hello.
+    if (this.#notify('remote.changed') !== false) this.#lastSent = sig;
+  }
+
+  /** What remote.list answers, without creating any server. */
+  async #view() {
+    const [cfg, recs] = await Promise.all([this.#loadConfig(), this.#states()]);
+    const all = allServers(cfg);
+    const names = serverNames(all);
+    return all.filter((s) => cfg.enabled[s.id]).map((s) => {
+      const rec = recs[s.id];
+      const srv = this.#live.get(s.id)?.server;
+      const off = new Set(cfg.disabledTools[s.id] || []);
+      return {
+        name: names.get(s.id),
+        title: s.title || s.id,
+        url: s.url,
+        state: srv?.state || rec?.state || 'disconnected',
+        message: (srv ? srv.message : rec?.message) || '',
+        tools: currentTools(srv, rec).filter((t) => !off.has(t.name)),
+      };
+    });
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -953,10 +1020,10 @@ let manager = null;
 
 /**
  * Sets up the worker's manager. Call once at top level of background.js.
- * @param {Parameters<typeof createRemoteManager>[0]} deps
+ * @param {ConstructorParameters<typeof RemoteManager>[0]} deps
  */
 export function init(deps) {
-  manager = createRemoteManager(deps);
+  manager = new RemoteManager(deps);
 }
 
 function m() {

@@ -26,7 +26,7 @@ class FakeServer {
 }
 
 const SECRET = 'pre-registered s3cret';
-const manager = () => remote.createRemoteManager({ RemoteServer: FakeServer, notify: () => {} });
+const manager = () => new remote.RemoteManager({ RemoteServer: FakeServer, notify: () => {} });
 const config = async () => (await chrome.storage.local.get(remote.CONFIG_KEY))[remote.CONFIG_KEY];
 
 beforeEach(() => {

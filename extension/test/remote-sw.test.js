@@ -2,11 +2,12 @@
 // sees, tool calls and their errors, token refresh alarms, recovery after a
 // worker restart, remote.changed, the options page's requests, and the MCP
 // Apps bridge of apps.js. A fake RemoteServer stands for remote/client.js.
-import { test, beforeEach } from 'node:test';
+import { test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { installFakeChrome } from './fake-chrome.js';
 import * as remote from '../sw/remote.js';
 import * as rpc from '../sw/rpc.js';
+import { checkUrl } from '../remote/ssrf.js';
 import { checkAppMessage, createAppBridge } from '../apps.js';
 
 const HOUR = 3600_000;
@@ -97,7 +98,12 @@ class FakeServer {
 
 let fake;
 let notes;
-const manager = () => remote.createRemoteManager({ RemoteServer: FakeServer, notify: (m) => notes.push(m) });
+let managers = [];
+const manager = () => {
+  const mgr = new remote.RemoteManager({ RemoteServer: FakeServer, notify: (m) => notes.push(m) });
+  managers.push(mgr);
+  return mgr;
+};
 const setConfig = (c) => chrome.storage.local.set({ [remote.CONFIG_KEY]: c });
 const config = async () => (await chrome.storage.local.get(remote.CONFIG_KEY))[remote.CONFIG_KEY];
 const live = (id) => FakeServer.instances.filter((s) => s.config.id === id).at(-1);
@@ -105,9 +111,14 @@ const live = (id) => FakeServer.instances.filter((s) => s.config.id === id).at(-
 beforeEach(() => {
   fake = installFakeChrome();
   notes = [];
+  managers = [];
   FakeServer.instances = [];
   FakeServer.plan = {};
 });
+
+// A test's managers finish their background work (state records, a pending
+// remote.changed) before the next test's fake chrome and notes replace its own.
+afterEach(() => Promise.all(managers.map((m) => m.idle())));
 
 test('slugs and names are DNS labels, unique and at most 63 characters', () => {
   assert.equal(remote.slug('My Server_1!'), 'my-server-1');
@@ -179,29 +190,84 @@ test('developer mode allows http://localhost and 127.0.0.1, nothing else', async
   await assert.rejects(mgr.pageMessage({ type: 'remote.addServer', url: 'http://192.168.1.2/mcp' }), /only for localhost/);
 });
 
+test('addresses that remote/ssrf.js refuses at connect are refused when a server is added', async () => {
+  const mgr = manager();
+  for (const developerMode of [false, true]) {
+    await mgr.pageMessage({ type: 'remote.setDeveloperMode', enabled: developerMode });
+    for (const url of ['https://198.18.0.1/mcp', 'https://224.0.0.1/mcp', 'https://240.0.0.1/mcp', 'https://[64:ff9b::a00:1]/mcp', 'https://[2002:a00:1::1]/mcp']) {
+      await assert.rejects(mgr.pageMessage({ type: 'remote.addServer', url }), /must be on the public internet/, url);
+    }
+  }
+  assert.deepEqual((await config()).custom, []);
+  assert.equal(FakeServer.instances.length, 0, 'a refused server was started');
+});
+
 test('validateServerUrl, parseHeaders and parseScopes refuse what they should', () => {
   const ok = [
     ['https://mcp.example.com/mcp', {}],
+    ['https://8.8.8.8/mcp', {}],
+    ['https://[2606:4700::1]/mcp', {}],
+    ['https://[2002:808:808::1]/mcp', {}], // 6to4 of a public address
     ['http://localhost:3000/mcp', { developerMode: true }],
+    ['http://127.0.0.1:3000/mcp', { developerMode: true }],
     ['http://[::1]:3000/mcp', { developerMode: true }],
     ['https://localhost/mcp', { developerMode: true }],
+    ['https://127.0.0.5/mcp', { developerMode: true }],
+    ['https://dev.localhost/mcp', { developerMode: true }],
   ];
   for (const [u, o] of ok) assert.doesNotThrow(() => remote.validateServerUrl(u, o), u);
   const bad = [
     ['ftp://x.example/', {}, /https/],
     ['not a url', {}, /not a URL/],
     ['http://localhost/mcp', {}, /https/],
+    ['http://127.0.0.2/mcp', { developerMode: true }, /only for localhost/],
     ['https://localhost/mcp', {}, /developer mode/],
     ['https://127.0.0.1/mcp', {}, /developer mode/],
-    ['https://10.1.2.3/mcp', { developerMode: true }, /private/],
-    ['https://172.20.0.1/mcp', {}, /private/],
-    ['https://169.254.169.254/latest', {}, /private/],
-    ['https://metadata.google.internal/', {}, /metadata/],
-    ['https://[fd00::1]/mcp', {}, /private/],
+    ['https://[::1]/mcp', {}, /developer mode/],
     ['https://user:pw@x.example/mcp', {}, /credentials/],
     ['https://x.example/mcp#frag', {}, /fragment/],
+    ['https://metadata.google.internal/', {}, /metadata/],
+    ['https://intranet/mcp', {}, /local network name/],
+    ['https://wiki.corp/mcp', {}, /private network name/],
   ];
   for (const [u, o, re] of bad) assert.throws(() => remote.validateServerUrl(u, o), re, u);
+
+  // Every range remote/ssrf.js refuses at connect is refused when the server
+  // is added, in developer mode too (which allows loopback only).
+  const ranges = [
+    ['https://10.1.2.3/mcp', /private network address \(10\.0\.0\.0\/8\)/],
+    ['https://172.20.0.1/mcp', /private network address \(172\.16\.0\.0\/12\)/],
+    ['https://192.168.1.2/mcp', /private network address/],
+    ['https://100.64.0.1/mcp', /carrier-grade NAT/],
+    ['https://169.254.169.254/latest', /cloud metadata address/],
+    ['https://169.254.10.1/mcp', /link-local/],
+    ['https://0.0.0.0/mcp', /this network/],
+    ['https://192.0.0.8/mcp', /IETF protocol/],
+    ['https://198.18.0.1/mcp', /benchmarking address \(198\.18\.0\.0\/15\)/],
+    ['https://198.19.255.254/mcp', /benchmarking/],
+    ['https://224.0.0.251/mcp', /multicast address \(224\.0\.0\.0\/4\)/],
+    ['https://239.255.255.250/mcp', /multicast/],
+    ['https://240.0.0.1/mcp', /reserved address \(240\.0\.0\.0\/4\)/],
+    ['https://255.255.255.255/mcp', /reserved/],
+    ['https://[64:ff9b::a00:1]/mcp', /private network address \(10\.0\.0\.0\/8\)/], // NAT64 of 10.0.0.1
+    ['https://[64:ff9b::a9fe:a9fe]/mcp', /cloud metadata address/], // NAT64 of 169.254.169.254
+    ['https://[2002:c0a8:102::1]/mcp', /private network address \(192\.168/], // 6to4 of 192.168.1.2
+    ['https://[2002:c612:1::1]/mcp', /benchmarking/], // 6to4 of 198.18.0.1
+    ['https://[::ffff:10.0.0.1]/mcp', /private network address/], // IPv4-mapped
+    ['https://[fd00::1]/mcp', /unique local address/],
+    ['https://[fe80::1]/mcp', /link-local/],
+    ['https://[ff02::1]/mcp', /multicast/],
+    ['https://[fd00:ec2::254]/mcp', /cloud metadata/],
+  ];
+  for (const developerMode of [false, true]) {
+    for (const [u, re] of ranges) {
+      assert.throws(() => remote.validateServerUrl(u, { developerMode }), re, `${u}, developerMode ${developerMode}`);
+      assert.throws(() => remote.validateServerUrl(u, { developerMode }), /must be on the public internet/, u);
+    }
+  }
+
+  // What the list accepts, the connect-time check accepts too.
+  for (const [u, o] of ok) assert.doesNotThrow(() => checkUrl(remote.validateServerUrl(u, o), { ...o, purpose: 'server' }), u);
 
   assert.deepEqual(remote.parseHeaders('Authorization: Bearer a:b\n  \nX-A:1'), { Authorization: 'Bearer a:b', 'X-A': '1' });
   assert.throws(() => remote.parseHeaders('no colon here'), /line 1/);
@@ -300,13 +366,18 @@ test('a worker restart recovers the list, states and tools from storage', async 
   const was = await before.list();
 
   // The new worker's servers are still connecting: the list is answered from storage at once.
-  FakeServer.plan.notion = { connect: () => new Promise(() => {}) };
-  FakeServer.plan.context7 = { connect: () => new Promise(() => {}) };
+  let connected;
+  const connecting = new Promise((resolve) => {
+    connected = resolve;
+  });
+  FakeServer.plan.notion = { connect: () => connecting };
+  FakeServer.plan.context7 = { connect: () => connecting };
   const after = manager();
   const now = await after.list();
   assert.deepEqual(now.servers.map((s) => [s.name, s.tools.map((t) => t.name)]), was.servers.map((s) => [s.name, s.tools.map((t) => t.name)]));
   assert.equal(now.servers[0].state, 'disconnected'); // the new instance has not said more yet
   assert.deepEqual(now.servers[0].tools.map((t) => t.name), ['create_page', 'show_chart']);
+  connected(); // so that the connects end and idle() can return
 });
 
 test('changes send remote.changed once per burst, and only when the list changes', async () => {
