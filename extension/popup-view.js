@@ -21,7 +21,7 @@ export const COMPACT_AFTER = 3;
 export const CALLS_SHOWN = 20;
 
 /** The header's three tones and their words. */
-export const TONES = Object.freeze({ ok: 'Connected', wait: 'Waiting for bridge', error: 'Error' });
+export const TONES = Object.freeze({ ok: 'Connected', wait: 'Waiting for bridge', error: 'Error', off: 'Stopped' });
 
 /**
  * "just now", "12 s ago", "5 min ago", "3 h ago", or the date.
@@ -124,6 +124,10 @@ export function statusView({ native, hostState, bridge } = {}, now = Date.now())
         },
       });
     }
+    case 'stopped':
+      return view('off', 'The bridge is stopped', {
+        detail: 'Stopped with `browserbridge stop`. Run `browserbridge start` to start it again; the browser does not start it meanwhile.',
+      });
     case 'disconnected':
       return view('error', 'The bridge is unreachable', {
         problem: {

@@ -201,6 +201,7 @@ func (h *host) maintainBridge(ctx context.Context) {
 	var spawned *bridgeStart            // the bridge this host started, until it answers or exits
 	var failure *protocol.BridgeFailure // why spawned did not start, told unless the next attach succeeds
 	failed := false                     // a start failed and no bridge has answered since
+	toldStopped := false                // host.state "stopped" was sent for the current stop
 	defer func() {
 		if spawned != nil {
 			spawned.forget()
@@ -219,8 +220,16 @@ func (h *host) maintainBridge(ctx context.Context) {
 				failure, failed = nil, true
 			}
 			// While the bridge it started lives, the host waits for it: a
-			// second one would only find the first one's lock.
-			if spawned == nil && noBridge(err) && time.Since(lastSpawn) >= respawnEvery {
+			// second one would only find the first one's lock. A bridge the
+			// user stopped stays stopped until they start it.
+			if spawned == nil && noBridge(err) && stoppedByUser(h.socket) {
+				if !toldStopped {
+					h.log.Info("the bridge was stopped with `browserbridge stop`; not starting one", "marker", paths.StopMarker(h.socket))
+					h.sendState(protocol.HostStateParams{State: protocol.StateStopped})
+					toldStopped = true
+				}
+			} else if spawned == nil && noBridge(err) && time.Since(lastSpawn) >= respawnEvery {
+				toldStopped = false
 				lastSpawn = time.Now()
 				s, serr := h.startBridge()
 				switch {
@@ -262,7 +271,7 @@ func (h *host) maintainBridge(ctx context.Context) {
 			spawned.forget()
 			spawned = nil
 		}
-		failure, failed = nil, false
+		failure, failed, toldStopped = nil, false, false
 		h.bridgeMu.Lock()
 		h.bridge = conn
 		h.bridgeMu.Unlock()
@@ -359,6 +368,13 @@ func (h *host) attach(ctx context.Context) (net.Conn, *protocol.HostAttachResult
 // noBridge tells a socket nobody listens on from other failures.
 func noBridge(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || isConnRefused(err)
+}
+
+// stoppedByUser reports whether `browserbridge stop` left its marker beside
+// the socket.
+func stoppedByUser(socket string) bool {
+	_, err := os.Stat(paths.StopMarker(socket))
+	return err == nil
 }
 
 func backoff(attempt int) time.Duration {

@@ -56,6 +56,12 @@ func ConfigFile() (string, error) {
 	return filepath.Join(d, "config.json"), nil
 }
 
+// StopMarker is the file beside the bridge's socket that `browserbridge
+// stop` leaves: while it exists, native hosts do not start a bridge (the
+// user stopped it on purpose); `start`, `restart` and `serve` remove it. It
+// lives in the runtime folder, so a reboot forgets it.
+func StopMarker(socket string) string { return filepath.Join(filepath.Dir(socket), "stopped") }
+
 // InstallRecord is the file in which `browserbridge install` lists what it
 // wrote, so that `browserbridge uninstall` removes exactly that.
 func InstallRecord() (string, error) {

@@ -75,6 +75,7 @@ const (
 	StateConnected      = "connected"       // frames flow; send hello now
 	StateDisconnected   = "disconnected"    // the bridge went away; the host retries
 	StateBridgeFailed   = "bridge_failed"   // the bridge the host started exited; Failure says why
+	StateStopped        = "stopped"         // `browserbridge stop` stopped the bridge; the host does not start one
 )
 
 // Kinds of BridgeFailure.

@@ -45,6 +45,15 @@ test('status: the host started the bridge and waits for it', () => {
   assert.equal(v.title, 'Starting the bridge…');
 });
 
+test('status: stopped with browserbridge stop: not an error, and how to start it', () => {
+  const v = statusView({ native: open, hostState: { state: 'stopped', at: NOW } }, NOW);
+  assert.equal(v.tone, 'off');
+  assert.equal(v.label, 'Stopped');
+  assert.equal(v.title, 'The bridge is stopped');
+  assert.match(v.detail, /browserbridge start/);
+  assert.equal(v.problem, null);
+});
+
 test('status: a bad config: the file, the error, the fix, and no "starting"', () => {
   const failure = {
     kind: 'config', error: 'config: unknown key "lisen" (check its spelling)', configFile: '/home/u/.config/browserbridge/config.json',

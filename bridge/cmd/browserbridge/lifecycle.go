@@ -82,8 +82,40 @@ func runStop(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	// The marker first: a browser's host that loses the bridge while it
+	// stops must find it, or it starts a new bridge at once.
+	if err := lc.markStopped(); err != nil {
+		return err
+	}
 	_, err = lc.stop(ctx)
 	return err
+}
+
+// markStopped leaves paths.StopMarker, which keeps the browsers' hosts from
+// starting a bridge until start, restart or serve removes it.
+func (lc *lifecycle) markStopped() error {
+	marker := paths.StopMarker(lc.cfg.Socket)
+	if err := os.MkdirAll(filepath.Dir(marker), 0o700); err != nil {
+		return fmt.Errorf("keeping the bridge stopped: %w", err)
+	}
+	note := "stopped with `browserbridge stop` at " + time.Now().Format(time.RFC3339) + "; `browserbridge start` removes this file\n"
+	if err := os.WriteFile(marker, []byte(note), 0o600); err != nil {
+		return fmt.Errorf("keeping the bridge stopped: %w", err)
+	}
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// clearStopped removes the marker markStopped left, if any.
+func clearStopped(socket string) error {
+	if err := os.Remove(paths.StopMarker(socket)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("removing the stop marker: %w", err)
+	}
+	return nil
 }
 
 func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -136,9 +168,8 @@ func (lc *lifecycle) stop(ctx context.Context) (int, error) {
 		return st.PID, err
 	}
 	fmt.Fprintf(lc.stdout, "stopped the bridge (pid %d)\n", st.PID)
-	if st.Hosts > 0 {
-		fmt.Fprintf(lc.stdout, "%d browser host(s) were attached: a host starts the bridge again when it cannot reach one; "+
-			"close the browser or turn the extension off to keep it stopped\n", st.Hosts)
+	if st.Hosts > 0 && fileExists(paths.StopMarker(lc.cfg.Socket)) {
+		fmt.Fprintf(lc.stdout, "%d browser host(s) were attached; they will not start the bridge again until `%s`\n", st.Hosts, startHint())
 	}
 	return st.PID, nil
 }
@@ -188,6 +219,9 @@ func waitUntil(ctx context.Context, wait time.Duration, done func() bool) bool {
 // usable, otherwise as a detached `browserbridge serve`, and waits until it
 // answers.
 func (lc *lifecycle) start(ctx context.Context) error {
+	if err := clearStopped(lc.cfg.Socket); err != nil {
+		return err
+	}
 	if st, err := queryStatus(ctx, lc.cfg.Socket); err == nil {
 		fmt.Fprintf(lc.stdout, "The bridge is already running (pid %d).\n", st.PID)
 		return nil

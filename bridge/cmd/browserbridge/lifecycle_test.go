@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
 )
@@ -78,6 +79,9 @@ func TestStartStopRestartWithoutServiceManager(t *testing.T) {
 	if pid2 == pid1 || alive(pid1) {
 		t.Fatalf("restart left pid %d (alive %v), started %d", pid1, alive(pid1), pid2)
 	}
+	if _, err := os.Stat(paths.StopMarker(w.socket)); !os.IsNotExist(err) {
+		t.Fatalf("restart left a stop marker: %v", err)
+	}
 
 	out, code = w.cli("stop")
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("stopped the bridge (pid %d)", pid2)) {
@@ -92,6 +96,20 @@ func TestStartStopRestartWithoutServiceManager(t *testing.T) {
 	}
 	if out, code := w.cli("stop"); code != 0 || !strings.Contains(out, "not running") {
 		t.Fatalf("stop with no bridge: exit %d\n%s", code, out)
+	}
+	// stop leaves the marker that keeps the browsers' hosts from starting
+	// a bridge; restart did not (it was there neither before nor after
+	// it), and start takes it away.
+	marker := paths.StopMarker(w.socket)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("no stop marker after stop: %v", err)
+	}
+	out, code = w.cli("start")
+	if code != 0 || startedPID.FindStringSubmatch(out) == nil {
+		t.Fatalf("start after stop: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("stop marker still there after start: %v", err)
 	}
 	// The detached bridge logs to its file, and its stderr file holds
 	// nothing but what it said before the log was open (here: nothing).

@@ -55,6 +55,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		reportStartFailure(stageConfig, err, configPath(*cfgPath), "")
 		return err
 	}
+	// Started on purpose: the browsers' hosts may start it again after this.
+	if err := clearStopped(cfg.Socket); err != nil {
+		return err
+	}
 	if *relayURL != "" || *relayToken != "" {
 		if *relayURL != "" {
 			cfg.Relay.URL = *relayURL

@@ -13,6 +13,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
+	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -116,6 +117,67 @@ func waitFailure(ctx context.Context, t *testing.T, br *testbrowser.Browser, kin
 			}
 		case <-ctx.Done():
 			t.Fatalf("no bridge_failed of kind %q (states so far %v)", kind, seen)
+		}
+	}
+}
+
+// TestHostKeepsAStoppedBridgeStopped: with `browserbridge stop`'s marker
+// beside the socket, the host starts no bridge and tells the extension
+// "stopped" (not a failure, not "starting"); once the marker is gone, it
+// starts one and connects.
+func TestHostKeepsAStoppedBridgeStopped(t *testing.T) {
+	e := newEnv(t)
+	configFile := filepath.Join(e.dir, "home", "config", "config.json")
+	if err := os.MkdirAll(filepath.Dir(configFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(configFile, []byte(`{"listen": "127.0.0.1:0"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	marker := paths.StopMarker(e.socket)
+	if err := os.MkdirAll(filepath.Dir(marker), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(marker, []byte("stopped\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.vars = append(e.vars, "BROWSERBRIDGE_BIN="+bins.Bridge)
+	t.Cleanup(func() { killBridge(t, e.socket) })
+
+	br := e.startBrowser(nil)
+	ctx := testutil.Context(t, 90*time.Second)
+	var seen []string
+	for stopped := false; !stopped; {
+		select {
+		case st := <-br.States:
+			seen = append(seen, st.State)
+			switch st.State {
+			case protocol.StateStopped:
+				stopped = true
+			case protocol.StateStartingBridge, protocol.StateBridgeFailed, protocol.StateConnected:
+				t.Fatalf("with the stop marker the host said %q (states %v); it must not start a bridge", st.State, seen)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no host.state stopped (states %v)", seen)
+		}
+	}
+	// The host keeps polling: still no bridge while the marker stays.
+	if _, err := os.Stat(e.socket); err == nil {
+		t.Fatalf("a bridge socket appeared while the marker was there")
+	}
+
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case st := <-br.States:
+			seen = append(seen, st.State)
+			if st.State == protocol.StateConnected {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no host.state connected after the marker was removed (states %v)", seen)
 		}
 	}
 }
