@@ -37,10 +37,10 @@ func startFailure(stage startStage, err error, cfgFile, listen string) protocol.
 	switch {
 	case stage == stageConfig:
 		f.Kind = protocol.FailureConfig
-		f.Fix = fmt.Sprintf("Correct %s (strict JSON; the error names the key). The host starts the bridge again by itself, or run `browserbridge doctor`.", cfgFile)
+		f.Fix = fmt.Sprintf("Correct %s (strict JSON; the error names the key). The host starts the bridge again by itself, or run `%s doctor`.", cfgFile, cliName())
 	case errors.Is(err, ipc.ErrAlreadyServing):
 		f.Kind = protocol.FailureSocket
-		f.Fix = "Another bridge holds the socket but does not answer: `browserbridge status` shows its pid; stop it (`browserbridge service stop`, or end that process) and the host starts a new one."
+		f.Fix = "Another bridge holds the socket's lock but does not answer: end that process (`pgrep -af 'browserbridge serve'` finds it) and the host starts a new one."
 	case errors.As(err, &op) && strings.HasPrefix(op.Net, "tcp"):
 		f.Kind = protocol.FailureListen
 		f.Listen = listen
@@ -53,7 +53,7 @@ func startFailure(stage startStage, err error, cfgFile, listen string) protocol.
 		}
 	default:
 		f.Kind = protocol.FailureOther
-		f.Fix = "Run `browserbridge serve` in a terminal to see it fail, or `browserbridge doctor`; the bridge log says more."
+		f.Fix = "Run `" + cliName() + " serve` in a terminal to see it fail, or `" + cliName() + " doctor`; the bridge log says more."
 		if strings.Contains(err.Error(), "socket") {
 			f.Kind = protocol.FailureSocket
 			f.Fix = "The socket's directory must be yours and private (0700): remove it, or set BROWSERBRIDGE_SOCKET; then the host starts the bridge again by itself."
