@@ -213,14 +213,7 @@ func TestSDKIdleTimer(t *testing.T) {
 		run  func(t *testing.T, h http.Handler, sid string, release chan struct{}, alive func() bool)
 	}{
 		{"an idle session ends after the timeout", func(t *testing.T, _ http.Handler, _ string, _ chan struct{}, alive func() bool) {
-			time.Sleep(timeout - time.Second)
-			if !alive() {
-				t.Fatal("ended before the timeout")
-			}
-			time.Sleep(2 * time.Second)
-			if alive() {
-				t.Fatal("still open after the timeout")
-			}
+			endsInATimeout(t, timeout, alive, "its start")
 		}},
 		{"a POST in progress holds it, and the timeout restarts when it ends", func(t *testing.T, h http.Handler, sid string, release chan struct{}, alive func() bool) {
 			var wg sync.WaitGroup
@@ -234,14 +227,7 @@ func TestSDKIdleTimer(t *testing.T) {
 			}
 			close(release)
 			wg.Wait()
-			time.Sleep(timeout - time.Second)
-			if !alive() {
-				t.Fatal("ended within the timeout of the POST's end")
-			}
-			time.Sleep(2 * time.Second)
-			if alive() {
-				t.Fatal("still open a timeout after the POST ended")
-			}
+			endsInATimeout(t, timeout, alive, "the POST's end")
 		}},
 		{"an open GET stream does not hold it", func(t *testing.T, h http.Handler, sid string, _ chan struct{}, alive func() bool) {
 			done := make(chan struct{})
@@ -277,5 +263,20 @@ func TestSDKIdleTimer(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// endsInATimeout checks, in a synctest bubble, that the session is still
+// open a second before timeout from now (since) and has ended a second
+// after.
+func endsInATimeout(t *testing.T, timeout time.Duration, alive func() bool, since string) {
+	t.Helper()
+	time.Sleep(timeout - time.Second)
+	if !alive() {
+		t.Fatalf("ended within the timeout of %s", since)
+	}
+	time.Sleep(2 * time.Second)
+	if alive() {
+		t.Fatalf("still open a timeout after %s", since)
 	}
 }
