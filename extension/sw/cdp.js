@@ -36,7 +36,7 @@ export function attach(tabId) {
       const msg = String(e && e.message || e);
       // Another attach of ours may have raced us (worker restart keeps attachments).
       if (!/already attached/i.test(msg)) {
-        throw new Error(`cannot control tab ${tabId} with the debugger: ${msg}`);
+        throw new Error(`cannot control tab ${tabId} with the debugger: ${msg}`, { cause: e });
       }
     }
     await restoreCapture(tabId);

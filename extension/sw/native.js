@@ -49,19 +49,19 @@ let attempt = 0; // failed attempts since the host last spoke; reset on success
 let timer = null; // the pending reconnection
 let hostConnected = false; // the last host.state was "connected"
 let confirmed = false; // the host has spoken on this port
-let hooks = {
-  /** @param {any} msg a JSON-RPC message that is not host.state or native.chunk */
-  onMessage(msg) {},
-  /** @param {any} params host.state params with state "connected" */
-  onConnected(params) {},
-  /** @param {string} reason why the bridge can no longer be reached */
-  onLinkDown(reason) {},
-};
+/**
+ * @typedef {object} Hooks
+ * @property {(msg: any) => void} onMessage a JSON-RPC message that is not host.state or native.chunk
+ * @property {(params: any) => void} onConnected host.state params with state "connected"
+ * @property {(reason: string) => void} onLinkDown why the bridge can no longer be reached
+ */
+/** @type {Hooks} */
+let hooks = { onMessage: () => {}, onConnected: () => {}, onLinkDown: () => {} };
 
 /**
  * Sets the callbacks for messages and link changes (background.js wires
  * them to rpc.js and hello.js).
- * @param {Partial<typeof hooks>} h
+ * @param {Partial<Hooks>} h
  */
 export function init(h) {
   hooks = { ...hooks, ...h };

@@ -49,7 +49,7 @@ export class RpcError extends Error {
   }
 }
 
-let transport = { send: (msg) => false, linkUp: () => false };
+let transport = { send: () => false, linkUp: () => false };
 const methods = new Map(); // method → handler
 let extraMethods = {};
 const inflight = new Map(); // incoming request id → AbortController

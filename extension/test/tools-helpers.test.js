@@ -157,7 +157,7 @@ test('capture filters: console levels and patterns, network status forms', async
   cdp.handleEvent(tab, 'Runtime.consoleAPICalled', { type: 'warning', args: [{ type: 'string', value: 'careful' }], timestamp: 2 });
   cdp.handleEvent(tab, 'Runtime.consoleAPICalled', { type: 'error', args: [{ type: 'string', value: 'boom' }], timestamp: 3 });
   cdp.handleEvent(tab, 'Runtime.exceptionThrown', { timestamp: 4, exceptionDetails: { text: 'Uncaught', exception: { description: 'TypeError: x is undefined' } } });
-  let r = await cdp.readConsole(tab, {});
+  const r = await cdp.readConsole(tab, {});
   assert.equal(r.entries.length, 4);
   assert.equal(r.entries[0].text, 'hello 3');
   assert.equal((await cdp.readConsole(tab, { level: 'error' })).entries.length, 2);

@@ -40,7 +40,7 @@ export default {
     } else if (args.data) {
       base64 = args.data.replace(/^data:[^,]*,/, '').replace(/\s+/g, '');
       if (!/^[A-Za-z0-9+/]*={0,2}$/.test(base64)) throw new ToolError('data is not valid base64');
-      let sz = null;
+      let sz;
       try { sz = imageSize(base64); } catch { sz = null; }
       mimeType = args.mime_type || (sz ? { png: 'image/png', jpeg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif' }[sz.format] : null);
       if (!mimeType) throw new ToolError('could not tell the image type from the data; give mime_type');

@@ -80,7 +80,7 @@
       try {
         const st = await navigator.permissions.query({ name });
         return [name, st.state];
-      } catch (e) {
+      } catch {
         return [name, 'unsupported'];
       }
     })).then((pairs) => ({ origin: location.origin, secureContext: isSecureContext, states: Object.fromEntries(pairs) }));

@@ -21,7 +21,7 @@
       if (el) pushEl(el, 100);
       return { mode: 'ref', matches: out, total: out.length };
     }
-    let bySelector = null;
+    let bySelector;
     try { bySelector = document.querySelectorAll(query); } catch { bySelector = null; }
     if (bySelector && bySelector.length) {
       const vis = [...bySelector].filter(isVisible);
