@@ -77,10 +77,12 @@ function parseGif(b) {
 
 function rgbaFrame(w, h, fn) {
   const a = new Uint8ClampedArray(w * h * 4);
-  for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
-    const [r, g, bl] = fn(x, y);
-    const i = (y * w + x) * 4;
-    a[i] = r; a[i + 1] = g; a[i + 2] = bl; a[i + 3] = 255;
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const [r, g, bl] = fn(x, y);
+      const i = (y * w + x) * 4;
+      a[i] = r; a[i + 1] = g; a[i + 2] = bl; a[i + 3] = 255;
+    }
   }
   return a;
 }

@@ -14,8 +14,12 @@ import { captureTab, putScreenshot, SCREENSHOT_URI_PREFIX } from '../sw/screensh
 export const PALETTE = (() => {
   const p = new Uint8Array(768);
   let i = 0;
-  for (let r = 0; r < 6; r++) for (let g = 0; g < 7; g++) for (let b = 0; b < 6; b++) {
-    p[i++] = Math.round((r * 255) / 5); p[i++] = Math.round((g * 255) / 6); p[i++] = Math.round((b * 255) / 5);
+  for (let r = 0; r < 6; r++) {
+    for (let g = 0; g < 7; g++) {
+      for (let b = 0; b < 6; b++) {
+        p[i++] = Math.round((r * 255) / 5); p[i++] = Math.round((g * 255) / 6); p[i++] = Math.round((b * 255) / 5);
+      }
+    }
   }
   for (const v of [32, 96, 160, 224]) { p[i++] = v; p[i++] = v; p[i++] = v; }
   return p;
@@ -25,15 +29,19 @@ let lut = null; // 32x32x32 -> nearest palette index
 function nearestTable() {
   if (lut) return lut;
   lut = new Uint8Array(32768);
-  for (let r = 0; r < 32; r++) for (let g = 0; g < 32; g++) for (let b = 0; b < 32; b++) {
-    const R = (r << 3) | 4, Gc = (g << 3) | 4, B = (b << 3) | 4;
-    let best = 0, bestD = Infinity;
-    for (let k = 0; k < 256; k++) {
-      const dr = R - PALETTE[k * 3], dg = Gc - PALETTE[k * 3 + 1], db = B - PALETTE[k * 3 + 2];
-      const d = 3 * dr * dr + 4 * dg * dg + 2 * db * db;
-      if (d < bestD) { bestD = d; best = k; }
+  for (let r = 0; r < 32; r++) {
+    for (let g = 0; g < 32; g++) {
+      for (let b = 0; b < 32; b++) {
+        const R = (r << 3) | 4, Gc = (g << 3) | 4, B = (b << 3) | 4;
+        let best = 0, bestD = Infinity;
+        for (let k = 0; k < 256; k++) {
+          const dr = R - PALETTE[k * 3], dg = Gc - PALETTE[k * 3 + 1], db = B - PALETTE[k * 3 + 2];
+          const d = 3 * dr * dr + 4 * dg * dg + 2 * db * db;
+          if (d < bestD) { bestD = d; best = k; }
+        }
+        lut[(r << 10) | (g << 5) | b] = best;
+      }
     }
-    lut[(r << 10) | (g << 5) | b] = best;
   }
   return lut;
 }
