@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/npmtools"
 
 	"github.com/gorilla/websocket"
@@ -133,7 +134,7 @@ func TestRemoteMCP(t *testing.T) {
 	}
 	page.evalInto(t, fmt.Sprintf(`chrome.runtime.sendMessage({type: 'remote.appCall', server: %s, name: 'echo', arguments: {text: 'from the extension'}})`,
 		jsString(remoteName)), &appCall)
-	if !appCall.OK || textOf(appCall.Result) != "from the extension" {
+	if !appCall.OK || testutil.Text(appCall.Result) != "from the extension" {
 		t.Fatalf("the extension's own call of echo (remote.appCall) answered ok=%v error=%q result %s", appCall.OK, appCall.Error, describe(appCall.Result))
 	}
 	clientID := page.js(t, `chrome.storage.local.get(null).then((all) => Object.entries(all)
@@ -168,10 +169,10 @@ func TestRemoteMCP(t *testing.T) {
 			}
 		}
 	}
-	if got := textOf(callOK(t, route, "echo", map[string]any{"text": "héllo route"})); got != "héllo route" {
+	if got := testutil.Text(callOK(t, route, "echo", map[string]any{"text": "héllo route"})); got != "héllo route" {
 		t.Errorf("echo at /servers/%s/mcp answered %q", remoteName, got)
 	}
-	if got := textOf(callOK(t, all, aggEcho, map[string]any{"text": "héllo all"})); got != "héllo all" {
+	if got := testutil.Text(callOK(t, all, aggEcho, map[string]any{"text": "héllo all"})); got != "héllo all" {
 		t.Errorf("%s at /servers/all/mcp answered %q", aggEcho, got)
 	}
 	st := srv.stats(t)
@@ -206,7 +207,7 @@ func TestRemoteMCP(t *testing.T) {
 	case after.ClientID != clientID:
 		t.Errorf("after the refresh whoami saw client %q, want %q", after.ClientID, clientID)
 	}
-	if got := textOf(callOK(t, all, aggEcho, map[string]any{"text": "after refresh"})); got != "after refresh" {
+	if got := testutil.Text(callOK(t, all, aggEcho, map[string]any{"text": "after refresh"})); got != "after refresh" {
 		t.Errorf("%s after the refresh answered %q", aggEcho, got)
 	}
 	if st := srv.stats(t); st.Refreshes != 1 || st.Authorizations != 1 {
@@ -389,7 +390,7 @@ func whoami(t *testing.T, c *mcpAt, tool string) whoamiResult {
 	t.Helper()
 	res := callOK(t, c, tool, nil)
 	var r whoamiResult
-	if err := json.Unmarshal([]byte(textOf(res)), &r); err != nil || r.Token == "" {
+	if err := json.Unmarshal([]byte(testutil.Text(res)), &r); err != nil || r.Token == "" {
 		t.Fatalf("%s at %s answered %s (%v)", tool, c.url, describe(res), err)
 	}
 	return r
@@ -472,7 +473,7 @@ func callOK(t *testing.T, c *mcpAt, tool string, args map[string]any) *mcp.CallT
 		t.Fatalf("%s %s at %s: %v", tool, argsJSON(args), c.url, err)
 	}
 	if res.IsError {
-		t.Fatalf("%s %s at %s answered isError: %s", tool, argsJSON(args), c.url, textOf(res))
+		t.Fatalf("%s %s at %s answered isError: %s", tool, argsJSON(args), c.url, testutil.Text(res))
 	}
 	return res
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/npmtools"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
@@ -233,7 +234,7 @@ type pageText struct {
 func readPageText(res *mcp.CallToolResult) pageText {
 	m, _ := structured(res)
 	u, _ := m["url"].(string)
-	return pageText{url: u, text: textOf(res)}
+	return pageText{url: u, text: testutil.Text(res)}
 }
 
 // belongs is the sentence a restart page carries for its owner.
@@ -854,14 +855,14 @@ func TestRestartDuringCalls(t *testing.T) {
 			other = append(other, fmt.Sprintf("%s: the session was lost: %v", o.tag, o.err))
 		case o.err != nil:
 			transport = append(transport, fmt.Sprintf("%s after %v: %v", o.tag, o.took.Round(time.Millisecond), o.err))
-		case o.res.IsError && strings.Contains(textOf(o.res), restartSentence):
+		case o.res.IsError && strings.Contains(testutil.Text(o.res), restartSentence):
 			restarted = append(restarted, o.tag)
 		case o.res.IsError:
-			other = append(other, fmt.Sprintf("%s: isError %q", o.tag, clip(textOf(o.res), 300)))
-		case jsValue(textOf(o.res)) == o.want:
+			other = append(other, fmt.Sprintf("%s: isError %q", o.tag, clip(testutil.Text(o.res), 300)))
+		case jsValue(testutil.Text(o.res)) == o.want:
 			ok = append(ok, o.tag)
 		default:
-			wrong = append(wrong, fmt.Sprintf("%s got %q, want %q", o.tag, clip(textOf(o.res), 200), o.want))
+			wrong = append(wrong, fmt.Sprintf("%s got %q, want %q", o.tag, clip(testutil.Text(o.res), 200), o.want))
 		}
 	}
 	t.Logf("%d calls (%d had begun in the browser at the kill): %d answered, %d answered with the restart sentence, %d transport errors, %d hung, %d wrong, %d other",
@@ -982,12 +983,12 @@ func TestRestartFigures(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			res, err := timer.try(ctx, "javascript_tool", map[string]any{"code": "location.href", "tabId": tab.TabID})
 			cancel()
-			if err == nil && jsValue(textOf(res)) == page {
+			if err == nil && jsValue(testutil.Text(res)) == page {
 				took = time.Since(killed)
 				break
 			}
 			if err == nil {
-				err = fmt.Errorf("the tab shows %q", textOf(res))
+				err = fmt.Errorf("the tab shows %q", testutil.Text(res))
 			}
 			last = err
 			time.Sleep(25 * time.Millisecond)
@@ -1003,7 +1004,7 @@ func TestRestartFigures(t *testing.T) {
 
 		if plainLost == 0 {
 			res, err := plain.try(bg(callWait), "javascript_tool", map[string]any{"code": "location.href", "tabId": plainTab.TabID})
-			if err != nil || jsValue(textOf(res)) != plainPage {
+			if err != nil || jsValue(testutil.Text(res)) != plainPage {
 				plainLost = i
 				t.Errorf("restart %d: the Go SDK session with default settings no longer works: %v %s", i, err, describe(res))
 			}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // client is one MCP session of a test, with helpers that call the
@@ -38,7 +40,7 @@ func (c *client) try(ctx context.Context, name string, args map[string]any) (*mc
 		return nil, fmt.Errorf("tool %s %s: %w", name, argsJSON(args), err)
 	}
 	if res.IsError {
-		return res, fmt.Errorf("tool %s %s answered isError: %s", name, argsJSON(args), textOf(res))
+		return res, fmt.Errorf("tool %s %s answered isError: %s", name, argsJSON(args), testutil.Text(res))
 	}
 	return res, nil
 }
@@ -84,7 +86,7 @@ func (c *client) navigate(t testing.TB, tab int, url string) *mcp.CallToolResult
 func (c *client) js(t testing.TB, tab int, code string) string {
 	t.Helper()
 	res := c.call(t, "javascript_tool", map[string]any{"code": code, "tabId": tab})
-	return jsValue(textOf(res))
+	return jsValue(testutil.Text(res))
 }
 
 // waitURL waits (10 s) until the page in tab is at url and loaded, reading
@@ -100,7 +102,7 @@ func (c *client) waitURL(t testing.TB, tab int, url string) {
 			last = err.Error()
 			continue
 		}
-		last = jsValue(textOf(res))
+		last = jsValue(testutil.Text(res))
 		if last == url+" complete" {
 			return
 		}
@@ -130,20 +132,6 @@ func jsValue(s string) string {
 		}
 	}
 	return s
-}
-
-// textOf joins the text content of a result.
-func textOf(res *mcp.CallToolResult) string {
-	if res == nil {
-		return ""
-	}
-	var parts []string
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, t.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 // describe summarises a result for a failure message.
@@ -202,7 +190,7 @@ func tabIDOf(res *mcp.CallToolResult) (int, bool) {
 			}
 		}
 	}
-	if m := tabIDText.FindStringSubmatch(textOf(res)); m != nil {
+	if m := tabIDText.FindStringSubmatch(testutil.Text(res)); m != nil {
 		id, err := strconv.Atoi(m[1])
 		return id, err == nil
 	}
@@ -222,7 +210,7 @@ func structured(res *mcp.CallToolResult) (map[string]any, bool) {
 			return m, true
 		}
 	}
-	if json.Unmarshal([]byte(textOf(res)), &m) == nil {
+	if json.Unmarshal([]byte(testutil.Text(res)), &m) == nil {
 		return m, true
 	}
 	return nil, false

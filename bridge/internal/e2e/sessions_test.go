@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 var (
@@ -178,7 +180,7 @@ func testHostKilled(t *testing.T, w *world) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		res, err := c.try(ctx, "javascript_tool", map[string]any{"code": "location.href", "tabId": tab})
 		cancel()
-		if err == nil && jsValue(textOf(res)) == w.pages.url("index.html") {
+		if err == nil && jsValue(testutil.Text(res)) == w.pages.url("index.html") {
 			ok = true
 			break
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/extension"
 )
 
@@ -57,7 +58,7 @@ func testNavigate(t *testing.T, w *world) {
 		t.Fatalf("tabs_create gave no tab id: %s", describe(res))
 	}
 	c.waitURL(t, other, long)
-	ctxText := textOf(c.call(t, "tabs_context", nil))
+	ctxText := testutil.Text(c.call(t, "tabs_context", nil))
 	for _, id := range []int{tab, other} {
 		if !strings.Contains(ctxText, strconv.Itoa(id)) {
 			t.Errorf("tabs_context does not list tab %d:\n%s", id, clip(ctxText, 2000))
@@ -161,7 +162,7 @@ func firstRef(res *mcp.CallToolResult) string {
 			return r
 		}
 	}
-	return refText.FindString(textOf(res))
+	return refText.FindString(testutil.Text(res))
 }
 
 func findRef(v any) string {
@@ -405,18 +406,18 @@ func testConsoleNetwork(t *testing.T, w *world) {
 		return s == "fetched 200,200,404", "the console page says " + s
 	})
 
-	logs := textOf(c.call(t, "read_console_messages", map[string]any{"tabId": tab}))
+	logs := testutil.Text(c.call(t, "read_console_messages", map[string]any{"tabId": tab}))
 	for _, want := range []string{"bb-e2e log marker", "bb-e2e info marker", "bb-e2e warn marker", "bb-e2e error marker", "bb-e2e fetched 200,200,404"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("read_console_messages lacks %q:\n%s", want, clip(logs, 3000))
 		}
 	}
-	errorsOnly := textOf(c.call(t, "read_console_messages", map[string]any{"tabId": tab, "pattern": "error marker"}))
+	errorsOnly := testutil.Text(c.call(t, "read_console_messages", map[string]any{"tabId": tab, "pattern": "error marker"}))
 	if !strings.Contains(errorsOnly, "bb-e2e error marker") || strings.Contains(errorsOnly, "bb-e2e info marker") {
 		t.Errorf("read_console_messages pattern=\"error marker\" gave:\n%s", clip(errorsOnly, 2000))
 	}
 
-	netText := textOf(c.call(t, "read_network_requests", map[string]any{"tabId": tab}))
+	netText := testutil.Text(c.call(t, "read_network_requests", map[string]any{"tabId": tab}))
 	for _, want := range []string{"/api/data?item=alpha", "/api/echo", "/api/missing", "404"} {
 		if !strings.Contains(netText, want) {
 			t.Errorf("read_network_requests lacks %q:\n%s", want, clip(netText, 3000))
@@ -425,7 +426,7 @@ func testConsoleNetwork(t *testing.T, w *world) {
 	if !strings.Contains(netText, "POST") {
 		t.Errorf("read_network_requests does not say the /api/echo request was a POST:\n%s", clip(netText, 3000))
 	}
-	only := textOf(c.call(t, "read_network_requests", map[string]any{"tabId": tab, "url_pattern": "/api/missing"}))
+	only := testutil.Text(c.call(t, "read_network_requests", map[string]any{"tabId": tab, "url_pattern": "/api/missing"}))
 	if !strings.Contains(only, "/api/missing") || strings.Contains(only, "item=alpha") {
 		t.Errorf("read_network_requests url_pattern=/api/missing gave:\n%s", clip(only, 2000))
 	}
@@ -444,7 +445,7 @@ func testPageText(t *testing.T, w *world) {
 	var pages []string
 	for page := 1; page <= 50; page++ {
 		res := c.call(t, "get_page_text", map[string]any{"tabId": tab, "page": page})
-		text := textOf(res)
+		text := testutil.Text(res)
 		pages = append(pages, text)
 		if !hasMorePages(res, page) {
 			break
@@ -485,7 +486,7 @@ func hasMorePages(res *mcp.CallToolResult, page int) bool {
 			}
 		}
 	}
-	if m := pageOfText.FindStringSubmatch(textOf(res)); m != nil {
+	if m := pageOfText.FindStringSubmatch(testutil.Text(res)); m != nil {
 		n, _ := strconv.Atoi(m[2])
 		return page < n
 	}
@@ -495,7 +496,7 @@ func hasMorePages(res *mcp.CallToolResult, page int) bool {
 func testReadPageFind(t *testing.T, w *world) {
 	c := w.client("e2e-read-page")
 	tab := c.newTab(t, w.pages.url("form.html"))
-	tree := textOf(c.call(t, "read_page", map[string]any{"tabId": tab}))
+	tree := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab}))
 	for _, want := range []string{"Every input type", "Name", "Colour", "Send"} {
 		if !strings.Contains(tree, want) {
 			t.Errorf("read_page lacks %q:\n%s", want, clip(tree, 3000))
@@ -504,7 +505,7 @@ func testReadPageFind(t *testing.T, w *world) {
 	if refText.FindString(tree) == "" {
 		t.Errorf("read_page gives no element refs:\n%s", clip(tree, 2000))
 	}
-	inter := textOf(c.call(t, "read_page", map[string]any{"tabId": tab, "filter": "interactive"}))
+	inter := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab, "filter": "interactive"}))
 	if strings.Contains(inter, "Every input type") || !strings.Contains(inter, "Send") {
 		t.Errorf("read_page filter=interactive should keep the button and drop the heading:\n%s", clip(inter, 3000))
 	}
@@ -579,7 +580,7 @@ func imageIDOf(res *mcp.CallToolResult) string {
 			}
 		}
 	}
-	if m := imageIDText.FindStringSubmatch(textOf(res)); m != nil {
+	if m := imageIDText.FindStringSubmatch(testutil.Text(res)); m != nil {
 		return m[1]
 	}
 	return ""
@@ -589,7 +590,7 @@ func testSmallTools(t *testing.T, w *world) {
 	c := w.client("e2e-small")
 	tab := c.newTab(t, w.pages.url("index.html"))
 
-	ctxText := textOf(c.call(t, "tabs_context_mcp", nil))
+	ctxText := testutil.Text(c.call(t, "tabs_context_mcp", nil))
 	if !strings.Contains(ctxText, strconv.Itoa(tab)) {
 		t.Errorf("tabs_context_mcp does not list the session's tab %d:\n%s", tab, clip(ctxText, 2000))
 	}
@@ -603,7 +604,7 @@ func testSmallTools(t *testing.T, w *world) {
 	})
 	c.call(t, "turn_answer_complete", map[string]any{"summary": "done"})
 	// The plan and the activity are the session's state the popup shows.
-	state := textOf(c.call(t, "dev_utils", map[string]any{"action": "state"}))
+	state := testutil.Text(c.call(t, "dev_utils", map[string]any{"action": "state"}))
 	if state == "" {
 		t.Errorf("dev_utils state said nothing")
 	}
@@ -611,7 +612,7 @@ func testSmallTools(t *testing.T, w *world) {
 	if m, ok := structured(perm); !ok || m["hostAccess"] != true || m["scriptable"] != true {
 		t.Errorf("permissions_check on the test page: want host access and a scriptable page, got %s", describe(perm))
 	}
-	echo := textOf(c.call(t, "dev_utils", map[string]any{"action": "echo", "message": "bb-e2e-echo"}))
+	echo := testutil.Text(c.call(t, "dev_utils", map[string]any{"action": "echo", "message": "bb-e2e-echo"}))
 	if !strings.Contains(echo, "bb-e2e-echo") {
 		t.Errorf("dev_utils echo answered %q", echo)
 	}
@@ -631,13 +632,13 @@ func testShortcuts(t *testing.T, w *world) {
 	tab := c.newTab(t, options)
 	c.js(t, tab, `await chrome.storage.local.set({shortcuts: [{id: "bb-e2e", name: "Open a page", description: "e2e",
 		steps: [{tool: "navigate", arguments: {url: "{{page}}"}}, {tool: "get_page_text", arguments: {}}]}]}); "saved"`)
-	list := textOf(c.call(t, "shortcuts_list", nil))
+	list := testutil.Text(c.call(t, "shortcuts_list", nil))
 	if !strings.Contains(list, "Open a page") {
 		t.Fatalf("shortcuts_list does not show the saved shortcut:\n%s", list)
 	}
 	form := w.pages.url("form.html")
 	res := c.call(t, "shortcuts_execute", map[string]any{"shortcut": "Open a page", "variables": map[string]any{"page": form}})
-	if out := textOf(res); !strings.Contains(out, "Every input type") {
+	if out := testutil.Text(res); !strings.Contains(out, "Every input type") {
 		t.Errorf("shortcuts_execute: the get_page_text step did not read the form page:\n%s", clip(out, 2000))
 	}
 	c.waitURL(t, tab, form)

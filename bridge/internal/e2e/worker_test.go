@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
 )
@@ -88,7 +89,7 @@ func TestWorkerStopped(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), workerBackWait)
 		defer cancel()
 		res, err := c.try(ctx, "javascript_tool", map[string]any{"code": "location.href"})
-		earlyDone <- early{href: jsValue(textOf(res)), err: err, after: time.Since(stopped)}
+		earlyDone <- early{href: jsValue(testutil.Text(res)), err: err, after: time.Since(stopped)}
 	}()
 
 	// The stop must really cut the link, or the rest proves nothing.
@@ -139,7 +140,7 @@ func TestWorkerStopped(t *testing.T) {
 	// The same MCP session, the same tab: a call without a tab id acts on
 	// the session's current tab, which is still the one it had, in its group.
 	res := c.call(t, "javascript_tool", map[string]any{"code": "location.href"})
-	if got := jsValue(textOf(res)); got != index {
+	if got := jsValue(testutil.Text(res)); got != index {
 		t.Errorf("after the restart the session's call without a tab id ran at %q, want its tab at %s", got, index)
 	}
 	again := sessionTab(t, c, tab)
