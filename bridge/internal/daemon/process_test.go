@@ -327,12 +327,14 @@ func TestHostWithoutBridgeEndsOnEOF(t *testing.T) {
 	e := newEnv(t)
 	br := e.startBrowser(nil)
 	ctx := testutil.Context(t, 10*time.Second)
-	st, err := br.WaitState(ctx, protocol.StateDisconnected)
+	// No bridge binary here: the host tells the extension it could not
+	// start one, and why (host.state bridge_failed, kind binary).
+	st, err := br.WaitState(ctx, protocol.StateBridgeFailed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(st.Error, "starting one failed") {
-		t.Fatalf("state error %q does not say the bridge could not be started", st.Error)
+	if st.Failure == nil || st.Failure.Kind != protocol.FailureBinary || !strings.Contains(st.Error, "could not start") {
+		t.Fatalf("host.state %+v does not say the bridge binary could not be started", st)
 	}
 	if err := br.Stop(5 * time.Second); err != nil {
 		t.Fatalf("host retrying the bridge did not end on stdin EOF: %v", err)
