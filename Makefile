@@ -4,14 +4,14 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/browserbridge/browserbridge/bridge/buildinfo.Version=$(VERSION)
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
-.PHONY: build test vet test-tools ext-unit unit cross test-install bench bench-gateway fuzz clean
+.PHONY: build test vet test-tools ext-unit ext-lint ext-format unit cross test-install bench bench-gateway fuzz clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge ./bridge/cmd/browserbridge
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-host ./host
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-proxy ./bridge/cmd/browserbridge-proxy
 
-test: vet test-tools ext-unit unit cross test-install
+test: vet test-tools ext-unit ext-lint unit cross test-install
 
 # The real MCP clients and stdio servers (npm registry) the Go tests run
 # against: installed into tools/npm from its lock file, a no-op once there.
@@ -26,6 +26,27 @@ vet:
 # The extension's unit tests: Node's built-in runner, no npm packages.
 ext-unit:
 	node --test extension/test/
+
+# The extension's lint, with eslint and prettier from tools/npm: eslint
+# (eslint.config.js) over all of it; prettier (.prettierrc) over FORMATTED,
+# the files formatted so far, which grows until it is all of extension/.
+# `make ext-format` formats FORMATTED: prettier, then eslint --fix for the
+# braces prettier's line breaks call for, then prettier again.
+FORMATTED ?= eslint.config.js extension/remote extension/sw/remote.js \
+	extension/test/remote-sw.test.js extension/test/remote-prereg-sw.test.js
+ESLINT = "$$node" tools/npm/node_modules/.bin/eslint
+PRETTIER = "$$node" tools/npm/node_modules/.bin/prettier
+
+ext-lint: test-tools
+	@node=$$(./scripts/install-test-tools.sh) && \
+	  $(ESLINT) --max-warnings 0 eslint.config.js extension && \
+	  $(PRETTIER) --check --log-level warn $(FORMATTED)
+
+ext-format: test-tools
+	@node=$$(./scripts/install-test-tools.sh) && \
+	  $(PRETTIER) --write --log-level warn $(FORMATTED) && \
+	  $(ESLINT) --fix $(FORMATTED) && \
+	  $(PRETTIER) --write --log-level warn $(FORMATTED)
 
 unit:
 	$(GO) test -race -count=1 ./...
