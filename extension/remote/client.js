@@ -42,8 +42,18 @@
 
 import { RemoteError, isTransient } from './errors.js';
 import {
-  authorizationUrl, base64url, canonicalResource, defaultEndpoints, discoverAuthServer,
-  discoverProtectedResource, parseRedirect, pkcePair, registerClient, secretAuthMethod, selectScopes, tokenRequest,
+  authorizationUrl,
+  base64url,
+  canonicalResource,
+  defaultEndpoints,
+  discoverAuthServer,
+  discoverProtectedResource,
+  parseRedirect,
+  pkcePair,
+  registerClient,
+  secretAuthMethod,
+  selectScopes,
+  tokenRequest,
   union,
 } from './oauth.js';
 import { checkPlatform } from './platform.js';
@@ -131,7 +141,9 @@ export class RemoteServer {
    * @param {{onChange?: (server: RemoteServer) => void}} [opts] onChange runs on every state, message or tools change
    */
   constructor(config, platform, { onChange } = {}) {
-    if (!config || typeof config.id !== 'string' || !config.id) throw new TypeError('RemoteServer: config.id is required');
+    if (!config || typeof config.id !== 'string' || !config.id) {
+      throw new TypeError('RemoteServer: config.id is required');
+    }
     if (typeof config.url !== 'string' || !config.url) throw new TypeError('RemoteServer: config.url is required');
     if (config.clientSecret !== undefined && typeof config.clientSecret !== 'string') {
       throw new TypeError('RemoteServer: config.clientSecret must be a string');
@@ -310,19 +322,30 @@ export class RemoteServer {
         }
       }
       const preferred = await this.#platform.storage.get(this.#keys.transport);
-      transport = await withRetry(() => this.#withAuth(async () => {
-        if (gen !== this.#gen) throw new RemoteError('cancelled', 'Disconnected.');
-        if (this.#state !== 'connecting') this.#setState('connecting', `Connecting to ${host}…`);
-        await this.#ensureFreshToken();
-        return connectTransport(this.#transportOptions(url), { preferred });
-      }, { interactive }), RETRY_PRESETS.Standard, {
-        shouldRetry: isTransient,
-        sleep: (ms) => this.#sleep(ms),
-        onRetry: (err, attempt, delay) => {
-          this.#log('info', 'connect failed, retrying', { attempt: attempt + 1, delayMs: delay, error: err.message });
-          this.#setState('connecting', `Could not connect to ${host} (${err.message}) Retrying in ${Math.round(delay / 1000)} s…`);
+      transport = await withRetry(
+        () =>
+          this.#withAuth(
+            async () => {
+              if (gen !== this.#gen) throw new RemoteError('cancelled', 'Disconnected.');
+              if (this.#state !== 'connecting') this.#setState('connecting', `Connecting to ${host}…`);
+              await this.#ensureFreshToken();
+              return connectTransport(this.#transportOptions(url), { preferred });
+            },
+            { interactive },
+          ),
+        RETRY_PRESETS.Standard,
+        {
+          shouldRetry: isTransient,
+          sleep: (ms) => this.#sleep(ms),
+          onRetry: (err, attempt, delay) => {
+            this.#log('info', 'connect failed, retrying', { attempt: attempt + 1, delayMs: delay, error: err.message });
+            this.#setState(
+              'connecting',
+              `Could not connect to ${host} (${err.message}) Retrying in ${Math.round(delay / 1000)} s…`,
+            );
+          },
         },
-      });
+      );
       if (gen !== this.#gen) {
         await transport.close();
         return;
@@ -346,7 +369,11 @@ export class RemoteServer {
   /** The state a failed connect ends in. */
   #fail(err) {
     const e = err instanceof RemoteError ? err : new RemoteError('network', String(err?.message || err));
-    this.#log(e.category === 'auth' ? 'info' : 'warn', 'connect failed', { category: e.category, status: e.status, error: e.message });
+    this.#log(e.category === 'auth' ? 'info' : 'warn', 'connect failed', {
+      category: e.category,
+      status: e.status,
+      error: e.message,
+    });
     if (e.needsSignIn) {
       this.#setState(e.data?.invalidToken ? 'invalid-token' : 'needs-auth', e.message);
       return;
@@ -460,7 +487,10 @@ export class RemoteServer {
     const tools = [];
     let cursor;
     for (let page = 0; page < MAX_TOOL_PAGES; page++) {
-      const r = await this.#rpc('tools/list', cursor ? { cursor } : undefined, { timeoutMs: TIMEOUTS.request, interactive });
+      const r = await this.#rpc('tools/list', cursor ? { cursor } : undefined, {
+        timeoutMs: TIMEOUTS.request,
+        interactive,
+      });
       for (const t of Array.isArray(r.tools) ? r.tools : []) {
         if (t && typeof t === 'object' && typeof t.name === 'string' && t.name) tools.push(t);
       }
@@ -481,28 +511,31 @@ export class RemoteServer {
    */
   async #rpc(method, params, { timeoutMs, signal, interactive }) {
     let renewed = false;
-    const result = await this.#withAuth(async () => {
-      await this.#ensureFreshToken();
-      let t = this.#transport;
-      if (!t) throw new RemoteError('network', `Not connected to ${this.#host()}.`);
-      if (t.expired) {
-        renewed = true; // ended under another request, or while a sign-in was renewed
-        t = await this.#renew(t);
-      }
-      try {
-        return await t.request(method, params, { timeoutMs, signal });
-      } catch (err) {
-        if (!err.data?.sessionExpired || renewed) {
-          if (err.category === 'network' && this.#transport === t && this.#state === 'connected') {
-            this.#setState('error', err.message);
-          }
-          throw err;
+    const result = await this.#withAuth(
+      async () => {
+        await this.#ensureFreshToken();
+        let t = this.#transport;
+        if (!t) throw new RemoteError('network', `Not connected to ${this.#host()}.`);
+        if (t.expired) {
+          renewed = true; // ended under another request, or while a sign-in was renewed
+          t = await this.#renew(t);
         }
-        renewed = true; // once per request
-        t = await this.#renew(t);
-        return t.request(method, params, { timeoutMs, signal });
-      }
-    }, { interactive });
+        try {
+          return await t.request(method, params, { timeoutMs, signal });
+        } catch (err) {
+          if (!err.data?.sessionExpired || renewed) {
+            if (err.category === 'network' && this.#transport === t && this.#state === 'connected') {
+              this.#setState('error', err.message);
+            }
+            throw err;
+          }
+          renewed = true; // once per request
+          t = await this.#renew(t);
+          return t.request(method, params, { timeoutMs, signal });
+        }
+      },
+      { interactive },
+    );
     if (['authenticated', 'token-refresh'].includes(this.#state) && this.#transport && !this.#connecting) {
       this.#setState('connected', this.#connectedMessage());
     }
@@ -536,9 +569,11 @@ export class RemoteServer {
       return t;
     })();
     this.#renewing = { old, promise };
-    promise.catch(() => {}).finally(() => {
-      if (this.#renewing?.promise === promise) this.#renewing = null;
-    });
+    promise
+      .catch(() => {})
+      .finally(() => {
+        if (this.#renewing?.promise === promise) this.#renewing = null;
+      });
     return promise;
   }
 
@@ -550,7 +585,14 @@ export class RemoteServer {
    * starts it again), 'stopped' otherwise.
    */
   async #listen(t) {
-    if (t.era !== 'streamable' || !t.capabilities?.tools?.listChanged || t.listening === 'open' || t.listening === 'none') return;
+    if (
+      t.era !== 'streamable' ||
+      !t.capabilities?.tools?.listChanged ||
+      t.listening === 'open' ||
+      t.listening === 'none'
+    ) {
+      return;
+    }
     t.listening = 'open';
     const cursor = t.streamCursor || (t.streamCursor = { lastEventId: '', retry: undefined, opened: false });
     const live = () => this.#transport === t && !t.ended.signal.aborted;
@@ -562,10 +604,13 @@ export class RemoteServer {
         cursor.opened = false;
         let err = null;
         try {
-          const r = await this.#withAuth(async () => {
-            await this.#ensureFreshToken();
-            return t.listenOnce(cursor);
-          }, { interactive: false });
+          const r = await this.#withAuth(
+            async () => {
+              await this.#ensureFreshToken();
+              return t.listenOnce(cursor);
+            },
+            { interactive: false },
+          );
           if (r.unsupported) {
             this.#log('info', 'the server offers no event stream for notifications', { status: r.unsupported });
             end = 'none';
@@ -580,12 +625,18 @@ export class RemoteServer {
         if (err) {
           if (!isTransient(err)) {
             // A sign-in may come back with the next request; a server that breaks the protocol will not.
-            this.#log('warn', 'the event stream for notifications failed', { category: err.category, status: err.status, error: err.message });
+            this.#log('warn', 'the event stream for notifications failed', {
+              category: err.category,
+              status: err.status,
+              error: err.message,
+            });
             end = err.category === 'auth' ? 'resting' : 'none';
             return;
           }
           if (failures >= preset.maxRetries) {
-            this.#log('warn', 'the event stream for notifications keeps failing; waiting for the next request', { error: err.message });
+            this.#log('warn', 'the event stream for notifications keeps failing; waiting for the next request', {
+              error: err.message,
+            });
             end = 'resting';
             return;
           }
@@ -594,7 +645,11 @@ export class RemoteServer {
           failures++;
         }
         delay ??= retryDelay(preset, 0);
-        this.#log('debug', 'reopening the event stream for notifications', { delayMs: delay, resume: !!cursor.lastEventId, error: err?.message });
+        this.#log('debug', 'reopening the event stream for notifications', {
+          delayMs: delay,
+          resume: !!cursor.lastEventId,
+          error: err?.message,
+        });
         await this.#sleep(delay);
       }
     } finally {
@@ -618,12 +673,20 @@ export class RemoteServer {
       } catch (err) {
         if (!(err instanceof RemoteError) || err.category !== 'auth' || !err.status) throw err;
         if (Object.keys(this.#config.headers).some((k) => k.toLowerCase() === 'authorization')) {
-          throw new RemoteError('auth', `${this.#host()} refused the Authorization header configured for it (HTTP ${err.status}).`, { status: err.status });
+          throw new RemoteError(
+            'auth',
+            `${this.#host()} refused the Authorization header configured for it (HTTP ${err.status}).`,
+            { status: err.status },
+          );
         }
         const challenge = err.challenge || null;
         if (err.status === 401) {
           if (++unauthorized > 2) {
-            throw new RemoteError('auth', `${this.#host()} still refuses the sign-in (HTTP 401); sign out and sign in again.`, { status: 401 });
+            throw new RemoteError(
+              'auth',
+              `${this.#host()} still refuses the sign-in (HTTP 401); sign out and sign in again.`,
+              { status: 401 },
+            );
           }
           await this.#authorize({ challenge, interactive, stepUp: false });
           continue;
@@ -632,12 +695,18 @@ export class RemoteServer {
           const granted = this.#tokens?.scope || [];
           const wanted = union(challenge.scope);
           if (!wanted.length || wanted.every((s) => granted.includes(s))) {
-            throw new RemoteError('auth',
+            throw new RemoteError(
+              'auth',
               `${this.#host()} refused the request for lack of permission${wanted.length ? ` (${wanted.join(' ')})` : ''}, although the sign-in grants it; the server's owner must fix its permissions.`,
-              { status: 403, challenge });
+              { status: 403, challenge },
+            );
           }
           if (++stepUps > MAX_STEP_UPS) {
-            throw new RemoteError('auth', `${this.#host()} kept asking for more permission (${wanted.join(' ')}); giving up.`, { status: 403, challenge });
+            throw new RemoteError(
+              'auth',
+              `${this.#host()} kept asking for more permission (${wanted.join(' ')}); giving up.`,
+              { status: 403, challenge },
+            );
           }
           await this.#rememberChallenged(wanted);
           await this.#authorize({ challenge, interactive, stepUp: true });
@@ -667,10 +736,15 @@ export class RemoteServer {
     if (!interactive) {
       const host = this.#host();
       const hadToken = !!token || this.#state === 'invalid-token';
-      throw new RemoteError('auth', stepUp
-        ? `${host} needs more permission (${(challenge?.scope || []).join(' ')}); sign in again to grant it.`
-        : hadToken ? `The sign-in to ${host} is no longer valid; sign in again.` : `Sign in to ${host} to use its tools.`,
-      { needsSignIn: true, data: { invalidToken: hadToken && !stepUp } });
+      throw new RemoteError(
+        'auth',
+        stepUp
+          ? `${host} needs more permission (${(challenge?.scope || []).join(' ')}); sign in again to grant it.`
+          : hadToken
+            ? `The sign-in to ${host} is no longer valid; sign in again.`
+            : `Sign in to ${host} to use its tools.`,
+        { needsSignIn: true, data: { invalidToken: hadToken && !stepUp } },
+      );
     }
     await this.#signInFlow({ challenge, stepUp });
   }
@@ -680,8 +754,10 @@ export class RemoteServer {
     const p = this.#platform;
     const host = this.#host();
     if (this.#config.clientSecret && !this.#config.clientId) {
-      throw new RemoteError('config',
-        `Client secrets are not supported without a client ID: set the client ID that the sign-in server of ${host} issued with the secret.`);
+      throw new RemoteError(
+        'config',
+        `Client secrets are not supported without a client ID: set the client ID that the sign-in server of ${host} issued with the secret.`,
+      );
     }
     this.#setState('registering', `Finding out how to sign in to ${host}…`);
     const auth = await this.#discoverAuth(challenge);
@@ -713,7 +789,11 @@ export class RemoteServer {
       try {
         redirected = await p.launchWebAuthFlow({ url, interactive: true });
       } catch (err) {
-        throw new RemoteError('auth', `The sign-in to ${host} did not finish (${err?.message || err}). Sign in again to use its tools.`, { needsSignIn: true });
+        throw new RemoteError(
+          'auth',
+          `The sign-in to ${host} did not finish (${err?.message || err}). Sign in again to use its tools.`,
+          { needsSignIn: true },
+        );
       }
       const code = parseRedirect(redirected, {
         redirectUri: p.redirectUri,
@@ -725,7 +805,13 @@ export class RemoteServer {
         const t = await tokenRequest(this.#oauthContext(), {
           asMetadata: auth.asMetadata,
           client: this.#tokenClient(client, auth.asMetadata),
-          params: { grant_type: 'authorization_code', code, redirect_uri: p.redirectUri, code_verifier: verifier, resource: auth.resource },
+          params: {
+            grant_type: 'authorization_code',
+            code,
+            redirect_uri: p.redirectUri,
+            code_verifier: verifier,
+            resource: auth.resource,
+          },
         });
         await this.#storeTokens(t, scopes, auth);
         await p.storage.remove(this.#keys.challenged);
@@ -751,9 +837,7 @@ export class RemoteServer {
     const ctx = this.#oauthContext();
     const prm = await discoverProtectedResource(ctx, { serverUrl: url, challenge });
     const legacy = !prm;
-    const issuers = prm
-      ? prm.metadata.authorization_servers.filter((s) => typeof s === 'string')
-      : [url.origin];
+    const issuers = prm ? prm.metadata.authorization_servers.filter((s) => typeof s === 'string') : [url.origin];
     let asMetadata = null;
     let issuer = '';
     for (const candidate of issuers) {
@@ -764,13 +848,19 @@ export class RemoteServer {
     }
     if (!asMetadata) {
       if (!legacy) {
-        throw new RemoteError('auth', `Could not find the metadata of the sign-in server ${issuer} that ${url.host} names.`);
+        throw new RemoteError(
+          'auth',
+          `Could not find the metadata of the sign-in server ${issuer} that ${url.host} names.`,
+        );
       }
       this.#log('info', 'no authorization-server metadata; using the 2025-03-26 default endpoints', {});
       asMetadata = defaultEndpoints(url);
     }
     // Refuse bad endpoints before anything is registered or opened.
-    checkUrl(asMetadata.authorization_endpoint, { developerMode: !!this.#platform.developerMode, purpose: 'authorization' });
+    checkUrl(asMetadata.authorization_endpoint, {
+      developerMode: !!this.#platform.developerMode,
+      purpose: 'authorization',
+    });
     checkUrl(asMetadata.token_endpoint, { developerMode: !!this.#platform.developerMode, purpose: 'token' });
     const auth = {
       resource: prm ? prm.metadata.resource : canonicalResource(url),
@@ -791,9 +881,13 @@ export class RemoteServer {
     const issuerKey = auth.asMetadata.issuer || auth.asMetadata.token_endpoint;
     const stored = this.#client;
     const now = p.now();
-    if (stored && stored.issuer === issuerKey && stored.redirect_uri === p.redirectUri
-      && !(stored.client_secret_expires_at && stored.client_secret_expires_at <= now)
-      && (stored.via !== 'pre' || stored.client_id === this.#config.clientId)) {
+    if (
+      stored &&
+      stored.issuer === issuerKey &&
+      stored.redirect_uri === p.redirectUri &&
+      !(stored.client_secret_expires_at && stored.client_secret_expires_at <= now) &&
+      (stored.via !== 'pre' || stored.client_id === this.#config.clientId)
+    ) {
       return stored;
     }
     let client;
@@ -801,15 +895,30 @@ export class RemoteServer {
       // The secret itself stays in the config: #tokenClient adds it for the token endpoint.
       const method = secretAuthMethod(auth.asMetadata, !!this.#config.clientSecret);
       client = { client_id: this.#config.clientId, token_endpoint_auth_method: method, via: 'pre' };
-    } else if (p.clientMetadataUrl && auth.asMetadata.client_id_metadata_document_supported === true
-      && !(stored?.cimdRejected === issuerKey)) {
+    } else if (
+      p.clientMetadataUrl &&
+      auth.asMetadata.client_id_metadata_document_supported === true &&
+      !(stored?.cimdRejected === issuerKey)
+    ) {
       client = { client_id: p.clientMetadataUrl, token_endpoint_auth_method: 'none', via: 'cimd' };
     } else if (auth.asMetadata.registration_endpoint) {
-      this.#setState('registering', `Registering Browser Bridge with ${new URL(auth.asMetadata.registration_endpoint).host}…`);
-      client = { ...(await registerClient(this.#oauthContext(), { asMetadata: auth.asMetadata, redirectUri: p.redirectUri, scopes })), via: 'dcr' };
+      this.#setState(
+        'registering',
+        `Registering Browser Bridge with ${new URL(auth.asMetadata.registration_endpoint).host}…`,
+      );
+      client = {
+        ...(await registerClient(this.#oauthContext(), {
+          asMetadata: auth.asMetadata,
+          redirectUri: p.redirectUri,
+          scopes,
+        })),
+        via: 'dcr',
+      };
     } else {
-      throw new RemoteError('config',
-        `The sign-in server of ${this.#host()} does not let Browser Bridge register itself. Ask its owner for a client ID registered for ${p.redirectUri} and set it in this server's settings.`);
+      throw new RemoteError(
+        'config',
+        `The sign-in server of ${this.#host()} does not let Browser Bridge register itself. Ask its owner for a client ID registered for ${p.redirectUri} and set it in this server's settings.`,
+      );
     }
     client.issuer = issuerKey;
     client.redirect_uri = p.redirectUri;
@@ -901,18 +1010,32 @@ export class RemoteServer {
     if (shows) this.#setState('token-refresh', `Renewing the sign-in to ${host}…`);
     const restore = (msg) => {
       if (!shows || this.#state !== 'token-refresh') return;
-      this.#setState(before === 'invalid-token' ? 'connecting' : before, msg ?? (before === 'connected' ? this.#connectedMessage() : this.#message));
+      this.#setState(
+        before === 'invalid-token' ? 'connecting' : before,
+        msg ?? (before === 'connected' ? this.#connectedMessage() : this.#message),
+      );
     };
     try {
       const auth = this.#auth || (await this.#discoverAuth(null));
       const client = this.#client;
-      if (!client?.client_id) throw new RemoteError('auth', 'No client registration is stored.', { data: { oauthError: 'invalid_client' } });
+      if (!client?.client_id) {
+        throw new RemoteError('auth', 'No client registration is stored.', { data: { oauthError: 'invalid_client' } });
+      }
       const tokenClient = this.#tokenClient(client, auth.asMetadata);
-      const got = await withRetry(() => tokenRequest(this.#oauthContext(), {
-        asMetadata: auth.asMetadata,
-        client: tokenClient,
-        params: { grant_type: 'refresh_token', refresh_token: t.refresh_token, resource: t.resource || auth.resource },
-      }), RETRY_PRESETS.Quick, { shouldRetry: isTransient, sleep: (ms) => this.#sleep(ms) });
+      const got = await withRetry(
+        () =>
+          tokenRequest(this.#oauthContext(), {
+            asMetadata: auth.asMetadata,
+            client: tokenClient,
+            params: {
+              grant_type: 'refresh_token',
+              refresh_token: t.refresh_token,
+              resource: t.resource || auth.resource,
+            },
+          }),
+        RETRY_PRESETS.Quick,
+        { shouldRetry: isTransient, sleep: (ms) => this.#sleep(ms) },
+      );
       await this.#storeTokens(got, null, auth);
       restore();
       return true;
@@ -928,7 +1051,11 @@ export class RemoteServer {
         return false;
       }
       this.#log('warn', 'refresh failed', { category: err.category, error: err.message });
-      restore(shows && before === 'connected' ? `${this.#connectedMessage()} Renewing the sign-in failed (${err.message}); will try again.` : undefined);
+      restore(
+        shows && before === 'connected'
+          ? `${this.#connectedMessage()} Renewing the sign-in failed (${err.message}); will try again.`
+          : undefined,
+      );
       return false;
     }
   }
@@ -941,13 +1068,20 @@ export class RemoteServer {
     if (!endpoint || !t || !client?.client_id) return;
     try {
       const url = await this.#check(endpoint, 'revocation');
-      const body = new URLSearchParams({ token: t.refresh_token || t.access_token, token_type_hint: t.refresh_token ? 'refresh_token' : 'access_token', client_id: client.client_id });
+      const body = new URLSearchParams({
+        token: t.refresh_token || t.access_token,
+        token_type_hint: t.refresh_token ? 'refresh_token' : 'access_token',
+        client_id: client.client_id,
+      });
       const ctl = new AbortController();
       const timer = setTimeout(() => ctl.abort(), 5000);
       try {
         await this.#platform.fetch(url.href, {
-          method: 'POST', redirect: 'error', signal: ctl.signal,
-          headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: body.toString(),
+          method: 'POST',
+          redirect: 'error',
+          signal: ctl.signal,
+          headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+          body: body.toString(),
         });
       } finally {
         clearTimeout(timer);

@@ -16,7 +16,15 @@
  *   config     the server's configuration cannot work (bad URL, unsupported option)
  */
 export const CATEGORIES = Object.freeze([
-  'auth', 'network', 'timeout', 'server', 'cloudflare', 'protocol', 'ssrf', 'cancelled', 'config',
+  'auth',
+  'network',
+  'timeout',
+  'server',
+  'cloudflare',
+  'protocol',
+  'ssrf',
+  'cancelled',
+  'config',
 ]);
 
 /** An error with a category, a sentence for a person and optional details. */
@@ -79,15 +87,23 @@ export function httpError(res, what, { now, body = '' }) {
   const status = res.status;
   const retryAfter = parseRetryAfter(res.headers.get('retry-after'), now);
   if (status >= 500 && isCloudflareError(res, body)) {
-    return new RemoteError('cloudflare',
+    return new RemoteError(
+      'cloudflare',
       `${capitalize(what)} is behind Cloudflare, and Cloudflare answered with an error (HTTP ${status}${cloudflareCode(body)}); the server's worker failed, try again later.`,
-      { status, retryAfter });
+      { status, retryAfter },
+    );
   }
   if (status === 429) {
-    return new RemoteError('server', `${capitalize(what)} is rate-limiting requests (HTTP 429); try again later.`, { status, retryAfter });
+    return new RemoteError('server', `${capitalize(what)} is rate-limiting requests (HTTP 429); try again later.`, {
+      status,
+      retryAfter,
+    });
   }
   if (status >= 500) {
-    return new RemoteError('server', `${capitalize(what)} failed with HTTP ${status}; try again later.`, { status, retryAfter });
+    return new RemoteError('server', `${capitalize(what)} failed with HTTP ${status}; try again later.`, {
+      status,
+      retryAfter,
+    });
   }
   if (status === 401 || status === 403) {
     return new RemoteError('auth', `${capitalize(what)} refused the request (HTTP ${status}).`, { status });
@@ -110,7 +126,10 @@ function cloudflareCode(body) {
 }
 
 function snippet(body) {
-  const text = String(body || '').replace(/\s+/g, ' ').trim().slice(0, 200);
+  const text = String(body || '')
+    .replace(/\s+/g, ' ')
+    .trim()
+    .slice(0, 200);
   return text ? `: ${text}` : '';
 }
 

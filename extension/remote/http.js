@@ -57,9 +57,11 @@ export function fetchError(err, what, dl, timeoutMs) {
   if (err instanceof RemoteError) return err;
   if (dl?.cancelled || err?.name === 'AbortError') return new RemoteError('cancelled', 'The request was cancelled.');
   const detail = err?.cause?.code || err?.cause?.message || err?.message || String(err);
-  return new RemoteError('network',
+  return new RemoteError(
+    'network',
     `Could not reach ${what} (${detail}); check the address and your connection. Redirects are not followed: use the final URL.`,
-    { cause: err });
+    { cause: err },
+  );
 }
 
 /**

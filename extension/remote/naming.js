@@ -18,7 +18,10 @@ const HASHED = MAX - 9; // room for '_' and 8 hex digits
  * @param {string} s
  */
 export function sanitize(s) {
-  return String(s).toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
+  return String(s)
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
 }
 
 /**

@@ -189,13 +189,20 @@ export async function discoverProtectedResource(ctx, { serverUrl, challenge }) {
     try {
       checked = await ctx.check(url, 'metadata');
     } catch (err) {
-      ctx.log('warn', 'protected-resource metadata URL refused', { url: String(url).slice(0, 200), reason: err.message });
+      ctx.log('warn', 'protected-resource metadata URL refused', {
+        url: String(url).slice(0, 200),
+        reason: err.message,
+      });
       continue;
     }
     let got;
     try {
-      got = await fetchJson(ctx.platform, checked, { headers: { Accept: 'application/json' } },
-        { timeoutMs: OAUTH_TIMEOUT_MS, what: `the metadata at ${checked.host}` });
+      got = await fetchJson(
+        ctx.platform,
+        checked,
+        { headers: { Accept: 'application/json' } },
+        { timeoutMs: OAUTH_TIMEOUT_MS, what: `the metadata at ${checked.host}` },
+      );
     } catch (err) {
       if (err.category === 'timeout' || err.category === 'network') {
         ctx.log('info', 'protected-resource metadata not reachable', { url: checked.href, reason: err.message });
@@ -204,14 +211,22 @@ export async function discoverProtectedResource(ctx, { serverUrl, challenge }) {
       throw err;
     }
     const m = got.json;
-    if (!got.ok || !m || typeof m !== 'object' || !Array.isArray(m.authorization_servers)
-      || !m.authorization_servers.length || typeof m.resource !== 'string') {
+    if (
+      !got.ok ||
+      !m ||
+      typeof m !== 'object' ||
+      !Array.isArray(m.authorization_servers) ||
+      !m.authorization_servers.length ||
+      typeof m.resource !== 'string'
+    ) {
       ctx.log('debug', 'no protected-resource metadata here', { url: checked.href, status: got.status });
       continue;
     }
     if (!resourceMatches(m.resource, serverUrl)) {
-      throw new RemoteError('auth',
-        `The server's metadata says it is ${m.resource}, which is not ${canonicalResource(serverUrl)}; refusing to sign in, since the token could be meant for another service.`);
+      throw new RemoteError(
+        'auth',
+        `The server's metadata says it is ${m.resource}, which is not ${canonicalResource(serverUrl)}; refusing to sign in, since the token could be meant for another service.`,
+      );
     }
     return { url: checked.href, metadata: m };
   }
@@ -259,8 +274,12 @@ export async function discoverAuthServer(ctx, { issuer, legacy = false }) {
     const checked = await ctx.check(url, 'metadata');
     let got;
     try {
-      got = await fetchJson(ctx.platform, checked, { headers: { Accept: 'application/json' } },
-        { timeoutMs: OAUTH_TIMEOUT_MS, what: `the sign-in server ${checked.host}` });
+      got = await fetchJson(
+        ctx.platform,
+        checked,
+        { headers: { Accept: 'application/json' } },
+        { timeoutMs: OAUTH_TIMEOUT_MS, what: `the sign-in server ${checked.host}` },
+      );
     } catch (err) {
       if (err.category === 'timeout' || err.category === 'network') {
         ctx.log('info', 'authorization-server metadata not reachable', { url: checked.href, reason: err.message });
@@ -274,8 +293,10 @@ export async function discoverAuthServer(ctx, { issuer, legacy = false }) {
       ? typeof m.issuer === 'string' && safeOrigin(m.issuer) === new URL(issuer).origin
       : sameIssuer(m.issuer, issuer);
     if (!issuerOk) {
-      throw new RemoteError('auth',
-        `The sign-in server's metadata at ${checked.href} names the issuer ${JSON.stringify(String(m.issuer ?? ''))}, not ${issuer}; refusing it.`);
+      throw new RemoteError(
+        'auth',
+        `The sign-in server's metadata at ${checked.href} names the issuer ${JSON.stringify(String(m.issuer ?? ''))}, not ${issuer}; refusing it.`,
+      );
     }
     validateAuthServer(m, checked.href);
     return m;
@@ -285,14 +306,19 @@ export async function discoverAuthServer(ctx, { issuer, legacy = false }) {
 
 function validateAuthServer(m, where) {
   if (typeof m.authorization_endpoint !== 'string' || typeof m.token_endpoint !== 'string') {
-    throw new RemoteError('auth', `The sign-in server's metadata at ${where} lacks an authorization or token endpoint.`);
+    throw new RemoteError(
+      'auth',
+      `The sign-in server's metadata at ${where} lacks an authorization or token endpoint.`,
+    );
   }
   if (Array.isArray(m.response_types_supported) && !m.response_types_supported.includes('code')) {
     throw new RemoteError('auth', `The sign-in server at ${where} does not offer the authorization code flow.`);
   }
   if (!Array.isArray(m.code_challenge_methods_supported) || !m.code_challenge_methods_supported.includes('S256')) {
-    throw new RemoteError('auth',
-      `The sign-in server at ${where} does not say it supports PKCE with S256, which MCP requires; signing in would not be safe.`);
+    throw new RemoteError(
+      'auth',
+      `The sign-in server at ${where} does not say it supports PKCE with S256, which MCP requires; signing in would not be safe.`,
+    );
   }
 }
 
@@ -338,7 +364,11 @@ export function selectScopes({ challenge, prm, asMetadata, configured = [], prev
   if (challenge?.scope?.length) base = challenge.scope;
   else if (Array.isArray(prm?.scopes_supported)) base = prm.scopes_supported.filter((x) => typeof x === 'string');
   const out = union(previous, base, configured);
-  if (out.length && Array.isArray(asMetadata?.scopes_supported) && asMetadata.scopes_supported.includes('offline_access')) {
+  if (
+    out.length &&
+    Array.isArray(asMetadata?.scopes_supported) &&
+    asMetadata.scopes_supported.includes('offline_access')
+  ) {
     return union(out, ['offline_access']);
   }
   return out.filter((s) => s !== 'offline_access' || asMetadata?.scopes_supported?.includes('offline_access'));
@@ -412,20 +442,26 @@ export function parseRedirect(redirected, { redirectUri, state, issuer, issRequi
   }
   const q = u.search ? u.searchParams : new URLSearchParams(u.hash.slice(1));
   if (q.get('state') !== state) {
-    throw new RemoteError('auth', 'The sign-in answer does not belong to this sign-in (state mismatch); refusing it. Try again.');
+    throw new RemoteError(
+      'auth',
+      'The sign-in answer does not belong to this sign-in (state mismatch); refusing it. Try again.',
+    );
   }
   const iss = q.get('iss');
   if ((iss !== null || issRequired) && issuer && !sameIssuer(iss, issuer)) {
-    throw new RemoteError('auth', 'The sign-in answer came from another sign-in server than expected (iss mismatch); refusing it.');
+    throw new RemoteError(
+      'auth',
+      'The sign-in answer came from another sign-in server than expected (iss mismatch); refusing it.',
+    );
   }
   const error = q.get('error');
   if (error) {
     const desc = q.get('error_description');
-    throw new RemoteError('auth',
-      error === 'access_denied'
-        ? 'The sign-in was declined.'
-        : `The sign-in server refused: ${desc || error}.`,
-      { data: { oauthError: error } });
+    throw new RemoteError(
+      'auth',
+      error === 'access_denied' ? 'The sign-in was declined.' : `The sign-in server refused: ${desc || error}.`,
+      { data: { oauthError: error } },
+    );
   }
   const code = q.get('code');
   if (!code) throw new RemoteError('auth', 'The sign-in answer has no authorization code.');
@@ -467,8 +503,10 @@ export function secretAuthMethod(asMetadata, hasSecret) {
   if (supported.includes('client_secret_basic')) return 'client_secret_basic';
   if (supported.includes('client_secret_post')) return 'client_secret_post';
   if (supported.includes('none')) return 'none';
-  throw new RemoteError('config',
-    `The sign-in server takes neither client_secret_basic nor client_secret_post (it lists ${supported.filter((m) => typeof m === 'string').join(', ')}); Browser Bridge cannot use the client secret configured for it.`);
+  throw new RemoteError(
+    'config',
+    `The sign-in server takes neither client_secret_basic nor client_secret_post (it lists ${supported.filter((m) => typeof m === 'string').join(', ')}); Browser Bridge cannot use the client secret configured for it.`,
+  );
 }
 
 /**
@@ -491,22 +529,33 @@ export async function registerClient(ctx, { asMetadata, redirectUri, scopes }) {
     application_type: loopbackRedirect ? 'native' : 'web',
   };
   if (scopes.length) body.scope = scopes.join(' ');
-  const got = await fetchJson(ctx.platform, endpoint, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
-    body: JSON.stringify(body),
-  }, { timeoutMs: OAUTH_TIMEOUT_MS, what: `the registration endpoint of ${endpoint.host}` });
+  const got = await fetchJson(
+    ctx.platform,
+    endpoint,
+    {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      body: JSON.stringify(body),
+    },
+    { timeoutMs: OAUTH_TIMEOUT_MS, what: `the registration endpoint of ${endpoint.host}` },
+  );
   const r = got.json;
   if (!got.ok || !r || typeof r.client_id !== 'string' || !r.client_id) {
     const why = r?.error_description || r?.error || `HTTP ${got.status}`;
-    throw new RemoteError('auth', `Could not register Browser Bridge with the sign-in server ${endpoint.host}: ${why}.`,
-      { status: got.status });
+    throw new RemoteError(
+      'auth',
+      `Could not register Browser Bridge with the sign-in server ${endpoint.host}: ${why}.`,
+      { status: got.status },
+    );
   }
   const secret = typeof r.client_secret === 'string' && r.client_secret ? r.client_secret : undefined;
   // RFC 7591: an omitted method means client_secret_basic when a secret was issued.
-  const used = typeof r.token_endpoint_auth_method === 'string'
-    ? r.token_endpoint_auth_method
-    : secret ? 'client_secret_basic' : method;
+  const used =
+    typeof r.token_endpoint_auth_method === 'string'
+      ? r.token_endpoint_auth_method
+      : secret
+        ? 'client_secret_basic'
+        : method;
   const client = { client_id: r.client_id, token_endpoint_auth_method: used };
   if (secret) client.client_secret = secret;
   if (typeof r.client_secret_expires_at === 'number' && r.client_secret_expires_at > 0) {
@@ -542,20 +591,33 @@ export async function tokenRequest(ctx, { asMetadata, client, params }) {
   } else {
     body.set('client_id', client.client_id);
   }
-  const got = await fetchJson(ctx.platform, endpoint, { method: 'POST', headers, body: body.toString() },
-    { timeoutMs: OAUTH_TIMEOUT_MS, what: `the token endpoint of ${endpoint.host}` });
+  const got = await fetchJson(
+    ctx.platform,
+    endpoint,
+    { method: 'POST', headers, body: body.toString() },
+    { timeoutMs: OAUTH_TIMEOUT_MS, what: `the token endpoint of ${endpoint.host}` },
+  );
   const t = got.json;
   if (!got.ok || !t || typeof t.access_token !== 'string' || !t.access_token) {
     const oauthError = typeof t?.error === 'string' ? t.error : undefined;
     if (got.status >= 500 || got.status === 429) {
-      throw new RemoteError('server', `The sign-in server ${endpoint.host} failed (HTTP ${got.status}); try again later.`, { status: got.status });
+      throw new RemoteError(
+        'server',
+        `The sign-in server ${endpoint.host} failed (HTTP ${got.status}); try again later.`,
+        { status: got.status },
+      );
     }
     const why = t?.error_description || oauthError || `HTTP ${got.status}`;
-    throw new RemoteError('auth', `The sign-in server ${endpoint.host} refused to issue a token: ${why}.`,
-      { status: got.status, data: { oauthError } });
+    throw new RemoteError('auth', `The sign-in server ${endpoint.host} refused to issue a token: ${why}.`, {
+      status: got.status,
+      data: { oauthError },
+    });
   }
   if (t.token_type && String(t.token_type).toLowerCase() !== 'bearer') {
-    throw new RemoteError('auth', `The sign-in server issued a ${t.token_type} token; Browser Bridge only uses Bearer tokens.`);
+    throw new RemoteError(
+      'auth',
+      `The sign-in server issued a ${t.token_type} token; Browser Bridge only uses Bearer tokens.`,
+    );
   }
   return t;
 }

@@ -16,8 +16,14 @@ import { RemoteError } from './errors.js';
 
 /** Host names of cloud metadata services, refused whatever they resolve to. */
 export const METADATA_HOSTS = Object.freeze([
-  'metadata', 'metadata.google.internal', 'metadata.goog', 'instance-data', 'instance-data.ec2.internal',
-  'metadata.azure.internal', 'metadata.tencentyun.com', 'metadata.oraclecloud.com',
+  'metadata',
+  'metadata.google.internal',
+  'metadata.goog',
+  'instance-data',
+  'instance-data.ec2.internal',
+  'metadata.azure.internal',
+  'metadata.tencentyun.com',
+  'metadata.oraclecloud.com',
 ]);
 
 /** Name suffixes that only ever mean a private network. */
@@ -60,14 +66,20 @@ export function checkUrl(url, { developerMode = false, purpose = 'metadata' } = 
   const kind = classifyHost(host);
   const loopback = kind === 'loopback';
   if (u.protocol === 'http:' && !(developerMode && loopback)) {
-    throw refuse(what, shown, loopback
-      ? 'plain http is only allowed for loopback addresses in developer mode; use https'
-      : 'it is not https');
+    throw refuse(
+      what,
+      shown,
+      loopback ? 'plain http is only allowed for loopback addresses in developer mode; use https' : 'it is not https',
+    );
   }
   if (kind && !(developerMode && loopback)) {
-    throw refuse(what, shown, loopback
-      ? 'it points at this computer (loopback), which is only allowed in developer mode'
-      : `it points at ${kind}`);
+    throw refuse(
+      what,
+      shown,
+      loopback
+        ? 'it points at this computer (loopback), which is only allowed in developer mode'
+        : `it points at ${kind}`,
+    );
   }
   return u;
 }
@@ -157,7 +169,7 @@ function classifyIPv4(b) {
   for (const [base, len, phrase] of V4_RANGES) {
     const bn = ((base[0] << 24) >>> 0) + (base[1] << 16) + (base[2] << 8) + base[3];
     const mask = len === 0 ? 0 : (~0 << (32 - len)) >>> 0;
-    if (((n & mask) >>> 0) === ((bn & mask) >>> 0)) return phrase;
+    if ((n & mask) >>> 0 === (bn & mask) >>> 0) return phrase;
   }
   return '';
 }
@@ -201,7 +213,9 @@ export function parseIPv4(s) {
  * @returns {number[]|null}
  */
 export function parseIPv6(s) {
-  let str = String(s).replace(/^\[|\]$/g, '').toLowerCase();
+  let str = String(s)
+    .replace(/^\[|\]$/g, '')
+    .toLowerCase();
   if (!str.includes(':') || str.includes('%')) return null;
   let tail = null; // the two words of a trailing dotted quad
   const lastColon = str.lastIndexOf(':');
@@ -238,7 +252,10 @@ export function parseIPv6(s) {
 
 /** The host of a URL without IPv6 brackets or a trailing dot, lower case. */
 export function hostOf(u) {
-  return u.hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase();
+  return u.hostname
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '')
+    .toLowerCase();
 }
 
 function refuse(what, shown, reason) {

@@ -14,8 +14,16 @@
 
 /** Every state a RemoteServer can be in. */
 export const STATES = Object.freeze([
-  'disconnected', 'needs-auth', 'registering', 'authorizing', 'authenticated',
-  'connecting', 'connected', 'error', 'token-refresh', 'invalid-token',
+  'disconnected',
+  'needs-auth',
+  'registering',
+  'authorizing',
+  'authenticated',
+  'connecting',
+  'connected',
+  'error',
+  'token-refresh',
+  'invalid-token',
 ]);
 
 /**

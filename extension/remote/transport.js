@@ -58,7 +58,11 @@ export const MAX_MESSAGE_BYTES = 16 << 20;
 const MAX_RESUMES = 20;
 
 /** Error codes of the 2026-07-28 era. */
-export const CODES = Object.freeze({ headerMismatch: -32020, unsupportedProtocolVersion: -32022, methodNotFound: -32601 });
+export const CODES = Object.freeze({
+  headerMismatch: -32020,
+  unsupportedProtocolVersion: -32022,
+  methodNotFound: -32601,
+});
 
 /** Where an era's answer says "not me": probing moves on. */
 const FALLBACK_STATUSES = [400, 404, 405, 406, 415];
@@ -113,10 +117,13 @@ class HttpBase {
       const challenge = bearerChallenge(res.headers.get('www-authenticate'));
       res.body?.cancel().catch(() => {});
       const detail = challenge?.error ? `, ${challenge.error}` : '';
-      return new RemoteError('auth', res.status === 401
-        ? `${capitalize(this.what)} asks for a sign-in (HTTP 401${detail}).`
-        : `${capitalize(this.what)} refused the request (HTTP 403${detail}).`,
-      { status: res.status, challenge: challenge || undefined });
+      return new RemoteError(
+        'auth',
+        res.status === 401
+          ? `${capitalize(this.what)} asks for a sign-in (HTTP 401${detail}).`
+          : `${capitalize(this.what)} refused the request (HTTP 403${detail}).`,
+        { status: res.status, challenge: challenge || undefined },
+      );
     }
     let body = '';
     try {
@@ -127,8 +134,11 @@ class HttpBase {
     const msg = parseJson(body);
     if (res.status < 500 && msg?.error && typeof msg.error.code === 'number') {
       const { code, message, data } = msg.error;
-      return new RemoteError('protocol',
-        `${capitalize(this.what)} answered HTTP ${res.status} with error ${code}: ${message || 'no message'}.`, { status: res.status, code, data });
+      return new RemoteError(
+        'protocol',
+        `${capitalize(this.what)} answered HTTP ${res.status} with error ${code}: ${message || 'no message'}.`,
+        { status: res.status, code, data },
+      );
     }
     return httpError(res, this.what, { now: this.opts.platform.now(), body: body.slice(0, 2000) });
   }
@@ -137,8 +147,11 @@ class HttpBase {
   unwrap(msg, method) {
     if (msg.error) {
       const { code, message, data } = msg.error;
-      throw new RemoteError('protocol',
-        `${capitalize(this.what)} answered ${method} with error ${code}: ${message || 'no message'}.`, { code, data });
+      throw new RemoteError(
+        'protocol',
+        `${capitalize(this.what)} answered ${method} with error ${code}: ${message || 'no message'}.`,
+        { code, data },
+      );
     }
     return msg.result ?? {};
   }
@@ -154,15 +167,25 @@ class HttpBase {
       try {
         this.opts.onMessage?.(msg);
       } catch (err) {
-        this.opts.log('warn', 'notification handler failed', { method: msg.method, error: String(err?.message || err) });
+        this.opts.log('warn', 'notification handler failed', {
+          method: msg.method,
+          error: String(err?.message || err),
+        });
       }
       return;
     }
     if (typeof msg.method === 'string') {
-      const reply = msg.method === 'ping'
-        ? { jsonrpc: '2.0', id: msg.id, result: {} }
-        : { jsonrpc: '2.0', id: msg.id, error: { code: CODES.methodNotFound, message: `Browser Bridge does not offer ${msg.method}` } };
-      this.reply(reply).catch((err) => this.opts.log('debug', 'could not answer a server request', { method: msg.method, error: err.message }));
+      const reply =
+        msg.method === 'ping'
+          ? { jsonrpc: '2.0', id: msg.id, result: {} }
+          : {
+              jsonrpc: '2.0',
+              id: msg.id,
+              error: { code: CODES.methodNotFound, message: `Browser Bridge does not offer ${msg.method}` },
+            };
+      this.reply(reply).catch((err) =>
+        this.opts.log('debug', 'could not answer a server request', { method: msg.method, error: err.message }),
+      );
     }
   }
 
@@ -188,8 +211,9 @@ export class StreamableTransport extends HttpBase {
     const r = await this.request('server/discover', {}, { timeoutMs: TIMEOUTS.request });
     const versions = Array.isArray(r.supportedVersions) ? r.supportedVersions : [];
     if (!versions.includes(STATELESS_VERSION)) {
-      throw new RemoteError('protocol', `${capitalize(this.what)} does not support MCP ${STATELESS_VERSION}.`,
-        { code: CODES.unsupportedProtocolVersion });
+      throw new RemoteError('protocol', `${capitalize(this.what)} does not support MCP ${STATELESS_VERSION}.`, {
+        code: CODES.unsupportedProtocolVersion,
+      });
     }
     this.capabilities = r.capabilities || {};
     this.instructions = r.instructions;
@@ -199,15 +223,21 @@ export class StreamableTransport extends HttpBase {
 
   /** The initialize handshake (stateful era). */
   async initialize() {
-    const r = await this.request('initialize', {
-      protocolVersion: LATEST_STATEFUL_VERSION,
-      capabilities: {},
-      clientInfo: this.opts.clientInfo,
-    }, { timeoutMs: TIMEOUTS.request });
+    const r = await this.request(
+      'initialize',
+      {
+        protocolVersion: LATEST_STATEFUL_VERSION,
+        capabilities: {},
+        clientInfo: this.opts.clientInfo,
+      },
+      { timeoutMs: TIMEOUTS.request },
+    );
     if (!STATEFUL_VERSIONS.includes(r.protocolVersion)) {
       await this.close();
-      throw new RemoteError('protocol',
-        `${capitalize(this.what)} speaks MCP version ${JSON.stringify(r.protocolVersion)}, which Browser Bridge does not support.`);
+      throw new RemoteError(
+        'protocol',
+        `${capitalize(this.what)} speaks MCP version ${JSON.stringify(r.protocolVersion)}, which Browser Bridge does not support.`,
+      );
     }
     this.protocolVersion = r.protocolVersion;
     this.serverInfo = r.serverInfo;
@@ -225,7 +255,9 @@ export class StreamableTransport extends HttpBase {
       if (msg.method) h['Mcp-Method'] = msg.method;
       const name = mcpName(msg.method, msg.params);
       if (name !== undefined) h['Mcp-Name'] = encodeHeaderValue(name);
-      if (msg.method === 'tools/call') Object.assign(h, paramHeaders(this.opts.toolByName?.(msg.params?.name), msg.params?.arguments));
+      if (msg.method === 'tools/call') {
+        Object.assign(h, paramHeaders(this.opts.toolByName?.(msg.params?.name), msg.params?.arguments));
+      }
       return h;
     }
     if (this.sessionId) h['Mcp-Session-Id'] = this.sessionId;
@@ -249,7 +281,10 @@ export class StreamableTransport extends HttpBase {
       res.body?.cancel().catch(() => {});
       if (this.sessionId === sid) this.sessionId = '';
       this.expired = true;
-      throw new RemoteError('protocol', `${capitalize(this.what)} ended the session.`, { status: 404, data: { sessionExpired: true } });
+      throw new RemoteError('protocol', `${capitalize(this.what)} ended the session.`, {
+        status: 404,
+        data: { sessionExpired: true },
+      });
     }
     if (!res.ok) throw await this.fail(res);
     return res;
@@ -275,7 +310,11 @@ export class StreamableTransport extends HttpBase {
       return this.unwrap(answer, method);
     } catch (err) {
       const e = fetchError(err, this.what, dl, timeoutMs);
-      if ((e.category === 'timeout' || e.category === 'cancelled') && this.era === 'streamable' && method !== 'initialize') {
+      if (
+        (e.category === 'timeout' || e.category === 'cancelled') &&
+        this.era === 'streamable' &&
+        method !== 'initialize'
+      ) {
         this.notify('notifications/cancelled', { requestId: id, reason: e.message }).catch(() => {});
       }
       throw e;
@@ -315,20 +354,30 @@ export class StreamableTransport extends HttpBase {
   async answerOf(res, id, dl) {
     const type = (res.headers.get('content-type') || '').split(';')[0].trim().toLowerCase();
     if (res.status === 202 || !res.body) {
-      throw new RemoteError('protocol', `${capitalize(this.what)} accepted the request but sent no answer (HTTP ${res.status}).`, { status: res.status });
+      throw new RemoteError(
+        'protocol',
+        `${capitalize(this.what)} accepted the request but sent no answer (HTTP ${res.status}).`,
+        { status: res.status },
+      );
     }
     if (type === 'application/json') {
       const text = await readText(res, MAX_MESSAGE_BYTES);
       const msg = parseJson(text);
       if (!isAnswer(msg, id)) {
-        throw new RemoteError('protocol', `${capitalize(this.what)} answered with something that is not the JSON-RPC response to this request.`);
+        throw new RemoteError(
+          'protocol',
+          `${capitalize(this.what)} answered with something that is not the JSON-RPC response to this request.`,
+        );
       }
       return msg;
     }
     if (type !== 'text/event-stream') {
       res.body.cancel().catch(() => {});
-      throw new RemoteError('protocol',
-        `${capitalize(this.what)} answered with ${type || 'no content type'}, not JSON or an event stream; is this an MCP endpoint?`, { status: res.status });
+      throw new RemoteError(
+        'protocol',
+        `${capitalize(this.what)} answered with ${type || 'no content type'}, not JSON or an event stream; is this an MCP endpoint?`,
+        { status: res.status },
+      );
     }
     return this.readStream(res.body, id, dl);
   }
@@ -349,7 +398,11 @@ export class StreamableTransport extends HttpBase {
       await sleepFor(this.opts.platform, parser.retry ?? 1000, dl.signal);
       const res = await this.fetch(this.url, {
         method: 'GET',
-        headers: this.headers(this.url, { Accept: 'text/event-stream', 'Last-Event-ID': parser.lastEventId, ...this.eraHeaders({}) }),
+        headers: this.headers(this.url, {
+          Accept: 'text/event-stream',
+          'Last-Event-ID': parser.lastEventId,
+          ...this.eraHeaders({}),
+        }),
         signal: dl.signal,
       });
       if (!res.ok) throw await this.fail(res);
@@ -392,7 +445,11 @@ export class StreamableTransport extends HttpBase {
     const type = (res.headers.get('content-type') || '').split(';')[0].trim().toLowerCase();
     if (type !== 'text/event-stream' || !res.body) {
       res.body?.cancel().catch(() => {});
-      throw new RemoteError('protocol', `${capitalize(this.what)} did not answer the GET of its event stream with an event stream (got ${type || 'nothing'}).`, { status: res.status });
+      throw new RemoteError(
+        'protocol',
+        `${capitalize(this.what)} did not answer the GET of its event stream with an event stream (got ${type || 'nothing'}).`,
+        { status: res.status },
+      );
     }
     cursor.opened = true;
     const parser = new SSEParser(() => {});
@@ -419,7 +476,11 @@ export class StreamableTransport extends HttpBase {
     if (this.era !== 'streamable' || !this.sessionId) return;
     const dl = deadline(TIMEOUTS.notification);
     try {
-      const res = await this.fetch(this.url, { method: 'DELETE', headers: this.headers(this.url, this.eraHeaders({})), signal: dl.signal });
+      const res = await this.fetch(this.url, {
+        method: 'DELETE',
+        headers: this.headers(this.url, this.eraHeaders({})),
+        signal: dl.signal,
+      });
       res.body?.cancel().catch(() => {});
     } catch (err) {
       this.opts.log('debug', 'DELETE of the session failed', { error: String(err?.message || err) });
@@ -458,7 +519,11 @@ export class LegacySSETransport extends HttpBase {
       const type = (res.headers.get('content-type') || '').split(';')[0].trim().toLowerCase();
       if (type !== 'text/event-stream' || !res.body) {
         res.body?.cancel().catch(() => {});
-        throw new RemoteError('protocol', `${capitalize(this.what)} did not answer GET with an event stream (got ${type || 'nothing'}).`, { status: res.status });
+        throw new RemoteError(
+          'protocol',
+          `${capitalize(this.what)} did not answer GET with an event stream (got ${type || 'nothing'}).`,
+          { status: res.status },
+        );
       }
       let gotEndpoint;
       const endpoint = new Promise((resolve, reject) => {
@@ -485,11 +550,18 @@ export class LegacySSETransport extends HttpBase {
           try {
             const u = new URL(ev.data.trim(), this.url);
             if (u.origin !== this.origin) {
-              throw new RemoteError('ssrf', `Refused the message endpoint ${u.origin}${u.pathname}: it is not on the server's own origin ${this.origin}.`);
+              throw new RemoteError(
+                'ssrf',
+                `Refused the message endpoint ${u.origin}${u.pathname}: it is not on the server's own origin ${this.origin}.`,
+              );
             }
             gotEndpoint.resolve(u);
           } catch (err) {
-            gotEndpoint.reject(err instanceof RemoteError ? err : new RemoteError('protocol', `${capitalize(this.what)} sent an endpoint that is not a URL.`));
+            gotEndpoint.reject(
+              err instanceof RemoteError
+                ? err
+                : new RemoteError('protocol', `${capitalize(this.what)} sent an endpoint that is not a URL.`),
+            );
             this.ctl.abort();
             return;
           }
@@ -634,8 +706,10 @@ export async function connectTransport(opts, { preferred } = {}) {
       opts.log('debug', 'era not spoken', { era, reason: err.message });
     }
   }
-  throw new RemoteError('protocol',
-    `The server at ${opts.url.host} does not speak MCP over Streamable HTTP or HTTP+SSE (${notes.join('; ')}); check the URL.`);
+  throw new RemoteError(
+    'protocol',
+    `The server at ${opts.url.host} does not speak MCP over Streamable HTTP or HTTP+SSE (${notes.join('; ')}); check the URL.`,
+  );
 }
 
 /** Whether a failure of era means "try the next one". */
@@ -668,10 +742,14 @@ function sleepFor(platform, ms, signal) {
   if (platform.sleep) return platform.sleep(ms);
   return new Promise((resolve, reject) => {
     const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(t);
-      reject(signal.reason);
-    }, { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        reject(signal.reason);
+      },
+      { once: true },
+    );
   });
 }
 
@@ -689,7 +767,9 @@ export function withMeta(params, clientInfo) {
 
 /** The Mcp-Name of a request: the tool or prompt name, or the resource URI. */
 export function mcpName(method, params) {
-  if (method === 'tools/call' || method === 'prompts/get') return typeof params?.name === 'string' ? params.name : undefined;
+  if (method === 'tools/call' || method === 'prompts/get') {
+    return typeof params?.name === 'string' ? params.name : undefined;
+  }
   if (method === 'resources/read') return typeof params?.uri === 'string' ? params.uri : undefined;
   return undefined;
 }

@@ -84,14 +84,16 @@ export const UNAVAILABLE = -32000;
  * no secrets: each signs in with OAuth (discovery and dynamic client
  * registration) or needs no sign-in at all. All start disabled.
  */
-export const BUILTIN_SERVERS = Object.freeze([
-  { id: 'notion', title: 'Notion', url: 'https://mcp.notion.com/mcp' },
-  { id: 'linear', title: 'Linear', url: 'https://mcp.linear.app/mcp' },
-  { id: 'ahrefs', title: 'Ahrefs', url: 'https://api.ahrefs.com/mcp/mcp' },
-  { id: 'supabase', title: 'Supabase', url: 'https://mcp.supabase.com/mcp' },
-  { id: 'context7', title: 'Context7', url: 'https://mcp.context7.com/mcp' },
-  { id: 'deepwiki', title: 'DeepWiki', url: 'https://mcp.deepwiki.com/mcp' },
-].map((s) => Object.freeze(s)));
+export const BUILTIN_SERVERS = Object.freeze(
+  [
+    { id: 'notion', title: 'Notion', url: 'https://mcp.notion.com/mcp' },
+    { id: 'linear', title: 'Linear', url: 'https://mcp.linear.app/mcp' },
+    { id: 'ahrefs', title: 'Ahrefs', url: 'https://api.ahrefs.com/mcp/mcp' },
+    { id: 'supabase', title: 'Supabase', url: 'https://mcp.supabase.com/mcp' },
+    { id: 'context7', title: 'Context7', url: 'https://mcp.context7.com/mcp' },
+    { id: 'deepwiki', title: 'DeepWiki', url: 'https://mcp.deepwiki.com/mcp' },
+  ].map((s) => Object.freeze(s)),
+);
 
 /** States in which only the user signing in again helps. */
 const SIGN_IN_STATES = new Set(['needs-auth', 'invalid-token']);
@@ -107,8 +109,12 @@ const SIGN_IN_STATES = new Set(['needs-auth', 'invalid-token']);
  * @returns {string}
  */
 export function slug(s, max = 63) {
-  const out = String(s ?? '').toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-')
-    .slice(0, max).replace(/^-+|-+$/g, '');
+  const out = String(s ?? '')
+    .toLowerCase()
+    .normalize('NFKD')
+    .replace(/[^a-z0-9]+/g, '-')
+    .slice(0, max)
+    .replace(/^-+|-+$/g, '');
   return out || 'server';
 }
 
@@ -156,13 +162,17 @@ export function validateServerUrl(raw, { developerMode = false } = {}) {
   try {
     u = new URL(String(raw ?? '').trim());
   } catch {
-    throw new Error(`"${String(raw ?? '').slice(0, 200)}" is not a URL; give the server's full address, e.g. https://mcp.example.com/mcp.`);
+    throw new Error(
+      `"${String(raw ?? '').slice(0, 200)}" is not a URL; give the server's full address, e.g. https://mcp.example.com/mcp.`,
+    );
   }
   if (u.protocol === 'http:') {
     if (!(developerMode && LOOPBACK_HOSTS.has(u.hostname))) {
-      throw new Error(developerMode
-        ? 'Plain http is allowed only for localhost, 127.0.0.1 and [::1]; use https for other servers.'
-        : 'The URL must start with https:// (http://localhost and 127.0.0.1 are allowed in developer mode).');
+      throw new Error(
+        developerMode
+          ? 'Plain http is allowed only for localhost, 127.0.0.1 and [::1]; use https for other servers.'
+          : 'The URL must start with https:// (http://localhost and 127.0.0.1 are allowed in developer mode).',
+      );
     }
   } else if (u.protocol !== 'https:') {
     throw new Error(`The URL must start with https://, not ${u.protocol}//.`);
@@ -171,7 +181,9 @@ export function validateServerUrl(raw, { developerMode = false } = {}) {
   if (u.hash) throw new Error('The URL must not have a #fragment.');
   const kind = classifyHost(hostOf(u));
   if (kind === 'loopback') {
-    if (!developerMode) throw new Error('Servers on this computer (localhost, 127.x, ::1) are allowed only in developer mode.');
+    if (!developerMode) {
+      throw new Error('Servers on this computer (localhost, 127.x, ::1) are allowed only in developer mode.');
+    }
   } else if (kind) {
     throw new Error(`${u.hostname} is ${kind}; remote servers must be on the public internet.`);
   }
@@ -181,8 +193,19 @@ export function validateServerUrl(raw, { developerMode = false } = {}) {
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 // Headers the transport sets itself (or fetch refuses): a custom value would break the session.
-const RESERVED_HEADERS = new Set(['accept', 'content-type', 'content-length', 'host', 'connection', 'cookie',
-  'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'transfer-encoding', 'origin']);
+const RESERVED_HEADERS = new Set([
+  'accept',
+  'content-type',
+  'content-length',
+  'host',
+  'connection',
+  'cookie',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'last-event-id',
+  'transfer-encoding',
+  'origin',
+]);
 
 /**
  * Parses headers written one per line as "Name: value" (blank lines ignored).
@@ -191,19 +214,25 @@ const RESERVED_HEADERS = new Set(['accept', 'content-type', 'content-length', 'h
  * @throws {Error} naming the line that is wrong
  */
 export function parseHeaders(text) {
-  const entries = text && typeof text === 'object'
-    ? Object.entries(text).map(([k, v]) => [k, String(v)])
-    : String(text ?? '').split(/\r?\n/).map((line, i) => {
-      if (!line.trim()) return null;
-      const colon = line.indexOf(':');
-      if (colon <= 0) throw new Error(`Header line ${i + 1} must look like "Name: value".`);
-      return [line.slice(0, colon).trim(), line.slice(colon + 1).trim(), i + 1];
-    }).filter(Boolean);
+  const entries =
+    text && typeof text === 'object'
+      ? Object.entries(text).map(([k, v]) => [k, String(v)])
+      : String(text ?? '')
+          .split(/\r?\n/)
+          .map((line, i) => {
+            if (!line.trim()) return null;
+            const colon = line.indexOf(':');
+            if (colon <= 0) throw new Error(`Header line ${i + 1} must look like "Name: value".`);
+            return [line.slice(0, colon).trim(), line.slice(colon + 1).trim(), i + 1];
+          })
+          .filter(Boolean);
   const out = {};
   for (const [name, value, line] of entries) {
     const where = line ? `line ${line}` : JSON.stringify(name);
     if (!TOKEN.test(name)) throw new Error(`Header ${where}: "${name}" is not a valid header name.`);
-    if (RESERVED_HEADERS.has(name.toLowerCase())) throw new Error(`Header ${where}: ${name} is set by Browser Bridge itself.`);
+    if (RESERVED_HEADERS.has(name.toLowerCase())) {
+      throw new Error(`Header ${where}: ${name} is set by Browser Bridge itself.`);
+    }
     if (/[\r\n\0]/.test(value)) throw new Error(`Header ${where}: the value must be on one line.`);
     if (value.length > 8192) throw new Error(`Header ${where}: the value is longer than 8192 characters.`);
     out[name] = value;
@@ -218,7 +247,9 @@ export function parseHeaders(text) {
  * @returns {string[]}
  */
 export function parseScopes(text) {
-  const list = (Array.isArray(text) ? text : String(text ?? '').split(/[\s,]+/)).map((s) => String(s).trim()).filter(Boolean);
+  const list = (Array.isArray(text) ? text : String(text ?? '').split(/[\s,]+/))
+    .map((s) => String(s).trim())
+    .filter(Boolean);
   for (const s of list) {
     if (!/^[\x21\x23-\x5B\x5D-\x7E]+$/.test(s)) throw new Error(`"${s}" is not a valid OAuth scope.`);
   }
@@ -238,12 +269,16 @@ export function parseClientCredentials(clientId, clientSecret) {
   const secret = String(clientSecret ?? '').trim();
   const out = {};
   if (id) {
-    if (!/^[\x20-\x7E]+$/.test(id) || id.length > 512) throw new Error('The client ID must be at most 512 printable ASCII characters.');
+    if (!/^[\x20-\x7E]+$/.test(id) || id.length > 512) {
+      throw new Error('The client ID must be at most 512 printable ASCII characters.');
+    }
     out.clientId = id;
   }
   if (secret) {
     if (!id) throw new Error('A client secret needs the client ID it was issued with.');
-    if (!/^[\x20-\x7E]+$/.test(secret) || secret.length > 1024) throw new Error('The client secret must be at most 1024 printable ASCII characters.');
+    if (!/^[\x20-\x7E]+$/.test(secret) || secret.length > 1024) {
+      throw new Error('The client secret must be at most 1024 printable ASCII characters.');
+    }
     out.clientSecret = secret;
   }
   return out;
@@ -315,7 +350,9 @@ const emptyConfig = () => ({ custom: [], enabled: {}, disabledTools: {}, develop
 
 function normalizeConfig(c) {
   const cfg = { ...emptyConfig(), ...(c && typeof c === 'object' ? c : {}) };
-  cfg.custom = Array.isArray(cfg.custom) ? cfg.custom.filter((s) => s && typeof s.id === 'string' && typeof s.url === 'string') : [];
+  cfg.custom = Array.isArray(cfg.custom)
+    ? cfg.custom.filter((s) => s && typeof s.id === 'string' && typeof s.url === 'string')
+    : [];
   for (const k of ['enabled', 'disabledTools']) if (!cfg[k] || typeof cfg[k] !== 'object') cfg[k] = {};
   cfg.developerMode = !!cfg.developerMode;
   return cfg;
@@ -367,7 +404,9 @@ function newCustomServer(cfg, { url, title, headers, scopes, clientId, clientSec
   const href = validateServerUrl(url, { developerMode: cfg.developerMode });
   const all = allServers(cfg);
   if (all.some((s) => s.url === href)) throw new Error(`${href} is already in the list.`);
-  const label = String(title ?? '').trim().slice(0, 64);
+  const label = String(title ?? '')
+    .trim()
+    .slice(0, 64);
   const { hostname } = new URL(href);
   const base = slug(label || hostname.replace(/^(www|mcp|api)\./, '').replace(/\.[a-z]+$/, ''), 56);
   const taken = new Set(all.map((s) => s.id));
@@ -404,7 +443,11 @@ function unavailable(title, server) {
   const st = server?.state;
   const why = server?.message ? ` ${String(server.message).replace(/\.?$/, '.')}` : '';
   if (SIGN_IN_STATES.has(st)) {
-    return new rpc.RpcError(UNAVAILABLE, `${title} needs you to sign in: open Browser Bridge's options page, "Remote MCP servers", and click Sign in.${why}`, { state: st });
+    return new rpc.RpcError(
+      UNAVAILABLE,
+      `${title} needs you to sign in: open Browser Bridge's options page, "Remote MCP servers", and click Sign in.${why}`,
+      { state: st },
+    );
   }
   return new rpc.RpcError(UNAVAILABLE, `${title} is not connected (${st || 'not started'}).${why}`, { state: st });
 }
@@ -427,10 +470,13 @@ function appHtml(res, uri, title) {
   if (!item) throw new Error(`${title} returned nothing for ${uri}.`);
   const mimeType = String(item.mimeType || 'text/html');
   if (!/^text\/html\b/i.test(mimeType)) throw new Error(`${uri} is ${mimeType}, not an HTML app.`);
-  let html;
-  if (typeof item.text === 'string') html = item.text;
-  else if (typeof item.blob === 'string') html = new TextDecoder().decode(Uint8Array.from(atob(item.blob), (ch) => ch.charCodeAt(0)));
-  else throw new Error(`${uri} has neither text nor blob content.`);
+  if (typeof item.text !== 'string' && typeof item.blob !== 'string') {
+    throw new Error(`${uri} has neither text nor blob content.`);
+  }
+  const html =
+    typeof item.text === 'string'
+      ? item.text
+      : new TextDecoder().decode(Uint8Array.from(atob(item.blob), (ch) => ch.charCodeAt(0)));
   if (html.length > APP_HTML_MAX_CHARS) throw new Error(`${uri} is larger than ${APP_HTML_MAX_CHARS} characters.`);
   return { mimeType, html };
 }
@@ -487,7 +533,12 @@ export class RemoteManager {
    * @param {(method: string) => (boolean|void)} [deps.notify] sends a notification to the bridge; false when it could not
    * @param {() => number} [deps.now]
    */
-  constructor({ RemoteServer, platformFor = defaultPlatformFor, notify = (method) => rpc.notify(method), now = () => Date.now() } = {}) {
+  constructor({
+    RemoteServer,
+    platformFor = defaultPlatformFor,
+    notify = (method) => rpc.notify(method),
+    now = () => Date.now(),
+  } = {}) {
     if (typeof RemoteServer !== 'function') throw new Error('remote: init needs the RemoteServer class');
     this.#RemoteServer = RemoteServer;
     this.#platformFor = platformFor;
@@ -508,12 +559,17 @@ export class RemoteManager {
   /** remote.call: {server, name, arguments, _meta?} → CallToolResult. */
   async call(params, ctx = {}) {
     const { server, name } = params || {};
-    if (typeof server !== 'string' || !server) throw new rpc.RpcError(rpc.CODES.invalidParams, 'server: the remote server name is required');
+    if (typeof server !== 'string' || !server) {
+      throw new rpc.RpcError(rpc.CODES.invalidParams, 'server: the remote server name is required');
+    }
     const cfg = await this.#loadConfig();
     const conf = enabledByName(cfg, server);
     if (!conf) {
       const names = (await this.#view()).map((s) => s.name);
-      throw new rpc.RpcError(rpc.CODES.invalidParams, `no enabled remote server is named ${JSON.stringify(server)}${names.length ? `; enabled: ${names.join(', ')}` : ''}`);
+      throw new rpc.RpcError(
+        rpc.CODES.invalidParams,
+        `no enabled remote server is named ${JSON.stringify(server)}${names.length ? `; enabled: ${names.join(', ')}` : ''}`,
+      );
     }
     return this.#callOn(cfg, conf, name, params.arguments, { signal: ctx.signal, meta: remoteMeta(params._meta) });
   }
@@ -536,18 +592,30 @@ export class RemoteManager {
    */
   async pageMessage(msg) {
     switch (msg?.type) {
-      case 'remote.status': return this.status();
-      case 'remote.setEnabled': return this.setEnabled(msg.id, !!msg.enabled);
-      case 'remote.signIn': return this.signIn(msg.id);
-      case 'remote.signOut': return this.signOut(msg.id);
-      case 'remote.reconnect': return this.reconnect(msg.id);
-      case 'remote.setToolEnabled': return this.setToolEnabled(msg.id, msg.tool, !!msg.enabled);
-      case 'remote.addServer': return this.addServer(msg);
-      case 'remote.removeServer': return this.removeServer(msg.id);
-      case 'remote.setDeveloperMode': return this.setDeveloperMode(!!msg.enabled);
-      case 'remote.openApp': return this.openApp(msg);
-      case 'remote.appCall': return this.appCall(msg);
-      default: throw new Error(`unknown request ${JSON.stringify(msg?.type)}`);
+      case 'remote.status':
+        return this.status();
+      case 'remote.setEnabled':
+        return this.setEnabled(msg.id, !!msg.enabled);
+      case 'remote.signIn':
+        return this.signIn(msg.id);
+      case 'remote.signOut':
+        return this.signOut(msg.id);
+      case 'remote.reconnect':
+        return this.reconnect(msg.id);
+      case 'remote.setToolEnabled':
+        return this.setToolEnabled(msg.id, msg.tool, !!msg.enabled);
+      case 'remote.addServer':
+        return this.addServer(msg);
+      case 'remote.removeServer':
+        return this.removeServer(msg.id);
+      case 'remote.setDeveloperMode':
+        return this.setDeveloperMode(!!msg.enabled);
+      case 'remote.openApp':
+        return this.openApp(msg);
+      case 'remote.appCall':
+        return this.appCall(msg);
+      default:
+        throw new Error(`unknown request ${JSON.stringify(msg?.type)}`);
     }
   }
 
@@ -625,7 +693,13 @@ export class RemoteManager {
     const conf = mustFind(await this.#loadConfig(), id);
     const entry = this.#live.get(id);
     // A disabled server has no live instance: a short-lived one forgets its tokens.
-    const server = entry?.server ?? new this.#RemoteServer(serverConfig(conf), this.#platformFor(id, () => this.#developerMode), {});
+    const server =
+      entry?.server ??
+      new this.#RemoteServer(
+        serverConfig(conf),
+        this.#platformFor(id, () => this.#developerMode),
+        {},
+      );
     await server.signOut();
     await this.#dropAlarm(id);
     if (entry) await this.#recordState(id, server, { clearTools: true });
@@ -672,7 +746,11 @@ export class RemoteManager {
   async removeServer(id) {
     const cfg = await this.#loadConfig();
     if (!cfg.custom.some((s) => s.id === id)) {
-      throw new Error(findServer(cfg, id) ? `${id} is built in: disable it instead.` : `There is no remote server ${JSON.stringify(id)}.`);
+      throw new Error(
+        findServer(cfg, id)
+          ? `${id} is built in: disable it instead.`
+          : `There is no remote server ${JSON.stringify(id)}.`,
+      );
     }
     try {
       await this.signOut(id); // revokes what can be revoked
@@ -688,7 +766,9 @@ export class RemoteManager {
     const prefix = `${AUTH_PREFIX}${id}.`;
     const keys = Object.keys(await chrome.storage.local.get(null)).filter((k) => k.startsWith(prefix));
     if (keys.length) await chrome.storage.local.remove(keys);
-    await store.update('session', APP_RESULTS_KEY, (list) => (Array.isArray(list) ? list : []).filter((r) => r.id !== id));
+    await store.update('session', APP_RESULTS_KEY, (list) =>
+      (Array.isArray(list) ? list : []).filter((r) => r.id !== id),
+    );
     this.#scheduleNotify();
     return {};
   }
@@ -702,7 +782,9 @@ export class RemoteManager {
 
   /** The HTML of a ui:// resource (apps.html), with the latest tool result that pointed at it. */
   async openApp({ server, uri } = {}) {
-    if (typeof uri !== 'string' || !uri.startsWith('ui://')) throw new Error('The app address must be a ui:// resource URI.');
+    if (typeof uri !== 'string' || !uri.startsWith('ui://')) {
+      throw new Error('The app address must be a ui:// resource URI.');
+    }
     const cfg = await this.#loadConfig();
     const conf = enabledByName(cfg, server);
     if (!conf) throw new Error(`No enabled remote server is named ${JSON.stringify(server)}.`);
@@ -711,7 +793,14 @@ export class RemoteManager {
     const { mimeType, html } = appHtml(await entry.server.readResource(uri), uri, title);
     const recent = await store.get('session', APP_RESULTS_KEY, []);
     const hit = (Array.isArray(recent) ? recent : []).find((r) => r.id === conf.id && r.uri === uri);
-    return { server: serverNames(allServers(cfg)).get(conf.id), title, uri, mimeType, html, toolResult: hit?.result ?? null };
+    return {
+      server: serverNames(allServers(cfg)).get(conf.id),
+      title,
+      uri,
+      mimeType,
+      html,
+      toolResult: hit?.result ?? null,
+    };
   }
 
   /** A tools/call from an MCP App, on the app's own server only. */
@@ -781,7 +870,12 @@ export class RemoteManager {
       // the bridge's list does not flicker; replace them when the server has
       // said what it has.
       const keep = server.state === 'connected' || tools.length ? tools : m[id]?.tools || [];
-      m[id] = { state: server.state || 'disconnected', message: server.message || '', tools: clearTools ? [] : keep, at: this.#now() };
+      m[id] = {
+        state: server.state || 'disconnected',
+        message: server.message || '',
+        tools: clearTools ? [] : keep,
+        at: this.#now(),
+      };
     });
   }
 
@@ -793,10 +887,12 @@ export class RemoteManager {
       return;
     }
     if (json.length > APP_RESULT_MAX_CHARS) return;
-    await store.update('session', APP_RESULTS_KEY, (list) => [
-      { id, uri, result: JSON.parse(json), at: this.#now() },
-      ...(Array.isArray(list) ? list : []).filter((r) => !(r.id === id && r.uri === uri)),
-    ].slice(0, APP_RESULTS_MAX));
+    await store.update('session', APP_RESULTS_KEY, (list) =>
+      [
+        { id, uri, result: JSON.parse(json), at: this.#now() },
+        ...(Array.isArray(list) ? list : []).filter((r) => !(r.id === id && r.uri === uri)),
+      ].slice(0, APP_RESULTS_MAX),
+    );
   }
 
   // --- live servers ---------------------------------------------------------
@@ -820,13 +916,24 @@ export class RemoteManager {
     const entry = { id, server: null, ready: Promise.resolve(), title: conf.title || id };
     let server;
     try {
-      server = new this.#RemoteServer(serverConfig(conf), this.#platformFor(id, () => this.#developerMode), {
-        onChange: () => this.#changed(id, server),
-      });
+      server = new this.#RemoteServer(
+        serverConfig(conf),
+        this.#platformFor(id, () => this.#developerMode),
+        {
+          onChange: () => this.#changed(id, server),
+        },
+      );
     } catch (err) {
-      this.#track(this.#updateStates((m) => {
-        m[id] = { state: 'error', message: `${entry.title}: ${err.message}`, tools: m[id]?.tools || [], at: this.#now() };
-      }).then(() => this.#scheduleNotify()));
+      this.#track(
+        this.#updateStates((m) => {
+          m[id] = {
+            state: 'error',
+            message: `${entry.title}: ${err.message}`,
+            tools: m[id]?.tools || [],
+            at: this.#now(),
+          };
+        }).then(() => this.#scheduleNotify()),
+      );
       return null;
     }
     entry.server = server;
@@ -836,10 +943,12 @@ export class RemoteManager {
   }
 
   #connectQuietly(entry) {
-    return this.#track(Promise.resolve()
-      .then(() => entry.server.connect({ interactive: false }))
-      .catch((err) => console.info(`remote: ${entry.id} did not connect: ${err?.message || err}`))
-      .then(() => this.#changed(entry.id, entry.server)));
+    return this.#track(
+      Promise.resolve()
+        .then(() => entry.server.connect({ interactive: false }))
+        .catch((err) => console.info(`remote: ${entry.id} did not connect: ${err?.message || err}`))
+        .then(() => this.#changed(entry.id, entry.server)),
+    );
   }
 
   /** Starts every enabled server that is not running yet (after a worker restart). */
@@ -869,9 +978,11 @@ export class RemoteManager {
   #changed(id, server) {
     const entry = this.#live.get(id);
     if (!entry || entry.server !== server) return Promise.resolve(); // an instance we dropped
-    return this.#track(this.#recordState(id, server)
-      .then(() => this.#scheduleRefresh(id, server))
-      .then(() => this.#scheduleNotify()));
+    return this.#track(
+      this.#recordState(id, server)
+        .then(() => this.#scheduleRefresh(id, server))
+        .then(() => this.#scheduleNotify()),
+    );
   }
 
   // --- tool calls -----------------------------------------------------------
@@ -882,12 +993,17 @@ export class RemoteManager {
    */
   async #callOn(cfg, conf, name, args, { signal, meta } = {}) {
     const title = conf.title || conf.id;
-    if (typeof name !== 'string' || !name) throw new rpc.RpcError(rpc.CODES.invalidParams, 'name: the tool name is required');
+    if (typeof name !== 'string' || !name) {
+      throw new rpc.RpcError(rpc.CODES.invalidParams, 'name: the tool name is required');
+    }
     if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args))) {
       throw new rpc.RpcError(rpc.CODES.invalidParams, 'arguments: must be an object');
     }
     if ((cfg.disabledTools[conf.id] || []).includes(name)) {
-      throw new rpc.RpcError(rpc.CODES.invalidParams, `the tool ${name} of ${title} is turned off in Browser Bridge's options`);
+      throw new rpc.RpcError(
+        rpc.CODES.invalidParams,
+        `the tool ${name} of ${title} is turned off in Browser Bridge's options`,
+      );
     }
     const { server } = await this.#usableEntry(conf, signal);
     let result;
@@ -896,9 +1012,16 @@ export class RemoteManager {
     } catch (err) {
       if (signal?.aborted) throw err;
       if (SIGN_IN_STATES.has(server.state)) throw unavailable(title, server);
-      throw new rpc.RpcError(UNAVAILABLE, `${title}: ${err?.message || err}`, err?.category ? { category: err.category } : undefined);
+      throw new rpc.RpcError(
+        UNAVAILABLE,
+        `${title}: ${err?.message || err}`,
+        err?.category ? { category: err.category } : undefined,
+      );
     }
-    const uri = appResourceUri(result, cleanTools(server.tools).find((t) => t.name === name));
+    const uri = appResourceUri(
+      result,
+      cleanTools(server.tools).find((t) => t.name === name),
+    );
     if (uri) this.#track(this.#rememberAppResult(conf.id, uri, result));
     return result;
   }
@@ -912,7 +1035,10 @@ export class RemoteManager {
     const entry = await this.#ensure(conf.id);
     if (!entry) {
       const rec = (await this.#states())[conf.id];
-      throw unavailable(conf.title || conf.id, { state: rec?.state || 'error', message: rec?.message || 'it could not be started' });
+      throw unavailable(conf.title || conf.id, {
+        state: rec?.state || 'error',
+        message: rec?.message || 'it could not be started',
+      });
     }
     await within(entry.ready, CONNECT_WAIT_MS, signal);
     if (['disconnected', 'error'].includes(entry.server.state)) {
@@ -934,7 +1060,9 @@ export class RemoteManager {
     }
     if (this.#scheduled.get(id) === expiry) return;
     this.#scheduled.set(id, expiry);
-    await chrome.alarms.create(REFRESH_ALARM_PREFIX + id, { when: Math.max(expiry - REFRESH_AHEAD_MS, this.#now() + 1000) });
+    await chrome.alarms.create(REFRESH_ALARM_PREFIX + id, {
+      when: Math.max(expiry - REFRESH_AHEAD_MS, this.#now() + 1000),
+    });
   }
 
   async #dropAlarm(id) {
@@ -997,19 +1125,21 @@ export class RemoteManager {
     const [cfg, recs] = await Promise.all([this.#loadConfig(), this.#states()]);
     const all = allServers(cfg);
     const names = serverNames(all);
-    return all.filter((s) => cfg.enabled[s.id]).map((s) => {
-      const rec = recs[s.id];
-      const srv = this.#live.get(s.id)?.server;
-      const off = new Set(cfg.disabledTools[s.id] || []);
-      return {
-        name: names.get(s.id),
-        title: s.title || s.id,
-        url: s.url,
-        state: srv?.state || rec?.state || 'disconnected',
-        message: (srv ? srv.message : rec?.message) || '',
-        tools: currentTools(srv, rec).filter((t) => !off.has(t.name)),
-      };
-    });
+    return all
+      .filter((s) => cfg.enabled[s.id])
+      .map((s) => {
+        const rec = recs[s.id];
+        const srv = this.#live.get(s.id)?.server;
+        const off = new Set(cfg.disabledTools[s.id] || []);
+        return {
+          name: names.get(s.id),
+          title: s.title || s.id,
+          url: s.url,
+          state: srv?.state || rec?.state || 'disconnected',
+          message: (srv ? srv.message : rec?.message) || '',
+          tools: currentTools(srv, rec).filter((t) => !off.has(t.name)),
+        };
+      });
   }
 }
 
@@ -1027,7 +1157,12 @@ export function init(deps) {
 }
 
 function m() {
-  if (!manager) throw new rpc.RpcError(rpc.CODES.internal, 'remote servers are not set up in this worker (remote.init was not called)');
+  if (!manager) {
+    throw new rpc.RpcError(
+      rpc.CODES.internal,
+      'remote servers are not set up in this worker (remote.init was not called)',
+    );
+  }
   return manager;
 }
 

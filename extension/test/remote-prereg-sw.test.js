@@ -14,15 +14,23 @@ class FakeServer {
     this.onChange = onChange;
     FakeServer.instances.push(this);
   }
-  get state() { return 'connected'; }
-  get message() { return ''; }
-  get tools() { return []; }
+  get state() {
+    return 'connected';
+  }
+  get message() {
+    return '';
+  }
+  get tools() {
+    return [];
+  }
   async connect() {}
   async signIn() {}
   async disconnect() {}
   async signOut() {}
   async refreshToken() {}
-  tokenExpiry() { return 0; }
+  tokenExpiry() {
+    return 0;
+  }
 }
 
 const SECRET = 'pre-registered s3cret';
@@ -42,22 +50,35 @@ test('parseClientCredentials: optional, trimmed, printable; a secret needs its c
   assert.throws(() => remote.parseClientCredentials('', SECRET), /needs the client ID/);
   assert.throws(() => remote.parseClientCredentials('id\u0001', ''), /client ID/);
   for (const bad of [`${SECRET}\u0000`, 'x'.repeat(1025), 'sécret']) {
-    assert.throws(() => remote.parseClientCredentials('id', bad), (err) => {
-      assert.match(err.message, /client secret/);
-      assert.ok(!err.message.includes(bad.trim()), 'the error repeats the secret');
-      return true;
-    });
+    assert.throws(
+      () => remote.parseClientCredentials('id', bad),
+      (err) => {
+        assert.match(err.message, /client secret/);
+        assert.ok(!err.message.includes(bad.trim()), 'the error repeats the secret');
+        return true;
+      },
+    );
   }
 });
 
 test('remote.addServer keeps the credentials with the server entry and gives them to its RemoteServer only', async () => {
   const mgr = manager();
-  await assert.rejects(mgr.pageMessage({ type: 'remote.addServer', url: 'https://mcp.acme.dev/mcp', clientSecret: SECRET }), /needs the client ID/);
+  await assert.rejects(
+    mgr.pageMessage({ type: 'remote.addServer', url: 'https://mcp.acme.dev/mcp', clientSecret: SECRET }),
+    /needs the client ID/,
+  );
   assert.deepEqual((await config())?.custom ?? [], [], 'nothing is stored from a refused form');
 
-  const { id } = await mgr.pageMessage({ type: 'remote.addServer', url: 'https://mcp.acme.dev/mcp', clientId: 'acme-client', clientSecret: SECRET });
+  const { id } = await mgr.pageMessage({
+    type: 'remote.addServer',
+    url: 'https://mcp.acme.dev/mcp',
+    clientId: 'acme-client',
+    clientSecret: SECRET,
+  });
   await mgr.idle();
-  assert.deepEqual((await config()).custom, [{ id, title: 'mcp.acme.dev', url: 'https://mcp.acme.dev/mcp', clientId: 'acme-client', clientSecret: SECRET }]);
+  assert.deepEqual((await config()).custom, [
+    { id, title: 'mcp.acme.dev', url: 'https://mcp.acme.dev/mcp', clientId: 'acme-client', clientSecret: SECRET },
+  ]);
   const srv = FakeServer.instances.filter((s) => s.config.id === id).at(-1);
   assert.deepEqual(srv.config, { id, url: 'https://mcp.acme.dev/mcp', clientId: 'acme-client', clientSecret: SECRET });
 
@@ -70,7 +91,11 @@ test('remote.addServer keeps the credentials with the server entry and gives the
   // A client id alone is a public client; built-ins never get a secret.
   const pub = await mgr.pageMessage({ type: 'remote.addServer', url: 'https://mcp.other.dev/mcp', clientId: 'other' });
   await mgr.idle();
-  assert.deepEqual(FakeServer.instances.filter((s) => s.config.id === pub.id).at(-1).config, { id: pub.id, url: 'https://mcp.other.dev/mcp', clientId: 'other' });
+  assert.deepEqual(FakeServer.instances.filter((s) => s.config.id === pub.id).at(-1).config, {
+    id: pub.id,
+    url: 'https://mcp.other.dev/mcp',
+    clientId: 'other',
+  });
   await mgr.pageMessage({ type: 'remote.setEnabled', id: 'notion', enabled: true });
   await mgr.idle();
   const notion = FakeServer.instances.filter((s) => s.config.id === 'notion').at(-1);
