@@ -1,10 +1,11 @@
 // Command gwbench measures MCP stdio gateways (browserbridge, supergateway,
-// mcp-proxy) in front of server-everything's echo tool, against a direct
+// mcp-proxy, TBXark's mcp-proxy) in front of server-everything's echo tool, against a direct
 // stdio connection, and prints one table. Run it from the repository root
 // after `make build test-tools` (or `make bench-gateway`):
 //
 //	go run ./bridge/cmd/gwbench [--sessions 1,10,50] [--duration 5s] [--warmup 1s]
-//	    [--targets direct,browserbridge,supergateway-sse,supergateway-sh,mcp-proxy,mcp-proxy-sse]
+//	    [--targets direct,direct-sdk,browserbridge,browserbridge-sdk,tbxark,tbxark-sdk,supergateway-sse,...]
+//	    [--tbxark BINARY]
 //	    [--gateway-url URL [--gateway-pid PID]]
 package main
 
@@ -51,6 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Root, "root", "", "the repository, for tools/npm and bin/ (default: the working directory)")
 	fs.StringVar(&o.Node, "node", "", "Node.js binary (default: node if >= 22.19, else tools/npm's)")
 	fs.StringVar(&o.Browserbridge, "browserbridge", "", "browserbridge binary (default: ROOT/bin/browserbridge)")
+	fs.StringVar(&o.TBXark, "tbxark", "", "TBXark's mcp-proxy binary (default: go install "+"github.com/TBXark/mcp-proxy@latest into a temporary directory)")
 	fs.StringVar(&o.GatewayURL, "gateway-url", "", "Streamable HTTP URL of a running browserbridge gateway to measure instead of starting one")
 	fs.IntVar(&o.GatewayPID, "gateway-pid", 0, "that gateway's pid, for its RSS")
 	fs.DurationVar(&o.CallTimeout, "call-timeout", 0, "limit on one call (default 10s)")

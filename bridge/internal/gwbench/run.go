@@ -42,6 +42,9 @@ type Options struct {
 	// when not 0, is its process, for RSS.
 	GatewayURL string
 	GatewayPID int
+	// TBXark is TBXark's mcp-proxy binary; "" means build it with go
+	// install into a temporary directory when a tbxark target runs.
+	TBXark string
 	// CallTimeout bounds one call; 0 means 10s.
 	CallTimeout time.Duration
 	// SetupTimeout bounds starting a target and opening its sessions; 0
@@ -140,14 +143,14 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	defer tr.CloseIdleConnections()
 	b := &bench{opts: opts, env: e, client: &http.Client{Transport: tr}, tr: tr}
 
+	// Session counts outer, targets inner: the rows compared with each
+	// other run minutes apart at most, under the same load from others.
 	var rows []row
-	for _, t := range targets {
-		if !slices.Contains(opts.Targets, t.name) {
-			continue
-		}
-		for _, n := range opts.Sessions {
-			if ctx.Err() != nil {
-				break
+	skipped := map[string]bool{}
+	for _, n := range opts.Sessions {
+		for _, t := range targets {
+			if !slices.Contains(opts.Targets, t.name) || skipped[t.name] || ctx.Err() != nil {
+				continue
 			}
 			fmt.Fprintf(opts.Progress, "gwbench: %s, %d sessions\n", t.name, n)
 			r := b.runRow(ctx, t, n)
@@ -155,7 +158,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 			tr.CloseIdleConnections()
 			fmt.Fprintf(opts.Progress, "gwbench: %s, %d sessions: %s\n", t.name, n, r.summary())
 			if r.skip != "" {
-				break // the same reason for every session count
+				skipped[t.name] = true // the same reason for every session count
 			}
 		}
 	}
@@ -182,7 +185,7 @@ func discover(o *Options) (*env, error) {
 		return nil, err
 	}
 	e := &env{root: root, npm: filepath.Join(root, "tools", "npm", "node_modules"),
-		bb: o.Browserbridge, gatewayURL: o.GatewayURL, gatewayPID: o.GatewayPID, pkgs: map[string]npmPackage{}}
+		bb: o.Browserbridge, tbxark: o.TBXark, gatewayURL: o.GatewayURL, gatewayPID: o.GatewayPID, pkgs: map[string]npmPackage{}}
 	if e.bb == "" {
 		e.bb = filepath.Join(root, "bin", "browserbridge")
 	}
@@ -230,6 +233,7 @@ type row struct {
 	errors    int
 	firstErr  string
 
+	setup      time.Duration // median time to open one session (initialize, initialized)
 	idle, peak memSample
 	direct     bool // the measured process is the server, not a gateway
 }
@@ -269,7 +273,7 @@ func (b *bench) runRow(ctx context.Context, t target, n int) (r row) {
 	defer inst.stop()
 	r.argv = inst.argv
 
-	sessions, workers, err := b.openSessions(lctx, t, inst, n)
+	sessions, workers, setups, err := b.openSessions(lctx, t, inst, n)
 	defer func() {
 		for _, s := range sessions {
 			s.close()
@@ -288,6 +292,7 @@ func (b *bench) runRow(ctx context.Context, t target, n int) (r row) {
 		r.fail = "interrupted"
 		return r
 	}
+	r.setup = summarise(setups).p50
 	r.idle = sampleMem(inst.pid)
 	for _, s := range sessions {
 		s.replies().misrouted.Store(0)
@@ -309,36 +314,52 @@ func (b *bench) runRow(ctx context.Context, t target, n int) (r row) {
 	return r
 }
 
-// openSessions opens n sessions on inst and returns them with their workers.
-func (b *bench) openSessions(ctx context.Context, t target, inst *instance, n int) ([]session, []worker, error) {
+// openSessions opens n sessions on inst and returns them with their
+// workers and the time each session took to open.
+func (b *bench) openSessions(ctx context.Context, t target, inst *instance, n int) ([]session, []worker, []time.Duration, error) {
 	workers := make([]worker, n)
 	if t.transport == viaStdio {
-		s, err := openStdio(ctx, inst.in, inst.out)
+		t0 := time.Now()
+		var (
+			s   session
+			err error
+		)
+		if t.sdk {
+			s, err = openSDKStdio(ctx, inst.in, inst.out)
+		} else {
+			s, err = openStdio(ctx, inst.in, inst.out)
+		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		inst.out = nil // the session owns it now
 		for i := range workers {
 			workers[i] = worker{s: s, idx: i + 1}
 		}
-		return []session{s}, workers, nil
+		return []session{s}, workers, []time.Duration{time.Since(t0)}, nil
 	}
 	sessions := make([]session, n)
+	setups := make([]time.Duration, n)
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range n {
 		g.Go(func() error {
+			t0 := time.Now()
 			var (
 				s   session
 				err error
 			)
-			if t.transport == viaSSE {
+			switch {
+			case t.sdk:
+				s, err = openSDKStreamable(gctx, b.client, inst.url)
+			case t.transport == viaSSE:
 				s, err = openSSE(gctx, b.client, inst.url, i+1)
-			} else {
+			default:
 				s, err = openStreamable(gctx, b.client, inst.url, i+1)
 			}
 			if err != nil {
 				return fmt.Errorf("session %d: %w", i+1, err)
 			}
+			setups[i] = time.Since(t0)
 			sessions[i] = s
 			return nil
 		})
@@ -346,12 +367,12 @@ func (b *bench) openSessions(ctx context.Context, t target, inst *instance, n in
 	err := g.Wait()
 	opened := slices.DeleteFunc(sessions, func(s session) bool { return s == nil })
 	if err != nil {
-		return opened, nil, err
+		return opened, nil, nil, err
 	}
 	for i, s := range sessions {
 		workers[i] = worker{s: s, idx: i + 1}
 	}
-	return sessions, workers, nil
+	return sessions, workers, setups, nil
 }
 
 // load runs every worker's closed loop for the warm-up and the measured

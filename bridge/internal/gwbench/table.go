@@ -17,17 +17,17 @@ func (b *bench) report(out io.Writer, rows []row) {
 		o.Warmup, o.Duration)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\tsessions\tcalls/s\tp50\tp99\tmisrouted\terrors\tgateway RSS idle\tgateway RSS peak\tservers: procs, RSS peak")
+	fmt.Fprintln(tw, "target\tsessions\tcalls/s\t×direct-sdk\t×tbxark\tp50\tp99\tp99 ×direct-sdk\tsetup p50\tmisrouted\terrors\tgateway RSS idle\tgateway RSS peak\tservers: procs, RSS peak")
 	for _, r := range rows {
 		switch {
 		case r.skip != "":
-			fmt.Fprintf(tw, "%s\t-\tskipped\t-\t-\t-\t-\t-\t-\t%s\n", r.target, r.skip)
+			fmt.Fprintf(tw, "%s\t-\tskipped\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(see notes)\n", r.target)
 			continue
 		case r.fail == "interrupted":
-			fmt.Fprintf(tw, "%s\t%d\tinterrupted\t-\t-\t-\t-\t-\t-\t-\n", r.target, r.sessions)
+			fmt.Fprintf(tw, "%s\t%d\tinterrupted\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.target, r.sessions)
 			continue
 		case r.fail != "":
-			fmt.Fprintf(tw, "%s\t%d\tfailed\t-\t-\t-\t-\t-\t-\t(see notes)\n", r.target, r.sessions)
+			fmt.Fprintf(tw, "%s\t%d\tfailed\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(see notes)\n", r.target, r.sessions)
 			continue
 		}
 		idle, peak := formatBytes(r.idle.rss), formatBytes(r.peak.rss)
@@ -39,13 +39,24 @@ func (b *bench) report(out io.Writer, rows []row) {
 			idle, peak = "n/a", "n/a"
 			servers = fmt.Sprintf("%d, %s", 1+r.peak.kids, formatBytes(r.peak.rss+r.peak.kidsRSS))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.target, r.sessions, r.rate(),
-			formatDuration(r.lat.p50), formatDuration(r.lat.p99), r.misrouted, r.errors, idle, peak, servers)
+		direct := peerRow(rows, "direct-sdk", r.sessions)
+		tbx := peerRow(rows, "tbxark", r.sessions)
+		if targetNamed(r.target).sdk {
+			tbx = peerRow(rows, "tbxark-sdk", r.sessions)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.target, r.sessions, r.rate(),
+			ratio(r.rate(), direct, (*row).rate), ratio(r.rate(), tbx, (*row).rate),
+			formatDuration(r.lat.p50), formatDuration(r.lat.p99),
+			ratio(float64(r.lat.p99), direct, func(d *row) float64 { return float64(d.lat.p99) }),
+			formatDuration(r.setup), r.misrouted, r.errors, idle, peak, servers)
 	}
 	tw.Flush()
 
 	fmt.Fprintf(out, `
 calls/s    calls answered rightly within the measured %v, divided by it; p50 and p99 over those calls (every duration kept, nearest rank)
+×          this row's calls/s (or p99) divided by that of direct-sdk, or of tbxark (tbxark-sdk for the rows driven by the SDK),
+           at the same session count in the same run
+setup      median time one session took to open (initialize, then notifications/initialized), the N opened at once
 misrouted  replies a session got that were not its own (wrong text for the id, or an id it had not in flight); with errors (failed or
            timed-out calls, %v limit), counted over warm-up and measurement
 RSS        VmRSS of the gateway process itself, NOT of the node server(s) it runs: idle once the sessions are initialized, before load;
@@ -72,8 +83,12 @@ RSS        VmRSS of the gateway process itself, NOT of the node server(s) it run
 	}
 
 	var notes []string
+	seenSkip := map[string]bool{}
 	for _, r := range rows {
 		switch {
+		case r.skip != "" && !seenSkip[r.target]:
+			seenSkip[r.target] = true
+			notes = append(notes, fmt.Sprintf("%s skipped: %s", r.target, r.skip))
 		case r.fail != "" && r.fail != "interrupted":
 			notes = append(notes, fmt.Sprintf("%s, %d sessions: %s", r.target, r.sessions, r.fail))
 		}
@@ -98,4 +113,23 @@ func (e *env) shortArgv(argv []string) string {
 		out[i] = shellJoin([]string{a})
 	}
 	return strings.Join(out, " ")
+}
+
+// peerRow returns the measured row of target at n sessions, or nil.
+func peerRow(rows []row, target string, n int) *row {
+	for i := range rows {
+		r := &rows[i]
+		if r.target == target && r.sessions == n && r.skip == "" && r.fail == "" && r.calls > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
+// ratio prints v divided by f(peer), or "-" when there is no peer.
+func ratio(v float64, peer *row, f func(*row) float64) string {
+	if peer == nil || f(peer) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v/f(peer))
 }

@@ -28,18 +28,23 @@ const (
 type target struct {
 	name      string
 	transport transport
+	sdk       bool   // driven by the Go SDK's client rather than gwbench's own
 	about     string // one line for the report
 	launch    func(ctx context.Context, e *env) (*instance, error)
 }
 
 // targets lists every target in the order of the report.
 var targets = []target{
-	{"direct", viaStdio, "no gateway: one stdio connection to the server", launchDirect},
-	{"browserbridge", viaStreamable, "browserbridge gateway, Streamable HTTP", launchBrowserbridge},
-	{"supergateway-sse", viaSSE, "supergateway, stdio to SSE", launchSupergateway(false)},
-	{"supergateway-sh", viaStreamable, "supergateway, stdio to stateful Streamable HTTP", launchSupergateway(true)},
-	{"mcp-proxy", viaStreamable, "mcp-proxy, Streamable HTTP endpoint /mcp", launchMCPProxy("/mcp")},
-	{"mcp-proxy-sse", viaSSE, "mcp-proxy, SSE endpoint /sse", launchMCPProxy("/sse")},
+	{name: "direct", transport: viaStdio, about: "no gateway: one stdio connection to the server", launch: launchDirect},
+	{name: "direct-sdk", transport: viaStdio, sdk: true, about: "no gateway: the Go SDK client on one stdio connection to the server", launch: launchDirect},
+	{name: "browserbridge", transport: viaStreamable, about: "browserbridge gateway, Streamable HTTP", launch: launchBrowserbridge},
+	{name: "browserbridge-sdk", transport: viaStreamable, sdk: true, about: "browserbridge gateway, Streamable HTTP, Go SDK client", launch: launchBrowserbridge},
+	{name: "tbxark", transport: viaStreamable, about: "TBXark/mcp-proxy (Go), streamable-http", launch: launchTBXark},
+	{name: "tbxark-sdk", transport: viaStreamable, sdk: true, about: "TBXark/mcp-proxy (Go), streamable-http, Go SDK client", launch: launchTBXark},
+	{name: "supergateway-sse", transport: viaSSE, about: "supergateway, stdio to SSE", launch: launchSupergateway(false)},
+	{name: "supergateway-sh", transport: viaStreamable, about: "supergateway, stdio to stateful Streamable HTTP", launch: launchSupergateway(true)},
+	{name: "mcp-proxy", transport: viaStreamable, about: "mcp-proxy, Streamable HTTP endpoint /mcp", launch: launchMCPProxy("/mcp")},
+	{name: "mcp-proxy-sse", transport: viaSSE, about: "mcp-proxy, SSE endpoint /sse", launch: launchMCPProxy("/sse")},
 }
 
 // TargetNames returns the names of every target, in the report's order.
@@ -96,6 +101,8 @@ type env struct {
 	gatewayPID int
 	tmp        string
 	pkgs       map[string]npmPackage // the npm packages found, by name
+	tbxark     string                // TBXark's mcp-proxy, once built (or given)
+	tbxarkErr  error                 // why it could not be built
 }
 
 // An npmPackage is an installed npm package with a command.
