@@ -22,7 +22,10 @@ const racyWindow = 2 * time.Second
 // changed, or a recently modified file, reads the file and fires only if its
 // SHA-256 differs from that of the content last delivered. A new content is
 // delivered once a second poll finds the file the same, so a save caught
-// half-way (truncated, not yet written) is not reported. Touching a file,
+// half-way (truncated, not yet written) is not reported; an empty file is
+// never delivered, however long it stays so (a writer descheduled between
+// truncating and writing on a busy machine can leave it empty for many
+// polls, and no servers file is empty on purpose: it would not be JSON). Touching a file,
 // or saving it unchanged, fires nothing, and the content present when
 // WatchFile starts is the baseline, not a change.
 //
@@ -110,6 +113,10 @@ func (w *fileWatch) poll(baseline bool) ([]byte, bool) {
 		return nil, false // being written or replaced: read it again next time
 	}
 	w.stat, w.readAt = before, readAt
+	if len(data) == 0 {
+		w.pending = false
+		return nil, false
+	}
 	sum := sha256.Sum256(data)
 	switch {
 	case baseline:

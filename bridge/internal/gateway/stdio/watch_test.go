@@ -192,7 +192,8 @@ func TestWatchFileReturnsWhenCtxEnds(t *testing.T) {
 }
 
 // TestWatchFileHalfSave polls by hand through a save that truncates the
-// file and writes it later: the empty file in between is not delivered.
+// file and writes it later: the empty file in between is not delivered,
+// even when several polls find it empty.
 func TestWatchFileHalfSave(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "servers.json")
 	writeFile(t, path, "A")
@@ -205,6 +206,8 @@ func TestWatchFileHalfSave(t *testing.T) {
 	}
 	poll()
 	writeFile(t, path, "") // truncated...
+	poll()
+	poll() // ...and still so a poll later (a writer descheduled on a busy machine)
 	poll()
 	writeFile(t, path, "BB") // ...then written
 	poll()
