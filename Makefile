@@ -33,7 +33,7 @@ ext-unit:
 # `make ext-format` formats FORMATTED: prettier, then eslint --fix for the
 # braces prettier's line breaks call for, then prettier again.
 FORMATTED ?= eslint.config.js extension/remote extension/sw/remote.js \
-	extension/test/remote-sw.test.js extension/test/remote-prereg-sw.test.js
+	extension/test/remote extension/test/remote-*.test.js
 ESLINT = "$$node" tools/npm/node_modules/.bin/eslint
 PRETTIER = "$$node" tools/npm/node_modules/.bin/prettier
 

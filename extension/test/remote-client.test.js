@@ -35,7 +35,18 @@ test('every era, with JSON and event-stream answers', async () => {
 });
 
 test('stateless era: _meta on every request, Mcp-Method and Mcp-Name headers, no initialize or session', async () => {
-  const w = world({ mcp: { era: 'stateless', auth: null, tools: [{ name: 'echo', inputSchema: { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } } }] } });
+  const w = world({
+    mcp: {
+      era: 'stateless',
+      auth: null,
+      tools: [
+        {
+          name: 'echo',
+          inputSchema: { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } },
+        },
+      ],
+    },
+  });
   await w.server.connect();
   await w.server.callTool('echo', { region: 'eu-west' });
   await w.server.readResource('ui://app/main');
@@ -46,7 +57,10 @@ test('stateless era: _meta on every request, Mcp-Method and Mcp-Name headers, no
     assert.equal(headers['mcp-method'], msg.method);
     assert.equal(headers['mcp-session-id'], undefined);
     assert.equal(msg.params._meta['io.modelcontextprotocol/protocolVersion'], '2026-07-28');
-    assert.deepEqual(msg.params._meta['io.modelcontextprotocol/clientInfo'], { name: 'Browser Bridge', version: '0.1.0' });
+    assert.deepEqual(msg.params._meta['io.modelcontextprotocol/clientInfo'], {
+      name: 'Browser Bridge',
+      version: '0.1.0',
+    });
     assert.deepEqual(msg.params._meta['io.modelcontextprotocol/clientCapabilities'], {});
   }
   assert.equal(w.mcp.calls[2].headers['mcp-name'], 'echo');
@@ -84,7 +98,9 @@ test('streamable era: session id and protocol version after initialize, DELETE o
 test('fallback to legacy HTTP+SSE when POST is answered 400, 404 or 405', async () => {
   for (const status of [400, 404, 405]) {
     const w = world({ mcp: { era: 'sse', auth: null, url: 'https://mcp.example.com/sse' } });
-    w.net.on('https://mcp.example.com/sse', (req) => (req.method === 'GET' ? w.mcp.openLegacy(req) : new Response('no', { status })));
+    w.net.on('https://mcp.example.com/sse', (req) =>
+      req.method === 'GET' ? w.mcp.openLegacy(req) : new Response('no', { status }),
+    );
     await w.server.connect();
     assert.equal(w.server.state, 'connected', `${status}: ${w.server.message}`);
     assert.equal(w.server.transport, 'sse', String(status));
@@ -92,7 +108,10 @@ test('fallback to legacy HTTP+SSE when POST is answered 400, 404 or 405', async 
     assert.equal(r.content[0].text, `{"n":${status}}`);
     const posts = w.net.requests.filter((r2) => r2.method === 'POST').map((r2) => r2.url.pathname);
     assert.deepEqual(posts.slice(0, 2), ['/sse', '/sse'], `${status}: stateless, then streamable`);
-    assert.ok(posts.slice(2).every((p) => p === '/messages'), `${status}: then the endpoint`);
+    assert.ok(
+      posts.slice(2).every((p) => p === '/messages'),
+      `${status}: then the endpoint`,
+    );
     await w.server.disconnect();
   }
 });
@@ -108,7 +127,10 @@ test('no fallback on 401, 5xx or network trouble', async () => {
     await w.server.connect();
     assert.equal(w.server.state, state, name);
     assert.match(w.server.message, want, name);
-    assert.ok(w.net.requests.every((r) => r.method === 'POST'), `${name}: no GET for legacy SSE`);
+    assert.ok(
+      w.net.requests.every((r) => r.method === 'POST'),
+      `${name}: no GET for legacy SSE`,
+    );
     assert.equal(w.net.requests.length, 4, `${name}: 1 try + 3 retries (Standard)`);
   }
 });
@@ -142,11 +164,20 @@ test('legacy SSE: an endpoint on another origin is refused', async () => {
 test('legacy SSE: a dropped event stream reconnects', async () => {
   const w = world({ mcp: { era: 'sse', auth: null, url: 'https://mcp.example.com/sse' } });
   const seen = [];
-  const server = new RemoteServer({ id: 'srv', url: 'https://mcp.example.com/sse' }, w.platform, { onChange: (s) => seen.push(s.state) });
+  const server = new RemoteServer({ id: 'srv', url: 'https://mcp.example.com/sse' }, w.platform, {
+    onChange: (s) => seen.push(s.state),
+  });
   await server.connect();
   assert.equal(server.state, 'connected');
   w.mcp.dropStreams();
-  for (let i = 0; i < 50 && !(seen.includes('connecting') && server.state === 'connected' && seen.at(-1) === 'connected' && seen.length > 3); i++) await tick();
+  for (
+    let i = 0;
+    i < 50 &&
+    !(seen.includes('connecting') && server.state === 'connected' && seen.at(-1) === 'connected' && seen.length > 3);
+    i++
+  ) {
+    await tick();
+  }
   assert.equal(server.state, 'connected');
   assert.ok(seen.slice(2).includes('connecting'), 'went through connecting');
   assert.equal(w.net.requests.filter((r) => r.method === 'GET').length, 2);
@@ -193,7 +224,7 @@ test('an answer stream that ends early is resumed with GET and Last-Event-ID aft
   assert.deepEqual(slept, [250]);
 });
 
-test('per-request timeouts are spec 002\'s, and a timed-out request is cancelled', async () => {
+test("per-request timeouts are spec 002's, and a timed-out request is cancelled", async () => {
   assert.deepEqual({ ...TIMEOUTS }, { request: 30_000, notification: 10_000, toolCall: 60_000, endpoint: 30_000 });
   const net = new FakeNet();
   const sent = [];
@@ -204,15 +235,24 @@ test('per-request timeouts are spec 002\'s, and a timed-out request is cancelled
     return eventStream().response; // never answers
   });
   const t = new StreamableTransport({
-    url: new URL('https://slow.example.com/mcp'), era: 'streamable', platform: { fetch: net.fetch, now: Date.now },
-    bearer: () => undefined, clientInfo: { name: 't', version: '1' }, log: () => {},
+    url: new URL('https://slow.example.com/mcp'),
+    era: 'streamable',
+    platform: { fetch: net.fetch, now: Date.now },
+    bearer: () => undefined,
+    clientInfo: { name: 't', version: '1' },
+    log: () => {},
   });
   t.sessionId = 's';
   t.protocolVersion = '2025-11-25';
-  await assert.rejects(t.request('tools/call', { name: 'x' }, { timeoutMs: 30 }),
-    (e) => e instanceof RemoteError && e.category === 'timeout' && /did not answer within 0 s/.test(e.message));
+  await assert.rejects(
+    t.request('tools/call', { name: 'x' }, { timeoutMs: 30 }),
+    (e) => e instanceof RemoteError && e.category === 'timeout' && /did not answer within 0 s/.test(e.message),
+  );
   await tick();
-  assert.deepEqual(sent.map((m) => m.method), ['tools/call', 'notifications/cancelled']);
+  assert.deepEqual(
+    sent.map((m) => m.method),
+    ['tools/call', 'notifications/cancelled'],
+  );
   assert.equal(sent[1].params.requestId, sent[0].id);
 });
 
@@ -222,11 +262,16 @@ test('callTool: cancellation, unknown tools, results and resources', async () =>
   const ctl = new AbortController();
   ctl.abort();
   await assert.rejects(w.server.callTool('echo', {}, { signal: ctl.signal }), (e) => e.category === 'cancelled');
-  await assert.rejects(w.server.callTool('nope', {}), (e) => e.category === 'protocol' && e.code === -32602 && /unknown tool nope/.test(e.message));
+  await assert.rejects(
+    w.server.callTool('nope', {}),
+    (e) => e.category === 'protocol' && e.code === -32602 && /unknown tool nope/.test(e.message),
+  );
   const r = await w.server.callTool('echo', { a: 1 }, { meta: { progressToken: 'p1' } });
   assert.equal(r.content[0].text, '{"a":1}');
   assert.deepEqual(w.mcp.calls.at(-1).msg.params._meta, { progressToken: 'p1' });
-  assert.deepEqual(await w.server.readResource('ui://x'), { contents: [{ uri: 'ui://x', mimeType: 'text/html', text: '<p>app</p>' }] });
+  assert.deepEqual(await w.server.readResource('ui://x'), {
+    contents: [{ uri: 'ui://x', mimeType: 'text/html', text: '<p>app</p>' }],
+  });
 });
 
 test('tools/list is read page by page', async () => {
@@ -236,16 +281,29 @@ test('tools/list is read page by page', async () => {
     const msg = req.method === 'POST' ? JSON.parse(req.body) : {};
     if (msg.method !== 'tools/list') return real(req);
     const page = msg.params?.cursor ? 2 : 1;
-    return json({ jsonrpc: '2.0', id: msg.id, result: { tools: [{ name: `t${page}` }, { bad: true }], ...(page === 1 ? { nextCursor: 'c2' } : {}) } });
+    return json({
+      jsonrpc: '2.0',
+      id: msg.id,
+      result: { tools: [{ name: `t${page}` }, { bad: true }], ...(page === 1 ? { nextCursor: 'c2' } : {}) },
+    });
   });
   await w.server.connect();
-  assert.deepEqual(w.server.tools.map((t) => t.name), ['t1', 't2']);
+  assert.deepEqual(
+    w.server.tools.map((t) => t.name),
+    ['t1', 't2'],
+  );
 });
 
 test('callTool on a server that needs a sign-in throws an auth error with the sentence', async () => {
   const w = world();
-  await assert.rejects(w.server.callTool('echo', {}), (e) => e instanceof RemoteError && e.category === 'auth' && e.needsSignIn
-    && /Sign in to mcp\.example\.com/.test(e.message));
+  await assert.rejects(
+    w.server.callTool('echo', {}),
+    (e) =>
+      e instanceof RemoteError &&
+      e.category === 'auth' &&
+      e.needsSignIn &&
+      /Sign in to mcp\.example\.com/.test(e.message),
+  );
   assert.equal(w.launches.length, 0);
 });
 
@@ -265,7 +323,10 @@ test('scope step-up: a 403 insufficient_scope signs in again for the union of sc
 test('scope step-up without interaction: an auth error, and the next sign-in asks for the union', async () => {
   const w = world({ mcp: { scope: 'files:read', needs: { 'tools/call': ['files:read', 'files:write'] } } });
   await w.server.signIn();
-  await assert.rejects(w.server.callTool('echo', {}), (e) => e.category === 'auth' && /needs more permission \(files:read files:write\)/.test(e.message));
+  await assert.rejects(
+    w.server.callTool('echo', {}),
+    (e) => e.category === 'auth' && /needs more permission \(files:read files:write\)/.test(e.message),
+  );
   assert.equal(w.launches.length, 1, 'no window from a non-interactive call');
   assert.deepEqual(w.platform.storage.map.get('oauth.srv.challenged_scopes'), ['files:read', 'files:write']);
   await w.server.signIn();
@@ -283,21 +344,33 @@ test('scope step-up is limited: at most MAX_STEP_UPS, and none for scopes alread
     const msg = req.method === 'POST' ? JSON.parse(req.body) : {};
     if (msg.method === 'tools/call' && req.headers.authorization) {
       n++;
-      return json({ error: 'insufficient_scope' }, 403, { 'www-authenticate': `Bearer error="insufficient_scope", scope="s${n}"` });
+      return json({ error: 'insufficient_scope' }, 403, {
+        'www-authenticate': `Bearer error="insufficient_scope", scope="s${n}"`,
+      });
     }
     return real(req);
   });
   await w.server.signIn();
-  await assert.rejects(w.server.callTool('echo', {}, { interactive: true }), (e) => e.category === 'auth' && /kept asking for more permission/.test(e.message));
+  await assert.rejects(
+    w.server.callTool('echo', {}, { interactive: true }),
+    (e) => e.category === 'auth' && /kept asking for more permission/.test(e.message),
+  );
   assert.equal(MAX_STEP_UPS, 2);
   assert.equal(w.as.authorizations.length, 1 + MAX_STEP_UPS);
-  assert.deepEqual(w.as.authorizations.map((a) => a.scope), ['s0', 's0 s1', 's0 s1 s2']);
+  assert.deepEqual(
+    w.as.authorizations.map((a) => a.scope),
+    ['s0', 's0 s1', 's0 s1 s2'],
+  );
 
   // Asking again for what was granted does not open a window.
   const v = world({ mcp: { scope: 'admin', needs: { 'tools/call': ['admin'] } } });
   await v.server.signIn();
-  v.as.tokens.forEach((info) => { info.scopes = []; }); // the server no longer honours the grant
-  await assert.rejects(v.server.callTool('echo', {}, { interactive: true }), (e) => /although the sign-in grants it/.test(e.message));
+  v.as.tokens.forEach((info) => {
+    info.scopes = [];
+  }); // the server no longer honours the grant
+  await assert.rejects(v.server.callTool('echo', {}, { interactive: true }), (e) =>
+    /although the sign-in grants it/.test(e.message),
+  );
   assert.equal(v.as.authorizations.length, 1);
 });
 
@@ -367,7 +440,7 @@ test('re-register on invalid_client: at refresh, then at the next sign-in', asyn
   assert.equal(w.as.registrations.length, 2);
 });
 
-test('the bearer token goes only to the MCP server\'s origin, and no secret is ever logged', async () => {
+test("the bearer token goes only to the MCP server's origin, and no secret is ever logged", async () => {
   const w = world({ mcp: { scope: 'a', needs: { 'tools/call': ['a', 'b'] } }, as: { secret: 'client_secret_basic' } });
   await w.server.signIn();
   await w.server.callTool('echo', {}, { interactive: true });
@@ -377,9 +450,14 @@ test('the bearer token goes only to the MCP server\'s origin, and no secret is e
     const bearer = /^Bearer /i.test(r.headers.authorization || '');
     if (r.url.origin !== 'https://mcp.example.com') assert.ok(!bearer, `no bearer to ${r.url.href}`);
   }
-  assert.ok(w.net.requests.some((r) => r.url.origin === 'https://mcp.example.com' && /^Bearer /.test(r.headers.authorization || '')));
+  assert.ok(
+    w.net.requests.some(
+      (r) => r.url.origin === 'https://mcp.example.com' && /^Bearer /.test(r.headers.authorization || ''),
+    ),
+  );
   const secrets = [
-    ...w.as.tokens.keys(), ...w.as.refreshTokens.keys(),
+    ...w.as.tokens.keys(),
+    ...w.as.refreshTokens.keys(),
     ...w.as.tokenRequests.flatMap((r) => [r.params.code, r.params.code_verifier, r.params.refresh_token]),
     ...[...w.as.clients.values()].map((c) => c.secret),
   ].filter(Boolean);
@@ -401,7 +479,7 @@ test('configured headers are sent; a configured Authorization header is not repl
   assert.equal(w.mcp.calls[0].headers.authorization, 'Bearer static');
 });
 
-test('one server\'s failure never affects another', async () => {
+test("one server's failure never affects another", async () => {
   const net = new FakeNet();
   const as = new FakeAuthServer(net);
   const good = new FakeMcpServer(net, { auth: as, url: 'https://good.example.com/mcp' });
@@ -418,12 +496,21 @@ test('one server\'s failure never affects another', async () => {
   await a.signOut();
   assert.ok(platform.storage.map.has('oauth.good.tokens'), 'signing out one server leaves the other');
   assert.equal((await b.callTool('echo', { still: 'fine' })).content[0].text, '{"still":"fine"}');
-  assert.deepEqual([...platform.storage.map.keys()].filter((k) => k.includes('down')), []);
+  assert.deepEqual(
+    [...platform.storage.map.keys()].filter((k) => k.includes('down')),
+    [],
+  );
 });
 
 test('the platform is checked, and a client secret without a client id is refused', async () => {
-  assert.throws(() => new RemoteServer({ id: 'x', url: 'https://a.example.com/' }, { fetch }), /platform: missing or wrong now/);
-  assert.throws(() => new RemoteServer({ url: 'https://a.example.com/' }, testPlatform(new FakeNet()).platform), /config\.id/);
+  assert.throws(
+    () => new RemoteServer({ id: 'x', url: 'https://a.example.com/' }, { fetch }),
+    /platform: missing or wrong now/,
+  );
+  assert.throws(
+    () => new RemoteServer({ url: 'https://a.example.com/' }, testPlatform(new FakeNet()).platform),
+    /config\.id/,
+  );
   const w = world({ config: { clientSecret: 's3cret' } });
   await w.server.signIn();
   assert.equal(w.server.state, 'error');

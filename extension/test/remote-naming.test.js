@@ -33,7 +33,11 @@ test('names stay within ^[a-zA-Z0-9_-]{1,64}$, deterministically', () => {
     assert.equal(toolName(server, tool), got, `${name}: same input, same name`);
   }
   assert.equal(toolName('a', 'b'.repeat(58)).length, 64);
-  assert.notEqual(toolName('srv', `${'x'.repeat(80)}1`), toolName('srv', `${'x'.repeat(80)}2`), 'long names differ by their hash');
+  assert.notEqual(
+    toolName('srv', `${'x'.repeat(80)}1`),
+    toolName('srv', `${'x'.repeat(80)}2`),
+    'long names differ by their hash',
+  );
   assert.notEqual(toolName('srv', '検索'), toolName('srv', '翻訳'));
 });
 
@@ -60,6 +64,12 @@ test('assignToolNames resolves collisions the same way in any order', () => {
 test('sanitize and filterTools', () => {
   assert.equal(sanitize('  Hello, World!  '), 'hello_world');
   const tools = [{ name: 'a' }, { name: 'b' }, { name: 'c' }];
-  assert.deepEqual(filterTools(tools, ['b']).map((t) => t.name), ['a', 'c']);
-  assert.deepEqual(filterTools(tools).map((t) => t.name), ['a', 'b', 'c']);
+  assert.deepEqual(
+    filterTools(tools, ['b']).map((t) => t.name),
+    ['a', 'c'],
+  );
+  assert.deepEqual(
+    filterTools(tools).map((t) => t.name),
+    ['a', 'b', 'c'],
+  );
 });

@@ -6,44 +6,87 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  authServerMetadataUrls, bearerChallenge, canonicalResource, parseChallenges, parseRedirect,
-  protectedResourceUrls, resourceMatches, selectScopes,
+  authServerMetadataUrls,
+  bearerChallenge,
+  canonicalResource,
+  parseChallenges,
+  parseRedirect,
+  protectedResourceUrls,
+  resourceMatches,
+  selectScopes,
 } from '../remote/oauth.js';
 import { RemoteServer } from '../remote/client.js';
 import { FakeAuthServer, FakeMcpServer, FakeNet, json, testPlatform } from './remote/testing.js';
 
 test('WWW-Authenticate: challenges and the Bearer parameters', () => {
   const cases = [
-    ['scope, metadata, error',
+    [
+      'scope, metadata, error',
       'Bearer error="insufficient_scope", scope="files:read files:write", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"',
-      { scope: ['files:read', 'files:write'], resourceMetadata: 'https://mcp.example.com/.well-known/oauth-protected-resource/mcp', error: 'insufficient_scope' }],
+      {
+        scope: ['files:read', 'files:write'],
+        resourceMetadata: 'https://mcp.example.com/.well-known/oauth-protected-resource/mcp',
+        error: 'insufficient_scope',
+      },
+    ],
     ['bare Bearer', 'Bearer', { scope: [] }],
-    ['token values and case-insensitive scheme', 'bearer error=invalid_token, scope=read', { scope: ['read'], error: 'invalid_token' }],
+    [
+      'token values and case-insensitive scheme',
+      'bearer error=invalid_token, scope=read',
+      { scope: ['read'], error: 'invalid_token' },
+    ],
     ['Bearer after another challenge', 'Basic realm="x", Bearer realm="api", scope="a"', { scope: ['a'] }],
     ['Bearer after a token68 challenge', 'Negotiate abc==, Bearer scope="b"', { scope: ['b'] }],
-    ['escaped quotes and commas', 'Bearer error_description="bad \\"token\\", really", error="invalid_token"',
-      { scope: [], error: 'invalid_token', errorDescription: 'bad "token", really' }],
+    [
+      'escaped quotes and commas',
+      'Bearer error_description="bad \\"token\\", really", error="invalid_token"',
+      { scope: [], error: 'invalid_token', errorDescription: 'bad "token", really' },
+    ],
     ['no Bearer', 'Basic realm="x"', null],
     ['no header', null, null],
   ];
   for (const [name, header, want] of cases) assert.deepEqual(bearerChallenge(header), want, name);
-  assert.deepEqual(parseChallenges('Basic abc==, Bearer a=1').map((c) => c.scheme), ['Basic', 'Bearer']);
+  assert.deepEqual(
+    parseChallenges('Basic abc==, Bearer a=1').map((c) => c.scheme),
+    ['Basic', 'Bearer'],
+  );
 });
 
-test('well-known URLs in the spec\'s order', () => {
+test("well-known URLs in the spec's order", () => {
   const prm = [
-    ['https://mcp.example.com/mcp', ['https://mcp.example.com/.well-known/oauth-protected-resource/mcp', 'https://mcp.example.com/.well-known/oauth-protected-resource']],
+    [
+      'https://mcp.example.com/mcp',
+      [
+        'https://mcp.example.com/.well-known/oauth-protected-resource/mcp',
+        'https://mcp.example.com/.well-known/oauth-protected-resource',
+      ],
+    ],
     ['https://mcp.example.com/', ['https://mcp.example.com/.well-known/oauth-protected-resource']],
-    ['https://example.com/a/b/', ['https://example.com/.well-known/oauth-protected-resource/a/b', 'https://example.com/.well-known/oauth-protected-resource']],
+    [
+      'https://example.com/a/b/',
+      [
+        'https://example.com/.well-known/oauth-protected-resource/a/b',
+        'https://example.com/.well-known/oauth-protected-resource',
+      ],
+    ],
   ];
   for (const [url, want] of prm) assert.deepEqual(protectedResourceUrls(url), want, url);
   const as = [
-    ['https://auth.example.com', ['https://auth.example.com/.well-known/oauth-authorization-server', 'https://auth.example.com/.well-known/openid-configuration']],
-    ['https://auth.example.com/tenant1', [
-      'https://auth.example.com/.well-known/oauth-authorization-server/tenant1',
-      'https://auth.example.com/.well-known/openid-configuration/tenant1',
-      'https://auth.example.com/tenant1/.well-known/openid-configuration',
-    ]],
+    [
+      'https://auth.example.com',
+      [
+        'https://auth.example.com/.well-known/oauth-authorization-server',
+        'https://auth.example.com/.well-known/openid-configuration',
+      ],
+    ],
+    [
+      'https://auth.example.com/tenant1',
+      [
+        'https://auth.example.com/.well-known/oauth-authorization-server/tenant1',
+        'https://auth.example.com/.well-known/openid-configuration/tenant1',
+        'https://auth.example.com/tenant1/.well-known/openid-configuration',
+      ],
+    ],
   ];
   for (const [issuer, want] of as) assert.deepEqual(authServerMetadataUrls(issuer), want, issuer);
 });
@@ -60,7 +103,9 @@ test('resource matching and the canonical resource', () => {
     ['https://mcp.example.com/other', 'https://mcp.example.com/mcp', false],
     ['not a url', 'https://mcp.example.com/mcp', false],
   ];
-  for (const [resource, server, want] of cases) assert.equal(resourceMatches(resource, server), want, `${resource} for ${server}`);
+  for (const [resource, server, want] of cases) {
+    assert.equal(resourceMatches(resource, server), want, `${resource} for ${server}`);
+  }
   assert.equal(canonicalResource('https://MCP.Example.com/mcp#frag'), 'https://mcp.example.com/mcp');
   assert.equal(canonicalResource('https://mcp.example.com/'), 'https://mcp.example.com');
 });
@@ -72,8 +117,16 @@ test('scope selection: challenge, then scopes_supported, else none; unions; offl
     ['omitted', { challenge: null, prm: {} }, []],
     ['configured scopes are added', { challenge: { scope: ['a'] }, configured: ['c'] }, ['a', 'c']],
     ['step-up asks for the union', { challenge: { scope: ['b', 'w'] }, previous: ['b'] }, ['b', 'w']],
-    ['offline_access when the AS lists it', { prm: { scopes_supported: ['a'] }, asMetadata: { scopes_supported: ['a', 'offline_access'] } }, ['a', 'offline_access']],
-    ['no offline_access when the AS does not', { prm: { scopes_supported: ['a', 'offline_access'] }, asMetadata: { scopes_supported: ['a'] } }, ['a']],
+    [
+      'offline_access when the AS lists it',
+      { prm: { scopes_supported: ['a'] }, asMetadata: { scopes_supported: ['a', 'offline_access'] } },
+      ['a', 'offline_access'],
+    ],
+    [
+      'no offline_access when the AS does not',
+      { prm: { scopes_supported: ['a', 'offline_access'] }, asMetadata: { scopes_supported: ['a'] } },
+      ['a'],
+    ],
     ['no offline_access alone', { asMetadata: { scopes_supported: ['offline_access'] } }, []],
   ];
   for (const [name, args, want] of cases) assert.deepEqual(selectScopes(args), want, name);
@@ -86,17 +139,34 @@ test('parseRedirect checks the address, state, iss and errors', () => {
     ['good with iss', 'https://ext.chromiumapp.org/oauth?code=c1&state=s1&iss=https%3A%2F%2Fauth.example.com', 'c1'],
     ['state mismatch', 'https://ext.chromiumapp.org/oauth?code=c1&state=other', /state mismatch/],
     ['state missing', 'https://ext.chromiumapp.org/oauth?code=c1', /state mismatch/],
-    ['iss mismatch', 'https://ext.chromiumapp.org/oauth?code=c1&state=s1&iss=https%3A%2F%2Fevil.example.com', /iss mismatch/],
+    [
+      'iss mismatch',
+      'https://ext.chromiumapp.org/oauth?code=c1&state=s1&iss=https%3A%2F%2Fevil.example.com',
+      /iss mismatch/,
+    ],
     ['declined', 'https://ext.chromiumapp.org/oauth?error=access_denied&state=s1', /declined/],
-    ['other error', 'https://ext.chromiumapp.org/oauth?error=server_error&error_description=down&state=s1', /refused: down/],
+    [
+      'other error',
+      'https://ext.chromiumapp.org/oauth?error=server_error&error_description=down&state=s1',
+      /refused: down/,
+    ],
     ['elsewhere', 'https://evil.example.com/oauth?code=c1&state=s1', /unexpected address/],
     ['no code', 'https://ext.chromiumapp.org/oauth?state=s1', /no authorization code/],
   ];
   for (const [name, url, expect] of cases) {
     if (typeof expect === 'string') assert.equal(parseRedirect(url, want), expect, name);
-    else assert.throws(() => parseRedirect(url, want), (e) => e.category === 'auth' && expect.test(e.message), name);
+    else {
+      assert.throws(
+        () => parseRedirect(url, want),
+        (e) => e.category === 'auth' && expect.test(e.message),
+        name,
+      );
+    }
   }
-  assert.throws(() => parseRedirect('https://ext.chromiumapp.org/oauth?code=c&state=s1', { ...want, issRequired: true }), /iss mismatch/);
+  assert.throws(
+    () => parseRedirect('https://ext.chromiumapp.org/oauth?code=c&state=s1', { ...want, issRequired: true }),
+    /iss mismatch/,
+  );
 });
 
 /** A protected MCP server and its authorization server on a fake network. */
@@ -110,37 +180,56 @@ function world({ mcp = {}, as = {}, platform = {} } = {}) {
 }
 
 function wellKnownGets(net) {
-  return net.requests.filter((r) => r.method === 'GET' && r.url.pathname.includes('.well-known')).map((r) => r.url.href);
+  return net.requests
+    .filter((r) => r.method === 'GET' && r.url.pathname.includes('.well-known'))
+    .map((r) => r.url.href);
 }
 
 test('protected-resource discovery: header → path-aware well-known → root well-known → none', async () => {
   const cases = [
-    ['header names a custom URL', (w) => {
-      w.mcp.prmUrl = 'https://mcp.example.com/custom/metadata.json';
-      w.net.on(w.mcp.prmUrl, () => json(w.mcp.prmDocument()));
-    }, ['https://mcp.example.com/custom/metadata.json']],
-    ['path-aware well-known (no header)', (w) => {
-      w.mcp.opts.prmInHeader = false;
-    }, ['https://mcp.example.com/.well-known/oauth-protected-resource/mcp']],
-    ['root well-known after the path-aware one', (w) => {
-      w.mcp.opts.prmInHeader = false;
-      w.mcp.opts.prm = 'root';
-      w.net.routes.delete('https://mcp.example.com/.well-known/oauth-protected-resource/mcp');
-      w.net.on('https://mcp.example.com/.well-known/oauth-protected-resource', () => json(w.mcp.prmDocument()));
-    }, ['https://mcp.example.com/.well-known/oauth-protected-resource/mcp', 'https://mcp.example.com/.well-known/oauth-protected-resource']],
+    [
+      'header names a custom URL',
+      (w) => {
+        w.mcp.prmUrl = 'https://mcp.example.com/custom/metadata.json';
+        w.net.on(w.mcp.prmUrl, () => json(w.mcp.prmDocument()));
+      },
+      ['https://mcp.example.com/custom/metadata.json'],
+    ],
+    [
+      'path-aware well-known (no header)',
+      (w) => {
+        w.mcp.opts.prmInHeader = false;
+      },
+      ['https://mcp.example.com/.well-known/oauth-protected-resource/mcp'],
+    ],
+    [
+      'root well-known after the path-aware one',
+      (w) => {
+        w.mcp.opts.prmInHeader = false;
+        w.mcp.opts.prm = 'root';
+        w.net.routes.delete('https://mcp.example.com/.well-known/oauth-protected-resource/mcp');
+        w.net.on('https://mcp.example.com/.well-known/oauth-protected-resource', () => json(w.mcp.prmDocument()));
+      },
+      [
+        'https://mcp.example.com/.well-known/oauth-protected-resource/mcp',
+        'https://mcp.example.com/.well-known/oauth-protected-resource',
+      ],
+    ],
   ];
   for (const [name, setup, wantPrm] of cases) {
     const w = world();
     setup(w);
     await w.server.signIn();
     assert.equal(w.server.state, 'connected', `${name}: ${w.server.message}`);
-    const gets = w.net.requests.filter((r) => r.method === 'GET' && /protected-resource|custom/.test(r.url.pathname)).map((r) => r.url.href);
+    const gets = w.net.requests
+      .filter((r) => r.method === 'GET' && /protected-resource|custom/.test(r.url.pathname))
+      .map((r) => r.url.href);
     assert.deepEqual(gets, wantPrm, name);
     assert.equal(w.as.authorizations[0].resource, w.mcp.prmDocument().resource, `${name}: resource from the metadata`);
   }
 });
 
-test('a 2025-03-26 server: no protected-resource metadata, the AS is the server\'s origin', async () => {
+test("a 2025-03-26 server: no protected-resource metadata, the AS is the server's origin", async () => {
   // The authorization server lives on the MCP server's origin.
   const w = world({ mcp: { prm: 'none' }, as: { issuer: 'https://mcp.example.com' } });
   await w.server.signIn();
@@ -165,30 +254,68 @@ test('a 2025-03-26 server without any metadata: the default endpoints', async ()
 
 test('authorization-server discovery: RFC 8414 then OIDC, path-inserted first', async () => {
   const cases = [
-    ['no path, RFC 8414', 'https://auth.example.com', 'oauth', ['https://auth.example.com/.well-known/oauth-authorization-server']],
-    ['no path, OIDC', 'https://auth.example.com', 'oidc',
-      ['https://auth.example.com/.well-known/oauth-authorization-server', 'https://auth.example.com/.well-known/openid-configuration']],
-    ['path, RFC 8414 path-inserted', 'https://auth.example.com/tenant1', 'oauth', ['https://auth.example.com/.well-known/oauth-authorization-server/tenant1']],
-    ['path, OIDC path-appended', 'https://auth.example.com/tenant1', 'oidc', [
-      'https://auth.example.com/.well-known/oauth-authorization-server/tenant1',
-      'https://auth.example.com/.well-known/openid-configuration/tenant1',
-      'https://auth.example.com/tenant1/.well-known/openid-configuration',
-    ]],
+    [
+      'no path, RFC 8414',
+      'https://auth.example.com',
+      'oauth',
+      ['https://auth.example.com/.well-known/oauth-authorization-server'],
+    ],
+    [
+      'no path, OIDC',
+      'https://auth.example.com',
+      'oidc',
+      [
+        'https://auth.example.com/.well-known/oauth-authorization-server',
+        'https://auth.example.com/.well-known/openid-configuration',
+      ],
+    ],
+    [
+      'path, RFC 8414 path-inserted',
+      'https://auth.example.com/tenant1',
+      'oauth',
+      ['https://auth.example.com/.well-known/oauth-authorization-server/tenant1'],
+    ],
+    [
+      'path, OIDC path-appended',
+      'https://auth.example.com/tenant1',
+      'oidc',
+      [
+        'https://auth.example.com/.well-known/oauth-authorization-server/tenant1',
+        'https://auth.example.com/.well-known/openid-configuration/tenant1',
+        'https://auth.example.com/tenant1/.well-known/openid-configuration',
+      ],
+    ],
   ];
   for (const [name, issuer, metadataAt, want] of cases) {
     const w = world({ as: { issuer, metadataAt } });
     await w.server.signIn();
     assert.equal(w.server.state, 'connected', `${name}: ${w.server.message}`);
-    assert.deepEqual(wellKnownGets(w.net).filter((u) => !u.includes('protected-resource')), want, name);
+    assert.deepEqual(
+      wellKnownGets(w.net).filter((u) => !u.includes('protected-resource')),
+      want,
+      name,
+    );
   }
 });
 
 test('metadata that must be refused: issuer mismatch, no PKCE S256, another resource', async () => {
   const cases = [
-    ['issuer mismatch', { as: { metadata: { issuer: 'https://evil.example.com' } } }, /names the issuer "https:\/\/evil\.example\.com", not https:\/\/auth\.example\.com/],
-    ['no code_challenge_methods_supported', { as: { metadata: { code_challenge_methods_supported: undefined } } }, /PKCE with S256/],
+    [
+      'issuer mismatch',
+      { as: { metadata: { issuer: 'https://evil.example.com' } } },
+      /names the issuer "https:\/\/evil\.example\.com", not https:\/\/auth\.example\.com/,
+    ],
+    [
+      'no code_challenge_methods_supported',
+      { as: { metadata: { code_challenge_methods_supported: undefined } } },
+      /PKCE with S256/,
+    ],
     ['plain PKCE only', { as: { metadata: { code_challenge_methods_supported: ['plain'] } } }, /PKCE with S256/],
-    ['resource of another server', { mcp: { prmResource: 'https://evil.example.com/mcp' } }, /says it is https:\/\/evil\.example\.com\/mcp/],
+    [
+      'resource of another server',
+      { mcp: { prmResource: 'https://evil.example.com/mcp' } },
+      /says it is https:\/\/evil\.example\.com\/mcp/,
+    ],
   ];
   for (const [name, opts, want] of cases) {
     const w = world(opts);
@@ -202,7 +329,11 @@ test('metadata that must be refused: issuer mismatch, no PKCE S256, another reso
 
 test('an authorization endpoint that is not https is refused and never opened', async () => {
   const cases = [
-    ['http', 'http://auth.example.com/authorize', /Refused the authorization endpoint http:\/\/auth\.example\.com\/authorize: it is not https/],
+    [
+      'http',
+      'http://auth.example.com/authorize',
+      /Refused the authorization endpoint http:\/\/auth\.example\.com\/authorize: it is not https/,
+    ],
     ['javascript:', 'javascript:alert(document.cookie)', /only https URLs are allowed, not javascript:/],
     ['file:', 'file:///Applications/Calculator.app', /not file:/],
     ['a command', 'open -a Calculator', /it is not a URL/],
@@ -218,7 +349,10 @@ test('an authorization endpoint that is not https is refused and never opened', 
     assert.equal(w.as.registrations.length, 0, `${name}: refused before registering`);
   }
   // Developer mode allows loopback http, not plain http elsewhere.
-  const dev = world({ as: { metadata: { authorization_endpoint: 'http://auth.example.com/authorize' } }, platform: { developerMode: true } });
+  const dev = world({
+    as: { metadata: { authorization_endpoint: 'http://auth.example.com/authorize' } },
+    platform: { developerMode: true },
+  });
   await dev.server.signIn();
   assert.equal(dev.launches.length, 0);
   assert.match(dev.server.message, /not https/);
@@ -235,7 +369,16 @@ test('a token endpoint that is not https is refused before anything is sent', as
 test('registration order: pre-registered client id, then CIMD, then DCR', async () => {
   const cimdUrl = 'https://browserbridge.example/oauth/client.json';
   const cases = [
-    ['pre-registered', { mcp: { config: { clientId: 'pre-1' } }, as: { preregistered: 'pre-1', cimd: true }, platform: { clientMetadataUrl: cimdUrl } }, 'pre-1', 0],
+    [
+      'pre-registered',
+      {
+        mcp: { config: { clientId: 'pre-1' } },
+        as: { preregistered: 'pre-1', cimd: true },
+        platform: { clientMetadataUrl: cimdUrl },
+      },
+      'pre-1',
+      0,
+    ],
     ['CIMD when the AS supports it', { as: { cimd: true }, platform: { clientMetadataUrl: cimdUrl } }, cimdUrl, 0],
     ['DCR when the AS does not support CIMD', { platform: { clientMetadataUrl: cimdUrl } }, 'client-1', 1],
     ['DCR when there is no metadata document', { as: { cimd: true } }, 'client-1', 1],
@@ -250,7 +393,7 @@ test('registration order: pre-registered client id, then CIMD, then DCR', async 
   }
 });
 
-test('DCR registers a public client for the extension\'s redirect URI', async () => {
+test("DCR registers a public client for the extension's redirect URI", async () => {
   const w = world();
   await w.server.signIn();
   assert.deepEqual(w.as.registrations[0], {
@@ -278,7 +421,10 @@ test('no way to get a client id is a config error that says what to do', async (
   const w = world({ as: { registration: false } });
   await w.server.signIn();
   assert.equal(w.server.state, 'error');
-  assert.match(w.server.message, /does not let Browser Bridge register itself.*client ID registered for https:\/\/extension-id\.chromiumapp\.org\/oauth/);
+  assert.match(
+    w.server.message,
+    /does not let Browser Bridge register itself.*client ID registered for https:\/\/extension-id\.chromiumapp\.org\/oauth/,
+  );
 });
 
 test('the authorization request: PKCE S256, state, resource, redirect URI; the token request matches', async () => {
@@ -331,13 +477,20 @@ test('token endpoint client authentication follows the registration', async () =
   const cases = [
     ['none', undefined, (r) => !r.authorization && r.params.client_id && !r.params.client_secret],
     ['client_secret_basic', 'client_secret_basic', (r) => /^Basic /.test(r.authorization) && !r.params.client_secret],
-    ['client_secret_post', 'client_secret_post', (r) => !r.authorization && r.params.client_id && r.params.client_secret],
+    [
+      'client_secret_post',
+      'client_secret_post',
+      (r) => !r.authorization && r.params.client_id && r.params.client_secret,
+    ],
   ];
   for (const [name, secret, ok] of cases) {
     const w = world({ as: { secret } });
     await w.server.signIn();
     assert.equal(w.server.state, 'connected', `${name}: ${w.server.message}`);
     assert.ok(ok(w.as.tokenRequests[0]), name);
-    assert.ok(!/^Bearer/i.test(w.as.tokenRequests[0].authorization || ''), `${name}: no bearer token at the token endpoint`);
+    assert.ok(
+      !/^Bearer/i.test(w.as.tokenRequests[0].authorization || ''),
+      `${name}: no bearer token at the token endpoint`,
+    );
   }
 });

@@ -24,7 +24,10 @@ function world({ methods, method = 'client_secret_basic', config = {}, era = 'st
   as.clients.set(CLIENT_ID, { secret: SECRET, method });
   const mcp = new FakeMcpServer(net, { auth: as, era });
   const t = testPlatform(net);
-  const server = new RemoteServer({ id: 'srv', url: mcp.url.href, clientId: CLIENT_ID, clientSecret: SECRET, ...config }, t.platform);
+  const server = new RemoteServer(
+    { id: 'srv', url: mcp.url.href, clientId: CLIENT_ID, clientSecret: SECRET, ...config },
+    t.platform,
+  );
   return { net, as, mcp, server, ...t };
 }
 
@@ -58,7 +61,9 @@ function assertNoLeak(w, secret = SECRET) {
     const s = JSON.stringify(value);
     for (const f of [...forms, basic]) assert.ok(!s.includes(f), `the secret in storage key ${key}`);
   }
-  for (const l of w.launches) for (const f of forms) assert.ok(!l.url.includes(f), 'the secret in the authorization URL');
+  for (const l of w.launches) {
+    for (const f of forms) assert.ok(!l.url.includes(f), 'the secret in the authorization URL');
+  }
   assert.ok(!w.server.message.includes(secret));
 }
 
@@ -141,11 +146,20 @@ test('no secret: a pre-registered public client sends its id and nothing else', 
 
 test('the method follows the metadata: basic by default, none when only public clients are taken, refused otherwise', async () => {
   assert.equal(secretAuthMethod({}, true), 'client_secret_basic', 'RFC 8414 default');
-  assert.equal(secretAuthMethod({ token_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic'] }, true), 'client_secret_basic');
-  assert.equal(secretAuthMethod({ token_endpoint_auth_methods_supported: ['none', 'client_secret_post'] }, true), 'client_secret_post');
+  assert.equal(
+    secretAuthMethod({ token_endpoint_auth_methods_supported: ['client_secret_post', 'client_secret_basic'] }, true),
+    'client_secret_basic',
+  );
+  assert.equal(
+    secretAuthMethod({ token_endpoint_auth_methods_supported: ['none', 'client_secret_post'] }, true),
+    'client_secret_post',
+  );
   assert.equal(secretAuthMethod({ token_endpoint_auth_methods_supported: ['none'] }, true), 'none');
   assert.equal(secretAuthMethod({ token_endpoint_auth_methods_supported: ['client_secret_basic'] }, false), 'none');
-  assert.throws(() => secretAuthMethod({ token_endpoint_auth_methods_supported: ['private_key_jwt'] }, true), /neither client_secret_basic nor client_secret_post/);
+  assert.throws(
+    () => secretAuthMethod({ token_endpoint_auth_methods_supported: ['private_key_jwt'] }, true),
+    /neither client_secret_basic nor client_secret_post/,
+  );
 
   // Metadata without the list: Basic.
   const d = world({ methods: undefined });
@@ -188,7 +202,10 @@ test('a wrong secret ends in an error that does not repeat it; a secret without 
   assert.equal(x.net.to(x.as.origin).length, 0, 'refused before discovery');
   assertNoLeak(x);
 
-  assert.throws(() => new RemoteServer({ id: 'y', url: 'https://a.example.com/', clientSecret: 42 }, x.platform), /clientSecret must be a string/);
+  assert.throws(
+    () => new RemoteServer({ id: 'y', url: 'https://a.example.com/', clientSecret: 42 }, x.platform),
+    /clientSecret must be a string/,
+  );
 });
 
 test('tokenRequest: Basic credentials are form-encoded before base64 (RFC 6749 ยง2.3.1)', async () => {
@@ -196,7 +213,9 @@ test('tokenRequest: Basic credentials are form-encoded before base64 (RFC 6749 ย
   const seen = [];
   net.on('https://as.example.com/token', (req) => {
     seen.push(req);
-    return new Response(JSON.stringify({ access_token: 'at', token_type: 'Bearer' }), { headers: { 'content-type': 'application/json' } });
+    return new Response(JSON.stringify({ access_token: 'at', token_type: 'Bearer' }), {
+      headers: { 'content-type': 'application/json' },
+    });
   });
   const logs = [];
   const ctx = { platform: testPlatform(net).platform, check: async (u) => new URL(u), log: (...a) => logs.push(a) };

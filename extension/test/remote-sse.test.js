@@ -22,22 +22,55 @@ test('SSEParser: the format, table-driven', () => {
     ['a line split across chunks', ['da', 'ta: he', 'llo\n', '\n'], [{ event: 'message', data: 'hello', id: '' }]],
     ['multi-line data', ['data: one\ndata: two\ndata\n\n'], [{ event: 'message', data: 'one\ntwo\n', id: '' }]],
     ['one space removed, not two', ['data:  x\ndata:y\n\n'], [{ event: 'message', data: ' x\ny', id: '' }]],
-    ['event type', ['event: endpoint\ndata: /messages?sessionId=1\n\n'], [{ event: 'endpoint', data: '/messages?sessionId=1', id: '' }]],
-    ['comments and unknown fields are ignored', [': keep-alive\nfoo: bar\ndata: x\n\n'], [{ event: 'message', data: 'x', id: '' }]],
+    [
+      'event type',
+      ['event: endpoint\ndata: /messages?sessionId=1\n\n'],
+      [{ event: 'endpoint', data: '/messages?sessionId=1', id: '' }],
+    ],
+    [
+      'comments and unknown fields are ignored',
+      [': keep-alive\nfoo: bar\ndata: x\n\n'],
+      [{ event: 'message', data: 'x', id: '' }],
+    ],
     ['no data, no event', ['event: ping\n\n'], []],
-    ['id persists across events', ['id: 7\ndata: a\n\ndata: b\n\n'], [{ event: 'message', data: 'a', id: '7' }, { event: 'message', data: 'b', id: '7' }]],
+    [
+      'id persists across events',
+      ['id: 7\ndata: a\n\ndata: b\n\n'],
+      [
+        { event: 'message', data: 'a', id: '7' },
+        { event: 'message', data: 'b', id: '7' },
+      ],
+    ],
     ['an id with NUL is ignored', ['id: a\u0000b\ndata: x\n\n'], [{ event: 'message', data: 'x', id: '' }]],
-    ['retry in digits only', ['retry: 500\ndata: x\n\nretry: soon\ndata: y\n\n'], [{ event: 'message', data: 'x', id: '', retry: 500 }, { event: 'message', data: 'y', id: '', retry: 500 }]],
+    [
+      'retry in digits only',
+      ['retry: 500\ndata: x\n\nretry: soon\ndata: y\n\n'],
+      [
+        { event: 'message', data: 'x', id: '', retry: 500 },
+        { event: 'message', data: 'y', id: '', retry: 500 },
+      ],
+    ],
     ['BOM is dropped', ['\ufeffdata: x\n\n'], [{ event: 'message', data: 'x', id: '' }]],
     ['unfinished event at the end is dropped', ['data: x\n\ndata: y\n'], [{ event: 'message', data: 'x', id: '' }]],
-    ['event type resets after dispatch', ['event: a\ndata: 1\n\ndata: 2\n\n'], [{ event: 'a', data: '1', id: '' }, { event: 'message', data: '2', id: '' }]],
+    [
+      'event type resets after dispatch',
+      ['event: a\ndata: 1\n\ndata: 2\n\n'],
+      [
+        { event: 'a', data: '1', id: '' },
+        { event: 'message', data: '2', id: '' },
+      ],
+    ],
   ];
   for (const [name, chunks, want] of cases) assert.deepEqual(parse(chunks).events, want, name);
 });
 
 test('a priming event sets the last event id and retry; one with no data line is not dispatched', () => {
   const primed = parse(['id: prime-1\nretry: 250\ndata:\n\n']);
-  assert.deepEqual(primed.events, [{ event: 'message', data: '', id: 'prime-1', retry: 250 }], 'an empty data line is an event');
+  assert.deepEqual(
+    primed.events,
+    [{ event: 'message', data: '', id: 'prime-1', retry: 250 }],
+    'an empty data line is an event',
+  );
   assert.equal(primed.parser.lastEventId, 'prime-1');
   assert.equal(primed.parser.retry, 250);
   const bare = parse(['id: prime-2\nretry: 100\n\n']);
@@ -63,10 +96,14 @@ test('readEvents decodes UTF-8 split between chunks and yields events in order',
   for (const size of [1, 2, 3, 7, bytes.length]) {
     const got = [];
     for await (const ev of readEvents(streamOf(bytes, size))) got.push(ev);
-    assert.deepEqual(got, [
-      { event: 'message', data: '{"text":"héllo wörld ✓"}', id: '' },
-      { event: 'message', data: 'second', id: '2' },
-    ], `chunks of ${size}`);
+    assert.deepEqual(
+      got,
+      [
+        { event: 'message', data: '{"text":"héllo wörld ✓"}', id: '' },
+        { event: 'message', data: 'second', id: '2' },
+      ],
+      `chunks of ${size}`,
+    );
   }
 });
 

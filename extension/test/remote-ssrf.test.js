@@ -99,7 +99,13 @@ test('public addresses and names pass, and the URL comes back parsed', () => {
 
 test('developer mode allows loopback over http and https, nothing else', () => {
   const dev = { developerMode: true };
-  for (const url of ['http://localhost:3000/mcp', 'http://127.0.0.1:8080/', 'http://[::1]:9/', 'https://localhost/', 'http://[::ffff:127.0.0.1]/']) {
+  for (const url of [
+    'http://localhost:3000/mcp',
+    'http://127.0.0.1:8080/',
+    'http://[::1]:9/',
+    'https://localhost/',
+    'http://[::ffff:127.0.0.1]/',
+  ]) {
     assert.equal(refused(url, dev), null, url);
   }
   const still = [
@@ -115,7 +121,10 @@ test('developer mode allows loopback over http and https, nothing else', () => {
 });
 
 test('the purpose names the URL in the sentence', () => {
-  assert.match(refused('http://auth.example.com/authorize', { purpose: 'authorization' }), /^Refused the authorization endpoint http:\/\/auth\.example\.com\/authorize: it is not https\.$/);
+  assert.match(
+    refused('http://auth.example.com/authorize', { purpose: 'authorization' }),
+    /^Refused the authorization endpoint http:\/\/auth\.example\.com\/authorize: it is not https\.$/,
+  );
   assert.match(refused('https://10.0.0.1/token', { purpose: 'token' }), /^Refused the token endpoint/);
 });
 
@@ -149,24 +158,47 @@ test('checkResolved refuses a name that resolves to a private address', async ()
 });
 
 test('checkResolved: loopback in developer mode, IP literals, no resolver, failed lookup', async () => {
-  assert.equal((await checkResolved('http://localhost:1/', { developerMode: true, resolve: async () => ['127.0.0.1', '::1'] })).checked, true);
+  assert.equal(
+    (await checkResolved('http://localhost:1/', { developerMode: true, resolve: async () => ['127.0.0.1', '::1'] }))
+      .checked,
+    true,
+  );
   assert.deepEqual(await checkResolved('https://93.184.216.34/', {}), { checked: true, addresses: ['93.184.216.34'] });
   const skipped = await checkResolved('https://example.com/', {});
   assert.equal(skipped.checked, false);
   assert.match(skipped.note, /were not checked: this platform cannot resolve host names/);
-  await assert.rejects(checkResolved('https://nx.example.com/', { resolve: async () => { throw new Error('ENOTFOUND'); } }),
-    (e) => e.category === 'network' && /Could not look up nx\.example\.com/.test(e.message));
+  await assert.rejects(
+    checkResolved('https://nx.example.com/', {
+      resolve: async () => {
+        throw new Error('ENOTFOUND');
+      },
+    }),
+    (e) => e.category === 'network' && /Could not look up nx\.example\.com/.test(e.message),
+  );
 });
 
 test('address classification at range edges and IPv6 parsing', () => {
   const cases = [
-    ['172.16.0.0', true], ['172.31.255.255', true], ['172.32.0.0', false], ['172.15.255.255', false],
-    ['169.254.0.0', true], ['169.255.0.0', false], ['126.255.255.255', false], ['128.0.0.0', false],
-    ['fbff::1', false], ['fc00::', true], ['fdff:ffff::', true], ['fe7f::1', false], ['fe80::', true],
-    ['2001:db8::', false], ['::ffff:8.8.8.8', false],
+    ['172.16.0.0', true],
+    ['172.31.255.255', true],
+    ['172.32.0.0', false],
+    ['172.15.255.255', false],
+    ['169.254.0.0', true],
+    ['169.255.0.0', false],
+    ['126.255.255.255', false],
+    ['128.0.0.0', false],
+    ['fbff::1', false],
+    ['fc00::', true],
+    ['fdff:ffff::', true],
+    ['fe7f::1', false],
+    ['fe80::', true],
+    ['2001:db8::', false],
+    ['::ffff:8.8.8.8', false],
   ];
   for (const [addr, blocked] of cases) assert.equal(!!classifyAddress(addr), blocked, addr);
   assert.deepEqual(parseIPv6('::1'), [...new Array(15).fill(0), 1]);
   assert.deepEqual(parseIPv6('::ffff:1.2.3.4').slice(10), [0xff, 0xff, 1, 2, 3, 4]);
-  for (const bad of ['1:2:3:4:5:6:7:8:9', ':::', '1::2::3', 'g::1', '1.2.3.4', '::1.2.3']) assert.equal(parseIPv6(bad), null, bad);
+  for (const bad of ['1:2:3:4:5:6:7:8:9', ':::', '1::2::3', 'g::1', '1.2.3.4', '::1.2.3']) {
+    assert.equal(parseIPv6(bad), null, bad);
+  }
 });

@@ -8,8 +8,18 @@ import { RemoteServer } from '../remote/client.js';
 import { FakeAuthServer, FakeMcpServer, FakeNet, testPlatform } from './remote/testing.js';
 
 test('the states are the ten of the API, and every transition names known states', () => {
-  assert.deepEqual(STATES, ['disconnected', 'needs-auth', 'registering', 'authorizing', 'authenticated',
-    'connecting', 'connected', 'error', 'token-refresh', 'invalid-token']);
+  assert.deepEqual(STATES, [
+    'disconnected',
+    'needs-auth',
+    'registering',
+    'authorizing',
+    'authenticated',
+    'connecting',
+    'connected',
+    'error',
+    'token-refresh',
+    'invalid-token',
+  ]);
   for (const [from, tos] of Object.entries(TRANSITIONS)) {
     assert.ok(STATES.includes(from), from);
     for (const to of tos) assert.ok(STATES.includes(to), `${from} → ${to}`);
@@ -42,11 +52,23 @@ test('canTransition follows the diagram', () => {
   for (const [from, to, want] of cases) assert.equal(canTransition(from, to), want, `${from} → ${to}`);
 });
 
-test('retry presets are spec 000\'s, and delays grow exponentially up to the cap', () => {
-  assert.deepEqual({ ...RETRY_PRESETS.Quick }, { maxRetries: 2, initialDelay: 500, maxDelay: 2000, backoffMultiplier: 2 });
-  assert.deepEqual({ ...RETRY_PRESETS.Standard }, { maxRetries: 3, initialDelay: 1000, maxDelay: 10000, backoffMultiplier: 2 });
-  assert.deepEqual([0, 1, 2, 3, 4].map((n) => retryDelay(RETRY_PRESETS.Quick, n)), [500, 1000, 2000, 2000, 2000]);
-  assert.deepEqual([0, 1, 2, 3, 4].map((n) => retryDelay(RETRY_PRESETS.Standard, n)), [1000, 2000, 4000, 8000, 10000]);
+test("retry presets are spec 000's, and delays grow exponentially up to the cap", () => {
+  assert.deepEqual(
+    { ...RETRY_PRESETS.Quick },
+    { maxRetries: 2, initialDelay: 500, maxDelay: 2000, backoffMultiplier: 2 },
+  );
+  assert.deepEqual(
+    { ...RETRY_PRESETS.Standard },
+    { maxRetries: 3, initialDelay: 1000, maxDelay: 10000, backoffMultiplier: 2 },
+  );
+  assert.deepEqual(
+    [0, 1, 2, 3, 4].map((n) => retryDelay(RETRY_PRESETS.Quick, n)),
+    [500, 1000, 2000, 2000, 2000],
+  );
+  assert.deepEqual(
+    [0, 1, 2, 3, 4].map((n) => retryDelay(RETRY_PRESETS.Standard, n)),
+    [1000, 2000, 4000, 8000, 10000],
+  );
 });
 
 test('withRetry retries transient errors only, at most maxRetries times, sleeping the preset delays', async () => {
@@ -61,11 +83,15 @@ test('withRetry retries transient errors only, at most maxRetries times, sleepin
     let calls = 0;
     let got;
     try {
-      got = await withRetry(async () => {
-        const c = failures[calls++];
-        if (c) throw new RemoteError(c, c);
-        return 'ok';
-      }, RETRY_PRESETS.Standard, { shouldRetry: isTransient, sleep: async (ms) => sleeps.push(ms) });
+      got = await withRetry(
+        async () => {
+          const c = failures[calls++];
+          if (c) throw new RemoteError(c, c);
+          return 'ok';
+        },
+        RETRY_PRESETS.Standard,
+        { shouldRetry: isTransient, sleep: async (ms) => sleeps.push(ms) },
+      );
     } catch (err) {
       got = err.category;
     }
@@ -77,10 +103,14 @@ test('withRetry retries transient errors only, at most maxRetries times, sleepin
 test('withRetry honours a longer Retry-After, capped by the preset', async () => {
   const sleeps = [];
   let n = 0;
-  await withRetry(async () => {
-    if (n++ === 0) throw new RemoteError('server', 'busy', { status: 429, retryAfter: 60_000 });
-    return 1;
-  }, RETRY_PRESETS.Quick, { shouldRetry: isTransient, sleep: async (ms) => sleeps.push(ms) });
+  await withRetry(
+    async () => {
+      if (n++ === 0) throw new RemoteError('server', 'busy', { status: 429, retryAfter: 60_000 });
+      return 1;
+    },
+    RETRY_PRESETS.Quick,
+    { shouldRetry: isTransient, sleep: async (ms) => sleeps.push(ms) },
+  );
   assert.deepEqual(sleeps, [2000]);
 });
 
@@ -112,8 +142,12 @@ test('state paths: open server, sign-in needed, interactive sign-in', async () =
   const cases = [
     ['open server', { auth: null }, false, ['connecting', 'connected']],
     ['protected, not interactive', {}, false, ['connecting', 'needs-auth']],
-    ['protected, interactive', {}, true,
-      ['connecting', 'registering', 'authorizing', 'authenticated', 'connecting', 'connected']],
+    [
+      'protected, interactive',
+      {},
+      true,
+      ['connecting', 'registering', 'authorizing', 'authenticated', 'connecting', 'connected'],
+    ],
   ];
   for (const [name, opts, interactive, want] of cases) {
     const w = world(opts);
@@ -138,8 +172,20 @@ test('needs-auth says what to do, and signIn from there connects', async () => {
   await s.signIn();
   assert.equal(s.state, 'connected');
   assert.match(s.message, /Connected to mcp\.example\.com: 1 tool\./);
-  assert.deepEqual(s.tools.map((t) => t.name), ['echo']);
-  assert.deepEqual(r.seen, ['connecting', 'needs-auth', 'connecting', 'registering', 'authorizing', 'authenticated', 'connecting', 'connected']);
+  assert.deepEqual(
+    s.tools.map((t) => t.name),
+    ['echo'],
+  );
+  assert.deepEqual(r.seen, [
+    'connecting',
+    'needs-auth',
+    'connecting',
+    'registering',
+    'authorizing',
+    'authenticated',
+    'connecting',
+    'connected',
+  ]);
   noUnexpectedTransitions(w.logs);
 });
 
@@ -196,7 +242,9 @@ test('disconnect and signOut go to disconnected; signOut forgets tokens and regi
   await s.signOut();
   assert.equal(s.state, 'disconnected');
   assert.match(s.message, /Signed out of mcp\.example\.com/);
-  for (const k of ['oauth.a.tokens', 'oauth.a.client', 'mcp.a.oauth.endpoints']) assert.ok(!w.platform.storage.map.has(k), k);
+  for (const k of ['oauth.a.tokens', 'oauth.a.client', 'mcp.a.oauth.endpoints']) {
+    assert.ok(!w.platform.storage.map.has(k), k);
+  }
   assert.equal(s.tokenExpiry(), 0);
   assert.equal(w.net.to('https://auth.example.com/revoke').length, 1, 'the refresh token is revoked');
 });

@@ -36,7 +36,8 @@ async function until(cond, what, ms = 2000) {
 }
 
 const gets = (w) => w.net.requests.filter((r) => r.method === 'GET' && r.url.href === w.mcp.url.href);
-const tools = (n, prefix = 't') => Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, inputSchema: { type: 'object' } }));
+const tools = (n, prefix = 't') =>
+  Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, inputSchema: { type: 'object' } }));
 
 test('the GET stream opens after initialize and its list_changed refreshes every page of tools, then onChange fires once', async () => {
   const w = world({ mcp: { pageSize: 2, tools: tools(3) } });
@@ -57,7 +58,14 @@ test('the GET stream opens after initialize and its list_changed refreshes every
   await until(() => w.changes.length, 'onChange');
   await new Promise((r) => setTimeout(r, LIST_CHANGED_DELAY_MS * 2));
   assert.deepEqual(w.changes, [{ state: 'connected', tools: ['n0', 'n1', 'n2', 'n3', 'n4'] }]);
-  assert.deepEqual(w.mcp.calls.map((c) => [c.msg.method, c.msg.params?.cursor]), [['tools/list', undefined], ['tools/list', '2'], ['tools/list', '4']]);
+  assert.deepEqual(
+    w.mcp.calls.map((c) => [c.msg.method, c.msg.params?.cursor]),
+    [
+      ['tools/list', undefined],
+      ['tools/list', '2'],
+      ['tools/list', '4'],
+    ],
+  );
   assert.match(w.server.message, /5 tools/);
   assert.equal(gets(w).length, 1, 'the stream stays open');
   await w.server.disconnect();
@@ -74,7 +82,7 @@ test('no GET stream when the server does not declare tools.listChanged, nor in t
   }
 });
 
-test('a dropped GET stream is reopened with Last-Event-ID after the stream\'s retry, and missed events are replayed', async () => {
+test("a dropped GET stream is reopened with Last-Event-ID after the stream's retry, and missed events are replayed", async () => {
   const w = world({ mcp: { streamRetry: 7 } });
   await w.server.connect();
   await until(() => w.mcp.standalone, 'the GET stream');
@@ -96,7 +104,9 @@ test('without a retry field the Standard preset paces the reopening; failures in
   const w = world();
   const real = w.mcp.handle.bind(w.mcp);
   let failGets = 0;
-  w.net.on(w.mcp.url.href, (req) => (req.method === 'GET' && failGets-- > 0 ? new Response('busy', { status: 503 }) : real(req)));
+  w.net.on(w.mcp.url.href, (req) =>
+    req.method === 'GET' && failGets-- > 0 ? new Response('busy', { status: 503 }) : real(req),
+  );
   await w.server.connect();
   await until(() => w.mcp.standalone, 'the GET stream');
   failGets = 100;
@@ -158,14 +168,19 @@ test('a 401 on the GET stream refreshes the token like a request does; the token
   const refreshes = () => w.as.tokenRequests.filter((r) => r.params.grant_type === 'refresh_token').length;
   w.as.expireTokens();
   w.mcp.dropStandalone();
-  await until(() => gets(w).length === 3 && w.mcp.standalone && !w.mcp.standalone.stream.closed, 'the stream with a new token');
+  await until(
+    () => gets(w).length === 3 && w.mcp.standalone && !w.mcp.standalone.stream.closed,
+    'the stream with a new token',
+  );
   assert.equal(refreshes(), 1);
   const [g1, g2, g3] = gets(w);
   assert.equal(g2.headers.authorization, g1.headers.authorization, 'the old token was refused');
   assert.notEqual(g3.headers.authorization, g1.headers.authorization);
   assert.ok(w.as.tokens.has(g3.headers.authorization.slice(7)));
   for (const r of w.net.requests) {
-    if (/^Bearer /.test(r.headers.authorization || '')) assert.equal(r.url.origin, 'https://mcp.example.com', r.url.href);
+    if (/^Bearer /.test(r.headers.authorization || '')) {
+      assert.equal(r.url.origin, 'https://mcp.example.com', r.url.href);
+    }
   }
   assert.equal(w.server.state, 'connected');
   await w.server.disconnect();
@@ -177,9 +192,15 @@ test('a session the server ended: concurrent requests share one new initialize, 
   await until(() => w.mcp.standalone, 'the GET stream');
   w.mcp.sessions.clear();
   const results = await Promise.all([1, 2, 3].map((n) => w.server.callTool('echo', { n })));
-  assert.deepEqual(results.map((r) => r.content[0].text), ['{"n":1}', '{"n":2}', '{"n":3}']);
+  assert.deepEqual(
+    results.map((r) => r.content[0].text),
+    ['{"n":1}', '{"n":2}', '{"n":3}'],
+  );
   assert.equal(w.mcp.calls.filter((c) => c.msg.method === 'initialize').length, 2, 'one new initialize');
-  await until(() => w.mcp.standalone?.sid === 's-2' && !w.mcp.standalone.stream.closed, 'the stream of the new session');
+  await until(
+    () => w.mcp.standalone?.sid === 's-2' && !w.mcp.standalone.stream.closed,
+    'the stream of the new session',
+  );
   assert.equal(w.server.state, 'connected');
   await w.server.disconnect();
 });
@@ -192,14 +213,15 @@ test('a session ended again right after the new initialize is an error, not a lo
     const res = await real(req);
     if (req.method === 'POST' && JSON.parse(req.body).method === 'tools/call') w.mcp.sessions.clear();
     return req.method === 'POST' && JSON.parse(req.body).method === 'tools/call'
-      ? new Response('gone', { status: 404 }) : res;
+      ? new Response('gone', { status: 404 })
+      : res;
   });
   await assert.rejects(w.server.callTool('echo', {}), (e) => e.data?.sessionExpired === true);
   assert.equal(w.mcp.calls.filter((c) => c.msg.method === 'initialize').length, 2);
   await w.server.disconnect();
 });
 
-test('list_changed on a POST\'s event stream and on the legacy event stream refreshes the tools', async () => {
+test("list_changed on a POST's event stream and on the legacy event stream refreshes the tools", async () => {
   const w = world({ mcp: { getStream: false } });
   await w.server.connect();
   w.mcp.opts.tools = [...w.mcp.opts.tools, ...tools(1, 'fresh')];
@@ -222,13 +244,19 @@ test('list_changed on a POST\'s event stream and on the legacy event stream refr
 
 test('progress: a token in _meta, and notifications/progress reach their own caller only, in increasing order', async () => {
   for (const era of ['streamable', 'stateless', 'sse']) {
-    const w = world({ mcp: { era, progress: 3, getStream: false, ...(era === 'sse' ? { url: 'https://mcp.example.com/sse' } : {}) } });
+    const w = world({
+      mcp: { era, progress: 3, getStream: false, ...(era === 'sse' ? { url: 'https://mcp.example.com/sse' } : {}) },
+    });
     await w.server.connect();
     const a = [];
     const b = [];
     const [ra, rb] = await Promise.all([
       w.server.callTool('echo', { who: 'a' }, { onProgress: (p) => a.push(p) }),
-      w.server.callTool('echo', { who: 'b' }, { onProgress: (p) => b.push(p), meta: { progressToken: 42, other: 'kept' } }),
+      w.server.callTool(
+        'echo',
+        { who: 'b' },
+        { onProgress: (p) => b.push(p), meta: { progressToken: 42, other: 'kept' } },
+      ),
     ]);
     assert.equal(ra.content[0].text, '{"who":"a"}', era);
     assert.equal(rb.content[0].text, '{"who":"b"}', era);
@@ -238,9 +266,24 @@ test('progress: a token in _meta, and notifications/progress reach their own cal
     assert.equal(calls.find((c) => c.msg.params.arguments.who === 'b').msg.params._meta.other, 'kept', era);
     if (era !== 'sse') {
       // Legacy SSE answers on the shared stream, not per POST: the fake sends no progress there.
-      assert.deepEqual(a.map((p) => [p.progressToken, p.progress, p.total]), [[ta, 1, 3], [ta, 2, 3], [ta, 3, 3]], era);
-      assert.deepEqual(b.map((p) => p.progress), [1, 2, 3], era);
-      assert.ok(b.every((p) => p.progressToken === 42), era);
+      assert.deepEqual(
+        a.map((p) => [p.progressToken, p.progress, p.total]),
+        [
+          [ta, 1, 3],
+          [ta, 2, 3],
+          [ta, 3, 3],
+        ],
+        era,
+      );
+      assert.deepEqual(
+        b.map((p) => p.progress),
+        [1, 2, 3],
+        era,
+      );
+      assert.ok(
+        b.every((p) => p.progressToken === 42),
+        era,
+      );
     }
     await w.server.disconnect();
   }
@@ -253,7 +296,12 @@ test('progress: a token in _meta, and notifications/progress reach their own cal
   await until(() => w.mcp.hanging.length && seen.length, 'the first progress');
   const { msg, stream } = w.mcp.hanging[0];
   const token = msg.params._meta.progressToken;
-  for (const [t, progress] of [[token, 1], [token, 0.5], ['someone-else', 5], [token, 2]]) {
+  for (const [t, progress] of [
+    [token, 1],
+    [token, 0.5],
+    ['someone-else', 5],
+    [token, 2],
+  ]) {
     stream.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: t, progress } });
   }
   stream.send({ jsonrpc: '2.0', id: msg.id, result: { content: [] } });
@@ -264,7 +312,15 @@ test('progress: a token in _meta, and notifications/progress reach their own cal
 
 test('an aborted call rejects at once and sends notifications/cancelled with its request id', async () => {
   for (const era of ['streamable', 'sse']) {
-    const w = world({ mcp: { era, getStream: false, hang: 'slow', tools: [{ name: 'slow' }], ...(era === 'sse' ? { url: 'https://mcp.example.com/sse' } : {}) } });
+    const w = world({
+      mcp: {
+        era,
+        getStream: false,
+        hang: 'slow',
+        tools: [{ name: 'slow' }],
+        ...(era === 'sse' ? { url: 'https://mcp.example.com/sse' } : {}),
+      },
+    });
     if (era === 'sse') {
       // The legacy fake answers on its stream; make 'slow' never answer there.
       const post = w.mcp.legacyPost.bind(w.mcp);

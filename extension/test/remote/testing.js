@@ -117,7 +117,8 @@ export function eventStream(headers = {}) {
   const stream = {
     closed: false,
     response: new Response(body, {
-      status: 200, headers: { 'content-type': 'text/event-stream', ...headers },
+      status: 200,
+      headers: { 'content-type': 'text/event-stream', ...headers },
     }),
     /** Writes text as is (e.g. a priming event without data). */
     raw(text) {
@@ -132,7 +133,9 @@ export function eventStream(headers = {}) {
       if (event) s += `event: ${event}\n`;
       if (id !== undefined) s += `id: ${id}\n`;
       if (retry !== undefined) s += `retry: ${retry}\n`;
-      for (const line of String(typeof data === 'string' ? data : JSON.stringify(data)).split('\n')) s += `data: ${line}\n`;
+      for (const line of String(typeof data === 'string' ? data : JSON.stringify(data)).split('\n')) {
+        s += `data: ${line}\n`;
+      }
       try {
         ctl.enqueue(enc.encode(`${s}\n`));
       } catch {
@@ -184,9 +187,14 @@ export class FakeAuthServer {
     this.failNextToken = null; // {status, error}
     this.seq = 0;
     const path = u.pathname.replace(/\/$/, '');
-    if (this.opts.metadataAt === 'oauth') net.on(`${u.origin}/.well-known/oauth-authorization-server${path}`, () => json(this.metadata()));
+    if (this.opts.metadataAt === 'oauth') {
+      net.on(`${u.origin}/.well-known/oauth-authorization-server${path}`, () => json(this.metadata()));
+    }
     if (this.opts.metadataAt === 'oidc') {
-      net.on(path ? `${u.origin}${path}/.well-known/openid-configuration` : `${u.origin}/.well-known/openid-configuration`, () => json(this.metadata()));
+      net.on(
+        path ? `${u.origin}${path}/.well-known/openid-configuration` : `${u.origin}/.well-known/openid-configuration`,
+        () => json(this.metadata()),
+      );
     }
     net.on(`${this.base}/authorize`, (req) => this.authorize(req));
     net.on(`${this.base}/token`, (req) => this.token(req));
@@ -234,8 +242,12 @@ export class FakeAuthServer {
     this.authorizations.push(q);
     const code = `code-${++this.seq}`;
     this.challenges.set(code, {
-      challenge: q.code_challenge, method: q.code_challenge_method, client_id: q.client_id,
-      scopes: q.scope ? q.scope.split(' ') : [], resource: q.resource, redirect_uri: q.redirect_uri,
+      challenge: q.code_challenge,
+      method: q.code_challenge_method,
+      client_id: q.client_id,
+      scopes: q.scope ? q.scope.split(' ') : [],
+      resource: q.resource,
+      redirect_uri: q.redirect_uri,
     });
     const back = new URL(q.redirect_uri);
     back.searchParams.set('code', code);
@@ -247,10 +259,14 @@ export class FakeAuthServer {
   clientOf(req, params) {
     const auth = req.headers.authorization;
     if (auth?.startsWith('Basic ')) {
-      const [id, secret] = atob(auth.slice(6)).split(':').map((s) => decodeURIComponent(s.replace(/\+/g, ' ')));
+      const [id, secret] = atob(auth.slice(6))
+        .split(':')
+        .map((s) => decodeURIComponent(s.replace(/\+/g, ' ')));
       return { id, secret, method: 'client_secret_basic' };
     }
-    if (params.client_secret) return { id: params.client_id, secret: params.client_secret, method: 'client_secret_post' };
+    if (params.client_secret) {
+      return { id: params.client_id, secret: params.client_secret, method: 'client_secret_post' };
+    }
     return { id: params.client_id, method: 'none' };
   }
 
@@ -267,14 +283,20 @@ export class FakeAuthServer {
     const preregistered = this.opts.preregistered === c.id;
     const cimd = this.opts.cimd && /^https:/.test(c.id || '');
     if (!known && !preregistered && !cimd) return json({ error: 'invalid_client' }, 401);
-    if (known?.secret && (known.secret !== c.secret || known.method !== c.method)) return json({ error: 'invalid_client' }, 401);
+    if (known?.secret && (known.secret !== c.secret || known.method !== c.method)) {
+      return json({ error: 'invalid_client' }, 401);
+    }
     let scopes;
     let resource;
     if (params.grant_type === 'authorization_code') {
       const ch = this.challenges.get(params.code);
       this.challenges.delete(params.code);
-      if (!ch || ch.client_id !== c.id || ch.redirect_uri !== params.redirect_uri) return json({ error: 'invalid_grant' }, 400);
-      if (ch.method !== 'S256' || (await s256(params.code_verifier || '')) !== ch.challenge) return json({ error: 'invalid_grant', error_description: 'PKCE' }, 400);
+      if (!ch || ch.client_id !== c.id || ch.redirect_uri !== params.redirect_uri) {
+        return json({ error: 'invalid_grant' }, 400);
+      }
+      if (ch.method !== 'S256' || (await s256(params.code_verifier || '')) !== ch.challenge) {
+        return json({ error: 'invalid_grant', error_description: 'PKCE' }, 400);
+      }
       if (ch.resource !== params.resource) return json({ error: 'invalid_target' }, 400);
       scopes = ch.scopes;
       resource = ch.resource;
@@ -336,7 +358,15 @@ export class FakeAuthServer {
 export class FakeMcpServer {
   constructor(net, opts = {}) {
     this.net = net;
-    this.opts = { era: 'streamable', style: 'json', prm: 'path', prmInHeader: true, tools: [{ name: 'echo', inputSchema: { type: 'object' } }], needs: {}, ...opts };
+    this.opts = {
+      era: 'streamable',
+      style: 'json',
+      prm: 'path',
+      prmInHeader: true,
+      tools: [{ name: 'echo', inputSchema: { type: 'object' } }],
+      needs: {},
+      ...opts,
+    };
     this.url = new URL(opts.url || 'https://mcp.example.com/mcp');
     this.auth = opts.auth ?? null;
     this.sessions = new Set();
@@ -348,14 +378,17 @@ export class FakeMcpServer {
     this.standalone = null; // {sid, stream}: the open standalone stream
     this.hanging = []; // {msg, stream} of calls never answered
     this.piggyback = []; // messages sent on the next POST's event stream before its answer
-    this.prmUrl = this.opts.prm === 'root'
-      ? `${this.url.origin}/.well-known/oauth-protected-resource`
-      : `${this.url.origin}/.well-known/oauth-protected-resource${this.url.pathname}`;
+    this.prmUrl =
+      this.opts.prm === 'root'
+        ? `${this.url.origin}/.well-known/oauth-protected-resource`
+        : `${this.url.origin}/.well-known/oauth-protected-resource${this.url.pathname}`;
     if (this.auth && this.opts.prm !== 'none') {
       net.on(this.prmUrl, () => json(this.prmDocument()));
     }
     if (this.opts.era === 'sse') {
-      net.on(this.url.href, (req) => (req.method === 'GET' ? this.openLegacy(req) : new Response('method not allowed', { status: 405 })));
+      net.on(this.url.href, (req) =>
+        req.method === 'GET' ? this.openLegacy(req) : new Response('method not allowed', { status: 405 }),
+      );
       net.on(`${this.url.origin}/messages`, (req) => this.legacyPost(req));
       this.streams = new Map();
     } else {
@@ -396,17 +429,30 @@ export class FakeMcpServer {
   answer(msg) {
     switch (msg.method) {
       case 'initialize':
-        return { protocolVersion: this.opts.version || '2025-11-25', capabilities: { tools: this.opts.listChanged ? { listChanged: true } : {} }, serverInfo: { name: 'fake', version: '1' } };
+        return {
+          protocolVersion: this.opts.version || '2025-11-25',
+          capabilities: { tools: this.opts.listChanged ? { listChanged: true } : {} },
+          serverInfo: { name: 'fake', version: '1' },
+        };
       case 'server/discover':
-        return { supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'fake', version: '1' } } };
+        return {
+          supportedVersions: ['2026-07-28'],
+          capabilities: { tools: {} },
+          _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'fake', version: '1' } },
+        };
       case 'tools/list': {
         if (!this.opts.pageSize) return { tools: this.opts.tools };
         const from = Number(msg.params?.cursor || 0);
         const to = from + this.opts.pageSize;
-        return { tools: this.opts.tools.slice(from, to), ...(to < this.opts.tools.length ? { nextCursor: String(to) } : {}) };
+        return {
+          tools: this.opts.tools.slice(from, to),
+          ...(to < this.opts.tools.length ? { nextCursor: String(to) } : {}),
+        };
       }
       case 'tools/call':
-        if (!this.opts.tools.some((t) => t.name === msg.params?.name)) return { error: { code: -32602, message: `unknown tool ${msg.params?.name}` } };
+        if (!this.opts.tools.some((t) => t.name === msg.params?.name)) {
+          return { error: { code: -32602, message: `unknown tool ${msg.params?.name}` } };
+        }
         return { content: [{ type: 'text', text: JSON.stringify(msg.params.arguments ?? {}) }] };
       case 'resources/read':
         return { contents: [{ uri: msg.params.uri, mimeType: 'text/html', text: '<p>app</p>' }] };
@@ -416,18 +462,29 @@ export class FakeMcpServer {
   }
 
   reply(msg, out, headers = {}) {
-    const body = out.error ? { jsonrpc: '2.0', id: msg.id, error: out.error } : { jsonrpc: '2.0', id: msg.id, result: out };
+    const body = out.error
+      ? { jsonrpc: '2.0', id: msg.id, error: out.error }
+      : { jsonrpc: '2.0', id: msg.id, result: out };
     const token = msg.method === 'tools/call' ? msg.params?._meta?.progressToken : undefined;
     if (msg.method === 'tools/call' && msg.params?.name === this.opts.hang) {
       const s = eventStream(headers);
-      if (token !== undefined) s.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1 } }, { id: `e${++this.seq}` });
+      if (token !== undefined) {
+        s.send(
+          { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1 } },
+          { id: `e${++this.seq}` },
+        );
+      }
       this.hanging.push({ msg, stream: s });
       return s.response;
     }
     const extras = this.piggyback.splice(0);
     if (token !== undefined && this.opts.progress) {
       for (let i = 1; i <= this.opts.progress; i++) {
-        extras.push({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: i, total: this.opts.progress } });
+        extras.push({
+          jsonrpc: '2.0',
+          method: 'notifications/progress',
+          params: { progressToken: token, progress: i, total: this.opts.progress },
+        });
       }
     }
     if (extras.length) {
@@ -439,7 +496,10 @@ export class FakeMcpServer {
     }
     if (this.opts.style === 'sse') {
       const s = eventStream(headers);
-      s.send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'working' } }, { event: 'message', id: `e${++this.seq}` });
+      s.send(
+        { jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'working' } },
+        { event: 'message', id: `e${++this.seq}` },
+      );
       s.send(body, { event: 'message', id: `e${++this.seq}` });
       s.close();
       return s.response;
@@ -467,8 +527,12 @@ export class FakeMcpServer {
     if (denied) return denied;
     const stateless = !!msg.params?._meta?.['io.modelcontextprotocol/protocolVersion'];
     if (this.opts.era === 'stateless') {
-      if (!stateless) return json({ jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32600, message: 'send _meta' } }, 400);
-      if (req.headers['mcp-method'] !== msg.method) return json({ jsonrpc: '2.0', id: msg.id, error: { code: -32020, message: 'header mismatch' } }, 400);
+      if (!stateless) {
+        return json({ jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32600, message: 'send _meta' } }, 400);
+      }
+      if (req.headers['mcp-method'] !== msg.method) {
+        return json({ jsonrpc: '2.0', id: msg.id, error: { code: -32020, message: 'header mismatch' } }, 400);
+      }
       return this.reply(msg, this.answer(msg));
     }
     // streamable (stateful)
@@ -482,7 +546,9 @@ export class FakeMcpServer {
     }
     const sid = req.headers['mcp-session-id'];
     if (!sid) return json({ jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32600, message: 'no session' } }, 400);
-    if (!this.sessions.has(sid)) return json({ jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'session not found' } }, 404);
+    if (!this.sessions.has(sid)) {
+      return json({ jsonrpc: '2.0', id: msg.id ?? null, error: { code: -32001, message: 'session not found' } }, 404);
+    }
     if (msg.id === undefined) return new Response(null, { status: 202 });
     return this.reply(msg, this.answer(msg));
   }
@@ -494,11 +560,15 @@ export class FakeMcpServer {
     this.gets.push({ headers: req.headers });
     const sid = req.headers['mcp-session-id'];
     if (!sid) return json({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'no session' } }, 400);
-    if (!this.sessions.has(sid)) return json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'session not found' } }, 404);
+    if (!this.sessions.has(sid)) {
+      return json({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'session not found' } }, 404);
+    }
     this.standalone?.stream.close();
     const s = eventStream();
     this.standalone = { sid, stream: s };
-    if (this.opts.streamRetry !== undefined) s.raw(`id: p${++this.eventSeq}\nretry: ${this.opts.streamRetry}\ndata:\n\n`);
+    if (this.opts.streamRetry !== undefined) {
+      s.raw(`id: p${++this.eventSeq}\nretry: ${this.opts.streamRetry}\ndata:\n\n`);
+    }
     const last = req.headers['last-event-id'];
     const at = last ? this.events.findIndex((e) => e.id === last) : -1;
     if (at >= 0) {
@@ -555,7 +625,12 @@ export class FakeMcpServer {
     if (denied) return denied;
     if (msg.id !== undefined && msg.method) {
       const out = this.answer(msg);
-      queueMicrotask(() => s.send(out.error ? { jsonrpc: '2.0', id: msg.id, error: out.error } : { jsonrpc: '2.0', id: msg.id, result: out }, { event: 'message' }));
+      queueMicrotask(() =>
+        s.send(
+          out.error ? { jsonrpc: '2.0', id: msg.id, error: out.error } : { jsonrpc: '2.0', id: msg.id, result: out },
+          { event: 'message' },
+        ),
+      );
     }
     return new Response('Accepted', { status: 202 });
   }
