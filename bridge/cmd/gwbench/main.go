@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Root, "root", "", "the repository, for tools/npm and bin/ (default: the working directory)")
 	fs.StringVar(&o.Node, "node", "", "Node.js binary (default: node if >= 22.19, else tools/npm's)")
 	fs.StringVar(&o.Browserbridge, "browserbridge", "", "browserbridge binary (default: ROOT/bin/browserbridge)")
-	fs.StringVar(&o.TBXark, "tbxark", "", "TBXark's mcp-proxy binary (default: go install "+"github.com/TBXark/mcp-proxy@latest into a temporary directory)")
+	fs.StringVar(&o.TBXark, "tbxark", "", "TBXark's mcp-proxy binary (default: go install github.com/tbxark/mcp-proxy@latest into a temporary directory)")
 	fs.StringVar(&o.GatewayURL, "gateway-url", "", "Streamable HTTP URL of a running browserbridge gateway to measure instead of starting one")
 	fs.IntVar(&o.GatewayPID, "gateway-pid", 0, "that gateway's pid, for its RSS")
 	fs.DurationVar(&o.CallTimeout, "call-timeout", 0, "limit on one call (default 10s)")

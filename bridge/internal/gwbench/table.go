@@ -56,7 +56,8 @@ func (b *bench) report(out io.Writer, rows []row) {
 calls/s    calls answered rightly within the measured %v, divided by it; p50 and p99 over those calls (every duration kept, nearest rank)
 ×          this row's calls/s (or p99) divided by that of direct-sdk, or of tbxark (tbxark-sdk for the rows driven by the SDK),
            at the same session count in the same run
-setup      median time one session took to open (initialize, then notifications/initialized), the N opened at once
+setup      median time one session took to open (initialize, then notifications/initialized), the N opened at once, after one
+           session opened and ended unmeasured (Streamable HTTP targets) so that the server is up; for direct, the server's start
 misrouted  replies a session got that were not its own (wrong text for the id, or an id it had not in flight); with errors (failed or
            timed-out calls, %v limit), counted over warm-up and measurement
 RSS        VmRSS of the gateway process itself, NOT of the node server(s) it runs: idle once the sessions are initialized, before load;

@@ -17,7 +17,7 @@ import (
 
 // tbxarkModule is TBXark's mcp-proxy, a Go gateway: built from its module
 // at run time (go install through the module proxy), never vendored.
-const tbxarkModule = "github.com/TBXark/mcp-proxy@latest"
+const tbxarkModule = "github.com/tbxark/mcp-proxy@latest" // its go.mod spells the owner in lower case
 
 // tbxarkBuildTimeout bounds go install (a first build downloads its
 // dependencies).
