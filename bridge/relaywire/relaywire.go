@@ -47,7 +47,8 @@
 // is conn-C as id "conn-C:" + the raw JSON text of X, so the number 1 becomes
 // "conn-C:1" (as in the spec), the string "1" becomes "conn-C:\"1\"", and
 // both come back byte for byte (see MapID, UnmapID). Ids of clients must be
-// strings or numbers of at most MaxIDBytes bytes; string ids starting with
+// strings or numbers of at most MaxIDBytes bytes (CheckClientID; a forwarded
+// id may be up to MaxWireIDBytes); string ids starting with
 // the reserved prefixes "proxy:" and "ext:" are refused.
 package relaywire
 
@@ -57,6 +58,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
@@ -139,8 +141,14 @@ const (
 	// may send to the proxy. A larger one is answered with CodeInvalidRequest
 	// and skipped without being buffered.
 	MaxMessageSize = 16 << 20
-	// MaxIDBytes is the largest id (its raw JSON text) a client may use.
+	// MaxIDBytes is the largest id (its raw JSON text) a client may use:
+	// the proxy refuses a longer one (CheckClientID).
 	MaxIDBytes = 256
+	// MaxWireIDBytes is the largest id any message may carry (CheckID). A
+	// forwarded id is longer than the client's: the connection id, a colon,
+	// and the client's id text escaped into a JSON string, where one byte
+	// can take six ("<" is written \u003c); 8×MaxIDBytes holds that.
+	MaxWireIDBytes = 8 * MaxIDBytes
 	// MaxCloseReason is the largest WebSocket close reason (RFC 6455: 125
 	// bytes of control frame payload minus the 2-byte code).
 	MaxCloseReason = 123
@@ -325,20 +333,38 @@ const (
 // IsRequest reports whether m has an id and a method.
 func (m *Message) IsRequest() bool { return m.ID != nil && m.Method != "" }
 
-// CheckID returns an error unless raw is a JSON string or number of at most
-// MaxIDBytes bytes.
+// CheckID returns an error unless raw is a JSON string (valid UTF-8) or
+// number of at most MaxWireIDBytes bytes: what any message's id may be.
 func CheckID(raw json.RawMessage) *Error {
 	switch {
 	case len(raw) == 0:
 		return Errorf(CodeInvalidRequest, "the id is missing")
-	case len(raw) > MaxIDBytes:
-		return Errorf(CodeInvalidRequest, "the id is %d bytes long; the limit is %d", len(raw), MaxIDBytes)
+	case len(raw) > MaxWireIDBytes:
+		return Errorf(CodeInvalidRequest, "the id is %d bytes long; the limit is %d", len(raw), MaxWireIDBytes)
 	case raw[0] == '"':
+		// encoding/json turns invalid UTF-8 into U+FFFD, so such an id
+		// would come back changed, and its reply reach nobody.
+		if !utf8.Valid(raw) {
+			return Errorf(CodeInvalidRequest, "the id is a string that is not valid UTF-8 (JSON text must be, RFC 8259), so it could not come back unchanged")
+		}
 		return nil
 	case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):
 		return nil
 	}
 	return Errorf(CodeInvalidRequest, "the id must be a string or a number, not %s", raw)
+}
+
+// CheckClientID is CheckID for the id of a request a client asks the proxy
+// to forward, which must leave room for the mapping (MapID): at most
+// MaxIDBytes bytes.
+func CheckClientID(raw json.RawMessage) *Error {
+	if err := CheckID(raw); err != nil {
+		return err
+	}
+	if len(raw) > MaxIDBytes {
+		return Errorf(CodeInvalidRequest, "the id is %d bytes long; the limit is %d", len(raw), MaxIDBytes)
+	}
+	return nil
 }
 
 // IDString returns the value of a string id and true, or "" and false for a

@@ -80,8 +80,8 @@ func FuzzMapID(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		msg, kind, perr := Parse([]byte(`{"jsonrpc":"2.0","id":` + raw + `,"method":"m"}`))
-		if perr != nil || kind != KindRequest {
-			return
+		if perr != nil || kind != KindRequest || CheckClientID(msg.ID) != nil {
+			return // refused before it is mapped, as the proxy does
 		}
 		frame := AppendRequest(nil, MapID("conn-x", msg.ID), "m", nil)
 		back, _, perr := Parse(frame)

@@ -379,6 +379,10 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down; %q was not forwarded", m.Method), "shutdown")
 		return
 	}
+	if err := relaywire.CheckClientID(m.ID); err != nil {
+		c.refuse(m.ID, err, "invalid")
+		return
+	}
 	mapped := relaywire.MapID(cn.id, m.ID)
 	if err := cn.add(mapped, now); err != nil {
 		if err.Code == relaywire.CodeExtensionGone {
@@ -406,7 +410,7 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 func (mc *mcpClient) cancel(cn *connection, m *relaywire.Message) {
 	s := mc.s
 	var p map[string]json.RawMessage
-	if json.Unmarshal(m.Params, &p) != nil || p == nil || relaywire.CheckID(p["requestId"]) != nil {
+	if json.Unmarshal(m.Params, &p) != nil || p == nil || relaywire.CheckClientID(p["requestId"]) != nil {
 		s.m.dropped.With("bad_cancel").Inc()
 		return
 	}
