@@ -28,12 +28,10 @@ ext-unit:
 	node --test extension/test/
 
 # The extension's lint, with eslint and prettier from tools/npm: eslint
-# (eslint.config.js) over all of it; prettier (.prettierrc) over FORMATTED,
-# the files formatted so far, which grows until it is all of extension/.
+# (eslint.config.js) and prettier (.prettierrc) over all of it.
 # `make ext-format` formats FORMATTED: prettier, then eslint --fix for the
 # braces prettier's line breaks call for, then prettier again.
-FORMATTED ?= eslint.config.js extension/remote extension/sw/remote.js \
-	extension/test/remote extension/test/remote-*.test.js
+FORMATTED ?= eslint.config.js extension
 ESLINT = "$$node" tools/npm/node_modules/.bin/eslint
 PRETTIER = "$$node" tools/npm/node_modules/.bin/prettier
 

@@ -37,11 +37,16 @@ const validId = (id) => typeof id === 'string' || (typeof id === 'number' && Num
  */
 export function checkAppMessage(msg) {
   if (!isPlainObject(msg) || msg.jsonrpc !== '2.0') {
-    return { id: validId(msg?.id) ? msg.id : null, error: { code: -32600, message: 'message is not a JSON-RPC 2.0 request' } };
+    return {
+      id: validId(msg?.id) ? msg.id : null,
+      error: { code: -32600, message: 'message is not a JSON-RPC 2.0 request' },
+    };
   }
   if (typeof msg.method !== 'string') return { ignore: true }; // a reply: the page sends no requests
   if (msg.id === undefined || msg.id === null) return { ignore: true }; // notifications need no answer
-  if (!validId(msg.id)) return { id: null, error: { code: -32600, message: 'request id must be a string or a number' } };
+  if (!validId(msg.id)) {
+    return { id: null, error: { code: -32600, message: 'request id must be a string or a number' } };
+  }
   let size;
   try {
     size = JSON.stringify(msg).length;
@@ -49,7 +54,10 @@ export function checkAppMessage(msg) {
     return { id: msg.id, error: { code: -32600, message: 'message is not JSON' } };
   }
   if (size > MAX_APP_MESSAGE_CHARS) {
-    return { id: msg.id, error: { code: -32600, message: `message of ${size} characters exceeds the ${MAX_APP_MESSAGE_CHARS} limit` } };
+    return {
+      id: msg.id,
+      error: { code: -32600, message: `message of ${size} characters exceeds the ${MAX_APP_MESSAGE_CHARS} limit` },
+    };
   }
   if (!APP_METHODS.includes(msg.method)) {
     return { id: msg.id, error: { code: -32601, message: `method not available to MCP Apps: ${msg.method}` } };

@@ -36,7 +36,10 @@ rpc.register('remote.call', (params, ctx) => remote.call(params, ctx));
 rpc.register('resources/read', (params) => {
   const res = readScreenshotResource(params?.uri);
   if (!res) {
-    throw new rpc.RpcError(-32002, `resource ${params?.uri} is not here: screenshots are kept in memory, the latest 30, until the browser's service worker restarts; take it again`);
+    throw new rpc.RpcError(
+      -32002,
+      `resource ${params?.uri} is not here: screenshots are kept in memory, the latest 30, until the browser's service worker restarts; take it again`,
+    );
   }
   return res;
 });
@@ -50,7 +53,9 @@ native.init({
   },
   onLinkDown: (reason) => {
     rpc.failPending(reason);
-    store.set('session', store.SESSION.bridge, { state: 'disconnected', error: reason, at: Date.now() }).catch(() => {});
+    store
+      .set('session', store.SESSION.bridge, { state: 'disconnected', error: reason, at: Date.now() })
+      .catch(() => {});
   },
 });
 

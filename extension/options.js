@@ -31,7 +31,9 @@ form.addEventListener('submit', async (ev) => {
   chrome.runtime.sendMessage({ type: 'settingsChanged' }).catch(() => {});
   const saved = document.getElementById('saved');
   saved.hidden = false;
-  setTimeout(() => { saved.hidden = true; }, 2000);
+  setTimeout(() => {
+    saved.hidden = true;
+  }, 2000);
 });
 
 load();
@@ -62,8 +64,9 @@ function el(tag, props = {}, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(props)) {
     if (k === 'dataset') Object.assign(e.dataset, v);
-    else if (k.startsWith('aria') || k === 'for' || k === 'role') e.setAttribute(k === 'ariaLabel' ? 'aria-label' : k, v);
-    else e[k] = v;
+    else if (k.startsWith('aria') || k === 'for' || k === 'role') {
+      e.setAttribute(k === 'ariaLabel' ? 'aria-label' : k, v);
+    } else e[k] = v;
   }
   for (const c of children) if (c !== null && c !== undefined && c !== false) e.append(c);
   return e;
@@ -100,33 +103,66 @@ const pending = new Set(); // ids of servers with a sign-in in progress
 function renderServer(s) {
   const key = (what) => `${s.id}:${what}`;
   const state = pending.has(s.id) && s.state !== 'connected' ? 'authorizing' : s.state;
-  const enabled = el('input', { type: 'checkbox', id: `en-${s.id}`, checked: s.enabled, ariaLabel: `Use ${s.title}`, dataset: { focus: key('enabled') } });
-  enabled.addEventListener('change', () => act(enabled, { type: 'remote.setEnabled', id: s.id, enabled: enabled.checked }));
+  const enabled = el('input', {
+    type: 'checkbox',
+    id: `en-${s.id}`,
+    checked: s.enabled,
+    ariaLabel: `Use ${s.title}`,
+    dataset: { focus: key('enabled') },
+  });
+  enabled.addEventListener('change', () =>
+    act(enabled, { type: 'remote.setEnabled', id: s.id, enabled: enabled.checked }),
+  );
 
   const actions = el('span', { className: 'actions' });
   if (s.enabled && SIGN_IN_WHEN.has(state)) {
-    const b = el('button', { type: 'button', textContent: 'Sign in', ariaLabel: `Sign in to ${s.title}`, dataset: { focus: key('signin') } });
+    const b = el('button', {
+      type: 'button',
+      textContent: 'Sign in',
+      ariaLabel: `Sign in to ${s.title}`,
+      dataset: { focus: key('signin') },
+    });
     b.addEventListener('click', () => {
       pending.add(s.id);
       scheduleRender();
-      act(b, { type: 'remote.signIn', id: s.id }).finally(() => { pending.delete(s.id); scheduleRender(); });
+      act(b, { type: 'remote.signIn', id: s.id }).finally(() => {
+        pending.delete(s.id);
+        scheduleRender();
+      });
     });
     actions.append(b);
   }
   if (s.enabled && ['error', 'disconnected'].includes(state)) {
-    const b = el('button', { type: 'button', textContent: 'Retry', ariaLabel: `Connect to ${s.title} again`, dataset: { focus: key('retry') } });
+    const b = el('button', {
+      type: 'button',
+      textContent: 'Retry',
+      ariaLabel: `Connect to ${s.title} again`,
+      dataset: { focus: key('retry') },
+    });
     b.addEventListener('click', () => act(b, { type: 'remote.reconnect', id: s.id }));
     actions.append(b);
   }
   if (s.enabled && SIGN_OUT_WHEN.has(state)) {
-    const b = el('button', { type: 'button', textContent: 'Sign out', ariaLabel: `Sign out of ${s.title}`, dataset: { focus: key('signout') } });
+    const b = el('button', {
+      type: 'button',
+      textContent: 'Sign out',
+      ariaLabel: `Sign out of ${s.title}`,
+      dataset: { focus: key('signout') },
+    });
     b.addEventListener('click', () => act(b, { type: 'remote.signOut', id: s.id }));
     actions.append(b);
   }
   if (!s.builtin) {
-    const b = el('button', { type: 'button', textContent: 'Remove', ariaLabel: `Remove ${s.title}`, dataset: { focus: key('remove') } });
+    const b = el('button', {
+      type: 'button',
+      textContent: 'Remove',
+      ariaLabel: `Remove ${s.title}`,
+      dataset: { focus: key('remove') },
+    });
     b.addEventListener('click', () => {
-      if (confirm(`Remove ${s.title} (${s.url}) and forget its sign-in?`)) act(b, { type: 'remote.removeServer', id: s.id });
+      if (confirm(`Remove ${s.title} (${s.url}) and forget its sign-in?`)) {
+        act(b, { type: 'remote.removeServer', id: s.id });
+      }
     });
     actions.append(b);
   }
@@ -143,14 +179,29 @@ function renderServer(s) {
     for (const t of s.tools) {
       const id = `tool-${s.id}-${t.name}`;
       const box = el('input', { type: 'checkbox', id, checked: t.enabled, dataset: { focus: key(`tool:${t.name}`) } });
-      box.addEventListener('change', () => act(box, { type: 'remote.setToolEnabled', id: s.id, tool: t.name, enabled: box.checked }));
+      box.addEventListener('change', () =>
+        act(box, { type: 'remote.setToolEnabled', id: s.id, tool: t.name, enabled: box.checked }),
+      );
       const app = t.app
-        ? el('a', { href: `apps.html?${new URLSearchParams({ server: s.name, uri: t.app })}`, target: '_blank', textContent: 'Open app', ariaLabel: `Open the app of ${t.name}` })
+        ? el('a', {
+            href: `apps.html?${new URLSearchParams({ server: s.name, uri: t.app })}`,
+            target: '_blank',
+            textContent: 'Open app',
+            ariaLabel: `Open the app of ${t.name}`,
+          })
         : null;
-      list.append(el('li', {},
-        box, ' ', el('label', { className: 'inline', for: id, textContent: t.title ? `${t.title} (${t.name})` : t.name }),
-        app ? ' ' : null, app,
-        t.description ? el('p', { className: 'hint', textContent: t.description }) : null));
+      list.append(
+        el(
+          'li',
+          {},
+          box,
+          ' ',
+          el('label', { className: 'inline', for: id, textContent: t.title ? `${t.title} (${t.name})` : t.name }),
+          app ? ' ' : null,
+          app,
+          t.description ? el('p', { className: 'hint', textContent: t.description }) : null,
+        ),
+      );
     }
     tools = el('details', {}, el('summary', { textContent: `Tools: ${on} of ${s.tools.length} on` }), list);
     if (openDetails.has(s.id)) tools.open = true;
@@ -160,15 +211,30 @@ function renderServer(s) {
   }
 
   // One line: the switch and the name, the actions; then the URL and the state.
-  return el('li', { className: 'remote', dataset: { state } },
-    el('div', { className: 'top' },
-      el('label', { className: 'server-name', for: `en-${s.id}` }, enabled, el('h3', { textContent: s.title }),
-        s.builtin ? null : el('span', { className: 'muted', textContent: 'added by you' })),
-      actions),
-    el('p', { className: 'server-line' }, el('span', { className: 'url', textContent: s.url }),
-      el('span', { className: `state ${STATE_CLASS[state] || 'warn'}`, textContent: stateText })),
+  return el(
+    'li',
+    { className: 'remote', dataset: { state } },
+    el(
+      'div',
+      { className: 'top' },
+      el(
+        'label',
+        { className: 'server-name', for: `en-${s.id}` },
+        enabled,
+        el('h3', { textContent: s.title }),
+        s.builtin ? null : el('span', { className: 'muted', textContent: 'added by you' }),
+      ),
+      actions,
+    ),
+    el(
+      'p',
+      { className: 'server-line' },
+      el('span', { className: 'url', textContent: s.url }),
+      el('span', { className: `state ${STATE_CLASS[state] || 'warn'}`, textContent: stateText }),
+    ),
     extra.length ? el('p', { className: 'hint', textContent: extra.join('; ') }) : null,
-    tools);
+    tools,
+  );
 }
 
 const openDetails = new Set();
@@ -197,7 +263,9 @@ async function render() {
     : '';
 }
 
-$('remote-dev').addEventListener('change', (ev) => act(ev.target, { type: 'remote.setDeveloperMode', enabled: ev.target.checked }));
+$('remote-dev').addEventListener('change', (ev) =>
+  act(ev.target, { type: 'remote.setDeveloperMode', enabled: ev.target.checked }),
+);
 
 $('remote-add').addEventListener('submit', async (ev) => {
   ev.preventDefault();

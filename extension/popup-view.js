@@ -12,7 +12,17 @@
 import { liveSessions } from './sw/sessions.js';
 
 /** Chrome's tab group colour names; ui.css maps each to a colour per theme. */
-export const GROUP_COLOURS = Object.freeze(['grey', 'blue', 'red', 'yellow', 'green', 'pink', 'purple', 'cyan', 'orange']);
+export const GROUP_COLOURS = Object.freeze([
+  'grey',
+  'blue',
+  'red',
+  'yellow',
+  'green',
+  'pink',
+  'purple',
+  'cyan',
+  'orange',
+]);
 
 /** With more clients than this, each card is one line until opened. */
 export const COMPACT_AFTER = 3;
@@ -89,13 +99,26 @@ function retryText(at, inMs, now, what = 'Trying again') {
  */
 export function statusView({ native, hostState, bridge } = {}, now = Date.now()) {
   const view = (tone, title, extra = {}) => ({
-    tone, label: TONES[tone], title, detail: '', problem: null, facts: [], reconnect: false, mcpUrl: '', ...extra,
+    tone,
+    label: TONES[tone],
+    title,
+    detail: '',
+    problem: null,
+    facts: [],
+    reconnect: false,
+    mcpUrl: '',
+    ...extra,
   });
   if (!native || native.port === 'connecting') return view('wait', 'Starting the native host…');
   if (native.port === 'disconnected') {
     const cause = native.lastError || 'The native host closed the connection.';
     return view('error', 'The native host is not running', {
-      problem: { cause, fix: nativeFix(cause), facts: [], retry: retryText(native.at, native.retryInMs, now, `Trying again (attempt ${native.attempt || 1})`) },
+      problem: {
+        cause,
+        fix: nativeFix(cause),
+        facts: [],
+        retry: retryText(native.at, native.retryInMs, now, `Trying again (attempt ${native.attempt || 1})`),
+      },
       reconnect: true,
     });
   }
@@ -126,7 +149,8 @@ export function statusView({ native, hostState, bridge } = {}, now = Date.now())
     }
     case 'stopped':
       return view('off', 'The bridge is stopped', {
-        detail: 'Stopped with `browserbridge stop`. Run `browserbridge start` to start it again; the browser does not start it meanwhile.',
+        detail:
+          'Stopped with `browserbridge stop`. Run `browserbridge start` to start it again; the browser does not start it meanwhile.',
       });
     case 'disconnected':
       return view('error', 'The bridge is unreachable', {
@@ -145,7 +169,12 @@ export function statusView({ native, hostState, bridge } = {}, now = Date.now())
   // Connected to the bridge: what hello said.
   if (bridge?.state === 'error') {
     return view('error', 'The bridge did not register this browser', {
-      problem: { cause: bridge.error || 'hello failed.', fix: 'Run `browserbridge doctor`; the bridge log says why.', facts: [], retry: '' },
+      problem: {
+        cause: bridge.error || 'hello failed.',
+        fix: 'Run `browserbridge doctor`; the bridge log says why.',
+        facts: [],
+        retry: '',
+      },
     });
   }
   if (bridge?.state !== 'ready') return view('wait', 'Registering with the bridge…');
@@ -171,7 +200,10 @@ export function planView(plan) {
   if (typeof plan === 'string') return { steps: [{ step: plan, status: 'pending' }], explanation: '' };
   const steps = Array.isArray(plan.steps) ? plan.steps.filter((s) => s && typeof s.step === 'string') : [];
   if (!steps.length && !plan.explanation) return null;
-  return { steps: steps.map((s) => ({ step: s.step, status: String(s.status || 'pending') })), explanation: String(plan.explanation || '') };
+  return {
+    steps: steps.map((s) => ({ step: s.step, status: String(s.status || 'pending') })),
+    explanation: String(plan.explanation || ''),
+  };
 }
 
 const ACTIVITY = { answering: 'Answering', idle: 'Idle', working: 'Working' };
@@ -199,7 +231,9 @@ const ACTIVITY = { answering: 'Answering', idle: 'Idle', working: 'Working' };
  */
 export function clientsView(records, bridge, calls, now = Date.now()) {
   const cards = liveSessions(records, bridge).map((s) => {
-    const act = s.activity?.state ? `${ACTIVITY[s.activity.state] || s.activity.state}${s.activity.summary ? `: ${s.activity.summary}` : ''}` : '';
+    const act = s.activity?.state
+      ? `${ACTIVITY[s.activity.state] || s.activity.state}${s.activity.summary ? `: ${s.activity.summary}` : ''}`
+      : '';
     return {
       id: s.id,
       name: s.client || s.id,
@@ -265,9 +299,12 @@ export function popupView(s, now = Date.now()) {
   const calls = callsView(s.recentCalls, s.sessions, now);
   let empty = '';
   if (!clients.cards.length) {
-    empty = status.tone === 'ok'
-      ? (calls.rows.length ? 'No MCP client is connected now.' : 'No MCP client has used this browser yet.')
-      : 'No MCP client is connected.';
+    empty =
+      status.tone === 'ok'
+        ? calls.rows.length
+          ? 'No MCP client is connected now.'
+          : 'No MCP client has used this browser yet.'
+        : 'No MCP client is connected.';
   }
   return { status, clients, calls, empty };
 }

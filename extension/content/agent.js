@@ -49,7 +49,9 @@ function scriptingError(tabId, e) {
   const msg = String((e && e.message) || e);
   if (/showing error page/i.test(msg)) {
     // Chrome's error page: the load failed (usePage in sw/pageload.js names the error when it knows it).
-    return new Error(`tab ${tabId} shows Chrome's error page: its page did not load. Call navigate with a working URL first`);
+    return new Error(
+      `tab ${tabId} shows Chrome's error page: its page did not load. Call navigate with a working URL first`,
+    );
   }
   if (/Cannot access|cannot be scripted|chrome:\/\/|extensions gallery|Missing host permission/i.test(msg)) {
     return new Error(`this page cannot be read or scripted by extensions (${msg})`);
@@ -68,7 +70,12 @@ function scriptingError(tabId, e) {
 export async function runAgent(tabId, op, args = {}, { frameId = 0 } = {}) {
   const target = { tabId, frameIds: [frameId] };
   const call = async (install) => {
-    const results = await chrome.scripting.executeScript({ target, world: 'ISOLATED', func: callAgent, args: [TOKEN, op, args, install] });
+    const results = await chrome.scripting.executeScript({
+      target,
+      world: 'ISOLATED',
+      func: callAgent,
+      args: [TOKEN, op, args, install],
+    });
     return results && results[0] && results[0].result;
   };
   let r;

@@ -29,7 +29,9 @@ function action(a) {
   if (a.action === 'type' && typeof a.text === 'string') return `type (${a.text.length} chars)`;
   if (a.action === 'key' && typeof a.text === 'string') return `key ${a.text.slice(0, 20)}`;
   if (typeof a.ref === 'string' && a.ref) return `${name} ${a.ref}`;
-  if (Array.isArray(a.coordinate) && a.coordinate.length === 2) return `${name} (${a.coordinate.map((n) => Math.round(n)).join(', ')})`;
+  if (Array.isArray(a.coordinate) && a.coordinate.length === 2) {
+    return `${name} (${a.coordinate.map((n) => Math.round(n)).join(', ')})`;
+  }
   return name;
 }
 

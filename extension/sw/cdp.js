@@ -6,7 +6,7 @@
 
 export const PROTOCOL_VERSION = '1.3';
 export const BUFFER_LIMIT = 1000;
-const PERSIST_LIMIT = 200;          // entries per kind kept in storage.session
+const PERSIST_LIMIT = 200; // entries per kind kept in storage.session
 const PERSIST_DELAY_MS = 1000;
 const STORAGE_PREFIX = 'bb.capture.';
 
@@ -22,7 +22,10 @@ const persistTimers = new Map();
 // Attachment and commands
 
 function lastErrorMessage() {
-  return (typeof chrome !== 'undefined' && chrome.runtime && chrome.runtime.lastError && chrome.runtime.lastError.message) || '';
+  return (
+    (typeof chrome !== 'undefined' && chrome.runtime && chrome.runtime.lastError && chrome.runtime.lastError.message) ||
+    ''
+  );
 }
 
 /** Attaches the debugger to a tab once and enables the capture domains. */
@@ -33,7 +36,7 @@ export function attach(tabId) {
     try {
       await chrome.debugger.attach({ tabId }, PROTOCOL_VERSION);
     } catch (e) {
-      const msg = String(e && e.message || e);
+      const msg = String((e && e.message) || e);
       // Another attach of ours may have raced us (worker restart keeps attachments).
       if (!/already attached/i.test(msg)) {
         throw new Error(`cannot control tab ${tabId} with the debugger: ${msg}`, { cause: e });
@@ -66,7 +69,11 @@ export async function detach(tabId) {
   const was = attached.has(tabId);
   attached.delete(tabId);
   if (!was) return;
-  try { await chrome.debugger.detach({ tabId }); } catch { /* already gone */ }
+  try {
+    await chrome.debugger.detach({ tabId });
+  } catch {
+    /* already gone */
+  }
 }
 
 function rawSend(tabId, method, params = {}, timeoutMs = 30000) {
@@ -88,18 +95,25 @@ function rawSend(tabId, method, params = {}, timeoutMs = 30000) {
       });
       // Promise-style fakes.
       if (maybe && typeof maybe.then === 'function') {
-        maybe.then((result) => {
-          if (done) return;
-          done = true; clearTimeout(timer); resolve(result || {});
-        }, (e) => {
-          if (done) return;
-          done = true; clearTimeout(timer); reject(new Error(`${method}: ${e && e.message || e}`));
-        });
+        maybe.then(
+          (result) => {
+            if (done) return;
+            done = true;
+            clearTimeout(timer);
+            resolve(result || {});
+          },
+          (e) => {
+            if (done) return;
+            done = true;
+            clearTimeout(timer);
+            reject(new Error(`${method}: ${(e && e.message) || e}`));
+          },
+        );
       }
     } catch (e) {
       done = true;
       clearTimeout(timer);
-      reject(new Error(`${method}: ${e && e.message || e}`));
+      reject(new Error(`${method}: ${(e && e.message) || e}`));
     }
   });
 }
@@ -127,7 +141,14 @@ export async function send(tabId, method, params = {}, { timeoutMs = 30000 } = {
 function captureFor(tabId) {
   let c = captures.get(tabId);
   if (!c) {
-    c = { console: [], network: [], byRequest: new Map(), restored: false, dropped: { console: 0, network: 0 }, since: Date.now() };
+    c = {
+      console: [],
+      network: [],
+      byRequest: new Map(),
+      restored: false,
+      dropped: { console: 0, network: 0 },
+      since: Date.now(),
+    };
     captures.set(tabId, c);
   }
   return c;
@@ -146,54 +167,85 @@ function remoteObjectToText(o) {
   if (!o) return '';
   if (o.type === 'string') return o.value;
   if ('unserializableValue' in o) return o.unserializableValue;
-  if ('value' in o) return o.value === null ? 'null' : (typeof o.value === 'object' ? JSON.stringify(o.value) : String(o.value));
+  if ('value' in o) {
+    return o.value === null ? 'null' : typeof o.value === 'object' ? JSON.stringify(o.value) : String(o.value);
+  }
   if (o.type === 'undefined') return 'undefined';
   if (o.preview && o.preview.properties) {
     const props = o.preview.properties.map((p) => `${p.name}: ${p.value ?? p.type}`).join(', ');
-    return o.subtype === 'array' ? `[${props}${o.preview.overflow ? ', …' : ''}]` : `{${props}${o.preview.overflow ? ', …' : ''}}`;
+    return o.subtype === 'array'
+      ? `[${props}${o.preview.overflow ? ', …' : ''}]`
+      : `{${props}${o.preview.overflow ? ', …' : ''}}`;
   }
   return o.description || o.className || o.type;
 }
 
-const CONSOLE_LEVEL = { log: 'log', info: 'info', warning: 'warning', warn: 'warning', error: 'error', debug: 'debug', trace: 'debug', assert: 'error', dir: 'log', table: 'log', verbose: 'debug' };
+const CONSOLE_LEVEL = {
+  log: 'log',
+  info: 'info',
+  warning: 'warning',
+  warn: 'warning',
+  error: 'error',
+  debug: 'debug',
+  trace: 'debug',
+  assert: 'error',
+  dir: 'log',
+  table: 'log',
+  verbose: 'debug',
+};
 
 export function handleEvent(tabId, method, params) {
   const c = captureFor(tabId);
   switch (method) {
     case 'Runtime.consoleAPICalled': {
       const frame = params.stackTrace && params.stackTrace.callFrames && params.stackTrace.callFrames[0];
-      pushBounded(c.console, {
-        ts: params.timestamp ? Math.round(params.timestamp) : Date.now(),
-        level: CONSOLE_LEVEL[params.type] || 'log',
-        source: 'console',
-        text: (params.args || []).map(remoteObjectToText).join(' '),
-        url: frame ? frame.url : undefined,
-        line: frame ? frame.lineNumber + 1 : undefined,
-      }, c, 'console');
+      pushBounded(
+        c.console,
+        {
+          ts: params.timestamp ? Math.round(params.timestamp) : Date.now(),
+          level: CONSOLE_LEVEL[params.type] || 'log',
+          source: 'console',
+          text: (params.args || []).map(remoteObjectToText).join(' '),
+          url: frame ? frame.url : undefined,
+          line: frame ? frame.lineNumber + 1 : undefined,
+        },
+        c,
+        'console',
+      );
       break;
     }
     case 'Runtime.exceptionThrown': {
       const d = params.exceptionDetails || {};
-      pushBounded(c.console, {
-        ts: params.timestamp ? Math.round(params.timestamp) : Date.now(),
-        level: 'error',
-        source: 'exception',
-        text: (d.exception && d.exception.description) || d.text || 'Uncaught exception',
-        url: d.url,
-        line: d.lineNumber !== undefined ? d.lineNumber + 1 : undefined,
-      }, c, 'console');
+      pushBounded(
+        c.console,
+        {
+          ts: params.timestamp ? Math.round(params.timestamp) : Date.now(),
+          level: 'error',
+          source: 'exception',
+          text: (d.exception && d.exception.description) || d.text || 'Uncaught exception',
+          url: d.url,
+          line: d.lineNumber !== undefined ? d.lineNumber + 1 : undefined,
+        },
+        c,
+        'console',
+      );
       break;
     }
     case 'Log.entryAdded': {
       const e = params.entry || {};
-      pushBounded(c.console, {
-        ts: e.timestamp ? Math.round(e.timestamp) : Date.now(),
-        level: CONSOLE_LEVEL[e.level] || 'log',
-        source: e.source || 'log',
-        text: e.text || '',
-        url: e.url,
-        line: e.lineNumber !== undefined ? e.lineNumber + 1 : undefined,
-      }, c, 'console');
+      pushBounded(
+        c.console,
+        {
+          ts: e.timestamp ? Math.round(e.timestamp) : Date.now(),
+          level: CONSOLE_LEVEL[e.level] || 'log',
+          source: e.source || 'log',
+          text: e.text || '',
+          url: e.url,
+          line: e.lineNumber !== undefined ? e.lineNumber + 1 : undefined,
+        },
+        c,
+        'console',
+      );
       break;
     }
     case 'Network.requestWillBeSent': {
@@ -240,7 +292,9 @@ export function handleEvent(tabId, method, params) {
       const entry = c.byRequest.get(params.requestId);
       if (entry) {
         entry.encodedBytes = params.encodedDataLength;
-        if (entry.started !== undefined && params.timestamp) entry.durationMs = Math.round((params.timestamp - entry.started) * 1000);
+        if (entry.started !== undefined && params.timestamp) {
+          entry.durationMs = Math.round((params.timestamp - entry.started) * 1000);
+        }
       }
       break;
     }
@@ -250,7 +304,9 @@ export function handleEvent(tabId, method, params) {
         entry.failed = true;
         entry.errorText = params.errorText || (params.canceled ? 'canceled' : 'failed');
         if (params.blockedReason) entry.blockedReason = params.blockedReason;
-        if (entry.started !== undefined && params.timestamp) entry.durationMs = Math.round((params.timestamp - entry.started) * 1000);
+        if (entry.started !== undefined && params.timestamp) {
+          entry.durationMs = Math.round((params.timestamp - entry.started) * 1000);
+        }
       }
       break;
     }
@@ -263,20 +319,25 @@ export function handleEvent(tabId, method, params) {
 function schedulePersist(tabId) {
   if (persistTimers.has(tabId)) return;
   if (typeof chrome === 'undefined' || !chrome.storage || !chrome.storage.session) return;
-  persistTimers.set(tabId, setTimeout(() => {
-    persistTimers.delete(tabId);
-    const c = captures.get(tabId);
-    if (!c) return;
-    const strip = ({ started, ...rest }) => rest;
-    chrome.storage.session.set({
-      [STORAGE_PREFIX + tabId]: {
-        console: c.console.slice(-PERSIST_LIMIT),
-        network: c.network.slice(-PERSIST_LIMIT).map(strip),
-        dropped: c.dropped,
-        since: c.since,
-      },
-    }).catch(() => {});
-  }, PERSIST_DELAY_MS));
+  persistTimers.set(
+    tabId,
+    setTimeout(() => {
+      persistTimers.delete(tabId);
+      const c = captures.get(tabId);
+      if (!c) return;
+      const strip = ({ started, ...rest }) => rest;
+      chrome.storage.session
+        .set({
+          [STORAGE_PREFIX + tabId]: {
+            console: c.console.slice(-PERSIST_LIMIT),
+            network: c.network.slice(-PERSIST_LIMIT).map(strip),
+            dropped: c.dropped,
+            since: c.since,
+          },
+        })
+        .catch(() => {});
+    }, PERSIST_DELAY_MS),
+  );
 }
 
 async function restoreCapture(tabId) {
@@ -295,7 +356,9 @@ async function restoreCapture(tabId) {
     c.network = [...restoredNet, ...c.network].slice(-BUFFER_LIMIT);
     c.dropped = saved.dropped || c.dropped;
     c.since = Math.min(saved.since || c.since, c.since);
-  } catch { /* storage unavailable */ }
+  } catch {
+    /* storage unavailable */
+  }
 }
 
 /** Drops a tab's captured data (memory and storage). */
@@ -328,10 +391,12 @@ const LEVEL_RANK = { debug: 0, log: 1, info: 1, warning: 2, error: 3 };
 /** Filters console entries: {pattern, level (exact list or minimum with "+" suffix), limit}. Newest last. */
 export function filterConsole(entries, { pattern, level, limit = 100 } = {}) {
   const re = compilePattern(pattern);
-  let levels = null, minRank = null;
+  let levels = null,
+    minRank = null;
   if (Array.isArray(level)) levels = new Set(level.map((l) => CONSOLE_LEVEL[l] || l));
-  else if (typeof level === 'string' && level.endsWith('+')) minRank = LEVEL_RANK[CONSOLE_LEVEL[level.slice(0, -1)] || level.slice(0, -1)] ?? 0;
-  else if (typeof level === 'string' && level !== 'all') levels = new Set([CONSOLE_LEVEL[level] || level]);
+  else if (typeof level === 'string' && level.endsWith('+')) {
+    minRank = LEVEL_RANK[CONSOLE_LEVEL[level.slice(0, -1)] || level.slice(0, -1)] ?? 0;
+  } else if (typeof level === 'string' && level !== 'all') levels = new Set([CONSOLE_LEVEL[level] || level]);
   const out = entries.filter((e) => {
     if (levels && !levels.has(e.level)) return false;
     if (minRank !== null && (LEVEL_RANK[e.level] ?? 1) < minRank) return false;
@@ -379,7 +444,11 @@ export async function readConsole(tabId, filters = {}) {
   const c = captureFor(tabId);
   const entries = filterConsole(c.console, filters);
   const info = { total: c.console.length, dropped: c.dropped.console, since: c.since };
-  if (filters.clear) { c.console = []; c.dropped.console = 0; schedulePersist(tabId); }
+  if (filters.clear) {
+    c.console = [];
+    c.dropped.console = 0;
+    schedulePersist(tabId);
+  }
   return { entries, ...info };
 }
 
@@ -388,7 +457,12 @@ export async function readNetwork(tabId, filters = {}) {
   const c = captureFor(tabId);
   const entries = filterNetwork(c.network, filters).map(({ started, ...rest }) => rest);
   const info = { total: c.network.length, dropped: c.dropped.network, since: c.since };
-  if (filters.clear) { c.network = []; c.byRequest.clear(); c.dropped.network = 0; schedulePersist(tabId); }
+  if (filters.clear) {
+    c.network = [];
+    c.byRequest.clear();
+    c.dropped.network = 0;
+    schedulePersist(tabId);
+  }
   return { entries, ...info };
 }
 
@@ -412,14 +486,19 @@ export async function mainDocument(tabId) {
   const entry = frame && captures.get(tabId)?.byRequest.get(frame.loaderId);
   if (!entry) return null;
   return {
-    url: frame.url, unreachableUrl: frame.unreachableUrl,
-    status: entry.status, statusText: entry.statusText, errorText: entry.failed ? entry.errorText : undefined,
+    url: frame.url,
+    unreachableUrl: frame.unreachableUrl,
+    status: entry.status,
+    statusText: entry.statusText,
+    errorText: entry.failed ? entry.errorText : undefined,
   };
 }
 
 export function captureStats() {
   const out = {};
-  for (const [tabId, c] of captures) out[tabId] = { console: c.console.length, network: c.network.length, attached: attached.has(tabId) };
+  for (const [tabId, c] of captures) {
+    out[tabId] = { console: c.console.length, network: c.network.length, attached: attached.has(tabId) };
+  }
   return out;
 }
 
@@ -429,44 +508,124 @@ export function captureStats() {
 export const MODIFIER_BITS = { Alt: 1, Control: 2, Meta: 4, Shift: 8 };
 
 const MODIFIER_ALIASES = {
-  alt: 'Alt', option: 'Alt', opt: 'Alt',
-  ctrl: 'Control', control: 'Control', ctl: 'Control',
-  meta: 'Meta', cmd: 'Meta', command: 'Meta', super: 'Meta', win: 'Meta', windows: 'Meta', os: 'Meta',
+  alt: 'Alt',
+  option: 'Alt',
+  opt: 'Alt',
+  ctrl: 'Control',
+  control: 'Control',
+  ctl: 'Control',
+  meta: 'Meta',
+  cmd: 'Meta',
+  command: 'Meta',
+  super: 'Meta',
+  win: 'Meta',
+  windows: 'Meta',
+  os: 'Meta',
   shift: 'Shift',
 };
 
 // key -> [code, keyCode, text?]
 const NAMED_KEYS = {
-  Enter: ['Enter', 13, '\r'], Tab: ['Tab', 9], Backspace: ['Backspace', 8], Delete: ['Delete', 46],
-  Escape: ['Escape', 27], ' ': ['Space', 32, ' '], ArrowUp: ['ArrowUp', 38], ArrowDown: ['ArrowDown', 40],
-  ArrowLeft: ['ArrowLeft', 37], ArrowRight: ['ArrowRight', 39], Home: ['Home', 36], End: ['End', 35],
-  PageUp: ['PageUp', 33], PageDown: ['PageDown', 34], Insert: ['Insert', 45], CapsLock: ['CapsLock', 20],
-  ContextMenu: ['ContextMenu', 93], Pause: ['Pause', 19], PrintScreen: ['PrintScreen', 44],
-  Alt: ['AltLeft', 18], Control: ['ControlLeft', 17], Meta: ['MetaLeft', 91], Shift: ['ShiftLeft', 16],
+  Enter: ['Enter', 13, '\r'],
+  Tab: ['Tab', 9],
+  Backspace: ['Backspace', 8],
+  Delete: ['Delete', 46],
+  Escape: ['Escape', 27],
+  ' ': ['Space', 32, ' '],
+  ArrowUp: ['ArrowUp', 38],
+  ArrowDown: ['ArrowDown', 40],
+  ArrowLeft: ['ArrowLeft', 37],
+  ArrowRight: ['ArrowRight', 39],
+  Home: ['Home', 36],
+  End: ['End', 35],
+  PageUp: ['PageUp', 33],
+  PageDown: ['PageDown', 34],
+  Insert: ['Insert', 45],
+  CapsLock: ['CapsLock', 20],
+  ContextMenu: ['ContextMenu', 93],
+  Pause: ['Pause', 19],
+  PrintScreen: ['PrintScreen', 44],
+  Alt: ['AltLeft', 18],
+  Control: ['ControlLeft', 17],
+  Meta: ['MetaLeft', 91],
+  Shift: ['ShiftLeft', 16],
 };
 for (let i = 1; i <= 12; i++) NAMED_KEYS[`F${i}`] = [`F${i}`, 111 + i];
 
 const KEY_ALIASES = {
-  enter: 'Enter', return: 'Enter', tab: 'Tab', backspace: 'Backspace', back_space: 'Backspace', bksp: 'Backspace',
-  delete: 'Delete', del: 'Delete', escape: 'Escape', esc: 'Escape', space: ' ', spacebar: ' ',
-  up: 'ArrowUp', arrowup: 'ArrowUp', down: 'ArrowDown', arrowdown: 'ArrowDown', left: 'ArrowLeft',
-  arrowleft: 'ArrowLeft', right: 'ArrowRight', arrowright: 'ArrowRight', home: 'Home', end: 'End',
-  pageup: 'PageUp', page_up: 'PageUp', pgup: 'PageUp', pagedown: 'PageDown', page_down: 'PageDown', pgdn: 'PageDown',
-  insert: 'Insert', ins: 'Insert', capslock: 'CapsLock', contextmenu: 'ContextMenu', menu: 'ContextMenu',
-  pause: 'Pause', printscreen: 'PrintScreen', plus: '+', minus: '-',
+  enter: 'Enter',
+  return: 'Enter',
+  tab: 'Tab',
+  backspace: 'Backspace',
+  back_space: 'Backspace',
+  bksp: 'Backspace',
+  delete: 'Delete',
+  del: 'Delete',
+  escape: 'Escape',
+  esc: 'Escape',
+  space: ' ',
+  spacebar: ' ',
+  up: 'ArrowUp',
+  arrowup: 'ArrowUp',
+  down: 'ArrowDown',
+  arrowdown: 'ArrowDown',
+  left: 'ArrowLeft',
+  arrowleft: 'ArrowLeft',
+  right: 'ArrowRight',
+  arrowright: 'ArrowRight',
+  home: 'Home',
+  end: 'End',
+  pageup: 'PageUp',
+  page_up: 'PageUp',
+  pgup: 'PageUp',
+  pagedown: 'PageDown',
+  page_down: 'PageDown',
+  pgdn: 'PageDown',
+  insert: 'Insert',
+  ins: 'Insert',
+  capslock: 'CapsLock',
+  contextmenu: 'ContextMenu',
+  menu: 'ContextMenu',
+  pause: 'Pause',
+  printscreen: 'PrintScreen',
+  plus: '+',
+  minus: '-',
 };
 
 // US layout punctuation: char -> [code, keyCode, shifted?]
 const PUNCT = {
-  '-': ['Minus', 189], '=': ['Equal', 187], '[': ['BracketLeft', 219], ']': ['BracketRight', 221],
-  '\\': ['Backslash', 220], ';': ['Semicolon', 186], "'": ['Quote', 222], ',': ['Comma', 188],
-  '.': ['Period', 190], '/': ['Slash', 191], '`': ['Backquote', 192],
-  '_': ['Minus', 189, 1], '+': ['Equal', 187, 1], '{': ['BracketLeft', 219, 1], '}': ['BracketRight', 221, 1],
-  '|': ['Backslash', 220, 1], ':': ['Semicolon', 186, 1], '"': ['Quote', 222, 1], '<': ['Comma', 188, 1],
-  '>': ['Period', 190, 1], '?': ['Slash', 191, 1], '~': ['Backquote', 192, 1],
-  '!': ['Digit1', 49, 1], '@': ['Digit2', 50, 1], '#': ['Digit3', 51, 1], '$': ['Digit4', 52, 1],
-  '%': ['Digit5', 53, 1], '^': ['Digit6', 54, 1], '&': ['Digit7', 55, 1], '*': ['Digit8', 56, 1],
-  '(': ['Digit9', 57, 1], ')': ['Digit0', 48, 1],
+  '-': ['Minus', 189],
+  '=': ['Equal', 187],
+  '[': ['BracketLeft', 219],
+  ']': ['BracketRight', 221],
+  '\\': ['Backslash', 220],
+  ';': ['Semicolon', 186],
+  "'": ['Quote', 222],
+  ',': ['Comma', 188],
+  '.': ['Period', 190],
+  '/': ['Slash', 191],
+  '`': ['Backquote', 192],
+  _: ['Minus', 189, 1],
+  '+': ['Equal', 187, 1],
+  '{': ['BracketLeft', 219, 1],
+  '}': ['BracketRight', 221, 1],
+  '|': ['Backslash', 220, 1],
+  ':': ['Semicolon', 186, 1],
+  '"': ['Quote', 222, 1],
+  '<': ['Comma', 188, 1],
+  '>': ['Period', 190, 1],
+  '?': ['Slash', 191, 1],
+  '~': ['Backquote', 192, 1],
+  '!': ['Digit1', 49, 1],
+  '@': ['Digit2', 50, 1],
+  '#': ['Digit3', 51, 1],
+  $: ['Digit4', 52, 1],
+  '%': ['Digit5', 53, 1],
+  '^': ['Digit6', 54, 1],
+  '&': ['Digit7', 55, 1],
+  '*': ['Digit8', 56, 1],
+  '(': ['Digit9', 57, 1],
+  ')': ['Digit0', 48, 1],
 };
 
 /** Describes one key (no modifiers) for Input.dispatchKeyEvent: {key, code, keyCode, text?}. */
@@ -523,7 +682,10 @@ export function parseChord(chord) {
   for (const p of parts.slice(0, -1)) {
     const m = MODIFIER_ALIASES[p.toLowerCase()] || (MODIFIER_BITS[p] ? p : null);
     if (!m) throw new Error(`"${p}" in "${chord}" is not a modifier (use ctrl, alt, shift, meta/cmd)`);
-    if (!modifierKeys.includes(m)) { modifierKeys.push(m); modifiers |= MODIFIER_BITS[m]; }
+    if (!modifierKeys.includes(m)) {
+      modifierKeys.push(m);
+      modifiers |= MODIFIER_BITS[m];
+    }
   }
   const last = parts[parts.length - 1];
   const lastMod = MODIFIER_ALIASES[last.toLowerCase()];
@@ -550,16 +712,40 @@ export function chordEvents(chord) {
   }
   const k = chord.key;
   const isModifierKey = MODIFIER_BITS[k.key] !== undefined;
-  const printable = k.text !== undefined && !(chord.modifiers & (MODIFIER_BITS.Control | MODIFIER_BITS.Alt | MODIFIER_BITS.Meta));
+  const printable =
+    k.text !== undefined && !(chord.modifiers & (MODIFIER_BITS.Control | MODIFIER_BITS.Alt | MODIFIER_BITS.Meta));
   if (!isModifierKey) {
-    const down = { type: printable ? 'keyDown' : 'rawKeyDown', modifiers: chord.modifiers, key: k.key, code: k.code, windowsVirtualKeyCode: k.keyCode };
-    if (printable) { down.text = k.text; down.unmodifiedText = k.text; }
-    const cmd = (chord.modifiers & (MODIFIER_BITS.Control | MODIFIER_BITS.Meta)) && !(chord.modifiers & MODIFIER_BITS.Alt)
-      ? EDIT_COMMANDS[k.key.toLowerCase()] : undefined;
+    const down = {
+      type: printable ? 'keyDown' : 'rawKeyDown',
+      modifiers: chord.modifiers,
+      key: k.key,
+      code: k.code,
+      windowsVirtualKeyCode: k.keyCode,
+    };
+    if (printable) {
+      down.text = k.text;
+      down.unmodifiedText = k.text;
+    }
+    const cmd =
+      chord.modifiers & (MODIFIER_BITS.Control | MODIFIER_BITS.Meta) && !(chord.modifiers & MODIFIER_BITS.Alt)
+        ? EDIT_COMMANDS[k.key.toLowerCase()]
+        : undefined;
     if (cmd && !(cmd === 'undo' && chord.modifiers & MODIFIER_BITS.Shift)) down.commands = [cmd];
-    if (k.code === 'KeyZ' && chord.modifiers & MODIFIER_BITS.Shift && chord.modifiers & (MODIFIER_BITS.Control | MODIFIER_BITS.Meta)) down.commands = ['redo'];
+    if (
+      k.code === 'KeyZ' &&
+      chord.modifiers & MODIFIER_BITS.Shift &&
+      chord.modifiers & (MODIFIER_BITS.Control | MODIFIER_BITS.Meta)
+    ) {
+      down.commands = ['redo'];
+    }
     events.push(down);
-    events.push({ type: 'keyUp', modifiers: chord.modifiers, key: k.key, code: k.code, windowsVirtualKeyCode: k.keyCode });
+    events.push({
+      type: 'keyUp',
+      modifiers: chord.modifiers,
+      key: k.key,
+      code: k.code,
+      windowsVirtualKeyCode: k.keyCode,
+    });
   }
   for (const m of [...chord.modifierKeys].reverse()) {
     const d = describeKey(m);
@@ -604,20 +790,52 @@ export async function mouseMove(tabId, x, y, { buttons = 0, modifiers = 0 } = {}
 export async function mouseClick(tabId, x, y, { button = 'left', clickCount = 1, modifiers = 0 } = {}) {
   await mouseMove(tabId, x, y, { modifiers });
   for (let i = 1; i <= clickCount; i++) {
-    await send(tabId, 'Input.dispatchMouseEvent', { type: 'mousePressed', x, y, button, buttons: BUTTON_BITS[button] || 0, clickCount: i, modifiers });
-    await send(tabId, 'Input.dispatchMouseEvent', { type: 'mouseReleased', x, y, button, buttons: 0, clickCount: i, modifiers });
+    await send(tabId, 'Input.dispatchMouseEvent', {
+      type: 'mousePressed',
+      x,
+      y,
+      button,
+      buttons: BUTTON_BITS[button] || 0,
+      clickCount: i,
+      modifiers,
+    });
+    await send(tabId, 'Input.dispatchMouseEvent', {
+      type: 'mouseReleased',
+      x,
+      y,
+      button,
+      buttons: 0,
+      clickCount: i,
+      modifiers,
+    });
   }
 }
 
 export async function mouseDrag(tabId, from, to, { steps = 10, modifiers = 0 } = {}) {
   await mouseMove(tabId, from[0], from[1], { modifiers });
-  await send(tabId, 'Input.dispatchMouseEvent', { type: 'mousePressed', x: from[0], y: from[1], button: 'left', buttons: 1, clickCount: 1, modifiers });
+  await send(tabId, 'Input.dispatchMouseEvent', {
+    type: 'mousePressed',
+    x: from[0],
+    y: from[1],
+    button: 'left',
+    buttons: 1,
+    clickCount: 1,
+    modifiers,
+  });
   for (let i = 1; i <= steps; i++) {
     const x = from[0] + ((to[0] - from[0]) * i) / steps;
     const y = from[1] + ((to[1] - from[1]) * i) / steps;
     await send(tabId, 'Input.dispatchMouseEvent', { type: 'mouseMoved', x, y, button: 'left', buttons: 1, modifiers });
   }
-  await send(tabId, 'Input.dispatchMouseEvent', { type: 'mouseReleased', x: to[0], y: to[1], button: 'left', buttons: 0, clickCount: 1, modifiers });
+  await send(tabId, 'Input.dispatchMouseEvent', {
+    type: 'mouseReleased',
+    x: to[0],
+    y: to[1],
+    button: 'left',
+    buttons: 0,
+    clickCount: 1,
+    modifiers,
+  });
 }
 
 export async function mouseWheel(tabId, x, y, deltaX, deltaY, { modifiers = 0 } = {}) {
@@ -647,7 +865,11 @@ if (hasChrome) {
  */
 export async function useTab(ctx, tabId, opts) {
   const tab = await ctx.resolveTab(tabId, opts);
-  try { await trackTab(tab.id); } catch { /* tools that need CDP will say why */ }
+  try {
+    await trackTab(tab.id);
+  } catch {
+    /* tools that need CDP will say why */
+  }
   return bringToFrontIfOwn(ctx, tab);
 }
 

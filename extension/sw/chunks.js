@@ -38,7 +38,9 @@ export function createReassembler({ onMessage, log = console.warn }) {
   let cur = null;
 
   function drop(why) {
-    log(`native.chunk: dropping ${cur ? `message ${JSON.stringify(cur.id)} (${cur.next}/${cur.total} chunks)` : 'chunk'}: ${why}`);
+    log(
+      `native.chunk: dropping ${cur ? `message ${JSON.stringify(cur.id)} (${cur.next}/${cur.total} chunks)` : 'chunk'}: ${why}`,
+    );
     cur = null;
   }
 

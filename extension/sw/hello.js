@@ -118,7 +118,11 @@ export async function sayHello() {
     delete shown.sessions; // stale the moment it is stored; the records say who is live
     await store.set('session', store.SESSION.bridge, { state: 'ready', ...shown, at: Date.now() });
     const done = await reconciled.catch((err) => console.warn(`hello: reconciling sessions: ${err.message}`));
-    if (done?.released.length) console.info(`hello: released ${done.released.length} session(s) the bridge no longer has: ${done.released.join(', ')}`);
+    if (done?.released.length) {
+      console.info(
+        `hello: released ${done.released.length} session(s) the bridge no longer has: ${done.released.join(', ')}`,
+      );
+    }
     return result;
   } catch (err) {
     console.warn(`hello: ${err.message}`);

@@ -204,10 +204,12 @@ export function onAlarm(alarm) {
 
 function record(state) {
   // lastError stays after a success: the popup shows when it happened.
-  store.update('session', store.SESSION.native, (prev) => ({
-    ...prev,
-    ...state,
-    ...(state.lastError ? { lastErrorAt: Date.now() } : {}),
-    at: Date.now(),
-  })).catch(() => {});
+  store
+    .update('session', store.SESSION.native, (prev) => ({
+      ...prev,
+      ...state,
+      ...(state.lastError ? { lastErrorAt: Date.now() } : {}),
+      at: Date.now(),
+    }))
+    .catch(() => {});
 }

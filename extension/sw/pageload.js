@@ -52,14 +52,40 @@ const NET_ERRORS = {
 
 /** Standard reason phrases, for HTTP/2 and HTTP/3 answers, which carry none. */
 const REASONS = {
-  400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found',
-  405: 'Method Not Allowed', 406: 'Not Acceptable', 407: 'Proxy Authentication Required', 408: 'Request Timeout',
-  409: 'Conflict', 410: 'Gone', 411: 'Length Required', 412: 'Precondition Failed', 413: 'Content Too Large',
-  414: 'URI Too Long', 415: 'Unsupported Media Type', 418: "I'm a teapot", 421: 'Misdirected Request',
-  422: 'Unprocessable Content', 423: 'Locked', 425: 'Too Early', 426: 'Upgrade Required', 428: 'Precondition Required',
-  429: 'Too Many Requests', 431: 'Request Header Fields Too Large', 451: 'Unavailable For Legal Reasons',
-  500: 'Internal Server Error', 501: 'Not Implemented', 502: 'Bad Gateway', 503: 'Service Unavailable',
-  504: 'Gateway Timeout', 505: 'HTTP Version Not Supported', 507: 'Insufficient Storage', 508: 'Loop Detected',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  402: 'Payment Required',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  406: 'Not Acceptable',
+  407: 'Proxy Authentication Required',
+  408: 'Request Timeout',
+  409: 'Conflict',
+  410: 'Gone',
+  411: 'Length Required',
+  412: 'Precondition Failed',
+  413: 'Content Too Large',
+  414: 'URI Too Long',
+  415: 'Unsupported Media Type',
+  418: "I'm a teapot",
+  421: 'Misdirected Request',
+  422: 'Unprocessable Content',
+  423: 'Locked',
+  425: 'Too Early',
+  426: 'Upgrade Required',
+  428: 'Precondition Required',
+  429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
+  451: 'Unavailable For Legal Reasons',
+  500: 'Internal Server Error',
+  501: 'Not Implemented',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+  505: 'HTTP Version Not Supported',
+  507: 'Insufficient Storage',
+  508: 'Loop Detected',
   511: 'Network Authentication Required',
 };
 
@@ -98,8 +124,10 @@ export const isHttpError = (status) => Number.isInteger(status) && status >= 400
  */
 export function loadFailedText({ tabId, url, error, what = 'load' }) {
   const verb = { back: 'Going back to', forward: 'Going forward to', reload: 'Reloading' }[what] || 'Loading';
-  return `${verb} ${url} in tab ${tabId} failed: ${describeNetError(error)}. The tab now shows Chrome's error page, `
-    + 'which has no content to read or act on. Call navigate with a working URL (or action "reload" once the site is back).';
+  return (
+    `${verb} ${url} in tab ${tabId} failed: ${describeNetError(error)}. The tab now shows Chrome's error page, ` +
+    'which has no content to read or act on. Call navigate with a working URL (or action "reload" once the site is back).'
+  );
 }
 
 /**
@@ -109,8 +137,10 @@ export function loadFailedText({ tabId, url, error, what = 'load' }) {
  */
 export function httpErrorText({ tabId, url, status, statusText, title }) {
   const line = httpStatusLine(status, statusText);
-  return `${line}: the server answered ${url} with status ${status} in tab ${tabId}${title ? ` ("${title}")` : ''}. `
-    + "The tab shows the server's error page: read it with get_page_text if it helps, or navigate to another URL.";
+  return (
+    `${line}: the server answered ${url} with status ${status} in tab ${tabId}${title ? ` ("${title}")` : ''}. ` +
+    "The tab shows the server's error page: read it with get_page_text if it helps, or navigate to another URL."
+  );
 }
 
 /**
@@ -121,8 +151,10 @@ export function httpErrorText({ tabId, url, status, statusText, title }) {
 export function errorPageText({ tabId, url, error }) {
   const what = url ? `loading ${url} failed` : 'its last load failed';
   const why = error ? ` with ${describeNetError(error)}` : '';
-  return `Tab ${tabId} shows Chrome's error page: ${what}${why}. There is no page content to read or act on; `
-    + 'call navigate with a working URL (or action "reload" to try again) first.';
+  return (
+    `Tab ${tabId} shows Chrome's error page: ${what}${why}. There is no page content to read or act on; ` +
+    'call navigate with a working URL (or action "reload" to try again) first.'
+  );
 }
 
 // ---------------------------------------------------------------------------
@@ -137,7 +169,9 @@ export function onErrorOccurred(details) {
   if (!details || details.frameId !== 0 || details.error === ABORTED) return;
   const rec = { url: details.url, error: details.error, at: Date.now() };
   errors.set(details.tabId, rec);
-  storage()?.set({ [STORAGE_PREFIX + details.tabId]: rec }).catch(() => {});
+  storage()
+    ?.set({ [STORAGE_PREFIX + details.tabId]: rec })
+    .catch(() => {});
 }
 
 /** webNavigation.onCommitted: a main-frame document loaded; the tab's old error is gone. */
@@ -149,7 +183,9 @@ export function onCommitted(details) {
 /** Drops what is known about a tab's loads (a closed tab). */
 export function forget(tabId) {
   errors.delete(tabId);
-  storage()?.remove(STORAGE_PREFIX + tabId).catch(() => {});
+  storage()
+    ?.remove(STORAGE_PREFIX + tabId)
+    .catch(() => {});
 }
 
 /** The last main-frame error recorded for a tab, or null. */

@@ -33,7 +33,14 @@ function needString(params, key) {
 }
 
 function tabInfo(tab) {
-  return { tabId: tab.id, url: tab.url || tab.pendingUrl || '', title: tab.title || '', active: !!tab.active, windowId: tab.windowId, status: tab.status };
+  return {
+    tabId: tab.id,
+    url: tab.url || tab.pendingUrl || '',
+    title: tab.title || '',
+    active: !!tab.active,
+    windowId: tab.windowId,
+    status: tab.status,
+  };
 }
 
 // A connection without a tab yet is told to open one: only createTab and
@@ -44,7 +51,9 @@ async function useTab(ctx, params, { create = false } = {}) {
   } catch (e) {
     if (e instanceof RelayError) throw e;
     if (e?.name === 'TabError' && optTabId(params) === undefined) {
-      throw new RelayError('This connection has no tab yet: call createTab, or browser_navigate with a url, first (getTabs lists the open tabs to pass as tabId).');
+      throw new RelayError(
+        'This connection has no tab yet: call createTab, or browser_navigate with a url, first (getTabs lists the open tabs to pass as tabId).',
+      );
     }
     throw new RelayError(e.message);
   }
@@ -59,26 +68,48 @@ export function waitForLoad(tabId, timeoutMs = 30000) {
       done = true;
       chrome.tabs.onUpdated.removeListener(onUpdated);
       clearTimeout(timer);
-      try { resolve(await chrome.tabs.get(tabId)); } catch { resolve(null); }
+      try {
+        resolve(await chrome.tabs.get(tabId));
+      } catch {
+        resolve(null);
+      }
     };
-    const onUpdated = (id, info) => { if (id === tabId && info.status === 'complete') finish(); };
+    const onUpdated = (id, info) => {
+      if (id === tabId && info.status === 'complete') finish();
+    };
     const timer = setTimeout(finish, timeoutMs);
     chrome.tabs.onUpdated.addListener(onUpdated);
-    chrome.tabs.get(tabId).then((t) => { if (t.status === 'complete' && !t.pendingUrl) setTimeout(() => chrome.tabs.get(tabId).then((t2) => { if (t2.status === 'complete') finish(); }, finish), 50); }, finish);
+    chrome.tabs.get(tabId).then((t) => {
+      if (t.status === 'complete' && !t.pendingUrl) {
+        setTimeout(
+          () =>
+            chrome.tabs.get(tabId).then((t2) => {
+              if (t2.status === 'complete') finish();
+            }, finish),
+          50,
+        );
+      }
+    }, finish);
   });
 }
 
 /** Resolves {ref | selector | x,y} to viewport CSS px. */
 async function point(tabId, params) {
   if (typeof params.ref === 'string') {
-    const loc = await runAgent(tabId, 'locate', { ref: params.ref }).catch((e) => { throw new RelayError(e.message); });
+    const loc = await runAgent(tabId, 'locate', { ref: params.ref }).catch((e) => {
+      throw new RelayError(e.message);
+    });
     return { x: loc.x, y: loc.y, element: { ref: params.ref, role: loc.role, name: loc.name } };
   }
   if (typeof params.selector === 'string') {
-    const r = await runAgent(tabId, 'find', { query: params.selector, limit: 1 }).catch((e) => { throw new RelayError(e.message); });
+    const r = await runAgent(tabId, 'find', { query: params.selector, limit: 1 }).catch((e) => {
+      throw new RelayError(e.message);
+    });
     if (!r.matches.length) throw new RelayError(`no visible element matches ${JSON.stringify(params.selector)}`);
     const m = r.matches[0];
-    const loc = await runAgent(tabId, 'locate', { ref: m.ref }).catch((e) => { throw new RelayError(e.message); });
+    const loc = await runAgent(tabId, 'locate', { ref: m.ref }).catch((e) => {
+      throw new RelayError(e.message);
+    });
     return { x: loc.x, y: loc.y, element: { ref: m.ref, role: m.role, name: m.name } };
   }
   if (typeof params.x === 'number' && typeof params.y === 'number') return { x: params.x, y: params.y, element: null };
@@ -97,7 +128,11 @@ export const extraMethods = {
   async createTab(params, ctx) {
     const url = params.url === undefined ? 'about:blank' : needString(params, 'url');
     const tab = await ctx.createTab(url);
-    try { await cdp.trackTab(tab.id); } catch { /* not attachable (e.g. chrome://) */ }
+    try {
+      await cdp.trackTab(tab.id);
+    } catch {
+      /* not attachable (e.g. chrome://) */
+    }
     return { tabId: tab.id, url: tab.url || tab.pendingUrl || url };
   },
 
@@ -105,9 +140,19 @@ export const extraMethods = {
     const tabs = await chrome.tabs.query({});
     const mine = ctx.sessions && ctx.sessions.sessionTabs ? await ctx.sessions.sessionTabs(ctx.session) : [];
     const mineIds = new Set(mine.map((t) => t.id));
-    const rec = ctx.sessions && ctx.sessions.listSessions ? (await ctx.sessions.listSessions()).find((r) => r.id === ctx.session.id) : null;
-    const list = tabs.map((t) => ({ ...tabInfo(t), inSession: mineIds.has(t.id), selected: !!rec && rec.currentTabId === t.id }));
-    return { tabs: params.sessionOnly ? list.filter((t) => t.inSession) : list, selectedTabId: rec ? rec.currentTabId : null };
+    const rec =
+      ctx.sessions && ctx.sessions.listSessions
+        ? (await ctx.sessions.listSessions()).find((r) => r.id === ctx.session.id)
+        : null;
+    const list = tabs.map((t) => ({
+      ...tabInfo(t),
+      inSession: mineIds.has(t.id),
+      selected: !!rec && rec.currentTabId === t.id,
+    }));
+    return {
+      tabs: params.sessionOnly ? list.filter((t) => t.inSession) : list,
+      selectedTabId: rec ? rec.currentTabId : null,
+    };
   },
 
   async selectTab(params, ctx) {
@@ -119,7 +164,11 @@ export const extraMethods = {
   async activateTab(params, ctx) {
     const tab = await useTab(ctx, params);
     const t = await chrome.tabs.update(tab.id, { active: true });
-    try { await chrome.windows.update(t.windowId, { focused: true }); } catch { /* headless or no window manager */ }
+    try {
+      await chrome.windows.update(t.windowId, { focused: true });
+    } catch {
+      /* headless or no window manager */
+    }
     return { ...tabInfo(t), active: true };
   },
 
@@ -132,7 +181,11 @@ export const extraMethods = {
 
   async browser_navigate(params, ctx) {
     const url = needString(params, 'url');
-    try { new URL(url); } catch { throw bad(`url is not an absolute URL: ${url}`); }
+    try {
+      new URL(url);
+    } catch {
+      throw bad(`url is not an absolute URL: ${url}`);
+    }
     const tab = await useTab(ctx, params, { create: true });
     return navigateAndWait(tab.id, () => chrome.tabs.update(tab.id, { url }), params.timeoutMs || 30000);
   },
@@ -149,7 +202,9 @@ export const extraMethods = {
 
   async forwardCDPCommand(params, ctx) {
     const method = needString(params, 'method');
-    if (!/^[A-Z][A-Za-z]*\.[a-zA-Z]+$/.test(method)) throw bad(`method ${method} is not a CDP method name like "Page.navigate"`);
+    if (!/^[A-Z][A-Za-z]*\.[a-zA-Z]+$/.test(method)) {
+      throw bad(`method ${method} is not a CDP method name like "Page.navigate"`);
+    }
     const tab = await useTab(ctx, params);
     try {
       return await cdp.send(tab.id, method, params.params || {}, { timeoutMs: params.timeoutMs || 30000 });
@@ -162,7 +217,8 @@ export const extraMethods = {
     const tab = await useTab(ctx, params);
     const p = await point(tab.id, params);
     const button = ['left', 'right', 'middle'].includes(params.button) ? params.button : 'left';
-    const clickCount = Number.isInteger(params.clickCount) && params.clickCount > 0 && params.clickCount <= 3 ? params.clickCount : 1;
+    const clickCount =
+      Number.isInteger(params.clickCount) && params.clickCount > 0 && params.clickCount <= 3 ? params.clickCount : 1;
     await cdp.mouseClick(tab.id, p.x, p.y, { button, clickCount });
     return { clicked: true, tabId: tab.id, x: p.x, y: p.y, element: p.element };
   },
@@ -195,11 +251,20 @@ export const extraMethods = {
     const shot = await captureTab(tab.id, {
       format,
       quality: Number.isInteger(params.quality) ? params.quality : undefined,
-      maxEdge: Number.isInteger(params.maxEdge) ? params.maxEdge : (params.fullResolution ? 0 : DEFAULT_MAX_EDGE),
-      budget: Number.isInteger(params.maxBytes) ? params.maxBytes : (params.fullResolution ? 0 : DEFAULT_BUDGET),
+      maxEdge: Number.isInteger(params.maxEdge) ? params.maxEdge : params.fullResolution ? 0 : DEFAULT_MAX_EDGE,
+      budget: Number.isInteger(params.maxBytes) ? params.maxBytes : params.fullResolution ? 0 : DEFAULT_BUDGET,
       fullPage: !!params.fullPage,
-    }).catch((e) => { throw new RelayError(e.message); });
-    return { tabId: tab.id, data: shot.data, mimeType: shot.mimeType, width: shot.width, height: shot.height, scale: shot.scale };
+    }).catch((e) => {
+      throw new RelayError(e.message);
+    });
+    return {
+      tabId: tab.id,
+      data: shot.data,
+      mimeType: shot.mimeType,
+      width: shot.width,
+      height: shot.height,
+      scale: shot.scale,
+    };
   },
 };
 

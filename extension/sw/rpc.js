@@ -103,20 +103,30 @@ export function sessionFromId(id) {
  */
 export async function receive(msg) {
   if (!msg || typeof msg !== 'object' || Array.isArray(msg) || msg.jsonrpc !== '2.0') {
-    return reply(validId(msg?.id), null, new RpcError(CODES.invalidRequest,
-      `message is not a JSON-RPC 2.0 request or response: ${preview(msg)}`));
+    return reply(
+      validId(msg?.id),
+      null,
+      new RpcError(CODES.invalidRequest, `message is not a JSON-RPC 2.0 request or response: ${preview(msg)}`),
+    );
   }
   const hasId = msg.id !== undefined && msg.id !== null;
   if (typeof msg.method === 'string') {
     if (!hasId) return notification(msg.method, msg.params);
     if (!validId(msg.id)) {
-      return reply(null, null, new RpcError(CODES.invalidRequest, `request id must be a string or a number: ${preview(msg.id)}`));
+      return reply(
+        null,
+        null,
+        new RpcError(CODES.invalidRequest, `request id must be a string or a number: ${preview(msg.id)}`),
+      );
     }
     return handleRequest(msg);
   }
   if (hasId && ('result' in msg || 'error' in msg)) return settle(msg);
-  return reply(validId(msg.id), null, new RpcError(CODES.invalidRequest,
-    `message is not a JSON-RPC 2.0 request or response: ${preview(msg)}`));
+  return reply(
+    validId(msg.id),
+    null,
+    new RpcError(CODES.invalidRequest, `message is not a JSON-RPC 2.0 request or response: ${preview(msg)}`),
+  );
 }
 
 async function handleRequest({ id, method, params }) {
@@ -131,14 +141,24 @@ async function handleRequest({ id, method, params }) {
   inflight.set(id, ac);
   const session = sessionFromId(id);
   const ctx = {
-    id, method, session, signal: ac.signal, sessions,
+    id,
+    method,
+    session,
+    signal: ac.signal,
+    sessions,
     resolveTab: (tabId, opts) => sessions.resolveTab(session, tabId, opts),
     createTab: (url) => sessions.createTab(session, url),
   };
   try {
     const cancelled = new Promise((_, reject) => {
-      ac.signal.addEventListener('abort', () => reject(new RpcError(CODES.internal,
-        `request cancelled: ${ac.signal.reason?.message || ac.signal.reason || 'no reason given'}`)));
+      ac.signal.addEventListener('abort', () =>
+        reject(
+          new RpcError(
+            CODES.internal,
+            `request cancelled: ${ac.signal.reason?.message || ac.signal.reason || 'no reason given'}`,
+          ),
+        ),
+      );
     });
     const result = await Promise.race([Promise.resolve().then(() => handler(params ?? {}, ctx)), cancelled]);
     reply(id, result === undefined ? {} : result, null);
@@ -158,15 +178,17 @@ function notification(method, params) {
     }
     case 'session.ended':
       if (typeof params?.session === 'string') {
-        return sessions.sessionEnded(params.session).catch((err) =>
-          console.warn(`session.ended ${params.session}: ${err.message}`));
+        return sessions
+          .sessionEnded(params.session)
+          .catch((err) => console.warn(`session.ended ${params.session}: ${err.message}`));
       }
       console.warn('session.ended without a session id');
       return;
     default: {
       const handler = methods.get(method);
       if (handler) {
-        return Promise.resolve().then(() => handler(params ?? {}, { method, session: null }))
+        return Promise.resolve()
+          .then(() => handler(params ?? {}, { method, session: null }))
           .catch((err) => console.warn(`notification ${method}: ${err.message}`));
       }
       // Unknown notifications are ignored, as JSON-RPC requires.
@@ -180,7 +202,13 @@ function settle(msg) {
   pending.delete(msg.id);
   clearTimeout(p.timer);
   if (msg.error) {
-    p.reject(new RpcError(msg.error.code ?? CODES.internal, msg.error.message || 'the bridge returned an error', msg.error.data));
+    p.reject(
+      new RpcError(
+        msg.error.code ?? CODES.internal,
+        msg.error.message || 'the bridge returned an error',
+        msg.error.data,
+      ),
+    );
   } else {
     p.resolve(msg.result);
   }
@@ -196,7 +224,11 @@ function reply(id, result, err) {
   } else {
     msg = { jsonrpc: '2.0', id, result };
     if (approxSize(result) > MAX_REPLY_CHARS) {
-      msg = { jsonrpc: '2.0', id, error: { code: CODES.internal, message: `the reply exceeds the ${MAX_REPLY_CHARS}-byte limit of the link` } };
+      msg = {
+        jsonrpc: '2.0',
+        id,
+        error: { code: CODES.internal, message: `the reply exceeds the ${MAX_REPLY_CHARS}-byte limit of the link` },
+      };
     }
   }
   transport.send(msg);

@@ -60,8 +60,12 @@ function check(v, s, path, errs) {
   if (typeof v === 'number') {
     if (s.minimum !== undefined && v < s.minimum) fail(`must be at least ${s.minimum}, got ${v}`);
     if (s.maximum !== undefined && v > s.maximum) fail(`must be at most ${s.maximum}, got ${v}`);
-    if (typeof s.exclusiveMinimum === 'number' && v <= s.exclusiveMinimum) fail(`must be more than ${s.exclusiveMinimum}, got ${v}`);
-    if (typeof s.exclusiveMaximum === 'number' && v >= s.exclusiveMaximum) fail(`must be less than ${s.exclusiveMaximum}, got ${v}`);
+    if (typeof s.exclusiveMinimum === 'number' && v <= s.exclusiveMinimum) {
+      fail(`must be more than ${s.exclusiveMinimum}, got ${v}`);
+    }
+    if (typeof s.exclusiveMaximum === 'number' && v >= s.exclusiveMaximum) {
+      fail(`must be less than ${s.exclusiveMaximum}, got ${v}`);
+    }
   }
   if (typeof v === 'string') {
     const n = [...v].length;
@@ -87,7 +91,9 @@ function check(v, s, path, errs) {
     for (const [name, val] of Object.entries(v)) {
       if (Object.hasOwn(props, name)) check(val, props[name], prefix + name, errs);
       else if (s.additionalProperties === false) errs.push(`${prefix}${name}: is not a known argument${known(props)}`);
-      else if (s.additionalProperties && typeof s.additionalProperties === 'object') check(val, s.additionalProperties, prefix + name, errs);
+      else if (s.additionalProperties && typeof s.additionalProperties === 'object') {
+        check(val, s.additionalProperties, prefix + name, errs);
+      }
     }
   }
   for (const key of ['anyOf', 'oneOf']) {

@@ -7,7 +7,7 @@
 import { send } from './cdp.js';
 
 export const DEFAULT_MAX_EDGE = 1568;
-export const DEFAULT_BUDGET = 1024 * 1024;          // base64 characters
+export const DEFAULT_BUDGET = 1024 * 1024; // base64 characters
 export const SCREENSHOT_URI_PREFIX = 'browserbridge://screenshots/';
 const STORE_MAX_ENTRIES = 30;
 const STORE_MAX_CHARS = 96 * 1024 * 1024;
@@ -63,7 +63,10 @@ export function budgetSteps(format = 'png', quality, { keepFormat = false } = {}
  * budget. capture returns {data, ...}. The last attempt is returned even if it
  * is still too large (with overBudget: true).
  */
-export async function fitToBudget(capture, { format = 'png', quality, budget = DEFAULT_BUDGET, keepFormat = false } = {}) {
+export async function fitToBudget(
+  capture,
+  { format = 'png', quality, budget = DEFAULT_BUDGET, keepFormat = false } = {},
+) {
   const steps = budgetSteps(format, quality, { keepFormat });
   let result = null;
   let attempts = 0;
@@ -100,10 +103,19 @@ export function imageSize(input) {
   if (b.length >= 4 && b[0] === 0xff && b[1] === 0xd8) {
     let i = 2;
     while (i + 9 < b.length) {
-      if (b[i] !== 0xff) { i++; continue; }
+      if (b[i] !== 0xff) {
+        i++;
+        continue;
+      }
       const marker = b[i + 1];
-      if (marker === 0xff) { i++; continue; }
-      if (marker === 0xd8 || marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) { i += 2; continue; }
+      if (marker === 0xff) {
+        i++;
+        continue;
+      }
+      if (marker === 0xd8 || marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
+        i += 2;
+        continue;
+      }
       const len = (b[i + 2] << 8) | b[i + 3];
       if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {
         return { format: 'jpeg', height: (b[i + 5] << 8) | b[i + 6], width: (b[i + 7] << 8) | b[i + 8] };
@@ -112,15 +124,25 @@ export function imageSize(input) {
     }
     return null;
   }
-  if (b.length >= 30 && String.fromCharCode(...b.slice(0, 4)) === 'RIFF' && String.fromCharCode(...b.slice(8, 12)) === 'WEBP') {
+  if (
+    b.length >= 30 &&
+    String.fromCharCode(...b.slice(0, 4)) === 'RIFF' &&
+    String.fromCharCode(...b.slice(8, 12)) === 'WEBP'
+  ) {
     const kind = String.fromCharCode(...b.slice(12, 16));
-    if (kind === 'VP8 ') return { format: 'webp', width: (b[26] | (b[27] << 8)) & 0x3fff, height: (b[28] | (b[29] << 8)) & 0x3fff };
+    if (kind === 'VP8 ') {
+      return { format: 'webp', width: (b[26] | (b[27] << 8)) & 0x3fff, height: (b[28] | (b[29] << 8)) & 0x3fff };
+    }
     if (kind === 'VP8L') {
       const bits = b[21] | (b[22] << 8) | (b[23] << 16) | (b[24] << 24);
       return { format: 'webp', width: (bits & 0x3fff) + 1, height: ((bits >>> 14) & 0x3fff) + 1 };
     }
     if (kind === 'VP8X') {
-      return { format: 'webp', width: 1 + (b[24] | (b[25] << 8) | (b[26] << 16)), height: 1 + (b[27] | (b[28] << 8) | (b[29] << 16)) };
+      return {
+        format: 'webp',
+        width: 1 + (b[24] | (b[25] << 8) | (b[26] << 16)),
+        height: 1 + (b[27] | (b[28] << 8) | (b[29] << 16)),
+      };
     }
   }
   return null;
@@ -146,8 +168,13 @@ export async function getTabScale(tabId) {
     try {
       const k = `bb.shotscale.${tabId}`;
       const got = await chrome.storage.session.get(k);
-      if (got && got[k]) { lastScale.set(tabId, got[k]); return got[k]; }
-    } catch { /* ignore */ }
+      if (got && got[k]) {
+        lastScale.set(tabId, got[k]);
+        return got[k];
+      }
+    } catch {
+      /* ignore */
+    }
   }
   return null;
 }
@@ -204,7 +231,9 @@ export async function viewportMetrics(tabId) {
   try {
     const r = await send(tabId, 'Runtime.evaluate', { expression: 'window.devicePixelRatio', returnByValue: true });
     if (r && r.result && typeof r.result.value === 'number' && r.result.value > 0) dpr = r.result.value;
-  } catch { /* keep 1 */ }
+  } catch {
+    /* keep 1 */
+  }
   return {
     pageX: vv.pageX || 0,
     pageY: vv.pageY || 0,
@@ -222,13 +251,26 @@ export async function viewportMetrics(tabId) {
  * base64 under budget. Returns {data, mimeType, format, quality, width,
  * height, scale (image px per CSS px), region, overBudget, attempts}.
  */
-export async function captureTab(tabId, { format = 'png', quality, maxEdge = DEFAULT_MAX_EDGE, budget = DEFAULT_BUDGET, region, keepFormat = false, fullPage = false } = {}) {
+export async function captureTab(
+  tabId,
+  {
+    format = 'png',
+    quality,
+    maxEdge = DEFAULT_MAX_EDGE,
+    budget = DEFAULT_BUDGET,
+    region,
+    keepFormat = false,
+    fullPage = false,
+  } = {},
+) {
   const vm = await viewportMetrics(tabId);
   let clip;
   if (region) {
     const [x0, y0, x1, y1] = region;
-    const x = Math.max(0, Math.min(x0, x1)), y = Math.max(0, Math.min(y0, y1));
-    const w = Math.abs(x1 - x0), h = Math.abs(y1 - y0);
+    const x = Math.max(0, Math.min(x0, x1)),
+      y = Math.max(0, Math.min(y0, y1));
+    const w = Math.abs(x1 - x0),
+      h = Math.abs(y1 - y0);
     if (!(w >= 1 && h >= 1)) throw new Error('the region must be at least 1x1 CSS pixels');
     clip = { x: vm.pageX + x, y: vm.pageY + y, width: w, height: h };
   } else if (fullPage && vm.contentWidth && vm.contentHeight) {
@@ -238,12 +280,18 @@ export async function captureTab(tabId, { format = 'png', quality, maxEdge = DEF
   }
   const baseScale = fitScale(clip.width * vm.dpr, clip.height * vm.dpr, maxEdge);
   // For a zoom on a small region, allow magnification up to the max edge (at most 4x).
-  const zoomScale = region && maxEdge > 0 ? Math.min(4, maxEdge / (Math.max(clip.width, clip.height) * vm.dpr)) : baseScale;
+  const zoomScale =
+    region && maxEdge > 0 ? Math.min(4, maxEdge / (Math.max(clip.width, clip.height) * vm.dpr)) : baseScale;
   const scale0 = region ? Math.max(baseScale, zoomScale) : baseScale;
 
   const captureOnce = async ({ format: f, quality: q, scaleFactor }) => {
     let s = scale0 * scaleFactor;
-    const params = { format: f, clip: { ...clip, scale: s }, captureBeyondViewport: !!(fullPage || region), fromSurface: true };
+    const params = {
+      format: f,
+      clip: { ...clip, scale: s },
+      captureBeyondViewport: !!(fullPage || region),
+      fromSurface: true,
+    };
     if (f !== 'png' && q !== undefined) params.quality = q;
     let r = await send(tabId, 'Page.captureScreenshot', params, { timeoutMs: 30000 });
     let size = imageSize(r.data);
@@ -254,7 +302,13 @@ export async function captureTab(tabId, { format = 'png', quality, maxEdge = DEF
       r = await send(tabId, 'Page.captureScreenshot', { ...params, clip: { ...clip, scale: s } }, { timeoutMs: 30000 });
       size = imageSize(r.data) || size;
     }
-    return { data: r.data, format: f, quality: f === 'png' ? undefined : q, width: size ? size.width : want.width, height: size ? size.height : want.height };
+    return {
+      data: r.data,
+      format: f,
+      quality: f === 'png' ? undefined : q,
+      width: size ? size.width : want.width,
+      height: size ? size.height : want.height,
+    };
   };
 
   const res = await fitToBudget(captureOnce, { format, quality, budget, keepFormat });
@@ -271,7 +325,16 @@ export async function captureTab(tabId, { format = 'png', quality, maxEdge = DEF
     overBudget: res.overBudget,
     attempts: res.attempts,
   };
-  if (!region && !fullPage) setTabScale(tabId, { scale: out.scale, cssWidth: clip.width, cssHeight: clip.height, width: out.width, height: out.height, at: Date.now() });
+  if (!region && !fullPage) {
+    setTabScale(tabId, {
+      scale: out.scale,
+      cssWidth: clip.width,
+      cssHeight: clip.height,
+      width: out.width,
+      height: out.height,
+      at: Date.now(),
+    });
+  }
   return out;
 }
 
@@ -281,5 +344,12 @@ export async function captureFullResolution(tabId) {
   const r = await send(tabId, 'Page.captureScreenshot', { format: 'png', fromSurface: true }, { timeoutMs: 30000 });
   const size = imageSize(r.data) || { width: Math.round(vm.width * vm.dpr), height: Math.round(vm.height * vm.dpr) };
   const id = putScreenshot({ data: r.data, mimeType: 'image/png', width: size.width, height: size.height, tabId });
-  return { id, uri: SCREENSHOT_URI_PREFIX + id, mimeType: 'image/png', width: size.width, height: size.height, chars: r.data.length };
+  return {
+    id,
+    uri: SCREENSHOT_URI_PREFIX + id,
+    mimeType: 'image/png',
+    width: size.width,
+    height: size.height,
+    chars: r.data.length,
+  };
 }

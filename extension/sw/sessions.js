@@ -62,16 +62,29 @@ let gate = Promise.resolve();
 
 function newRecord(m, id, client) {
   return {
-    id, client: client || id, groupId: null, color: pickColor(m, id), currentTabId: null, plan: null, activity: null,
-    createdAt: Date.now(), lastActive: Date.now(), bridgeInstance: isLocal(id) ? currentInstance : null,
+    id,
+    client: client || id,
+    groupId: null,
+    color: pickColor(m, id),
+    currentTabId: null,
+    plan: null,
+    activity: null,
+    createdAt: Date.now(),
+    lastActive: Date.now(),
+    bridgeInstance: isLocal(id) ? currentInstance : null,
   };
 }
 
 // A local record that another bridge process vouched for, and this one has
 // not listed: it was never seen created by the bridge we talk to.
 function foreign(rec) {
-  return isLocal(rec.id) && currentInstance !== null && !!rec.bridgeInstance && rec.bridgeInstance !== currentInstance &&
-    !listedNow.has(rec.id);
+  return (
+    isLocal(rec.id) &&
+    currentInstance !== null &&
+    !!rec.bridgeInstance &&
+    rec.bridgeInstance !== currentInstance &&
+    !listedNow.has(rec.id)
+  );
 }
 
 /**
@@ -98,7 +111,9 @@ async function touchLocked(session) {
 }
 
 function pickColor(m, selfId) {
-  const used = Object.values(m).filter((r) => r.id !== selfId).map((r) => r.color);
+  const used = Object.values(m)
+    .filter((r) => r.id !== selfId)
+    .map((r) => r.color);
   return COLORS.find((c) => !used.includes(c)) || COLORS[Object.keys(m).length % COLORS.length];
 }
 
@@ -138,7 +153,10 @@ async function addToGroup(session, tab) {
     if (!r.color || Object.values(m).some((o) => o.id !== r.id && o.color === r.color)) r.color = pickColor(m, r.id);
     color = r.color;
   });
-  await chrome.tabGroups.update(groupId, { title: rec?.client || session.client || session.id, color: color || 'grey' });
+  await chrome.tabGroups.update(groupId, {
+    title: rec?.client || session.client || session.id,
+    color: color || 'grey',
+  });
   return groupId;
 }
 
@@ -194,8 +212,9 @@ export async function createTab(session, url = 'about:blank') {
  * What a session without a tab is told: which tools open one. Tools other
  * than those never open a tab to fail in (a blank tab cannot be read).
  */
-export const NO_TAB_MESSAGE = "Your session has no tab yet. Call navigate with a url: it opens a tab in your session's tab group "
-  + 'and loads the page there (tabs_create_mcp opens one too). To work in a tab that is already open, pass its tabId (tabs_context lists them).';
+export const NO_TAB_MESSAGE =
+  "Your session has no tab yet. Call navigate with a url: it opens a tab in your session's tab group " +
+  'and loads the page there (tabs_create_mcp opens one too). To work in a tab that is already open, pass its tabId (tabs_context lists them).';
 
 /**
  * The tab a call needs is not there (no tab yet, or no tab with that id).
@@ -336,7 +355,8 @@ export async function listSessions() {
  * @returns {object[]} session records
  */
 export function liveSessions(records, bridge) {
-  const instance = bridge?.state === 'ready' && typeof bridge.bridgeInstance === 'string' ? bridge.bridgeInstance : null;
+  const instance =
+    bridge?.state === 'ready' && typeof bridge.bridgeInstance === 'string' ? bridge.bridgeInstance : null;
   return Object.values(records || {})
     .filter((r) => r && typeof r.id === 'string')
     .filter((r) => !(instance && isLocal(r.id) && r.bridgeInstance && r.bridgeInstance !== instance))

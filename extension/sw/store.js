@@ -83,6 +83,9 @@ export function update(area, key, fn) {
     await set(area, key, next);
     return next;
   });
-  queues.set(q, run.catch(() => {}));
+  queues.set(
+    q,
+    run.catch(() => {}),
+  );
   return run;
 }

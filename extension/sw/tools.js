@@ -65,7 +65,9 @@ function problem(t) {
   if (typeof t !== 'object') return 'not an object';
   if (typeof t.name !== 'string' || !NAME.test(t.name)) return 'name must match [A-Za-z0-9_.-]{1,128}';
   if (typeof t.description !== 'string' || !t.description) return 'description is missing';
-  if (!t.inputSchema || t.inputSchema.type !== 'object') return 'inputSchema must be a JSON Schema with "type": "object"';
+  if (!t.inputSchema || t.inputSchema.type !== 'object') {
+    return 'inputSchema must be a JSON Schema with "type": "object"';
+  }
   if (typeof t.run !== 'function') return 'run is not a function';
   return '';
 }
@@ -82,7 +84,12 @@ export function clear() {
 export function list() {
   return {
     tools: [...tools.values()].map((t) => {
-      const out = { name: t.name, description: t.description, inputSchema: t.inputSchema, annotations: t.annotations || {} };
+      const out = {
+        name: t.name,
+        description: t.description,
+        inputSchema: t.inputSchema,
+        annotations: t.annotations || {},
+      };
       if (t.title) out.title = t.title;
       if (t.outputSchema) out.outputSchema = t.outputSchema;
       return out;
@@ -100,10 +107,15 @@ export function list() {
 export async function call(params, rpcCtx) {
   const { name, _meta: meta = {} } = params || {};
   const args = params?.arguments ?? {};
-  if (typeof name !== 'string') throw new rpc.RpcError(rpc.CODES.invalidParams, 'tools/call needs params.name, the tool to call');
+  if (typeof name !== 'string') {
+    throw new rpc.RpcError(rpc.CODES.invalidParams, 'tools/call needs params.name, the tool to call');
+  }
   const tool = tools.get(name);
   if (!tool) {
-    throw new rpc.RpcError(rpc.CODES.invalidParams, `unknown tool ${JSON.stringify(name)}; tools/list names the tools this browser has`);
+    throw new rpc.RpcError(
+      rpc.CODES.invalidParams,
+      `unknown tool ${JSON.stringify(name)}; tools/list names the tools this browser has`,
+    );
   }
   const problems = validate(args, tool.inputSchema);
   if (problems.length) {
@@ -111,7 +123,10 @@ export async function call(params, rpcCtx) {
   }
 
   const s = meta['browserbridge/session'];
-  const session = s && typeof s.id === 'string' ? { id: s.id, client: s.client || s.id } : rpcCtx.session || { id: 'default', client: 'Browser Bridge' };
+  const session =
+    s && typeof s.id === 'string'
+      ? { id: s.id, client: s.client || s.id }
+      : rpcCtx.session || { id: 'default', client: 'Browser Bridge' };
   const token = meta.progressToken;
   const ctx = {
     session,
@@ -135,11 +150,21 @@ export async function call(params, rpcCtx) {
     await sessions.touch(session);
     result = normalise(await tool.run(args, ctx));
   } catch (err) {
-    const text = err instanceof ToolError || err instanceof sessions.TabError ? err.message : `${name} failed: ${err?.message || err}`;
+    const text =
+      err instanceof ToolError || err instanceof sessions.TabError
+        ? err.message
+        : `${name} failed: ${err?.message || err}`;
     result = { isError: true, content: [{ type: 'text', text }] };
   }
-  recordCall({ tool: name, target: callTarget(name, args), session: session.id, client: session.client, ms: Date.now() - started, ok: !result.isError,
-    error: result.isError ? firstText(result) : undefined });
+  recordCall({
+    tool: name,
+    target: callTarget(name, args),
+    session: session.id,
+    client: session.client,
+    ms: Date.now() - started,
+    ok: !result.isError,
+    error: result.isError ? firstText(result) : undefined,
+  });
   return result;
 }
 
@@ -156,6 +181,9 @@ function firstText(r) {
 }
 
 function recordCall(entry) {
-  store.update('session', store.SESSION.recentCalls, (calls = []) =>
-    [{ ...entry, at: Date.now() }, ...calls].slice(0, RECENT_CALLS)).catch(() => {});
+  store
+    .update('session', store.SESSION.recentCalls, (calls = []) =>
+      [{ ...entry, at: Date.now() }, ...calls].slice(0, RECENT_CALLS),
+    )
+    .catch(() => {});
 }

@@ -20,7 +20,12 @@ function setup() {
 
 test('chunks in order make the message', () => {
   const { r, got } = setup();
-  const msg = { jsonrpc: '2.0', id: 'local-a:1', method: 'tools/call', params: { name: 'x', arguments: { text: 'a'.repeat(5000) } } };
+  const msg = {
+    jsonrpc: '2.0',
+    id: 'local-a:1',
+    method: 'tools/call',
+    params: { name: 'x', arguments: { text: 'a'.repeat(5000) } },
+  };
   const chunks = chunk(msg, 'h1', 1000);
   assert.ok(chunks.length > 3);
   for (const c of chunks) r.accept(c);

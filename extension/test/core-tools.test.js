@@ -18,8 +18,10 @@ beforeEach(() => {
 });
 
 function call(name, args = {}, session = A) {
-  return tools.call({ name, arguments: args, _meta: { 'browserbridge/session': session } },
-    { id: `${session.id}:${++n}`, signal: new AbortController().signal });
+  return tools.call(
+    { name, arguments: args, _meta: { 'browserbridge/session': session } },
+    { id: `${session.id}:${++n}`, signal: new AbortController().signal },
+  );
 }
 
 test('navigate loads a URL in the session tab and waits for the load', async () => {
@@ -55,7 +57,10 @@ test('navigate refuses url and action together, and javascript: URLs', async () 
   r = await call('navigate', { url: 'javascript:alert(1)' });
   assert.equal(r.isError, true);
   assert.match(r.content[0].text, /javascript_tool/);
-  await assert.rejects(call('navigate', { action: 'sideways' }), (e) => e.code === -32602 && /action: must be one of/.test(e.message));
+  await assert.rejects(
+    call('navigate', { action: 'sideways' }),
+    (e) => e.code === -32602 && /action: must be one of/.test(e.message),
+  );
 });
 
 test('tabs_create opens tabs in the session group; tabs_context marks them', async () => {
@@ -74,7 +79,10 @@ test('tabs_create opens tabs in the session group; tabs_context marks them', asy
   assert.match(all.content[0].text, /session "Cursor"/);
 
   const mine = await call('tabs_context_mcp');
-  assert.deepEqual(mine.structuredContent.tabs.map((t) => t.tabId), [a.structuredContent.tabId]);
+  assert.deepEqual(
+    mine.structuredContent.tabs.map((t) => t.tabId),
+    [a.structuredContent.tabId],
+  );
 });
 
 test('tabs_context_mcp can open a tab when the session has none', async () => {

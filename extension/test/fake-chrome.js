@@ -115,7 +115,12 @@ export function installFakeChrome() {
   const alarms = new Map();
 
   const onChanged = new FakeEvent();
-  const tabsEvents = { onRemoved: new FakeEvent(), onUpdated: new FakeEvent(), onCreated: new FakeEvent(), onActivated: new FakeEvent() };
+  const tabsEvents = {
+    onRemoved: new FakeEvent(),
+    onUpdated: new FakeEvent(),
+    onCreated: new FakeEvent(),
+    onActivated: new FakeEvent(),
+  };
   const groupEvents = { onRemoved: new FakeEvent(), onUpdated: new FakeEvent() };
   const navEvents = { onErrorOccurred: new FakeEvent(), onCommitted: new FakeEvent() };
 
@@ -165,8 +170,18 @@ export function installFakeChrome() {
     const win = windowId !== undefined ? windows.get(windowId) : [...windows.values()].find((w) => w.focused);
     if (!win) throw new Error('No current window');
     if (active) for (const t of tabs.values()) if (t.windowId === win.id) t.active = false;
-    const tab = { id: nextTab++, windowId: win.id, index: [...tabs.values()].filter((t) => t.windowId === win.id).length,
-      url: '', title: '', active, status: 'loading', groupId: -1, history: [url], historyIndex: 0 };
+    const tab = {
+      id: nextTab++,
+      windowId: win.id,
+      index: [...tabs.values()].filter((t) => t.windowId === win.id).length,
+      url: '',
+      title: '',
+      active,
+      status: 'loading',
+      groupId: -1,
+      history: [url],
+      historyIndex: 0,
+    };
     tabs.set(tab.id, tab);
     tabsEvents.onCreated.dispatch(tabCopy(tab));
     load(tab, url);
@@ -251,7 +266,9 @@ export function installFakeChrome() {
       return tabCopy(tabs.get(id));
     },
     async query(q = {}) {
-      return [...tabs.values()].filter((t) => Object.entries(q).every(([k, v]) => k === 'windowTypes' || t[k] === v)).map(tabCopy);
+      return [...tabs.values()]
+        .filter((t) => Object.entries(q).every(([k, v]) => k === 'windowTypes' || t[k] === v))
+        .map(tabCopy);
     },
     async update(id, { url, active } = {}) {
       const t = tabs.get(id);
@@ -336,7 +353,9 @@ export function installFakeChrome() {
       return structuredClone(groups.get(id));
     },
     async query(q = {}) {
-      return [...groups.values()].filter((g) => Object.entries(q).every(([k, v]) => g[k] === v)).map((g) => structuredClone(g));
+      return [...groups.values()]
+        .filter((g) => Object.entries(q).every(([k, v]) => g[k] === v))
+        .map((g) => structuredClone(g));
     },
     async update(id, props) {
       const g = groups.get(id);
@@ -346,7 +365,11 @@ export function installFakeChrome() {
       return structuredClone(g);
     },
   };
-  fake.scripting = { async executeScript() { return [{ frameId: 0, result: undefined }]; } };
+  fake.scripting = {
+    async executeScript() {
+      return [{ frameId: 0, result: undefined }];
+    },
+  };
 
   Object.assign(fake, {
     ports,

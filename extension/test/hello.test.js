@@ -31,12 +31,64 @@ const nav = (brands, fullVersionList, extra = {}) => ({
 
 test('browserInfo names the browser from userAgentData', async () => {
   const cases = [
-    ['Chrome', nav([{ brand: 'Not/A)Brand', version: '8' }, { brand: 'Chromium', version: '126' }, { brand: 'Google Chrome', version: '126' }],
-      [{ brand: 'Chromium', version: '126.0.6478.126' }, { brand: 'Google Chrome', version: '126.0.6478.126' }]), 'Chrome', '126.0.6478.126'],
-    ['Edge', nav([{ brand: 'Chromium', version: '125' }, { brand: 'Microsoft Edge', version: '125' }], null), 'Edge', '125'],
-    ['Chromium', nav([{ brand: 'Chromium', version: '120' }], [{ brand: 'Chromium', version: '120.0.6099.224' }]), 'Chromium', '120.0.6099.224'],
-    ['headless', nav([{ brand: 'HeadlessChrome', version: '131' }, { brand: 'Chromium', version: '131' }], null), 'Chromium', '131'],
-    ['Brave', nav([{ brand: 'Chromium', version: '126' }, { brand: 'Brave', version: '126' }], null), 'Brave', '126'],
+    [
+      'Chrome',
+      nav(
+        [
+          { brand: 'Not/A)Brand', version: '8' },
+          { brand: 'Chromium', version: '126' },
+          { brand: 'Google Chrome', version: '126' },
+        ],
+        [
+          { brand: 'Chromium', version: '126.0.6478.126' },
+          { brand: 'Google Chrome', version: '126.0.6478.126' },
+        ],
+      ),
+      'Chrome',
+      '126.0.6478.126',
+    ],
+    [
+      'Edge',
+      nav(
+        [
+          { brand: 'Chromium', version: '125' },
+          { brand: 'Microsoft Edge', version: '125' },
+        ],
+        null,
+      ),
+      'Edge',
+      '125',
+    ],
+    [
+      'Chromium',
+      nav([{ brand: 'Chromium', version: '120' }], [{ brand: 'Chromium', version: '120.0.6099.224' }]),
+      'Chromium',
+      '120.0.6099.224',
+    ],
+    [
+      'headless',
+      nav(
+        [
+          { brand: 'HeadlessChrome', version: '131' },
+          { brand: 'Chromium', version: '131' },
+        ],
+        null,
+      ),
+      'Chromium',
+      '131',
+    ],
+    [
+      'Brave',
+      nav(
+        [
+          { brand: 'Chromium', version: '126' },
+          { brand: 'Brave', version: '126' },
+        ],
+        null,
+      ),
+      'Brave',
+      '126',
+    ],
   ];
   for (const [name, n, wantName, wantVersion] of cases) {
     const b = await hello.browserInfo(n);
@@ -47,9 +99,18 @@ test('browserInfo names the browser from userAgentData', async () => {
 });
 
 test('parseUserAgent is the fallback without userAgentData', async () => {
-  assert.deepEqual(hello.parseUserAgent('Mozilla/5.0 … Chrome/126.0.0.0 Safari/537.36 Edg/126.0.2592.68'), { name: 'Edge', version: '126.0.2592.68' });
-  assert.deepEqual(hello.parseUserAgent('Mozilla/5.0 … HeadlessChrome/131.0.6778.85 Safari/537.36'), { name: 'Chromium', version: '131.0.6778.85' });
-  assert.deepEqual(hello.parseUserAgent('Mozilla/5.0 … Chrome/126.0.0.0 Safari/537.36 Vivaldi/6.8.3381.46'), { name: 'Vivaldi', version: '6.8.3381.46' });
+  assert.deepEqual(hello.parseUserAgent('Mozilla/5.0 … Chrome/126.0.0.0 Safari/537.36 Edg/126.0.2592.68'), {
+    name: 'Edge',
+    version: '126.0.2592.68',
+  });
+  assert.deepEqual(hello.parseUserAgent('Mozilla/5.0 … HeadlessChrome/131.0.6778.85 Safari/537.36'), {
+    name: 'Chromium',
+    version: '131.0.6778.85',
+  });
+  assert.deepEqual(hello.parseUserAgent('Mozilla/5.0 … Chrome/126.0.0.0 Safari/537.36 Vivaldi/6.8.3381.46'), {
+    name: 'Vivaldi',
+    version: '6.8.3381.46',
+  });
   assert.deepEqual(hello.parseUserAgent(''), { name: 'Chromium', version: 'unknown' });
   const b = await hello.browserInfo({ userAgent: 'x Chrome/120.1 y' });
   assert.deepEqual(b, { name: 'Chrome', version: '120.1', userAgent: 'x Chrome/120.1 y' });
@@ -69,7 +130,9 @@ test('hello params carry the extension and the profile label when one is set', a
 test('the hello result reconciles the tab groups and keeps a session that calls right behind it', async () => {
   const rpc = await import('../sw/rpc.js');
   const sessions = await import('../sw/sessions.js');
-  const flush = async () => { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); };
+  const flush = async () => {
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+  };
   const dead = await sessions.createTab({ id: 'local-dead', client: 'Inspector' }, 'https://dead.example/');
   const kept = await sessions.createTab({ id: 'local-kept', client: 'Claude Code' }, 'https://kept.example/');
   const keptGroup = fake.tabsById.get(kept.id).groupId;
@@ -82,10 +145,18 @@ test('the hello result reconciles the tab groups and keeps a session that calls 
     linkUp: () => true,
     send(msg) {
       if (msg.method === 'hello') {
-        setImmediate(() => rpc.receive({ jsonrpc: '2.0', id: msg.id, result: {
-          browserId: msg.params.instanceId, bridgeVersion: '9.9', bridgeInstance: '0123456789abcdef0123456789abcdef',
-          sessions: [{ id: 'local-kept', client: 'Claude Code' }],
-        } }));
+        setImmediate(() =>
+          rpc.receive({
+            jsonrpc: '2.0',
+            id: msg.id,
+            result: {
+              browserId: msg.params.instanceId,
+              bridgeVersion: '9.9',
+              bridgeInstance: '0123456789abcdef0123456789abcdef',
+              sessions: [{ id: 'local-kept', client: 'Claude Code' }],
+            },
+          }),
+        );
         setImmediate(() => rpc.receive({ jsonrpc: '2.0', id: 'local-new:1', method: 'test/tab', params: {} }));
       } else replies.push(msg);
       return true;
@@ -106,6 +177,10 @@ test('the hello result reconciles the tab groups and keeps a session that calls 
   assert.equal(fake.tabsById.get(kept.id).groupId, keptGroup);
   const [reply] = replies.filter((m) => m.id === 'local-new:1');
   assert.ok(reply?.result, `the call behind the hello failed: ${JSON.stringify(reply)}`);
-  assert.equal(fake.tabsById.get(reply.result.id).groupId, recs['local-new'].groupId, "the new session's tab is not in its group");
+  assert.equal(
+    fake.tabsById.get(reply.result.id).groupId,
+    recs['local-new'].groupId,
+    "the new session's tab is not in its group",
+  );
   assert.equal(recs['local-new'].bridgeInstance, '0123456789abcdef0123456789abcdef');
 });

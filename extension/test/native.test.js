@@ -12,7 +12,9 @@ import * as rpc from '../sw/rpc.js';
 import * as hello from '../sw/hello.js';
 
 const fake = installFakeChrome();
-const flush = async () => { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); };
+const flush = async () => {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+};
 const stored = async (area, key) => (await chrome.storage[area].get(key))[key];
 
 rpc.setTransport({ send: native.send, linkUp: native.linkUp });
@@ -77,7 +79,11 @@ test('the port reconnects with backoff, keeps lastError, and resets after the ho
 
 test('"connected" makes the extension say hello; other states fail pending requests', async () => {
   const port = fake.lastPort();
-  port.hostSends({ jsonrpc: '2.0', method: 'host.state', params: { state: 'connected', socket: '/s', bridgeVersion: '1.2.3' } });
+  port.hostSends({
+    jsonrpc: '2.0',
+    method: 'host.state',
+    params: { state: 'connected', socket: '/s', bridgeVersion: '1.2.3' },
+  });
   await flush();
   assert.equal(native.linkUp(), true);
   const h = port.sent.find((m) => m.method === 'hello');
@@ -90,7 +96,11 @@ test('"connected" makes the extension say hello; other states fail pending reque
   assert.equal((await stored('session', 'bridge')).state, 'ready');
 
   const pending = rpc.request('session.close', { session: 'local-x' });
-  port.hostSends({ jsonrpc: '2.0', method: 'host.state', params: { state: 'disconnected', socket: '/s', error: 'the bridge went away' } });
+  port.hostSends({
+    jsonrpc: '2.0',
+    method: 'host.state',
+    params: { state: 'disconnected', socket: '/s', error: 'the bridge went away' },
+  });
   await assert.rejects(pending, /lost the bridge \(disconnected: the bridge went away\)/);
   assert.equal(native.linkUp(), false);
   await assert.rejects(rpc.request('ping'), /not connected/);
@@ -116,14 +126,23 @@ test('a chunked request reaches the dispatcher and is answered once', async () =
   const port = fake.lastPort();
   port.hostSends({ jsonrpc: '2.0', method: 'host.state', params: { state: 'connected', socket: '/s' } });
   await flush();
-  const bytes = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 'bridge:5', method: 'ping', params: { pad: 'é'.repeat(100) } }));
+  const bytes = Buffer.from(
+    JSON.stringify({ jsonrpc: '2.0', id: 'bridge:5', method: 'ping', params: { pad: 'é'.repeat(100) } }),
+  );
   const size = 33;
   const total = Math.ceil(bytes.length / size);
   for (let seq = 0; seq < total; seq++) {
-    port.hostSends({ jsonrpc: '2.0', method: 'native.chunk', params: { id: 'h1', total, seq, data: bytes.subarray(seq * size, (seq + 1) * size).toString('base64') } });
+    port.hostSends({
+      jsonrpc: '2.0',
+      method: 'native.chunk',
+      params: { id: 'h1', total, seq, data: bytes.subarray(seq * size, (seq + 1) * size).toString('base64') },
+    });
   }
   await flush();
-  assert.deepEqual(port.sent.filter((m) => m.id === 'bridge:5'), [{ jsonrpc: '2.0', id: 'bridge:5', result: {} }]);
+  assert.deepEqual(
+    port.sent.filter((m) => m.id === 'bridge:5'),
+    [{ jsonrpc: '2.0', id: 'bridge:5', result: {} }],
+  );
   rpc.failPending('the test is over'); // the unanswered hello's timer would keep node waiting
 });
 
@@ -135,7 +154,10 @@ test('the wake alarm is created once with a 30 s period and never rescheduled by
   const first = await chrome.alarms.get(native.WAKE_ALARM);
   assert.equal(first.periodInMinutes, 0.5);
   assert.equal(native.WAKE_PERIOD_MINUTES, 0.5);
-  assert.ok(!fake.alarmsByName.has(native.LEGACY_RECONNECT_ALARM), 'the per-disconnection alarm of the earlier version is still there');
+  assert.ok(
+    !fake.alarmsByName.has(native.LEGACY_RECONNECT_ALARM),
+    'the per-disconnection alarm of the earlier version is still there',
+  );
 
   // Every later worker start finds it and leaves its schedule alone.
   await new Promise((r) => setTimeout(r, 5));

@@ -14,7 +14,20 @@ import { validate } from '../sw/schema.js';
 test('the page scripts load in order into one namespace, and again without losing refs', () => {
   assert.equal(PAGE_SCRIPTS[0], 'page/base.js', 'base.js makes the namespace the others add to');
   const P = loadPageAgent();
-  for (const op of ['refOf', 'elOf', 'snapshot', 'text', 'find', 'fill', 'locate', 'elementAt', 'describe', 'upload', 'permissions', 'scrollInfo']) {
+  for (const op of [
+    'refOf',
+    'elOf',
+    'snapshot',
+    'text',
+    'find',
+    'fill',
+    'locate',
+    'elementAt',
+    'describe',
+    'upload',
+    'permissions',
+    'scrollInfo',
+  ]) {
     assert.equal(typeof P.ops[op], 'function', `op ${op}`);
   }
   const a = { isConnected: true };
@@ -39,7 +52,11 @@ test('callAgent runs only code of its own token, and marks a fresh injection', (
   assert.deepEqual(callAgent('t1', 'refOf', { elements: [] }, true), { ok: true, value: [] });
   assert.equal(P.token, 't1');
   assert.deepEqual(callAgent('t1', 'refOf', { elements: [] }, false), { ok: true, value: [] });
-  assert.deepEqual(callAgent('t2', 'refOf', { elements: [] }, false), { missing: true }, 'files of another worker start');
+  assert.deepEqual(
+    callAgent('t2', 'refOf', { elements: [] }, false),
+    { missing: true },
+    'files of another worker start',
+  );
   const saved = globalThis.__browserBridgePage;
   delete globalThis.__browserBridgePage;
   try {
@@ -82,14 +99,27 @@ class FakeInput {
     this.isConnected = true;
     this.labels = [];
   }
-  get value() { return this.v; }
-  set value(v) { this.v = v; }
-  getAttribute(n) { return this.attrs[n] ?? null; }
-  hasAttribute(n) { return n in this.attrs; }
-  closest() { return null; }
+  get value() {
+    return this.v;
+  }
+  set value(v) {
+    this.v = v;
+  }
+  getAttribute(n) {
+    return this.attrs[n] ?? null;
+  }
+  hasAttribute(n) {
+    return n in this.attrs;
+  }
+  closest() {
+    return null;
+  }
   scrollIntoView() {}
   focus() {}
-  dispatchEvent(e) { this.events.push(e.type); return true; }
+  dispatchEvent(e) {
+    this.events.push(e.type);
+    return true;
+  }
 }
 
 test('fill sets each field by ref or selector, reports each, and goes on past a failure', async () => {
@@ -98,7 +128,7 @@ test('fill sets each field by ref or selector, reports each, and goes on past a 
   const email = new FakeInput('email', { type: 'email', 'aria-label': 'Email' });
   const ro = new FakeInput('ro', { 'aria-label': 'Fixed' });
   ro.readOnly = true;
-  const byId = { '#email': [email], '#ro': [ro], 'input': [name, email] };
+  const byId = { '#email': [email], '#ro': [ro], input: [name, email] };
   globalThis.HTMLInputElement = FakeInput;
   globalThis.document = {
     querySelectorAll(s) {
@@ -122,8 +152,14 @@ test('fill sets each field by ref or selector, reports each, and goes on past a 
     assert.equal(res.ok, true, JSON.stringify(res));
     const r = res.value;
     assert.equal(r.length, 7, 'a result for each field, in order');
-    assert.deepEqual(r.map((x) => x.ok), [true, false, false, false, false, true, true]);
-    assert.deepEqual(r.map((x) => x.field), [nameRef, '#missing', 'a[[', 'ref_987654', '#ro', '#email', 'input']);
+    assert.deepEqual(
+      r.map((x) => x.ok),
+      [true, false, false, false, false, true, true],
+    );
+    assert.deepEqual(
+      r.map((x) => x.field),
+      [nameRef, '#missing', 'a[[', 'ref_987654', '#ro', '#email', 'input'],
+    );
     assert.equal(name.value, 'first of two');
     assert.equal(email.value, 'ada@example.org');
     assert.equal(ro.value, '', 'a read-only field is left alone');
@@ -145,13 +181,35 @@ test('fill sets each field by ref or selector, reports each, and goes on past a 
 
 test('form_input takes one field by ref or selector, or several with fields', () => {
   assert.deepEqual(fieldsOf({ ref: 'ref_1', value: 'a' }), { fields: [{ ref: 'ref_1', value: 'a' }], single: true });
-  assert.deepEqual(fieldsOf({ selector: '#q', value: false }), { fields: [{ selector: '#q', value: false }], single: true });
-  assert.deepEqual(fieldsOf({ fields: [{ ref: 'ref_1', value: 1 }, { selector: '#q', value: 'b' }] }),
-    { fields: [{ ref: 'ref_1', value: 1 }, { selector: '#q', value: 'b' }], single: false });
-  assert.throws(() => fieldsOf({ ref: 'ref_1', value: 'a', fields: [{ ref: 'ref_2', value: 'b' }] }), /either fields, or ref/);
+  assert.deepEqual(fieldsOf({ selector: '#q', value: false }), {
+    fields: [{ selector: '#q', value: false }],
+    single: true,
+  });
+  assert.deepEqual(
+    fieldsOf({
+      fields: [
+        { ref: 'ref_1', value: 1 },
+        { selector: '#q', value: 'b' },
+      ],
+    }),
+    {
+      fields: [
+        { ref: 'ref_1', value: 1 },
+        { selector: '#q', value: 'b' },
+      ],
+      single: false,
+    },
+  );
+  assert.throws(
+    () => fieldsOf({ ref: 'ref_1', value: 'a', fields: [{ ref: 'ref_2', value: 'b' }] }),
+    /either fields, or ref/,
+  );
   assert.throws(() => fieldsOf({ value: 'a' }), /the field: name it by ref or by selector/);
   assert.throws(() => fieldsOf({ ref: 'ref_1', selector: '#q', value: 'a' }), /by ref or by selector \(one of them\)/);
-  assert.throws(() => fieldsOf({ fields: [{ ref: 'ref_1', value: 'a' }, { selector: '#q' }] }), /fields\[1\]: value is required/);
+  assert.throws(
+    () => fieldsOf({ fields: [{ ref: 'ref_1', value: 'a' }, { selector: '#q' }] }),
+    /fields\[1\]: value is required/,
+  );
   assert.throws(() => fieldsOf({ fields: [] }), /fields is empty/);
   assert.throws(() => fieldsOf({}), /name it by ref or by selector/);
 });
@@ -161,7 +219,13 @@ test('form_input schema: fields, selector, and value needed with a ref or select
   const bad = (args, re) => assert.match(validate(args, formSchema).join('; '), re, JSON.stringify(args));
   ok({ ref: 'ref_1', value: 'x' });
   ok({ selector: '#email', value: 'x' });
-  ok({ fields: [{ ref: 'ref_1', value: true }, { selector: 'select', value: ['a', 'b'] }], tabId: 3 });
+  ok({
+    fields: [
+      { ref: 'ref_1', value: true },
+      { selector: 'select', value: ['a', 'b'] },
+    ],
+    tabId: 3,
+  });
   bad({ ref: 'ref_1' }, /value: is required with ref/);
   bad({ selector: '#a' }, /value: is required with selector/);
   bad({ fields: [] }, /fields: needs at least 1 items/);
@@ -190,7 +254,10 @@ test('form_input results: each field named, an error only when all failed', () =
 
   const none = fillResult([bad, { field: 'ref_9', ok: false, error: 'element ref_9 not found' }]);
   assert.equal(none.isError, true);
-  assert.match(none.content[0].text, /^None of the 2 fields was set:\n- #nope: not set: .*\n- ref_9: not set: element ref_9 not found$/);
+  assert.match(
+    none.content[0].text,
+    /^None of the 2 fields was set:\n- #nope: not set: .*\n- ref_9: not set: element ref_9 not found$/,
+  );
 });
 
 test('read_page: whole under the budget; past it cut to max_chars with a note on how to read the rest', () => {
@@ -201,20 +268,38 @@ test('read_page: whole under the budget; past it cut to max_chars with a note on
   const whole = composeSnapshot({ head, text: para, truncated: false, cut: null, maxChars: DEFAULT_MAX_CHARS });
   assert.deepEqual(whole, { text: `${head}\n\n${para}`, truncated: false });
 
-  const cut = { chars: 900, inside: [{ ref: 'ref_1', role: 'main', name: '' }, { ref: 'ref_3', role: 'paragraph', name: '' }] };
+  const cut = {
+    chars: 900,
+    inside: [
+      { ref: 'ref_1', role: 'main', name: '' },
+      { ref: 'ref_3', role: 'paragraph', name: '' },
+    ],
+  };
   const small = composeSnapshot({ head, text: para, truncated: true, cut, maxChars: 1000 });
   assert.equal(small.truncated, true);
   assert.ok(small.text.length <= 1000, `${small.text.length} characters`);
-  assert.ok(small.text.startsWith(`${head}\n\n- paragraph [ref_3]\n  - text "w w`), 'the outline up to the cut is kept');
+  assert.ok(
+    small.text.startsWith(`${head}\n\n- paragraph [ref_3]\n  - text "w w`),
+    'the outline up to the cut is kept',
+  );
   const note = small.text.slice(small.text.indexOf('… truncated'));
-  assert.match(note, /^… truncated at max_chars 1000: the outline stops here inside main \[ref_1\] > paragraph \[ref_3\]\./);
+  assert.match(
+    note,
+    /^… truncated at max_chars 1000: the outline stops here inside main \[ref_1\] > paragraph \[ref_3\]\./,
+  );
   assert.match(note, /read_page with a larger max_chars \(up to 500000\)/);
   assert.match(note, /read_page with ref "ref_3" for the rest of that element \(or "ref_1" for all of the main\)/);
-  assert.match(note, /get_page_text for the plain text, all of it in pages \(its page parameter\) or only that part \(ref "ref_3"\)/);
+  assert.match(
+    note,
+    /get_page_text for the plain text, all of it in pages \(its page parameter\) or only that part \(ref "ref_3"\)/,
+  );
 
   // The page said whole, but head and outline together pass the budget: cut here too, and say so.
   const over = composeSnapshot({ head, text: 'x'.repeat(2000), truncated: false, cut: null, maxChars: 1500 });
   assert.equal(over.truncated, true);
   assert.ok(over.text.length <= 1500);
-  assert.match(truncationNote({ maxChars: 500000, cut: null }), /^… truncated at max_chars 500000: the outline stops here\. For the rest: read_page with the ref of a subtree;/);
+  assert.match(
+    truncationNote({ maxChars: 500000, cut: null }),
+    /^… truncated at max_chars 500000: the outline stops here\. For the rest: read_page with the ref of a subtree;/,
+  );
 });

@@ -22,45 +22,86 @@ beforeEach(() => {
 });
 
 function call(name, args = {}, session = A) {
-  return tools.call({ name, arguments: args, _meta: { 'browserbridge/session': session } },
-    { id: `${session.id}:${++n}`, signal: new AbortController().signal });
+  return tools.call(
+    { name, arguments: args, _meta: { 'browserbridge/session': session } },
+    { id: `${session.id}:${++n}`, signal: new AbortController().signal },
+  );
 }
 
-const text = (r) => r.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+const text = (r) =>
+  r.content
+    .filter((c) => c.type === 'text')
+    .map((c) => c.text)
+    .join('\n');
 const counts = () => ({ tabs: fake.tabsById.size, windows: fake.windowsById.size });
 
 test('net errors are named with what they mean; unknown ones as they are', () => {
-  assert.equal(pageload.describeNetError('net::ERR_NAME_NOT_RESOLVED'),
-    'net::ERR_NAME_NOT_RESOLVED (the host name does not resolve (DNS): check the spelling of the host)');
-  assert.match(pageload.describeNetError('net::ERR_CONNECTION_REFUSED'), /^net::ERR_CONNECTION_REFUSED \(nothing accepts connections/);
+  assert.equal(
+    pageload.describeNetError('net::ERR_NAME_NOT_RESOLVED'),
+    'net::ERR_NAME_NOT_RESOLVED (the host name does not resolve (DNS): check the spelling of the host)',
+  );
+  assert.match(
+    pageload.describeNetError('net::ERR_CONNECTION_REFUSED'),
+    /^net::ERR_CONNECTION_REFUSED \(nothing accepts connections/,
+  );
   assert.equal(pageload.describeNetError('net::ERR_SOMETHING_NEW'), 'net::ERR_SOMETHING_NEW');
   assert.equal(pageload.describeNetError(null), 'an error the browser did not name');
 });
 
-test('HTTP status lines use the server\'s reason, else the standard one', () => {
+test("HTTP status lines use the server's reason, else the standard one", () => {
   assert.equal(pageload.httpStatusLine(404, 'Not Found'), 'HTTP 404 Not Found');
   assert.equal(pageload.httpStatusLine(404, ''), 'HTTP 404 Not Found'); // HTTP/2 has no reason phrase
   assert.equal(pageload.httpStatusLine(500), 'HTTP 500 Internal Server Error');
   assert.equal(pageload.httpStatusLine(599), 'HTTP 599');
   assert.equal(pageload.httpStatusLine(418, 'Custom words'), 'HTTP 418 Custom words');
-  for (const [s, want] of [[399, false], [400, true], [404, true], [599, true], [600, false], [200, false], [undefined, false]]) {
+  for (const [s, want] of [
+    [399, false],
+    [400, true],
+    [404, true],
+    [599, true],
+    [600, false],
+    [200, false],
+    [undefined, false],
+  ]) {
     assert.equal(pageload.isHttpError(s), want, String(s));
   }
 });
 
 test('the failure texts name the tab, the URL, the error and what to do', () => {
-  const t = pageload.loadFailedText({ tabId: 7, url: 'http://no-such-host.invalid/', error: 'net::ERR_NAME_NOT_RESOLVED' });
+  const t = pageload.loadFailedText({
+    tabId: 7,
+    url: 'http://no-such-host.invalid/',
+    error: 'net::ERR_NAME_NOT_RESOLVED',
+  });
   assert.match(t, /^Loading http:\/\/no-such-host\.invalid\/ in tab 7 failed: net::ERR_NAME_NOT_RESOLVED/);
   assert.match(t, /Call navigate with a working URL/);
-  assert.match(pageload.loadFailedText({ tabId: 7, url: 'http://x/', error: 'net::ERR_TIMED_OUT', what: 'reload' }), /^Reloading http:\/\/x\/ in tab 7 failed/);
-  assert.match(pageload.loadFailedText({ tabId: 7, url: 'http://x/', error: 'net::ERR_TIMED_OUT', what: 'back' }), /^Going back to http:\/\/x\/ in tab 7/);
+  assert.match(
+    pageload.loadFailedText({ tabId: 7, url: 'http://x/', error: 'net::ERR_TIMED_OUT', what: 'reload' }),
+    /^Reloading http:\/\/x\/ in tab 7 failed/,
+  );
+  assert.match(
+    pageload.loadFailedText({ tabId: 7, url: 'http://x/', error: 'net::ERR_TIMED_OUT', what: 'back' }),
+    /^Going back to http:\/\/x\/ in tab 7/,
+  );
 
-  const h = pageload.httpErrorText({ tabId: 3, url: 'http://h/missing', status: 404, statusText: 'Not Found', title: '404 page' });
-  assert.match(h, /^HTTP 404 Not Found: the server answered http:\/\/h\/missing with status 404 in tab 3 \("404 page"\)\./);
+  const h = pageload.httpErrorText({
+    tabId: 3,
+    url: 'http://h/missing',
+    status: 404,
+    statusText: 'Not Found',
+    title: '404 page',
+  });
+  assert.match(
+    h,
+    /^HTTP 404 Not Found: the server answered http:\/\/h\/missing with status 404 in tab 3 \("404 page"\)\./,
+  );
   assert.match(h, /get_page_text/);
 
   const e = pageload.errorPageText({ tabId: 9, url: 'http://127.0.0.1:1/', error: 'net::ERR_CONNECTION_REFUSED' });
-  assert.match(e, /^Tab 9 shows Chrome's error page: loading http:\/\/127\.0\.0\.1:1\/ failed with net::ERR_CONNECTION_REFUSED/);
+  assert.match(
+    e,
+    /^Tab 9 shows Chrome's error page: loading http:\/\/127\.0\.0\.1:1\/ failed with net::ERR_CONNECTION_REFUSED/,
+  );
   assert.match(e, /call navigate with a working URL/);
   assert.doesNotMatch(e, /Frame with ID/);
   assert.match(pageload.errorPageText({ tabId: 9 }), /^Tab 9 shows Chrome's error page: its last load failed\./);
@@ -68,8 +109,15 @@ test('the failure texts name the tab, the URL, the error and what to do', () => 
 
 test('a session without a tab: page tools say to call navigate and open nothing', async () => {
   const before = counts();
-  for (const [name, args] of [['read_page', {}], ['get_page_text', {}], ['find', { query: 'x' }], ['javascript_tool', { code: '1' }],
-    ['computer', { action: 'screenshot' }], ['form_input', { ref: 'ref_1', value: 'x' }], ['navigate', { action: 'back' }]]) {
+  for (const [name, args] of [
+    ['read_page', {}],
+    ['get_page_text', {}],
+    ['find', { query: 'x' }],
+    ['javascript_tool', { code: '1' }],
+    ['computer', { action: 'screenshot' }],
+    ['form_input', { ref: 'ref_1', value: 'x' }],
+    ['navigate', { action: 'back' }],
+  ]) {
     const r = await call(name, args);
     assert.equal(r.isError, true, `${name} succeeded without a tab`);
     assert.equal(text(r), NO_TAB_MESSAGE, name);
@@ -91,14 +139,31 @@ test('navigate to a URL that fails is a tool error naming the net error; back/re
   fake.failUrls.set('http://no-such-host.invalid/', 'net::ERR_NAME_NOT_RESOLVED');
   let r = await call('navigate', { url: 'http://no-such-host.invalid/' });
   assert.equal(r.isError, true, text(r));
-  assert.match(text(r), new RegExp(`^Loading http://no-such-host\\.invalid/ in tab ${tabId} failed: net::ERR_NAME_NOT_RESOLVED`));
-  assert.deepEqual(r.structuredContent, { tabId, url: 'http://no-such-host.invalid/', error: 'net::ERR_NAME_NOT_RESOLVED', status: 'failed' });
+  assert.match(
+    text(r),
+    new RegExp(`^Loading http://no-such-host\\.invalid/ in tab ${tabId} failed: net::ERR_NAME_NOT_RESOLVED`),
+  );
+  assert.deepEqual(r.structuredContent, {
+    tabId,
+    url: 'http://no-such-host.invalid/',
+    error: 'net::ERR_NAME_NOT_RESOLVED',
+    status: 'failed',
+  });
 
   // The page tools on that tab name the same error, not Chrome's "Frame with ID 0 is showing error page".
-  for (const [name, args] of [['get_page_text', {}], ['read_page', { tabId }], ['javascript_tool', { code: '1' }], ['computer', { action: 'left_click', coordinate: [1, 1] }]]) {
+  for (const [name, args] of [
+    ['get_page_text', {}],
+    ['read_page', { tabId }],
+    ['javascript_tool', { code: '1' }],
+    ['computer', { action: 'left_click', coordinate: [1, 1] }],
+  ]) {
     const p = await call(name, args);
     assert.equal(p.isError, true, name);
-    assert.equal(text(p), pageload.errorPageText({ tabId, url: 'http://no-such-host.invalid/', error: 'net::ERR_NAME_NOT_RESOLVED' }), name);
+    assert.equal(
+      text(p),
+      pageload.errorPageText({ tabId, url: 'http://no-such-host.invalid/', error: 'net::ERR_NAME_NOT_RESOLVED' }),
+      name,
+    );
   }
 
   r = await call('navigate', { action: 'reload' });

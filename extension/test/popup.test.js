@@ -10,11 +10,20 @@ import { statusView, clientsView, callsView, popupView, ago, COMPACT_AFTER } fro
 import { callTarget } from '../sw/calltarget.js';
 
 const fake = installFakeChrome();
-const flush = async () => { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); };
+const flush = async () => {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+};
 
 const NOW = 1_700_000_000_000;
 const open = { port: 'open', attempt: 0, at: NOW - 60_000 };
-const ready = { state: 'ready', browserId: 'abcdefgh12', bridgeVersion: '0.1.0', mcpUrl: 'http://127.0.0.1:3456/mcp', bridgeInstance: 'b1', at: NOW - 50_000 };
+const ready = {
+  state: 'ready',
+  browserId: 'abcdefgh12',
+  bridgeVersion: '0.1.0',
+  mcpUrl: 'http://127.0.0.1:3456/mcp',
+  bridgeInstance: 'b1',
+  at: NOW - 50_000,
+};
 const connected = { state: 'connected', socket: '/run/user/1000/browserbridge/bridge.sock', at: NOW - 55_000 };
 
 /** Every string a view would put on screen, for "is this shown anywhere". */
@@ -30,7 +39,19 @@ test('status: nothing yet, then the native host starting', () => {
 });
 
 test('status: the native host is missing: the cause, the fix and the retry', () => {
-  const v = statusView({ native: { port: 'disconnected', lastError: 'Specified native messaging host not found.', lastErrorAt: NOW - 1000, retryInMs: 4000, attempt: 3, at: NOW - 1000 } }, NOW);
+  const v = statusView(
+    {
+      native: {
+        port: 'disconnected',
+        lastError: 'Specified native messaging host not found.',
+        lastErrorAt: NOW - 1000,
+        retryInMs: 4000,
+        attempt: 3,
+        at: NOW - 1000,
+      },
+    },
+    NOW,
+  );
   assert.equal(v.tone, 'error');
   assert.equal(v.label, 'Error');
   assert.equal(v.problem.cause, 'Specified native messaging host not found.');
@@ -56,30 +77,65 @@ test('status: stopped with browserbridge stop: not an error, and how to start it
 
 test('status: a bad config: the file, the error, the fix, and no "starting"', () => {
   const failure = {
-    kind: 'config', error: 'config: unknown key "lisen" (check its spelling)', configFile: '/home/u/.config/browserbridge/config.json',
+    kind: 'config',
+    error: 'config: unknown key "lisen" (check its spelling)',
+    configFile: '/home/u/.config/browserbridge/config.json',
     fix: 'Correct /home/u/.config/browserbridge/config.json (strict JSON; the error names the key). The host starts the bridge again by itself, or run `browserbridge doctor`.',
     logFile: '/home/u/.local/state/browserbridge/bridge.log',
   };
-  const v = statusView({ native: open, hostState: { state: 'bridge_failed', failure, error: 'the bridge could not start: …', retryInMs: 7000, at: NOW - 2000 } }, NOW);
+  const v = statusView(
+    {
+      native: open,
+      hostState: {
+        state: 'bridge_failed',
+        failure,
+        error: 'the bridge could not start: …',
+        retryInMs: 7000,
+        at: NOW - 2000,
+      },
+    },
+    NOW,
+  );
   assert.equal(v.tone, 'error');
   assert.equal(v.title, 'The bridge could not start');
   assert.equal(v.problem.cause, failure.error);
-  assert.equal(v.problem.fix, 'Correct the config file (strict JSON; the error names the key). The host starts the bridge again by itself, or run `browserbridge doctor`.');
-  assert.deepEqual(v.problem.facts.map((f) => [f.label, f.value]), [['Config', failure.configFile], ['Log', failure.logFile]]);
+  assert.equal(
+    v.problem.fix,
+    'Correct the config file (strict JSON; the error names the key). The host starts the bridge again by itself, or run `browserbridge doctor`.',
+  );
+  assert.deepEqual(
+    v.problem.facts.map((f) => [f.label, f.value]),
+    [
+      ['Config', failure.configFile],
+      ['Log', failure.logFile],
+    ],
+  );
   assert.equal(v.problem.retry, 'The native host starts it again in 5 s.');
   assert.doesNotMatch(shown(v), /starting the bridge/i);
 });
 
 test('status: a port taken: which port and the fix', () => {
-  const failure = { kind: 'listen', error: 'port 3456 is taken by another program (127.0.0.1:3456)', listen: '127.0.0.1:3456', configFile: '/c.json', fix: 'Stop the program that holds port 3456, or set "listen" in /c.json to a free port (e.g. "127.0.0.1:3457").' };
+  const failure = {
+    kind: 'listen',
+    error: 'port 3456 is taken by another program (127.0.0.1:3456)',
+    listen: '127.0.0.1:3456',
+    configFile: '/c.json',
+    fix: 'Stop the program that holds port 3456, or set "listen" in /c.json to a free port (e.g. "127.0.0.1:3457").',
+  };
   const v = statusView({ native: open, hostState: { state: 'bridge_failed', failure, at: NOW } }, NOW);
   assert.match(v.problem.cause, /port 3456/);
   assert.match(v.problem.fix, /set "listen" in the config file to a free port/);
-  assert.deepEqual(v.problem.facts.map((f) => f.label), ['Config', 'Address']);
+  assert.deepEqual(
+    v.problem.facts.map((f) => f.label),
+    ['Config', 'Address'],
+  );
 });
 
 test('status: a host without the failure field (older host) still shows its error', () => {
-  const v = statusView({ native: open, hostState: { state: 'bridge_failed', error: 'the bridge could not start: boom', at: NOW } }, NOW);
+  const v = statusView(
+    { native: open, hostState: { state: 'bridge_failed', error: 'the bridge could not start: boom', at: NOW } },
+    NOW,
+  );
   assert.equal(v.problem.cause, 'the bridge could not start: boom');
   assert.match(v.problem.fix, /browserbridge doctor/);
 });
@@ -96,36 +152,69 @@ test('status: connected clears a past error of the native port', () => {
 
 test('status: connected but hello not answered yet, or refused', () => {
   assert.equal(statusView({ native: open, hostState: connected, bridge: { state: 'pending' } }, NOW).tone, 'wait');
-  const v = statusView({ native: open, hostState: connected, bridge: { state: 'error', error: 'hello timed out' } }, NOW);
+  const v = statusView(
+    { native: open, hostState: connected, bridge: { state: 'error', error: 'hello timed out' } },
+    NOW,
+  );
   assert.equal(v.tone, 'error');
   assert.equal(v.problem.cause, 'hello timed out');
 });
 
 test('status: the bridge went away: an error until the host is back', () => {
-  const v = statusView({ native: open, hostState: { state: 'disconnected', error: 'the bridge went away: EOF', at: NOW } }, NOW);
+  const v = statusView(
+    { native: open, hostState: { state: 'disconnected', error: 'the bridge went away: EOF', at: NOW } },
+    NOW,
+  );
   assert.equal(v.tone, 'error');
   assert.equal(v.problem.cause, 'the bridge went away: EOF');
 });
 
-const rec = (id, client, color, createdAt, extra = {}) => ({ id, client, color, createdAt, lastActive: createdAt, bridgeInstance: 'b1', groupId: null, ...extra });
+const rec = (id, client, color, createdAt, extra = {}) => ({
+  id,
+  client,
+  color,
+  createdAt,
+  lastActive: createdAt,
+  bridgeInstance: 'b1',
+  groupId: null,
+  ...extra,
+});
 
 test('clients: cards with group colours, plan and activity; compact past three', () => {
   const records = {
     'local-a': rec('local-a', 'Claude Code', 'blue', NOW - 5000, {
-      plan: { steps: [{ step: 'Open the page', status: 'completed' }, { step: 'Read it', status: 'in_progress' }], explanation: '' },
+      plan: {
+        steps: [
+          { step: 'Open the page', status: 'completed' },
+          { step: 'Read it', status: 'in_progress' },
+        ],
+        explanation: '',
+      },
       activity: { state: 'answering', summary: 'found it' },
     }),
     'local-b': rec('local-b', 'Cursor', 'not-a-colour', NOW - 4000),
     'conn-r': rec('conn-r', 'relay conn-r', 'green', NOW - 3000),
   };
-  const calls = [{ tool: 'navigate', session: 'local-a', ok: true, at: NOW }, { tool: 'find', session: 'local-a', ok: true, at: NOW }];
+  const calls = [
+    { tool: 'navigate', session: 'local-a', ok: true, at: NOW },
+    { tool: 'find', session: 'local-a', ok: true, at: NOW },
+  ];
   const v = clientsView(records, ready, calls, NOW);
   assert.equal(v.compact, false);
-  assert.deepEqual(v.cards.map((c) => [c.name, c.colour, c.canDisconnect]),
-    [['relay conn-r', 'green', false], ['Cursor', 'grey', true], ['Claude Code', 'blue', true]]);
+  assert.deepEqual(
+    v.cards.map((c) => [c.name, c.colour, c.canDisconnect]),
+    [
+      ['relay conn-r', 'green', false],
+      ['Cursor', 'grey', true],
+      ['Claude Code', 'blue', true],
+    ],
+  );
   const claude = v.cards[2];
   assert.equal(claude.activity, 'Answering: found it');
-  assert.deepEqual(claude.plan.steps.map((s) => s.status), ['completed', 'in_progress']);
+  assert.deepEqual(
+    claude.plan.steps.map((s) => s.status),
+    ['completed', 'in_progress'],
+  );
   assert.equal(claude.calls, 2);
   assert.equal(claude.lastActive, '5 s ago');
 
@@ -137,14 +226,38 @@ test('clients: cards with group colours, plan and activity; compact past three',
 
 test('calls: history rows with tool, target, outcome and time; failures carry their text', () => {
   const records = { 'local-a': rec('local-a', 'Claude Code', 'purple', NOW) };
-  const v = callsView([
-    { tool: 'navigate', target: 'example.com/docs', session: 'local-a', client: 'Claude Code', ms: 340, ok: true, at: NOW - 12_000 },
-    { tool: 'computer', target: 'left click (10, 20)', session: 'local-gone', client: 'Old client', ms: 2500, ok: false, error: 'no element there', at: NOW - 300_000 },
-  ], records, NOW);
-  assert.deepEqual(v.rows.map((r) => [r.tool, r.target, r.outcome, r.when, r.client, r.colour, r.error]), [
-    ['navigate', 'example.com/docs', 'ok · 340 ms', '12 s ago', 'Claude Code', 'purple', ''],
-    ['computer', 'left click (10, 20)', 'failed · 2.5 s', '5 min ago', 'Old client', 'grey', 'no element there'],
-  ]);
+  const v = callsView(
+    [
+      {
+        tool: 'navigate',
+        target: 'example.com/docs',
+        session: 'local-a',
+        client: 'Claude Code',
+        ms: 340,
+        ok: true,
+        at: NOW - 12_000,
+      },
+      {
+        tool: 'computer',
+        target: 'left click (10, 20)',
+        session: 'local-gone',
+        client: 'Old client',
+        ms: 2500,
+        ok: false,
+        error: 'no element there',
+        at: NOW - 300_000,
+      },
+    ],
+    records,
+    NOW,
+  );
+  assert.deepEqual(
+    v.rows.map((r) => [r.tool, r.target, r.outcome, r.when, r.client, r.colour, r.error]),
+    [
+      ['navigate', 'example.com/docs', 'ok · 340 ms', '12 s ago', 'Claude Code', 'purple', ''],
+      ['computer', 'left click (10, 20)', 'failed · 2.5 s', '5 min ago', 'Old client', 'grey', 'no element there'],
+    ],
+  );
 });
 
 test('popup: "never used" only without any call; calls without clients are history', () => {
@@ -154,7 +267,10 @@ test('popup: "never used" only without any call; calls without clients are histo
   const past = popupView({ ...base, recentCalls: [call] }, NOW);
   assert.equal(past.empty, 'No MCP client is connected now.');
   assert.equal(past.calls.rows.length, 1);
-  const live = popupView({ ...base, recentCalls: [call], sessions: { 'local-x': rec('local-x', 'X', 'blue', NOW) } }, NOW);
+  const live = popupView(
+    { ...base, recentCalls: [call], sessions: { 'local-x': rec('local-x', 'X', 'blue', NOW) } },
+    NOW,
+  );
   assert.equal(live.empty, '');
   assert.doesNotMatch(shown(live), /has used this browser yet/);
 });
@@ -174,7 +290,10 @@ test('call targets: the page, the action, never what was typed', () => {
   assert.equal(callTarget('computer', { action: 'left_click', coordinate: [10.4, 20.6] }), 'left click (10, 21)');
   assert.equal(callTarget('computer', { action: 'left_click', ref: 'ref_12' }), 'left click ref_12');
   assert.equal(callTarget('find', { query: 'the search box', tabId: 2 }), '“the search box”');
-  assert.equal(callTarget('javascript_tool', { action: 'javascript_exec', text: 'document.cookie', tabId: 9 }), 'tab 9');
+  assert.equal(
+    callTarget('javascript_tool', { action: 'javascript_exec', text: 'document.cookie', tabId: 9 }),
+    'tab 9',
+  );
   assert.equal(callTarget('tabs_context_mcp', {}), '');
   assert.ok(callTarget('navigate', { url: `https://example.com/${'x'.repeat(200)}` }).length <= 60);
 });
@@ -184,11 +303,27 @@ test('call targets: the page, the action, never what was typed', () => {
 
 function element(tag) {
   const e = {
-    tagName: tag.toUpperCase(), children: [], style: {}, dataset: {}, attrs: {}, hidden: false, textContent: '', className: '', listeners: {},
-    append(...c) { e.children.push(...c); },
-    replaceChildren(...c) { e.children = c; },
-    setAttribute(k, v) { e.attrs[k] = String(v); },
-    addEventListener(type, fn) { e.listeners[type] = fn; },
+    tagName: tag.toUpperCase(),
+    children: [],
+    style: {},
+    dataset: {},
+    attrs: {},
+    hidden: false,
+    textContent: '',
+    className: '',
+    listeners: {},
+    append(...c) {
+      e.children.push(...c);
+    },
+    replaceChildren(...c) {
+      e.children = c;
+    },
+    setAttribute(k, v) {
+      e.attrs[k] = String(v);
+    },
+    addEventListener(type, fn) {
+      e.listeners[type] = fn;
+    },
   };
   return e;
 }
@@ -197,7 +332,8 @@ globalThis.document = {
   createElement: element,
   getElementById: (id) => byId.get(id) || (byId.set(id, element('div')), byId.get(id)),
 };
-const find = (e, pred) => (typeof e === 'object' && e ? (pred(e) ? e : e.children.map((c) => find(c, pred)).find(Boolean)) : undefined);
+const find = (e, pred) =>
+  typeof e === 'object' && e ? (pred(e) ? e : e.children.map((c) => find(c, pred)).find(Boolean)) : undefined;
 const names = () => byId.get('clients').children.map((li) => find(li, (x) => x.className === 'name').textContent);
 
 test('popup.js draws the live sessions only, newest first, the failure, and follows storage', async () => {
@@ -213,7 +349,9 @@ test('popup.js draws the live sessions only, newest first, the failure, and foll
     },
   });
   const sent = [];
-  fake.runtime.sendMessage = async (msg) => { sent.push(msg); };
+  fake.runtime.sendMessage = async (msg) => {
+    sent.push(msg);
+  };
   mock.timers.enable({ apis: ['setInterval'] }); // the popup's 5 s refresh would keep the test running
   try {
     await import('../popup.js');
@@ -233,7 +371,16 @@ test('popup.js draws the live sessions only, newest first, the failure, and foll
 
     // The bridge cannot start: the cause and the fix, with its `code`.
     await chrome.storage.session.set({
-      hostState: { state: 'bridge_failed', at: Date.now(), failure: { kind: 'listen', error: 'port 3456 is taken', fix: 'Set "listen" in `config.json`.', listen: '127.0.0.1:3456' } },
+      hostState: {
+        state: 'bridge_failed',
+        at: Date.now(),
+        failure: {
+          kind: 'listen',
+          error: 'port 3456 is taken',
+          fix: 'Set "listen" in `config.json`.',
+          listen: '127.0.0.1:3456',
+        },
+      },
     });
     await flush();
     assert.equal(byId.get('status').dataset.tone, 'error');
@@ -241,7 +388,10 @@ test('popup.js draws the live sessions only, newest first, the failure, and foll
     assert.equal(byId.get('problem').hidden, false);
     assert.equal(byId.get('cause').textContent, 'port 3456 is taken');
     const fix = byId.get('fix').children;
-    assert.deepEqual(fix.map((c) => (typeof c === 'string' ? c : `<${c.tagName}>${c.textContent}`)), ['Set "listen" in ', '<CODE>config.json', '.']);
+    assert.deepEqual(
+      fix.map((c) => (typeof c === 'string' ? c : `<${c.tagName}>${c.textContent}`)),
+      ['Set "listen" in ', '<CODE>config.json', '.'],
+    );
   } finally {
     mock.timers.reset();
   }

@@ -15,8 +15,12 @@ beforeEach(() => {
   rpc.setExtraMethods({});
   rpc.register('ping', () => ({}));
   rpc.register('echo', (params) => params);
-  rpc.register('boom', () => { throw new Error('it broke'); });
-  rpc.register('refuse', () => { throw new rpc.RpcError(rpc.CODES.invalidParams, 'x: is required'); });
+  rpc.register('boom', () => {
+    throw new Error('it broke');
+  });
+  rpc.register('refuse', () => {
+    throw new rpc.RpcError(rpc.CODES.invalidParams, 'x: is required');
+  });
 });
 
 test('a request is answered with the same id and its result', async () => {
@@ -46,13 +50,22 @@ test('errors carry spec codes and exactly one of result or error', async () => {
     assert.ok(!('result' in reply), `${name}: has a result`);
     assert.equal(reply.error.code, code, name);
     assert.match(reply.error.message, re, name);
-    assert.equal(reply.id, typeof msg === 'object' && (typeof msg.id === 'string' || typeof msg.id === 'number') ? msg.id : null, name);
+    assert.equal(
+      reply.id,
+      typeof msg === 'object' && (typeof msg.id === 'string' || typeof msg.id === 'number') ? msg.id : null,
+      name,
+    );
   }
 });
 
 test('relay methods come from the extra table with the session from the id', async () => {
   let seen;
-  rpc.setExtraMethods({ getTabs: (params, ctx) => { seen = ctx; return { tabs: [] }; } });
+  rpc.setExtraMethods({
+    getTabs: (params, ctx) => {
+      seen = ctx;
+      return { tabs: [] };
+    },
+  });
   await rpc.receive({ jsonrpc: '2.0', id: 'conn-abc:4', method: 'getTabs', params: {} });
   assert.deepEqual(sent[0], { jsonrpc: '2.0', id: 'conn-abc:4', result: { tabs: [] } });
   assert.equal(seen.session.id, 'conn-abc');
@@ -82,7 +95,11 @@ test('notifications/cancelled aborts the request and it is still answered', asyn
   const done = rpc.receive({ jsonrpc: '2.0', id: 'local-s:1', method: 'slow' });
   await new Promise((r) => setImmediate(r));
   assert.equal(signal.aborted, false);
-  await rpc.receive({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'local-s:1', reason: 'user hit stop' } });
+  await rpc.receive({
+    jsonrpc: '2.0',
+    method: 'notifications/cancelled',
+    params: { requestId: 'local-s:1', reason: 'user hit stop' },
+  });
   await done;
   assert.equal(signal.aborted, true);
   assert.equal(sent.length, 1);

@@ -10,7 +10,9 @@ import * as rpc from '../sw/rpc.js';
 let fake;
 const A = { id: 'local-a', client: 'Claude Code' };
 const B = { id: 'local-b', client: 'Cursor' };
-const flush = async () => { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); };
+const flush = async () => {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+};
 const stored = async () => (await chrome.storage.session.get('sessions')).sessions || {};
 
 beforeEach(() => {
@@ -21,7 +23,10 @@ beforeEach(() => {
 });
 
 test('two sessions get two groups with distinct colours, titled with the client', async () => {
-  const [ta, tb] = await Promise.all([sessions.createTab(A, 'https://a.example/'), sessions.createTab(B, 'https://b.example/')]);
+  const [ta, tb] = await Promise.all([
+    sessions.createTab(A, 'https://a.example/'),
+    sessions.createTab(B, 'https://b.example/'),
+  ]);
   const ga = fake.groupsById.get(fake.tabsById.get(ta.id).groupId);
   const gb = fake.groupsById.get(fake.tabsById.get(tb.id).groupId);
   assert.ok(ga && gb);
@@ -58,8 +63,15 @@ test('sessions never take the active tab from another session', async () => {
 test('resolveTab: current tab, then another group tab; a new one only for the tools that open one', async () => {
   // No tab yet: the guiding error, and no tab or window opened to fail in.
   const before = { tabs: fake.tabsById.size, windows: fake.windowsById.size };
-  await assert.rejects(sessions.resolveTab(A), (e) => e instanceof sessions.TabError && /no tab yet\. Call navigate with a url/.test(e.message));
-  assert.deepEqual({ tabs: fake.tabsById.size, windows: fake.windowsById.size }, before, 'resolveTab opened a tab for a session without one');
+  await assert.rejects(
+    sessions.resolveTab(A),
+    (e) => e instanceof sessions.TabError && /no tab yet\. Call navigate with a url/.test(e.message),
+  );
+  assert.deepEqual(
+    { tabs: fake.tabsById.size, windows: fake.windowsById.size },
+    before,
+    'resolveTab opened a tab for a session without one',
+  );
   const t1 = await sessions.resolveTab(A, undefined, { create: true }); // navigate with a url: opens one in A's group
   assert.notEqual(fake.tabsById.get(t1.id).groupId, -1);
   assert.equal((await sessions.resolveTab(A)).id, t1.id);
@@ -69,7 +81,10 @@ test('resolveTab: current tab, then another group tab; a new one only for the to
   await flush();
   assert.equal((await stored())['local-a'].currentTabId, null);
   assert.equal((await sessions.resolveTab(A)).id, t1.id);
-  assert.deepEqual((await sessions.sessionTabs(A)).map((t) => t.id), [t1.id]);
+  assert.deepEqual(
+    (await sessions.sessionTabs(A)).map((t) => t.id),
+    [t1.id],
+  );
   // Its last tab closed: back to no tab, and again nothing is opened.
   await chrome.tabs.remove(t1.id);
   await flush();
@@ -78,7 +93,7 @@ test('resolveTab: current tab, then another group tab; a new one only for the to
   assert.equal(fake.tabsById.size, n);
 });
 
-test('a named tab: ungrouped ones are adopted, other sessions\' are left where they are', async () => {
+test("a named tab: ungrouped ones are adopted, other sessions' are left where they are", async () => {
   const user = fake.userTab();
   const got = await sessions.resolveTab(A, user.id);
   const groupA = (await stored())['local-a'].groupId;
@@ -93,7 +108,10 @@ test('a named tab: ungrouped ones are adopted, other sessions\' are left where t
   assert.equal(fake.tabsById.get(tb.id).groupId, groupB, "B's tab was moved");
   assert.equal((await stored())['local-a'].currentTabId, user.id, "B's tab became A's current tab");
 
-  await assert.rejects(sessions.resolveTab(A, 9999), (e) => e instanceof sessions.TabError && /no tab with id 9999/.test(e.message));
+  await assert.rejects(
+    sessions.resolveTab(A, 9999),
+    (e) => e instanceof sessions.TabError && /no tab with id 9999/.test(e.message),
+  );
 });
 
 test('session.ended ungroups by default and forgets the session', async () => {
@@ -158,7 +176,11 @@ test('reconcile releases unlisted local sessions, keeps listed ones, and leaves 
   const liveGroup = groupOf(live.id);
   const relayGroup = groupOf(relay.id);
 
-  const got = await sessions.reconcile({ browserId: 'x', bridgeInstance: 'b1', sessions: [{ id: 'local-2', client: 'Claude Code' }] });
+  const got = await sessions.reconcile({
+    browserId: 'x',
+    bridgeInstance: 'b1',
+    sessions: [{ id: 'local-2', client: 'Claude Code' }],
+  });
   assert.deepEqual(got, { released: ['local-1'], kept: ['local-2'] });
   await flush();
   const recs = await stored();
@@ -167,15 +189,23 @@ test('reconcile releases unlisted local sessions, keeps listed ones, and leaves 
   assert.equal(groupOf(old.id), -1, "the dead session's tab is still grouped");
   assert.equal(groupOf(live.id), liveGroup, 'the listed session lost its group');
   assert.equal(recs['local-2'].groupId, liveGroup);
-  assert.equal(recs['local-2'].bridgeInstance, 'b1', 'the listed session is not vouched for by the bridge that listed it');
+  assert.equal(
+    recs['local-2'].bridgeInstance,
+    'b1',
+    'the listed session is not vouched for by the bridge that listed it',
+  );
   assert.equal(groupOf(relay.id), relayGroup, 'a relay session was released by a local hello');
   assert.ok('conn-abc' in recs);
 
   // A new session that happens to reuse the released id (ids were once a
   // per-process counter) starts with a tab of its own, not the old one.
-  await assert.rejects(sessions.resolveTab({ id: 'local-1', client: 'Cursor' }), sessions.TabError, 'the new session was handed a tab');
+  await assert.rejects(
+    sessions.resolveTab({ id: 'local-1', client: 'Cursor' }),
+    sessions.TabError,
+    'the new session was handed a tab',
+  );
   const fresh = await sessions.resolveTab({ id: 'local-1', client: 'Cursor' }, undefined, { create: true });
-  assert.notEqual(fresh.id, old.id, 'the new session adopted the dead session\'s tab');
+  assert.notEqual(fresh.id, old.id, "the new session adopted the dead session's tab");
   assert.equal(groupOf(old.id), -1);
   assert.equal((await stored())['local-1'].bridgeInstance, 'b1');
 });
@@ -199,7 +229,10 @@ test('a hello without a sessions field changes nothing; null is an empty list; g
   assert.equal(groupOf(a.id), group, 'an older bridge released a session');
   assert.ok('local-a' in (await stored()));
 
-  assert.deepEqual(await sessions.reconcile({ bridgeInstance: 'b3', sessions: null }), { released: ['local-a'], kept: [] });
+  assert.deepEqual(await sessions.reconcile({ bridgeInstance: 'b3', sessions: null }), {
+    released: ['local-a'],
+    kept: [],
+  });
   assert.equal(groupOf(a.id), -1);
   assert.deepEqual(await stored(), {});
 });
@@ -212,7 +245,10 @@ test('a call right behind the hello waits for the reconciliation', async () => {
   const C = { id: 'local-c', client: 'New client' };
   const reconciled = sessions.reconcile({ bridgeInstance: 'b4', sessions: [{ id: 'local-c', client: 'New client' }] });
   // Both are navigate calls (create): each session that has no tab gets a new one.
-  const [forA, forC] = await Promise.all([sessions.resolveTab(A, undefined, { create: true }), sessions.resolveTab(C, undefined, { create: true })]);
+  const [forA, forC] = await Promise.all([
+    sessions.resolveTab(A, undefined, { create: true }),
+    sessions.resolveTab(C, undefined, { create: true }),
+  ]);
   assert.deepEqual(await reconciled, { released: ['local-a'], kept: [] });
   await flush();
   assert.notEqual(forA.id, old.id, 'a call of the dead session got its old tab back');
@@ -243,7 +279,10 @@ test('a call already under way when the hello arrives keeps a listed session its
   // The call passed the gate before the new bridge's hello reply arrived (the
   // dead bridge sent it); the new bridge lists A, which survived the restart.
   const during = sessions.resolveTab(A);
-  const reconciled = sessions.reconcile({ bridgeInstance: 'second', sessions: [{ id: 'local-a', client: 'Claude Code' }] });
+  const reconciled = sessions.reconcile({
+    bridgeInstance: 'second',
+    sessions: [{ id: 'local-a', client: 'Claude Code' }],
+  });
   const tab = await during;
   assert.deepEqual(await reconciled, { released: [], kept: ['local-a'] });
   await flush();
@@ -278,5 +317,8 @@ test('ended and released sessions leave no record for the popup to list', async 
   await sessions.createTab(B);
   await sessions.reconcile({ bridgeInstance: 'b5', sessions: [{ id: 'local-b' }] });
   const bridge = { state: 'ready', bridgeInstance: 'b5' };
-  assert.deepEqual(sessions.liveSessions(await stored(), bridge).map((r) => r.id), ['local-b']);
+  assert.deepEqual(
+    sessions.liveSessions(await stored(), bridge).map((r) => r.id),
+    ['local-b'],
+  );
 });

@@ -6,13 +6,20 @@ import { encodeGif, lzwEncode, quantize, PALETTE, bytesToBase64 } from '../tools
 import { imageSize } from '../sw/screenshot.js';
 
 function lzwDecode(data, minCodeSize, expected) {
-  const clear = 1 << minCodeSize, eoi = clear + 1;
+  const clear = 1 << minCodeSize,
+    eoi = clear + 1;
   let codeSize = minCodeSize + 1;
   let dict = [];
-  const reset = () => { dict = []; for (let i = 0; i < clear; i++) dict.push([i]); dict.push(null, null); codeSize = minCodeSize + 1; };
+  const reset = () => {
+    dict = [];
+    for (let i = 0; i < clear; i++) dict.push([i]);
+    dict.push(null, null);
+    codeSize = minCodeSize + 1;
+  };
   reset();
   const out = [];
-  let bitPos = 0, prev = null;
+  let bitPos = 0,
+    prev = null;
   const read = () => {
     let v = 0;
     for (let i = 0; i < codeSize; i++, bitPos++) {
@@ -24,16 +31,24 @@ function lzwDecode(data, minCodeSize, expected) {
   };
   for (;;) {
     const code = read();
-    if (code === clear) { reset(); prev = null; continue; }
+    if (code === clear) {
+      reset();
+      prev = null;
+      continue;
+    }
     if (code === eoi) break;
     let entry;
     if (prev === null) entry = dict[code];
-    else if (code < dict.length) { entry = dict[code]; dict.push([...dict[prev], entry[0]]); }
-    else if (code === dict.length) { entry = [...dict[prev], dict[prev][0]]; dict.push(entry); }
-    else throw new Error(`bad code ${code}`);
+    else if (code < dict.length) {
+      entry = dict[code];
+      dict.push([...dict[prev], entry[0]]);
+    } else if (code === dict.length) {
+      entry = [...dict[prev], dict[prev][0]];
+      dict.push(entry);
+    } else throw new Error(`bad code ${code}`);
     out.push(...entry);
     prev = code;
-    if (dict.length === (1 << codeSize) && codeSize < 12) codeSize++;
+    if (dict.length === 1 << codeSize && codeSize < 12) codeSize++;
     if (out.length > expected * 2) throw new Error('runaway');
   }
   return out;
@@ -42,13 +57,24 @@ function lzwDecode(data, minCodeSize, expected) {
 /** Walks the GIF block structure; returns {width, height, frames: [{delay, indices}], loop}. */
 function parseGif(b) {
   assert.equal(String.fromCharCode(...b.slice(0, 6)), 'GIF89a');
-  const width = b[6] | (b[7] << 8), height = b[8] | (b[9] << 8);
+  const width = b[6] | (b[7] << 8),
+    height = b[8] | (b[9] << 8);
   const flags = b[10];
   let p = 13;
   if (flags & 0x80) p += 3 * (1 << ((flags & 7) + 1));
   const frames = [];
-  let delay = 0, loop = null;
-  const subBlocks = () => { const parts = []; for (;;) { const n = b[p++]; if (n === 0) break; parts.push(...b.slice(p, p + n)); p += n; } return Uint8Array.from(parts); };
+  let delay = 0,
+    loop = null;
+  const subBlocks = () => {
+    const parts = [];
+    for (;;) {
+      const n = b[p++];
+      if (n === 0) break;
+      parts.push(...b.slice(p, p + n));
+      p += n;
+    }
+    return Uint8Array.from(parts);
+  };
   for (;;) {
     const t = b[p++];
     if (t === 0x3b) break;
@@ -56,11 +82,14 @@ function parseGif(b) {
       const label = b[p++];
       const body = subBlocks();
       if (label === 0xf9) delay = body[1] | (body[2] << 8);
-      if (label === 0xff && String.fromCharCode(...body.slice(0, 11)) === 'NETSCAPE2.0') loop = body[12] | (body[13] << 8);
+      if (label === 0xff && String.fromCharCode(...body.slice(0, 11)) === 'NETSCAPE2.0') {
+        loop = body[12] | (body[13] << 8);
+      }
       continue;
     }
     if (t === 0x2c) {
-      const w = b[p + 4] | (b[p + 5] << 8), h = b[p + 6] | (b[p + 7] << 8);
+      const w = b[p + 4] | (b[p + 5] << 8),
+        h = b[p + 6] | (b[p + 7] << 8);
       const f = b[p + 8];
       p += 9;
       if (f & 0x80) p += 3 * (1 << ((f & 7) + 1));
@@ -81,7 +110,10 @@ function rgbaFrame(w, h, fn) {
     for (let x = 0; x < w; x++) {
       const [r, g, bl] = fn(x, y);
       const i = (y * w + x) * 4;
-      a[i] = r; a[i + 1] = g; a[i + 2] = bl; a[i + 3] = 255;
+      a[i] = r;
+      a[i + 1] = g;
+      a[i + 2] = bl;
+      a[i + 3] = 255;
     }
   }
   return a;
@@ -111,12 +143,18 @@ test('LZW round trips short, repetitive and table-filling inputs', () => {
   ];
   // Pseudo-random data forces the code table to fill and a clear code.
   let s = 12345;
-  cases.push(Uint8Array.from({ length: 60000 }, () => { s = (s * 1103515245 + 12345) >>> 0; return s >>> 24; }));
+  cases.push(
+    Uint8Array.from({ length: 60000 }, () => {
+      s = (s * 1103515245 + 12345) >>> 0;
+      return s >>> 24;
+    }),
+  );
   for (const c of cases) assert.deepEqual(lzwDecode(lzwEncode(c, 8), 8, c.length), [...c]);
 });
 
 test('an animated GIF with several frames parses and decodes', () => {
-  const w = 40, h = 30;
+  const w = 40,
+    h = 30;
   const frames = [
     { rgba: rgbaFrame(w, h, () => [255, 0, 0]) },
     { rgba: rgbaFrame(w, h, (x) => (x < 20 ? [0, 0, 255] : [255, 255, 255])) },
@@ -128,7 +166,10 @@ test('an animated GIF with several frames parses and decodes', () => {
   assert.equal(parsed.height, h);
   assert.equal(parsed.loop, 0);
   assert.equal(parsed.frames.length, 3);
-  assert.deepEqual(parsed.frames.map((f) => f.delay), [25, 25, 100]);
+  assert.deepEqual(
+    parsed.frames.map((f) => f.delay),
+    [25, 25, 100],
+  );
   for (let i = 0; i < 3; i++) {
     assert.equal(parsed.frames[i].indices.length, w * h);
     assert.deepEqual(parsed.frames[i].indices, [...quantize(frames[i].rgba)]);

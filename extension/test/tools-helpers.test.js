@@ -4,7 +4,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as cdp from '../sw/cdp.js';
-import { fitScale, scaledSize, budgetSteps, fitToBudget, imageSize, imageToCss, putScreenshot, getScreenshot, readScreenshotResource } from '../sw/screenshot.js';
+import {
+  fitScale,
+  scaledSize,
+  budgetSteps,
+  fitToBudget,
+  imageSize,
+  imageToCss,
+  putScreenshot,
+  getScreenshot,
+  readScreenshotResource,
+} from '../sw/screenshot.js';
 import { paginate } from '../tools/get_page_text.js';
 import { needsWrap, renderResult, wrapAsFunction } from '../tools/javascript_tool.js';
 import { summarize, nativeEchoBenchmark } from '../tools/dev_utils.js';
@@ -49,7 +59,10 @@ test('key sequences and the events of a chord', () => {
   assert.equal(seq.length, 2);
   assert.throws(() => cdp.parseKeySequence('   '), /no keys/);
   const ev = cdp.chordEvents(cdp.parseChord('ctrl+a'));
-  assert.deepEqual(ev.map((e) => `${e.type}:${e.key}:${e.modifiers}`), ['rawKeyDown:Control:2', 'rawKeyDown:a:2', 'keyUp:a:2', 'keyUp:Control:0']);
+  assert.deepEqual(
+    ev.map((e) => `${e.type}:${e.key}:${e.modifiers}`),
+    ['rawKeyDown:Control:2', 'rawKeyDown:a:2', 'keyUp:a:2', 'keyUp:Control:0'],
+  );
   assert.deepEqual(ev[1].commands, ['selectAll']);
   assert.equal(ev[1].text, undefined, 'no text with ctrl');
   const enter = cdp.chordEvents(cdp.parseChord('Enter'));
@@ -102,7 +115,10 @@ test('screenshot scaling to the long edge', () => {
 test('size budget steps: png, then jpeg qualities, then smaller', () => {
   const s = budgetSteps('png');
   assert.deepEqual(s[0], { format: 'png', scaleFactor: 1 });
-  assert.deepEqual(s.slice(1, 5).map((x) => x.quality), [85, 70, 55, 40]);
+  assert.deepEqual(
+    s.slice(1, 5).map((x) => x.quality),
+    [85, 70, 55, 40],
+  );
   assert.ok(s.slice(5).every((x) => x.format === 'jpeg' && x.quality === 40 && x.scaleFactor < 1));
   const w = budgetSteps('webp', 60);
   assert.deepEqual(w.map((x) => x.quality).slice(0, 3), [60, 55, 40]);
@@ -115,7 +131,7 @@ test('fitToBudget stops at the first attempt that fits', async () => {
   const seen = [];
   const capture = async (step) => {
     seen.push(step);
-    const size = step.format === 'png' ? 3000 : (step.quality * 20) * step.scaleFactor;
+    const size = step.format === 'png' ? 3000 : step.quality * 20 * step.scaleFactor;
     return { data: 'A'.repeat(Math.round(size)) };
   };
   let r = await fitToBudget(capture, { format: 'png', budget: 1200 });
@@ -138,7 +154,9 @@ test('image headers give the size', () => {
   new DataView(png.buffer).setUint32(20, 882);
   const b64 = Buffer.from(png).toString('base64');
   assert.deepEqual(imageSize(b64), { format: 'png', width: 1568, height: 882 });
-  const jpeg = Uint8Array.from([0xff, 0xd8, 0xff, 0xe0, 0, 4, 0, 0, 0xff, 0xc0, 0, 11, 8, 0x01, 0x2c, 0x02, 0x58, 3, 0, 0, 0, 0]);
+  const jpeg = Uint8Array.from([
+    0xff, 0xd8, 0xff, 0xe0, 0, 4, 0, 0, 0xff, 0xc0, 0, 11, 8, 0x01, 0x2c, 0x02, 0x58, 3, 0, 0, 0, 0,
+  ]);
   assert.deepEqual(imageSize(Buffer.from(jpeg).toString('base64')), { format: 'jpeg', width: 600, height: 300 });
   assert.equal(imageSize(Buffer.from('hello world!').toString('base64')), null);
 });
@@ -153,10 +171,28 @@ test('screenshot store and resource reading', () => {
 
 test('capture filters: console levels and patterns, network status forms', async () => {
   const tab = 901;
-  cdp.handleEvent(tab, 'Runtime.consoleAPICalled', { type: 'log', args: [{ type: 'string', value: 'hello' }, { type: 'number', value: 3 }], timestamp: 1 });
-  cdp.handleEvent(tab, 'Runtime.consoleAPICalled', { type: 'warning', args: [{ type: 'string', value: 'careful' }], timestamp: 2 });
-  cdp.handleEvent(tab, 'Runtime.consoleAPICalled', { type: 'error', args: [{ type: 'string', value: 'boom' }], timestamp: 3 });
-  cdp.handleEvent(tab, 'Runtime.exceptionThrown', { timestamp: 4, exceptionDetails: { text: 'Uncaught', exception: { description: 'TypeError: x is undefined' } } });
+  cdp.handleEvent(tab, 'Runtime.consoleAPICalled', {
+    type: 'log',
+    args: [
+      { type: 'string', value: 'hello' },
+      { type: 'number', value: 3 },
+    ],
+    timestamp: 1,
+  });
+  cdp.handleEvent(tab, 'Runtime.consoleAPICalled', {
+    type: 'warning',
+    args: [{ type: 'string', value: 'careful' }],
+    timestamp: 2,
+  });
+  cdp.handleEvent(tab, 'Runtime.consoleAPICalled', {
+    type: 'error',
+    args: [{ type: 'string', value: 'boom' }],
+    timestamp: 3,
+  });
+  cdp.handleEvent(tab, 'Runtime.exceptionThrown', {
+    timestamp: 4,
+    exceptionDetails: { text: 'Uncaught', exception: { description: 'TypeError: x is undefined' } },
+  });
   const r = await cdp.readConsole(tab, {});
   assert.equal(r.entries.length, 4);
   assert.equal(r.entries[0].text, 'hello 3');
@@ -168,11 +204,24 @@ test('capture filters: console levels and patterns, network status forms', async
   await cdp.readConsole(tab, { clear: true });
   assert.equal((await cdp.readConsole(tab, {})).entries.length, 0);
 
-  const req = (id, url, method = 'GET') => cdp.handleEvent(tab, 'Network.requestWillBeSent', { requestId: id, request: { url, method }, type: 'Fetch', timestamp: 10, wallTime: 1700000000 });
-  req('1', 'http://t/ok'); cdp.handleEvent(tab, 'Network.responseReceived', { requestId: '1', response: { status: 200, statusText: 'OK', mimeType: 'text/plain' } });
+  const req = (id, url, method = 'GET') =>
+    cdp.handleEvent(tab, 'Network.requestWillBeSent', {
+      requestId: id,
+      request: { url, method },
+      type: 'Fetch',
+      timestamp: 10,
+      wallTime: 1700000000,
+    });
+  req('1', 'http://t/ok');
+  cdp.handleEvent(tab, 'Network.responseReceived', {
+    requestId: '1',
+    response: { status: 200, statusText: 'OK', mimeType: 'text/plain' },
+  });
   cdp.handleEvent(tab, 'Network.loadingFinished', { requestId: '1', timestamp: 10.25, encodedDataLength: 12 });
-  req('2', 'http://t/missing', 'POST'); cdp.handleEvent(tab, 'Network.responseReceived', { requestId: '2', response: { status: 404 } });
-  req('3', 'http://t/down'); cdp.handleEvent(tab, 'Network.loadingFailed', { requestId: '3', errorText: 'net::ERR_CONNECTION_REFUSED' });
+  req('2', 'http://t/missing', 'POST');
+  cdp.handleEvent(tab, 'Network.responseReceived', { requestId: '2', response: { status: 404 } });
+  req('3', 'http://t/down');
+  cdp.handleEvent(tab, 'Network.loadingFailed', { requestId: '3', errorText: 'net::ERR_CONNECTION_REFUSED' });
   req('4', 'http://t/slow');
   const net = await cdp.readNetwork(tab, {});
   assert.equal(net.entries.length, 4);
@@ -194,7 +243,10 @@ test('capture buffers are bounded', async () => {
   const tab = 902;
   for (let i = 0; i < cdp.BUFFER_LIMIT + 50; i++) {
     cdp.handleEvent(tab, 'Runtime.consoleAPICalled', { type: 'log', args: [{ type: 'string', value: `m${i}` }] });
-    cdp.handleEvent(tab, 'Network.requestWillBeSent', { requestId: `r${i}`, request: { url: `http://t/${i}`, method: 'GET' } });
+    cdp.handleEvent(tab, 'Network.requestWillBeSent', {
+      requestId: `r${i}`,
+      request: { url: `http://t/${i}`, method: 'GET' },
+    });
   }
   const c = await cdp.readConsole(tab, { limit: 0 });
   assert.equal(c.entries.length, cdp.BUFFER_LIMIT);
@@ -239,7 +291,10 @@ function fakeEchoPort({ dieAfter = Infinity } = {}) {
     onDisconnect: { addListener: (f) => listeners.disc.push(f) },
     postMessage(m) {
       this.sent.push(m);
-      if (++n > dieAfter) { setTimeout(() => listeners.disc.forEach((f) => f())); return; }
+      if (++n > dieAfter) {
+        setTimeout(() => listeners.disc.forEach((f) => f()));
+        return;
+      }
       setTimeout(() => listeners.msg.forEach((f) => f(m)));
     },
     disconnect() {},
@@ -248,25 +303,44 @@ function fakeEchoPort({ dieAfter = Infinity } = {}) {
 
 test('native echo benchmark times round trips and reports a dead host', async () => {
   const port = fakeEchoPort();
-  const r = await nativeEchoBenchmark({ host: 'com.browserbridge.echo', count: 10, size: 100, warmup: 2, connect: () => port });
+  const r = await nativeEchoBenchmark({
+    host: 'com.browserbridge.echo',
+    count: 10,
+    size: 100,
+    warmup: 2,
+    connect: () => port,
+  });
   assert.equal(r.count, 10);
   assert.equal(port.sent.length, 12);
   assert.equal(port.sent[0].payload.length, 100);
   assert.ok(r.median >= 0 && r.p95 >= r.median);
-  await assert.rejects(nativeEchoBenchmark({ host: 'h', count: 5, size: 1, warmup: 0, connect: () => fakeEchoPort({ dieAfter: 2 }) }), /native host h/);
+  await assert.rejects(
+    nativeEchoBenchmark({ host: 'h', count: 5, size: 1, warmup: 0, connect: () => fakeEchoPort({ dieAfter: 2 }) }),
+    /native host h/,
+  );
 });
 
 test('shortcut lookup and placeholders', () => {
-  const list = [{ id: 's1', name: 'Log in', steps: [] }, { id: 's2', name: 'report', steps: [] }];
+  const list = [
+    { id: 's1', name: 'Log in', steps: [] },
+    { id: 's2', name: 'report', steps: [] },
+  ];
   assert.equal(pickShortcut(list, 's2').name, 'report');
   assert.equal(pickShortcut(list, 'log in').id, 's1');
   assert.equal(pickShortcut(list, 'nope'), null);
-  assert.deepEqual(substitute({ url: 'https://{{host}}/x', n: 3, list: ['{{ user }}', '{{missing}}'] }, { host: 'h.test', user: 'me' }),
-    { url: 'https://h.test/x', n: 3, list: ['me', '{{missing}}'] });
+  assert.deepEqual(
+    substitute(
+      { url: 'https://{{host}}/x', n: 3, list: ['{{ user }}', '{{missing}}'] },
+      { host: 'h.test', user: 'me' },
+    ),
+    { url: 'https://h.test/x', n: 3, list: ['me', '{{missing}}'] },
+  );
 });
 
 test('element refs are stable per element and never reused', () => {
-  const a = { isConnected: true }, b = { isConnected: true }, c = { isConnected: true };
+  const a = { isConnected: true },
+    b = { isConnected: true },
+    c = { isConnected: true };
   const first = pageAgent('refOf', { elements: [a, b] });
   assert.equal(first.ok, true);
   const again = pageAgent('refOf', { elements: [b, a, c] });

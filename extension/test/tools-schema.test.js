@@ -7,13 +7,34 @@ import * as tools from '../sw/tools.js';
 import { validate } from '../sw/schema.js';
 import pageTools from '../tools/page.js';
 
-const EXPECTED = ['computer', 'read_page', 'find', 'form_input', 'get_page_text', 'read_console_messages', 'read_network_requests',
-  'javascript_tool', 'resize_window', 'update_plan', 'turn_answer_start', 'turn_answer_complete', 'dev_utils', 'permissions_check',
-  'gif_creator', 'upload_image', 'shortcuts_list', 'shortcuts_execute'];
+const EXPECTED = [
+  'computer',
+  'read_page',
+  'find',
+  'form_input',
+  'get_page_text',
+  'read_console_messages',
+  'read_network_requests',
+  'javascript_tool',
+  'resize_window',
+  'update_plan',
+  'turn_answer_start',
+  'turn_answer_complete',
+  'dev_utils',
+  'permissions_check',
+  'gif_creator',
+  'upload_image',
+  'shortcuts_list',
+  'shortcuts_execute',
+];
 
 function checkSchema(schema, where) {
   assert.equal(schema.type, 'object', `${where}: type object`);
-  assert.equal(schema.additionalProperties === false || typeof schema.additionalProperties === 'object', true, `${where}: additionalProperties set`);
+  assert.equal(
+    schema.additionalProperties === false || typeof schema.additionalProperties === 'object',
+    true,
+    `${where}: additionalProperties set`,
+  );
   const props = schema.properties || {};
   for (const r of schema.required || []) assert.ok(Object.hasOwn(props, r), `${where}: required ${r} is a property`);
   for (const [k, p] of Object.entries(props)) {
@@ -52,8 +73,10 @@ test('the core registry accepts every page tool and lists them', () => {
 });
 
 const byName = Object.fromEntries(pageTools.map((t) => [t.name, t]));
-const ok = (name, args) => assert.deepEqual(validate(args, byName[name].inputSchema), [], `${name} ${JSON.stringify(args)}`);
-const bad = (name, args) => assert.ok(validate(args, byName[name].inputSchema).length > 0, `${name} should refuse ${JSON.stringify(args)}`);
+const ok = (name, args) =>
+  assert.deepEqual(validate(args, byName[name].inputSchema), [], `${name} ${JSON.stringify(args)}`);
+const bad = (name, args) =>
+  assert.ok(validate(args, byName[name].inputSchema).length > 0, `${name} should refuse ${JSON.stringify(args)}`);
 
 test('argument edge cases are checked by the schemas', () => {
   ok('computer', { action: 'left_click', coordinate: [10, 20] });

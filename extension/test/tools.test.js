@@ -8,7 +8,9 @@ import * as tools from '../sw/tools.js';
 import { validate } from '../sw/schema.js';
 import coreTools from '../tools/core.js';
 
-const flush = async () => { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); };
+const flush = async () => {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+};
 let sent;
 let seenCtx;
 let release;
@@ -36,13 +38,34 @@ const testTools = [
       return { content: [{ type: 'text', text: args.text }], structuredContent: args };
     },
   },
-  { name: 'fails', description: 'Throws ToolError.', inputSchema: { type: 'object' }, annotations: {}, async run() { throw new tools.ToolError('The button is not on the page; read_page lists what is.'); } },
-  { name: 'crashes', description: 'Throws TypeError.', inputSchema: { type: 'object' }, annotations: {}, async run() { return null.x; } },
   {
-    name: 'waits', description: 'Waits until aborted.', inputSchema: { type: 'object' }, annotations: {},
+    name: 'fails',
+    description: 'Throws ToolError.',
+    inputSchema: { type: 'object' },
+    annotations: {},
+    async run() {
+      throw new tools.ToolError('The button is not on the page; read_page lists what is.');
+    },
+  },
+  {
+    name: 'crashes',
+    description: 'Throws TypeError.',
+    inputSchema: { type: 'object' },
+    annotations: {},
+    async run() {
+      return null.x;
+    },
+  },
+  {
+    name: 'waits',
+    description: 'Waits until aborted.',
+    inputSchema: { type: 'object' },
+    annotations: {},
     run(args, ctx) {
       seenCtx = ctx;
-      return new Promise((resolve) => { release = resolve; });
+      return new Promise((resolve) => {
+        release = resolve;
+      });
     },
   },
   { name: 'bad name!', description: 'never registered', inputSchema: { type: 'object' }, run() {} },
@@ -60,7 +83,12 @@ beforeEach(() => {
 
 const session = { id: 'local-s1', client: 'Claude Code' };
 async function callTool(name, args, extraMeta = {}, id = 'local-s1:1') {
-  await rpc.receive({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, _meta: { 'browserbridge/session': session, ...extraMeta } } });
+  await rpc.receive({
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name, arguments: args, _meta: { 'browserbridge/session': session, ...extraMeta } },
+  });
   return sent.find((m) => m.id === id);
 }
 
@@ -69,14 +97,21 @@ test('tools/list gives every valid tool with name, description, inputSchema and 
   const { tools: list } = sent[0].result;
   const names = list.map((t) => t.name);
   assert.ok(!names.includes('bad name!'), 'a tool with a bad name was listed');
-  for (const n of ['echo', 'tabs_context', 'tabs_context_mcp', 'tabs_create', 'tabs_create_mcp', 'navigate']) assert.ok(names.includes(n), n);
+  for (const n of ['echo', 'tabs_context', 'tabs_context_mcp', 'tabs_create', 'tabs_create_mcp', 'navigate']) {
+    assert.ok(names.includes(n), n);
+  }
   for (const t of list) {
     assert.match(t.name, /^[A-Za-z0-9_.-]{1,128}$/);
     assert.equal(typeof t.description, 'string');
     assert.equal(t.inputSchema.type, 'object');
     assert.equal(typeof t.annotations, 'object');
     assert.ok(!('run' in t));
-    assert.deepEqual(Object.keys(t).filter((k) => !['name', 'title', 'description', 'inputSchema', 'annotations', 'outputSchema'].includes(k)), []);
+    assert.deepEqual(
+      Object.keys(t).filter(
+        (k) => !['name', 'title', 'description', 'inputSchema', 'annotations', 'outputSchema'].includes(k),
+      ),
+      [],
+    );
   }
 });
 
@@ -110,7 +145,10 @@ test('an unknown tool is a -32602 error', async () => {
 
 test('a tool result comes back as a CallToolResult with progress on the way', async () => {
   const reply = await callTool('echo', { text: 'hi', count: 2 }, { progressToken: 'local-s1:1' });
-  assert.deepEqual(reply.result, { content: [{ type: 'text', text: 'hi' }], structuredContent: { text: 'hi', count: 2 } });
+  assert.deepEqual(reply.result, {
+    content: [{ type: 'text', text: 'hi' }],
+    structuredContent: { text: 'hi', count: 2 },
+  });
   const progress = sent.find((m) => m.method === 'notifications/progress');
   assert.deepEqual(progress.params, { progressToken: 'local-s1:1', progress: 1, total: 2, message: 'halfway' });
   assert.ok(!('id' in progress));
@@ -126,17 +164,29 @@ test('no progress is sent without a progressToken', async () => {
 
 test('ToolError and other exceptions become isError results, not protocol errors', async () => {
   let reply = await callTool('fails', {});
-  assert.deepEqual(reply.result, { isError: true, content: [{ type: 'text', text: 'The button is not on the page; read_page lists what is.' }] });
+  assert.deepEqual(reply.result, {
+    isError: true,
+    content: [{ type: 'text', text: 'The button is not on the page; read_page lists what is.' }],
+  });
   reply = await callTool('crashes', {}, {}, 'local-s1:2');
   assert.equal(reply.result.isError, true);
   assert.match(reply.result.content[0].text, /^crashes failed: .*null/);
 });
 
 test('notifications/cancelled aborts ctx.signal and the call is still answered', async () => {
-  const done = rpc.receive({ jsonrpc: '2.0', id: 'local-s1:9', method: 'tools/call', params: { name: 'waits', arguments: {}, _meta: { 'browserbridge/session': session } } });
+  const done = rpc.receive({
+    jsonrpc: '2.0',
+    id: 'local-s1:9',
+    method: 'tools/call',
+    params: { name: 'waits', arguments: {}, _meta: { 'browserbridge/session': session } },
+  });
   await flush();
   assert.equal(seenCtx.signal.aborted, false);
-  await rpc.receive({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'local-s1:9', reason: 'stop' } });
+  await rpc.receive({
+    jsonrpc: '2.0',
+    method: 'notifications/cancelled',
+    params: { requestId: 'local-s1:9', reason: 'stop' },
+  });
   await done;
   assert.equal(seenCtx.signal.aborted, true);
   const replies = sent.filter((m) => m.id === 'local-s1:9');
@@ -148,7 +198,9 @@ test('notifications/cancelled aborts ctx.signal and the call is still answered',
 });
 
 test('recent calls are recorded for the popup, newest first, at most 50', async () => {
-  for (let i = 0; i < 55; i++) await callTool(i % 2 ? 'fails' : 'echo', { ...(i % 2 ? {} : { text: 'x' }) }, {}, `local-s1:${100 + i}`);
+  for (let i = 0; i < 55; i++) {
+    await callTool(i % 2 ? 'fails' : 'echo', { ...(i % 2 ? {} : { text: 'x' }) }, {}, `local-s1:${100 + i}`);
+  }
   await flush();
   const calls = (await chrome.storage.session.get('recentCalls')).recentCalls;
   assert.equal(calls.length, 50);
@@ -165,7 +217,22 @@ test('validate handles type lists, anyOf, nested arrays and the root', () => {
   assert.deepEqual(validate(null, { type: ['string', 'null'] }), []);
   assert.deepEqual(validate(3, { type: 'number' }), []);
   assert.match(validate('x', { anyOf: [{ type: 'number' }, { type: 'boolean' }] })[0], /arguments: expected a number/);
-  assert.deepEqual(validate({ a: [[1]] }, { type: 'object', properties: { a: { type: 'array', items: { type: 'array', items: { type: 'integer' } } } } }), []);
-  assert.match(validate({ a: [[1.5]] }, { type: 'object', properties: { a: { type: 'array', items: { type: 'array', items: { type: 'integer' } } } } })[0], /^a\[0\]\[0\]: expected an integer/);
-  assert.match(validate({ x: 1 }, { type: 'object', properties: {}, additionalProperties: false })[0], /x: is not a known argument \(this tool takes none\)/);
+  assert.deepEqual(
+    validate(
+      { a: [[1]] },
+      { type: 'object', properties: { a: { type: 'array', items: { type: 'array', items: { type: 'integer' } } } } },
+    ),
+    [],
+  );
+  assert.match(
+    validate(
+      { a: [[1.5]] },
+      { type: 'object', properties: { a: { type: 'array', items: { type: 'array', items: { type: 'integer' } } } } },
+    )[0],
+    /^a\[0\]\[0\]: expected an integer/,
+  );
+  assert.match(
+    validate({ x: 1 }, { type: 'object', properties: {}, additionalProperties: false })[0],
+    /x: is not a known argument \(this tool takes none\)/,
+  );
 });

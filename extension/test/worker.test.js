@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import { installFakeChrome } from './fake-chrome.js';
 
 const fake = installFakeChrome();
-const flush = async () => { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); };
+const flush = async () => {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+};
 const native = await import('../sw/native.js');
 await import('../background.js');
 await flush();

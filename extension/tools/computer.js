@@ -5,19 +5,45 @@
 
 import { ToolError } from '../sw/tools.js';
 import * as cdp from '../sw/cdp.js';
-import { captureTab, captureFullResolution, getTabScale, imageToCss, putScreenshot, DEFAULT_MAX_EDGE, DEFAULT_BUDGET } from '../sw/screenshot.js';
+import {
+  captureTab,
+  captureFullResolution,
+  getTabScale,
+  imageToCss,
+  putScreenshot,
+  DEFAULT_MAX_EDGE,
+  DEFAULT_BUDGET,
+} from '../sw/screenshot.js';
 import { runAgent } from '../content/agent.js';
 import { noteAction } from './gif_creator.js';
 import { usePage } from '../sw/pageload.js';
 
-export const ACTIONS = ['left_click', 'right_click', 'middle_click', 'double_click', 'triple_click', 'type', 'key', 'scroll', 'scroll_to',
-  'hover', 'left_click_drag', 'wait', 'screenshot', 'zoom'];
+export const ACTIONS = [
+  'left_click',
+  'right_click',
+  'middle_click',
+  'double_click',
+  'triple_click',
+  'type',
+  'key',
+  'scroll',
+  'scroll_to',
+  'hover',
+  'left_click_drag',
+  'wait',
+  'screenshot',
+  'zoom',
+];
 
 /** The actions that do not need the page's content (they work on Chrome's error page too). */
 const LOOK_ONLY = ['screenshot', 'zoom', 'wait'];
 
 const point = (description) => ({
-  type: 'array', items: { type: 'number' }, minItems: 2, maxItems: 2, description,
+  type: 'array',
+  items: { type: 'number' },
+  minItems: 2,
+  maxItems: 2,
+  description,
 });
 const refProp = (description) => ({ type: 'string', pattern: '^ref_[0-9]+$', description });
 
@@ -25,44 +51,92 @@ export const inputSchema = {
   type: 'object',
   properties: {
     action: {
-      type: 'string', enum: ACTIONS,
-      description: 'What to do. left_click/right_click/middle_click/double_click/triple_click/hover: at coordinate or ref. '
-        + 'type: type text (into ref if given, else the focused element). key: press keys or chords given in text. '
-        + 'scroll: scroll_direction by scroll_amount at coordinate/ref (default: the viewport centre). scroll_to: scroll ref into view. '
-        + 'left_click_drag: from start_coordinate/start_ref to coordinate/ref. wait: pause for duration seconds. '
-        + 'screenshot: capture the visible viewport. zoom: capture region [x0, y0, x1, y1] magnified.',
+      type: 'string',
+      enum: ACTIONS,
+      description:
+        'What to do. left_click/right_click/middle_click/double_click/triple_click/hover: at coordinate or ref. ' +
+        'type: type text (into ref if given, else the focused element). key: press keys or chords given in text. ' +
+        'scroll: scroll_direction by scroll_amount at coordinate/ref (default: the viewport centre). scroll_to: scroll ref into view. ' +
+        'left_click_drag: from start_coordinate/start_ref to coordinate/ref. wait: pause for duration seconds. ' +
+        'screenshot: capture the visible viewport. zoom: capture region [x0, y0, x1, y1] magnified.',
     },
-    coordinate: point('[x, y] in the pixels of this tab\'s most recent screenshot (equal to CSS pixels of the viewport when the screenshot was not scaled). For left_click_drag, the end point.'),
-    ref: refProp('Element ref from read_page or find, e.g. "ref_12": acts on the element\'s centre (scrolled into view). For left_click_drag, the end element. Use either ref or coordinate.'),
+    coordinate: point(
+      "[x, y] in the pixels of this tab's most recent screenshot (equal to CSS pixels of the viewport when the screenshot was not scaled). For left_click_drag, the end point.",
+    ),
+    ref: refProp(
+      'Element ref from read_page or find, e.g. "ref_12": acts on the element\'s centre (scrolled into view). For left_click_drag, the end element. Use either ref or coordinate.',
+    ),
     start_coordinate: point('left_click_drag only: the [x, y] to press the mouse at.'),
     start_ref: refProp('left_click_drag only: the element to start dragging from.'),
     text: {
       type: 'string',
-      description: 'type: the text to type ("\\n" presses Enter, "\\t" Tab). key: space-separated keys or chords, e.g. "Enter", "ctrl+a Delete", "shift+Tab", "cmd+shift+k", "ArrowDown ArrowDown Enter". Modifiers: ctrl, alt, shift, meta/cmd.',
+      description:
+        'type: the text to type ("\\n" presses Enter, "\\t" Tab). key: space-separated keys or chords, e.g. "Enter", "ctrl+a Delete", "shift+Tab", "cmd+shift+k", "ArrowDown ArrowDown Enter". Modifiers: ctrl, alt, shift, meta/cmd.',
     },
     modifiers: {
       type: 'string',
-      description: 'Clicks, hover, drag and scroll: modifier keys held during the action, e.g. "shift" or "ctrl+shift".',
+      description:
+        'Clicks, hover, drag and scroll: modifier keys held during the action, e.g. "shift" or "ctrl+shift".',
     },
-    repeat: { type: 'integer', minimum: 1, maximum: 100, description: 'key: how many times to press the whole sequence (default 1).' },
-    scroll_direction: { type: 'string', enum: ['up', 'down', 'left', 'right'], description: 'scroll: the direction (default down).' },
-    scroll_amount: { type: 'integer', minimum: 1, maximum: 50, description: 'scroll: wheel ticks of about 100 CSS pixels each (default 3).' },
-    duration: { type: 'number', minimum: 0, maximum: 30, description: 'wait: seconds to wait (default 1, at most 30).' },
+    repeat: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 100,
+      description: 'key: how many times to press the whole sequence (default 1).',
+    },
+    scroll_direction: {
+      type: 'string',
+      enum: ['up', 'down', 'left', 'right'],
+      description: 'scroll: the direction (default down).',
+    },
+    scroll_amount: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 50,
+      description: 'scroll: wheel ticks of about 100 CSS pixels each (default 3).',
+    },
+    duration: {
+      type: 'number',
+      minimum: 0,
+      maximum: 30,
+      description: 'wait: seconds to wait (default 1, at most 30).',
+    },
     region: {
-      type: 'array', items: { type: 'number' }, minItems: 4, maxItems: 4,
+      type: 'array',
+      items: { type: 'number' },
+      minItems: 4,
+      maxItems: 4,
       description: 'zoom: [x0, y0, x1, y1], the rectangle to magnify, in the same pixels as coordinate.',
     },
-    format: { type: 'string', enum: ['png', 'jpeg', 'webp'], description: 'screenshot/zoom: image format (default png; switches to jpeg when a png would exceed the size budget).' },
-    quality: { type: 'integer', minimum: 10, maximum: 100, description: 'screenshot/zoom: jpeg/webp starting quality (default 80); lowered step by step to fit the size budget.' },
+    format: {
+      type: 'string',
+      enum: ['png', 'jpeg', 'webp'],
+      description:
+        'screenshot/zoom: image format (default png; switches to jpeg when a png would exceed the size budget).',
+    },
+    quality: {
+      type: 'integer',
+      minimum: 10,
+      maximum: 100,
+      description:
+        'screenshot/zoom: jpeg/webp starting quality (default 80); lowered step by step to fit the size budget.',
+    },
     max_edge: {
-      type: 'integer', minimum: 0, maximum: 16384,
+      type: 'integer',
+      minimum: 0,
+      maximum: 16384,
       description: `screenshot/zoom: the longest image edge in pixels (default ${DEFAULT_MAX_EDGE}, which suits vision models). 0 means full device resolution.`,
     },
     full_resolution: {
       type: 'boolean',
-      description: 'screenshot: also keep a full-resolution PNG of the viewport and return it as a resource_link (browserbridge://screenshots/<id>) instead of inline.',
+      description:
+        'screenshot: also keep a full-resolution PNG of the viewport and return it as a resource_link (browserbridge://screenshots/<id>) instead of inline.',
     },
-    tabId: { type: 'integer', minimum: 0, description: "The tab to act on. Omit it to use this session's current tab." },
+    tabId: {
+      type: 'integer',
+      minimum: 0,
+      description: "The tab to act on. Omit it to use this session's current tab.",
+    },
   },
   required: ['action'],
   additionalProperties: false,
@@ -71,7 +145,9 @@ export const inputSchema = {
 function parseModifiers(s) {
   if (!s) return 0;
   let bits = 0;
-  for (const part of String(s).split(/[+\s,]+/).filter(Boolean)) {
+  for (const part of String(s)
+    .split(/[+\s,]+/)
+    .filter(Boolean)) {
     const chord = cdp.parseChord(`${part}+a`);
     if (!chord.modifiers) throw new ToolError(`"${part}" is not a modifier key`);
     bits |= chord.modifiers;
@@ -100,7 +176,11 @@ async function target(tabId, coordinate, ref, what = 'the target') {
   const scale = await getTabScale(tabId);
   const [x, y] = imageToCss(coordinate, scale);
   let info = null;
-  try { info = await runAgent(tabId, 'elementAt', { x, y }); } catch { /* not scriptable: act anyway */ }
+  try {
+    info = await runAgent(tabId, 'elementAt', { x, y });
+  } catch {
+    /* not scriptable: act anyway */
+  }
   return { x, y, info };
 }
 
@@ -125,7 +205,15 @@ async function screenshotResult(tab, args, { region } = {}) {
   // the full-resolution PNG's (what resources/read and upload_image take);
   // the scaled image shown inline is not kept apart.
   const full = args.full_resolution && !region ? await captureFullResolution(tab.id) : null;
-  const id = full ? full.id : putScreenshot({ data: shot.data, mimeType: shot.mimeType, width: shot.width, height: shot.height, tabId: tab.id });
+  const id = full
+    ? full.id
+    : putScreenshot({
+        data: shot.data,
+        mimeType: shot.mimeType,
+        width: shot.width,
+        height: shot.height,
+        tabId: tab.id,
+      });
   const content = [{ type: 'image', data: shot.data, mimeType: shot.mimeType }];
   let text = region
     ? `Zoomed into region (${opts.region.map(Math.round).join(', ')}) CSS px of tab ${tab.id}: ${shot.width}x${shot.height} ${shot.format}, ${round(shot.scale)} image px per CSS px. Coordinates for actions still refer to the last full screenshot.`
@@ -134,10 +222,24 @@ async function screenshotResult(tab, args, { region } = {}) {
     ? ` Screenshot id: ${id}. Its full resolution (${full.width}x${full.height} PNG) is the resource ${full.uri} (resources/read); upload_image takes the same id.`
     : ` Screenshot id: ${id}.`;
   if (shot.overBudget) text += ' Note: still above the size budget at the lowest quality.';
-  const structured = { id, width: shot.width, height: shot.height, format: shot.format, quality: shot.quality, scale: shot.scale, viewport: shot.viewport, tabId: tab.id };
+  const structured = {
+    id,
+    width: shot.width,
+    height: shot.height,
+    format: shot.format,
+    quality: shot.quality,
+    scale: shot.scale,
+    viewport: shot.viewport,
+    tabId: tab.id,
+  };
   if (full) {
-    content.push({ type: 'resource_link', uri: full.uri, name: `screenshot-${full.id}.png`, mimeType: 'image/png',
-      description: `Full-resolution screenshot, ${full.width}x${full.height} PNG (${Math.round(full.chars * 0.75 / 1024)} KiB)` });
+    content.push({
+      type: 'resource_link',
+      uri: full.uri,
+      name: `screenshot-${full.id}.png`,
+      mimeType: 'image/png',
+      description: `Full-resolution screenshot, ${full.width}x${full.height} PNG (${Math.round((full.chars * 0.75) / 1024)} KiB)`,
+    });
     structured.fullResolution = { uri: full.uri, width: full.width, height: full.height };
   }
   content.push({ type: 'text', text });
@@ -148,7 +250,16 @@ function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
     if (signal && signal.aborted) return reject(new ToolError('cancelled'));
     const t = setTimeout(resolve, ms);
-    if (signal) signal.addEventListener('abort', () => { clearTimeout(t); reject(new ToolError('cancelled')); }, { once: true });
+    if (signal) {
+      signal.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(t);
+          reject(new ToolError('cancelled'));
+        },
+        { once: true },
+      );
+    }
   });
 }
 
@@ -163,21 +274,29 @@ async function run(args, ctx) {
   let pt = null; // CSS px of the action, for gif_creator
 
   const guard = async (fn) => {
-    try { return await fn(); } catch (e) {
+    try {
+      return await fn();
+    } catch (e) {
       if (e instanceof ToolError) throw e;
       throw new ToolError(`${action} failed on tab ${tabId}: ${e.message}`);
     }
   };
 
   switch (action) {
-    case 'left_click': case 'right_click': case 'middle_click': case 'double_click': case 'triple_click': {
+    case 'left_click':
+    case 'right_click':
+    case 'middle_click':
+    case 'double_click':
+    case 'triple_click': {
       const t = await target(tabId, args.coordinate, args.ref);
       const button = action === 'right_click' ? 'right' : action === 'middle_click' ? 'middle' : 'left';
       const clickCount = action === 'double_click' ? 2 : action === 'triple_click' ? 3 : 1;
       await guard(() => cdp.mouseClick(tabId, t.x, t.y, { button, clickCount, modifiers: mods }));
       pt = [t.x, t.y];
       text = `${action.replace('_', ' ')} at (${round(t.x)}, ${round(t.y)}) CSS px${describeTarget(t.info)}.`;
-      if (t.obscuredBy) text += ` Warning: the point is covered by ${t.obscuredBy.role} "${t.obscuredBy.name}" [${t.obscuredBy.ref}], which got the click.`;
+      if (t.obscuredBy) {
+        text += ` Warning: the point is covered by ${t.obscuredBy.role} "${t.obscuredBy.name}" [${t.obscuredBy.ref}], which got the click.`;
+      }
       break;
     }
     case 'hover': {
@@ -188,7 +307,12 @@ async function run(args, ctx) {
       break;
     }
     case 'left_click_drag': {
-      const from = await target(tabId, args.start_coordinate, args.start_ref, 'the start (start_coordinate or start_ref)');
+      const from = await target(
+        tabId,
+        args.start_coordinate,
+        args.start_ref,
+        'the start (start_coordinate or start_ref)',
+      );
       const to = await target(tabId, args.coordinate, args.ref, 'the end (coordinate or ref)');
       await guard(() => cdp.mouseDrag(tabId, [from.x, from.y], [to.x, to.y], { modifiers: mods }));
       pt = [to.x, to.y];
@@ -208,8 +332,14 @@ async function run(args, ctx) {
       break;
     }
     case 'key': {
-      if (typeof args.text !== 'string' || !args.text.trim()) throw new ToolError('key needs text, e.g. "Enter" or "ctrl+a"');
-      try { cdp.parseKeySequence(args.text); } catch (e) { throw new ToolError(e.message); }
+      if (typeof args.text !== 'string' || !args.text.trim()) {
+        throw new ToolError('key needs text, e.g. "Enter" or "ctrl+a"');
+      }
+      try {
+        cdp.parseKeySequence(args.text);
+      } catch (e) {
+        throw new ToolError(e.message);
+      }
       const n = await guard(() => cdp.pressKeys(tabId, args.text, { repeat: args.repeat || 1, signal: ctx.signal }));
       text = `Pressed ${args.text}${(args.repeat || 1) > 1 ? ` ${args.repeat} times` : ''} (${n} key chord${n === 1 ? '' : 's'}).`;
       break;
@@ -220,7 +350,7 @@ async function run(args, ctx) {
       let t;
       if (args.coordinate || args.ref) t = await target(tabId, args.coordinate, args.ref);
       else {
-          const vp = await guard(() => runAgent(tabId, 'scrollInfo'));
+        const vp = await guard(() => runAgent(tabId, 'scrollInfo'));
         t = { x: vp.width / 2, y: vp.height / 2, info: null };
       }
       const px = amount * 100;
@@ -229,7 +359,11 @@ async function run(args, ctx) {
       await guard(() => cdp.mouseWheel(tabId, t.x, t.y, dx, dy, { modifiers: mods }));
       await sleep(120, ctx.signal);
       let pos = null;
-      try { pos = await runAgent(tabId, 'scrollInfo'); } catch { /* ignore */ }
+      try {
+        pos = await runAgent(tabId, 'scrollInfo');
+      } catch {
+        /* ignore */
+      }
       text = `Scrolled ${dir} by ${amount} tick${amount === 1 ? '' : 's'} at (${round(t.x)}, ${round(t.y)})${describeTarget(t.info)}.`;
       if (pos) text += ` Page scroll is now (${pos.scrollX}, ${pos.scrollY}) of ${pos.pageWidth}x${pos.pageHeight}.`;
       break;
@@ -258,22 +392,36 @@ async function run(args, ctx) {
     default:
       throw new ToolError(`unknown action ${action}`);
   }
-  noteAction(ctx, tabId, { action, coordinate: args.coordinate, ref: args.ref, text: action === 'key' ? args.text : undefined, cssPoint: pt, at: Date.now() }).catch(() => {});
+  noteAction(ctx, tabId, {
+    action,
+    coordinate: args.coordinate,
+    ref: args.ref,
+    text: action === 'key' ? args.text : undefined,
+    cssPoint: pt,
+    at: Date.now(),
+  }).catch(() => {});
   return { content: [{ type: 'text', text }] };
 }
 
 export default {
   name: 'computer',
   title: 'Mouse, keyboard and screenshots',
-  description: 'Use the mouse and keyboard on a browser tab and take screenshots. Take a screenshot first to see the page; '
-    + 'coordinates are pixels of the most recent screenshot of that tab (it is scaled so the long edge is at most '
-    + `${DEFAULT_MAX_EDGE} px, and coordinates are mapped back automatically). Prefer ref (from read_page or find) over coordinates when `
-    + 'you have one: the element is scrolled into view and clicked at its centre. Actions: left_click, right_click, middle_click, '
-    + 'double_click, triple_click (select a paragraph/line), hover, left_click_drag, type (text, "\\n" = Enter), key (chords like '
-    + '"ctrl+a", "Enter", "shift+Tab"; several separated by spaces), scroll (direction and ticks), scroll_to (a ref), wait, '
-    + 'screenshot (PNG/JPEG/WebP kept under ~1 MB; full_resolution adds a resource link), zoom (a magnified region). Input is real '
-    + 'CDP input, so pages see trusted events. Acts on the session\'s current tab unless tabId is given.',
+  description:
+    'Use the mouse and keyboard on a browser tab and take screenshots. Take a screenshot first to see the page; ' +
+    'coordinates are pixels of the most recent screenshot of that tab (it is scaled so the long edge is at most ' +
+    `${DEFAULT_MAX_EDGE} px, and coordinates are mapped back automatically). Prefer ref (from read_page or find) over coordinates when ` +
+    'you have one: the element is scrolled into view and clicked at its centre. Actions: left_click, right_click, middle_click, ' +
+    'double_click, triple_click (select a paragraph/line), hover, left_click_drag, type (text, "\\n" = Enter), key (chords like ' +
+    '"ctrl+a", "Enter", "shift+Tab"; several separated by spaces), scroll (direction and ticks), scroll_to (a ref), wait, ' +
+    'screenshot (PNG/JPEG/WebP kept under ~1 MB; full_resolution adds a resource link), zoom (a magnified region). Input is real ' +
+    "CDP input, so pages see trusted events. Acts on the session's current tab unless tabId is given.",
   inputSchema,
-  annotations: { title: 'Mouse, keyboard and screenshots', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  annotations: {
+    title: 'Mouse, keyboard and screenshots',
+    readOnlyHint: false,
+    destructiveHint: true,
+    idempotentHint: false,
+    openWorldHint: true,
+  },
   run,
 };

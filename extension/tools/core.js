@@ -12,7 +12,8 @@ export const NAVIGATE_TIMEOUT_MS = 30_000;
 const tabIdProp = {
   type: 'integer',
   minimum: 0,
-  description: "The tab to act on, from tabs_context. Omit it to use this session's current tab; a session without a tab gets one in its tab group when url is given.",
+  description:
+    "The tab to act on, from tabs_context. Omit it to use this session's current tab; a session without a tab gets one in its tab group when url is given.",
 };
 
 function describe(tab, { owner, mine, current }) {
@@ -31,8 +32,14 @@ function describe(tab, { owner, mine, current }) {
 }
 
 function line(t) {
-  const marks = [t.current && 'current', t.inThisSession && 'this session', !t.inThisSession && t.session && `session "${t.session}"`, t.active && 'active in its window']
-    .filter(Boolean).join(', ');
+  const marks = [
+    t.current && 'current',
+    t.inThisSession && 'this session',
+    !t.inThisSession && t.session && `session "${t.session}"`,
+    t.active && 'active in its window',
+  ]
+    .filter(Boolean)
+    .join(', ');
   return `- tab ${t.tabId}: ${t.title || '(no title)'} — ${t.url}${marks ? ` [${marks}]` : ''}`;
 }
 
@@ -53,7 +60,8 @@ async function context(ctx, onlyMine) {
 const tabsContext = {
   name: 'tabs_context',
   title: 'List all tabs',
-  description: "Lists every open tab in this browser (all windows) with its tabId, URL, title and whether it belongs to your session's tab group. Use it to find a tabId; other tools act on your session's current tab unless you pass a tabId. Tabs of other sessions are shown so you can avoid them: act on them only if the user asks you to.",
+  description:
+    "Lists every open tab in this browser (all windows) with its tabId, URL, title and whether it belongs to your session's tab group. Use it to find a tabId; other tools act on your session's current tab unless you pass a tabId. Tabs of other sessions are shown so you can avoid them: act on them only if the user asks you to.",
   inputSchema: { type: 'object', properties: {}, additionalProperties: false },
   annotations: { title: 'List all tabs', readOnlyHint: true, openWorldHint: false },
   async run(args, ctx) {
@@ -67,10 +75,16 @@ const tabsContext = {
 const tabsContextMcp = {
   name: 'tabs_context_mcp',
   title: "List this session's tabs",
-  description: "Lists the tabs in your session's tab group (the tabs you opened or adopted) with tabId, URL and title, and which one is your current tab. Set createIfEmpty to open a blank tab in the group when it has none. In the original product this listed the 'MCP tab group'; here every MCP session has its own group, titled with your client's name.",
+  description:
+    "Lists the tabs in your session's tab group (the tabs you opened or adopted) with tabId, URL and title, and which one is your current tab. Set createIfEmpty to open a blank tab in the group when it has none. In the original product this listed the 'MCP tab group'; here every MCP session has its own group, titled with your client's name.",
   inputSchema: {
     type: 'object',
-    properties: { createIfEmpty: { type: 'boolean', description: 'Open a blank tab in your group if it has no tabs (default false).' } },
+    properties: {
+      createIfEmpty: {
+        type: 'boolean',
+        description: 'Open a blank tab in your group if it has no tabs (default false).',
+      },
+    },
     additionalProperties: false,
   },
   annotations: { title: "List this session's tabs", readOnlyHint: false, idempotentHint: true, openWorldHint: false },
@@ -96,7 +110,9 @@ const tabsContextMcp = {
 export function normaliseUrl(raw) {
   const s = String(raw).trim();
   if (!s) throw new ToolError('url is empty.');
-  if (/^javascript:/i.test(s)) throw new ToolError('navigate does not run javascript: URLs; use javascript_tool to run code in the page.');
+  if (/^javascript:/i.test(s)) {
+    throw new ToolError('navigate does not run javascript: URLs; use javascript_tool to run code in the page.');
+  }
   if (/^[a-z][a-z0-9+.-]*:/i.test(s) && !/^[^:/]+:\d+(\/|$)/.test(s)) return s; // has a scheme (not host:port)
   if (/^(localhost|\d{1,3}(\.\d{1,3}){3}|\[[0-9a-f:]+\])(:\d+)?(\/|$)/i.test(s)) return `http://${s}`;
   return `https://${s}`;
@@ -109,7 +125,13 @@ function createTool(name, title, description) {
     description,
     inputSchema: {
       type: 'object',
-      properties: { url: { type: 'string', description: 'The page to open, e.g. "https://example.com" (a bare host gets https://). Omit for a blank tab.' } },
+      properties: {
+        url: {
+          type: 'string',
+          description:
+            'The page to open, e.g. "https://example.com" (a bare host gets https://). Omit for a blank tab.',
+        },
+      },
       additionalProperties: false,
     },
     annotations: { title, readOnlyHint: false, destructiveHint: false, openWorldHint: true },
@@ -122,17 +144,28 @@ function createTool(name, title, description) {
       if (url !== 'about:blank') await chrome.tabs.update(tab.id, { url });
       const info = { tabId: tab.id, windowId: tab.windowId, url, groupId: tab.groupId };
       return {
-        content: [{ type: 'text', text: `Opened tab ${tab.id} (${url}) in your session's tab group; it is now your current tab.` }],
+        content: [
+          {
+            type: 'text',
+            text: `Opened tab ${tab.id} (${url}) in your session's tab group; it is now your current tab.`,
+          },
+        ],
         structuredContent: info,
       };
     },
   };
 }
 
-const tabsCreate = createTool('tabs_create', 'Open a tab',
-  "Opens a new tab in your session's tab group, optionally loading a URL, and makes it your current tab (later tools act on it). Returns its tabId. In the original product this opened a tab outside any group; here every tab an MCP client opens joins its session's group, so it behaves like tabs_create_mcp. It does not wait for the page to load: use navigate for that.");
-const tabsCreateMcp = createTool('tabs_create_mcp', "Open a tab in this session's group",
-  "Opens a new tab in your session's tab group (titled with your client's name), optionally loading a URL, and makes it your current tab. Returns its tabId. It does not wait for the page to load: use navigate for that.");
+const tabsCreate = createTool(
+  'tabs_create',
+  'Open a tab',
+  "Opens a new tab in your session's tab group, optionally loading a URL, and makes it your current tab (later tools act on it). Returns its tabId. In the original product this opened a tab outside any group; here every tab an MCP client opens joins its session's group, so it behaves like tabs_create_mcp. It does not wait for the page to load: use navigate for that.",
+);
+const tabsCreateMcp = createTool(
+  'tabs_create_mcp',
+  "Open a tab in this session's group",
+  "Opens a new tab in your session's tab group (titled with your client's name), optionally loading a URL, and makes it your current tab. Returns its tabId. It does not wait for the page to load: use navigate for that.",
+);
 
 const ACTIONS = ['back', 'forward', 'reload'];
 
@@ -140,14 +173,28 @@ const ACTIONS = ['back', 'forward', 'reload'];
 const navigate = {
   name: 'navigate',
   title: 'Navigate',
-  description: "Loads a URL in a tab, or goes back, forward or reloads, and waits until the page has finished loading (up to timeoutMs). Acts on your session's current tab unless you pass tabId; a session without a tab gets one in its tab group (so call navigate first), and a tabId that is in no group joins your session's group. Returns the final URL and title (after redirects). A load that fails is an error naming the network error (e.g. net::ERR_NAME_NOT_RESOLVED) or the HTTP status (e.g. HTTP 404 Not Found; the tab then shows the server's page). Pass either url or action.",
+  description:
+    "Loads a URL in a tab, or goes back, forward or reloads, and waits until the page has finished loading (up to timeoutMs). Acts on your session's current tab unless you pass tabId; a session without a tab gets one in its tab group (so call navigate first), and a tabId that is in no group joins your session's group. Returns the final URL and title (after redirects). A load that fails is an error naming the network error (e.g. net::ERR_NAME_NOT_RESOLVED) or the HTTP status (e.g. HTTP 404 Not Found; the tab then shows the server's page). Pass either url or action.",
   inputSchema: {
     type: 'object',
     properties: {
-      url: { type: 'string', description: 'The URL to load; a bare host like "example.com" gets https://. "back" and "forward" are accepted as actions too.' },
-      action: { type: 'string', enum: ACTIONS, description: 'Instead of url: go back or forward in the tab\'s history, or reload the page.' },
+      url: {
+        type: 'string',
+        description:
+          'The URL to load; a bare host like "example.com" gets https://. "back" and "forward" are accepted as actions too.',
+      },
+      action: {
+        type: 'string',
+        enum: ACTIONS,
+        description: "Instead of url: go back or forward in the tab's history, or reload the page.",
+      },
       tabId: tabIdProp,
-      timeoutMs: { type: 'integer', minimum: 100, maximum: 120000, description: `How long to wait for the load, in milliseconds (default ${NAVIGATE_TIMEOUT_MS}).` },
+      timeoutMs: {
+        type: 'integer',
+        minimum: 100,
+        maximum: 120000,
+        description: `How long to wait for the load, in milliseconds (default ${NAVIGATE_TIMEOUT_MS}).`,
+      },
     },
     additionalProperties: false,
   },
@@ -158,23 +205,33 @@ const navigate = {
       action = action || url.trim().toLowerCase();
       url = undefined;
     }
-    if ((url === undefined) === (action === undefined)) throw new ToolError('Pass either url or action (back, forward or reload), not both and not neither.');
+    if ((url === undefined) === (action === undefined)) {
+      throw new ToolError('Pass either url or action (back, forward or reload), not both and not neither.');
+    }
     const target = url === undefined ? null : normaliseUrl(url);
     // navigate with a url is one of the tools that open a tab: a session
     // without one gets it here, in its group (sw/sessions.js, resolveTab).
     const tab = await ctx.resolveTab(args.tabId, { create: target !== null });
     await trackTab(tab.id).catch(() => {}); // capture from the moment the tab is in use
-    const go = {
-      back: () => chrome.tabs.goBack(tab.id),
-      forward: () => chrome.tabs.goForward(tab.id),
-      reload: () => chrome.tabs.reload(tab.id),
-    }[action] || (() => chrome.tabs.update(tab.id, { url: target }));
+    const go =
+      {
+        back: () => chrome.tabs.goBack(tab.id),
+        forward: () => chrome.tabs.goForward(tab.id),
+        reload: () => chrome.tabs.reload(tab.id),
+      }[action] || (() => chrome.tabs.update(tab.id, { url: target }));
     const timeoutMs = args.timeoutMs ?? NAVIGATE_TIMEOUT_MS;
-    const { tab: after, timedOut, moved, netError } = await loadAndWait(tab.id, go, { timeoutMs, signal: ctx.signal, what: action || target, from: tab.url });
+    const {
+      tab: after,
+      timedOut,
+      moved,
+      netError,
+    } = await loadAndWait(tab.id, go, { timeoutMs, signal: ctx.signal, what: action || target, from: tab.url });
     const done = after || tab;
     if (target && !moved && done.url !== target) {
       // Chrome ignores some navigations from extensions (data: URLs in the top frame, for one).
-      throw new ToolError(`The browser did not load ${target}; tab ${tab.id} still shows ${done.url || 'its old page'}. Chrome refuses some URLs from extensions (data: URLs, for one).`);
+      throw new ToolError(
+        `The browser did not load ${target}; tab ${tab.id} still shows ${done.url || 'its old page'}. Chrome refuses some URLs from extensions (data: URLs, for one).`,
+      );
     }
     // A load still under way at the timeout leaves the old page in the frame: its state says nothing of this load.
     const failed = timedOut && !netError ? null : await loadFailure(tab.id, netError);
@@ -184,9 +241,24 @@ const navigate = {
       const http = doc && isHttpError(doc.status) ? `${httpStatusLine(doc.status, doc.statusText)}: ` : '';
       return {
         isError: true,
-        content: [{ type: 'text', text: http + loadFailedText({ tabId: tab.id, url: failed.url || done.url || target, error: failed.error, what: action || 'load' }) }],
+        content: [
+          {
+            type: 'text',
+            text:
+              http +
+              loadFailedText({
+                tabId: tab.id,
+                url: failed.url || done.url || target,
+                error: failed.error,
+                what: action || 'load',
+              }),
+          },
+        ],
         structuredContent: {
-          tabId: tab.id, url: failed.url || done.url || '', error: failed.error || null, status: 'failed',
+          tabId: tab.id,
+          url: failed.url || done.url || '',
+          error: failed.error || null,
+          status: 'failed',
           ...(http ? { httpStatus: doc.status } : {}),
         },
       };
@@ -195,17 +267,40 @@ const navigate = {
     if (doc && isHttpError(doc.status)) {
       return {
         isError: true,
-        content: [{ type: 'text', text: httpErrorText({ tabId: tab.id, url: done.url || doc.url, status: doc.status, statusText: doc.statusText, title: done.title }) }],
-        structuredContent: { tabId: tab.id, url: done.url || doc.url || '', title: done.title || '', status: 'complete', httpStatus: doc.status, timedOut },
+        content: [
+          {
+            type: 'text',
+            text: httpErrorText({
+              tabId: tab.id,
+              url: done.url || doc.url,
+              status: doc.status,
+              statusText: doc.statusText,
+              title: done.title,
+            }),
+          },
+        ],
+        structuredContent: {
+          tabId: tab.id,
+          url: done.url || doc.url || '',
+          title: done.title || '',
+          status: 'complete',
+          httpStatus: doc.status,
+          timedOut,
+        },
       };
     }
     const what = action ? { back: 'Went back', forward: 'Went forward', reload: 'Reloaded' }[action] : 'Navigated';
-    const text = `${what} in tab ${tab.id}: ${done.url || target} — "${done.title || ''}"` +
+    const text =
+      `${what} in tab ${tab.id}: ${done.url || target} — "${done.title || ''}"` +
       (timedOut ? `. The page had not finished loading after ${timeoutMs} ms; it may still be loading.` : '.');
     return {
       content: [{ type: 'text', text }],
       structuredContent: {
-        tabId: tab.id, url: done.url || '', title: done.title || '', status: done.status || 'unknown', timedOut,
+        tabId: tab.id,
+        url: done.url || '',
+        title: done.title || '',
+        status: done.status || 'unknown',
+        timedOut,
         ...(doc?.status ? { httpStatus: doc.status } : {}),
       },
     };
@@ -266,7 +361,8 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
       if (info.status === 'loading') sawLoading = true;
       else if (info.status === 'complete' && sawLoading) finish(resolve, { tab, timedOut: false, moved });
     };
-    const onRemoved = (id) => id === tabId && finish(reject, new ToolError(`Tab ${tabId} was closed while loading ${what}.`));
+    const onRemoved = (id) =>
+      id === tabId && finish(reject, new ToolError(`Tab ${tabId} was closed while loading ${what}.`));
     const onNavError = (d) => {
       if (d.tabId === tabId && d.frameId === 0 && d.error !== ABORTED) netError = { url: d.url, error: d.error };
     };
@@ -281,9 +377,18 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
       if (!t) return;
       if (isMove(t.url)) moved = true;
       if (t.status === 'loading') sawLoading = true;
-      else if (t.status === 'complete' && (sawLoading || Date.now() - start > 1000)) finish(resolve, { tab: t, timedOut: false, moved });
+      else if (t.status === 'complete' && (sawLoading || Date.now() - start > 1000)) {
+        finish(resolve, { tab: t, timedOut: false, moved });
+      }
     }, 250);
-    const timer = setTimeout(() => chrome.tabs.get(tabId).catch(() => null).then((t) => finish(resolve, { tab: t, timedOut: true, moved })), timeoutMs);
+    const timer = setTimeout(
+      () =>
+        chrome.tabs
+          .get(tabId)
+          .catch(() => null)
+          .then((t) => finish(resolve, { tab: t, timedOut: true, moved })),
+      timeoutMs,
+    );
     chrome.tabs.onUpdated.addListener(onUpdated);
     chrome.tabs.onRemoved.addListener(onRemoved);
     if (nav) {
@@ -291,11 +396,22 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
       nav.onCommitted.addListener(onCommitted);
     }
     signal?.addEventListener('abort', onAbort);
-    Promise.resolve().then(go).catch((err) => {
-      const msg = err?.message || String(err);
-      if (/history/i.test(msg)) finish(reject, new ToolError(`There is no ${what === 'back' ? 'earlier' : 'later'} page in tab ${tabId}'s history.`));
-      else finish(reject, new ToolError(`Could not ${what === 'reload' ? 'reload' : `load ${what}`} in tab ${tabId}: ${msg}`));
-    });
+    Promise.resolve()
+      .then(go)
+      .catch((err) => {
+        const msg = err?.message || String(err);
+        if (/history/i.test(msg)) {
+          finish(
+            reject,
+            new ToolError(`There is no ${what === 'back' ? 'earlier' : 'later'} page in tab ${tabId}'s history.`),
+          );
+        } else {
+          finish(
+            reject,
+            new ToolError(`Could not ${what === 'reload' ? 'reload' : `load ${what}`} in tab ${tabId}: ${msg}`),
+          );
+        }
+      });
   });
 }
 

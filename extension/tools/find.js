@@ -9,11 +9,23 @@ export const inputSchema = {
   type: 'object',
   properties: {
     query: {
-      type: 'string', minLength: 1, maxLength: 500,
-      description: 'What to look for: a CSS selector ("form#login input[type=email]"), visible text or label ("Sign in"), or a short description naming a role and words ("search box", "checkbox remember me", \'button "Add to cart"\').',
+      type: 'string',
+      minLength: 1,
+      maxLength: 500,
+      description:
+        'What to look for: a CSS selector ("form#login input[type=email]"), visible text or label ("Sign in"), or a short description naming a role and words ("search box", "checkbox remember me", \'button "Add to cart"\').',
     },
-    limit: { type: 'integer', minimum: 1, maximum: 100, description: 'At most this many matches (default 10), best first.' },
-    tabId: { type: 'integer', minimum: 0, description: "The tab to search. Omit it to use this session's current tab." },
+    limit: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 100,
+      description: 'At most this many matches (default 10), best first.',
+    },
+    tabId: {
+      type: 'integer',
+      minimum: 0,
+      description: "The tab to search. Omit it to use this session's current tab.",
+    },
   },
   required: ['query'],
   additionalProperties: false,
@@ -29,7 +41,12 @@ async function run(args, ctx) {
   }
   if (!res.matches.length) {
     return {
-      content: [{ type: 'text', text: `No visible element matches ${JSON.stringify(args.query)} in tab ${tab.id}. Try other words, a CSS selector, or read_page with filter "interactive".` }],
+      content: [
+        {
+          type: 'text',
+          text: `No visible element matches ${JSON.stringify(args.query)} in tab ${tab.id}. Try other words, a CSS selector, or read_page with filter "interactive".`,
+        },
+      ],
       structuredContent: { matches: [], total: 0, mode: res.mode },
     };
   }
@@ -40,10 +57,16 @@ async function run(args, ctx) {
     s += ` <${m.tag}> [${m.ref}] at (${m.rect.x}, ${m.rect.y}) ${m.rect.width}x${m.rect.height}${m.inViewport ? '' : ' (off screen)'}`;
     return s;
   });
-  const how = res.mode === 'selector' ? 'by CSS selector' : res.mode === 'ref' ? 'by ref' : 'by text and role (heuristic)';
+  const how =
+    res.mode === 'selector' ? 'by CSS selector' : res.mode === 'ref' ? 'by ref' : 'by text and role (heuristic)';
   const more = res.total > res.matches.length ? ` (showing ${res.matches.length} of ${res.total})` : '';
   return {
-    content: [{ type: 'text', text: `${res.matches.length} match${res.matches.length === 1 ? '' : 'es'} ${how}${more}:\n${lines.join('\n')}` }],
+    content: [
+      {
+        type: 'text',
+        text: `${res.matches.length} match${res.matches.length === 1 ? '' : 'es'} ${how}${more}:\n${lines.join('\n')}`,
+      },
+    ],
     structuredContent: { mode: res.mode, total: res.total, matches: res.matches.map(({ score, ...m }) => m) },
   };
 }
@@ -51,11 +74,18 @@ async function run(args, ctx) {
 export default {
   name: 'find',
   title: 'Find elements',
-  description: 'Finds elements on the page and returns their refs, roles, names and positions. The query can be a CSS selector, the text '
-    + 'or label of an element, or a short description combining a role word (button, link, field, checkbox, dropdown, heading, image…) '
-    + 'with words from its label. Matching is done in the page with heuristics (no language model), so use the words the page shows. '
-    + 'Only visible elements are returned, best match first.',
+  description:
+    'Finds elements on the page and returns their refs, roles, names and positions. The query can be a CSS selector, the text ' +
+    'or label of an element, or a short description combining a role word (button, link, field, checkbox, dropdown, heading, image…) ' +
+    'with words from its label. Matching is done in the page with heuristics (no language model), so use the words the page shows. ' +
+    'Only visible elements are returned, best match first.',
   inputSchema,
-  annotations: { title: 'Find elements', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  annotations: {
+    title: 'Find elements',
+    readOnlyHint: true,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
   run,
 };

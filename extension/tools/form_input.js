@@ -12,14 +12,18 @@ export const MAX_FIELDS = 100;
 
 const refProp = { type: 'string', pattern: '^ref_[0-9]+$', description: 'The field, a ref from read_page or find.' };
 const selectorProp = {
-  type: 'string', minLength: 1, maxLength: 500,
-  description: 'Instead of ref: a CSS selector for the field ("#email", "input[name=q]"); the first element it matches.',
+  type: 'string',
+  minLength: 1,
+  maxLength: 500,
+  description:
+    'Instead of ref: a CSS selector for the field ("#email", "input[name=q]"); the first element it matches.',
 };
 const valueProp = {
   type: ['string', 'number', 'boolean', 'array'],
   items: { type: 'string' },
-  description: 'The new value. Text fields: the text (replaces what is there). Checkbox/radio/switch: true or false. '
-    + 'Select: an option\'s value or visible text; for a multiple select, an array of them. Date/time/color/range inputs: their string form, e.g. "2025-01-31", "13:45", "#ff0000", "40".',
+  description:
+    'The new value. Text fields: the text (replaces what is there). Checkbox/radio/switch: true or false. ' +
+    'Select: an option\'s value or visible text; for a multiple select, an array of them. Date/time/color/range inputs: their string form, e.g. "2025-01-31", "13:45", "#ff0000", "40".',
 };
 
 export const inputSchema = {
@@ -29,9 +33,12 @@ export const inputSchema = {
     selector: selectorProp,
     value: valueProp,
     fields: {
-      type: 'array', minItems: 1, maxItems: MAX_FIELDS,
-      description: `Instead of ref/selector and value: several fields to set in one call, in order (at most ${MAX_FIELDS}), each {ref or selector, value}. `
-        + 'Each is reported on its own; one that fails does not stop the others.',
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_FIELDS,
+      description:
+        `Instead of ref/selector and value: several fields to set in one call, in order (at most ${MAX_FIELDS}), each {ref or selector, value}. ` +
+        'Each is reported on its own; one that fails does not stop the others.',
       items: {
         type: 'object',
         properties: { ref: refProp, selector: selectorProp, value: valueProp },
@@ -60,7 +67,8 @@ export function fieldsOf(args) {
   if (args.fields !== undefined && one) {
     throw new ToolError('Pass either fields, or ref (or selector) with value for one field; not both.');
   }
-  const list = args.fields !== undefined ? args.fields : [{ ref: args.ref, selector: args.selector, value: args.value }];
+  const list =
+    args.fields !== undefined ? args.fields : [{ ref: args.ref, selector: args.selector, value: args.value }];
   if (!list.length) throw new ToolError('fields is empty: give at least one {ref or selector, value}.');
   const fields = list.map((f, i) => {
     const where = args.fields !== undefined ? `fields[${i}]` : 'the field';
@@ -78,7 +86,9 @@ export function describeField(r) {
   if (!r.ok) return `${r.field}: not set: ${r.error}`;
   let text;
   if (r.checked !== undefined) text = `${r.role} "${r.name}" [${r.ref}] is now ${r.checked ? 'checked' : 'unchecked'}.`;
-  else text = `${r.role} "${r.name}" [${r.ref}] now holds ${JSON.stringify(r.value)}${r.before !== undefined && r.before !== '' ? ` (was ${JSON.stringify(r.before)})` : ''}.`;
+  else {
+    text = `${r.role} "${r.name}" [${r.ref}] now holds ${JSON.stringify(r.value)}${r.before !== undefined && r.before !== '' ? ` (was ${JSON.stringify(r.before)})` : ''}.`;
+  }
   if (r.note) text += ` Note: ${r.note}.`;
   return text;
 }
@@ -92,11 +102,12 @@ export function describeField(r) {
 export function fillResult(results) {
   const failed = results.filter((r) => !r.ok);
   const filled = results.length - failed.length;
-  const head = failed.length === 0
-    ? `Set ${filled} field${filled === 1 ? '' : 's'}:`
-    : filled === 0
-      ? `None of the ${results.length} fields was set:`
-      : `Set ${filled} of ${results.length} fields; ${failed.length} failed (${failed.map((r) => r.field).join(', ')}):`;
+  const head =
+    failed.length === 0
+      ? `Set ${filled} field${filled === 1 ? '' : 's'}:`
+      : filled === 0
+        ? `None of the ${results.length} fields was set:`
+        : `Set ${filled} of ${results.length} fields; ${failed.length} failed (${failed.map((r) => r.field).join(', ')}):`;
   const lines = results.map((r) => `- ${describeField(r)}`);
   return {
     ...(filled === 0 ? { isError: true } : {}),
@@ -127,14 +138,21 @@ async function run(args, ctx) {
 export default {
   name: 'form_input',
   title: 'Fill form fields',
-  description: 'Sets form fields to values directly: one field by ref (from read_page or find) or CSS selector with value, or several '
-    + 'at once with fields: [{ref or selector, value}, …] (fill a whole form in one call; each field is reported, and one that fails '
-    + 'does not stop the others; the call is an error only if every field failed). Text inputs and textareas (the text replaces the '
-    + 'current value), selects (by option value or text; arrays for multi-selects), checkboxes, radios and switches (true/false), '
-    + 'date/time/colour/range inputs, and contenteditable editors. Fires input and change events like a user would, so frameworks '
-    + 'such as React see the change. Faster and more reliable than typing; use computer type when the page reacts to each keystroke '
-    + '(autocomplete). For file inputs use upload_image.',
+  description:
+    'Sets form fields to values directly: one field by ref (from read_page or find) or CSS selector with value, or several ' +
+    'at once with fields: [{ref or selector, value}, …] (fill a whole form in one call; each field is reported, and one that fails ' +
+    'does not stop the others; the call is an error only if every field failed). Text inputs and textareas (the text replaces the ' +
+    'current value), selects (by option value or text; arrays for multi-selects), checkboxes, radios and switches (true/false), ' +
+    'date/time/colour/range inputs, and contenteditable editors. Fires input and change events like a user would, so frameworks ' +
+    'such as React see the change. Faster and more reliable than typing; use computer type when the page reacts to each keystroke ' +
+    '(autocomplete). For file inputs use upload_image.',
   inputSchema,
-  annotations: { title: 'Fill form fields', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  annotations: {
+    title: 'Fill form fields',
+    readOnlyHint: false,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
   run,
 };

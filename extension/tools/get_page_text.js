@@ -21,12 +21,21 @@ export function paginate(text, { page, pageSize, offset, limit } = {}) {
   const totalPages = Math.max(1, Math.ceil(total / size));
   if (start > total) start = total;
   let end = Math.min(total, start + size);
-  const isHigh = (i) => { const c = text.charCodeAt(i); return c >= 0xd800 && c <= 0xdbff; };
+  const isHigh = (i) => {
+    const c = text.charCodeAt(i);
+    return c >= 0xd800 && c <= 0xdbff;
+  };
   if (end < total && end > start && isHigh(end - 1)) end--;
   if (start > 0 && start < total && isHigh(start - 1)) start++;
   return {
-    text: text.slice(start, end), offset: start, end, total, pageSize: size,
-    page: Math.floor(start / size) + 1, totalPages, hasMore: end < total,
+    text: text.slice(start, end),
+    offset: start,
+    end,
+    total,
+    pageSize: size,
+    page: Math.floor(start / size) + 1,
+    totalPages,
+    hasMore: end < total,
   };
 }
 
@@ -34,12 +43,37 @@ export const inputSchema = {
   type: 'object',
   properties: {
     page: { type: 'integer', minimum: 1, description: 'Which page of the text to return, from 1 (default 1).' },
-    page_size: { type: 'integer', minimum: 100, maximum: 200000, description: `Characters per page (default ${DEFAULT_PAGE_SIZE}).` },
-    offset: { type: 'integer', minimum: 0, description: 'Alternatively, the character offset to start at (overrides page).' },
-    limit: { type: 'integer', minimum: 1, maximum: 200000, description: 'With offset: how many characters to return (default page_size).' },
-    whole_page: { type: 'boolean', description: 'Take the text of the whole body instead of the main article/main element (default false).' },
-    selector: { type: 'string', maxLength: 500, description: 'Only the text inside the first element matching this CSS selector.' },
-    ref: { type: 'string', pattern: '^ref_[0-9]+$', description: 'Only the text inside this element (a ref from read_page or find).' },
+    page_size: {
+      type: 'integer',
+      minimum: 100,
+      maximum: 200000,
+      description: `Characters per page (default ${DEFAULT_PAGE_SIZE}).`,
+    },
+    offset: {
+      type: 'integer',
+      minimum: 0,
+      description: 'Alternatively, the character offset to start at (overrides page).',
+    },
+    limit: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 200000,
+      description: 'With offset: how many characters to return (default page_size).',
+    },
+    whole_page: {
+      type: 'boolean',
+      description: 'Take the text of the whole body instead of the main article/main element (default false).',
+    },
+    selector: {
+      type: 'string',
+      maxLength: 500,
+      description: 'Only the text inside the first element matching this CSS selector.',
+    },
+    ref: {
+      type: 'string',
+      pattern: '^ref_[0-9]+$',
+      description: 'Only the text inside this element (a ref from read_page or find).',
+    },
     tabId: { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." },
   },
   additionalProperties: false,
@@ -54,24 +88,45 @@ async function run(args, ctx) {
     throw new ToolError(`cannot read the text of tab ${tab.id}: ${e.message}`);
   }
   const p = paginate(r.text, { page: args.page, pageSize: args.page_size, offset: args.offset, limit: args.limit });
-  if (p.total > 0 && p.text === '' ) {
-    throw new ToolError(`page ${args.page ?? ''} is past the end: the text has ${p.total} characters in ${p.totalPages} page(s) of ${p.pageSize}`);
+  if (p.total > 0 && p.text === '') {
+    throw new ToolError(
+      `page ${args.page ?? ''} is past the end: the text has ${p.total} characters in ${p.totalPages} page(s) of ${p.pageSize}`,
+    );
   }
   const head = `${r.title || '(no title)'} — ${r.url}\nText of ${r.source}: characters ${p.offset}–${p.end} of ${p.total}, page ${p.page} of ${p.totalPages}.`;
-  const next = p.hasMore ? `\n\n[more: call get_page_text with page ${p.page + 1}${args.offset !== undefined ? ` or offset ${p.end}` : ''}]` : '';
+  const next = p.hasMore
+    ? `\n\n[more: call get_page_text with page ${p.page + 1}${args.offset !== undefined ? ` or offset ${p.end}` : ''}]`
+    : '';
   return {
     content: [{ type: 'text', text: `${head}\n\n${p.text}${next}` }],
-    structuredContent: { url: r.url, title: r.title, source: r.source, page: p.page, totalPages: p.totalPages, offset: p.offset, end: p.end, total: p.total, hasMore: p.hasMore },
+    structuredContent: {
+      url: r.url,
+      title: r.title,
+      source: r.source,
+      page: p.page,
+      totalPages: p.totalPages,
+      offset: p.offset,
+      end: p.end,
+      total: p.total,
+      hasMore: p.hasMore,
+    },
   };
 }
 
 export default {
   name: 'get_page_text',
   title: 'Get the page text',
-  description: 'Returns the readable text of the page as plain text, in pages of characters so long pages fit your context: the main '
-    + 'article (or <main>) when the page has one, else the whole body; or the text inside a selector or ref. The header says which page '
-    + 'of how many you got; ask for the next page to continue. Use read_page instead to find elements to act on.',
+  description:
+    'Returns the readable text of the page as plain text, in pages of characters so long pages fit your context: the main ' +
+    'article (or <main>) when the page has one, else the whole body; or the text inside a selector or ref. The header says which page ' +
+    'of how many you got; ask for the next page to continue. Use read_page instead to find elements to act on.',
   inputSchema,
-  annotations: { title: 'Get the page text', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  annotations: {
+    title: 'Get the page text',
+    readOnlyHint: true,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
   run,
 };

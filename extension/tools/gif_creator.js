@@ -17,11 +17,17 @@ export const PALETTE = (() => {
   for (let r = 0; r < 6; r++) {
     for (let g = 0; g < 7; g++) {
       for (let b = 0; b < 6; b++) {
-        p[i++] = Math.round((r * 255) / 5); p[i++] = Math.round((g * 255) / 6); p[i++] = Math.round((b * 255) / 5);
+        p[i++] = Math.round((r * 255) / 5);
+        p[i++] = Math.round((g * 255) / 6);
+        p[i++] = Math.round((b * 255) / 5);
       }
     }
   }
-  for (const v of [32, 96, 160, 224]) { p[i++] = v; p[i++] = v; p[i++] = v; }
+  for (const v of [32, 96, 160, 224]) {
+    p[i++] = v;
+    p[i++] = v;
+    p[i++] = v;
+  }
   return p;
 })();
 
@@ -32,12 +38,20 @@ function nearestTable() {
   for (let r = 0; r < 32; r++) {
     for (let g = 0; g < 32; g++) {
       for (let b = 0; b < 32; b++) {
-        const R = (r << 3) | 4, Gc = (g << 3) | 4, B = (b << 3) | 4;
-        let best = 0, bestD = Infinity;
+        const R = (r << 3) | 4,
+          Gc = (g << 3) | 4,
+          B = (b << 3) | 4;
+        let best = 0,
+          bestD = Infinity;
         for (let k = 0; k < 256; k++) {
-          const dr = R - PALETTE[k * 3], dg = Gc - PALETTE[k * 3 + 1], db = B - PALETTE[k * 3 + 2];
+          const dr = R - PALETTE[k * 3],
+            dg = Gc - PALETTE[k * 3 + 1],
+            db = B - PALETTE[k * 3 + 2];
           const d = 3 * dr * dr + 4 * dg * dg + 2 * db * db;
-          if (d < bestD) { bestD = d; best = k; }
+          if (d < bestD) {
+            bestD = d;
+            best = k;
+          }
         }
         lut[(r << 10) | (g << 5) | b] = best;
       }
@@ -51,29 +65,46 @@ export function quantize(rgba) {
   const t = nearestTable();
   const n = rgba.length >> 2;
   const out = new Uint8Array(n);
-  for (let i = 0, j = 0; i < n; i++, j += 4) out[i] = t[((rgba[j] >> 3) << 10) | ((rgba[j + 1] >> 3) << 5) | (rgba[j + 2] >> 3)];
+  for (let i = 0, j = 0; i < n; i++, j += 4) {
+    out[i] = t[((rgba[j] >> 3) << 10) | ((rgba[j + 1] >> 3) << 5) | (rgba[j + 2] >> 3)];
+  }
   return out;
 }
 
 /** GIF-flavoured LZW of palette indices; returns the packed bytes (not yet split into sub-blocks). */
 export function lzwEncode(indices, minCodeSize = 8) {
-  const clear = 1 << minCodeSize, eoi = clear + 1;
-  let codeSize = minCodeSize + 1, next = eoi + 1;
+  const clear = 1 << minCodeSize,
+    eoi = clear + 1;
+  let codeSize = minCodeSize + 1,
+    next = eoi + 1;
   let table = new Map();
   const out = [];
-  let acc = 0, bits = 0;
+  let acc = 0,
+    bits = 0;
   const emit = (code) => {
-    acc |= code << bits; bits += codeSize;
-    while (bits >= 8) { out.push(acc & 0xff); acc >>>= 8; bits -= 8; }
+    acc |= code << bits;
+    bits += codeSize;
+    while (bits >= 8) {
+      out.push(acc & 0xff);
+      acc >>>= 8;
+      bits -= 8;
+    }
   };
   emit(clear);
-  if (indices.length === 0) { emit(eoi); if (bits > 0) out.push(acc & 0xff); return Uint8Array.from(out); }
+  if (indices.length === 0) {
+    emit(eoi);
+    if (bits > 0) out.push(acc & 0xff);
+    return Uint8Array.from(out);
+  }
   let cur = indices[0];
   for (let i = 1; i < indices.length; i++) {
     const k = indices[i];
     const key = cur * 256 + k;
     const hit = table.get(key);
-    if (hit !== undefined) { cur = hit; continue; }
+    if (hit !== undefined) {
+      cur = hit;
+      continue;
+    }
     emit(cur);
     if (next === 4096) {
       emit(clear);
@@ -93,18 +124,38 @@ export function lzwEncode(indices, minCodeSize = 8) {
 }
 
 class ByteWriter {
-  constructor() { this.chunks = []; this.buf = new Uint8Array(65536); this.n = 0; }
-  byte(b) { if (this.n === this.buf.length) this.flush(); this.buf[this.n++] = b; }
-  u16(v) { this.byte(v & 0xff); this.byte((v >> 8) & 0xff); }
-  bytes(a) { for (let i = 0; i < a.length; i++) this.byte(a[i]); }
-  str(s) { for (let i = 0; i < s.length; i++) this.byte(s.charCodeAt(i)); }
-  flush() { this.chunks.push(this.buf.slice(0, this.n)); this.n = 0; }
+  constructor() {
+    this.chunks = [];
+    this.buf = new Uint8Array(65536);
+    this.n = 0;
+  }
+  byte(b) {
+    if (this.n === this.buf.length) this.flush();
+    this.buf[this.n++] = b;
+  }
+  u16(v) {
+    this.byte(v & 0xff);
+    this.byte((v >> 8) & 0xff);
+  }
+  bytes(a) {
+    for (let i = 0; i < a.length; i++) this.byte(a[i]);
+  }
+  str(s) {
+    for (let i = 0; i < s.length; i++) this.byte(s.charCodeAt(i));
+  }
+  flush() {
+    this.chunks.push(this.buf.slice(0, this.n));
+    this.n = 0;
+  }
   result() {
     this.flush();
     const len = this.chunks.reduce((a, c) => a + c.length, 0);
     const out = new Uint8Array(len);
     let o = 0;
-    for (const c of this.chunks) { out.set(c, o); o += c.length; }
+    for (const c of this.chunks) {
+      out.set(c, o);
+      o += c.length;
+    }
     return out;
   }
 }
@@ -120,18 +171,38 @@ export function encodeGif(frames, { width, height, delayMs = 500, loop = 0 }) {
   if (!frames.length) throw new Error('no frames');
   const w = new ByteWriter();
   w.str('GIF89a');
-  w.u16(width); w.u16(height);
+  w.u16(width);
+  w.u16(height);
   w.byte(0xf7); // global colour table, 8 bits colour resolution, 256 entries
-  w.byte(0); w.byte(0);
+  w.byte(0);
+  w.byte(0);
   w.bytes(PALETTE);
   // Looping: NETSCAPE2.0 application extension.
-  w.byte(0x21); w.byte(0xff); w.byte(11); w.str('NETSCAPE2.0'); w.byte(3); w.byte(1); w.u16(loop); w.byte(0);
+  w.byte(0x21);
+  w.byte(0xff);
+  w.byte(11);
+  w.str('NETSCAPE2.0');
+  w.byte(3);
+  w.byte(1);
+  w.u16(loop);
+  w.byte(0);
   for (const f of frames) {
     const idx = f.indices || quantize(f.rgba);
     if (idx.length !== width * height) throw new Error(`frame has ${idx.length} pixels, expected ${width * height}`);
     const delay = Math.max(2, Math.round((f.delayMs ?? delayMs) / 10));
-    w.byte(0x21); w.byte(0xf9); w.byte(4); w.byte(0x04); w.u16(delay); w.byte(0); w.byte(0); // GCE: dispose = keep
-    w.byte(0x2c); w.u16(0); w.u16(0); w.u16(width); w.u16(height); w.byte(0);
+    w.byte(0x21);
+    w.byte(0xf9);
+    w.byte(4);
+    w.byte(0x04);
+    w.u16(delay);
+    w.byte(0);
+    w.byte(0); // GCE: dispose = keep
+    w.byte(0x2c);
+    w.u16(0);
+    w.u16(0);
+    w.u16(width);
+    w.u16(height);
+    w.byte(0);
     w.byte(8);
     const data = lzwEncode(idx, 8);
     for (let o = 0; o < data.length; o += 255) {
@@ -169,7 +240,15 @@ async function captureFrame(r, tabId, action) {
     r.truncated = true;
     return false;
   }
-  r.frames.push({ data: shot.data, mimeType: shot.mimeType, width: shot.width, height: shot.height, scale: shot.scale, action, at: Date.now() });
+  r.frames.push({
+    data: shot.data,
+    mimeType: shot.mimeType,
+    width: shot.width,
+    height: shot.height,
+    scale: shot.scale,
+    action,
+    at: Date.now(),
+  });
   r.chars += shot.data.length;
   return true;
 }
@@ -198,10 +277,17 @@ async function decodeFrame(frame, width, height, opts) {
   if (opts.showActions && a) {
     const k = (width / frame.width) * frame.scale; // CSS px -> GIF px
     if (a.point) {
-      const x = a.point[0] * k, y = a.point[1] * k;
-      g.strokeStyle = '#e00'; g.lineWidth = 3;
-      g.beginPath(); g.arc(x, y, 12, 0, Math.PI * 2); g.stroke();
-      g.fillStyle = '#e00'; g.beginPath(); g.arc(x, y, 3, 0, Math.PI * 2); g.fill();
+      const x = a.point[0] * k,
+        y = a.point[1] * k;
+      g.strokeStyle = '#e00';
+      g.lineWidth = 3;
+      g.beginPath();
+      g.arc(x, y, 12, 0, Math.PI * 2);
+      g.stroke();
+      g.fillStyle = '#e00';
+      g.beginPath();
+      g.arc(x, y, 3, 0, Math.PI * 2);
+      g.fill();
     }
     const label = a.label || a.action;
     if (label) {
@@ -226,7 +312,9 @@ function actionLabel(a) {
 }
 
 async function exportGif(r, args, ctx) {
-  if (!r.frames.length) throw new ToolError('the recording has no frames; start_recording, act with computer, then stop_recording');
+  if (!r.frames.length) {
+    throw new ToolError('the recording has no frames; start_recording, act with computer, then stop_recording');
+  }
   const first = r.frames[0];
   const maxW = args.max_width || first.width;
   const width = Math.min(first.width, maxW);
@@ -249,15 +337,39 @@ export const inputSchema = {
   type: 'object',
   properties: {
     action: {
-      type: 'string', enum: ['start_recording', 'stop_recording', 'export', 'clear', 'status'],
-      description: 'start_recording: begin recording this session\'s tab (takes a first frame). stop_recording: take a last frame and stop. '
-        + 'export: encode the frames as an animated GIF and return it. clear: drop the frames. status: frames so far.',
+      type: 'string',
+      enum: ['start_recording', 'stop_recording', 'export', 'clear', 'status'],
+      description:
+        "start_recording: begin recording this session's tab (takes a first frame). stop_recording: take a last frame and stop. " +
+        'export: encode the frames as an animated GIF and return it. clear: drop the frames. status: frames so far.',
     },
-    frame_delay_ms: { type: 'integer', minimum: 20, maximum: 10000, description: 'export: time each frame is shown (default 800 ms).' },
-    max_width: { type: 'integer', minimum: 64, maximum: 1600, description: 'export: the GIF width in pixels (default: the recorded width, at most 800 unless set at start).' },
-    show_actions: { type: 'boolean', description: 'export: draw each frame\'s action (a red circle where it clicked, a label) on the frame (default true).' },
-    filename: { type: 'string', maxLength: 200, description: 'export: a name for the GIF (default recording-<time>.gif).' },
-    tabId: { type: 'integer', minimum: 0, description: "start_recording: the tab to record. Omit it to record this session's current tab." },
+    frame_delay_ms: {
+      type: 'integer',
+      minimum: 20,
+      maximum: 10000,
+      description: 'export: time each frame is shown (default 800 ms).',
+    },
+    max_width: {
+      type: 'integer',
+      minimum: 64,
+      maximum: 1600,
+      description: 'export: the GIF width in pixels (default: the recorded width, at most 800 unless set at start).',
+    },
+    show_actions: {
+      type: 'boolean',
+      description:
+        "export: draw each frame's action (a red circle where it clicked, a label) on the frame (default true).",
+    },
+    filename: {
+      type: 'string',
+      maxLength: 200,
+      description: 'export: a name for the GIF (default recording-<time>.gif).',
+    },
+    tabId: {
+      type: 'integer',
+      minimum: 0,
+      description: "start_recording: the tab to record. Omit it to record this session's current tab.",
+    },
   },
   required: ['action'],
   additionalProperties: false,
@@ -269,7 +381,14 @@ async function run(args, ctx) {
   switch (args.action) {
     case 'start_recording': {
       const tab = await useTab(ctx, args.tabId);
-      r = { tabId: tab.id, recording: true, frames: [], chars: 0, startedAt: Date.now(), maxEdge: Math.min(args.max_width || 800, 1600) };
+      r = {
+        tabId: tab.id,
+        recording: true,
+        frames: [],
+        chars: 0,
+        startedAt: Date.now(),
+        maxEdge: Math.min(args.max_width || 800, 1600),
+      };
       recordings.set(sid, r);
       await captureFrame(r, tab.id, { action: 'start', at: Date.now() });
       return `Recording tab ${tab.id}. Each computer action on it adds a frame; call gif_creator stop_recording, then export.`;
@@ -277,7 +396,11 @@ async function run(args, ctx) {
     case 'stop_recording': {
       if (!r) throw new ToolError('nothing is being recorded; call start_recording first');
       if (r.recording) {
-        try { await captureFrame(r, r.tabId, { action: 'end', at: Date.now() }); } catch { /* tab may be gone */ }
+        try {
+          await captureFrame(r, r.tabId, { action: 'end', at: Date.now() });
+        } catch {
+          /* tab may be gone */
+        }
       }
       r.recording = false;
       return `Recording stopped with ${r.frames.length} frames${r.truncated ? ' (frame limit reached)' : ''}. Call export to get the GIF.`;
@@ -298,9 +421,18 @@ async function run(args, ctx) {
         content: [
           { type: 'image', data, mimeType: 'image/gif' },
           { type: 'resource_link', uri: SCREENSHOT_URI_PREFIX + id, name, mimeType: 'image/gif' },
-          { type: 'text', text: `GIF ${name}: ${g.frames} frames, ${g.width}x${g.height}, ${Math.round(g.bytes.length / 1024)} KiB.` },
+          {
+            type: 'text',
+            text: `GIF ${name}: ${g.frames} frames, ${g.width}x${g.height}, ${Math.round(g.bytes.length / 1024)} KiB.`,
+          },
         ],
-        structuredContent: { frames: g.frames, width: g.width, height: g.height, bytes: g.bytes.length, uri: SCREENSHOT_URI_PREFIX + id },
+        structuredContent: {
+          frames: g.frames,
+          width: g.width,
+          height: g.height,
+          bytes: g.bytes.length,
+          uri: SCREENSHOT_URI_PREFIX + id,
+        },
       };
     }
     default:
@@ -311,10 +443,17 @@ async function run(args, ctx) {
 export default {
   name: 'gif_creator',
   title: 'Record an animated GIF',
-  description: 'Records what you do in this session\'s tab as an animated GIF, e.g. to show a user how a task was done. '
-    + 'start_recording, then act with computer (each action adds a frame after it takes effect; screenshots add one too), '
-    + 'stop_recording, then export to get an image/gif with the clicks and keys drawn on the frames. clear drops the recording.',
+  description:
+    "Records what you do in this session's tab as an animated GIF, e.g. to show a user how a task was done. " +
+    'start_recording, then act with computer (each action adds a frame after it takes effect; screenshots add one too), ' +
+    'stop_recording, then export to get an image/gif with the clicks and keys drawn on the frames. clear drops the recording.',
   inputSchema,
-  annotations: { title: 'Record an animated GIF', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+  annotations: {
+    title: 'Record an animated GIF',
+    readOnlyHint: false,
+    destructiveHint: false,
+    idempotentHint: false,
+    openWorldHint: false,
+  },
   run,
 };

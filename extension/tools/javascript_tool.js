@@ -36,10 +36,18 @@ export const inputSchema = {
   type: 'object',
   properties: {
     code: {
-      type: 'string', minLength: 1, maxLength: 200000,
-      description: 'JavaScript to run in the page. An expression ("document.title") or statements; top-level await works, and so does a top-level `return` (the code is then run as the body of an async function). The value of the last expression (or the returned value) is sent back as JSON.',
+      type: 'string',
+      minLength: 1,
+      maxLength: 200000,
+      description:
+        'JavaScript to run in the page. An expression ("document.title") or statements; top-level await works, and so does a top-level `return` (the code is then run as the body of an async function). The value of the last expression (or the returned value) is sent back as JSON.',
     },
-    timeout_ms: { type: 'integer', minimum: 100, maximum: 120000, description: 'Give up after this many milliseconds (default 30000).' },
+    timeout_ms: {
+      type: 'integer',
+      minimum: 100,
+      maximum: 120000,
+      description: 'Give up after this many milliseconds (default 30000).',
+    },
     tabId: { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." },
   },
   required: ['code'],
@@ -47,7 +55,14 @@ export const inputSchema = {
 };
 
 async function evaluate(tabId, expression, timeout, replMode) {
-  const params = { expression, returnByValue: true, awaitPromise: true, userGesture: true, timeout, allowUnsafeEvalBlockedByCSP: true };
+  const params = {
+    expression,
+    returnByValue: true,
+    awaitPromise: true,
+    userGesture: true,
+    timeout,
+    allowUnsafeEvalBlockedByCSP: true,
+  };
   if (replMode) params.replMode = true;
   return cdp.send(tabId, 'Runtime.evaluate', params, { timeoutMs: timeout + 2000 });
 }
@@ -58,14 +73,23 @@ async function run(args, ctx) {
   let r;
   try {
     r = await evaluate(tab.id, args.code, timeout, true);
-    if (r.exceptionDetails && needsWrap(r.exceptionDetails)) r = await evaluate(tab.id, wrapAsFunction(args.code), timeout, false);
+    if (r.exceptionDetails && needsWrap(r.exceptionDetails)) {
+      r = await evaluate(tab.id, wrapAsFunction(args.code), timeout, false);
+    }
     // Values that cannot be serialised by value (DOM nodes, cycles): ask again for a description.
     if (!r.exceptionDetails && r.result && r.result.type === 'object' && !('value' in r.result) && r.result.objectId) {
       r.result = { type: 'object', description: r.result.description };
     }
   } catch (e) {
-    if (/Object reference chain is too long|could not be cloned|Object couldn't be returned by value/i.test(e.message)) {
-      const d = await cdp.send(tab.id, 'Runtime.evaluate', { expression: args.code, returnByValue: false, awaitPromise: true, replMode: true, timeout }, { timeoutMs: timeout + 2000 });
+    if (
+      /Object reference chain is too long|could not be cloned|Object couldn't be returned by value/i.test(e.message)
+    ) {
+      const d = await cdp.send(
+        tab.id,
+        'Runtime.evaluate',
+        { expression: args.code, returnByValue: false, awaitPromise: true, replMode: true, timeout },
+        { timeoutMs: timeout + 2000 },
+      );
       r = { result: { type: d.result.type, description: d.result.description } };
     } else throw new ToolError(`could not run the code in tab ${tab.id}: ${e.message}`);
   }
@@ -76,7 +100,10 @@ async function run(args, ctx) {
   }
   let text = renderResult(r.result);
   let truncated = false;
-  if (text.length > MAX_RESULT_CHARS) { text = `${text.slice(0, MAX_RESULT_CHARS)}…`; truncated = true; }
+  if (text.length > MAX_RESULT_CHARS) {
+    text = `${text.slice(0, MAX_RESULT_CHARS)}…`;
+    truncated = true;
+  }
   return {
     content: [{ type: 'text', text: truncated ? `${text}\n[result cut at ${MAX_RESULT_CHARS} characters]` : text }],
     structuredContent: { type: r.result ? r.result.type : 'undefined', truncated },
@@ -86,10 +113,17 @@ async function run(args, ctx) {
 export default {
   name: 'javascript_tool',
   title: 'Run JavaScript in the page',
-  description: 'Runs JavaScript in the page\'s own context (the main world: it sees the page\'s globals, e.g. window.app) and returns the '
-    + 'result as JSON text. Use it to read state the DOM does not show or to call page functions; use read_page, find and form_input for '
-    + 'ordinary reading and filling. Promises are awaited; exceptions are reported as errors; DOM nodes come back as a description.',
+  description:
+    "Runs JavaScript in the page's own context (the main world: it sees the page's globals, e.g. window.app) and returns the " +
+    'result as JSON text. Use it to read state the DOM does not show or to call page functions; use read_page, find and form_input for ' +
+    'ordinary reading and filling. Promises are awaited; exceptions are reported as errors; DOM nodes come back as a description.',
   inputSchema,
-  annotations: { title: 'Run JavaScript in the page', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  annotations: {
+    title: 'Run JavaScript in the page',
+    readOnlyHint: false,
+    destructiveHint: true,
+    idempotentHint: false,
+    openWorldHint: true,
+  },
   run,
 };

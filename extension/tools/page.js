@@ -17,6 +17,19 @@ import uploadImage from './upload_image.js';
 import shortcuts from './shortcuts.js';
 
 export default [
-  computer, readPage, find, formInput, getPageText, ...consoleNetwork, javascriptTool, resizeWindow,
-  updatePlan, ...turnAnswer, devUtils, permissionsCheck, gifCreator, uploadImage, ...shortcuts,
+  computer,
+  readPage,
+  find,
+  formInput,
+  getPageText,
+  ...consoleNetwork,
+  javascriptTool,
+  resizeWindow,
+  updatePlan,
+  ...turnAnswer,
+  devUtils,
+  permissionsCheck,
+  gifCreator,
+  uploadImage,
+  ...shortcuts,
 ];

@@ -4,42 +4,70 @@
 import { ToolError } from '../sw/tools.js';
 import { runAgent } from '../content/agent.js';
 
-export const WEB_PERMISSIONS = ['camera', 'microphone', 'geolocation', 'notifications', 'clipboard-read', 'clipboard-write', 'persistent-storage', 'midi'];
+export const WEB_PERMISSIONS = [
+  'camera',
+  'microphone',
+  'geolocation',
+  'notifications',
+  'clipboard-read',
+  'clipboard-write',
+  'persistent-storage',
+  'midi',
+];
 const API_PERMISSIONS = ['debugger', 'scripting', 'tabs', 'tabGroups', 'nativeMessaging', 'storage'];
 
 async function contains(p) {
-  try { return await chrome.permissions.contains(p); } catch { return false; }
+  try {
+    return await chrome.permissions.contains(p);
+  } catch {
+    return false;
+  }
 }
 
 export default {
   name: 'permissions_check',
   title: 'Check permissions for the site',
-  description: 'Reports, for the tab\'s site: whether this extension has host access (so it can read and script the page), which of its '
-    + 'browser API permissions are granted, whether the page is scriptable at all (chrome:// and web store pages are not), and the '
-    + 'site\'s web permission states from navigator.permissions (camera, microphone, geolocation, notifications, clipboard-read, …: '
-    + 'granted, denied or prompt). Use it to understand why an action is blocked or whether a site will prompt the user.',
+  description:
+    "Reports, for the tab's site: whether this extension has host access (so it can read and script the page), which of its " +
+    'browser API permissions are granted, whether the page is scriptable at all (chrome:// and web store pages are not), and the ' +
+    "site's web permission states from navigator.permissions (camera, microphone, geolocation, notifications, clipboard-read, …: " +
+    'granted, denied or prompt). Use it to understand why an action is blocked or whether a site will prompt the user.',
   inputSchema: {
     type: 'object',
     properties: {
       permissions: {
-        type: 'array', items: { type: 'string', maxLength: 64 }, maxItems: 30,
+        type: 'array',
+        items: { type: 'string', maxLength: 64 },
+        maxItems: 30,
         description: `Web permission names to query (default ${WEB_PERMISSIONS.join(', ')}).`,
       },
       tabId: { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." },
     },
     additionalProperties: false,
   },
-  annotations: { title: 'Check permissions for the site', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  annotations: {
+    title: 'Check permissions for the site',
+    readOnlyHint: true,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
   async run(args, ctx) {
     const tab = await ctx.resolveTab(args.tabId);
     const url = tab.url || tab.pendingUrl || '';
     let origin = '';
-    try { origin = new URL(url).origin; } catch { /* about:blank etc. */ }
+    try {
+      origin = new URL(url).origin;
+    } catch {
+      /* about:blank etc. */
+    }
     if (!origin || origin === 'null') origin = '';
     const hostAccess = origin && /^https?:|^file:/.test(origin) ? await contains({ origins: [`${origin}/*`] }) : false;
     const api = {};
     for (const p of API_PERMISSIONS) api[p] = await contains({ permissions: [p] });
-    let page = null, scriptable = true, why = '';
+    let page = null,
+      scriptable = true,
+      why = '';
     try {
       page = await runAgent(tab.id, 'permissions', { names: args.permissions || WEB_PERMISSIONS });
     } catch (e) {
@@ -47,13 +75,28 @@ export default {
       why = e.message;
     }
     if (!tab) throw new ToolError('no tab');
-    const res = { tabId: tab.id, url, origin: page ? page.origin : origin, hostAccess, scriptable, secureContext: page ? page.secureContext : undefined, api, web: page ? page.states : {} };
+    const res = {
+      tabId: tab.id,
+      url,
+      origin: page ? page.origin : origin,
+      hostAccess,
+      scriptable,
+      secureContext: page ? page.secureContext : undefined,
+      api,
+      web: page ? page.states : {},
+    };
     if (why) res.reason = why;
     const lines = [
       `Tab ${tab.id}: ${url}`,
       `Host access for ${res.origin || '(no origin)'}: ${hostAccess ? 'granted' : 'not granted'}; page scriptable: ${scriptable ? 'yes' : `no (${why})`}.`,
-      `Extension API permissions: ${Object.entries(api).map(([k, v]) => `${k} ${v ? 'yes' : 'no'}`).join(', ')}.`,
-      page ? `Site permissions (navigator.permissions): ${Object.entries(page.states).map(([k, v]) => `${k}: ${v}`).join(', ')}${page.secureContext ? '' : ' (not a secure context: powerful features are unavailable)'}.` : 'Site permissions: unknown (page not scriptable).',
+      `Extension API permissions: ${Object.entries(api)
+        .map(([k, v]) => `${k} ${v ? 'yes' : 'no'}`)
+        .join(', ')}.`,
+      page
+        ? `Site permissions (navigator.permissions): ${Object.entries(page.states)
+            .map(([k, v]) => `${k}: ${v}`)
+            .join(', ')}${page.secureContext ? '' : ' (not a secure context: powerful features are unavailable)'}.`
+        : 'Site permissions: unknown (page not scriptable).',
     ];
     return { content: [{ type: 'text', text: lines.join('\n') }], structuredContent: res };
   },

@@ -19,15 +19,24 @@ export const inputSchema = {
   type: 'object',
   properties: {
     filter: {
-      type: 'string', enum: ['all', 'interactive'],
-      description: '"interactive": only elements you can act on (links, buttons, fields, checkboxes, …) as a flat list; "all" (default): the page structure with headings, text and landmarks.',
+      type: 'string',
+      enum: ['all', 'interactive'],
+      description:
+        '"interactive": only elements you can act on (links, buttons, fields, checkboxes, …) as a flat list; "all" (default): the page structure with headings, text and landmarks.',
     },
-    ref: { type: 'string', pattern: '^ref_[0-9]+$', description: 'Read only the subtree of this element (a ref from an earlier read_page or find).' },
+    ref: {
+      type: 'string',
+      pattern: '^ref_[0-9]+$',
+      description: 'Read only the subtree of this element (a ref from an earlier read_page or find).',
+    },
     depth: { type: 'integer', minimum: 1, maximum: 200, description: 'How deep to descend into the DOM (default 40).' },
     max_chars: {
-      type: 'integer', minimum: MIN_MAX_CHARS, maximum: MAX_MAX_CHARS,
-      description: `About the most characters the whole answer may have (default ${DEFAULT_MAX_CHARS}). Text is kept whole up to it; past it `
-        + 'the outline stops, and its last line says where and how to read the rest.',
+      type: 'integer',
+      minimum: MIN_MAX_CHARS,
+      maximum: MAX_MAX_CHARS,
+      description:
+        `About the most characters the whole answer may have (default ${DEFAULT_MAX_CHARS}). Text is kept whole up to it; past it ` +
+        'the outline stops, and its last line says where and how to read the rest.',
     },
     tabId: { type: 'integer', minimum: 0, description: "The tab to read. Omit it to use this session's current tab." },
   },
@@ -43,7 +52,10 @@ export const inputSchema = {
 export function truncationNote({ maxChars, cut, ref }) {
   const inside = (cut && cut.inside) || [];
   const where = inside.length
-    ? ` inside ${inside.slice(-3).map((d) => `${d.role}${d.name ? ` "${d.name}"` : ''} [${d.ref}]`).join(' > ')}`
+    ? ` inside ${inside
+        .slice(-3)
+        .map((d) => `${d.role}${d.name ? ` "${d.name}"` : ''} [${d.ref}]`)
+        .join(' > ')}`
     : '';
   const sub = inside.length ? inside[inside.length - 1].ref : ref;
   const outer = inside.length > 1 ? inside[0] : null;
@@ -91,29 +103,54 @@ async function run(args, ctx) {
   let snap;
   try {
     snap = await runAgent(tab.id, 'snapshot', {
-      filter: args.filter || 'all', ref: args.ref, depth: args.depth, maxChars: Math.max(500, maxChars - headRoom - TAIL_ROOM),
+      filter: args.filter || 'all',
+      ref: args.ref,
+      depth: args.depth,
+      maxChars: Math.max(500, maxChars - headRoom - TAIL_ROOM),
     });
   } catch (e) {
     throw new ToolError(`cannot read tab ${tab.id}: ${e.message}`);
   }
   const v = snap.viewport;
   const head = `Page: ${snap.title || '(no title)'} — ${snap.url}\nTab ${tab.id}; viewport ${v.width}x${v.height}, scrolled to (${v.scrollX}, ${v.scrollY}) of ${v.pageWidth}x${v.pageHeight}. ${snap.nodes} elements${args.ref ? ` under ${args.ref}` : ''}${snap.filter === 'interactive' ? ' (interactive only)' : ''}.`;
-  const out = composeSnapshot({ head, text: snap.text, truncated: snap.truncated, cut: snap.cut, maxChars, ref: args.ref });
+  const out = composeSnapshot({
+    head,
+    text: snap.text,
+    truncated: snap.truncated,
+    cut: snap.cut,
+    maxChars,
+    ref: args.ref,
+  });
   return {
     content: [{ type: 'text', text: out.text }],
-    structuredContent: { url: snap.url, title: snap.title, tabId: tab.id, nodes: snap.nodes, truncated: out.truncated, maxChars, viewport: v },
+    structuredContent: {
+      url: snap.url,
+      title: snap.title,
+      tabId: tab.id,
+      nodes: snap.nodes,
+      truncated: out.truncated,
+      maxChars,
+      viewport: v,
+    },
   };
 }
 
 export default {
   name: 'read_page',
   title: 'Read the page structure',
-  description: 'Returns an accessibility-tree-like outline of the page: one line per element with its role, accessible name, value and state '
-    + '(e.g. `- textbox "Email" value="a@b.c" [required] [ref_7]`), and the text between them, whole. Each element gets a ref that stays the '
-    + 'same for that element until the page reloads; pass it to computer (click/type/scroll_to), form_input or upload_image. Hidden elements '
-    + `are left out. The answer stops at max_chars characters (default ${DEFAULT_MAX_CHARS}) and then says where it stopped and how to `
-    + 'read the rest. Use filter "interactive" for a short list of what can be clicked or filled; use get_page_text for the readable text of an article.',
+  description:
+    'Returns an accessibility-tree-like outline of the page: one line per element with its role, accessible name, value and state ' +
+    '(e.g. `- textbox "Email" value="a@b.c" [required] [ref_7]`), and the text between them, whole. Each element gets a ref that stays the ' +
+    'same for that element until the page reloads; pass it to computer (click/type/scroll_to), form_input or upload_image. Hidden elements ' +
+    `are left out. The answer stops at max_chars characters (default ${DEFAULT_MAX_CHARS}) and then says where it stopped and how to ` +
+    'read the rest. Use filter "interactive" for a short list of what can be clicked or filled; use get_page_text for the readable text of an article.',
   inputSchema,
-  annotations: { title: 'Read the page structure', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  annotations: {
+    title: 'Read the page structure',
+    readOnlyHint: true,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
   run,
 };

@@ -6,19 +6,30 @@ import { useTab, send } from '../sw/cdp.js';
 export default {
   name: 'resize_window',
   title: 'Resize the browser window',
-  description: 'Resizes the browser window that holds the tab (outer size in CSS pixels, e.g. 1280x800 for a laptop or 390x844 to approximate a phone '
-    + 'width) and reports the resulting viewport. Other tabs in that window are affected too. Leaves maximised/fullscreen state for a normal window.',
+  description:
+    'Resizes the browser window that holds the tab (outer size in CSS pixels, e.g. 1280x800 for a laptop or 390x844 to approximate a phone ' +
+    'width) and reports the resulting viewport. Other tabs in that window are affected too. Leaves maximised/fullscreen state for a normal window.',
   inputSchema: {
     type: 'object',
     properties: {
       width: { type: 'integer', minimum: 200, maximum: 10000, description: 'Window width in pixels.' },
       height: { type: 'integer', minimum: 200, maximum: 10000, description: 'Window height in pixels.' },
-      tabId: { type: 'integer', minimum: 0, description: "A tab in the window to resize. Omit it to use this session's current tab." },
+      tabId: {
+        type: 'integer',
+        minimum: 0,
+        description: "A tab in the window to resize. Omit it to use this session's current tab.",
+      },
     },
     required: ['width', 'height'],
     additionalProperties: false,
   },
-  annotations: { title: 'Resize the browser window', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  annotations: {
+    title: 'Resize the browser window',
+    readOnlyHint: false,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
   async run(args, ctx) {
     const tab = await useTab(ctx, args.tabId);
     let win;
@@ -34,9 +45,17 @@ export default {
       const m = await send(tab.id, 'Page.getLayoutMetrics', {});
       const vv = m.cssVisualViewport || m.visualViewport;
       if (vv) viewport = { width: Math.round(vv.clientWidth), height: Math.round(vv.clientHeight) };
-    } catch { /* viewport unknown */ }
-    const text = `Window ${win.id} is now ${win.width}x${win.height}${viewport ? `; the tab's viewport is ${viewport.width}x${viewport.height} CSS px` : ''}.`
-      + (win.width !== args.width || win.height !== args.height ? ' (The window manager or screen limited the size.)' : '');
-    return { content: [{ type: 'text', text }], structuredContent: { windowId: win.id, width: win.width, height: win.height, viewport } };
+    } catch {
+      /* viewport unknown */
+    }
+    const text =
+      `Window ${win.id} is now ${win.width}x${win.height}${viewport ? `; the tab's viewport is ${viewport.width}x${viewport.height} CSS px` : ''}.` +
+      (win.width !== args.width || win.height !== args.height
+        ? ' (The window manager or screen limited the size.)'
+        : '');
+    return {
+      content: [{ type: 'text', text }],
+      structuredContent: { windowId: win.id, width: win.width, height: win.height, viewport },
+    };
   },
 };

@@ -18,8 +18,12 @@ export async function loadShortcuts() {
 
 /** Finds a shortcut by id, then exact name, then case-insensitive name. */
 export function pickShortcut(list, key) {
-  return list.find((s) => s.id === key) || list.find((s) => s.name === key)
-    || list.find((s) => s.name.toLowerCase() === String(key).toLowerCase()) || null;
+  return (
+    list.find((s) => s.id === key) ||
+    list.find((s) => s.name === key) ||
+    list.find((s) => s.name.toLowerCase() === String(key).toLowerCase()) ||
+    null
+  );
 }
 
 /** Replaces "{{name}}" in string arguments with variables[name]. */
@@ -28,24 +32,45 @@ export function substitute(value, vars) {
     return value.replace(/\{\{\s*([A-Za-z0-9_]+)\s*\}\}/g, (m, k) => (Object.hasOwn(vars, k) ? String(vars[k]) : m));
   }
   if (Array.isArray(value)) return value.map((v) => substitute(v, vars));
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, substitute(v, vars)]));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, substitute(v, vars)]));
+  }
   return value;
 }
 
 export const shortcutsList = {
   name: 'shortcuts_list',
   title: 'List saved shortcuts',
-  description: 'Lists the shortcuts the user saved in Browser Bridge\'s options: named sequences of tool calls (for example "log in to the '
-    + 'staging site" or "open the daily report") with their steps. Run one with shortcuts_execute.',
+  description:
+    'Lists the shortcuts the user saved in Browser Bridge\'s options: named sequences of tool calls (for example "log in to the ' +
+    'staging site" or "open the daily report") with their steps. Run one with shortcuts_execute.',
   inputSchema: { type: 'object', properties: {}, additionalProperties: false },
-  annotations: { title: 'List saved shortcuts', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  annotations: {
+    title: 'List saved shortcuts',
+    readOnlyHint: true,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  },
   async run() {
     const list = await loadShortcuts();
-    if (!list.length) return { content: [{ type: 'text', text: 'No shortcuts are saved. The user can add them in the Browser Bridge options page.' }], structuredContent: { shortcuts: [] } };
-    const lines = list.map((s) => `- ${s.name}${s.id ? ` (id ${s.id})` : ''}: ${s.description || ''} [${s.steps.map((st) => st.tool).join(' → ')}]`);
+    if (!list.length) {
+      return {
+        content: [
+          { type: 'text', text: 'No shortcuts are saved. The user can add them in the Browser Bridge options page.' },
+        ],
+        structuredContent: { shortcuts: [] },
+      };
+    }
+    const lines = list.map(
+      (s) =>
+        `- ${s.name}${s.id ? ` (id ${s.id})` : ''}: ${s.description || ''} [${s.steps.map((st) => st.tool).join(' → ')}]`,
+    );
     return {
       content: [{ type: 'text', text: `${list.length} shortcut${list.length === 1 ? '' : 's'}:\n${lines.join('\n')}` }],
-      structuredContent: { shortcuts: list.map((s) => ({ id: s.id, name: s.name, description: s.description || '', steps: s.steps })) },
+      structuredContent: {
+        shortcuts: list.map((s) => ({ id: s.id, name: s.name, description: s.description || '', steps: s.steps })),
+      },
     };
   },
 };
@@ -53,24 +78,42 @@ export const shortcutsList = {
 export const shortcutsExecute = {
   name: 'shortcuts_execute',
   title: 'Run a saved shortcut',
-  description: 'Runs one of the user\'s saved shortcuts (see shortcuts_list): its tool calls in order, in this session and its tabs, '
-    + 'stopping at the first failure unless continue_on_error. String arguments of the steps may contain {{name}} placeholders filled '
-    + 'from variables. Returns each step\'s result.',
+  description:
+    "Runs one of the user's saved shortcuts (see shortcuts_list): its tool calls in order, in this session and its tabs, " +
+    'stopping at the first failure unless continue_on_error. String arguments of the steps may contain {{name}} placeholders filled ' +
+    "from variables. Returns each step's result.",
   inputSchema: {
     type: 'object',
     properties: {
-      shortcut: { type: 'string', minLength: 1, maxLength: 200, description: 'The shortcut\'s id or name.' },
-      variables: { type: 'object', additionalProperties: { type: ['string', 'number', 'boolean'] }, description: 'Values for {{name}} placeholders in the steps.' },
-      continue_on_error: { type: 'boolean', description: 'Run the remaining steps after a step fails (default false).' },
+      shortcut: { type: 'string', minLength: 1, maxLength: 200, description: "The shortcut's id or name." },
+      variables: {
+        type: 'object',
+        additionalProperties: { type: ['string', 'number', 'boolean'] },
+        description: 'Values for {{name}} placeholders in the steps.',
+      },
+      continue_on_error: {
+        type: 'boolean',
+        description: 'Run the remaining steps after a step fails (default false).',
+      },
     },
     required: ['shortcut'],
     additionalProperties: false,
   },
-  annotations: { title: 'Run a saved shortcut', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  annotations: {
+    title: 'Run a saved shortcut',
+    readOnlyHint: false,
+    destructiveHint: true,
+    idempotentHint: false,
+    openWorldHint: true,
+  },
   async run(args, ctx) {
     const list = await loadShortcuts();
     const sc = pickShortcut(list, args.shortcut);
-    if (!sc) throw new ToolError(`no shortcut ${JSON.stringify(args.shortcut)}; shortcuts_list shows the saved ones${list.length ? `: ${list.map((s) => s.name).join(', ')}` : ''}`);
+    if (!sc) {
+      throw new ToolError(
+        `no shortcut ${JSON.stringify(args.shortcut)}; shortcuts_list shows the saved ones${list.length ? `: ${list.map((s) => s.name).join(', ')}` : ''}`,
+      );
+    }
     if (sc.steps.length > MAX_STEPS) throw new ToolError(`shortcut ${sc.name} has more than ${MAX_STEPS} steps`);
     const vars = args.variables || {};
     const content = [];
@@ -80,13 +123,17 @@ export const shortcutsExecute = {
       if (ctx.signal && ctx.signal.aborted) throw new ToolError('cancelled');
       const step = sc.steps[i];
       const name = step.tool;
-      if (name === 'shortcuts_execute') throw new ToolError(`step ${i + 1} of ${sc.name} runs another shortcut, which is not allowed`);
+      if (name === 'shortcuts_execute') {
+        throw new ToolError(`step ${i + 1} of ${sc.name} runs another shortcut, which is not allowed`);
+      }
       const stepArgs = substitute(step.arguments || step.args || {}, vars);
       ctx.progress && ctx.progress(i, sc.steps.length, `step ${i + 1}: ${name}`);
       let r;
       try {
-        r = await call({ name, arguments: stepArgs, _meta: { 'browserbridge/session': ctx.session } },
-          { id: `${ctx.requestId}/step${i + 1}`, signal: ctx.signal, session: ctx.session });
+        r = await call(
+          { name, arguments: stepArgs, _meta: { 'browserbridge/session': ctx.session } },
+          { id: `${ctx.requestId}/step${i + 1}`, signal: ctx.signal, session: ctx.session },
+        );
       } catch (e) {
         r = { isError: true, content: [{ type: 'text', text: e.message }] };
       }

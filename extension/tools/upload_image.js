@@ -12,37 +12,78 @@ const MAX_CHARS = 30 * 1024 * 1024;
 export default {
   name: 'upload_image',
   title: 'Upload an image to the page',
-  description: 'Puts an image into a file input (<input type=file>) or drops it onto a drop zone, as if the user had chosen or dragged the '
-    + 'file. The image is either a screenshot taken earlier in this session (screenshot_id, e.g. "shot_…" from computer screenshot) or '
-    + 'base64 data you supply. ref is the file input or drop target from read_page or find. input and change (or dragenter/dragover/drop) '
-    + 'events fire so the page reacts.',
+  description:
+    'Puts an image into a file input (<input type=file>) or drops it onto a drop zone, as if the user had chosen or dragged the ' +
+    'file. The image is either a screenshot taken earlier in this session (screenshot_id, e.g. "shot_…" from computer screenshot) or ' +
+    'base64 data you supply. ref is the file input or drop target from read_page or find. input and change (or dragenter/dragover/drop) ' +
+    'events fire so the page reacts.',
   inputSchema: {
     type: 'object',
     properties: {
       ref: { type: 'string', pattern: '^ref_[0-9]+$', description: 'The file input or drop target.' },
-      screenshot_id: { type: 'string', pattern: '^shot_[a-z0-9_]+$', description: 'A screenshot id from computer screenshot (or a GIF from gif_creator export).' },
-      data: { type: 'string', maxLength: MAX_CHARS, description: 'The image as base64 (no data: prefix), instead of screenshot_id.' },
-      mime_type: { type: 'string', enum: ['image/png', 'image/jpeg', 'image/webp', 'image/gif'], description: 'The type of data (default: detected from the bytes).' },
-      filename: { type: 'string', minLength: 1, maxLength: 200, description: 'The file name the page sees (default image.<ext>).' },
-      drop_point: { type: 'array', items: { type: 'number' }, minItems: 2, maxItems: 2, description: 'Drop targets only: [x, y] viewport CSS px to drop at (default the target\'s centre).' },
+      screenshot_id: {
+        type: 'string',
+        pattern: '^shot_[a-z0-9_]+$',
+        description: 'A screenshot id from computer screenshot (or a GIF from gif_creator export).',
+      },
+      data: {
+        type: 'string',
+        maxLength: MAX_CHARS,
+        description: 'The image as base64 (no data: prefix), instead of screenshot_id.',
+      },
+      mime_type: {
+        type: 'string',
+        enum: ['image/png', 'image/jpeg', 'image/webp', 'image/gif'],
+        description: 'The type of data (default: detected from the bytes).',
+      },
+      filename: {
+        type: 'string',
+        minLength: 1,
+        maxLength: 200,
+        description: 'The file name the page sees (default image.<ext>).',
+      },
+      drop_point: {
+        type: 'array',
+        items: { type: 'number' },
+        minItems: 2,
+        maxItems: 2,
+        description: "Drop targets only: [x, y] viewport CSS px to drop at (default the target's centre).",
+      },
       tabId: { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." },
     },
     required: ['ref'],
     additionalProperties: false,
   },
-  annotations: { title: 'Upload an image to the page', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  annotations: {
+    title: 'Upload an image to the page',
+    readOnlyHint: false,
+    destructiveHint: false,
+    idempotentHint: false,
+    openWorldHint: true,
+  },
   async run(args, ctx) {
     let base64, mimeType;
     if (args.screenshot_id) {
       const s = getScreenshot(args.screenshot_id);
-      if (!s) throw new ToolError(`no screenshot ${args.screenshot_id} is kept (only the most recent ones are, and not across a browser restart)`);
-      base64 = s.data; mimeType = s.mimeType;
+      if (!s) {
+        throw new ToolError(
+          `no screenshot ${args.screenshot_id} is kept (only the most recent ones are, and not across a browser restart)`,
+        );
+      }
+      base64 = s.data;
+      mimeType = s.mimeType;
     } else if (args.data) {
       base64 = args.data.replace(/^data:[^,]*,/, '').replace(/\s+/g, '');
       if (!/^[A-Za-z0-9+/]*={0,2}$/.test(base64)) throw new ToolError('data is not valid base64');
       let sz;
-      try { sz = imageSize(base64); } catch { sz = null; }
-      mimeType = args.mime_type || (sz ? { png: 'image/png', jpeg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif' }[sz.format] : null);
+      try {
+        sz = imageSize(base64);
+      } catch {
+        sz = null;
+      }
+      mimeType =
+        args.mime_type ||
+        (sz ? { png: 'image/png', jpeg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif' }[sz.format] : null);
       if (!mimeType) throw new ToolError('could not tell the image type from the data; give mime_type');
     } else {
       throw new ToolError('give screenshot_id or data');
@@ -51,14 +92,19 @@ export default {
     const tab = await usePage(ctx, args.tabId);
     let r;
     try {
-      r = await runAgent(tab.id, 'upload', { ref: args.ref, files: [{ base64, mimeType, name }], point: args.drop_point });
+      r = await runAgent(tab.id, 'upload', {
+        ref: args.ref,
+        files: [{ base64, mimeType, name }],
+        point: args.drop_point,
+      });
     } catch (e) {
       throw new ToolError(e.message);
     }
     const f = r.files[0];
-    const text = r.mode === 'file-input'
-      ? `Put ${f.name} (${f.type}, ${f.size} bytes) into the file input [${args.ref}].`
-      : `Dropped ${f.name} (${f.type}, ${f.size} bytes) onto [${args.ref}]${r.accepted ? '; the page handled the drop' : '; the page did not cancel the drop event, so it may not accept files there'}.`;
+    const text =
+      r.mode === 'file-input'
+        ? `Put ${f.name} (${f.type}, ${f.size} bytes) into the file input [${args.ref}].`
+        : `Dropped ${f.name} (${f.type}, ${f.size} bytes) onto [${args.ref}]${r.accepted ? '; the page handled the drop' : '; the page did not cancel the drop event, so it may not accept files there'}.`;
     return { content: [{ type: 'text', text }], structuredContent: r };
   },
 };

@@ -7,24 +7,117 @@
   const { refOf } = P.refs;
 
   const INPUT_ROLES = {
-    button: 'button', submit: 'button', reset: 'button', image: 'button', checkbox: 'checkbox', radio: 'radio',
-    range: 'slider', number: 'spinbutton', search: 'searchbox', email: 'textbox', tel: 'textbox', text: 'textbox',
-    url: 'textbox', password: 'textbox', date: 'textbox', 'datetime-local': 'textbox', month: 'textbox',
-    time: 'textbox', week: 'textbox', color: 'textbox', file: 'button',
+    button: 'button',
+    submit: 'button',
+    reset: 'button',
+    image: 'button',
+    checkbox: 'checkbox',
+    radio: 'radio',
+    range: 'slider',
+    number: 'spinbutton',
+    search: 'searchbox',
+    email: 'textbox',
+    tel: 'textbox',
+    text: 'textbox',
+    url: 'textbox',
+    password: 'textbox',
+    date: 'textbox',
+    'datetime-local': 'textbox',
+    month: 'textbox',
+    time: 'textbox',
+    week: 'textbox',
+    color: 'textbox',
+    file: 'button',
   };
   const TAG_ROLES = {
-    BUTTON: 'button', SELECT: 'combobox', TEXTAREA: 'textbox', IMG: 'img', H1: 'heading', H2: 'heading', H3: 'heading',
-    H4: 'heading', H5: 'heading', H6: 'heading', NAV: 'navigation', MAIN: 'main', ASIDE: 'complementary',
-    FORM: 'form', TABLE: 'table', TR: 'row', TD: 'cell', TH: 'columnheader', UL: 'list', OL: 'list', LI: 'listitem',
-    DIALOG: 'dialog', OPTION: 'option', P: 'paragraph', SUMMARY: 'button', FIELDSET: 'group', PROGRESS: 'progressbar',
-    METER: 'meter', IFRAME: 'iframe', VIDEO: 'video', AUDIO: 'audio', LABEL: 'label', ARTICLE: 'article',
-    DETAILS: 'group', HR: 'separator', BLOCKQUOTE: 'blockquote', CODE: 'code', PRE: 'code', FIGURE: 'figure',
-    CAPTION: 'caption', LEGEND: 'legend', DL: 'list', DT: 'term', DD: 'definition', SVG: 'img', CANVAS: 'canvas',
+    BUTTON: 'button',
+    SELECT: 'combobox',
+    TEXTAREA: 'textbox',
+    IMG: 'img',
+    H1: 'heading',
+    H2: 'heading',
+    H3: 'heading',
+    H4: 'heading',
+    H5: 'heading',
+    H6: 'heading',
+    NAV: 'navigation',
+    MAIN: 'main',
+    ASIDE: 'complementary',
+    FORM: 'form',
+    TABLE: 'table',
+    TR: 'row',
+    TD: 'cell',
+    TH: 'columnheader',
+    UL: 'list',
+    OL: 'list',
+    LI: 'listitem',
+    DIALOG: 'dialog',
+    OPTION: 'option',
+    P: 'paragraph',
+    SUMMARY: 'button',
+    FIELDSET: 'group',
+    PROGRESS: 'progressbar',
+    METER: 'meter',
+    IFRAME: 'iframe',
+    VIDEO: 'video',
+    AUDIO: 'audio',
+    LABEL: 'label',
+    ARTICLE: 'article',
+    DETAILS: 'group',
+    HR: 'separator',
+    BLOCKQUOTE: 'blockquote',
+    CODE: 'code',
+    PRE: 'code',
+    FIGURE: 'figure',
+    CAPTION: 'caption',
+    LEGEND: 'legend',
+    DL: 'list',
+    DT: 'term',
+    DD: 'definition',
+    SVG: 'img',
+    CANVAS: 'canvas',
   };
-  const INTERACTIVE_ROLES = new Set(['button', 'link', 'textbox', 'searchbox', 'checkbox', 'radio', 'combobox', 'listbox',
-    'slider', 'spinbutton', 'switch', 'tab', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'option', 'treeitem']);
-  const NAME_FROM_CONTENT = new Set(['button', 'link', 'heading', 'option', 'menuitem', 'menuitemcheckbox', 'menuitemradio',
-    'tab', 'checkbox', 'radio', 'switch', 'cell', 'columnheader', 'rowheader', 'treeitem', 'label', 'legend', 'caption', 'term', 'tooltip']);
+  const INTERACTIVE_ROLES = new Set([
+    'button',
+    'link',
+    'textbox',
+    'searchbox',
+    'checkbox',
+    'radio',
+    'combobox',
+    'listbox',
+    'slider',
+    'spinbutton',
+    'switch',
+    'tab',
+    'menuitem',
+    'menuitemcheckbox',
+    'menuitemradio',
+    'option',
+    'treeitem',
+  ]);
+  const NAME_FROM_CONTENT = new Set([
+    'button',
+    'link',
+    'heading',
+    'option',
+    'menuitem',
+    'menuitemcheckbox',
+    'menuitemradio',
+    'tab',
+    'checkbox',
+    'radio',
+    'switch',
+    'cell',
+    'columnheader',
+    'rowheader',
+    'treeitem',
+    'label',
+    'legend',
+    'caption',
+    'term',
+    'tooltip',
+  ]);
 
   function roleOf(el) {
     const explicit = el.getAttribute && el.getAttribute('role');
@@ -34,11 +127,15 @@
     if (tag === 'INPUT') {
       const t = (el.getAttribute('type') || 'text').toLowerCase();
       if (t === 'hidden') return 'none';
-      if ((t === 'text' || t === 'search' || t === 'email' || t === 'tel' || t === 'url') && el.hasAttribute('list')) return 'combobox';
+      if ((t === 'text' || t === 'search' || t === 'email' || t === 'tel' || t === 'url') && el.hasAttribute('list')) {
+        return 'combobox';
+      }
       return INPUT_ROLES[t] || 'textbox';
     }
     if (tag === 'SELECT') return el.multiple || el.size > 1 ? 'listbox' : 'combobox';
-    if (tag === 'SECTION') return el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby') ? 'region' : 'generic';
+    if (tag === 'SECTION') {
+      return el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby') ? 'region' : 'generic';
+    }
     if (tag === 'HEADER') return el.closest('article,aside,main,nav,section') ? 'generic' : 'banner';
     if (tag === 'FOOTER') return el.closest('article,aside,main,nav,section') ? 'generic' : 'contentinfo';
     if (tag === 'IMG' && el.getAttribute('alt') === '') return 'presentation';
@@ -48,7 +145,11 @@
 
   function textOf(el, max = 120) {
     let t = '';
-    try { t = el.innerText; } catch { /* not an HTMLElement */ }
+    try {
+      t = el.innerText;
+    } catch {
+      /* not an HTMLElement */
+    }
     if (t == null || t === '') t = el.textContent || '';
     return clean(t, max);
   }
@@ -58,7 +159,12 @@
     if (al && al.trim()) return clean(al);
     const lb = el.getAttribute('aria-labelledby');
     if (lb) {
-      const t = lb.split(/\s+/).map((id) => document.getElementById(id)).filter(Boolean).map((e) => textOf(e, 200)).join(' ');
+      const t = lb
+        .split(/\s+/)
+        .map((id) => document.getElementById(id))
+        .filter(Boolean)
+        .map((e) => textOf(e, 200))
+        .join(' ');
       if (t.trim()) return clean(t);
     }
     const tag = el.tagName;
@@ -73,16 +179,31 @@
         if (t.trim()) return clean(t);
       }
       const wrap = el.closest('label');
-      if (wrap) { const t = textOf(wrap, 200); if (t) return t; }
+      if (wrap) {
+        const t = textOf(wrap, 200);
+        if (t) return t;
+      }
       if (el.getAttribute('title')) return clean(el.getAttribute('title'));
       if (el.getAttribute('placeholder')) return clean(el.getAttribute('placeholder'));
       return '';
     }
     if (tag === 'IMG' || tag === 'AREA') return clean(el.getAttribute('alt') || el.getAttribute('title') || '');
-    if (tag === 'FIELDSET') { const l = el.querySelector(':scope > legend'); if (l) return textOf(l); }
-    if (tag === 'TABLE') { const c = el.querySelector(':scope > caption'); if (c) return textOf(c); }
-    if (tag === 'FIGURE') { const c = el.querySelector(':scope > figcaption'); if (c) return textOf(c); }
-    if (tag && tag.toUpperCase() === 'SVG') { const t = el.querySelector('title'); if (t) return clean(t.textContent); }
+    if (tag === 'FIELDSET') {
+      const l = el.querySelector(':scope > legend');
+      if (l) return textOf(l);
+    }
+    if (tag === 'TABLE') {
+      const c = el.querySelector(':scope > caption');
+      if (c) return textOf(c);
+    }
+    if (tag === 'FIGURE') {
+      const c = el.querySelector(':scope > figcaption');
+      if (c) return textOf(c);
+    }
+    if (tag && tag.toUpperCase() === 'SVG') {
+      const t = el.querySelector('title');
+      if (t) return clean(t.textContent);
+    }
     if (NAME_FROM_CONTENT.has(role)) {
       const t = textOf(el);
       if (t) return t;
@@ -98,7 +219,16 @@
     const tag = el.tagName;
     if (tag === 'INPUT') {
       const type = (el.getAttribute('type') || 'text').toLowerCase();
-      if (type === 'checkbox' || type === 'radio' || type === 'button' || type === 'submit' || type === 'reset' || type === 'image') return undefined;
+      if (
+        type === 'checkbox' ||
+        type === 'radio' ||
+        type === 'button' ||
+        type === 'submit' ||
+        type === 'reset' ||
+        type === 'image'
+      ) {
+        return undefined;
+      }
       if (type === 'password') return el.value ? '•'.repeat(Math.min(el.value.length, 12)) : '';
       if (type === 'file') return el.files && el.files.length ? [...el.files].map((f) => f.name).join(', ') : '';
       return el.value;
@@ -146,7 +276,7 @@
   function props(el, role) {
     const out = [];
     const tag = el.tagName;
-    if (role === 'heading') out.push(`level=${/^H[1-6]$/.test(tag) ? tag[1] : (el.getAttribute('aria-level') || 2)}`);
+    if (role === 'heading') out.push(`level=${/^H[1-6]$/.test(tag) ? tag[1] : el.getAttribute('aria-level') || 2}`);
     if (tag === 'INPUT') {
       const type = (el.getAttribute('type') || 'text').toLowerCase();
       if (type !== 'text' && type !== 'checkbox' && type !== 'radio') out.push(`type=${type}`);
@@ -219,6 +349,18 @@
   }
 
   P.a11y = {
-    NAME_FROM_CONTENT, roleOf, textOf, nameOf, valueOf, isVisible, isInteractive, props, childNodesOf, describe, line, rectOf, inViewport,
+    NAME_FROM_CONTENT,
+    roleOf,
+    textOf,
+    nameOf,
+    valueOf,
+    isVisible,
+    isInteractive,
+    props,
+    childNodesOf,
+    describe,
+    line,
+    rectOf,
+    inViewport,
   };
 })();

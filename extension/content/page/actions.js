@@ -16,7 +16,8 @@
       r = el.getBoundingClientRect();
     }
     if (r.width === 0 && r.height === 0) throw new Error(`element ${args.ref} has no size on screen (hidden?)`);
-    const x = Math.round(r.left + r.width / 2), y = Math.round(r.top + r.height / 2);
+    const x = Math.round(r.left + r.width / 2),
+      y = Math.round(r.top + r.height / 2);
     let hit = document.elementFromPoint(x, y);
     while (hit && hit.shadowRoot && hit.shadowRoot.elementFromPoint) {
       const inner = hit.shadowRoot.elementFromPoint(x, y);
@@ -59,36 +60,52 @@
       el.files = dt.files;
       el.dispatchEvent(new Event('input', { bubbles: true, composed: true }));
       el.dispatchEvent(new Event('change', { bubbles: true, composed: true }));
-      return { ref: args.ref, mode: 'file-input', files: [...el.files].map((f) => ({ name: f.name, size: f.size, type: f.type })) };
+      return {
+        ref: args.ref,
+        mode: 'file-input',
+        files: [...el.files].map((f) => ({ name: f.name, size: f.size, type: f.type })),
+      };
     }
     el.scrollIntoView({ block: 'center', behavior: 'instant' });
     const r = el.getBoundingClientRect();
     const clientX = args.point ? args.point[0] : r.left + r.width / 2;
     const clientY = args.point ? args.point[1] : r.top + r.height / 2;
-    const ev = (type) => new DragEvent(type, { bubbles: true, cancelable: true, composed: true, dataTransfer: dt, clientX, clientY });
+    const ev = (type) =>
+      new DragEvent(type, { bubbles: true, cancelable: true, composed: true, dataTransfer: dt, clientX, clientY });
     el.dispatchEvent(ev('dragenter'));
     el.dispatchEvent(ev('dragover'));
     const dropEv = ev('drop');
     const notCancelled = el.dispatchEvent(dropEv);
-    return { ref: args.ref, mode: 'drop', accepted: !notCancelled || dropEv.defaultPrevented, files: files.map((f) => ({ name: f.name, size: f.size, type: f.type })) };
+    return {
+      ref: args.ref,
+      mode: 'drop',
+      accepted: !notCancelled || dropEv.defaultPrevented,
+      files: files.map((f) => ({ name: f.name, size: f.size, type: f.type })),
+    };
   };
 
   /** args: {names}: the page's permission states (navigator.permissions). */
   P.ops.permissions = (args) => {
     const names = args.names || [];
-    return Promise.all(names.map(async (name) => {
-      try {
-        const st = await navigator.permissions.query({ name });
-        return [name, st.state];
-      } catch {
-        return [name, 'unsupported'];
-      }
-    })).then((pairs) => ({ origin: location.origin, secureContext: isSecureContext, states: Object.fromEntries(pairs) }));
+    return Promise.all(
+      names.map(async (name) => {
+        try {
+          const st = await navigator.permissions.query({ name });
+          return [name, st.state];
+        } catch {
+          return [name, 'unsupported'];
+        }
+      }),
+    ).then((pairs) => ({ origin: location.origin, secureContext: isSecureContext, states: Object.fromEntries(pairs) }));
   };
 
   /** The scroll position and the viewport's and the page's sizes. */
   P.ops.scrollInfo = () => ({
-    scrollX: Math.round(scrollX), scrollY: Math.round(scrollY), width: innerWidth, height: innerHeight,
-    pageWidth: document.documentElement.scrollWidth, pageHeight: document.documentElement.scrollHeight,
+    scrollX: Math.round(scrollX),
+    scrollY: Math.round(scrollY),
+    width: innerWidth,
+    height: innerHeight,
+    pageWidth: document.documentElement.scrollWidth,
+    pageHeight: document.documentElement.scrollHeight,
   });
 })();

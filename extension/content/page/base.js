@@ -42,7 +42,9 @@
 
   /** Collapses white space and cuts to max characters (the last one an ellipsis). */
   const clean = (s, max = 120) => {
-    s = String(s == null ? '' : s).replace(/\s+/g, ' ').trim();
+    s = String(s == null ? '' : s)
+      .replace(/\s+/g, ' ')
+      .trim();
     return s.length > max ? s.slice(0, max - 1) + '…' : s;
   };
 
@@ -57,7 +59,9 @@
     let chars = 0;
     const b = {
       truncated: false,
-      get chars() { return chars; },
+      get chars() {
+        return chars;
+      },
       push(s) {
         if (b.truncated) return false;
         if (chars + s.length + 1 <= maxChars) {

@@ -9,7 +9,9 @@
   const { refOf, needEl } = P.refs;
   const { roleOf, nameOf, valueOf } = P.a11y;
 
-  const fire = (target, names) => { for (const n of names) target.dispatchEvent(new Event(n, { bubbles: true, composed: true })); };
+  const fire = (target, names) => {
+    for (const n of names) target.dispatchEvent(new Event(n, { bubbles: true, composed: true }));
+  };
 
   /**
    * The element a field names: {el, note?}. A selector takes its first
@@ -24,7 +26,10 @@
       throw new Error(`${JSON.stringify(f.selector)} is not a valid CSS selector`);
     }
     if (!all.length) throw new Error(`no element matches the selector ${f.selector}`);
-    return { el: all[0], note: all.length > 1 ? `${all.length} elements match ${f.selector}; this is the first` : undefined };
+    return {
+      el: all[0],
+      note: all.length > 1 ? `${all.length} elements match ${f.selector}; this is the first` : undefined,
+    };
   }
 
   /** Sets one element to value; label names it in errors (its ref, or the selector). */
@@ -36,27 +41,57 @@
     const before = valueOf(el, role);
     if (el.disabled) throw new Error(`${label} (${role} "${nameOf(el, role)}") is disabled`);
     el.scrollIntoView({ block: 'center', behavior: 'instant' });
-    if (tag === 'INPUT' && type === 'file') throw new Error('this is a file input: use upload_image to put a file into it');
-    if (tag === 'INPUT' && (type === 'checkbox' || type === 'radio') || role === 'checkbox' || role === 'radio' || role === 'switch') {
+    if (tag === 'INPUT' && type === 'file') {
+      throw new Error('this is a file input: use upload_image to put a file into it');
+    }
+    if (
+      (tag === 'INPUT' && (type === 'checkbox' || type === 'radio')) ||
+      role === 'checkbox' ||
+      role === 'radio' ||
+      role === 'switch'
+    ) {
       const want = typeof value === 'boolean' ? value : !/^(false|0|off|no|unchecked|)$/i.test(String(value));
       const isNative = tag === 'INPUT';
       const current = isNative ? el.checked : el.getAttribute('aria-checked') === 'true';
       if (current !== want) {
-        if (isNative && type === 'radio' && !want) { el.checked = false; fire(el, ['input', 'change']); }
-        else el.click();
+        if (isNative && type === 'radio' && !want) {
+          el.checked = false;
+          fire(el, ['input', 'change']);
+        } else el.click();
       }
       const now = isNative ? el.checked : el.getAttribute('aria-checked') === 'true';
-      if (now !== want && isNative) { el.checked = want; fire(el, ['input', 'change']); }
-      return { ref, role, name: nameOf(el, role), checked: isNative ? el.checked : el.getAttribute('aria-checked') === 'true' };
+      if (now !== want && isNative) {
+        el.checked = want;
+        fire(el, ['input', 'change']);
+      }
+      return {
+        ref,
+        role,
+        name: nameOf(el, role),
+        checked: isNative ? el.checked : el.getAttribute('aria-checked') === 'true',
+      };
     }
     if (tag === 'SELECT') {
       const wanted = (Array.isArray(value) ? value : [value]).map((v) => String(v));
       const opts = [...el.options];
-      const pick = (v) => opts.find((o) => o.value === v) || opts.find((o) => clean(o.label || o.text).toLowerCase() === v.trim().toLowerCase())
-        || opts.find((o) => clean(o.label || o.text).toLowerCase().includes(v.trim().toLowerCase()));
+      const pick = (v) =>
+        opts.find((o) => o.value === v) ||
+        opts.find((o) => clean(o.label || o.text).toLowerCase() === v.trim().toLowerCase()) ||
+        opts.find((o) =>
+          clean(o.label || o.text)
+            .toLowerCase()
+            .includes(v.trim().toLowerCase()),
+        );
       const chosen = wanted.map((v) => {
         const o = pick(v);
-        if (!o) throw new Error(`no option "${v}" in ${label}; options: ${opts.slice(0, 30).map((x) => JSON.stringify(clean(x.label || x.text, 40))).join(', ')}`);
+        if (!o) {
+          throw new Error(
+            `no option "${v}" in ${label}; options: ${opts
+              .slice(0, 30)
+              .map((x) => JSON.stringify(clean(x.label || x.text, 40)))
+              .join(', ')}`,
+          );
+        }
         return o;
       });
       if (!el.multiple && chosen.length > 1) throw new Error(`${label} is a single-choice select; give one value`);
@@ -64,7 +99,14 @@
       if (el.multiple) for (const o of opts) o.selected = chosen.includes(o);
       else el.value = chosen[0].value;
       fire(el, ['input', 'change']);
-      return { ref, role, name: nameOf(el, role), before, value: valueOf(el, role), selectedValues: [...el.selectedOptions].map((o) => o.value) };
+      return {
+        ref,
+        role,
+        name: nameOf(el, role),
+        before,
+        value: valueOf(el, role),
+        selectedValues: [...el.selectedOptions].map((o) => o.value),
+      };
     }
     if (tag === 'INPUT' || tag === 'TEXTAREA') {
       if (el.readOnly) throw new Error(`${label} is read-only`);
@@ -75,8 +117,16 @@
       Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, v);
       fire(el, ['input', 'change']);
       const after = el.value;
-      const res = { ref, role, name: nameOf(el, role), before, value: type === 'password' ? '•'.repeat(Math.min(after.length, 12)) : after };
-      if (after !== v) res.note = `the field holds "${after}" after setting "${v}" (the input type or the page normalised it)`;
+      const res = {
+        ref,
+        role,
+        name: nameOf(el, role),
+        before,
+        value: type === 'password' ? '•'.repeat(Math.min(after.length, 12)) : after,
+      };
+      if (after !== v) {
+        res.note = `the field holds "${after}" after setting "${v}" (the input type or the page normalised it)`;
+      }
       return res;
     }
     if (el.isContentEditable) {
@@ -87,10 +137,15 @@
       range.selectNodeContents(el);
       sel.addRange(range);
       const v = value == null ? '' : String(value);
-      if (!document.execCommand('insertText', false, v)) { el.textContent = v; fire(el, ['input']); }
+      if (!document.execCommand('insertText', false, v)) {
+        el.textContent = v;
+        fire(el, ['input']);
+      }
       return { ref, role, name: nameOf(el, role), before, value: clean(el.innerText, 200) };
     }
-    throw new Error(`${label} is a ${role} (<${tag.toLowerCase()}>), not a form field; use computer to click or type into it`);
+    throw new Error(
+      `${label} is a ${role} (<${tag.toLowerCase()}>), not a form field; use computer to click or type into it`,
+    );
   }
 
   /** One field: {field, ok: true, ref, role, name, …} or {field, ok: false, error}. */
@@ -109,11 +164,15 @@
   // One task of the page's event loop: what a change handler scheduled
   // (a framework's render, a field it reveals) runs before the next field.
   // A message, not a timer: timers are throttled in background tabs.
-  const nextTask = () => new Promise((resolve) => {
-    const ch = new MessageChannel();
-    ch.port1.onmessage = () => { ch.port1.close(); resolve(); };
-    ch.port2.postMessage(null);
-  });
+  const nextTask = () =>
+    new Promise((resolve) => {
+      const ch = new MessageChannel();
+      ch.port1.onmessage = () => {
+        ch.port1.close();
+        resolve();
+      };
+      ch.port2.postMessage(null);
+    });
 
   /**
    * args: {fields: [{ref|selector, value}]}. Sets them in order and

@@ -31,7 +31,10 @@
   function elOf(ref) {
     const w = S.byRef.get(ref);
     const el = w && w.deref();
-    if (!el) { S.byRef.delete(ref); return null; }
+    if (!el) {
+      S.byRef.delete(ref);
+      return null;
+    }
     if (el.isConnected === false) return null;
     return el;
   }
@@ -39,7 +42,11 @@
   /** elOf, or an error that tells the model what to do. */
   function needEl(ref) {
     const el = elOf(ref);
-    if (!el) throw new Error(`element ${ref} not found: the page changed or navigated since it was read; call read_page or find again`);
+    if (!el) {
+      throw new Error(
+        `element ${ref} not found: the page changed or navigated since it was read; call read_page or find again`,
+      );
+    }
     return el;
   }
 

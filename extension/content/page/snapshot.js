@@ -13,8 +13,9 @@
   const DEFAULT_MAX_CHARS = 50000;
 
   // Elements that are more than a run of inline text.
-  const RICH = 'a[href],button,input,select,textarea,img,svg,canvas,video,audio,iframe,h1,h2,h3,h4,h5,h6,ul,ol,dl,table,form,nav,main,'
-    + 'section,article,aside,header,footer,p,li,details,summary,label,fieldset,dialog,[role],[tabindex],[contenteditable],[onclick],[aria-label]';
+  const RICH =
+    'a[href],button,input,select,textarea,img,svg,canvas,video,audio,iframe,h1,h2,h3,h4,h5,h6,ul,ol,dl,table,form,nav,main,' +
+    'section,article,aside,header,footer,p,li,details,summary,label,fieldset,dialog,[role],[tabindex],[contenteditable],[onclick],[aria-label]';
   const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK']);
   const INLINE_ROLES = new Set(['generic', 'paragraph', 'listitem', 'cell', 'code', 'blockquote']);
 
@@ -39,7 +40,9 @@
     let cut = null;
     const push = (s) => {
       if (out.push(s)) return true;
-      if (!cut) cut = { chars: out.chars, inside: open.map((d) => ({ ref: d.ref, role: d.role, name: clean(d.name, 60) })) };
+      if (!cut) {
+        cut = { chars: out.chars, inside: open.map((d) => ({ ref: d.ref, role: d.role, name: clean(d.name, 60) })) };
+      }
       return false;
     };
 
@@ -52,35 +55,54 @@
         }
         return;
       }
-      if (node.nodeType === 11) { for (const k of node.childNodes) walk(k, indent, depth, suppressText); return; }
+      if (node.nodeType === 11) {
+        for (const k of node.childNodes) walk(k, indent, depth, suppressText);
+        return;
+      }
       if (node.nodeType !== 1) return;
       const el = node;
       const tag = el.tagName;
       if (SKIP.has(tag)) return;
       if (!isVisible(el)) return;
-      if (depth > maxDepth) { push(`${'  '.repeat(indent)}- … (deeper content omitted; read_page with ref=${refOf(el)})`); return; }
+      if (depth > maxDepth) {
+        push(`${'  '.repeat(indent)}- … (deeper content omitted; read_page with ref=${refOf(el)})`);
+        return;
+      }
       const role = roleOf(el);
       let emitted = null;
       let childSuppress = suppressText;
       if (filter === 'interactive') {
-        if (isInteractive(el, role)) { count++; push(line(describe(el, { valueMax: Infinity }), 0)); }
+        if (isInteractive(el, role)) {
+          count++;
+          push(line(describe(el, { valueMax: Infinity }), 0));
+        }
         if (role === 'combobox' && tag === 'SELECT') return;
       } else {
         const meaningful = role !== 'generic' && role !== 'none' && role !== 'presentation';
         const interactive = isInteractive(el, role);
-        if (!interactive && !suppressText && INLINE_ROLES.has(role) && el.children.length && !el.shadowRoot && !el.querySelector(RICH)) {
+        if (
+          !interactive &&
+          !suppressText &&
+          INLINE_ROLES.has(role) &&
+          el.children.length &&
+          !el.shadowRoot &&
+          !el.querySelector(RICH)
+        ) {
           // Only inline text inside: one line instead of a line per text node.
           const t = whole(el.innerText);
           if (!t) return;
           if (meaningful) {
             const d = describe(el, { valueMax: Infinity });
-            count++; push(`${line(d, indent)}: "${quote(t)}"`);
+            count++;
+            push(`${line(d, indent)}: "${quote(t)}"`);
           } else push(`${'  '.repeat(indent)}- text "${quote(t)}"`);
           return;
         }
         if (meaningful || interactive || (el === root && args.ref)) {
           const d = describe(el, { valueMax: Infinity });
-          count++; push(line(d, indent)); emitted = d;
+          count++;
+          push(line(d, indent));
+          emitted = d;
           // The name already says the text, unless it had to be cut.
           if (NAME_FROM_CONTENT.has(role) && d.name && !cutName(d.name)) childSuppress = true;
           if (tag === 'SELECT') {
@@ -89,7 +111,8 @@
               const od = { ref: refOf(o), role: 'option', name: clean(o.label || o.text) };
               if (o.selected) od.props = ['selected'];
               if (o.disabled) od.props = [...(od.props || []), 'disabled'];
-              count++; push(line(od, indent + 1));
+              count++;
+              push(line(od, indent + 1));
             }
             return;
           }
@@ -103,15 +126,28 @@
         try {
           const doc = el.contentDocument;
           if (doc && doc.body) walk(doc.body, nextIndent, depth + 1, false);
-        } catch { /* cross-origin */ }
+        } catch {
+          /* cross-origin */
+        }
       }
       if (emitted) open.pop();
     };
     walk(root, 0, 0, false);
     return {
-      url: location.href, title: document.title, filter, nodes: count, truncated: out.truncated, cut,
-      viewport: { width: innerWidth, height: innerHeight, scrollX: Math.round(scrollX), scrollY: Math.round(scrollY),
-        pageWidth: document.documentElement.scrollWidth, pageHeight: document.documentElement.scrollHeight },
+      url: location.href,
+      title: document.title,
+      filter,
+      nodes: count,
+      truncated: out.truncated,
+      cut,
+      viewport: {
+        width: innerWidth,
+        height: innerHeight,
+        scrollX: Math.round(scrollX),
+        scrollY: Math.round(scrollY),
+        pageWidth: document.documentElement.scrollWidth,
+        pageHeight: document.documentElement.scrollHeight,
+      },
       text: out.text(),
     };
   };

@@ -105,7 +105,10 @@ async function main() {
   return 0;
 }
 
-main().then((code) => process.exit(code), (err) => {
-  log('error', 'failed', { category: err?.category, message: err?.message || String(err) });
-  process.exit(1);
-});
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    log('error', 'failed', { category: err?.category, message: err?.message || String(err) });
+    process.exit(1);
+  },
+);
