@@ -14,6 +14,9 @@
 // the loop is not measured; calls that finish within the following Duration
 // are. The direct target has no gateway: it keeps N calls in flight on one
 // stdio connection to the server, the floor the gateways are compared with.
+// The -sdk targets run the same loops with the official Go SDK's client
+// (direct-sdk: one client session on the server's stdio, N calls in flight),
+// so that a gateway is compared with direct stdio under the same client.
 //
 // # Misrouting
 //
