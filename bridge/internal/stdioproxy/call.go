@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // call sends one client request until the bridge has it, then reads its
@@ -74,7 +76,7 @@ func (p *proxy) call(pc *pendingCall) {
 // is told the call was interrupted.
 func (p *proxy) await(pc *pendingCall, l *link, sid string, resp *http.Response) {
 	id := pc.req.ID
-	newSID := resp.Header.Get(headerSessionID) // an initialize's answer names its session
+	newSID := resp.Header.Get(mcphttp.HeaderSessionID) // an initialize's answer names its session
 	answer, lastID, err := p.readReply(l, resp, id, "")
 	var deadline time.Time
 	stalls := 0

@@ -1,10 +1,18 @@
 package stdioproxy
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 func TestLineReader(t *testing.T) {
@@ -44,39 +52,61 @@ func TestLineReader(t *testing.T) {
 	}
 }
 
-func TestReadEvents(t *testing.T) {
+// TestReadReply reads a call's event stream (SSE reading itself is
+// mcphttp's, tested there): up to the answer and no further, passing the
+// other messages to the client and keeping the last event id to resume
+// from.
+func TestReadReply(t *testing.T) {
+	const (
+		note   = `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":%d}}`
+		answer = `{"jsonrpc":"2.0","id":1,"result":{}}`
+	)
+	n := func(i int) string { return fmt.Sprintf(note, i) }
 	for _, tc := range []struct {
 		name, in string
-		stopAt   string // fn returns false for the event with this id
-		want     []event
-		wantErr  bool
+		lastID   string   // what the caller resumed from
+		answered bool     // the answer to id 1 came
+		last     string   // the event id to resume from
+		client   []string // what reached the client
 	}{
-		{"message with id", "id: s_1\ndata: {\"a\":1}\n\n", "", []event{{id: "s_1", data: []byte(`{"a":1}`)}}, false},
-		{"priming event: id only", "id: s_0\ndata:\n\n", "", []event{{id: "s_0", data: []byte{}}}, false},
-		{"comment and named event", ": ok\n\nevent: ping\ndata: x\n\n", "", []event{{name: "ping", data: []byte("x")}}, false},
-		{"multi-line data, CRLF", "data: a\r\ndata: b\r\n\r\n", "", []event{{data: []byte("a\nb")}}, false},
-		{"unterminated event is dropped", "data: half", "", nil, false},
-		{"oversized event", "data: " + strings.Repeat("x", 100) + "\n\n", "", nil, true},
-		// A call's stream is read up to its answer, not past it.
-		{"stop at the answer", "id: s_1\ndata: a\n\nid: s_2\ndata: b\n\nid: s_3\ndata: c\n\n", "s_2",
-			[]event{{id: "s_1", data: []byte("a")}, {id: "s_2", data: []byte("b")}}, false},
+		{"stop at the answer", "id: s_1\ndata: " + n(1) + "\n\nid: s_2\ndata: " + answer + "\n\nid: s_3\ndata: " + n(3) + "\n\n", "",
+			true, "s_2", []string{n(1)}},
+		{"answer without event ids", "data: " + n(1) + "\n\nevent: message\ndata: " + answer + "\n\n", "",
+			true, "", []string{n(1)}},
+		{"a priming event counts", "id: s_0\ndata:\n\n", "", false, "s_0", nil},
+		{"an id-only event counts", "id: s_0\n\n", "", false, "s_0", nil},
+		{"other events are not messages", "event: ping\nid: s_1\ndata: " + n(1) + "\n\n", "", false, "s_1", nil},
+		{"resumed: ids start from the caller's", ": ping\n\ndata: " + n(1) + "\n\n", "s_4", false, "s_4", []string{n(1)}},
+		{"an empty id keeps the last one", "id: s_1\ndata: " + n(1) + "\n\nid\ndata: " + n(2) + "\n\n", "", false, "s_1", []string{n(1), n(2)}},
+		{"malformed messages are dropped", "id: s_1\ndata: {nope\n\n", "", false, "s_1", nil},
+		// The resume logic takes it from the last event that arrived whole.
+		{"cut inside an event", "id: s_1\ndata: " + n(1) + "\n\nid: s_2\ndata: " + answer, "", false, "s_1", []string{n(1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []event
-			err := readEvents(strings.NewReader(tc.in), 64, func(ev event) bool {
-				got = append(got, ev)
-				return ev.id != tc.stopAt || tc.stopAt == ""
-			})
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("readEvents error = %v, want error %v", err, tc.wantErr)
+			var out bytes.Buffer
+			p, err := newProxy(Options{Endpoint: "http://bridge.invalid/mcp", Stdin: strings.NewReader(""), Stdout: &out})
+			if err != nil {
+				t.Fatal(err)
 			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("events = %+v, want %+v", got, tc.want)
+			p.ctx = context.Background()
+			resp := &http.Response{
+				StatusCode: http.StatusOK,
+				Header:     http.Header{"Content-Type": {mcphttp.ContentTypeSSE}},
+				Body:       io.NopCloser(strings.NewReader(tc.in)),
 			}
-			for i := range got {
-				if got[i].name != tc.want[i].name || got[i].id != tc.want[i].id || string(got[i].data) != string(tc.want[i].data) {
-					t.Errorf("event %d = %+v, want %+v", i, got[i], tc.want[i])
-				}
+			want, _ := jsonrpc.MakeID(float64(1))
+			got, last, err := p.readReply(&link{}, resp, want, tc.lastID)
+			if err != nil {
+				t.Fatalf("readReply: %v", err)
+			}
+			if (got != nil) != tc.answered || got != nil && got.ID != want {
+				t.Errorf("answer = %+v, want answered %v", got, tc.answered)
+			}
+			if last != tc.last {
+				t.Errorf("last event id = %q, want %q", last, tc.last)
+			}
+			if lines := strings.Fields(out.String()); strings.Join(lines, "|") != strings.Join(tc.client, "|") {
+				t.Errorf("the client got %q, want %q", lines, tc.client)
 			}
 		})
 	}

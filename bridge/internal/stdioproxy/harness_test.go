@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -257,7 +258,7 @@ func (b *fakeBridge) handler(server *mcp.Server) http.Handler {
 			io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"a valid bearer token is required"}}`)
 			return
 		}
-		if r.Header.Get(headerSessionID) == "" && r.Header.Get(headerProtoVersion) >= statelessVersion {
+		if r.Header.Get(mcphttp.HeaderSessionID) == "" && r.Header.Get(mcphttp.HeaderProtocolVersion) >= mcphttp.VersionStateless {
 			stateless.ServeHTTP(w, r)
 			return
 		}
@@ -287,7 +288,7 @@ func (b *fakeBridge) recordPost(r *http.Request) {
 		m.Method = "(response)"
 	}
 	b.mu.Lock()
-	b.posts = append(b.posts, postSeen{m.Method, r.Header.Get(headerSessionID), r.Header.Get(headerProtoVersion), r.Header.Get("Authorization")})
+	b.posts = append(b.posts, postSeen{m.Method, r.Header.Get(mcphttp.HeaderSessionID), r.Header.Get(mcphttp.HeaderProtocolVersion), r.Header.Get("Authorization")})
 	b.mu.Unlock()
 }
 

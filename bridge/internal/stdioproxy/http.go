@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // The proxy speaks Streamable HTTP itself rather than through the SDK's
@@ -24,12 +26,6 @@ import (
 // stream on another connection; the proxy keeps one session across bridge
 // restarts and resumes a call's stream (Last-Event-ID) once the bridge is
 // back.
-
-// Headers the SDK's server checks from 2026-07-28 on (SEP-2243).
-const (
-	headerMethod = "Mcp-Method"
-	headerName   = "Mcp-Name"
-)
 
 // sessionGoneError is a 404 for the session: the bridge ended it (DELETE,
 // the idle timeout, the session limit) or a restart could not keep it. It
@@ -98,15 +94,15 @@ func (p *proxy) post(ctx context.Context, sid string, msg jsonrpc.Message) (*htt
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Content-Type", mcphttp.ContentTypeJSON)
+	req.Header.Set("Accept", mcphttp.ContentTypeJSON+", "+mcphttp.ContentTypeSSE)
 	if sid != "" {
-		req.Header.Set(headerSessionID, sid)
+		req.Header.Set(mcphttp.HeaderSessionID, sid)
 	}
-	if r, ok := msg.(*jsonrpc.Request); ok && p.protoVersion() >= statelessVersion {
-		req.Header.Set(headerMethod, r.Method)
+	if r, ok := msg.(*jsonrpc.Request); ok && p.protoVersion() >= mcphttp.VersionStateless {
+		req.Header.Set(mcphttp.HeaderMethod, r.Method)
 		if name := nameOf(r); name != "" {
-			req.Header.Set(headerName, name)
+			req.Header.Set(mcphttp.HeaderName, name)
 		}
 	}
 	resp, err := p.http.Do(req)
@@ -148,7 +144,7 @@ func (p *proxy) readReply(l *link, resp *http.Response, want jsonrpc.ID, lastID 
 	defer resp.Body.Close()
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
-	case "application/json":
+	case mcphttp.ContentTypeJSON:
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxMessageBytes+1))
 		if err != nil {
 			return nil, lastID, nil // cut off: like a stream that broke
@@ -165,35 +161,49 @@ func (p *proxy) readReply(l *link, resp *http.Response, want jsonrpc.ID, lastID 
 		}
 		p.fromBridge(l, msg)
 		return nil, lastID, nil
-	case "text/event-stream":
-		err := readEvents(resp.Body, maxMessageBytes, func(ev event) bool {
-			if ev.id != "" {
-				lastID = ev.id
+	case mcphttp.ContentTypeSSE:
+		rd := mcphttp.NewSSEReader(resp.Body, maxMessageBytes)
+		for {
+			ev, err := rd.Next()
+			// An id with no data, which Next does not return, counts too.
+			if id := rd.LastEventID(); id != "" {
+				lastID = id
 			}
-			if len(ev.data) == 0 || (ev.name != "" && ev.name != "message") {
-				return true // a priming event, or not a message
+			if err != nil {
+				// io.EOF: the bridge ended the stream without the answer.
+				// Anything else broke it (io.ErrUnexpectedEOF: cut inside
+				// an event). Either way the caller resumes it from lastID.
+				if !errors.Is(err, io.EOF) && p.ctx.Err() == nil {
+					p.log.Debug("a call's stream broke", "id", want.Raw(), "last_event_id", lastID, "error", readError(err))
+				}
+				return nil, lastID, nil
 			}
-			msg, err := jsonrpc.DecodeMessage(ev.data)
+			if len(ev.Data) == 0 || ev.Name != "message" {
+				continue // a priming event, or not a message
+			}
+			msg, err := jsonrpc.DecodeMessage(ev.Data)
 			if err != nil {
 				p.log.Warn("dropped a malformed message on a call's stream", "error", err)
-				return true
+				continue
 			}
 			if r, ok := msg.(*jsonrpc.Response); ok && r.ID == want {
-				answer = r
-				return false
+				return r, lastID, nil // the stream is not read past its answer
 			}
 			p.fromBridge(l, msg)
-			return true
-		})
-		if answer == nil && err != nil && p.ctx.Err() == nil {
-			p.log.Debug("a call's stream broke", "id", want.Raw(), "last_event_id", lastID, "error", err)
 		}
-		return answer, lastID, nil
 	}
 	if resp.StatusCode == http.StatusAccepted {
 		return nil, lastID, errors.New("the bridge accepted the request but will not answer it")
 	}
 	return nil, lastID, fmt.Errorf("the bridge answered with Content-Type %q, neither application/json nor text/event-stream", ct)
+}
+
+// readError gives an error of mcphttp.SSEReader.Next its context.
+func readError(err error) error {
+	if errors.Is(err, mcphttp.ErrEventTooLarge) {
+		return fmt.Errorf("a message from the bridge exceeds the proxy's %d-byte limit: %w", maxMessageBytes, err)
+	}
+	return fmt.Errorf("reading the bridge's event stream: %w", err)
 }
 
 // failure says what a failed exchange means for the message and the link.
@@ -259,10 +269,10 @@ type headerTransport struct {
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	auth := t.token != "" && req.URL.Host == t.host && req.Header.Get("Authorization") == ""
 	version := ""
-	if req.Header.Get(headerProtoVersion) == "" {
+	if req.Header.Get(mcphttp.HeaderProtocolVersion) == "" {
 		// Requests in a session, and every request of the stateless era,
 		// name the negotiated version. A new session's initialize does not.
-		if v := t.version(); v != "" && (req.Header.Get(headerSessionID) != "" || v >= statelessVersion) {
+		if v := t.version(); v != "" && (req.Header.Get(mcphttp.HeaderSessionID) != "" || v >= mcphttp.VersionStateless) {
 			version = v
 		}
 	}
@@ -274,7 +284,7 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", "Bearer "+t.token)
 	}
 	if version != "" {
-		r.Header.Set(headerProtoVersion, version)
+		r.Header.Set(mcphttp.HeaderProtocolVersion, version)
 	}
 	return t.base.RoundTrip(r)
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // link is one stretch of time during which the bridge answers: its
@@ -188,7 +190,7 @@ func (p *proxy) connect(deadline time.Time) (*link, string, error) {
 		p.log.Warn("the bridge no longer has the session; starting a new one", "session", sid, "error", err)
 		p.forgetSession(sid)
 	}
-	if init == nil || p.protoVersion() >= statelessVersion {
+	if init == nil || p.protoVersion() >= mcphttp.VersionStateless {
 		if err := p.probe(actx); err != nil {
 			return nil, "", err
 		}
@@ -265,7 +267,7 @@ func (p *proxy) reinitialize(ctx context.Context, gen uint64, init *jsonrpc.Requ
 		}
 		return fail(fmt.Errorf("initialize: %w", err))
 	}
-	sid := resp.Header.Get(headerSessionID)
+	sid := resp.Header.Get(mcphttp.HeaderSessionID)
 	answer, _, err := p.readReply(l, resp, replayID, "")
 	switch {
 	case err != nil:
@@ -322,7 +324,7 @@ func (p *proxy) probe(ctx context.Context) error {
 		return err
 	}
 	// Without text/event-stream, no server starts a stream for this GET.
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", mcphttp.ContentTypeJSON)
 	resp, err := p.http.Do(req)
 	if err != nil {
 		return err
@@ -446,7 +448,7 @@ func (p *proxy) endSession(sid string) {
 	if err != nil {
 		return
 	}
-	req.Header.Set(headerSessionID, sid)
+	req.Header.Set(mcphttp.HeaderSessionID, sid)
 	resp, err := p.http.Do(req)
 	if err != nil {
 		p.log.Debug("could not end the session", "session", sid, "error", err)

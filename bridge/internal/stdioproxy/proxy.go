@@ -72,6 +72,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // Options configure Run. Zero values are documented per field.
@@ -122,9 +125,11 @@ var ErrNoBridge = errors.New("no bridge answers")
 const (
 	// CodeBridgeUnavailable answers a request the proxy could not deliver:
 	// the bridge did not come back within BridgeWait, or refused the proxy.
-	CodeBridgeUnavailable = -32000
+	CodeBridgeUnavailable = rpccode.Unavailable
 	// CodeInterrupted answers a request that was sent but whose answer
-	// was lost when the bridge restarted.
+	// was lost when the bridge restarted. (Servers answer an unknown
+	// session with the same number, rpccode.SessionNotFound: another
+	// meaning, so not that constant.)
 	CodeInterrupted = -32001
 )
 
@@ -160,29 +165,18 @@ const (
 
 // MCP names the proxy looks at.
 const (
-	methodInitialize   = "initialize"
-	methodInitialized  = "notifications/initialized"
-	methodCancelled    = "notifications/cancelled"
-	headerSessionID    = "Mcp-Session-Id"
-	headerProtoVersion = "Mcp-Protocol-Version"
-	headerLastEventID  = "Last-Event-ID"
-	// statelessVersion is the first protocol version without sessions or
-	// a GET stream (the version travels in each request's _meta).
-	statelessVersion = "2026-07-28"
+	methodInitialize  = "initialize"
+	methodInitialized = "notifications/initialized"
+	methodCancelled   = "notifications/cancelled"
 	// replayIDPrefix starts the id of a replayed initialize; the client
 	// never sees it.
 	replayIDPrefix = "browserbridge-stdio-reinitialize-"
 )
 
-// JSON-RPC error codes the proxy reads or writes.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	// codeRejected is the SDK's ErrRejected, which its client connection
-	// wraps around refusals of one message (as opposed to a broken
-	// connection).
-	codeRejected = -32005
-)
+// codeRejected is the SDK's ErrRejected, which its client connection wraps
+// around refusals of one message (as opposed to a broken connection). The
+// other JSON-RPC codes the proxy reads or writes are rpccode's.
+const codeRejected = -32005
 
 // errorBodyMax bounds how much of a refusal's body is read for its message.
 const errorBodyMax = 4 << 10
@@ -348,7 +342,7 @@ loop:
 				p.fromClient(in.line)
 			case errors.Is(in.err, errLineTooLong):
 				p.log.Warn("dropped a message from the client", "error", in.err)
-				p.writeError(nil, codeInvalidRequest, in.err.Error())
+				p.writeError(nil, rpccode.InvalidRequest, in.err.Error())
 			case errors.Is(in.err, io.EOF):
 				p.log.Info("stdin closed: ending the session")
 				p.drain()
@@ -442,16 +436,16 @@ func (p *proxy) fromClient(line []byte) {
 		return
 	}
 	if line[0] == '[' {
-		p.writeError(nil, codeInvalidRequest, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per line")
+		p.writeError(nil, rpccode.InvalidRequest, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per line")
 		return
 	}
 	msg, err := jsonrpc.DecodeMessage(line)
 	if err != nil {
 		if !json.Valid(line) {
-			p.writeError(nil, codeParseError, "a line on stdin is not valid JSON")
+			p.writeError(nil, rpccode.ParseError, "a line on stdin is not valid JSON")
 			return
 		}
-		p.writeError(idOf(line), codeInvalidRequest, "not a JSON-RPC 2.0 message: "+err.Error())
+		p.writeError(idOf(line), rpccode.InvalidRequest, "not a JSON-RPC 2.0 message: "+err.Error())
 		return
 	}
 	if p.answerWhileWaiting(msg) {
@@ -480,7 +474,7 @@ func (p *proxy) fromClient(line []byte) {
 		}
 		p.mu.Unlock()
 		if dup {
-			p.toClient(errorResponse(m.ID, codeInvalidRequest, fmt.Sprintf("request id %v is already in use by a request in flight", m.ID.Raw())))
+			p.toClient(errorResponse(m.ID, rpccode.InvalidRequest, fmt.Sprintf("request id %v is already in use by a request in flight", m.ID.Raw())))
 			return
 		}
 		p.wg.Add(1)
@@ -535,7 +529,7 @@ func (p *proxy) notify(n *jsonrpc.Request) {
 		p.mu.Unlock()
 	case methodCancelled:
 		p.forgetCancelled(n)
-		if p.protoVersion() >= statelessVersion {
+		if p.protoVersion() >= mcphttp.VersionStateless {
 			// There is no session to tell: closing the call's request,
 			// which forgetCancelled did, is how it is cancelled.
 			return

@@ -14,6 +14,8 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // TestForwarding drives the proxy with the SDK's client, in every protocol
@@ -158,7 +160,7 @@ func TestBridgeRestart(t *testing.T) {
 			}
 
 			mustEcho(t, cs, "after")
-			if tc.version >= statelessVersion {
+			if tc.version >= mcphttp.VersionStateless {
 				return // no session to re-initialize, and the listen subscription was a call in flight
 			}
 			b.waitInit(t, "stdio-test-client "+tc.version)

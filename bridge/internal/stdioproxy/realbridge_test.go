@@ -19,6 +19,8 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // bridgeWaitFor bounds every wait on a real bridge process: building,
@@ -290,7 +292,7 @@ func newRequestLog() *requestLog {
 type requestSeen struct{ http, method, session string }
 
 func (r *requestLog) RoundTrip(req *http.Request) (*http.Response, error) {
-	seen := requestSeen{http: req.Method, session: req.Header.Get(headerSessionID)}
+	seen := requestSeen{http: req.Method, session: req.Header.Get(mcphttp.HeaderSessionID)}
 	if req.Method == http.MethodPost && req.GetBody != nil {
 		if body, err := req.GetBody(); err == nil {
 			data, _ := io.ReadAll(body)

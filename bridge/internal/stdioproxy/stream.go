@@ -1,8 +1,6 @@
 package stdioproxy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // maxStreamFailures is how many times in a row the GET stream may fail in
@@ -41,7 +41,7 @@ var errStreamEnded = errors.New("the bridge ended the GET stream")
 // the server sends after that is lost.
 func (p *proxy) openStream(l *link) {
 	sid := p.sessionOf(l)
-	if sid == "" || p.protoVersion() >= statelessVersion {
+	if sid == "" || p.protoVersion() >= mcphttp.VersionStateless {
 		return // no session, or the stateless era: no GET stream
 	}
 	resp, err := p.getStream(l.ctx, sid, "", attemptTimeout)
@@ -144,10 +144,10 @@ func (p *proxy) getStream(ctx context.Context, sid, lastEventID string, timeout 
 		cancel()
 		return nil, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set(headerSessionID, sid)
+	req.Header.Set("Accept", mcphttp.ContentTypeSSE)
+	req.Header.Set(mcphttp.HeaderSessionID, sid)
 	if lastEventID != "" {
-		req.Header.Set(headerLastEventID, lastEventID)
+		req.Header.Set(mcphttp.HeaderLastEventID, lastEventID)
 	}
 	if timeout > 0 {
 		timer := time.AfterFunc(timeout, cancel)
@@ -160,7 +160,7 @@ func (p *proxy) getStream(ctx context.Context, sid, lastEventID string, timeout 
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
-	case resp.StatusCode == http.StatusOK && ct == "text/event-stream":
+	case resp.StatusCode == http.StatusOK && ct == mcphttp.ContentTypeSSE:
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 		return resp, nil
 	case lastEventID == "" && (resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusOK):
@@ -186,76 +186,28 @@ func (c *cancelOnClose) Close() error {
 
 // pump passes the stream's messages to the client until it ends. It
 // returns how many came, and the error that broke the stream (nil when
-// the bridge ended it).
+// the bridge ended it; one cut inside an event broke).
 func (p *proxy) pump(l *link, resp *http.Response) (int, error) {
 	defer resp.Body.Close()
+	rd := mcphttp.NewSSEReader(resp.Body, maxMessageBytes)
 	n := 0
-	err := readEvents(resp.Body, maxMessageBytes, func(ev event) bool {
-		if len(ev.data) == 0 || (ev.name != "" && ev.name != "message") {
-			return true // a priming event, or not a message
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return n, nil
 		}
-		msg, err := jsonrpc.DecodeMessage(ev.data)
+		if err != nil {
+			return n, readError(err) // io.ErrUnexpectedEOF: cut inside an event
+		}
+		if len(ev.Data) == 0 || ev.Name != "message" {
+			continue // a priming event, or not a message
+		}
+		msg, err := jsonrpc.DecodeMessage(ev.Data)
 		if err != nil {
 			p.log.Warn("dropped a malformed message on the GET stream", "error", err)
-			return true
+			continue
 		}
 		n++
 		p.fromBridge(l, msg)
-		return true
-	})
-	return n, err
-}
-
-// event is one server-sent event.
-type event struct {
-	name, id string
-	data     []byte
-}
-
-// readEvents parses a text/event-stream, calling fn for each event until
-// fn returns false or the stream ends. Events larger than max fail the
-// stream.
-func readEvents(r io.Reader, max int, fn func(event) bool) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), max)
-	var ev event
-	var data bytes.Buffer
-	hasData := false
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			if hasData || ev.id != "" {
-				ev.data = bytes.Clone(data.Bytes())
-				if !fn(ev) {
-					return nil
-				}
-			}
-			ev, hasData = event{}, false
-			data.Reset()
-			continue
-		}
-		if line[0] == ':' {
-			continue // a comment
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "event":
-			ev.name = string(value)
-		case "data":
-			if hasData {
-				data.WriteByte('\n')
-			}
-			data.Write(value)
-			hasData = true
-			if data.Len() > max {
-				return fmt.Errorf("an event exceeds %d bytes", max)
-			}
-		case "id":
-			if !bytes.ContainsRune(value, 0) {
-				ev.id = string(value)
-			}
-		}
 	}
-	return sc.Err()
 }

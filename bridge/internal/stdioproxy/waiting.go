@@ -9,6 +9,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // While no bridge answers, the proxy answers the client itself, so that a
@@ -120,7 +123,7 @@ func (p *proxy) awaitBridge() <-chan linkResult {
 // session for it): the caller waits again.
 func (p *proxy) bridgeArrived(l *link) bool {
 	p.mu.Lock()
-	if l.dead || p.closing || (p.initReq != nil && l.sid == "" && p.protoVersion() < statelessVersion) {
+	if l.dead || p.closing || (p.initReq != nil && l.sid == "" && p.protoVersion() < mcphttp.VersionStateless) {
 		l.dead = true
 		p.mu.Unlock()
 		l.cancel()
@@ -195,7 +198,7 @@ func (p *proxy) localAnswer(req *jsonrpc.Request) *jsonrpc.Response {
 		}
 		p.mu.Unlock()
 		if again {
-			return errorResponse(req.ID, codeInvalidRequest, "the session is initialized already")
+			return errorResponse(req.ID, rpccode.InvalidRequest, "the session is initialized already")
 		}
 		version := negotiatedVersion(params.ProtocolVersion)
 		p.setProtoVersion(version)
@@ -249,11 +252,11 @@ func (p *proxy) serverVersion() string {
 // supported, else the newest version that has initialize.
 func negotiatedVersion(v string) string {
 	supported := mcp.SupportedProtocolVersions()
-	if v < statelessVersion && slices.Contains(supported, v) {
+	if v < mcphttp.VersionStateless && slices.Contains(supported, v) {
 		return v
 	}
 	for _, s := range supported {
-		if s < statelessVersion {
+		if s < mcphttp.VersionStateless {
 			return s
 		}
 	}
