@@ -552,3 +552,32 @@ func (ps *pageServer) requests() []string {
 	defer ps.mu.Unlock()
 	return append([]string(nil), ps.seen...)
 }
+
+// startChromiumWithDevTools starts Chromium on the world's profile with
+// --remote-debugging-port=0 (the world's Chromium stopped first) and returns
+// DevTools' address once the bridge lists the browser again.
+func (w *world) startChromiumWithDevTools() devtoolsAddr {
+	w.tb.Helper()
+	portFile := filepath.Join(w.profile, "DevToolsActivePort")
+	_ = os.Remove(portFile)
+	w.chromeOut = &testbrowser.SyncBuffer{}
+	w.chrome = exec.Command(chromiumBin, w.chromiumArgs("--remote-debugging-port=0")...)
+	w.chrome.Env = w.env
+	w.chrome.Stdout, w.chrome.Stderr = w.chromeOut, w.chromeOut
+	w.chrome.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := w.chrome.Start(); err != nil {
+		w.tb.Fatal(err)
+	}
+	var addr devtoolsAddr
+	waitFor(w.tb, devtoolsWait, func() (bool, string) {
+		b, err := os.ReadFile(portFile)
+		lines := strings.Fields(string(b))
+		if err != nil || len(lines) < 2 {
+			return false, fmt.Sprintf("Chromium wrote no DevToolsActivePort (%v)", err)
+		}
+		addr = devtoolsAddr{host: "127.0.0.1:" + lines[0], browserPath: lines[1]}
+		return true, ""
+	})
+	w.waitBrowser()
+	return addr
+}

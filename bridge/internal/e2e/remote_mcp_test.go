@@ -506,29 +506,7 @@ func (w *world) restartForRemote() devtoolsAddr {
 		w.tb.Fatal(err)
 	}
 	w.startBridge()
-
-	portFile := filepath.Join(w.profile, "DevToolsActivePort")
-	_ = os.Remove(portFile)
-	w.chromeOut = &testbrowser.SyncBuffer{}
-	w.chrome = exec.Command(chromiumBin, w.chromiumArgs("--remote-debugging-port=0")...)
-	w.chrome.Env = w.env
-	w.chrome.Stdout, w.chrome.Stderr = w.chromeOut, w.chromeOut
-	w.chrome.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := w.chrome.Start(); err != nil {
-		w.tb.Fatal(err)
-	}
-	var addr devtoolsAddr
-	waitFor(w.tb, devtoolsWait, func() (bool, string) {
-		b, err := os.ReadFile(portFile)
-		lines := strings.Fields(string(b))
-		if err != nil || len(lines) < 2 {
-			return false, fmt.Sprintf("Chromium wrote no DevToolsActivePort (%v)", err)
-		}
-		addr = devtoolsAddr{host: "127.0.0.1:" + lines[0], browserPath: lines[1]}
-		return true, ""
-	})
-	w.waitBrowser()
-	return addr
+	return w.startChromiumWithDevTools()
 }
 
 type devtoolsAddr struct{ host, browserPath string }
