@@ -152,31 +152,7 @@ type userBridge struct {
 }
 
 func startBridge(t *testing.T, p *realProxy, user string) *userBridge {
-	dir, err := os.MkdirTemp("", "bbr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "b.sock")
-	cfg := &config.Config{Listen: "127.0.0.1:0", Socket: sock, Log: config.Log{File: "-"},
-		Relay: config.Relay{URL: p.url(), Token: p.token(user, token.KindExtension)}}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := daemon.Start(cfg, testLog(t, "bridge-"+user))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("bridge %s: %v", user, err)
-		}
-	})
-	return &userBridge{t: t, user: user, b: b, sock: sock}
+	return startBridgeAt(t, p.url(), p.token(user, token.KindExtension), user)
 }
 
 // fakeBrowser is an extension on the bridge's native link whose one tool
