@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/clientconfig"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 	"github.com/browserbridge/browserbridge/bridge/paths"
@@ -202,36 +203,13 @@ func checkMerged(t importTarget, doc []byte) error {
 }
 
 // writeFileAtomic replaces path with data, mode 0600 (env values may be
-// secrets): a temporary file in the same directory, synced, then renamed
-// over it, so that readers see the old file or the new one, never a part.
-// A symbolic link is followed, so that the file it points to is replaced.
-func writeFileAtomic(path string, data []byte) (err error) {
+// secrets), atomically (clientconfig.ReplaceFile). A symbolic link is
+// followed, so that the file it points to is replaced.
+func writeFileAtomic(path string, data []byte) error {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return clientconfig.ReplaceFile(path, data, 0o600)
 }
 
 func runServersList(args []string, stdout, stderr io.Writer) error {

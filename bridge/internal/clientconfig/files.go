@@ -218,15 +218,17 @@ func writeFile(path string, old []byte, exists bool, data []byte) (string, error
 		}
 		mode = st.Mode().Perm()
 		backup = path + ".bak"
-		if err := replaceFile(backup, old, mode); err != nil {
+		if err := ReplaceFile(backup, old, mode); err != nil {
 			return "", fmt.Errorf("keeping the previous version: %w", err)
 		}
 	}
-	return backup, replaceFile(real, data, mode)
+	return backup, ReplaceFile(real, data, mode)
 }
 
-// replaceFile writes data to path atomically, with mode.
-func replaceFile(path string, data []byte, mode os.FileMode) (err error) {
+// ReplaceFile writes data to path atomically, with mode: a temporary file
+// in the same directory, synced, then renamed over path, so that readers
+// see the old file or the new one, never a part. `servers import` shares it.
+func ReplaceFile(path string, data []byte, mode os.FileMode) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
