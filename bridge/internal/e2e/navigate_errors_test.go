@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"image"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -61,17 +60,6 @@ func startErrorPages(t *testing.T) *httptest.Server {
 	s := httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s
-}
-
-// closedPort is a loopback address nothing listens on: bound, then closed.
-func closedPort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // tabsAndWindows counts the browser's tabs and windows, as tabs_context
@@ -168,7 +156,7 @@ func testNetErrors(t *testing.T, w *world, _ *httptest.Server) {
 		name, url, want string
 	}{
 		{"unresolvable_host", "http://no-such-host.invalid/", "net::ERR_NAME_NOT_RESOLVED"},
-		{"closed_port", "http://" + closedPort(t) + "/", "net::ERR_CONNECTION_REFUSED"},
+		{"closed_port", "http://" + testutil.ClosedAddr(t) + "/", "net::ERR_CONNECTION_REFUSED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			text, res := c.toolError(t, "navigate", map[string]any{"url": tc.url, "tabId": tab})

@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/daemon"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // startBridgeAt is startBridge with the relay URL as the user wrote it.
@@ -95,7 +95,7 @@ func TestRelayDialErrorsNameTheDialledURL(t *testing.T) {
 	notProxy := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(notProxy.Close)
 	notFound := "ws://" + strings.TrimPrefix(notProxy.URL, "http://")
-	refused := "ws://" + freeAddrRelay(t)
+	refused := "ws://" + testutil.ClosedAddr(t)
 	for _, tc := range []struct {
 		name, base string
 		want       []string
@@ -148,14 +148,4 @@ func poll(t *testing.T, f func() string) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// freeAddrRelay returns a loopback address nothing listens on.
-func freeAddrRelay(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

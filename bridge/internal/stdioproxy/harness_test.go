@@ -409,14 +409,3 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 		return zero
 	}
 }
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}

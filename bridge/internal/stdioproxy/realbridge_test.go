@@ -21,6 +21,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // bridgeWaitFor bounds every wait on a real bridge process: building,
@@ -87,7 +88,7 @@ func newRealBridge(t *testing.T) *realBridge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &realBridge{t: t, bins: bins, dir: dir, addr: freeAddr(t)}
+	b := &realBridge{t: t, bins: bins, dir: dir, addr: testutil.ClosedAddr(t)}
 	b.env = []string{
 		"BROWSERBRIDGE_HOME=" + filepath.Join(dir, "home"),
 		"BROWSERBRIDGE_SOCKET=" + filepath.Join(dir, "run", "bridge.sock"),

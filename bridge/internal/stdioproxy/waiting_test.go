@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // testHint is the StartHint these tests pass, to see it come back.
@@ -181,7 +183,7 @@ func TestWaitingRefused(t *testing.T) {
 // lines: what the initialize result holds, a second initialize, and
 // messages that expect no answer.
 func TestLocalAnswers(t *testing.T) {
-	pr := startProxy(t, Options{Endpoint: "http://" + freeAddr(t) + "/mcp", BridgeWait: time.Second})
+	pr := startProxy(t, Options{Endpoint: "http://" + testutil.ClosedAddr(t) + "/mcp", BridgeWait: time.Second})
 	lines := make(chan map[string]any, 10)
 	go func() {
 		dec := json.NewDecoder(pr.stdout)

@@ -8,6 +8,7 @@ package testutil
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -32,6 +33,19 @@ func Text(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// ClosedAddr returns a loopback address nothing listens on: bound, then
+// closed (a dial to it is refused).
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // Context returns a context that ends after d or when t ends, whichever
