@@ -9,9 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/benchload"
 )
 
 // BenchmarkCallsFloor is the calibration of the call benchmarks: the raw
@@ -147,4 +151,122 @@ func readFrame(r io.Reader) (uint32, []byte, error) {
 		return 0, nil, fmt.Errorf("frame body: %w", err)
 	}
 	return binary.LittleEndian.Uint32(hdr[4:]), body, nil
+}
+
+// BenchmarkCallsVsFloor puts the bridge beside its floor in one run: the
+// raw client's 10 clients against BenchmarkCallsFloor's server and against
+// the bridge (fast path on, in this process), in alternating rounds
+// (vsFloorRounds of each, b.N calls in all), so that both see the same
+// moments of the machine. It reports each side's figures (floor- and
+// bridge- prefixed) and the bridge's ratios to the floor: cpu-ratio (CPU
+// time of the process per call) and p99-ratio. Issue 19's targets are
+// cpu-ratio ≤ 1.3 and, at the rated load, p99-ratio ≤ 1.5; a run above
+// them says so in a line that starts with "RATIO ABOVE".
+//
+// Run it with a call count: -bench CallsVsFloor -benchtime 40000x.
+func BenchmarkCallsVsFloor(b *testing.B) {
+	for _, rate := range []float64{0, 10_000} {
+		name := "clients=10"
+		if rate > 0 {
+			name += fmt.Sprintf("/rate=%.0f", rate)
+		}
+		b.Run(name, func(b *testing.B) {
+			sides := []vsSide{
+				{name: "floor", call: rawClients(b, floorServer(b), 10)},
+				{name: "bridge", call: rawClients(b, inProcessBridge(b, false), 10)},
+			}
+			b.ResetTimer()
+			per := max(int64(b.N)/(2*vsFloorRounds), 1)
+			for r := range vsFloorRounds {
+				for j := range sides {
+					s := &sides[(r+j)%2] // the side that goes first alternates
+					if err := s.run(per, 10, rate); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			floor, bridge := sides[0].report(b), sides[1].report(b)
+			cpuRatio := float64(bridge.cpuPerCall) / float64(floor.cpuPerCall)
+			p99Ratio := float64(bridge.sum.P99) / float64(floor.sum.P99)
+			b.ReportMetric(cpuRatio, "cpu-ratio")
+			b.ReportMetric(p99Ratio, "p99-ratio")
+			if b.N < 1000 {
+				return // the framework's first, one-call try: no figures to judge
+			}
+			if cpuRatio > 1.3 {
+				b.Logf("RATIO ABOVE 1.3: the bridge's CPU per call is %.2f× the floor's (%v against %v)", cpuRatio, bridge.cpuPerCall, floor.cpuPerCall)
+			}
+			if rate > 0 && p99Ratio > 1.5 {
+				b.Logf("RATIO ABOVE 1.5: the bridge's p99 is %.2f× the floor's (%v against %v)", p99Ratio, bridge.sum.P99, floor.sum.P99)
+			}
+		})
+	}
+}
+
+// vsFloorRounds is how many rounds of each side BenchmarkCallsVsFloor runs.
+const vsFloorRounds = 5
+
+// vsSide is one side of BenchmarkCallsVsFloor and what its rounds measured.
+type vsSide struct {
+	name    string
+	call    func(client int) error
+	lat     []time.Duration
+	elapsed time.Duration
+	cpu     time.Duration
+}
+
+// run makes n calls over the given clients, offered at rate calls/s (0: a
+// closed loop), as pacedLoop does, and adds their figures to s's.
+func (s *vsSide) run(n int64, clients int, rate float64) error {
+	work := make(chan int64, clients)
+	lat := make([][]time.Duration, clients)
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	cpu0 := benchload.ProcessCPU()
+	sched := benchload.Schedule{Start: time.Now(), Rate: rate}
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				t0 := sched.Wait(k)
+				if err := s.call(i); err != nil {
+					errs <- fmt.Errorf("%s call: %w", s.name, err)
+					for range work {
+					}
+					return
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}()
+	}
+	for k := range n {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+	s.elapsed += time.Since(sched.Start)
+	s.cpu += benchload.ProcessCPU() - cpu0
+	s.lat = append(s.lat, slices.Concat(lat...)...)
+	close(errs)
+	return <-errs
+}
+
+// vsFigures is one side's summary.
+type vsFigures struct {
+	sum        benchload.Summary
+	cpuPerCall time.Duration
+}
+
+// report reports s's figures under its name and returns them.
+func (s *vsSide) report(b *testing.B) vsFigures {
+	sum := benchload.Summarize(s.lat, s.elapsed)
+	f := vsFigures{sum: sum, cpuPerCall: s.cpu / time.Duration(max(sum.Calls, 1))}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	b.ReportMetric(float64(sum.Calls)/s.elapsed.Seconds(), s.name+"-calls/s")
+	b.ReportMetric(ms(sum.P50), s.name+"-p50-ms")
+	b.ReportMetric(ms(sum.P99), s.name+"-p99-ms")
+	b.ReportMetric(float64(f.cpuPerCall.Nanoseconds())/1e3, s.name+"-cpu-µs/call")
+	return f
 }

@@ -260,6 +260,13 @@ func (l *load) close() {
 // says exactly), so a proxy that falls behind pays for the queue (no
 // coordinated omission).
 func (l *load) run(n int64, rate float64) (benchload.Summary, error) {
+	lat, elapsed, err := l.runLatencies(n, rate)
+	return benchload.Summarize(lat, elapsed), err
+}
+
+// runLatencies is run, returning each call's latency and the time the
+// calls took.
+func (l *load) runLatencies(n int64, rate float64) ([]time.Duration, time.Duration, error) {
 	var next atomic.Int64
 	lat := make([][]time.Duration, len(l.conns))
 	errs := make(chan error, len(l.conns))
@@ -302,7 +309,7 @@ func (l *load) run(n int64, rate float64) (benchload.Summary, error) {
 	wg.Wait()
 	elapsed := time.Since(sched.Start)
 	close(errs)
-	return benchload.Summarize(slices.Concat(lat...), elapsed), <-errs
+	return slices.Concat(lat...), elapsed, <-errs
 }
 
 // loadEnv, when set, makes the test binary the load of
