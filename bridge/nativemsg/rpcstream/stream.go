@@ -5,11 +5,14 @@ package rpcstream
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -42,6 +45,9 @@ type Stream struct {
 
 	wmu sync.Mutex
 	bw  *bufio.Writer
+	// waiting counts the writers between the start of writeFrame and
+	// holding wmu.
+	waiting atomic.Int32
 }
 
 var _ jsonrpc2.ObjectStream = (*Stream)(nil)
@@ -77,7 +83,7 @@ func (s *Stream) ReadObject(v any) error {
 		case err != nil:
 			return err
 		}
-		if err := json.Unmarshal(frame, v); err != nil {
+		if err := unmarshal(frame, v); err != nil {
 			if !json.Valid(frame) {
 				s.reject(CodeParseError, "message is not valid JSON: "+err.Error())
 			} else {
@@ -106,7 +112,7 @@ func (s *Stream) reject(code int64, msg string) {
 // the link is replaced by an error reply with the same id, so the caller on
 // the other side is answered instead of left waiting.
 func (s *Stream) WriteObject(obj any) error {
-	b, err := json.Marshal(obj)
+	b, err := marshal(obj)
 	if err != nil {
 		return fmt.Errorf("encoding message: %w", err)
 	}
@@ -128,13 +134,57 @@ func (s *Stream) WriteObject(obj any) error {
 	return s.writeFrame(b)
 }
 
+// unmarshal is json.Unmarshal(frame, v), but a v that decodes itself (as
+// every message jsonrpc2 reads does) is handed the frame directly: its own
+// decoding checks the frame's syntax, and json.Unmarshal would first scan
+// the whole frame once more to check it. The frame is trimmed of the JSON
+// whitespace around it, as json.Unmarshal would give it.
+func unmarshal(frame []byte, v any) error {
+	if u, ok := v.(json.Unmarshaler); ok {
+		frame = bytes.TrimFunc(frame, isJSONSpace)
+		if len(frame) == 0 {
+			return json.Unmarshal(frame, v) // the error json.Unmarshal gives
+		}
+		return u.UnmarshalJSON(frame)
+	}
+	return json.Unmarshal(frame, v)
+}
+
+func isJSONSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }
+
+// marshal is json.Marshal(obj), but a jsonrpc2 message (what jsonrpc2
+// writes) is encoded by its own MarshalJSON alone: that returns
+// json.Marshal's output, already compact and escaped, which json.Marshal
+// would scan and copy once more to compact it.
+func marshal(obj any) ([]byte, error) {
+	if m, ok := obj.(json.Marshaler); ok && reflect.TypeOf(obj).PkgPath() == jsonrpc2Pkg {
+		return m.MarshalJSON()
+	}
+	return json.Marshal(obj)
+}
+
+// jsonrpc2Pkg is the import path of the types whose encoding marshal trusts.
+var jsonrpc2Pkg = reflect.TypeFor[jsonrpc2.Request]().PkgPath()
+
+// writeFrame writes b as one frame. Frames written while another writer
+// waits for the lock stay in the buffer for that writer to flush with its
+// own, so that writers arriving together cost one system call, not one
+// each; the last of them always flushes.
 func (s *Stream) writeFrame(b []byte) error {
+	s.waiting.Add(1)
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if err := nativemsg.WriteFrame(s.bw, b, s.limit); err != nil {
+	s.waiting.Add(-1)
+	err := nativemsg.WriteFrame(s.bw, b, s.limit)
+	if s.waiting.Load() > 0 {
+		// That writer holds no lock yet, so it takes this one after us
+		// and flushes.
 		return err
 	}
-	return s.bw.Flush()
+	if ferr := s.bw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 // Close closes the underlying connection; it unblocks a pending ReadObject.
