@@ -157,9 +157,13 @@ func TestDuplicateIDRefused(t *testing.T) {
 	release := make(chan struct{})
 	arrived := make(chan struct{}, 1)
 	br := e.startBrowser(func(method string, p json.RawMessage) (any, map[string]any) {
-		select {
-		case arrived <- struct{}{}:
-		default:
+		// Only the call under test says it arrived: the bridge's own
+		// requests after hello (tools/list) must not.
+		if method == "slow" {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
 		}
 		<-release
 		return p, nil

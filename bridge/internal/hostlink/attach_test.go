@@ -293,6 +293,9 @@ func TestUnattachedConnectionsCapped(t *testing.T) {
 	if answered(dialPeer(t, socket)) {
 		t.Fatalf("connection %d was served; the cap is %d", max+1, max)
 	}
+	// The bridge may close the refused connection before it logs the
+	// refusal: wait for the line, then count.
+	waitFor(t, "the refusal in the log", func() bool { n, _ := refusedLogged(t, logs); return n > 0 })
 	if n, _ := refusedLogged(t, logs); n != 1 {
 		t.Fatalf("refusals logged: %d, want 1; log:\n%s", n, logs.String())
 	}
