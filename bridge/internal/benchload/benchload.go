@@ -84,3 +84,62 @@ func (s Summary) Report(b *testing.B, cpu time.Duration, rated bool) {
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/float64(s.Calls), "cpu-µs/call")
 }
+
+// Side is one side of a comparison in one run (CompareInRounds): Run makes n
+// calls offered at rate calls/s (0: a closed loop) and returns their
+// latencies and how long they took.
+type Side struct {
+	Name string
+	Run  func(n int64, rate float64) (lat []time.Duration, elapsed time.Duration, err error)
+
+	lat          []time.Duration
+	elapsed, cpu time.Duration
+}
+
+// Figures is one side's summary and its process CPU time per call.
+type Figures struct {
+	Summary
+	CPUPerCall time.Duration
+}
+
+// CompareInRounds runs base and other in alternating rounds (rounds of
+// each, b.N calls in all, the side that goes first alternating), so that
+// both see the same moments of the machine. It reports each side's
+// calls/s, p50, p99 and CPU per call prefixed with its name, and other's
+// cpu-ratio and p99-ratio to base, and returns both sides' figures. judge
+// is false for the framework's first, tiny try, whose figures mean nothing.
+func CompareInRounds(b *testing.B, rounds int, rate float64, base, other *Side) (baseF, otherF Figures, judge bool) {
+	b.Helper()
+	sides := [2]*Side{base, other}
+	b.ResetTimer()
+	per := max(int64(b.N)/int64(2*rounds), 1)
+	for r := range rounds {
+		for j := range sides {
+			s := sides[(r+j)%2]
+			cpu0 := ProcessCPU()
+			lat, elapsed, err := s.Run(per, rate)
+			s.cpu += ProcessCPU() - cpu0
+			s.elapsed += elapsed
+			s.lat = append(s.lat, lat...)
+			if err != nil {
+				b.Fatalf("%s: %v", s.Name, err)
+			}
+		}
+	}
+	b.StopTimer()
+	baseF, otherF = base.report(b), other.report(b)
+	b.ReportMetric(float64(otherF.CPUPerCall)/float64(baseF.CPUPerCall), "cpu-ratio")
+	b.ReportMetric(float64(otherF.P99)/float64(baseF.P99), "p99-ratio")
+	return baseF, otherF, b.N >= 1000
+}
+
+func (s *Side) report(b *testing.B) Figures {
+	sum := Summarize(s.lat, s.elapsed)
+	f := Figures{Summary: sum, CPUPerCall: s.cpu / time.Duration(max(sum.Calls, 1))}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	b.ReportMetric(float64(sum.Calls)/s.elapsed.Seconds(), s.Name+"-calls/s")
+	b.ReportMetric(ms(sum.P50), s.Name+"-p50-ms")
+	b.ReportMetric(ms(sum.P99), s.Name+"-p99-ms")
+	b.ReportMetric(float64(f.CPUPerCall.Nanoseconds())/1e3, s.Name+"-cpu-µs/call")
+	return f
+}

@@ -171,34 +171,17 @@ func BenchmarkCallsVsFloor(b *testing.B) {
 			name += fmt.Sprintf("/rate=%.0f", rate)
 		}
 		b.Run(name, func(b *testing.B) {
-			sides := []vsSide{
-				{name: "floor", call: rawClients(b, floorServer(b), 10)},
-				{name: "bridge", call: rawClients(b, inProcessBridge(b, false), 10)},
+			floorSide := &benchload.Side{Name: "floor", Run: clientsRun(rawClients(b, floorServer(b), 10), 10)}
+			bridgeSide := &benchload.Side{Name: "bridge", Run: clientsRun(rawClients(b, inProcessBridge(b, false), 10), 10)}
+			floor, bridge, judge := benchload.CompareInRounds(b, vsFloorRounds, rate, floorSide, bridgeSide)
+			if !judge {
+				return
 			}
-			b.ResetTimer()
-			per := max(int64(b.N)/(2*vsFloorRounds), 1)
-			for r := range vsFloorRounds {
-				for j := range sides {
-					s := &sides[(r+j)%2] // the side that goes first alternates
-					if err := s.run(per, 10, rate); err != nil {
-						b.Fatal(err)
-					}
-				}
+			if cpuRatio := float64(bridge.CPUPerCall) / float64(floor.CPUPerCall); cpuRatio > 1.3 {
+				b.Logf("RATIO ABOVE 1.3: the bridge's CPU per call is %.2f× the floor's (%v against %v)", cpuRatio, bridge.CPUPerCall, floor.CPUPerCall)
 			}
-			b.StopTimer()
-			floor, bridge := sides[0].report(b), sides[1].report(b)
-			cpuRatio := float64(bridge.cpuPerCall) / float64(floor.cpuPerCall)
-			p99Ratio := float64(bridge.sum.P99) / float64(floor.sum.P99)
-			b.ReportMetric(cpuRatio, "cpu-ratio")
-			b.ReportMetric(p99Ratio, "p99-ratio")
-			if b.N < 1000 {
-				return // the framework's first, one-call try: no figures to judge
-			}
-			if cpuRatio > 1.3 {
-				b.Logf("RATIO ABOVE 1.3: the bridge's CPU per call is %.2f× the floor's (%v against %v)", cpuRatio, bridge.cpuPerCall, floor.cpuPerCall)
-			}
-			if rate > 0 && p99Ratio > 1.5 {
-				b.Logf("RATIO ABOVE 1.5: the bridge's p99 is %.2f× the floor's (%v against %v)", p99Ratio, bridge.sum.P99, floor.sum.P99)
+			if p99Ratio := float64(bridge.P99) / float64(floor.P99); rate > 0 && p99Ratio > 1.5 {
+				b.Logf("RATIO ABOVE 1.5: the bridge's p99 is %.2f× the floor's (%v against %v)", p99Ratio, bridge.P99, floor.P99)
 			}
 		})
 	}
@@ -207,66 +190,38 @@ func BenchmarkCallsVsFloor(b *testing.B) {
 // vsFloorRounds is how many rounds of each side BenchmarkCallsVsFloor runs.
 const vsFloorRounds = 5
 
-// vsSide is one side of BenchmarkCallsVsFloor and what its rounds measured.
-type vsSide struct {
-	name    string
-	call    func(client int) error
-	lat     []time.Duration
-	elapsed time.Duration
-	cpu     time.Duration
-}
-
-// run makes n calls over the given clients, offered at rate calls/s (0: a
-// closed loop), as pacedLoop does, and adds their figures to s's.
-func (s *vsSide) run(n int64, clients int, rate float64) error {
-	work := make(chan int64, clients)
-	lat := make([][]time.Duration, clients)
-	errs := make(chan error, clients)
-	var wg sync.WaitGroup
-	cpu0 := benchload.ProcessCPU()
-	sched := benchload.Schedule{Start: time.Now(), Rate: rate}
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range work {
-				t0 := sched.Wait(k)
-				if err := s.call(i); err != nil {
-					errs <- fmt.Errorf("%s call: %w", s.name, err)
-					for range work {
+// clientsRun is a benchload.Side's Run over call: n calls spread over the
+// given clients, offered at rate calls/s (0: a closed loop), as pacedLoop
+// makes them.
+func clientsRun(call func(client int) error, clients int) func(n int64, rate float64) ([]time.Duration, time.Duration, error) {
+	return func(n int64, rate float64) ([]time.Duration, time.Duration, error) {
+		work := make(chan int64, clients)
+		lat := make([][]time.Duration, clients)
+		errs := make(chan error, clients)
+		var wg sync.WaitGroup
+		sched := benchload.Schedule{Start: time.Now(), Rate: rate}
+		for i := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range work {
+					t0 := sched.Wait(k)
+					if err := call(i); err != nil {
+						errs <- err
+						for range work {
+						}
+						return
 					}
-					return
+					lat[i] = append(lat[i], time.Since(t0))
 				}
-				lat[i] = append(lat[i], time.Since(t0))
-			}
-		}()
+			}()
+		}
+		for k := range n {
+			work <- k
+		}
+		close(work)
+		wg.Wait()
+		close(errs)
+		return slices.Concat(lat...), time.Since(sched.Start), <-errs
 	}
-	for k := range n {
-		work <- k
-	}
-	close(work)
-	wg.Wait()
-	s.elapsed += time.Since(sched.Start)
-	s.cpu += benchload.ProcessCPU() - cpu0
-	s.lat = append(s.lat, slices.Concat(lat...)...)
-	close(errs)
-	return <-errs
-}
-
-// vsFigures is one side's summary.
-type vsFigures struct {
-	sum        benchload.Summary
-	cpuPerCall time.Duration
-}
-
-// report reports s's figures under its name and returns them.
-func (s *vsSide) report(b *testing.B) vsFigures {
-	sum := benchload.Summarize(s.lat, s.elapsed)
-	f := vsFigures{sum: sum, cpuPerCall: s.cpu / time.Duration(max(sum.Calls, 1))}
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
-	b.ReportMetric(float64(sum.Calls)/s.elapsed.Seconds(), s.name+"-calls/s")
-	b.ReportMetric(ms(sum.P50), s.name+"-p50-ms")
-	b.ReportMetric(ms(sum.P99), s.name+"-p99-ms")
-	b.ReportMetric(float64(f.cpuPerCall.Nanoseconds())/1e3, s.name+"-cpu-µs/call")
-	return f
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -184,30 +183,17 @@ func BenchmarkForwardVsFloor(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(proxied.close)
-			sides := []vsSide{{name: "floor", load: floorLoad(b, fl.clients)}, {name: "proxy", load: proxied}}
-			b.ResetTimer()
-			per := max(int64(b.N)/(2*vsFloorRounds), 1)
-			for r := range vsFloorRounds {
-				for j := range sides {
-					if err := sides[(r+j)%2].run(per, fl.rate); err != nil { // the side that goes first alternates
-						b.Fatal(err)
-					}
-				}
+			floorSide := &benchload.Side{Name: "floor", Run: floorLoad(b, fl.clients).runLatencies}
+			proxySide := &benchload.Side{Name: "proxy", Run: proxied.runLatencies}
+			floor, proxy, judge := benchload.CompareInRounds(b, vsFloorRounds, fl.rate, floorSide, proxySide)
+			if !judge {
+				return
 			}
-			b.StopTimer()
-			floor, proxy := sides[0].report(b), sides[1].report(b)
-			cpuRatio := float64(proxy.cpuPerCall) / float64(floor.cpuPerCall)
-			p99Ratio := float64(proxy.sum.P99) / float64(floor.sum.P99)
-			b.ReportMetric(cpuRatio, "cpu-ratio")
-			b.ReportMetric(p99Ratio, "p99-ratio")
-			if b.N < 1000 {
-				return // the framework's first, one-call try: no figures to judge
+			if cpuRatio := float64(proxy.CPUPerCall) / float64(floor.CPUPerCall); cpuRatio > 1.2 {
+				b.Errorf("RATIO ABOVE 1.2: the proxy's CPU per call is %.2f× the floor's (%v against %v)", cpuRatio, proxy.CPUPerCall, floor.CPUPerCall)
 			}
-			if cpuRatio > 1.2 {
-				b.Errorf("RATIO ABOVE 1.2: the proxy's CPU per call is %.2f× the floor's (%v against %v)", cpuRatio, proxy.cpuPerCall, floor.cpuPerCall)
-			}
-			if fl.rate > 0 && p99Ratio > 1.2 {
-				b.Logf("RATIO ABOVE 1.2: the proxy's p99 is %.2f× the floor's (%v against %v)", p99Ratio, proxy.sum.P99, floor.sum.P99)
+			if p99Ratio := float64(proxy.P99) / float64(floor.P99); fl.rate > 0 && p99Ratio > 1.2 {
+				b.Logf("RATIO ABOVE 1.2: the proxy's p99 is %.2f× the floor's (%v against %v)", p99Ratio, proxy.P99, floor.P99)
 			}
 		})
 	}
@@ -234,42 +220,3 @@ func floorLoad(b *testing.B, clients int) *load {
 // vsFloorRounds is how many rounds of each side BenchmarkForwardVsFloor
 // runs.
 const vsFloorRounds = 5
-
-// vsSide is one side of BenchmarkForwardVsFloor and what its rounds
-// measured.
-type vsSide struct {
-	name    string
-	load    *load
-	lat     []time.Duration
-	elapsed time.Duration
-	cpu     time.Duration
-}
-
-// run makes n calls of s's load at rate calls/s (0: a closed loop) and
-// adds their figures to s's.
-func (s *vsSide) run(n int64, rate float64) error {
-	cpu0 := benchload.ProcessCPU()
-	lat, elapsed, err := s.load.runLatencies(n, rate)
-	s.cpu += benchload.ProcessCPU() - cpu0
-	s.elapsed += elapsed
-	s.lat = append(s.lat, lat...)
-	return err
-}
-
-// vsFigures is one side's summary.
-type vsFigures struct {
-	sum        benchload.Summary
-	cpuPerCall time.Duration
-}
-
-// report reports s's figures under its name and returns them.
-func (s *vsSide) report(b *testing.B) vsFigures {
-	sum := benchload.Summarize(s.lat, s.elapsed)
-	f := vsFigures{sum: sum, cpuPerCall: s.cpu / time.Duration(max(sum.Calls, 1))}
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
-	b.ReportMetric(float64(sum.Calls)/s.elapsed.Seconds(), s.name+"-calls/s")
-	b.ReportMetric(ms(sum.P50), s.name+"-p50-ms")
-	b.ReportMetric(ms(sum.P99), s.name+"-p99-ms")
-	b.ReportMetric(float64(f.cpuPerCall.Nanoseconds())/1e3, s.name+"-cpu-µs/call")
-	return f
-}
