@@ -28,18 +28,7 @@ import (
 func BenchmarkForwardFloor(b *testing.B) {
 	for _, fl := range []forwardLoad{{100, 0}, {100, 20_000}} {
 		b.Run(fl.name(), func(b *testing.B) {
-			exts := min(fl.clients, 10)
-			url := floorForwarder(b, exts)
-			l := &load{}
-			b.Cleanup(l.close)
-			for range exts {
-				ws := rawDial(b, url+relaywire.PathExtension)
-				go echoExtension(ws)
-				l.exts = append(l.exts, ws)
-			}
-			for range fl.clients {
-				l.conns = append(l.conns, rawDial(b, url+relaywire.PathMCP))
-			}
+			l := floorLoad(b, fl.clients)
 			b.ResetTimer()
 			cpu0 := benchload.ProcessCPU()
 			res, err := l.run(int64(b.N), fl.rate)
