@@ -354,13 +354,11 @@ func CheckID(raw json.RawMessage) *Error {
 	return Errorf(CodeInvalidRequest, "the id must be a string or a number, not %s", raw)
 }
 
-// CheckClientID is CheckID for the id of a request a client asks the proxy
-// to forward, which must leave room for the mapping (MapID): at most
+// CheckClientID checks what CheckID does not of the id of a request a
+// client asks the proxy to forward (an id CheckID passed, as Parse checks
+// every request's): that it leaves room for the mapping (MapID), at most
 // MaxIDBytes bytes.
 func CheckClientID(raw json.RawMessage) *Error {
-	if err := CheckID(raw); err != nil {
-		return err
-	}
 	if len(raw) > MaxIDBytes {
 		return Errorf(CodeInvalidRequest, "the id is %d bytes long; the limit is %d", len(raw), MaxIDBytes)
 	}

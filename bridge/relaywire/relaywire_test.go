@@ -80,7 +80,7 @@ func FuzzMapID(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		msg, kind, perr := Parse([]byte(`{"jsonrpc":"2.0","id":` + raw + `,"method":"m"}`))
-		if perr != nil || kind != KindRequest || CheckClientID(msg.ID) != nil {
+		if perr != nil || kind != KindRequest || CheckClientID(msg.ID) != nil { // Parse ran CheckID
 			return // refused before it is mapped, as the proxy does
 		}
 		frame := AppendRequest(nil, MapID("conn-x", msg.ID), "m", nil)

@@ -410,7 +410,7 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 func (mc *mcpClient) cancel(cn *connection, m *relaywire.Message) {
 	s := mc.s
 	var p map[string]json.RawMessage
-	if json.Unmarshal(m.Params, &p) != nil || p == nil || relaywire.CheckClientID(p["requestId"]) != nil {
+	if json.Unmarshal(m.Params, &p) != nil || p == nil || relaywire.CheckID(p["requestId"]) != nil || relaywire.CheckClientID(p["requestId"]) != nil {
 		s.m.dropped.With("bad_cancel").Inc()
 		return
 	}
