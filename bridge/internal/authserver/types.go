@@ -49,14 +49,14 @@ type Client struct {
 // AuthRequest is an authorization request between GET /oauth/authorize
 // and the consent decision, kept server side under an unguessable id.
 type AuthRequest struct {
-	ID                  string    `json:"id"`
-	ClientID            string    `json:"client_id"`
-	RedirectURI         string    `json:"redirect_uri"`
-	State               string    `json:"state,omitempty"`
-	Scope               string    `json:"scope,omitempty"`
-	Resource            string    `json:"resource"`
-	CodeChallenge       string    `json:"code_challenge"`
-	CodeChallengeMethod string    `json:"code_challenge_method"`
+	ID                  string `json:"id"`
+	ClientID            string `json:"client_id"`
+	RedirectURI         string `json:"redirect_uri"`
+	State               string `json:"state,omitempty"`
+	Scope               string `json:"scope,omitempty"`
+	Resource            string `json:"resource"`
+	CodeChallenge       string `json:"code_challenge"`
+	CodeChallengeMethod string `json:"code_challenge_method"`
 	// BrowserHash is the SHA-256 of the random value in the browser's
 	// request cookie: forms are accepted only from the browser that
 	// started the request (CSRF and login CSRF).
