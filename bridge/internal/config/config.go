@@ -120,6 +120,9 @@ type Config struct {
 	MCPServers json.RawMessage `json:"mcpServers,omitempty"`
 	// Gateway configures the stdio-server gateway.
 	Gateway Gateway `json:"gateway,omitzero"`
+	// OAuth says how people sign in to a public gateway
+	// (gateway.public_url): see oauth.go.
+	OAuth OAuth `json:"oauth,omitzero"`
 
 	// Path is the file the config was read from: set by Load (also to the
 	// default file when it does not exist), "" after Decode. Relative
@@ -153,6 +156,12 @@ type Gateway struct {
 	// server's tool list before listing without it, as a Go duration;
 	// "" means 2s. See AggregateWait.
 	AggregateTimeout string `json:"aggregate_timeout,omitempty"`
+	// PublicURL, if set, is the gateway's public base URL
+	// (https://mcp.example.com, behind a TLS proxy): `browserbridge
+	// gateway` then protects every MCP route with its own OAuth
+	// authorization server (docs/gateway.md), and "token" must not be set.
+	// `browserbridge gateway --public-url` overrides it; `serve` ignores it.
+	PublicURL string `json:"public_url,omitempty"`
 }
 
 // AggregateWait is AggregateTimeout parsed; 0 (the gateway's default)
@@ -561,6 +570,9 @@ func (c *Config) Validate() error {
 	if err := c.Gateway.Validate(); err != nil {
 		return err
 	}
+	if err := c.validatePublic(); err != nil {
+		return err
+	}
 	if c.hasInlineServers() {
 		servers, err := stdio.DecodeServers(c.MCPServers, "mcpServers")
 		if err != nil {
@@ -594,6 +606,7 @@ func (c *Config) Defaults() error {
 	if t := os.Getenv(EnvToken); t != "" {
 		c.Token = t
 	}
+	c.OAuth.fromEnv()
 	if c.Gateway.HostPrefix == "" {
 		c.Gateway.HostPrefix = DefaultHostPrefix
 	}

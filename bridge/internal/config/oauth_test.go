@@ -1,0 +1,165 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hash is a well-formed bcrypt hash (of "correct horse battery staple").
+const hash = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
+
+func TestNormalizePublicURL(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want, err string
+	}{
+		{"https", "https://mcp.example.com", "https://mcp.example.com", ""},
+		{"trailing slash", "https://mcp.example.com/", "https://mcp.example.com", ""},
+		{"upper case host", "HTTPS://MCP.Example.COM", "https://mcp.example.com", ""},
+		{"default port dropped", "https://mcp.example.com:443", "https://mcp.example.com", ""},
+		{"other port kept", "https://mcp.example.com:8443", "https://mcp.example.com:8443", ""},
+		{"http on loopback", "http://127.0.0.1:3456", "http://127.0.0.1:3456", ""},
+		{"http on localhost", "http://localhost:3456/", "http://localhost:3456", ""},
+		{"ipv6 loopback", "http://[::1]:3456", "http://[::1]:3456", ""},
+		{"http elsewhere", "http://mcp.example.com", "", "unencrypted"},
+		{"path", "https://mcp.example.com/mcp", "", "has a path"},
+		{"query", "https://mcp.example.com/?a=1", "", "has a path"},
+		{"fragment", "https://mcp.example.com#x", "", "has a path"},
+		{"user info", "https://me:pw@mcp.example.com", "", "user name"},
+		{"no scheme", "mcp.example.com", "", "not a URL"},
+		{"ftp", "ftp://mcp.example.com", "", "not an https URL"},
+		{"bad port", "https://mcp.example.com:0", "", "port"},
+		{"bad host", "https://mcp_example.com", "", "not a host name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := NormalizePublicURL(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("NormalizePublicURL(%q) = %q, %v; want an error containing %q", tc.in, got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("NormalizePublicURL(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOAuthConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, json, err string
+	}{
+		{"public with a hash", `{"gateway":{"public_url":"https://mcp.example.com"},"oauth":{"password_hash":"` + hash + `"}}`, ""},
+		{"public with oidc", `{"gateway":{"public_url":"https://mcp.example.com"},"oauth":{"oidc":{"issuer":"https://accounts.example.com","client_id":"c","allowed_emails":["me@example.com"]}}}`, ""},
+		{"state in memory", `{"oauth":{"state_file":":memory:"}}`, ""},
+		{"bad public url", `{"gateway":{"public_url":"http://mcp.example.com"}}`, `key "gateway.public_url"`},
+		{"token and public url", `{"token":"t","gateway":{"public_url":"https://mcp.example.com"}}`, `keys "token" and "gateway.public_url"`},
+		{"not a bcrypt hash", `{"oauth":{"password_hash":"hunter2"}}`, `key "oauth.password_hash"`},
+		{"unknown oauth key", `{"oauth":{"pasword_hash":"x"}}`, `unknown key "pasword_hash"`},
+		{"password in the file", `{"oauth":{"password":"x"}}`, `unknown key "password"`},
+		{"unknown oidc key", `{"oauth":{"oidc":{"issuer":"https://a.example","client_id":"c","allowed_emails":["a@b.c"],"scopes":[]}}}`, `unknown key "scopes"`},
+		{"oidc issuer http", `{"oauth":{"oidc":{"issuer":"http://accounts.example.com","client_id":"c","allowed_emails":["a@b.c"]}}}`, `key "oauth.oidc.issuer"`},
+		{"oidc without client id", `{"oauth":{"oidc":{"issuer":"https://a.example","allowed_emails":["a@b.c"]}}}`, `key "oauth.oidc.client_id"`},
+		{"oidc letting everyone in", `{"oauth":{"oidc":{"issuer":"https://a.example","client_id":"c"}}}`, `"oauth.oidc.allowed_subjects" and "oauth.oidc.allowed_emails"`},
+		{"oidc bad email", `{"oauth":{"oidc":{"issuer":"https://a.example","client_id":"c","allowed_emails":["me"]}}}`, `key "oauth.oidc.allowed_emails[0]"`},
+		{"oidc empty subject", `{"oauth":{"oidc":{"issuer":"https://a.example","client_id":"c","allowed_subjects":[""]}}}`, `key "oauth.oidc.allowed_subjects[0]"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Decode(strings.NewReader(tc.json))
+			if tc.err == "" {
+				if err != nil {
+					t.Fatalf("Decode(%s): %v", tc.json, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("Decode(%s) = %+v, %v; want an error containing %q", tc.json, c, err, tc.err)
+			}
+		})
+	}
+}
+
+func TestOAuthEnvironment(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("BROWSERBRIDGE_HOME", home)
+	t.Setenv(EnvOAuthPassword, "")
+	t.Setenv(EnvOAuthOIDCSecret, "")
+	t.Setenv(EnvOAuthStateFile, "") // restored after the test
+	os.Unsetenv(EnvOAuthStateFile)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.json")
+	load := func(t *testing.T, json string) *Config {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(json), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	t.Run("no way to sign in", func(t *testing.T) {
+		c := load(t, `{"gateway":{"public_url":"https://mcp.example.com"}}`)
+		if err := c.OAuth.CheckSignIn(); err == nil || !strings.Contains(err.Error(), "hash-password") {
+			t.Fatalf("CheckSignIn = %v, want the ways to sign in named", err)
+		}
+	})
+	t.Run("password from the environment", func(t *testing.T) {
+		t.Setenv(EnvOAuthPassword, "correct horse")
+		c := load(t, `{"gateway":{"public_url":"https://mcp.example.com"}}`)
+		if c.OAuth.Password != "correct horse" || c.OAuth.CheckSignIn() != nil {
+			t.Fatalf("password = %q, CheckSignIn = %v", c.OAuth.Password, c.OAuth.CheckSignIn())
+		}
+	})
+	t.Run("hash and environment password both", func(t *testing.T) {
+		t.Setenv(EnvOAuthPassword, "correct horse")
+		c := load(t, `{"oauth":{"password_hash":"`+hash+`"}}`)
+		if err := c.OAuth.CheckSignIn(); err == nil || !strings.Contains(err.Error(), "keep one") {
+			t.Fatalf("CheckSignIn = %v, want both refused", err)
+		}
+	})
+	t.Run("token from the environment", func(t *testing.T) {
+		t.Setenv(EnvToken, "secret")
+		c := load(t, `{"gateway":{"public_url":"https://mcp.example.com"}}`)
+		// Defaults applied the token after Decode's check: the command
+		// checks again (runGateway calls Validate after its flags).
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `"token"`) {
+			t.Fatalf("Validate = %v, want the token refused", err)
+		}
+	})
+	t.Run("oidc secret from the environment", func(t *testing.T) {
+		t.Setenv(EnvOAuthOIDCSecret, "from-env")
+		c := load(t, `{"oauth":{"oidc":{"issuer":"https://a.example","client_id":"c","client_secret":"in-file","allowed_subjects":["1"]}}}`)
+		if c.OAuth.OIDC.ClientSecret != "from-env" {
+			t.Fatalf("client secret = %q, want the environment's", c.OAuth.OIDC.ClientSecret)
+		}
+	})
+
+	for _, tc := range []struct {
+		name, json, env string
+		setEnv          bool
+		want            string
+	}{
+		{"default", `{}`, "", false, filepath.Join(home, "state", "oauth.db")},
+		{"absolute", `{"oauth":{"state_file":"/data/oauth.db"}}`, "", false, "/data/oauth.db"},
+		{"relative to the config", `{"oauth":{"state_file":"state/oauth.db"}}`, "", false, filepath.Join(dir, "state", "oauth.db")},
+		{"memory", `{"oauth":{"state_file":":memory:"}}`, "", false, ""},
+		{"empty means memory", `{"oauth":{"state_file":""}}`, "", false, ""},
+		{"environment wins", `{"oauth":{"state_file":"/data/oauth.db"}}`, "/volume/oauth.db", true, "/volume/oauth.db"},
+		{"environment memory", `{}`, ":memory:", true, ""},
+	} {
+		t.Run("state file "+tc.name, func(t *testing.T) {
+			if tc.setEnv {
+				t.Setenv(EnvOAuthStateFile, tc.env)
+			}
+			got, err := load(t, tc.json).OAuthStateFile()
+			if err != nil || got != tc.want {
+				t.Fatalf("OAuthStateFile = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
