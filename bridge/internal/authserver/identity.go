@@ -1,6 +1,20 @@
 package authserver
 
-import "net/http"
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
 
 // IdentityConfig says how a person proves who they are. At least one way
 // must be set.
@@ -9,7 +23,8 @@ type IdentityConfig struct {
 	// config; `browserbridge gateway hash-password` makes one).
 	PasswordHash string
 	// Password is the password itself (BROWSERBRIDGE_OAUTH_PASSWORD):
-	// quicker to set up, weaker (it sits in the environment).
+	// quicker to set up, weaker (it sits in the environment). At least
+	// MinPasswordLength characters; not together with PasswordHash.
 	Password string
 	// OIDC signs people in with an upstream OpenID Connect provider.
 	OIDC *OIDCConfig
@@ -17,27 +32,355 @@ type IdentityConfig struct {
 	// `browserbridge pair` (issue 17): the subject it is bound to, or an
 	// error a person can read.
 	PairingCode func(code string) (Subject, error)
+
+	// SessionTTL is how long a browser stays signed in after a password or
+	// OIDC sign-in, so that connecting the next app asks only for consent.
+	// Zero means 8 hours; negative means never (sign in every time). The
+	// session lives in the KV (bucket "sessions"); the cookie holds only a
+	// random key to it. Pairing never starts one: each code is one proof.
+	SessionTTL time.Duration
+	// ClientIP is the address a request comes from, for the sign-in rate
+	// limits. Nil means the connection's peer address; behind a reverse
+	// proxy, return the address the proxy vouches for.
+	ClientIP func(r *http.Request) string
 }
 
 // OIDCConfig is an upstream OpenID Connect provider.
 type OIDCConfig struct {
+	// Issuer is the provider's issuer URL: https, or http on a loopback
+	// host (tests). Its discovery document is read on first use.
 	Issuer       string
 	ClientID     string
 	ClientSecret string
+	// Name is the provider as the button says it ("Sign in with Google");
+	// empty means the issuer's host name.
+	Name string
 	// AllowedSubjects and AllowedEmails: who may sign in (at least one
 	// entry in one of them). Emails count only when email_verified.
 	AllowedSubjects []string
 	AllowedEmails   []string
-	// HTTPClient talks to the provider; nil: http.DefaultClient.
+	// HTTPClient talks to the provider; nil: a client with a 15 s timeout.
 	HTTPClient *http.Client
 }
 
-// identity signs people in (stub until pages land).
-type identity struct{}
+const (
+	defaultSessionTTL = 8 * time.Hour
+	bucketSessions    = "sessions" // sha256(session cookie) -> signInSession
+	sessionCookie     = "bb_session"
 
-func newIdentity(s *Server, cfg IdentityConfig) (*identity, error) { return &identity{}, nil }
+	// Sign-in attempts (password or pairing code) allowed per minute: per
+	// request, so one page cannot be used to guess, and per client
+	// address across all its requests, since requests are free to open.
+	attemptsPerRequest = 5
+	attemptsPerAddress = 20
+	attemptWindow      = time.Minute
+)
 
-func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request)    { notBuilt(w) }
-func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request)       { notBuilt(w) }
-func (s *Server) handleOIDCCallback(w http.ResponseWriter, r *http.Request) { notBuilt(w) }
-func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request)      { notBuilt(w) }
+// identity signs people in: the configured ways, the attempt limits and
+// the paths and cookie settings derived from the issuer.
+type identity struct {
+	password *passwordCheck
+	pairing  func(string) (Subject, error)
+	oidc     *upstream
+
+	sessionTTL time.Duration
+	// epoch changes with the sign-in configuration; a session from
+	// another one (a new password, a shorter allow list) is not honoured.
+	epoch    string
+	clientIP func(*http.Request) string
+
+	perRequest *attemptLimiter
+	perAddress *attemptLimiter
+
+	basePath     string // the issuer's path, "" at the root
+	cookiePath   string // basePath + "/oauth/"
+	secure       bool   // https issuer: Secure cookies
+	issuerOrigin string // scheme://host of the issuer, for the Origin check
+}
+
+func newIdentity(s *Server, cfg IdentityConfig) (*identity, error) {
+	iss, err := url.Parse(s.cfg.Issuer)
+	if err != nil || iss.Host == "" || (iss.Scheme != "https" && iss.Scheme != "http") {
+		return nil, fmt.Errorf("authserver: the issuer %q is not an http(s) URL", s.cfg.Issuer)
+	}
+	id := &identity{
+		pairing:      cfg.PairingCode,
+		sessionTTL:   cfg.SessionTTL,
+		clientIP:     cfg.ClientIP,
+		perRequest:   newAttemptLimiter(attemptsPerRequest, attemptWindow),
+		perAddress:   newAttemptLimiter(attemptsPerAddress, attemptWindow),
+		basePath:     strings.TrimSuffix(iss.Path, "/"),
+		secure:       iss.Scheme == "https",
+		issuerOrigin: iss.Scheme + "://" + iss.Host,
+	}
+	id.cookiePath = id.basePath + "/oauth/"
+	if id.sessionTTL == 0 {
+		id.sessionTTL = defaultSessionTTL
+	}
+	if id.password, err = newPasswordCheck(cfg.PasswordHash, cfg.Password); err != nil {
+		return nil, err
+	}
+	if cfg.OIDC != nil {
+		if id.oidc, err = newUpstream(*cfg.OIDC, s.cfg.Issuer+"/oauth/oidc/callback"); err != nil {
+			return nil, err
+		}
+	}
+	if id.password == nil && id.pairing == nil && id.oidc == nil {
+		return nil, errors.New("authserver: no way to sign in is configured: set a password " +
+			"(BROWSERBRIDGE_OAUTH_PASSWORD or a password hash), an OIDC provider, or pairing codes")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\x00%s\x00", cfg.PasswordHash, hashSecret(cfg.Password))
+	if o := cfg.OIDC; o != nil {
+		fmt.Fprintf(&b, "%s\x00%s\x00%q\x00%q", o.Issuer, o.ClientID, o.AllowedSubjects, o.AllowedEmails)
+	}
+	id.epoch = hashSecret(b.String())
+	return id, nil
+}
+
+// address is the key the per-address limit counts under: the client's IP,
+// and for IPv6 its /64, which one household or server usually holds whole.
+func (id *identity) address(r *http.Request) string {
+	raw := r.RemoteAddr
+	if id.clientIP != nil {
+		raw = id.clientIP(r)
+	} else if host, _, err := net.SplitHostPort(raw); err == nil {
+		raw = host
+	}
+	ip, err := netip.ParseAddr(raw)
+	if err != nil {
+		return raw
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// handleSignIn serves POST /oauth/signin: a password or pairing code
+// (no action), or the start of the upstream OIDC round trip (action=oidc).
+func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) {
+	f, ok := s.formRequest(w, r)
+	if !ok {
+		return
+	}
+	if f.req.Subject != nil {
+		// Signed in already (a second tab, the back button): on to consent.
+		s.showConsent(w, f)
+		return
+	}
+	switch r.PostForm.Get("action") {
+	case "":
+		s.signInWithSecret(w, r, f)
+	case "oidc":
+		if s.id.oidc == nil {
+			s.showSignIn(w, r, f, http.StatusBadRequest, "Signing in with a provider is not set up here.", false)
+			return
+		}
+		s.startOIDC(w, r, f)
+	default:
+		s.showSignIn(w, r, f, http.StatusBadRequest, "The form asked for a way of signing in this server does not know.", false)
+	}
+}
+
+// signInWithSecret checks a password or a pairing code, within the
+// attempt limits, which count every attempt before it is checked so that
+// parallel guesses cannot slip past them.
+func (s *Server) signInWithSecret(w http.ResponseWriter, r *http.Request, f *authFlow) {
+	password, code := r.PostForm.Get("password"), strings.TrimSpace(r.PostForm.Get("code"))
+	if password == "" && code == "" {
+		msg := "Enter the password."
+		if s.id.password == nil {
+			msg = "Enter the pairing code."
+		}
+		s.showSignIn(w, r, f, http.StatusBadRequest, msg, false)
+		return
+	}
+	now := s.now()
+	addr := s.id.address(r)
+	if !s.id.perRequest.allow(f.req.ID, now) {
+		s.log.Warn("authserver: sign-in attempts limited", "limit", "request", "address", addr, "client", f.req.ClientID)
+		w.Header().Set("Retry-After", "60")
+		s.showSignIn(w, r, f, http.StatusTooManyRequests,
+			"Too many attempts on this sign-in. Wait a minute, then try again.", true)
+		return
+	}
+	if !s.id.perAddress.allow(addr, now) {
+		s.log.Warn("authserver: sign-in attempts limited", "limit", "address", "address", addr)
+		w.Header().Set("Retry-After", "60")
+		s.showSignIn(w, r, f, http.StatusTooManyRequests,
+			"Too many sign-in attempts from your network. Wait a minute, then try again.", true)
+		return
+	}
+
+	var subj Subject
+	switch {
+	case code != "" && s.id.pairing != nil:
+		got, err := s.id.pairing(code)
+		if err == nil && got.ID == "" {
+			err = errors.New("the pairing code is bound to no one")
+		}
+		if err != nil {
+			s.log.Warn("authserver: pairing code refused", "address", addr, "client", f.req.ClientID)
+			s.showSignIn(w, r, f, http.StatusUnauthorized, sentence(err.Error()), false)
+			return
+		}
+		if got.Method == "" {
+			got.Method = "pairing"
+		}
+		subj = got
+	case password != "" && s.id.password != nil:
+		if len(password) > 1024 || !s.id.password.matches(password) {
+			s.log.Warn("authserver: wrong password", "address", addr, "client", f.req.ClientID)
+			s.showSignIn(w, r, f, http.StatusUnauthorized, "That password is not right. Try again.", false)
+			return
+		}
+		subj = Subject{ID: "password:owner", Display: "owner", Method: "password"}
+	default:
+		msg := "Enter the password."
+		if s.id.password == nil {
+			msg = "Enter the pairing code."
+		}
+		s.showSignIn(w, r, f, http.StatusBadRequest, msg, false)
+		return
+	}
+	s.signedIn(w, r, f, subj)
+}
+
+// signedIn records who signed in on the request, starts a browser
+// session (not for pairing) and shows the consent page.
+func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, f *authFlow, subj Subject) {
+	f.req.Subject = &subj
+	if !s.saveRequest(r.Context(), w, f) {
+		return
+	}
+	s.log.Info("authserver: signed in", "method", subj.Method, "subject", subj.ID, "client", f.req.ClientID)
+	if subj.Method != "pairing" {
+		s.startSession(r.Context(), w, subj)
+	}
+	s.showConsent(w, f)
+}
+
+// sentence makes an error text read as a sentence on a page.
+func sentence(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		return "That did not work. Try again."
+	}
+	first, size := utf8.DecodeRuneInString(msg)
+	msg = string(unicode.ToUpper(first)) + msg[size:]
+	if !strings.HasSuffix(msg, ".") {
+		msg += "."
+	}
+	return msg
+}
+
+// signInSession is a browser's sign-in, kept server side under the
+// SHA-256 of its cookie so that signing out (or a leaked store) ends it.
+type signInSession struct {
+	Subject   Subject   `json:"subject"`
+	Epoch     string    `json:"epoch"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func (s *Server) startSession(ctx context.Context, w http.ResponseWriter, subj Subject) {
+	if s.id.sessionTTL < 0 {
+		return
+	}
+	key := randomToken("")
+	sess := signInSession{Subject: subj, Epoch: s.id.epoch, CreatedAt: s.now()}
+	if _, err := s.createJSON(ctx, bucketSessions, hashSecret(key), sess, s.id.sessionTTL); err != nil {
+		// Not fatal: the person signs in again next time.
+		s.log.Warn("authserver: storing a sign-in session", "err", err)
+		return
+	}
+	http.SetCookie(w, s.cookie(sessionCookie, key, s.id.sessionTTL))
+}
+
+// sessionSubject is who this browser is signed in as, or nil.
+func (s *Server) sessionSubject(r *http.Request) *Subject {
+	if s.id.sessionTTL < 0 {
+		return nil
+	}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || !validRequestID(c.Value) {
+		return nil
+	}
+	var sess signInSession
+	if _, err := s.getJSON(r.Context(), bucketSessions, hashSecret(c.Value), &sess); err != nil {
+		return nil
+	}
+	if subtle.ConstantTimeCompare([]byte(sess.Epoch), []byte(s.id.epoch)) != 1 {
+		return nil
+	}
+	return &sess.Subject
+}
+
+func (s *Server) endSession(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(sessionCookie); err == nil && validRequestID(c.Value) {
+		if err := s.kv.Delete(ctx, bucketSessions, hashSecret(c.Value)); err != nil {
+			s.log.Warn("authserver: deleting a sign-in session", "err", err)
+		}
+	}
+	http.SetCookie(w, s.cookie(sessionCookie, "", -1))
+}
+
+// attemptLimiter allows limit events per key in any window-long span. It
+// keeps at most maxKeys keys; past that (addresses sprayed from a large
+// IPv6 block, say) the untracked ones share one budget, so spreading
+// guesses over many addresses does not buy more of them.
+type attemptLimiter struct {
+	mu        sync.Mutex
+	limit     int
+	window    time.Duration
+	seen      map[string][]time.Time
+	lastSweep time.Time
+}
+
+const maxLimiterKeys = 50_000
+
+func newAttemptLimiter(limit int, window time.Duration) *attemptLimiter {
+	return &attemptLimiter{limit: limit, window: window, seen: map[string][]time.Time{}}
+}
+
+// allow records an attempt under key at now, unless key has had limit
+// attempts in the window before now.
+func (l *attemptLimiter) allow(key string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[key]; !ok && len(l.seen) >= maxLimiterKeys {
+		// At most one sweep per tenth of a window: under a flood of
+		// addresses the sweep would otherwise run on every attempt.
+		if now.Sub(l.lastSweep) >= l.window/10 {
+			l.sweep(now)
+			l.lastSweep = now
+		}
+		if len(l.seen) >= maxLimiterKeys {
+			key = "\x00shared"
+		}
+	}
+	times := l.seen[key]
+	kept := times[:0]
+	for _, t := range times {
+		if now.Sub(t) < l.window {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) >= l.limit {
+		l.seen[key] = kept
+		return false
+	}
+	l.seen[key] = append(kept, now)
+	return true
+}
+
+// sweep drops keys with no attempt in the window.
+func (l *attemptLimiter) sweep(now time.Time) {
+	for k, times := range l.seen {
+		if len(times) == 0 || now.Sub(times[len(times)-1]) >= l.window {
+			delete(l.seen, k)
+		}
+	}
+}
