@@ -1,10 +1,13 @@
 package authserver
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -47,17 +50,43 @@ type Server struct {
 	kv  KV
 	id  *identity
 	log *slog.Logger
+	// metadata is the RFC 8414 document, encoded once.
+	metadata []byte
+	// regMu makes the MaxClients count and the registration after it one
+	// step (on this node).
+	regMu sync.Mutex
 }
 
-// New checks cfg and builds the server.
+// Defaults of Config's zero values.
+const (
+	defaultAccessTokenTTL  = time.Hour
+	defaultRefreshTokenTTL = 30 * 24 * time.Hour
+	defaultCodeTTL         = 2 * time.Minute
+	defaultClientIdleTTL   = 30 * 24 * time.Hour
+	defaultMaxClients      = 1000
+)
+
+// New checks cfg, applies the defaults of its zero values and builds
+// the server. The issuer is kept without a trailing slash (the form
+// RFC 8414 metadata and RFC 9207's iss carry); s.cfg.Issuer is that form.
 func New(cfg Config) (*Server, error) {
-	if cfg.Issuer == "" {
-		return nil, errors.New("authserver: the issuer (public URL) is required")
+	iss, err := checkIssuer(cfg.Issuer)
+	if err != nil {
+		return nil, err
 	}
+	cfg.Issuer = iss
 	if cfg.Resources == nil {
 		return nil, errors.New("authserver: Resources is required")
 	}
+	setDefault(&cfg.AccessTokenTTL, defaultAccessTokenTTL)
+	setDefault(&cfg.RefreshTokenTTL, defaultRefreshTokenTTL)
+	setDefault(&cfg.CodeTTL, defaultCodeTTL)
+	setDefault(&cfg.ClientIdleTTL, defaultClientIdleTTL)
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = defaultMaxClients
+	}
 	s := &Server{cfg: cfg, kv: cfg.KV, log: cfg.Logger}
+	s.metadata = s.buildMetadata()
 	if s.kv == nil {
 		s.kv = NewMemoryKV(cfg.Now)
 	}
@@ -70,6 +99,36 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.id = id
 	return s, nil
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// checkIssuer returns the issuer in its canonical form, or why it cannot
+// be one: an https URL (http only on a loopback host) with no path,
+// query or fragment, since Handler is mounted at the issuer's root.
+func checkIssuer(raw string) (string, error) {
+	if raw == "" {
+		return "", errors.New("authserver: the issuer (public URL) is required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("authserver: the issuer %q is not a URL: %w", raw, err)
+	}
+	switch {
+	case u.Host == "":
+		return "", fmt.Errorf("authserver: the issuer %q has no host", raw)
+	case u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname())):
+		return "", fmt.Errorf("authserver: the issuer %q must be https (http only on a loopback host)", raw)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(raw, "?") || strings.Contains(raw, "#"):
+		return "", fmt.Errorf("authserver: the issuer %q may not carry user info, a query or a fragment (RFC 8414 §2)", raw)
+	case u.Path != "" && u.Path != "/":
+		return "", fmt.Errorf("authserver: the issuer %q has a path; the authorization server is served at the root of its host", raw)
+	}
+	return u.Scheme + "://" + u.Host, nil
 }
 
 // Handler serves the authorization server's endpoints (the package doc's
@@ -106,35 +165,6 @@ func (s *Server) Close() error {
 		return nil
 	}
 	return s.kv.Close()
-}
-
-// Verify checks a bearer access token for resource: the Grant, or an
-// error whose text a person can read (expired, revoked, for another
-// resource, unknown).
-func (s *Server) Verify(ctx context.Context, token, resource string) (*Grant, error) {
-	return nil, errors.New("authserver: Verify is not built yet")
-}
-
-// Protect puts the bearer check for resource in front of next: a request
-// without a valid token for resource gets 401 with
-// `WWW-Authenticate: Bearer resource_metadata="<metadataURL>"` (and
-// error="invalid_token" when one was sent). The Grant is in the request's
-// context (GrantFrom).
-func (s *Server) Protect(resource Resource, metadataURL string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "authserver: Protect is not built yet", http.StatusNotImplemented)
-	})
-}
-
-// GrantFrom returns the Grant Protect put in ctx, or nil.
-func GrantFrom(ctx context.Context) *Grant { return nil }
-
-// ResourceMetadataHandler serves RFC 9728 protected-resource metadata
-// for resource, naming this server as its authorization server.
-func (s *Server) ResourceMetadataHandler(resource Resource) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "authserver: resource metadata is not built yet", http.StatusNotImplemented)
-	})
 }
 
 // ResourceMetadataPath is where RFC 9728 puts the metadata of a resource

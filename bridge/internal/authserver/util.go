@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
+	"strings"
 	"time"
 )
 
@@ -60,4 +62,23 @@ func (s *Server) updateJSON(ctx context.Context, bucket, key string, v any, revi
 		return 0, err
 	}
 	return s.kv.Update(ctx, bucket, key, raw, revision, ttl)
+}
+
+// isLoopbackHost reports whether host (a URL's Hostname, without port or
+// brackets) is this machine: "localhost" or a loopback IP literal.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// echo bounds client-supplied text repeated in an error description.
+func echo(s string) string {
+	const max = 200
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
 }

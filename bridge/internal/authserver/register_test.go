@@ -1,0 +1,135 @@
+package authserver
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRegister: RFC 7591 registration, accepted and refused metadata.
+func TestRegister(t *testing.T) {
+	e := newTestEnv(t, nil)
+	redirect := func(uris ...string) map[string]any {
+		return map[string]any{"redirect_uris": uris, "token_endpoint_auth_method": "none"}
+	}
+	for _, tc := range []struct {
+		name   string
+		meta   any
+		status int
+		err    string
+		desc   string // in error_description
+		check  func(t *testing.T, r testResponse)
+	}{
+		{name: "claude.ai, public", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "client_name": "Claude",
+			"token_endpoint_auth_method": "none", "grant_types": []string{"authorization_code", "refresh_token"}, "response_types": []string{"code"}},
+			status: 201, check: func(t *testing.T, r testResponse) {
+				if !strings.HasPrefix(r.str("client_id"), "bbcl_") || r.str("client_secret") != "" || r.str("client_name") != "Claude" ||
+					r.str("token_endpoint_auth_method") != "none" || joinList(r.body["redirect_uris"]) != claudeCallback ||
+					joinList(r.body["grant_types"]) != "authorization_code refresh_token" || joinList(r.body["response_types"]) != "code" {
+					t.Fatalf("response: %s", r.raw)
+				}
+				if r.body["client_id_issued_at"] != float64(newFakeClock().Now().Unix()) || r.body["client_secret_expires_at"] != float64(0) {
+					t.Fatalf("timestamps: %s", r.raw)
+				}
+				if r.header.Get("Cache-Control") != "no-store" {
+					t.Errorf("Cache-Control %q", r.header.Get("Cache-Control"))
+				}
+			}},
+		{name: "client_secret_post gets a secret, stored hashed", meta: map[string]any{"redirect_uris": []string{claudeCallback},
+			"token_endpoint_auth_method": "client_secret_post"}, status: 201, check: func(t *testing.T, r testResponse) {
+			secret := r.str("client_secret")
+			if !strings.HasPrefix(secret, "bbs_") {
+				t.Fatalf("no secret: %s", r.raw)
+			}
+			raw, _, err := e.s.kv.Get(context.Background(), bucketClients, r.str("client_id"))
+			if err != nil || bytes.Contains(raw, []byte(secret)) || !bytes.Contains(raw, []byte(hashSecret(secret))) {
+				t.Fatalf("stored client (err %v): %s", err, raw)
+			}
+		}},
+		{name: "defaults: client_secret_basic, both grants", meta: map[string]any{"redirect_uris": []string{claudeCallback}},
+			status: 201, check: func(t *testing.T, r testResponse) {
+				if r.str("token_endpoint_auth_method") != "client_secret_basic" || r.str("client_secret") == "" ||
+					joinList(r.body["grant_types"]) != "authorization_code refresh_token" {
+					t.Fatalf("response: %s", r.raw)
+				}
+			}},
+		{name: "loopback redirects", meta: redirect("http://127.0.0.1:33418/callback", "http://[::1]:8080/cb", "http://localhost/cb"), status: 201},
+		{name: "name bounded and cleaned", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none",
+			"client_name": "  Evil\u202eemaNl\x07 " + strings.Repeat("x", 300)}, status: 201, check: func(t *testing.T, r testResponse) {
+			name := r.str("client_name")
+			if strings.ContainsAny(name, "\u202e\x07") || len([]rune(name)) != maxClientNameRunes || !strings.HasPrefix(name, "EvilemaNl xx") {
+				t.Fatalf("client_name %q", name)
+			}
+		}},
+		{name: "unknown scopes dropped", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none",
+			"scope": "mcp admin mcp offline_access"}, status: 201, check: func(t *testing.T, r testResponse) {
+			if r.str("scope") != "mcp offline_access" {
+				t.Fatalf("scope %q", r.str("scope"))
+			}
+		}},
+		{name: "unknown fields ignored", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none",
+			"software_id": "x", "x-custom": map[string]any{"a": 1}}, status: 201},
+
+		{name: "no redirect_uris", meta: map[string]any{"client_name": "x"}, status: 400, err: "invalid_redirect_uri", desc: "required"},
+		{name: "http on a public host", meta: redirect("http://example.com/cb"), status: 400, err: "invalid_redirect_uri", desc: "use https"},
+		{name: "custom scheme", meta: redirect("cursor://anysphere.cursor-retrieval/oauth/callback"), status: 400, err: "invalid_redirect_uri", desc: "any app on a device can claim a custom scheme"},
+		{name: "javascript", meta: redirect("javascript:alert(1)"), status: 400, err: "invalid_redirect_uri", desc: "scheme"},
+		{name: "fragment", meta: redirect("https://claude.ai/cb#frag"), status: 400, err: "invalid_redirect_uri", desc: "fragment"},
+		{name: "relative", meta: redirect("/callback"), status: 400, err: "invalid_redirect_uri", desc: "absolute"},
+		{name: "user info", meta: redirect("https://user:pw@claude.ai/cb"), status: 400, err: "invalid_redirect_uri", desc: "user info"},
+		{name: "too many", meta: redirect(strings.Split(strings.Repeat(claudeCallback+" ", 21), " ")[:21]...), status: 400, err: "invalid_redirect_uri", desc: "more than"},
+		{name: "implicit", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "grant_types": []string{"implicit"}}, status: 400, err: "invalid_client_metadata", desc: "implicit"},
+		{name: "client_credentials", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "grant_types": []string{"authorization_code", "client_credentials"}}, status: 400, err: "invalid_client_metadata", desc: "client_credentials"},
+		{name: "refresh alone", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "grant_types": []string{"refresh_token"}}, status: 400, err: "invalid_client_metadata", desc: "must include authorization_code"},
+		{name: "response_types token", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "response_types": []string{"token"}}, status: 400, err: "invalid_client_metadata", desc: "implicit"},
+		{name: "private_key_jwt", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "private_key_jwt"}, status: 400, err: "invalid_client_metadata", desc: "not supported"},
+		{name: "client_uri not https", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "client_uri": "javascript:alert(1)"}, status: 400, err: "invalid_client_metadata", desc: "client_uri"},
+		{name: "wrong type", meta: `{"redirect_uris":"https://claude.ai/cb"}`, status: 400, err: "invalid_client_metadata", desc: "redirect_uris"},
+		{name: "not JSON", meta: `redirect_uris=x`, status: 400, err: "invalid_client_metadata", desc: "not a JSON object"},
+		{name: "two values", meta: `{"redirect_uris":["https://claude.ai/cb"]} {}`, status: 400, err: "invalid_client_metadata", desc: "more than one"},
+		{name: "body too large", meta: map[string]any{"redirect_uris": []string{claudeCallback}, "client_name": strings.Repeat("x", 70<<10)}, status: 413, err: "invalid_client_metadata", desc: "KiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.register(tc.meta)
+			if tc.status == 201 {
+				if r.status != 201 {
+					t.Fatalf("%d %s", r.status, r.raw)
+				}
+			} else {
+				wantOAuthError(t, r, tc.status, tc.err)
+				if !strings.Contains(r.str("error_description"), tc.desc) {
+					t.Errorf("error_description %q does not say %q", r.str("error_description"), tc.desc)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+		})
+	}
+	t.Run("content type", func(t *testing.T) {
+		req, _ := http.NewRequest("POST", e.ts.URL+"/oauth/register", strings.NewReader(`{"redirect_uris":["https://claude.ai/cb"]}`))
+		req.Header.Set("Content-Type", "text/plain")
+		wantOAuthError(t, e.do(req), 400, "invalid_client_metadata")
+	})
+}
+
+// TestRegisterLimit: beyond MaxClients live registrations, 503 with
+// Retry-After; a registration that expires frees its slot.
+func TestRegisterLimit(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.MaxClients = 2 })
+	e.registerClaude()
+	e.clock.Advance(time.Hour)
+	e.registerClaude()
+	r := e.register(map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none"})
+	wantOAuthError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
+	if r.header.Get("Retry-After") == "" || !strings.Contains(r.str("error_description"), "maximum of 2") {
+		t.Fatalf("refusal: %v %s", r.header, r.raw)
+	}
+	e.clock.Advance(30*24*time.Hour - time.Hour) // the first one is now unused for 30 days
+	if r := e.register(map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none"}); r.status != 201 {
+		t.Fatalf("after a registration expired: %d %s", r.status, r.raw)
+	}
+}
