@@ -15,6 +15,13 @@ type memoryKV struct {
 	buckets map[string]map[string]memoryEntry
 }
 
+// memorySweepEvery is how many writes pass between sweeps of expired
+// entries: entries nobody reads again (an access token left to expire)
+// would otherwise stay in memory for good.
+const memorySweepEvery = 1024
+
+var _ KV = (*memoryKV)(nil)
+
 type memoryEntry struct {
 	value   []byte
 	rev     uint64
@@ -50,12 +57,27 @@ func (m *memoryKV) put(bucket, key string, value []byte, ttl time.Duration) uint
 		m.buckets[bucket] = b
 	}
 	m.rev++
+	if m.rev%memorySweepEvery == 0 {
+		m.sweep()
+	}
 	e := memoryEntry{value: append([]byte(nil), value...), rev: m.rev}
 	if ttl > 0 {
 		e.expires = m.now().Add(ttl)
 	}
 	b[key] = e
 	return e.rev
+}
+
+// sweep drops every expired entry.
+func (m *memoryKV) sweep() {
+	now := m.now()
+	for _, b := range m.buckets {
+		for k, e := range b {
+			if !e.expires.IsZero() && !now.Before(e.expires) {
+				delete(b, k)
+			}
+		}
+	}
 }
 
 func (m *memoryKV) Get(_ context.Context, bucket, key string) ([]byte, uint64, error) {
