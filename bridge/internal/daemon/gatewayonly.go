@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,10 +29,15 @@ type Gateway struct {
 	ln      net.Listener
 	http    *http.Server
 	started time.Time
+	// pub is the public gateway (gateway.public_url), nil when the
+	// gateway is not public.
+	pub *publicGateway
 }
 
 // StartGateway takes the address; errors (port taken, no token beyond
-// loopback, a bad servers file) are reported before anything is served.
+// loopback, a bad servers file, a public URL without a way to sign in) are
+// reported before anything is served. With gateway.public_url set, OAuth
+// protects every MCP route instead of the token (publicgateway.go).
 func StartGateway(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	reg := metrics.NewRegistry()
 	gw, file, err := newGateway(cfg, log, reg, nil, nil, nil)
@@ -45,6 +49,12 @@ func StartGateway(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	g := &Gateway{cfg: cfg, log: log, gw: gw, file: file, ln: ln, started: time.Now()}
+	if cfg.Gateway.PublicURL != "" {
+		return g.startPublic(reg)
+	}
+	if oauthConfigured(cfg) {
+		log.Warn("the config's oauth section is used only with a public URL (--public-url or gateway.public_url); OAuth is off")
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", g.handleHealth)
 	mux.Handle("GET /metrics", metricsHandler(reg, gw))
@@ -60,12 +70,36 @@ func StartGateway(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	return g, nil
 }
 
+// startPublic finishes StartGateway for a public gateway.
+func (g *Gateway) startPublic(reg *metrics.Registry) (*Gateway, error) {
+	pub, err := newPublicGateway(g.cfg, g.gw, g.log, http.HandlerFunc(g.handleHealth), metricsHandler(reg, g.gw))
+	if err != nil {
+		g.ln.Close()
+		return nil, err
+	}
+	h, err := pub.handler(g.cfg, g.ln.Addr().String())
+	if err != nil {
+		pub.Close()
+		g.ln.Close()
+		return nil, err
+	}
+	g.pub = pub
+	g.http = &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout, IdleTimeout: httpIdleTimeout}
+	return g, nil
+}
+
+// oauthConfigured reports an oauth section that says something.
+func oauthConfigured(cfg *config.Config) bool {
+	o := cfg.OAuth
+	return o.PasswordHash != "" || o.OIDC != nil || o.StateFile != nil
+}
+
 // Addr is the address actually bound.
 func (g *Gateway) Addr() string { return g.ln.Addr().String() }
 
 // Run serves until ctx ends, then ends every session and stops every child.
 func (g *Gateway) Run(ctx context.Context) error {
-	g.log.Info("gateway serving", "version", buildinfo.String(), "listen", g.Addr(), "servers", g.gw.Names(), "servers_file", g.file)
+	g.log.Info("gateway serving", "version", buildinfo.String(), "listen", g.Addr(), "servers", g.gw.Names(), "servers_file", g.file, "public_url", g.cfg.Gateway.PublicBase())
 	g.gw.Start()
 	eg, gctx := errgroup.WithContext(ctx)
 	eg.Go(func() error { watchServers(gctx, g.cfg, g.gw, g.file, g.log); return nil })
@@ -88,6 +122,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return nil
 	})
 	err := eg.Wait()
+	if g.pub != nil {
+		if cerr := g.pub.Close(); cerr != nil {
+			g.log.Warn("closing the OAuth state", "err", cerr)
+		}
+	}
 	g.log.Info("gateway stopped", "error", err)
 	return err
 }
@@ -102,8 +141,14 @@ type GatewayHealth struct {
 }
 
 // handleHealth: "ok" when every server runs or waits for first use;
-// ?strict=1 answers 503 when any is down (backoff or failing).
+// ?strict=1 answers 503 when any is down (backoff or failing). A public
+// gateway names the servers only to a local request (isLocal).
 func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		httpguard.WriteError(w, http.StatusMethodNotAllowed, -32000, "/health answers GET")
+		return
+	}
 	h := GatewayHealth{Status: "ok", Version: buildinfo.String(), Uptime: time.Since(g.started).Seconds(), Sessions: g.gw.Sessions(), Servers: g.gw.PublicHealth()}
 	if h.Servers == nil {
 		h.Servers = []gateway.ServerHealth{}
@@ -117,7 +162,9 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if h.Status != "ok" && r.URL.Query().Get("strict") == "1" {
 		code = http.StatusServiceUnavailable
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(h)
+	if g.pub != nil && !isLocal(r) {
+		writeJSON(w, code, publicHealth{Status: h.Status, Version: h.Version, Uptime: h.Uptime, Sessions: h.Sessions})
+		return
+	}
+	writeJSON(w, code, h)
 }

@@ -1,0 +1,417 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
+)
+
+// The public gateway (`browserbridge gateway --public-url URL`) serves the
+// stdio gateway's routes on the internet, behind a TLS proxy, with its own
+// OAuth authorization server (bridge/internal/authserver) in front of
+// every MCP route. docs/gateway.md ("Public, with OAuth") is the contract;
+// in short:
+//
+//   - every endpoint URL is its own protected resource, exactly the URL a
+//     client is given: {public}/servers/{name}/mcp, …/sse (its /message
+//     rides on the /sse resource), {public}/servers/all/mcp, and with
+//     gateway.host_domain https://{name}.{prefix}.{domain}/mcp and /sse;
+//   - each resource's RFC 9728 metadata is at
+//     /.well-known/oauth-protected-resource/<its path> on its own host,
+//     and a 401 names it;
+//   - the authorization server's endpoints are on the public URL's host
+//     (the issuer); subdomain hosts serve only their server's routes;
+//   - /health answers everyone, but names the servers only to a local
+//     request; /metrics and the GET /servers/ listing answer only local
+//     requests (isLocal).
+
+// prmPath is RFC 9728's well-known prefix.
+const prmPath = "/.well-known/oauth-protected-resource"
+
+// publicGateway routes the requests of a public gateway.
+type publicGateway struct {
+	base   string // the public URL, normalized: https://mcp.example.com[:port]
+	host   string // its host[:port], lower case
+	scheme string
+	port   string // the public URL's explicit port, or ""
+	as     *authserver.Server
+	asH    http.Handler
+	gw     *gateway.Gateway
+	log    *slog.Logger
+
+	health, metrics http.Handler
+}
+
+// newPublicGateway opens the OAuth state and builds the authorization
+// server for the gateway gw at cfg's public URL.
+func newPublicGateway(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger, health, metrics http.Handler) (*publicGateway, error) {
+	base := cfg.Gateway.PublicBase()
+	if base == "" {
+		return nil, fmt.Errorf("gateway.public_url %q is not a public URL", cfg.Gateway.PublicURL)
+	}
+	if err := cfg.OAuth.CheckSignIn(); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(base) // NormalizePublicURL made it
+	p := &publicGateway{base: base, host: u.Host, scheme: u.Scheme, port: u.Port(), gw: gw, log: log, health: health, metrics: metrics}
+
+	stateFile, err := cfg.OAuthStateFile()
+	if err != nil {
+		return nil, err
+	}
+	var kv authserver.KV
+	if stateFile != "" {
+		if err := os.MkdirAll(filepath.Dir(stateFile), 0o700); err != nil {
+			return nil, fmt.Errorf("the OAuth state file's directory: %w", err)
+		}
+		bolt, err := authserver.OpenBoltKV(stateFile, nil)
+		if err != nil {
+			return nil, fmt.Errorf("opening the OAuth state file %s: %w", stateFile, err)
+		}
+		kv = bolt
+	} else {
+		log.Warn("the OAuth state is kept in memory: every sign-in is lost when the gateway restarts", "state_file", config.MemoryState)
+	}
+	id := authserver.IdentityConfig{PasswordHash: cfg.OAuth.PasswordHash, Password: cfg.OAuth.Password}
+	if o := cfg.OAuth.OIDC; o != nil {
+		id.OIDC = &authserver.OIDCConfig{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+			AllowedSubjects: o.AllowedSubjects, AllowedEmails: o.AllowedEmails}
+	}
+	as, err := authserver.New(authserver.Config{Issuer: base, KV: kv, Resources: p.lookupResource, Identity: id, Logger: log})
+	if err != nil {
+		if kv != nil {
+			kv.Close()
+		}
+		return nil, err
+	}
+	p.as, p.asH = as, as.Handler()
+	log.Info("public gateway: OAuth protects every MCP route", "public_url", base, "state_file", stateFile,
+		"password", cfg.OAuth.PasswordHash != "" || cfg.OAuth.Password != "", "oidc", cfg.OAuth.OIDC != nil)
+	return p, nil
+}
+
+// Close releases the OAuth state.
+func (p *publicGateway) Close() error { return p.as.Close() }
+
+// handler is the whole public gateway: the browser-check exemption (front),
+// then the guard, then the routes.
+func (p *publicGateway) handler(cfg *config.Config, addr string) (http.Handler, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	rate, burst := cfg.Rate()
+	loopRate, loopBurst := cfg.LoopbackRate()
+	g, err := httpguard.New(httpguard.Options{
+		// The guard refuses to serve beyond loopback without its static
+		// token, which stands for "nothing is served there unauthenticated".
+		// Here OAuth is that authentication (every route but /health and
+		// the sign-in's own pages is behind Protect), so the guard is given
+		// the loopback address on the real port: its Host check then
+		// accepts the loopback names, the public host and the subdomains,
+		// and nothing else.
+		ListenAddr:   net.JoinHostPort("127.0.0.1", port),
+		AllowedHosts: append(slices.Clone(cfg.AllowedHosts), p.host),
+		HostSuffixes: hostSuffixes(p.gw),
+		// The public URL's own origin: the sign-in pages post their forms
+		// there (the guard's same-origin rule knows only http://Host).
+		AllowedOrigins:        append(slices.Clone(cfg.AllowedOrigins), p.base),
+		MaxBodyBytes:          cfg.MaxBodyBytes,
+		RatePerSecond:         rate,
+		Burst:                 burst,
+		LoopbackRatePerSecond: loopRate,
+		LoopbackBurst:         loopBurst,
+		MaxWait:               cfg.RateWaitDuration(),
+		Logger:                p.log,
+	}, http.HandlerFunc(p.route))
+	if err != nil {
+		return nil, err
+	}
+	return p.front(g), nil
+}
+
+// browserHeadersKey holds the Origin and Sec-Fetch-Site front took off.
+type browserHeadersKey struct{}
+
+type browserHeaders struct{ origin, fetchSite []string }
+
+// front takes Origin and Sec-Fetch-Site off the requests that are meant
+// to arrive from other sites, before the guard sees them, and route puts
+// them back: the authorization page is opened by a navigation from the
+// client's site (claude.ai), the OIDC provider sends the browser back
+// cross-site, the pages' own forms post with Origin: null (their
+// Referrer-Policy is no-referrer), and the metadata documents are public
+// facts read cross-origin. The guard would refuse each of those; the
+// authorization server checks its forms itself (cookie, CSRF token, its
+// own Origin and Sec-Fetch-Site rule). The Host check, the rate limit and
+// the body limit still apply to them.
+func (p *publicGateway) front(guarded http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if crossSiteByDesign(r.URL.Path) {
+			bh := browserHeaders{origin: r.Header.Values("Origin"), fetchSite: r.Header.Values("Sec-Fetch-Site")}
+			r = r.WithContext(context.WithValue(r.Context(), browserHeadersKey{}, bh))
+			r.Header = r.Header.Clone()
+			r.Header.Del("Origin")
+			r.Header.Del("Sec-Fetch-Site")
+		}
+		guarded.ServeHTTP(w, r)
+	})
+}
+
+// crossSiteByDesign reports the paths front exempts from the guard's
+// browser checks.
+func crossSiteByDesign(path string) bool {
+	switch path {
+	case "/oauth/authorize", "/oauth/signin", "/oauth/consent", "/oauth/oidc/callback",
+		"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration":
+		return true
+	}
+	return path == prmPath || strings.HasPrefix(path, prmPath+"/")
+}
+
+// route serves a request that passed the guard.
+func (p *publicGateway) route(w http.ResponseWriter, r *http.Request) {
+	if bh, ok := r.Context().Value(browserHeadersKey{}).(browserHeaders); ok {
+		for _, v := range bh.origin {
+			r.Header.Add("Origin", v)
+		}
+		for _, v := range bh.fetchSite {
+			r.Header.Add("Sec-Fetch-Site", v)
+		}
+	}
+	if name := p.gw.HostRoute(r.Host); name != "" && !p.isPublicHost(r.Host) {
+		p.routeSubdomain(w, r, name)
+		return
+	}
+	path := r.URL.Path
+	switch {
+	case authserver.Paths(path):
+		p.asH.ServeHTTP(w, r)
+	case path == "/health":
+		p.health.ServeHTTP(w, r)
+	case path == "/metrics":
+		if !isLocal(r) {
+			notFound(w, "/metrics answers only on the gateway's own machine (http://127.0.0.1:PORT/metrics), not through the public URL.")
+			return
+		}
+		p.metrics.ServeHTTP(w, r)
+	case path == "/servers/":
+		// The listing names every server and quotes their stderr.
+		if !isLocal(r) {
+			notFound(w, "The list of servers is not public; on the gateway's own machine it is at http://127.0.0.1:PORT/servers/.")
+			return
+		}
+		p.gw.ServeHTTP(w, r)
+	case path == prmPath:
+		// No resource lives at the root of the public host: each endpoint
+		// has its own metadata, which its 401 names.
+		notFound(w, "Each MCP endpoint of this gateway is its own protected resource: its metadata is at "+
+			p.base+prmPath+"/servers/NAME/mcp (a request without a token to the endpoint names it).")
+	case strings.HasPrefix(path, prmPath+"/servers/"):
+		name, op, ok := serversRoute(strings.TrimPrefix(path, prmPath))
+		if !ok || op == "message" {
+			notFound(w, "No protected resource here: an endpoint's metadata is at "+prmPath+"/servers/NAME/mcp or "+prmPath+"/servers/NAME/sse.")
+			return
+		}
+		p.as.ResourceMetadataHandler(p.pathResource(name, op)).ServeHTTP(w, r)
+	case strings.HasPrefix(path, "/servers/"):
+		name, op, ok := serversRoute(path)
+		if !ok {
+			notFound(w, fmt.Sprintf("No route %s %s: a server is reached at /servers/NAME/mcp (Streamable HTTP) or /servers/NAME/sse (HTTP+SSE), and all of them at /servers/all/mcp.", r.Method, path))
+			return
+		}
+		if op == "message" {
+			op = "sse" // the legacy transport's POSTs belong to its stream
+		}
+		res := p.pathResource(name, op)
+		p.as.Protect(res, p.base+authserver.ResourceMetadataPath("/servers/"+name+"/"+op), p.gw).ServeHTTP(w, r)
+	default:
+		notFound(w, fmt.Sprintf("No route %s %s: servers are reached at /servers/NAME/mcp (Streamable HTTP), /servers/NAME/sse (HTTP+SSE) and /servers/all/mcp, each with an OAuth sign-in.", r.Method, path))
+	}
+}
+
+// routeSubdomain serves a request to {name}.{prefix}.{domain}.
+func (p *publicGateway) routeSubdomain(w http.ResponseWriter, r *http.Request, name string) {
+	path := r.URL.Path
+	switch path {
+	case "/mcp", "/sse", "/message":
+		op := strings.TrimPrefix(path, "/")
+		if op == "message" {
+			op = "sse"
+		}
+		res := p.hostResource(name, op)
+		p.as.Protect(res, p.hostOrigin(name)+authserver.ResourceMetadataPath("/"+op), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.gw.ServeHost(w, r, name)
+		})).ServeHTTP(w, r)
+	case prmPath, prmPath + "/mcp":
+		// The root, which claude.ai probes, describes the server's /mcp.
+		p.as.ResourceMetadataHandler(p.hostResource(name, "mcp")).ServeHTTP(w, r)
+	case prmPath + "/sse":
+		p.as.ResourceMetadataHandler(p.hostResource(name, "sse")).ServeHTTP(w, r)
+	case "/health":
+		p.health.ServeHTTP(w, r)
+	default:
+		notFound(w, fmt.Sprintf("No route %s %s: this host serves one MCP server at /mcp (Streamable HTTP) and /sse (HTTP+SSE); sign-in is at %s.", r.Method, path, p.base))
+	}
+}
+
+// serversRoute splits /servers/{name}/{op} with op mcp, sse or message.
+func serversRoute(path string) (name, op string, ok bool) {
+	rest, ok := strings.CutPrefix(path, "/servers/")
+	if !ok {
+		return "", "", false
+	}
+	name, op, ok = strings.Cut(rest, "/")
+	if !ok || name == "" || (op != "mcp" && op != "sse" && op != "message") {
+		return "", "", false
+	}
+	return name, op, true
+}
+
+// isPublicHost reports whether a Host header names the public URL's host.
+func (p *publicGateway) isPublicHost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == p.host {
+		return true
+	}
+	// The default port written out.
+	h, port, err := net.SplitHostPort(host)
+	return err == nil && p.port == "" && ((p.scheme == "https" && port == "443") || (p.scheme == "http" && port == "80")) &&
+		strings.TrimSuffix(h, ".") == p.host
+}
+
+// hostOrigin is the origin of server name's own host, in the public URL's
+// scheme and port.
+func (p *publicGateway) hostOrigin(name string) string {
+	o := p.scheme + "://" + name + "." + p.gw.HostSuffix()
+	if p.port != "" {
+		o += ":" + p.port
+	}
+	return o
+}
+
+// pathResource is {public}/servers/{name}/{op}.
+func (p *publicGateway) pathResource(name, op string) authserver.Resource {
+	return authserver.Resource{URI: p.base + "/servers/" + name + "/" + op, Name: resourceName(name, op)}
+}
+
+// hostResource is https://{name}.{prefix}.{domain}/{op}.
+func (p *publicGateway) hostResource(name, op string) authserver.Resource {
+	return authserver.Resource{URI: p.hostOrigin(name) + "/" + op, Name: resourceName(name, op)}
+}
+
+// resourceName completes the consent page's "… will be able to use NAME".
+func resourceName(name, op string) string {
+	if name == gateway.AggregateRoute {
+		return "every MCP server of this gateway (the aggregate endpoint)"
+	}
+	if op == "sse" {
+		return fmt.Sprintf("the MCP server %q (HTTP+SSE)", name)
+	}
+	return fmt.Sprintf("the MCP server %q", name)
+}
+
+// lookupResource is the authorization server's Resources: the `resource`
+// a client asks a token for, when it is one of this gateway's endpoints
+// and the server is configured now. The host and scheme are compared
+// without regard to case and a default port; the token is bound to the
+// canonical URL, the one the metadata gives.
+func (p *publicGateway) lookupResource(uri string) (authserver.Resource, bool) {
+	u, err := url.Parse(uri)
+	if err != nil || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || !strings.EqualFold(u.Scheme, p.scheme) {
+		return authserver.Resource{}, false
+	}
+	host := strings.ToLower(u.Host)
+	if p.isPublicHost(host) {
+		name, op, ok := serversRoute(u.EscapedPath())
+		if !ok || op == "message" || !p.exists(name, op) {
+			return authserver.Resource{}, false
+		}
+		return p.pathResource(name, op), true
+	}
+	name := p.gw.HostRoute(host)
+	if name == "" || (u.Port() != p.port && !(p.port == "" && u.Port() == defaultPort(p.scheme))) {
+		return authserver.Resource{}, false
+	}
+	op := strings.TrimPrefix(u.EscapedPath(), "/")
+	if (op != "mcp" && op != "sse") || name == gateway.AggregateRoute || !p.exists(name, op) {
+		return authserver.Resource{}, false
+	}
+	return p.hostResource(name, op), true
+}
+
+func defaultPort(scheme string) string {
+	if scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+// exists reports whether route name serves op now.
+func (p *publicGateway) exists(name, op string) bool {
+	if name == gateway.AggregateRoute {
+		return op == "mcp"
+	}
+	return slices.Contains(p.gw.Names(), name)
+}
+
+// isLocal reports a request made on the gateway's own machine, not
+// through a proxy: from a loopback address, to a loopback name (a proxy
+// passes the public host on), with none of the headers proxies add.
+func isLocal(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil || !ap.Addr().Unmap().IsLoopback() {
+		return false
+	}
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip"} {
+		if _, ok := r.Header[h]; ok {
+			return false
+		}
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// notFound answers 404 with a JSON-RPC error, as the gateway's routes do.
+func notFound(w http.ResponseWriter, msg string) {
+	mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.InvalidRequest, msg)
+}
+
+// publicHealth is /health for a request that is not local: the status
+// without the servers' names.
+type publicHealth struct {
+	Status   string  `json:"status"`
+	Version  string  `json:"version"`
+	Uptime   float64 `json:"uptimeSeconds"`
+	Sessions int     `json:"sessions"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
