@@ -41,6 +41,10 @@
 //	                    is in flight, with requestId removed and params unchanged
 //	ext → proxy → mcp   notifications/tools/list_changed → to every client connected to it
 //
+// Server extensions (one stdio server of a bridge's gateway each), requests
+// from extensions to clients (sampling, elicitation, roots) and pairing
+// codes are further additions: see serverext.go and pairing.go.
+//
 // # Ids
 //
 // The proxy forwards a request with id X from an MCP client whose connection
@@ -192,6 +196,10 @@ const (
 	CodeDuplicateID = -32006
 	// CodeShuttingDown: the proxy is stopping.
 	CodeShuttingDown = -32007
+	// CodeNoRoute: an extension's request to a client names no call of
+	// this extension in flight (requestId) and no connection to it
+	// (connectionId), so nobody could answer it.
+	CodeNoRoute = -32008
 )
 
 // Messages of errors defined by spec 001, word for word.
@@ -207,10 +215,18 @@ const (
 // ("2025-10-20T21:43:53.163+0200").
 const TimestampLayout = "2006-01-02T15:04:05.000-0700"
 
-// AuthenticateResult is an extension's answer to authenticate.
+// AuthenticateResult is an extension's answer to authenticate. Kind and
+// Server are our additions (docs/relay.md, "Server extensions"): an
+// extension that leaves them out is a browser, as before.
 type AuthenticateResult struct {
 	Name        string `json:"name"`
 	AccessToken string `json:"accessToken"`
+	// Kind is ExtensionKindBrowser (the default when empty) or
+	// ExtensionKindServer: one stdio MCP server of a bridge's gateway.
+	Kind string `json:"kind,omitempty"`
+	// Server is the gateway's name for the server (CheckServerName);
+	// required with ExtensionKindServer, refused with any other kind.
+	Server string `json:"server,omitempty"`
 }
 
 // AuthenticatedParams are the params of the authenticated notification.
@@ -231,11 +247,15 @@ type HandshakeResult struct {
 	MCPClientID   string `json:"mcp_client_id"`
 }
 
-// ExtensionInfo is one entry of list_extensions.
+// ExtensionInfo is one entry of list_extensions. Kind and Server are as in
+// AuthenticateResult (Kind always set by the proxy, Server only for a
+// server).
 type ExtensionInfo struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Connected bool   `json:"connected"`
+	Kind      string `json:"kind,omitempty"`
+	Server    string `json:"server,omitempty"`
 }
 
 // ListExtensionsResult is the result of list_extensions; Extensions is never
