@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -123,15 +125,16 @@ func runHashPassword(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stderr, "Type the password and press Enter (it shows as you type; pipe it in to avoid that):")
 		}
 	}
-	data, err := io.ReadAll(io.LimitReader(stdin, maxPasswordInput+1))
-	if err != nil {
+	// Up to the first line break, so that a person typing it ends it
+	// with Enter rather than Ctrl-D.
+	line, err := bufio.NewReader(io.LimitReader(stdin, maxPasswordInput+1)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("reading the password: %w", err)
 	}
-	if len(data) > maxPasswordInput {
+	if len(line) > maxPasswordInput {
 		return usageError{"the input is longer than a password; give the password alone on stdin"}
 	}
-	pw, _, _ := strings.Cut(string(data), "\n")
-	pw = strings.TrimSuffix(pw, "\r")
+	pw := strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
 	if pw == "" {
 		return usageError{"no password on stdin: pipe it in, e.g. printf '%s' \"$PW\" | browserbridge gateway hash-password"}
 	}
