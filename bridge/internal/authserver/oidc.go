@@ -39,7 +39,14 @@ type upstream struct {
 
 	mu       sync.Mutex
 	provider *oidc.Provider
+	// failedAt is when discovery last failed: sign-in pages do not wait on
+	// a provider that was down a moment ago (see authEndpoint).
+	failedAt time.Time
 }
+
+// discoveryPause is how long after a failed discovery the sign-in page
+// shows the provider button without trying again.
+const discoveryPause = 30 * time.Second
 
 func newUpstream(cfg OIDCConfig, redirectURL string) (*upstream, error) {
 	iss, err := url.Parse(cfg.Issuer)
@@ -98,15 +105,25 @@ func (u *upstream) discover(ctx context.Context) (*oidc.Provider, error) {
 	defer cancel()
 	p, err := oidc.NewProvider(u.ctx(ctx), u.cfg.Issuer)
 	if err != nil {
+		u.failedAt = time.Now()
 		return nil, err
 	}
 	u.provider = p
 	return p, nil
 }
 
+func (u *upstream) recentlyFailed() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.provider == nil && !u.failedAt.IsZero() && time.Since(u.failedAt) < discoveryPause
+}
+
 // authEndpoint is the provider's authorization endpoint (for the sign-in
-// page's form-action).
+// page's form-action). The button's post tries discovery again anyway.
 func (u *upstream) authEndpoint(ctx context.Context) (string, error) {
+	if u.recentlyFailed() {
+		return "", errors.New("the provider's discovery failed a moment ago")
+	}
 	p, err := u.discover(ctx)
 	if err != nil {
 		return "", err

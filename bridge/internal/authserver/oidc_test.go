@@ -4,10 +4,12 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/oauth2-proxy/mockoidc"
 )
@@ -25,7 +27,7 @@ type oidcWorld struct {
 	failToken atomic.Bool
 }
 
-func newOIDCWorld(t *testing.T, with func(*IdentityConfig)) *oidcWorld {
+func newOIDCWorld(t *testing.T, with func(*IdentityConfig), opts ...flowOptions) *oidcWorld {
 	t.Helper()
 	m, err := mockoidc.NewServer(nil)
 	if err != nil {
@@ -64,7 +66,12 @@ func newOIDCWorld(t *testing.T, with func(*IdentityConfig)) *oidcWorld {
 	if with != nil {
 		with(&id)
 	}
-	ow.flowWorld = newFlowWorld(t, flowOptions{identity: &id})
+	var opt flowOptions
+	if len(opts) > 0 {
+		opt = opts[0]
+	}
+	opt.identity = &id
+	ow.flowWorld = newFlowWorld(t, opt)
 	return ow
 }
 
@@ -254,4 +261,37 @@ func TestOIDCProviderDown(t *testing.T) {
 	p := b.authorize(w.authorizeParams())
 	wantPage(t, p, http.StatusOK, "Sign in with 127.0.0.1")
 	wantPage(t, b.post("/oauth/signin", formOf(p, "action", "oidc")), http.StatusBadGateway, "cannot be reached right now")
+}
+
+// TestOIDCInChromium: the "Sign in with …" post is answered with a
+// redirect to the provider, on another origin, which Chromium lets
+// through only if the sign-in page's form-action allows it; the provider
+// sends the browser back, and consent and the app's redirect follow.
+func TestOIDCInChromium(t *testing.T) {
+	chromium := findChromium(t)
+	callbacks := make(chan url.Values, 4)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/callback" {
+			callbacks <- r.URL.Query()
+		}
+	}))
+	t.Cleanup(app.Close)
+	ow := newOIDCWorld(t, nil, flowOptions{redirects: []string{app.URL + "/callback"}})
+	br := startChromium(t, chromium)
+	page := br.newPage(t)
+	page.navigate(t, ow.url+"/oauth/authorize?"+ow.authorizeParams().Encode())
+	ow.mock.QueueUser(bob)
+	page.submit(t, `document.querySelector('button[value=oidc]').click();`)
+	if text := page.text(t); !strings.Contains(text, "Allow this app?") || !strings.Contains(text, "bob@example.com") {
+		t.Fatalf("after the provider: %q", text)
+	}
+	page.eval(t, `document.querySelector('button[value=approve]').click();`)
+	select {
+	case q := <-callbacks:
+		if q.Get("code") == "" || q.Get("iss") != ow.url {
+			t.Fatalf("the app got %v", q)
+		}
+	case <-time.After(2 * time.Minute): // a deadlock guard
+		t.Fatal("Chromium never reached the app's redirect URI")
+	}
 }

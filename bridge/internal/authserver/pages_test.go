@@ -1,23 +1,29 @@
 package authserver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -91,6 +97,7 @@ type flowOptions struct {
 	kv         KV
 	clientName string
 	redirects  []string
+	wrap       func(http.Handler) http.Handler // around the server's handler
 }
 
 func newFlowWorld(t *testing.T, opt flowOptions) *flowWorld {
@@ -122,6 +129,9 @@ func newFlowWorld(t *testing.T, opt flowOptions) *flowWorld {
 	}
 	w.srv = srv
 	ts.Config.Handler = srv.Handler()
+	if opt.wrap != nil {
+		ts.Config.Handler = opt.wrap(ts.Config.Handler)
+	}
 	ts.Start()
 	t.Cleanup(func() { ts.Close(); srv.Close() })
 
@@ -803,5 +813,357 @@ func TestPagesConcurrentApprove(t *testing.T) {
 	}
 	if codes != 1 {
 		t.Fatalf("%d approvals got a code, want 1", codes)
+	}
+}
+
+// TestPagesInChromium signs in and approves in headless Chromium, the
+// redirect URI on another origin than the server: Chromium applies
+// form-action to the redirect that answers the consent post, so this holds
+// the CSP to allowing the app's origin. The control run takes that origin
+// out of the consent page's CSP and sees Chromium block the redirect, so
+// the first run is known to test something.
+func TestPagesInChromium(t *testing.T) {
+	chromium := findChromium(t)
+	callbacks := make(chan url.Values, 4)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/callback" {
+			http.NotFound(w, r) // the favicon
+			return
+		}
+		callbacks <- r.URL.Query()
+		_, _ = io.WriteString(w, "back at the app")
+	}))
+	t.Cleanup(app.Close)
+
+	var stripCSP atomic.Bool
+	posts := make(chan http.Header, 16)
+	w := newFlowWorld(t, flowOptions{redirects: []string{app.URL + "/callback"}, wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				posts <- r.Header.Clone()
+			}
+			if stripCSP.Load() {
+				rw = &cspRewriter{ResponseWriter: rw, drop: " " + app.URL}
+			}
+			next.ServeHTTP(rw, r)
+		})
+	}})
+	br := startChromium(t, chromium)
+
+	run := func(t *testing.T) *cdpPage {
+		page := br.newPage(t)
+		// Signed out each time: the first run leaves a sign-in session.
+		page.call(t, "Network.clearBrowserCookies", nil)
+		page.navigate(t, w.url+"/oauth/authorize?"+w.authorizeParams().Encode())
+		if text := page.text(t); !strings.Contains(text, "Sign in to connect an app") {
+			t.Fatalf("sign-in page: %q", text)
+		}
+		page.submit(t, fmt.Sprintf(`document.querySelector('#password').value = %q;
+			document.querySelector('#password').form.requestSubmit();`, flowPassword))
+		if text := page.text(t); !strings.Contains(text, "Allow this app?") {
+			t.Fatalf("consent page: %q", text)
+		}
+		// Reported by the page itself: a blocked redirect leaves the
+		// consent page in place and fires this event on it.
+		page.eval(t, `document.addEventListener('securitypolicyviolation',
+			e => console.log('csp-violation ' + e.effectiveDirective + ' ' + e.blockedURI));`)
+		page.eval(t, `document.querySelector('button[value=approve]').click();`)
+		return page
+	}
+
+	t.Run("the consent post redirects to the app", func(t *testing.T) {
+		run(t)
+		select {
+		case q := <-callbacks:
+			if q.Get("code") == "" || q.Get("state") != "st-123" || q.Get("iss") != w.url {
+				t.Fatalf("the app got %v", q)
+			}
+		case <-time.After(2 * time.Minute): // a deadlock guard, not a timing assertion
+			t.Fatal("Chromium never reached the app's redirect URI")
+		}
+		// The form posts as Chromium sends them: Origin "null" under
+		// Referrer-Policy: no-referrer, Sec-Fetch-Site same-origin.
+		for range 2 {
+			h := <-posts
+			if h.Get("Origin") != "null" || h.Get("Sec-Fetch-Site") != "same-origin" {
+				t.Errorf("a form post with Origin %q and Sec-Fetch-Site %q", h.Get("Origin"), h.Get("Sec-Fetch-Site"))
+			}
+		}
+	})
+	t.Run("control: without the app's origin in form-action Chromium blocks it", func(t *testing.T) {
+		stripCSP.Store(true)
+		defer stripCSP.Store(false)
+		page := run(t)
+		msg := page.waitConsole(t, "csp-violation")
+		if !strings.Contains(msg, "form-action") {
+			t.Fatalf("violation %q, want form-action", msg)
+		}
+		select {
+		case q := <-callbacks:
+			t.Fatalf("the redirect reached the app despite the CSP: %v", q)
+		default:
+		}
+	})
+}
+
+// cspRewriter takes a source out of the Content-Security-Policy a handler
+// writes (the control run of TestPagesInChromium).
+type cspRewriter struct {
+	http.ResponseWriter
+	drop string
+}
+
+func (c *cspRewriter) WriteHeader(status int) {
+	h := c.Header()
+	h.Set("Content-Security-Policy", strings.ReplaceAll(h.Get("Content-Security-Policy"), c.drop, ""))
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func findChromium(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts Chromium")
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium on this machine")
+	return ""
+}
+
+// chromiumBrowser is headless Chromium driven through DevTools.
+type chromiumBrowser struct {
+	devtools string // host:port
+	cmd      *exec.Cmd
+}
+
+func startChromium(t *testing.T, bin string) *chromiumBrowser {
+	t.Helper()
+	cmd := exec.Command(bin, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--no-default-browser-check", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--password-store=basic", "--remote-debugging-port=0",
+		"--user-data-dir="+t.TempDir(), "about:blank")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := &chromiumBrowser{cmd: cmd}
+	exited := make(chan struct{})
+	// Chromium says where DevTools listens on stderr; the rest of stderr
+	// is drained so it never blocks on a full pipe.
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "DevTools listening on "); ok {
+				found <- rest
+			}
+		}
+		close(found)
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	var browserWS string
+	select {
+	case ws, ok := <-found:
+		if !ok {
+			t.Fatal("Chromium exited without starting DevTools")
+		}
+		browserWS = ws
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("Chromium did not start DevTools")
+	}
+	br.devtools = strings.TrimPrefix(browserWS, "ws://")
+	br.devtools, _, _ = strings.Cut(br.devtools, "/")
+	// Closed the orderly way, so that it has finished writing its profile
+	// (a t.TempDir, removed after this) when it exits.
+	t.Cleanup(func() {
+		if ws, _, err := websocket.DefaultDialer.Dial(browserWS, nil); err == nil {
+			_ = ws.WriteJSON(map[string]any{"id": 1, "method": "Browser.close"})
+			defer ws.Close()
+		}
+		select {
+		case <-exited:
+		case <-time.After(time.Minute): // a guard: kill what did not close
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	return br
+}
+
+// cdpPage is one tab's DevTools connection: one reader goroutine hands
+// command answers to their callers and events to a channel.
+type cdpPage struct {
+	ws      *websocket.Conn
+	mu      sync.Mutex
+	next    int
+	answers map[int]chan cdpMessage
+	events  chan cdpMessage
+}
+
+type cdpMessage struct {
+	ID     int             `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (br *chromiumBrowser) newPage(t *testing.T) *cdpPage {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, "http://"+br.devtools+"/json/new?about:blank", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var target struct {
+		WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&target); err != nil {
+		t.Fatalf("DevTools /json/new: %v", err)
+	}
+	ws, _, err := websocket.DefaultDialer.Dial(target.WebSocketDebuggerURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cdpPage{ws: ws, answers: map[int]chan cdpMessage{}, events: make(chan cdpMessage, 256)}
+	go p.read()
+	t.Cleanup(func() { _ = ws.Close() })
+	p.call(t, "Page.enable", nil)
+	p.call(t, "Runtime.enable", nil)
+	return p
+}
+
+func (p *cdpPage) read() {
+	defer close(p.events)
+	for {
+		var m cdpMessage
+		if err := p.ws.ReadJSON(&m); err != nil {
+			return
+		}
+		if m.ID == 0 {
+			select {
+			case p.events <- m:
+			default: // nobody waits for this kind; drop it
+			}
+			continue
+		}
+		p.mu.Lock()
+		ch := p.answers[m.ID]
+		delete(p.answers, m.ID)
+		p.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+	}
+}
+
+func (p *cdpPage) call(t *testing.T, method string, params any) json.RawMessage {
+	t.Helper()
+	p.mu.Lock()
+	p.next++
+	id := p.next
+	ch := make(chan cdpMessage, 1)
+	p.answers[id] = ch
+	err := p.ws.WriteJSON(map[string]any{"id": id, "method": method, "params": params})
+	p.mu.Unlock()
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			t.Fatalf("%s: %s", method, m.Error.Message)
+		}
+		return m.Result
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s: no answer from Chromium", method)
+		return nil
+	}
+}
+
+// waitEvent waits for the next event named method.
+func (p *cdpPage) waitEvent(t *testing.T, method string) json.RawMessage {
+	t.Helper()
+	deadline := time.After(2 * time.Minute)
+	for {
+		select {
+		case m, ok := <-p.events:
+			if !ok {
+				t.Fatalf("DevTools closed while waiting for %s", method)
+			}
+			if m.Method == method {
+				return m.Params
+			}
+		case <-deadline:
+			t.Fatalf("no %s from Chromium", method)
+		}
+	}
+}
+
+func (p *cdpPage) navigate(t *testing.T, u string) {
+	t.Helper()
+	p.call(t, "Page.navigate", map[string]any{"url": u})
+	p.waitEvent(t, "Page.loadEventFired")
+}
+
+// submit runs script, which submits a form, and waits for the next page.
+func (p *cdpPage) submit(t *testing.T, script string) {
+	t.Helper()
+	p.eval(t, script)
+	p.waitEvent(t, "Page.loadEventFired")
+}
+
+func (p *cdpPage) eval(t *testing.T, expr string) json.RawMessage {
+	t.Helper()
+	var r struct {
+		Result struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"result"`
+		ExceptionDetails *struct {
+			Text string `json:"text"`
+		} `json:"exceptionDetails"`
+	}
+	if err := json.Unmarshal(p.call(t, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.ExceptionDetails != nil {
+		t.Fatalf("evaluating %q: %s", expr, r.ExceptionDetails.Text)
+	}
+	return r.Result.Value
+}
+
+func (p *cdpPage) text(t *testing.T) string {
+	t.Helper()
+	var s string
+	_ = json.Unmarshal(p.eval(t, `document.body.innerText`), &s)
+	return s
+}
+
+// waitConsole waits for a console message starting with prefix.
+func (p *cdpPage) waitConsole(t *testing.T, prefix string) string {
+	t.Helper()
+	for {
+		var ev struct {
+			Args []struct {
+				Value any `json:"value"`
+			} `json:"args"`
+		}
+		_ = json.Unmarshal(p.waitEvent(t, "Runtime.consoleAPICalled"), &ev)
+		if len(ev.Args) > 0 {
+			if s, ok := ev.Args[0].Value.(string); ok && strings.HasPrefix(s, prefix) {
+				return s
+			}
+		}
 	}
 }
