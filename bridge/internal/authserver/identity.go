@@ -218,7 +218,11 @@ func (s *Server) signInWithSecret(w http.ResponseWriter, r *http.Request, f *aut
 	var subj Subject
 	switch {
 	case code != "" && s.id.pairing != nil:
-		got, err := s.id.pairing(code)
+		var got Subject
+		err := errors.New("that is not a pairing code")
+		if len(code) <= 256 {
+			got, err = s.id.pairing(code)
+		}
 		if err == nil && got.ID == "" {
 			err = errors.New("the pairing code is bound to no one")
 		}
