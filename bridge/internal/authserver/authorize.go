@@ -131,6 +131,13 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if !s.id.opened.allow(s.id.address(r), s.now()) {
+		s.log.Warn("authserver: authorization requests limited", "address", s.id.address(r))
+		w.Header().Set("Retry-After", "60")
+		s.errorPageFor(w, http.StatusTooManyRequests, "Too many sign-ins",
+			"Too many sign-ins were started from your network in the last minute.", "Wait a minute, then connect again from the app.")
+		return
+	}
 	browser := randomToken("")
 	req := &AuthRequest{
 		ID:                  randomToken(""),

@@ -74,6 +74,9 @@ const (
 	attemptsPerRequest = 5
 	attemptsPerAddress = 20
 	attemptWindow      = time.Minute
+	// requestsPerAddress bounds the sign-in requests one address opens a
+	// minute: each is a stored entry, and opening them needs no password.
+	requestsPerAddress = 60
 )
 
 // identity signs people in: the configured ways, the attempt limits and
@@ -91,6 +94,7 @@ type identity struct {
 
 	perRequest *attemptLimiter
 	perAddress *attemptLimiter
+	opened     *attemptLimiter // requests opened per address
 
 	basePath     string // the issuer's path, "" at the root
 	cookiePath   string // basePath + "/oauth/"
@@ -109,6 +113,7 @@ func newIdentity(s *Server, cfg IdentityConfig) (*identity, error) {
 		clientIP:     cfg.ClientIP,
 		perRequest:   newAttemptLimiter(attemptsPerRequest, attemptWindow),
 		perAddress:   newAttemptLimiter(attemptsPerAddress, attemptWindow),
+		opened:       newAttemptLimiter(requestsPerAddress, attemptWindow),
 		basePath:     strings.TrimSuffix(iss.Path, "/"),
 		secure:       iss.Scheme == "https",
 		issuerOrigin: iss.Scheme + "://" + iss.Host,

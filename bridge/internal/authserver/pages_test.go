@@ -723,6 +723,26 @@ func TestPagesRateLimit(t *testing.T) {
 	})
 }
 
+// TestPagesOpenRequestsLimit: opening sign-in requests needs no password
+// but stores an entry each, so one address opens a bounded number.
+func TestPagesOpenRequestsLimit(t *testing.T) {
+	w := newFlowWorld(t, flowOptions{})
+	b := w.newBrowser()
+	for range requestsPerAddress {
+		wantPage(t, b.authorize(w.authorizeParams()), http.StatusOK)
+	}
+	p := b.authorize(w.authorizeParams())
+	wantPage(t, p, http.StatusTooManyRequests, "Too many sign-ins were started from your network")
+	if p.header.Get("Location") != "" {
+		t.Fatalf("redirected to %s", p.header.Get("Location"))
+	}
+	if n, _ := w.srv.kv.Count(context.Background(), bucketRequests); n != requestsPerAddress {
+		t.Fatalf("%d requests stored, want %d", n, requestsPerAddress)
+	}
+	w.clock.add(attemptWindow)
+	wantPage(t, b.authorize(w.authorizeParams()), http.StatusOK)
+}
+
 func TestPagesRequestExpires(t *testing.T) {
 	w := newFlowWorld(t, flowOptions{})
 	b := w.newBrowser()
