@@ -1,0 +1,505 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/npmtools"
+)
+
+// The gateway's stdio server in these tests: server-everything, whose echo
+// tool answers "Echo: <message>".
+const gatewayServer = "everything"
+
+// Time limits of the public-gateway tests.
+const (
+	gatewayUpWait   = 30 * time.Second // from start to the gateway's AS metadata answering
+	gatewayStopWait = 15 * time.Second // from SIGTERM to the gateway and its children gone
+	pageWait        = 20 * time.Second // for one page of the sign-in to show
+	redirectWait    = 20 * time.Second // from Approve to the redirect reaching the client
+)
+
+// publicGateway is a running `browserbridge gateway --public-url`: the
+// stdio gateway behind its own OAuth authorization server, password
+// sign-in, its state (and its children's command lines) in one directory.
+type publicGateway struct {
+	t        *testing.T
+	dir      string
+	public   string // the public URL, http on loopback
+	password string
+	cmd      *exec.Cmd
+	out      *testbrowser.SyncBuffer
+	exited   chan struct{}
+}
+
+type gatewayOptions struct {
+	// allowedOrigins goes to the config's allowed_origins.
+	allowedOrigins []string
+}
+
+// startPublicGateway starts the built browserbridge as a public gateway of
+// server-everything on a free loopback port and waits until its
+// authorization server's metadata answers. Its teardown stops it and fails
+// the test if it or any of its children outlive it.
+func startPublicGateway(t *testing.T, opts gatewayOptions) *publicGateway {
+	t.Helper()
+	tools, err := npmtools.Here()
+	if err != nil {
+		t.Fatal(err)
+	}
+	everything, err := tools.Module("@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &publicGateway{t: t, dir: t.TempDir(), out: &testbrowser.SyncBuffer{}, exited: make(chan struct{})}
+	// The stdio server runs Node.js through a link in the gateway's
+	// directory, so that its command line names that directory and the
+	// leftover check finds it even if the gateway moved it to a process
+	// group of its own.
+	node := filepath.Join(g.dir, "node")
+	if err := os.Symlink(tools.Node, node); err != nil {
+		t.Fatal(err)
+	}
+	servers := map[string]any{"mcpServers": map[string]any{
+		gatewayServer: map[string]any{"command": node, "args": []string{everything, "stdio"}},
+	}}
+	config := map[string]any{"log": map[string]string{"file": "-", "level": "debug"}}
+	if len(opts.allowedOrigins) > 0 {
+		config["allowed_origins"] = opts.allowedOrigins
+	}
+	serversFile, configFile := filepath.Join(g.dir, "servers.json"), filepath.Join(g.dir, "config.json")
+	writeJSON(t, serversFile, servers)
+	writeJSON(t, configFile, config)
+
+	g.password = randomHex(t, 12) // 24 characters; the gateway wants at least 12
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	g.public = "http://" + listen
+	home := filepath.Join(g.dir, "home")
+	env := []string{
+		"HOME=" + home,
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
+		"XDG_RUNTIME_DIR=",
+		"BROWSERBRIDGE_HOME=" + filepath.Join(g.dir, "bb"),
+		"BROWSERBRIDGE_OAUTH_STATE_FILE=" + filepath.Join(g.dir, "oauth.db"),
+		"BROWSERBRIDGE_OAUTH_PASSWORD=" + g.password,
+	}
+	for _, kv := range os.Environ() {
+		// Nothing of the caller's own bridge (a token, a home) leaks in.
+		if !strings.HasPrefix(kv, "BROWSERBRIDGE_") {
+			env = append(env, kv)
+		}
+	}
+	g.cmd = exec.Command(bins.Bridge, "gateway", "--config", configFile, "--servers", serversFile,
+		"--listen", listen, "--public-url", g.public)
+	g.cmd.Env = env
+	g.cmd.Dir = g.dir
+	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatalf("starting browserbridge gateway: %v", err)
+	}
+	go func() { _ = g.cmd.Wait(); close(g.exited) }()
+	t.Cleanup(g.stop)
+
+	deadline := time.Now().Add(gatewayUpWait)
+	for {
+		meta, err := g.asMetadata()
+		if err == nil {
+			if meta.Issuer != g.public {
+				t.Fatalf("the gateway's authorization server names issuer %q; want the public URL %s", meta.Issuer, g.public)
+			}
+			return g
+		}
+		select {
+		case <-g.exited:
+			t.Fatalf("browserbridge gateway --public-url exited (%v) before serving:\n%s", g.cmd.ProcessState, tail(g.out.String(), 40))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway's authorization server metadata did not answer within %v: %v\n%s", gatewayUpWait, err, tail(g.out.String(), 40))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// asMeta is the part of RFC 8414 metadata the tests look at.
+type asMeta struct {
+	Issuer                        string   `json:"issuer"`
+	AuthorizationEndpoint         string   `json:"authorization_endpoint"`
+	TokenEndpoint                 string   `json:"token_endpoint"`
+	RegistrationEndpoint          string   `json:"registration_endpoint"`
+	CodeChallengeMethodsSupported []string `json:"code_challenge_methods_supported"`
+}
+
+func (g *publicGateway) asMetadata() (asMeta, error) {
+	var m asMeta
+	resp, err := http.Get(g.public + "/.well-known/oauth-authorization-server")
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return m, fmt.Errorf("GET /.well-known/oauth-authorization-server: %s", resp.Status)
+	}
+	return m, json.NewDecoder(resp.Body).Decode(&m)
+}
+
+// serverURL is the MCP endpoint of one of the gateway's servers.
+func (g *publicGateway) serverURL(name string) string { return g.public + "/servers/" + name + "/mcp" }
+
+// stop ends the gateway (SIGTERM to its group, then SIGKILL) and fails the
+// test if the gateway or any process of its directory or group is left.
+func (g *publicGateway) stop() {
+	if g.t.Failed() {
+		g.t.Logf("--- browserbridge gateway output ---\n%s", tail(g.out.String(), 120))
+	}
+	pgid := g.cmd.Process.Pid
+	children := descendants(pgid)
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-g.exited:
+	case <-time.After(gatewayStopWait):
+		g.t.Errorf("browserbridge gateway did not exit within %v of SIGTERM", gatewayStopWait)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-g.exited
+	}
+	left := func() []int {
+		var pids []int
+		for _, p := range append(append(pgrep("-f", g.dir+"/"), pgrep("-g", strconv.Itoa(pgid))...), children...) {
+			if alive(p) && p != os.Getpid() {
+				pids = append(pids, p)
+			}
+		}
+		return pids
+	}
+	var pids []int
+	for deadline := time.Now().Add(gatewayStopWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if pids = left(); len(pids) == 0 {
+			return
+		}
+	}
+	out, _ := exec.Command("ps", "-o", "pid,pgid,args", "-p", joinPIDs(pids)).CombinedOutput()
+	g.t.Errorf("processes of the gateway outlived it (killed now):\n%s", out)
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+// descendants are the processes below pid, found through /proc.
+func descendants(pid int) []int {
+	var all []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		kids := pgrep("-P", strconv.Itoa(queue[0]))
+		all = append(all, kids...)
+		queue = append(queue, kids...)
+	}
+	return all
+}
+
+// alive reports whether pid is a live process (a zombie is not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name's closing parenthesis.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
+}
+
+// postToken posts a form to the token endpoint and returns the status and
+// the decoded body.
+func (g *publicGateway) postToken(t *testing.T, form url.Values) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.PostForm(g.public+"/oauth/token", form)
+	if err != nil {
+		t.Fatalf("POST /oauth/token: %v", err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+// noSecretsLogged fails the test when any of secrets (what -> value)
+// appears in the gateway's output.
+func (g *publicGateway) noSecretsLogged(t *testing.T, secrets map[string]string) {
+	t.Helper()
+	out := g.out.String()
+	for what, s := range secrets {
+		if s != "" && strings.Contains(out, s) {
+			t.Errorf("the %s appears in the gateway's log", what)
+		}
+	}
+}
+
+func writeJSON(t *testing.T, file string, v any) {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// ---------------------------------------------------------------------------
+// A person's browser: headless Chromium without extensions, on a fresh
+// profile, driven through DevTools.
+
+type signInBrowser struct {
+	profile  string
+	cmd      *exec.Cmd
+	out      *testbrowser.SyncBuffer
+	devtools devtoolsAddr
+}
+
+// startSignInBrowser starts Chromium with the harness's flags less the
+// extension, and stops it (checking nothing of it is left) when the test
+// ends.
+func startSignInBrowser(t *testing.T) *signInBrowser {
+	t.Helper()
+	b := &signInBrowser{profile: t.TempDir(), out: &testbrowser.SyncBuffer{}}
+	var args []string
+	for _, a := range chromiumFlags(b.profile, nil, "--remote-debugging-port=0", "--disable-extensions") {
+		if !strings.HasPrefix(a, "--load-extension=") && !strings.HasPrefix(a, "--disable-extensions-except=") {
+			args = append(args, a)
+		}
+	}
+	b.cmd = exec.Command(chromiumBin, args...)
+	home := t.TempDir()
+	b.cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "CHROME_CONFIG_HOME="+filepath.Join(home, ".config"))
+	b.cmd.Dir = home
+	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pgid := b.cmd.Process.Pid
+		stopGroup(b.cmd)
+		var left []int
+		for deadline := time.Now().Add(stopWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if left = append(pgrep("-f", b.profile), pgrep("-g", strconv.Itoa(pgid))...); len(left) == 0 {
+				return
+			}
+		}
+		out, _ := exec.Command("ps", "-o", "pid,pgid,args", "-p", joinPIDs(left)).CombinedOutput()
+		t.Errorf("processes of the sign-in browser outlived it (killed now):\n%s", out)
+		for _, p := range left {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	})
+	portFile := filepath.Join(b.profile, "DevToolsActivePort")
+	waitFor(t, devtoolsWait, func() (bool, string) {
+		data, err := os.ReadFile(portFile)
+		lines := strings.Fields(string(data))
+		if err != nil || len(lines) < 2 {
+			return false, fmt.Sprintf("Chromium wrote no DevToolsActivePort (%v)", err)
+		}
+		b.devtools = devtoolsAddr{host: "127.0.0.1:" + lines[0], browserPath: lines[1]}
+		return true, ""
+	})
+	return b
+}
+
+// signIn opens authURL in a new tab and plays the person: password, then
+// Approve. It returns the consent page's text once Approve is clicked;
+// where the browser goes then is the client's redirect URI. It returns
+// errors rather than failing the test, since SDKs call it from their own
+// goroutines.
+func (b *signInBrowser) signIn(authURL, password string) (string, error) {
+	browser, err := dialCDP("ws://" + b.devtools.host + b.devtools.browserPath)
+	if err != nil {
+		return "", err
+	}
+	var target struct {
+		TargetID string `json:"targetId"`
+	}
+	err = browser.call("Target.createTarget", map[string]any{"url": authURL}, &target)
+	browser.close()
+	if err != nil {
+		return "", fmt.Errorf("opening the authorization URL: %w", err)
+	}
+	page, err := dialCDP("ws://" + b.devtools.host + "/devtools/page/" + target.TargetID)
+	if err != nil {
+		return "", err
+	}
+	defer page.close()
+	return signInPage(page, password)
+}
+
+// signInPage plays the person on the gateway's sign-in page in page: it
+// fills the password and submits, waits for the consent page and clicks
+// Approve; it returns the consent page's text. Each step waits for a new
+// document, so a page that shows the sign-in form again (a refused
+// password) is told apart from the one the password was typed into.
+func signInPage(page *cdpConn, password string) (string, error) {
+	// What the page is: "signin", "consent", "old" (the document a form
+	// was submitted from, still shown), "loading" or "other: <url> <text>"
+	// (about:blank before the first load, or an error page).
+	const probe = `(() => {
+		if (window.__bbSubmitted) return 'old';
+		if (document.readyState !== 'complete') return 'loading';
+		if (document.querySelector('button[name=decision][value=approve]')) return 'consent';
+		if (document.querySelector('form input[name=password]')) return 'signin';
+		return 'other: ' + location.href + ' ' + (document.body ? document.body.innerText.slice(0, 300) : '');
+	})()`
+	wait := func(want string) error {
+		var last string
+		for deadline := time.Now().Add(pageWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			var state string
+			if err := cdpEvalInto(page, probe, &state); err != nil {
+				last = err.Error() // a navigation in progress: ask again
+				continue
+			}
+			switch last = state; {
+			case state == want:
+				return nil
+			case state == "signin" || state == "consent":
+				return fmt.Errorf("waiting for the %s page, the browser shows the %s page: %q", want, state, clip(visibleTextOf(page), 300))
+			}
+		}
+		return fmt.Errorf("no %s page within %v (last: %s)", want, pageWait, clip(last, 400))
+	}
+	if err := wait("signin"); err != nil {
+		return "", err
+	}
+	var ok bool
+	if err := cdpEvalInto(page, fmt.Sprintf(`(() => {
+		const input = document.querySelector('form input[name=password]');
+		input.value = %s;
+		window.__bbSubmitted = true;
+		input.form.requestSubmit();
+		return true;
+	})()`, jsString(password)), &ok); err != nil {
+		return "", fmt.Errorf("submitting the password: %w", err)
+	}
+	if err := wait("consent"); err != nil {
+		return "", fmt.Errorf("after the password: %w", err)
+	}
+	consent := visibleTextOf(page)
+	if err := cdpEvalInto(page, `(() => {
+		window.__bbSubmitted = true;
+		document.querySelector('button[name=decision][value=approve]').click();
+		return true;
+	})()`, &ok); err != nil {
+		return consent, fmt.Errorf("clicking Approve: %w", err)
+	}
+	return consent, nil
+}
+
+// visibleTextOf is the visible text of the page ("" when it has none).
+func visibleTextOf(page *cdpConn) string {
+	var s string
+	_ = cdpEvalInto(page, `document.body ? document.body.innerText : ''`, &s)
+	return s
+}
+
+// cdpEvalInto evaluates expr in the page and decodes its value; unlike
+// extPage.evalInto it returns errors, since a page in mid-navigation has
+// no context to evaluate in for a moment.
+func cdpEvalInto(c *cdpConn, expr string, out any) error {
+	var r struct {
+		Result struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"result"`
+		ExceptionDetails *struct {
+			Text      string `json:"text"`
+			Exception struct {
+				Description string `json:"description"`
+			} `json:"exception"`
+		} `json:"exceptionDetails"`
+	}
+	if err := c.call("Runtime.evaluate", map[string]any{
+		"expression": expr, "awaitPromise": true, "returnByValue": true, "userGesture": true,
+	}, &r); err != nil {
+		return err
+	}
+	if e := r.ExceptionDetails; e != nil {
+		return fmt.Errorf("the page threw %s %s", e.Text, e.Exception.Description)
+	}
+	if len(r.Result.Value) == 0 {
+		return errors.New("the page returned no value")
+	}
+	return json.Unmarshal(r.Result.Value, out)
+}
+
+// ---------------------------------------------------------------------------
+// A native client's loopback redirect URI (RFC 8252).
+
+type redirectCatcher struct {
+	url string
+	got chan url.Values
+	srv *http.Server
+}
+
+// startRedirectCatcher serves http://127.0.0.1:PORT/callback and hands
+// each redirect's query to got.
+func startRedirectCatcher(t *testing.T) *redirectCatcher {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &redirectCatcher{url: "http://" + ln.Addr().String() + "/callback", got: make(chan url.Values, 4)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /callback", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("Signed in; you may close this window."))
+		select {
+		case c.got <- r.URL.Query():
+		default:
+		}
+	})
+	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = c.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = c.srv.Close() })
+	return c
+}
+
+// wait returns the next redirect's query, or an error when none comes.
+func (c *redirectCatcher) wait(ctx context.Context) (url.Values, error) {
+	select {
+	case q := <-c.got:
+		if e := q.Get("error"); e != "" {
+			return q, fmt.Errorf("the authorization server redirected with error=%s: %s", e, q.Get("error_description"))
+		}
+		return q, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(redirectWait):
+		return nil, fmt.Errorf("no redirect to %s within %v of Approve", c.url, redirectWait)
+	}
+}
