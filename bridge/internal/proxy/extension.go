@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +30,10 @@ type extension struct {
 	id   string
 	name string
 	user *user
+	// kind is relaywire.ExtensionKindBrowser or ExtensionKindServer; server
+	// is a server extension's name on its gateway ("" for a browser).
+	kind, server string
+	since        time.Time // when it authenticated
 
 	mu     sync.Mutex
 	conns  map[string]*connection // MCP connections to it, by connection id
@@ -43,6 +49,7 @@ type connection struct {
 
 	mu      sync.Mutex
 	pending map[string]time.Time // mapped ids in flight → when forwarded
+	asks    map[string]struct{}  // the extension's requests to this client ("ext:…") awaiting its answer
 	closed  bool
 }
 
@@ -85,13 +92,17 @@ func (cn *connection) take(mapped []byte) (time.Time, bool) {
 }
 
 // close marks the connection closed and answers every request in flight
-// with the error (unless tell is false: the client is gone).
+// with the error (unless tell is false: the client is gone). The
+// extension's requests to the client are answered too, and a server
+// extension is told the connection ended (connection_closed), so that it
+// ends that client's session.
 func (cn *connection) close(code int, msg string, tell bool) {
 	cn.mu.Lock()
-	pending := cn.pending
-	cn.pending, cn.closed = nil, true
+	pending, asks := cn.pending, cn.asks
+	cn.pending, cn.asks, cn.closed = nil, nil, true
 	cn.mu.Unlock()
 	s := cn.ext.s
+	cn.endForExtension(asks, code, tell)
 	s.inflight.Add(-int64(len(pending)))
 	if len(pending) == 0 {
 		return
@@ -221,7 +232,7 @@ func (h *extHandler) handle(data []byte) {
 	}
 	switch kind {
 	case relaywire.KindRequest:
-		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "method %q not found: extensions are passive and the proxy accepts no requests from them", m.Method), "ext_request")
+		h.request(m)
 		return
 	case relaywire.KindNotification:
 		h.notification(m)
@@ -271,19 +282,8 @@ func (h *extHandler) notification(m *relaywire.Message) {
 		return
 	}
 	switch {
-	case m.RequestID != nil:
-		if m.Method != relaywire.MethodProgress {
-			s.m.dropped.With("ext_notification").Inc()
-			return
-		}
-		// Only a request this extension was sent, of a connection to it,
-		// still in flight: never another client's, never after the reply.
-		cn, mapped := h.pendingFor(m.RequestID)
-		if cn == nil || !cn.inFlight(mapped) {
-			s.m.dropped.With("progress_not_in_flight").Inc()
-			return
-		}
-		h.deliver(cn, relaywire.AppendNotification(nil, m.Method, m.Params))
+	case m.RequestID != nil || m.ConnectionID != "":
+		h.routedNotification(m)
 	case isListChanged(m.Method):
 		e := h.ext
 		e.mu.Lock()
@@ -388,6 +388,11 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 		fail("the result of authenticate must be {name, accessToken}")
 		return
 	}
+	kind, err := relaywire.CheckKind(res.Kind, res.Server)
+	if err != nil {
+		fail(err.Error())
+		return
+	}
 	if res.AccessToken == "" {
 		fail("accessToken is missing")
 		return
@@ -405,7 +410,7 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 		fail(err.Error())
 		return
 	}
-	e := &extension{s: s, c: c, name: name, conns: make(map[string]*connection)}
+	e := &extension{s: s, c: c, name: name, kind: kind, server: res.Server, since: time.Now(), conns: make(map[string]*connection)}
 	u, err := s.acquireUser(claims.Subject, sideExtension, e)
 	switch {
 	case errors.Is(err, errUserLimit):
@@ -422,7 +427,7 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 	h.authed.Store(true)
 	s.nExt.Add(1)
 	s.m.accepted.With("extension").Inc()
-	s.log.Info("extension authenticated", "user", u.id, "extension", e.id, "name", name)
+	s.log.Info("extension authenticated", "user", u.id, "extension", e.id, "name", name, "kind", kind, "server", e.server)
 	c.Send(relaywire.AppendNotification(nil, relaywire.MethodAuthenticated, relaywire.MarshalParams(relaywire.AuthenticatedParams{
 		UserID: u.id, ExtensionID: e.id,
 	})))
@@ -441,4 +446,251 @@ func (h *extHandler) leave() {
 	e.mu.Unlock()
 	e.detachAll(relaywire.CodeExtensionGone, "the extension disconnected before answering", relaywire.ReasonExtensionGone)
 	s.nExt.Add(-1)
+}
+
+// Server extensions and requests from extensions to clients
+// (docs/relay.md, "Server extensions" and "Requests to clients").
+
+// request handles a request from the extension: pairing_code, which the
+// proxy answers, or a request for one client, routed like progress.
+func (h *extHandler) request(m *relaywire.Message) {
+	c := h.c
+	switch {
+	case h.ext == nil:
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeNotAuthenticated, "not authenticated: answer %s first", relaywire.MethodAuthenticate), "unauthenticated")
+	case m.Method == relaywire.MethodPairingCode:
+		h.pairingCode(m)
+	case m.RequestID != nil || m.ConnectionID != "":
+		h.ask(m)
+	default:
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound,
+			"method %q not found: the proxy answers only %s from extensions, and a request for a client needs a top-level requestId (a call in flight) or connectionId",
+			m.Method, relaywire.MethodPairingCode), "ext_request")
+	}
+}
+
+// ask delivers an extension's request to the client its requestId (a call
+// of this extension in flight) or connectionId (a connection to it) names,
+// with its id and params unchanged; the client's answer comes back through
+// mcpClient.routeReply to this extension only. What cannot be delivered is
+// answered to the extension at once, so that nothing waits for nobody.
+func (h *extHandler) ask(m *relaywire.Message) {
+	s, c := h.s, h.c
+	id, ok := relaywire.IDString(m.ID)
+	if !ok || !strings.HasPrefix(id, relaywire.PrefixExt) || len(m.ID) > relaywire.MaxIDBytes {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidRequest,
+			"a request for a client needs a string id starting with %q (spec 001), of at most %d bytes", relaywire.PrefixExt, relaywire.MaxIDBytes), "ext_request")
+		return
+	}
+	if relaywire.IsControlMethod(m.Method) || strings.HasPrefix(m.Method, "rpc.") || strings.HasPrefix(m.Method, "notifications/") {
+		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "method %q cannot be sent to a client as a request", m.Method), "ext_request")
+		return
+	}
+	cn := h.route(m)
+	if cn == nil {
+		// Often a race (the call was answered a moment ago), so no strike.
+		c.answer(m.ID, relaywire.Errorf(relaywire.CodeNoRoute,
+			"the request was not delivered: requestId names no call of this extension in flight, or connectionId no connection to it"), "ask_no_route")
+		return
+	}
+	if err := cn.addAsk(id); err != nil {
+		c.refuse(m.ID, err, "ask_refused")
+		return
+	}
+	if !cn.mcp.c.TrySend(relaywire.AppendRequestRawID(nil, m.ID, m.Method, m.Params)) {
+		cn.takeAsk(id)
+		c.answer(m.ID, relaywire.Errorf(relaywire.CodeRateLimited, "the client's send queue is full: the request was not delivered"), "queue_full")
+		return
+	}
+	s.m.notified.Inc()
+}
+
+// route finds the connection an extension's message is for: that of the
+// call in flight its requestId names (and connectionId, if also given, must
+// agree), else the connection its connectionId names; always one of this
+// extension's. nil if none.
+func (h *extHandler) route(m *relaywire.Message) *connection {
+	if m.RequestID != nil {
+		cn, mapped := h.pendingFor(m.RequestID)
+		if cn == nil || !cn.inFlight(mapped) || (m.ConnectionID != "" && m.ConnectionID != cn.id) {
+			return nil
+		}
+		return cn
+	}
+	e := h.ext
+	e.mu.Lock()
+	cn := e.conns[m.ConnectionID]
+	e.mu.Unlock()
+	return cn
+}
+
+// routedNotification delivers a notification about one call (requestId)
+// or one connection (connectionId) to that client alone, params unchanged
+// and the routing field removed. Progress needs requestId (it is about a
+// call); notifications/cancelled must name a request of this extension
+// that the client has not answered yet (the extension withdraws it).
+// Anything else is dropped and counted.
+func (h *extHandler) routedNotification(m *relaywire.Message) {
+	s := h.s
+	if !strings.HasPrefix(m.Method, "notifications/") {
+		s.m.dropped.With("ext_notification").Inc()
+		return
+	}
+	if m.Method == relaywire.MethodProgress && m.RequestID == nil {
+		s.m.dropped.With("progress_not_in_flight").Inc()
+		return
+	}
+	cn := h.route(m)
+	if cn == nil {
+		reason := "notification_no_route"
+		if m.Method == relaywire.MethodProgress {
+			reason = "progress_not_in_flight"
+		}
+		s.m.dropped.With(reason).Inc()
+		return
+	}
+	if m.Method == relaywire.MethodCancelled {
+		var p relaywire.CancelledParams
+		id, ok := "", false
+		if json.Unmarshal(m.Params, &p) == nil {
+			id, ok = relaywire.IDString(p.RequestID)
+		}
+		if !ok || !strings.HasPrefix(id, relaywire.PrefixExt) || !cn.takeAsk(id) {
+			s.m.dropped.With("ext_cancel_unknown").Inc()
+			return
+		}
+	}
+	h.deliver(cn, relaywire.AppendNotification(nil, m.Method, m.Params))
+}
+
+// addAsk records an extension's request to the client; an error to send
+// back when its id is already waiting or too many are.
+func (cn *connection) addAsk(id string) *relaywire.Error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	switch {
+	case cn.closed:
+		return relaywire.Errorf(relaywire.CodeNoRoute, "the client's connection has ended")
+	case len(cn.asks) >= relaywire.MaxAsksPerConnection:
+		return relaywire.Errorf(relaywire.CodeRateLimited, "%d requests already wait for this client's answers; the limit is %d", len(cn.asks), relaywire.MaxAsksPerConnection)
+	}
+	if _, dup := cn.asks[id]; dup {
+		return relaywire.Errorf(relaywire.CodeDuplicateID, "a request with this id already waits for this client's answer")
+	}
+	if cn.asks == nil {
+		cn.asks = make(map[string]struct{})
+	}
+	cn.asks[id] = struct{}{}
+	return nil
+}
+
+// takeAsk removes a waiting request; false if it was not waiting.
+func (cn *connection) takeAsk(id string) bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if _, ok := cn.asks[id]; !ok {
+		return false
+	}
+	delete(cn.asks, id)
+	return true
+}
+
+// endForExtension tells the extension that cn ended: its requests to the
+// client are answered with an error, and a server extension gets
+// connection_closed. Nothing is sent to an extension that is leaving.
+func (cn *connection) endForExtension(asks map[string]struct{}, code int, tell bool) {
+	e := cn.ext
+	e.mu.Lock()
+	gone := e.closed
+	e.mu.Unlock()
+	if gone || (len(asks) == 0 && e.kind != relaywire.ExtensionKindServer) {
+		return
+	}
+	reason := relaywire.ReasonClientDisconnected
+	switch {
+	case !tell:
+		reason = relaywire.ReasonClientGone
+	case code == relaywire.CodeShuttingDown:
+		reason = relaywire.ReasonShuttingDown
+	}
+	for id := range asks {
+		e.c.Send(relaywire.AppendError(nil, relaywire.AppendString(nil, id),
+			relaywire.Errorf(relaywire.CodeExtensionGone, "the client left before answering (%s)", reason)))
+	}
+	if e.kind == relaywire.ExtensionKindServer {
+		e.c.Send(relaywire.AppendNotification(nil, relaywire.MethodConnectionClosed,
+			relaywire.MarshalParams(relaywire.ConnectionClosedParams{ConnectionID: cn.id, Reason: reason})))
+	}
+}
+
+// routeReply takes a reply from an MCP client and reports whether it was
+// one to an extension's request (an "ext:…" id): it goes to the extension
+// of the client's current connection if that extension's request with the
+// id is waiting there, and is dropped (counted, never a strike) otherwise.
+// Other replies are not its business (false). mcp.go's reader calls it
+// first for every reply; the HTTP endpoint does the same for its clients'.
+func (mc *mcpClient) routeReply(m *relaywire.Message) bool {
+	s := mc.s
+	id, ok := idBytes(m.ID)
+	if !ok || !bytes.HasPrefix(id, []byte(relaywire.PrefixExt)) {
+		return false
+	}
+	cn := mc.current()
+	if cn == nil || !cn.takeAsk(string(id)) {
+		s.m.dropped.With("reply_not_asked").Inc()
+		return true
+	}
+	var out []byte
+	switch {
+	case m.Result != nil:
+		out = relaywire.AppendResult(nil, m.ID, m.Result)
+	case validError(m.Error):
+		out = relaywire.AppendErrorRaw(nil, m.ID, m.Error)
+	default:
+		out = relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInternalError, "the client sent a malformed error object"))
+	}
+	cn.ext.c.Send(out)
+	return true
+}
+
+// What the MCP endpoints need to tell browsers from servers.
+
+// info is e as list_extensions lists it.
+func (e *extension) info() relaywire.ExtensionInfo {
+	return relaywire.ExtensionInfo{ID: e.id, Name: e.name, Connected: true, Kind: e.kind, Server: e.server}
+}
+
+// extensionsOf returns the live extensions of a user of one kind (""
+// for every kind), sorted by name then id. It takes Server.mu.
+func (s *Server) extensionsOf(userID, kind string) []*extension {
+	s.mu.Lock()
+	var out []*extension
+	if u := s.users[userID]; u != nil {
+		for _, e := range u.exts {
+			if kind == "" || e.kind == kind {
+				out = append(out, e)
+			}
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b *extension) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return out
+}
+
+// serverExtension returns the user's server extension named server, or
+// nil. Of several (two bridges of the user offering a server of the same
+// name), the one that authenticated last. It takes Server.mu.
+func (s *Server) serverExtension(userID, server string) *extension {
+	var found *extension
+	for _, e := range s.extensionsOf(userID, relaywire.ExtensionKindServer) {
+		if e.server == server && (found == nil || e.since.After(found.since)) {
+			found = e
+		}
+	}
+	return found
 }
