@@ -18,12 +18,43 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
-// mcpClient is one MCP client connection. user and id are set once, by
-// the reader, at mcp_handshake; conn is guarded by mu (the reader sets it,
-// an extension leaving clears it).
+// mcpConn is where the proxy's messages to one MCP client go: its
+// WebSocket (*wsConn), or a Streamable HTTP session (*httpSession, which
+// sorts them onto the right HTTP responses). Any goroutine may call its
+// methods; none blocks for long (Send may wait for room in a WebSocket's
+// queue, as wsconn.Conn.Send does).
+type mcpConn interface {
+	// Send queues a message for the client; false if it never will be
+	// delivered (the client is gone).
+	Send(msg []byte) bool
+	// TrySend queues a message if that needs no waiting: for
+	// notifications, never worth holding an extension's reader for.
+	TrySend(msg []byte) bool
+	// refuse answers a request the proxy refused with the error (counted
+	// under reason; on a WebSocket, a strike).
+	refuse(id []byte, e *relaywire.Error, reason string)
+	// answer is refuse for a refusal that was not the client's fault.
+	answer(id []byte, e *relaywire.Error, reason string)
+}
+
+var (
+	_ mcpConn = (*wsConn)(nil)
+	_ mcpConn = (*httpSession)(nil)
+)
+
+// mcpClient is one MCP client: a WebSocket connection (spec 001), or a
+// Streamable HTTP session, which uses the same connections, forwarding,
+// id mapping, progress, cancellation and detaching. user and id are set
+// once, by the WebSocket's reader at mcp_handshake (an HTTP session is
+// created with them); conn is guarded by mu (connect sets it, an extension
+// leaving clears it).
 type mcpClient struct {
-	s      *Server
-	c      *wsConn
+	s *Server
+	// c is where messages for the client go.
+	c mcpConn
+	// ws is the WebSocket of a spec 001 client, whose reader (handle)
+	// strikes and closes it; nil for an HTTP session.
+	ws     *wsConn
 	id     string
 	user   *user
 	authed atomic.Bool
@@ -60,8 +91,13 @@ func (mc *mcpClient) detached(cn *connection, reason string) {
 	}
 }
 
-// serveMCP runs one MCP client connection.
+// serveMCP runs one MCP client connection; with Options.HTTP, a request
+// that is not a WebSocket upgrade is Streamable HTTP's.
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if s.http != nil && !websocket.IsWebSocketUpgrade(r) {
+		s.http.ServeHTTP(w, r)
+		return
+	}
 	c := s.upgrade(w, r)
 	if c == nil {
 		return
@@ -74,7 +110,7 @@ func (s *Server) runMCP(c *wsConn, remote string) {
 	defer s.finish(c)
 	s.m.conns.With("mcp").Inc()
 	defer s.m.conns.With("mcp").Dec()
-	mc := &mcpClient{s: s, c: c}
+	mc := &mcpClient{s: s, c: c, ws: c}
 	t := time.AfterFunc(s.opts.AuthTimeout, func() {
 		if !mc.authed.Load() {
 			s.m.authFail.With("mcp").Inc()
@@ -125,7 +161,7 @@ func (mc *mcpClient) dropConnection(tell bool) *connection {
 }
 
 func (mc *mcpClient) handle(data []byte) {
-	s, c := mc.s, mc.c
+	s, c := mc.s, mc.ws
 	now := time.Now()
 	var msg relaywire.Message // on the stack: Decode allocates nothing
 	m := &msg
@@ -143,7 +179,11 @@ func (mc *mcpClient) handle(data []byte) {
 		return
 	}
 	if kind == relaywire.KindReply {
-		// MCP clients are active: the proxy never asks them anything.
+		// An answer to an extension's request ("ext:…") goes back to it.
+		if mc.user != nil && mc.routeReply(m) {
+			return
+		}
+		// The proxy itself never asks MCP clients anything.
 		s.m.dropped.With("mcp_reply").Inc()
 		if c.strike(now) {
 			c.Close(websocket.ClosePolicyViolation, "too many unexpected replies")
@@ -219,7 +259,7 @@ func isReservedID(raw json.RawMessage) bool {
 }
 
 func (mc *mcpClient) rateLimited(m *relaywire.Message, kind relaywire.Kind, format string, rate float64) {
-	c := mc.c
+	c := mc.ws
 	if kind == relaywire.KindRequest {
 		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeRateLimited, format, rate), "rate")
 		return
@@ -235,7 +275,7 @@ func (mc *mcpClient) reply(id json.RawMessage, result any) {
 }
 
 func (mc *mcpClient) handshake(m *relaywire.Message) {
-	s, c := mc.s, mc.c
+	s, c := mc.s, mc.ws
 	if mc.user != nil {
 		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidRequest, "already authenticated: send %s once per connection", relaywire.MethodHandshake), "handshake_twice")
 		return
@@ -298,23 +338,49 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "invalid params: connect needs params.extension_id (a string from list_extensions)"), "params")
 		return
 	}
-	if s.isClosing() {
-		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down"), "shutdown")
+	cn, e, err, reason := mc.attach(p.ExtensionID)
+	switch {
+	case err == nil:
+	case reason == "not_found":
+		mc.refuseUnlessOrphaned(m.ID, err, reason)
+		return
+	case reason == "extension_left":
+		// The extension left between the lookup and now: not the
+		// client's doing.
+		c.answer(m.ID, err, "not_found")
+		return
+	default:
+		c.refuse(m.ID, err, reason)
 		return
 	}
+	mc.reply(m.ID, relaywire.ConnectResult{ConnectionID: cn.id, ExtensionID: e.id, ExtensionName: e.name})
+	c.Send(statusMessage(true, e.peers(), s.opts.Now()))
+	e.sendStatus()
+}
+
+// attach connects mc to its user's extension extID: a new connection,
+// through which its requests are then forwarded. On failure it returns
+// the error to answer and the reason it is counted under: "shutdown",
+// "not_found" (no such live extension of this user: another user's ids
+// find nothing either), "extension_left" (it left while being attached),
+// "already_connected". The caller tells the extension its new peer count
+// (e.sendStatus) once it has told the client.
+func (mc *mcpClient) attach(extID string) (*connection, *extension, *relaywire.Error, string) {
+	s := mc.s
+	if s.isClosing() {
+		return nil, nil, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down"), "shutdown"
+	}
 	s.mu.Lock()
-	e := mc.user.exts[p.ExtensionID] // only this user's extensions
+	e := mc.user.exts[extID] // only this user's extensions
 	s.mu.Unlock()
 	if e == nil {
-		mc.refuseUnlessOrphaned(m.ID, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found")
-		return
+		return nil, nil, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found"
 	}
 	cn := &connection{id: newID(relaywire.PrefixConnection), mcp: mc, ext: e, pending: make(map[string]time.Time)}
 	mc.mu.Lock()
 	if mc.conn != nil {
 		mc.mu.Unlock()
-		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeAlreadyConnected, relaywire.MsgAlreadyConnected), "already_connected")
-		return
+		return nil, nil, relaywire.Errorf(relaywire.CodeAlreadyConnected, relaywire.MsgAlreadyConnected), "already_connected"
 	}
 	mc.conn = cn
 	orphaned := mc.orphaned
@@ -325,10 +391,7 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 		mc.mu.Lock()
 		mc.conn = nil
 		mc.mu.Unlock()
-		// The extension left between the lookup and now: not the client's
-		// doing.
-		c.answer(m.ID, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found")
-		return
+		return nil, nil, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "extension_left"
 	}
 	if orphaned {
 		mc.mu.Lock()
@@ -336,11 +399,8 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 		mc.mu.Unlock()
 	}
 	e.conns[cn.id] = cn
-	peers := len(e.conns)
 	e.mu.Unlock()
-	mc.reply(m.ID, relaywire.ConnectResult{ConnectionID: cn.id, ExtensionID: e.id, ExtensionName: e.name})
-	c.Send(statusMessage(true, peers, s.opts.Now()))
-	e.sendStatus()
+	return cn, e, nil, ""
 }
 
 func (mc *mcpClient) disconnect(m *relaywire.Message) {

@@ -2,7 +2,10 @@
 // docs/relay.md): a WebSocket server that authenticates browser extensions
 // (path /extension) and MCP clients (path /mcp) with tokens, lets an MCP
 // client connect to one of its own user's extensions, and forwards its
-// requests there with the ids mapped, and the replies back.
+// requests there with the ids mapped, and the replies back. With
+// Options.HTTP it is also an MCP server over Streamable HTTP, behind its own
+// OAuth authorization server (httpmcp.go), whose sessions are MCP clients
+// of the same machinery.
 //
 // Each WebSocket connection has one reader goroutine and one writer
 // goroutine; the HTTP handler that upgraded it returns at once, so that
@@ -114,6 +117,12 @@ type Options struct {
 	CheckOrigin func(*http.Request) bool
 	// Now is the clock for tokens and timestamps. Default time.Now.
 	Now func() time.Time
+	// HTTP, if set, makes the proxy an MCP server over Streamable HTTP
+	// for clients that sign in with OAuth (docs/proxy-http.md): /mcp
+	// (without a WebSocket upgrade), /browsers/{id}/mcp and
+	// /servers/{name}/mcp, with the authorization server's endpoints, and
+	// turns pairing codes on. Nil: WebSockets only.
+	HTTP *HTTPOptions
 }
 
 func (o *Options) setDefaults() {
@@ -209,6 +218,7 @@ const (
 type Server struct {
 	opts     Options
 	log      *slog.Logger
+	http     *httpEndpoint // nil without Options.HTTP
 	upgrader websocket.Upgrader
 	connOpts *wsconn.Options // of every connection
 	started  time.Time
@@ -289,6 +299,13 @@ func New(opts Options) (*Server, error) {
 	s.m.bytesOut = r.NewCounter("browserbridge_proxy_sent_bytes_total", "Message bytes sent.").With()
 	s.m.connRefused = r.NewCounter("browserbridge_proxy_connections_refused_total", "Connections refused for a connection limit, by limit (per_ip, per_user_mcp, per_user_extension).", "reason")
 	s.connOpts = s.connOptions()
+	if opts.HTTP != nil {
+		h, err := newHTTPEndpoint(s, *opts.HTTP)
+		if err != nil {
+			return nil, err
+		}
+		s.http = h
+	}
 	r.NewGaugeFunc("browserbridge_proxy_calls_in_flight", "Forwarded requests awaiting a reply.", func() float64 { return float64(s.inflight.Load()) })
 	r.NewGaugeFunc("browserbridge_proxy_users", "Users with at least one authenticated connection.", func() float64 {
 		s.mu.Lock()
@@ -299,13 +316,18 @@ func New(opts Options) (*Server, error) {
 }
 
 // Handler returns the proxy's HTTP handler: WebSocket /extension and /mcp,
-// GET /health and GET /metrics.
+// GET /health and GET /metrics; with Options.HTTP, Streamable HTTP on /mcp
+// (requests that are not WebSocket upgrades), /browsers/{id}/mcp and
+// /servers/{name}/mcp, and the OAuth endpoints and metadata.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(relaywire.PathExtension, s.serveExtension)
 	mux.HandleFunc(relaywire.PathMCP, s.serveMCP)
 	mux.HandleFunc("GET "+relaywire.PathHealth, s.serveHealth)
 	mux.Handle("GET "+relaywire.PathMetrics, s.opts.Metrics.Handler())
+	if s.http != nil {
+		mux.Handle("/", s.http)
+	}
 	return mux
 }
 
@@ -326,8 +348,12 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace+5*time.Second)
 	defer cancel()
+	// Both at once: the HTTP server's shutdown waits for the Streamable
+	// HTTP requests, whose calls in flight the proxy's shutdown answers.
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(sctx) }()
 	hsErr := hs.Shutdown(sctx) // stops accepting; hijacked WebSockets are ours
-	err := s.Shutdown(sctx)
+	err := <-done
 	<-errc
 	if err == nil && hsErr != nil {
 		err = fmt.Errorf("stopping the HTTP server: %w", hsErr)
@@ -364,6 +390,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing = true
 	s.closingFlag.Store(true)
 	s.mu.Unlock()
+	if s.http != nil {
+		s.http.stopStreams()
+	}
 	grace := time.NewTimer(s.opts.ShutdownGrace)
 	defer grace.Stop()
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -396,6 +425,9 @@ wait:
 	for _, e := range exts {
 		e.detachAll(relaywire.CodeShuttingDown, "the proxy is shutting down", relaywire.ReasonShuttingDown)
 		e.c.Send(status)
+	}
+	if s.http != nil {
+		s.http.closeAll() // their calls were answered above
 	}
 	for _, c := range conns {
 		c.Close(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
@@ -477,6 +509,17 @@ var (
 // user in the same step, so that two arriving at once cannot both take the
 // last place.
 func (s *Server) acquireUser(id string, side int, e *extension) (*user, error) {
+	u, err := s.acquireUserLocking(id, side, e)
+	if err == nil && side == sideExtension && e.kind == relaywire.ExtensionKindBrowser && s.http != nil {
+		// HTTP sessions of the user that have no browser now learn that
+		// their tools may have changed.
+		s.http.browserArrived(u.id)
+	}
+	return u, err
+}
+
+// acquireUserLocking is acquireUser's step under Server.mu.
+func (s *Server) acquireUserLocking(id string, side int, e *extension) (*user, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {

@@ -1,0 +1,642 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// httpSession is one MCP client over Streamable HTTP: a session
+// (Mcp-Session-Id), or one stateless request of the 2026-07-28 era. It is
+// the mcpConn of its mcpClient: what the relay machinery sends the client
+// (answers, progress, list_changed, disconnected) arrives in Send and is
+// sorted onto the HTTP response it belongs to: an answer onto the POST of
+// its request, progress onto the POST of the request it is about (by its
+// progress token, which MCP makes unique among a client's requests in
+// flight), anything else onto the session's GET stream.
+//
+// Its mutex is a leaf: held briefly, never while calling into the
+// mcpClient, whose methods may call Send back.
+type httpSession struct {
+	id        string // Mcp-Session-Id; "" for a stateless request
+	h         *httpEndpoint
+	mc        *mcpClient
+	ep        endpoint
+	server    string // ep.server: "" on a browser endpoint
+	stateless bool
+	lim       *bucket // the session's rate (Options.ConnRate)
+	out       *outbox // messages for the GET stream
+	done      chan struct{}
+	timer     *time.Timer // reaps the session when idle; nil when stateless
+
+	mu       sync.Mutex
+	waiting  map[string]*pendingCall // the client's requests forwarded and not yet answered, by id (JSON text)
+	progress map[string]*postSink    // progress token (JSON text) → the stream of its request
+	browser  string                  // the extension select_browser (or ?browser=) chose; "" for the default
+	listen   *listener               // a stateless request's subscriptions/listen stream, if it is one
+	active   int                     // HTTP requests of the session being served
+	lastUsed time.Time
+	closed   bool
+}
+
+// pendingCall is a forwarded request: where its answer goes.
+type pendingCall struct {
+	sink  *postSink
+	token string // its progress token, if it registered one
+}
+
+// Send takes a message the relay machinery has for the client.
+func (ss *httpSession) Send(msg []byte) bool {
+	ss.deliver(msg)
+	return !ss.isClosed()
+}
+
+// TrySend is Send: delivering never waits (a POST's or the GET stream's
+// queue takes it, or it is dropped).
+func (ss *httpSession) TrySend(msg []byte) bool { return ss.Send(msg) }
+
+// refuse answers a request the proxy refused. Over HTTP there are no
+// strikes: every request costs its sender a round trip, and the rates
+// bound them.
+func (ss *httpSession) refuse(id []byte, e *relaywire.Error, reason string) {
+	ss.answer(id, e, reason)
+}
+
+func (ss *httpSession) answer(id []byte, e *relaywire.Error, reason string) {
+	ss.h.s.m.refused.With(reason).Inc()
+	ss.deliver(relaywire.AppendError(nil, id, e))
+}
+
+// deliver sorts one message for the client (see httpSession).
+func (ss *httpSession) deliver(msg []byte) {
+	s := ss.h.s
+	var m relaywire.Message
+	kind, perr := m.Decode(msg)
+	if perr != nil {
+		s.m.dropped.With("http_invalid").Inc() // the proxy built it: never
+		return
+	}
+	switch kind {
+	case relaywire.KindReply:
+		ss.mu.Lock()
+		p := ss.waiting[string(m.ID)]
+		if p != nil {
+			delete(ss.waiting, string(m.ID))
+			if p.token != "" {
+				delete(ss.progress, p.token)
+			}
+		}
+		ss.mu.Unlock()
+		if p == nil {
+			s.m.dropped.With("http_unknown_id").Inc()
+			return
+		}
+		p.sink.send(msg, true)
+	case relaywire.KindNotification:
+		switch {
+		case m.Method == relaywire.MethodProgress:
+			tok := progressTokenOf(m.Params, false)
+			ss.mu.Lock()
+			sink := ss.progress[tok]
+			ss.mu.Unlock()
+			if sink == nil || tok == "" {
+				s.m.dropped.With("http_progress_unrouted").Inc()
+				return
+			}
+			sink.send(msg, false)
+		case isListChanged(m.Method):
+			ss.notify(msg)
+		case m.Method == relaywire.MethodDisconnected:
+			// The extension left (calls in flight were answered just
+			// before): what the session offers changed with it.
+			if ss.server == "" {
+				ss.notify(toolsChangedMsg)
+			}
+		case m.Method == relaywire.MethodStatus:
+			// Peer counts are spec 001's news for WebSocket clients.
+		default:
+			// A server's notification for this client (a log message,
+			// resources/updated): as its requests.
+			ss.toClient(msg)
+		}
+	default:
+		// A server's request to the client (sampling, elicitation,
+		// roots), which the client answers with a POST (serve).
+		ss.toClient(msg)
+	}
+}
+
+// toClient puts a message from the extension for the client on the
+// stream of the client's request when exactly one is in flight (then the
+// message most likely belongs to it, and a client without a GET stream,
+// or a stateless one, still gets it), else on the session's GET stream.
+// The relay drops which call it was about; a client reads messages from
+// every stream of its session alike.
+func (ss *httpSession) toClient(msg []byte) {
+	var sink *postSink
+	ss.mu.Lock()
+	if len(ss.waiting) == 1 {
+		for _, p := range ss.waiting {
+			sink = p.sink
+		}
+	}
+	ss.mu.Unlock()
+	if sink != nil {
+		sink.send(msg, false)
+		return
+	}
+	if ss.stateless {
+		ss.h.s.m.dropped.With("http_unrouted").Inc()
+		return
+	}
+	ss.out.push(msg)
+}
+
+var toolsChangedMsg = relaywire.AppendNotification(nil, relaywire.MethodToolsListChanged, nil)
+
+// notify queues a message for the session's GET stream. A stateless
+// request has none: a subscriptions/listen request's stream takes
+// tools/list_changed (marked with its subscription's id), others nothing.
+func (ss *httpSession) notify(msg []byte) {
+	if !ss.stateless {
+		ss.out.push(msg)
+		return
+	}
+	ss.mu.Lock()
+	l := ss.listen
+	ss.mu.Unlock()
+	var m relaywire.Message
+	if l == nil || func() bool { _, err := m.Decode(msg); return err != nil }() || m.Method != relaywire.MethodToolsListChanged {
+		return
+	}
+	l.sink.send(relaywire.AppendNotification(nil, m.Method, withSubscriptionID(m.Params, l.id)), false)
+}
+
+// listener is a subscriptions/listen request (2026-07-28): the stream its
+// notifications go on, and its id, which marks each of them.
+type listener struct {
+	sink *postSink
+	id   json.RawMessage
+}
+
+// metaSubscriptionID is the _meta key naming the subscriptions/listen
+// request a notification belongs to.
+const metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
+
+// withSubscriptionID returns params with _meta[metaSubscriptionID] set.
+func withSubscriptionID(params json.RawMessage, id json.RawMessage) json.RawMessage {
+	var top map[string]json.RawMessage
+	_ = json.Unmarshal(params, &top)
+	if top == nil {
+		top = map[string]json.RawMessage{}
+	}
+	var meta map[string]json.RawMessage
+	_ = json.Unmarshal(top["_meta"], &meta)
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	meta[metaSubscriptionID] = id
+	top["_meta"] = relaywire.MarshalParams(meta)
+	return relaywire.MarshalParams(top)
+}
+
+// progressTokenOf returns the progress token of a request's params
+// (_meta.progressToken, request true) or of a progress notification's
+// (progressToken), as its JSON text; "" for none.
+func progressTokenOf(params json.RawMessage, request bool) string {
+	if len(params) == 0 || !bytes.Contains(params, []byte("progressToken")) {
+		return ""
+	}
+	var tok json.RawMessage
+	if request {
+		var p struct {
+			Meta struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
+		}
+		if json.Unmarshal(params, &p) != nil {
+			return ""
+		}
+		tok = p.Meta.ProgressToken
+	} else {
+		var p struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+		}
+		if json.Unmarshal(params, &p) != nil {
+			return ""
+		}
+		tok = p.ProgressToken
+	}
+	if len(tok) == 0 || string(tok) == "null" {
+		return ""
+	}
+	return string(tok)
+}
+
+// forward sends a client request to the session's extension over its
+// connection; the answer reaches sink (transformed by the sink's final
+// function, if any). A request whose id is still in flight in the session
+// is refused here: its answer would otherwise be taken for the first's.
+func (ss *httpSession) forward(m *relaywire.Message, sink *postSink) {
+	key := string(m.ID)
+	tok := progressTokenOf(m.Params, true)
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		sink.send(mcphttp.ErrorBody(m.ID, rpccode.InternalError, "the session ended before the request could be forwarded"), true)
+		return
+	}
+	if ss.waiting[key] != nil {
+		ss.mu.Unlock()
+		sink.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeDuplicateID, "a request with id %s is still in flight in this session", key)), true)
+		return
+	}
+	p := &pendingCall{sink: sink}
+	if tok != "" && ss.progress[tok] == nil {
+		p.token = tok
+		ss.progress[tok] = sink
+	}
+	ss.waiting[key] = p
+	ss.mu.Unlock()
+	if _, err := ss.connect(); err != nil {
+		ss.settle(m.ID, relaywire.AppendError(nil, m.ID, err))
+		return
+	}
+	ss.mc.forward(m, relaywire.KindRequest, time.Now())
+}
+
+// settle answers a forwarded request with msg, unless its answer came.
+func (ss *httpSession) settle(id json.RawMessage, msg []byte) {
+	ss.mu.Lock()
+	p := ss.waiting[string(id)]
+	if p != nil {
+		delete(ss.waiting, string(id))
+		if p.token != "" {
+			delete(ss.progress, p.token)
+		}
+	}
+	ss.mu.Unlock()
+	if p != nil {
+		p.sink.send(msg, true)
+	}
+}
+
+// connect returns the session's connection to its extension, connecting
+// first if it has none (a session starts unconnected, and loses its
+// connection when the extension leaves; the next request connects again,
+// to the same browser or server if it is back).
+func (ss *httpSession) connect() (*connection, *relaywire.Error) {
+	if cn := ss.mc.current(); cn != nil {
+		return cn, nil
+	}
+	target, err := ss.target()
+	if err != nil {
+		return nil, err
+	}
+	cn, e, err, reason := ss.mc.attach(target)
+	switch reason {
+	case "":
+		e.sendStatus()
+		return cn, nil
+	case "already_connected": // another request of the session connected it
+		if cn := ss.mc.current(); cn != nil {
+			return cn, nil
+		}
+		return nil, relaywire.Errorf(relaywire.CodeNotConnected, "the connection to the extension ended while it was made; try again")
+	case "not_found", "extension_left":
+		if ss.server != "" {
+			return nil, serverGone(ss.server)
+		}
+		return nil, relaywire.Errorf(relaywire.CodeNotConnected, "the browser %s left this proxy a moment ago; call list_browsers to see the connected ones", target)
+	}
+	return nil, err
+}
+
+// target is the id of the extension the session's requests go to.
+func (ss *httpSession) target() (string, *relaywire.Error) {
+	if ss.server != "" {
+		e := ss.h.s.serverExtension(ss.mc.user.id, ss.server)
+		if e == nil {
+			return "", serverGone(ss.server)
+		}
+		return e.id, nil
+	}
+	ss.mu.Lock()
+	chosen := ss.browser
+	ss.mu.Unlock()
+	browsers := ss.h.s.browsersOf(ss.mc.user)
+	if chosen != "" {
+		for _, e := range browsers {
+			if e.id == chosen {
+				return e.id, nil
+			}
+		}
+		if ss.ep.browser != "" {
+			return "", relaywire.Errorf(relaywire.CodeNotConnected, "your browser %s is not connected to this proxy now; try again when it is back", chosen)
+		}
+		return "", relaywire.Errorf(relaywire.CodeNotConnected,
+			"the browser %s chosen for this session is not connected to this proxy; call list_browsers to see the connected ones, and select_browser another", chosen)
+	}
+	if len(browsers) == 0 {
+		return "", relaywire.Errorf(relaywire.CodeNotConnected, noBrowserText)
+	}
+	return browsers[0].id, nil
+}
+
+const noBrowserText = "no browser of yours is connected to this proxy: open the browser with Browser Bridge on a machine " +
+	"whose bridge relays to this proxy (relay.url), then try again"
+
+func serverGone(name string) *relaywire.Error {
+	return relaywire.Errorf(relaywire.CodeNotConnected, "your MCP server %q is not connected to this proxy now: its bridge (or the server) went away; try again when it is back", name)
+}
+
+// begin marks an HTTP request of the session as being served; false if
+// the session has ended.
+func (ss *httpSession) begin() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return false
+	}
+	ss.active++
+	ss.lastUsed = time.Now()
+	return true
+}
+
+// end undoes begin; the idle time counts from now.
+func (ss *httpSession) end() {
+	ss.mu.Lock()
+	ss.active--
+	ss.lastUsed = time.Now()
+	ss.mu.Unlock()
+}
+
+func (ss *httpSession) isClosed() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.closed
+}
+
+// reap ends the session if it has been idle for the session timeout (no
+// request being served, no stream open, no call in flight), else looks
+// again when it could be.
+func (ss *httpSession) reap() {
+	timeout := ss.h.opts.SessionTimeout
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return
+	}
+	idle := time.Since(ss.lastUsed)
+	if ss.active > 0 || len(ss.waiting) > 0 || ss.out.streaming() || idle < timeout {
+		ss.mu.Unlock()
+		ss.timer.Reset(max(timeout-idle, time.Second))
+		return
+	}
+	ss.mu.Unlock()
+	ss.h.s.log.Debug("http session expired", "user", ss.mc.user.id, "idle", idle.Round(time.Second))
+	ss.close()
+}
+
+// close ends the session once: its calls still in flight are cancelled at
+// the extension (nobody will read their answers), its connection ends, its
+// place among the user's MCP clients is given back.
+func (ss *httpSession) close() {
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return
+	}
+	ss.closed = true
+	close(ss.done)
+	waiting := ss.waiting
+	ss.waiting, ss.progress = nil, nil
+	ss.mu.Unlock()
+	if ss.timer != nil {
+		ss.timer.Stop()
+	}
+	if cn := ss.mc.current(); cn != nil {
+		for id := range waiting {
+			params := relaywire.MarshalParams(map[string]any{"requestId": json.RawMessage(id), "reason": "the MCP client's session ended"})
+			ss.mc.cancel(cn, &relaywire.Message{Method: relaywire.MethodCancelled, Params: params})
+		}
+	}
+	ss.mc.leave()
+	ss.out.close()
+	ss.h.drop(ss)
+	ss.h.s.m.conns.With("mcp_http").Dec()
+}
+
+// postSink carries one POST's answer: the response alone as
+// application/json, or, when notifications (progress) come first, an
+// event stream of them ending with the response.
+type postSink struct {
+	mu    sync.Mutex
+	queue [][]byte
+	final bool
+	wake  chan struct{}
+	// finalize, if set, rewrites the response before it is written (on the
+	// POST's goroutine, not the extension reader's that delivered it).
+	finalize func([]byte) []byte
+}
+
+func newPostSink() *postSink { return &postSink{wake: make(chan struct{}, 1)} }
+
+// maxQueuedNotes bounds the notifications waiting for a slow client; the
+// response itself is never dropped.
+const maxQueuedNotes = 4096
+
+func (p *postSink) send(msg []byte, final bool) {
+	p.mu.Lock()
+	if p.final || (!final && len(p.queue) >= maxQueuedNotes) {
+		p.mu.Unlock()
+		return
+	}
+	p.queue = append(p.queue, msg)
+	p.final = final
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *postSink) take() ([][]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.queue
+	p.queue = nil
+	return q, p.final
+}
+
+// writeTo writes the answer to the request id as it comes, until it has
+// been written, the client leaves, or the session ends. It returns the
+// answer, or nil if none was written.
+func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, id json.RawMessage, sessionDone <-chan struct{}) []byte {
+	streaming := false
+	fl, _ := w.(http.Flusher)
+	for {
+		q, final := p.take()
+		if final && len(q) > 0 && p.finalize != nil {
+			q[len(q)-1] = p.finalize(q[len(q)-1])
+		}
+		if len(q) > 0 {
+			if !streaming && final && len(q) == 1 {
+				w.Header().Set("Content-Type", mcphttp.ContentTypeJSON)
+				w.Header().Set("Content-Length", strconv.Itoa(len(q[0])))
+				_, _ = w.Write(q[0])
+				return q[0]
+			}
+			if !streaming {
+				streaming = true
+				mcphttp.SetStreamHeaders(w.Header())
+				w.WriteHeader(http.StatusOK)
+			}
+			for _, m := range q {
+				if mcphttp.WriteEvent(w, mcphttp.Event{Name: "message", Data: m}) != nil {
+					return nil
+				}
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+			if final {
+				return q[len(q)-1]
+			}
+		}
+		select {
+		case <-p.wake:
+		case <-r.Context().Done():
+			return nil
+		case <-sessionDone:
+			p.send(mcphttp.ErrorBody(id, rpccode.InternalError, "the session ended before the answer came"), true)
+			sessionDone = nil
+		}
+	}
+}
+
+// outbox holds the messages of a session's GET stream, numbered for
+// Last-Event-ID. Sent ones are kept up to a byte budget; unsent ones are
+// kept until the session ends.
+type outbox struct {
+	mu      sync.Mutex
+	events  []outEvent
+	nextID  uint64
+	sent    uint64
+	bytes   int
+	budget  int
+	wake    chan struct{}
+	closed  bool
+	streams int
+}
+
+type outEvent struct {
+	id   uint64
+	data []byte
+}
+
+func newOutbox(budget int) *outbox { return &outbox{budget: budget, wake: make(chan struct{}, 1)} }
+
+func (o *outbox) push(msg []byte) {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return
+	}
+	o.nextID++
+	o.events = append(o.events, outEvent{o.nextID, msg})
+	o.bytes += len(msg)
+	o.trimLocked()
+	o.mu.Unlock()
+	o.poke()
+}
+
+func (o *outbox) poke() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// trimLocked drops the oldest sent events beyond the budget.
+func (o *outbox) trimLocked() {
+	n := 0
+	for n < len(o.events) && o.bytes > o.budget && o.events[n].id <= o.sent {
+		o.bytes -= len(o.events[n].data)
+		n++
+	}
+	if n > 0 {
+		o.events = append(o.events[:0], o.events[n:]...)
+	}
+}
+
+// after returns the events kept after id.
+func (o *outbox) after(id uint64) []outEvent {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []outEvent
+	for _, e := range o.events {
+		if e.id > id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (o *outbox) markSent(id uint64) {
+	o.mu.Lock()
+	o.sent = max(o.sent, id)
+	o.trimLocked()
+	o.mu.Unlock()
+}
+
+func (o *outbox) lastSent() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.sent
+}
+
+// attach claims the outbox for a stream; false if one is open already, or
+// the outbox is closed.
+func (o *outbox) attach() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.streams > 0 || o.closed {
+		return false
+	}
+	o.streams++
+	return true
+}
+
+func (o *outbox) detach() {
+	o.mu.Lock()
+	o.streams--
+	o.mu.Unlock()
+}
+
+func (o *outbox) streaming() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.streams > 0
+}
+
+// close ends the stream, if one is open, and drops what is queued.
+func (o *outbox) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.poke()
+}
+
+func (o *outbox) isClosed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closed
+}
