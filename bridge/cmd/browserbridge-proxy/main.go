@@ -2,7 +2,11 @@
 // clients reach their user's browsers from anywhere (see docs/relay.md).
 //
 //	browserbridge-proxy serve --listen ADDR [--tls-cert F --tls-key F] --secret-file F [limits]
+//	    [--public-url URL [--oauth-state F] [--oauth-config F]]
 //	browserbridge-proxy token --secret-file F --user U --kind extension|mcp [--ttl 720h] [--url URL]
+//
+// With --public-url it is also an MCP server over Streamable HTTP for
+// clients that sign in with OAuth (docs/proxy-http.md).
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
@@ -29,14 +34,19 @@ var usage = fmt.Sprintf(`usage:
   browserbridge-proxy serve --listen ADDR [--tls-cert FILE --tls-key FILE] --secret-file FILE
       [--max-conns-per-ip %d] [--max-mcp-per-user %d] [--max-extensions-per-user %d]
       [--idle-timeout %v] [--read-timeout %v]
+      [--public-url https://proxy.example.com [--oauth-state FILE] [--oauth-config FILE]]
   browserbridge-proxy token --secret-file FILE --user USER --kind extension|mcp [--ttl 720h] [--url URL]
   browserbridge-proxy version
 
 --secret-file holds an HS256 secret (at least 32 bytes) or an Ed25519 key in PEM
 (PRIVATE KEY to sign and verify; PUBLIC KEY lets serve verify only).
 The limits are described in docs/limits.md; 0 turns a cap off.
+--public-url also serves MCP over Streamable HTTP with OAuth sign-in at
+{public-url}/mcp (docs/proxy-http.md): people sign in with a pairing code from
+`+"`browserbridge pair`"+`, or with --oauth-config's password or OIDC provider
+(or the password in %s).
 `, proxy.DefaultMaxConnsPerIP, proxy.DefaultMaxMCPPerUser, proxy.DefaultMaxExtensionsPerUser,
-	proxy.DefaultIdleTimeout, proxy.DefaultReadTimeout)
+	proxy.DefaultIdleTimeout, proxy.DefaultReadTimeout, config.EnvOAuthPassword)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -86,6 +96,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	perUserExt := fs.Int("max-extensions-per-user", proxy.DefaultMaxExtensionsPerUser, "authenticated extension connections of one user; 0: no limit")
 	idle := fs.Duration("idle-timeout", proxy.DefaultIdleTimeout, "how long an HTTP keep-alive connection may wait for its next request")
 	readTimeout := fs.Duration("read-timeout", proxy.DefaultReadTimeout, "how long a client may take to send one request, headers and body (never cuts a WebSocket)")
+	publicURL := fs.String("public-url", "", "the proxy's public URL (https://proxy.example.com): also serve MCP over Streamable HTTP there, with OAuth sign-in")
+	oauthState := fs.String("oauth-state", "", "with --public-url: the file that keeps OAuth registrations, sign-ins and tokens across restarts (default: in memory)")
+	oauthConfig := fs.String("oauth-config", "", "with --public-url: a JSON file with password_hash, oidc, users (sign-in subject to proxy user) and allowed_origins")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,6 +150,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		opts.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 		scheme = "wss"
 	}
+	if *publicURL == "" && (*oauthState != "" || *oauthConfig != "") {
+		return errors.New("serve: --oauth-state and --oauth-config go with --public-url")
+	}
+	if *publicURL != "" {
+		ho, closeKV, err := httpOptions(*publicURL, *oauthState, *oauthConfig, log)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer closeKV()
+		opts.HTTP = ho
+	}
 	srv, err := proxy.New(opts)
 	if err != nil {
 		return err
@@ -150,6 +174,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	base := scheme + "://" + ln.Addr().String()
 	log.Info("browserbridge-proxy serving", "version", buildinfo.String(), "url", base+"/",
 		"extensions", base+relaywire.PathExtension, "mcp", base+relaywire.PathMCP, "alg", keys.Alg())
+	if opts.HTTP != nil {
+		log.Info("MCP over Streamable HTTP, with OAuth sign-in", "mcp_http", opts.HTTP.PublicURL+"/mcp",
+			"servers", opts.HTTP.PublicURL+"/servers/NAME/mcp", "password", opts.HTTP.Identity.PasswordHash != "" || opts.HTTP.Identity.Password != "",
+			"oidc", opts.HTTP.Identity.OIDC != nil, "mapped_subjects", len(opts.HTTP.Users))
+	}
 	if err := srv.Run(ctx, ln); err != nil {
 		return err
 	}
