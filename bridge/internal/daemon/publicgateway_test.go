@@ -34,6 +34,8 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
+	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
@@ -849,4 +851,80 @@ func resourceMetadataOf(challenge string) string {
 		return ""
 	}
 	return m[1]
+}
+
+// routesForTest is a public gateway's routing for two servers that never
+// start (no process runs before a request reaches one).
+func routesForTest(t *testing.T, base string) *publicGateway {
+	t.Helper()
+	gw, err := gateway.New(gateway.Options{
+		Servers:    map[string]stdio.ServerConfig{"memory": {Command: "/bin/false"}, "everything": {Command: "/bin/false"}},
+		HostPrefix: "mcp", HostDomain: "example.com",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(base)
+	return &publicGateway{base: base, host: u.Host, scheme: u.Scheme, port: u.Port(), gw: gw}
+}
+
+func TestPublicResources(t *testing.T) {
+	for _, tc := range []struct {
+		name, base, uri, want string // want "" = not a resource
+	}{
+		{"path route", "https://mcp.example.com", "https://mcp.example.com/servers/memory/mcp", "https://mcp.example.com/servers/memory/mcp"},
+		{"legacy SSE", "https://mcp.example.com", "https://mcp.example.com/servers/memory/sse", "https://mcp.example.com/servers/memory/sse"},
+		{"aggregate", "https://mcp.example.com", "https://mcp.example.com/servers/all/mcp", "https://mcp.example.com/servers/all/mcp"},
+		{"host in capitals, default port", "https://mcp.example.com", "HTTPS://MCP.Example.com:443/servers/memory/mcp", "https://mcp.example.com/servers/memory/mcp"},
+		{"subdomain", "https://mcp.example.com", "https://memory.mcp.example.com/mcp", "https://memory.mcp.example.com/mcp"},
+		{"subdomain SSE", "https://mcp.example.com", "https://everything.mcp.example.com/sse", "https://everything.mcp.example.com/sse"},
+		{"subdomain on the public URL's port", "https://mcp.example.com:8443", "https://memory.mcp.example.com:8443/mcp", "https://memory.mcp.example.com:8443/mcp"},
+		{"subdomain on another port", "https://mcp.example.com:8443", "https://memory.mcp.example.com/mcp", ""},
+		{"unknown server", "https://mcp.example.com", "https://mcp.example.com/servers/nope/mcp", ""},
+		{"unknown subdomain", "https://mcp.example.com", "https://nope.mcp.example.com/mcp", ""},
+		{"the aggregate has no SSE", "https://mcp.example.com", "https://mcp.example.com/servers/all/sse", ""},
+		{"no aggregate subdomain", "https://mcp.example.com", "https://all.mcp.example.com/mcp", ""},
+		{"message is not a resource", "https://mcp.example.com", "https://mcp.example.com/servers/memory/message", ""},
+		{"http for an https gateway", "https://mcp.example.com", "http://mcp.example.com/servers/memory/mcp", ""},
+		{"another host", "https://mcp.example.com", "https://evil.example.com/servers/memory/mcp", ""},
+		{"a query", "https://mcp.example.com", "https://mcp.example.com/servers/memory/mcp?x=1", ""},
+		{"a fragment", "https://mcp.example.com", "https://mcp.example.com/servers/memory/mcp#x", ""},
+		{"a trailing slash", "https://mcp.example.com", "https://mcp.example.com/servers/memory/mcp/", ""},
+		{"the root", "https://mcp.example.com", "https://mcp.example.com", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, ok := routesForTest(t, tc.base).lookupResource(tc.uri)
+			if got := map[bool]string{true: res.URI}[ok]; got != tc.want {
+				t.Fatalf("lookupResource(%q) = %q, %v; want %q", tc.uri, res.URI, ok, tc.want)
+			}
+			if ok && res.Name == "" {
+				t.Fatal("a resource without a name for the consent page")
+			}
+		})
+	}
+}
+
+func TestIsLocal(t *testing.T) {
+	for _, tc := range []struct {
+		name, remote, host string
+		header             http.Header
+		want               bool
+	}{
+		{"loopback to a loopback name", "127.0.0.1:50000", "127.0.0.1:3456", nil, true},
+		{"localhost", "[::1]:50000", "localhost:3456", nil, true},
+		{"through a proxy on the same machine", "127.0.0.1:50000", "mcp.example.com", nil, false},
+		{"a proxy that keeps the loopback Host", "127.0.0.1:50000", "127.0.0.1:3456", http.Header{"X-Forwarded-For": {"203.0.113.9"}}, false},
+		{"Forwarded", "127.0.0.1:50000", "127.0.0.1:3456", http.Header{"Forwarded": {"for=203.0.113.9"}}, false},
+		{"another machine", "192.0.2.7:50000", "127.0.0.1:3456", nil, false},
+		{"a container network", "172.18.0.3:50000", "gateway:3456", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			r.RemoteAddr, r.Host = tc.remote, tc.host
+			copyHeader(r.Header, tc.header)
+			if got := isLocal(r); got != tc.want {
+				t.Fatalf("isLocal = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
