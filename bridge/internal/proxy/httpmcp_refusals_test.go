@@ -1,0 +1,260 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// rawSession initializes a session at url with tok and returns its id.
+func rawSession(tb testing.TB, url, tok string) string {
+	tb.Helper()
+	status, h, body := rawPost(tb, url, tok, initBody)
+	if status != http.StatusOK || h.Get(mcphttp.HeaderSessionID) == "" {
+		tb.Fatalf("initialize: %d %s", status, body)
+	}
+	return h.Get(mcphttp.HeaderSessionID)
+}
+
+// TestHTTPRefusals: each request the endpoints refuse gets the rule's
+// HTTP status and a JSON-RPC error saying why.
+func TestHTTPRefusals(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{MaxMessageSize: 4096}, nil)
+	startBrowser(t, tp, "alice", "Chrome")
+	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
+	sid := rawSession(t, tp.public()+"/mcp", tok)
+	mcpURL := tp.public() + "/mcp"
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+	for _, c := range []struct {
+		name   string
+		method string
+		url    string
+		tok    string
+		body   string
+		header []string // name, value pairs; a value "-" deletes the header
+		status int
+		want   string // in the body, or in WWW-Authenticate for 401
+	}{
+		{"another Host", "POST", mcpURL, tok, ping, []string{"Host", "evil.example"}, 403, "not this proxy's public host"},
+		{"a web page of another origin", "POST", mcpURL, tok, ping, []string{"Origin", "https://evil.example"}, 403, "may not call"},
+		{"no token", "POST", mcpURL, "", initBody, nil, 401, `resource_metadata="` + tp.public() + `/.well-known/oauth-protected-resource/mcp"`},
+		{"a token in the URL", "POST", mcpURL + "?access_token=" + tok, "", initBody, nil, 400, "a token in the URL is refused"},
+		{"a made-up token", "POST", mcpURL, "bba_made-up", initBody, nil, 401, `error="invalid_token"`},
+		{"no session id", "POST", mcpURL, tok, ping, nil, 400, "missing Mcp-Session-Id header"},
+		{"an unknown session", "POST", mcpURL, tok, ping, []string{mcphttp.HeaderSessionID, "nope"}, 404, "session not found"},
+		{"GET without a session", "GET", mcpURL, tok, "", []string{"Accept", "text/event-stream"}, 400, "GET opens the stream of a session"},
+		{"an unknown protocol version", "POST", mcpURL, tok, ping, []string{mcphttp.HeaderSessionID, sid, mcphttp.HeaderProtocolVersion, "2024-01-01"}, 400, "unsupported MCP-Protocol-Version"},
+		{"a body over the message limit", "POST", mcpURL, tok, `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("a", 5000) + `"}}`, []string{mcphttp.HeaderSessionID, sid}, 413, "4096"},
+		{"Accept without event streams", "POST", mcpURL, tok, ping, []string{mcphttp.HeaderSessionID, sid, "Accept", "application/json"}, 406, "text/event-stream"},
+		{"not JSON's content type", "POST", mcpURL, tok, ping, []string{mcphttp.HeaderSessionID, sid, "Content-Type", "text/plain"}, 415, "Content-Type must be application/json"},
+		{"a batch", "POST", mcpURL, tok, "[" + ping + "]", []string{mcphttp.HeaderSessionID, sid}, 400, "batches are not supported"},
+		{"a reserved id", "POST", mcpURL, tok, `{"jsonrpc":"2.0","id":"ext:1","method":"ping"}`, []string{mcphttp.HeaderSessionID, sid}, 400, "reserved for the proxy and extensions"},
+		{"a method HTTP does not take", "PUT", mcpURL, tok, ping, []string{mcphttp.HeaderSessionID, sid}, 405, "not a Streamable HTTP method"},
+		{"a server name no bridge can have", "POST", tp.public() + "/servers/a%20b/mcp", tok, initBody, nil, 404, "No route"},
+		{"another path", "GET", tp.public() + "/admin", "", "", nil, 404, "No route GET /admin"},
+		{"Mcp-Method unlike the body", "POST", mcpURL, tok, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
+			[]string{mcphttp.HeaderProtocolVersion, "2026-07-28", mcphttp.HeaderMethod, "tools/call"}, 400, "must name the body's method"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest(c.method, c.url, strings.NewReader(c.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if c.tok != "" {
+				req.Header.Set("Authorization", "Bearer "+c.tok)
+			}
+			for i := 0; i+1 < len(c.header); i += 2 {
+				if c.header[i] == "Host" {
+					req.Host = c.header[i+1]
+					continue
+				}
+				req.Header.Set(c.header[i], c.header[i+1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readAll(resp)
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.status, body)
+			}
+			got := body
+			if c.status == http.StatusUnauthorized {
+				got = resp.Header.Get("WWW-Authenticate")
+			}
+			if !strings.Contains(got, c.want) {
+				t.Errorf("%q lacks %q", got, c.want)
+			}
+			var e struct {
+				Error *relaywire.Error `json:"error"`
+			}
+			if json.Unmarshal([]byte(body), &e) != nil || e.Error == nil || e.Error.Message == "" {
+				t.Errorf("the body is not a JSON-RPC error with a message: %s", body)
+			}
+		})
+	}
+}
+
+// TestHTTPUnmappedSubject: a password sign-in the operator mapped to no
+// user gets its token, but the endpoint refuses it (403), naming the
+// subject to map.
+func TestHTTPUnmappedSubject(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{}, func(o *HTTPOptions) { o.Users = nil })
+	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
+	status, _, body := rawPost(t, tp.public()+"/mcp", tok, initBody)
+	if status != http.StatusForbidden || !strings.Contains(body, `which this proxy maps to no user`) || !strings.Contains(body, `\"password:owner\"`) {
+		t.Errorf("%d %s", status, body)
+	}
+}
+
+// TestHTTPStatelessRequests: 2026-07-28 requests by hand: server/discover
+// answered by the proxy, a tool call at a browser's own endpoint (headers
+// matching the body), and a browser that is not the user's found nowhere.
+func TestHTTPStatelessRequests(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{}, nil)
+	startBrowser(t, tp, "alice", "Chrome A")
+	b := startBrowser(t, tp, "alice", "Chrome B")
+	bob := startBrowser(t, tp, "bob", "Chrome")
+	p := tp.person(t, passwordFields())
+	stateless := []string{mcphttp.HeaderProtocolVersion, mcphttp.VersionStateless}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
+
+	status, _, body := rawPost(t, tp.public()+"/mcp", p.accessToken(tp.public()+"/mcp"), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`,
+		append(stateless, mcphttp.HeaderMethod, "server/discover")...)
+	if status != http.StatusOK || !strings.Contains(body, `"supportedVersions":["2025-03-26","2025-06-18","2025-11-25","2026-07-28"]`) ||
+		!strings.Contains(body, `"tools":{"listChanged":true}`) {
+		t.Errorf("server/discover: %d %s", status, body)
+	}
+
+	url := tp.public() + "/browsers/" + b.id + "/mcp"
+	status, _, body = rawPost(t, url, p.accessToken(url), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hey"},`+meta+`}}`,
+		append(stateless, mcphttp.HeaderMethod, "tools/call", mcphttp.HeaderName, "echo")...)
+	if status != http.StatusOK || !strings.Contains(body, `Chrome B: hey`) {
+		t.Errorf("echo at %s: %d %s", url, status, body)
+	}
+
+	url = tp.public() + "/browsers/" + bob.id + "/mcp"
+	status, _, body = rawPost(t, url, p.accessToken(url), `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+meta+`}}`,
+		append(stateless, mcphttp.HeaderMethod, "tools/list")...)
+	if status != http.StatusNotFound || !strings.Contains(body, `no browser of yours with id \"`+bob.id+`\"`) {
+		t.Errorf("alice at bob's browser: %d %s", status, body)
+	}
+}
+
+// TestHTTPSessionsPerUser: HTTP sessions count among the user's MCP
+// clients with WebSocket ones: one more than MaxMCPPerUser is refused 429
+// with Retry-After; ending one (DELETE) makes room.
+func TestHTTPSessionsPerUser(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{MaxMCPPerUser: 2}, nil)
+	tp.mcp(t, "alice") // a WebSocket client of alice's
+	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
+	sid := rawSession(t, tp.public()+"/mcp", tok)
+	status, h, body := rawPost(t, tp.public()+"/mcp", tok, initBody)
+	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(body, "too many MCP sessions for this user: at most 2") {
+		t.Fatalf("one session too many: %d %q %s", status, h.Get("Retry-After"), body)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, tp.public()+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set(mcphttp.HeaderSessionID, sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	rawSession(t, tp.public()+"/mcp", tok)
+}
+
+// TestHTTPWebSocketSideUnchanged: with the HTTP side on, /mcp still
+// upgrades spec 001's WebSocket clients, who connect and call as before.
+func TestHTTPWebSocketSideUnchanged(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{}, nil)
+	b := startBrowser(t, tp, "alice", "Chrome")
+	c := tp.mcp(t, "alice")
+	connectTo(t, c, b.id)
+	r := c.call(1, "tools/call", map[string]any{"name": "echo", "arguments": map[string]string{"message": "ws"}})
+	if r.Error != nil || !strings.Contains(string(r.Result), "Chrome: ws") {
+		t.Fatalf("a WebSocket call: %s %s", r.Result, r.Error)
+	}
+}
+
+// TestHTTPShutdownAnswersCalls: the proxy stopping answers a call in
+// flight over HTTP with -32007 and ends the session's GET stream, so
+// that the HTTP server can stop too.
+func TestHTTPShutdownAnswersCalls(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{ShutdownGrace: 100 * time.Millisecond}, nil)
+	b := startBrowser(t, tp, "alice", "Chrome")
+	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
+	sid := rawSession(t, tp.public()+"/mcp", tok)
+
+	req, _ := http.NewRequest(http.MethodGet, tp.public()+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(mcphttp.HeaderSessionID, sid)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %v %v", err, stream)
+	}
+	streamEnded := make(chan struct{})
+	go func() { readAll(stream); close(streamEnded) }()
+
+	answer := make(chan string, 1)
+	go func() {
+		_, _, body := rawPost(t, tp.public()+"/mcp", tok, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"hang"}}`, mcphttp.HeaderSessionID, sid)
+		answer <- body
+	}()
+	b.call(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tp.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case body := <-answer:
+		if !strings.Contains(body, `"code":-32007`) || !strings.Contains(body, "shutting down") {
+			t.Errorf("the call in flight was answered %s", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call in flight was not answered")
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session's GET stream did not end")
+	}
+}
+
+// TestHTTPIdleSessionExpires: a session with nothing going on for the
+// session timeout ends: its browser is told it has one client less, and
+// the session is gone.
+func TestHTTPIdleSessionExpires(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{}, func(o *HTTPOptions) { o.SessionTimeout = 200 * time.Millisecond })
+	b := startBrowser(t, tp, "alice", "Chrome")
+	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
+	peers := func(want int) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case m := <-b.notes:
+				var p relaywire.StatusParams
+				if m.Method == relaywire.MethodStatus && json.Unmarshal(m.Params, &p) == nil && p.PeerCount == want {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("the browser was never told it has %d clients", want)
+			}
+		}
+	}
+	sid := rawSession(t, tp.public()+"/mcp", tok)
+	peers(1)
+	peers(0)
+	status, _, body := rawPost(t, tp.public()+"/mcp", tok, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, mcphttp.HeaderSessionID, sid)
+	if status != http.StatusNotFound {
+		t.Errorf("the expired session answered %d %s", status, body)
+	}
+}
