@@ -225,6 +225,7 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 		return
 	}
 	ss.id = rand.Text()
+	ss.timer = time.AfterFunc(h.opts.SessionTimeout, ss.reap)
 	if !h.add(ss) {
 		ss.close()
 		w.Header().Set("Retry-After", "5")
@@ -233,7 +234,6 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 	}
 	ss.begin()
 	defer ss.end()
-	ss.timer = time.AfterFunc(h.opts.SessionTimeout, ss.reap)
 	h.s.log.Debug("http session opened", "user", user, "endpoint", ep.String())
 	w.Header().Set(mcphttp.HeaderSessionID, ss.id)
 	if ep.server != "" {
