@@ -590,12 +590,23 @@ func (b *backend) detach(s *Session) {
 	}
 	var cancels []cancel
 	var resolved []resolvedAsk
-	for gid, cl := range b.calls {
-		if cl.sess == s {
+	// The session's own record of its calls (kept with b.calls under b.mu,
+	// lock order backend then session), not a scan of every session's:
+	// a stateless session detaches after each of its requests.
+	s.mu.Lock()
+	for k, gid := range s.inflight {
+		if k.b != b {
+			continue
+		}
+		delete(s.inflight, k)
+		if cl := b.calls[gid]; cl != nil && cl.sess == s {
 			delete(b.calls, gid)
 			cancels = append(cancels, cancel{cl.conn, gid})
-			resolved = append(resolved, b.eliminateLocked(gid)...)
 		}
+	}
+	s.mu.Unlock()
+	for _, c := range cancels {
+		resolved = append(resolved, b.eliminateLocked(c.gid)...)
 	}
 	var refused []*srvReq
 	for k, r := range b.srvReqs {

@@ -25,6 +25,10 @@ import (
 //	setsid  mcp, after starting a grandchild in a session of its own (as
 //	        daemons do), whose pid it writes to $GATEWAY_TEST_PIDFILE
 //	sleeper sleeps until killed (the setsid grandchild)
+//	holder  mcp, but tools/call "wait" is held unanswered until tool
+//	        "release"; tool "state" answers {"held":[ids],"cancelled":[ids]}
+//	        (the ids the child was sent, and those notifications/cancelled
+//	        named, in order)
 const childModeVar = "GATEWAY_TEST_CHILD"
 
 // slowListDelay is how late a slowlist child answers tools/list: well
@@ -60,6 +64,9 @@ func runChild(mode string) int {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 64<<10), 16<<20)
 	out := bufio.NewWriter(os.Stdout)
+	if mode == "holder" {
+		return runHolder(in, out)
+	}
 	answered := 0
 	for in.Scan() {
 		if mode == "hang" || (mode == "mute" && answered > 0) {
@@ -118,4 +125,50 @@ func testChild(t testing.TB, mode string) stdio.ServerConfig {
 		t.Fatal(err)
 	}
 	return stdio.ServerConfig{Command: exe, Args: []string{"-test.run=^$"}, Env: map[string]string{childModeVar: mode}}
+}
+
+// runHolder is the holder child: see childModeVar.
+func runHolder(in *bufio.Scanner, out *bufio.Writer) int {
+	held, cancelled := []json.RawMessage{}, []json.RawMessage{}
+	answer := func(id json.RawMessage, result string) {
+		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, result)
+	}
+	text := func(s string) string {
+		return fmt.Sprintf(`{"content":[{"type":"text","text":%s}]}`, strconv.Quote(s))
+	}
+	for in.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name      string          `json:"name"`
+				RequestID json.RawMessage `json:"requestId"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(in.Bytes(), &m) != nil {
+			continue
+		}
+		switch {
+		case m.Method == "notifications/cancelled":
+			cancelled = append(cancelled, m.Params.RequestID)
+		case len(m.ID) == 0:
+		case m.Method == "initialize":
+			answer(m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"test-holder","version":"1"}}`)
+		case m.Method == "tools/call" && m.Params.Name == "wait":
+			held = append(held, m.ID)
+		case m.Method == "tools/call" && m.Params.Name == "state":
+			st, _ := json.Marshal(map[string][]json.RawMessage{"held": held, "cancelled": cancelled})
+			answer(m.ID, text(string(st)))
+		case m.Method == "tools/call" && m.Params.Name == "release":
+			for _, id := range held {
+				answer(id, text("released"))
+			}
+			held = held[:0]
+			answer(m.ID, text("released"))
+		default:
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`+"\n", m.ID)
+		}
+		out.Flush()
+	}
+	return 0
 }

@@ -215,14 +215,9 @@ func checkStandardHeaders(r *http.Request, e *envelope) string {
 		return fmt.Sprintf("the %s header (%q) must name the body's method %q", mcphttp.HeaderMethod, m, e.Method)
 	}
 	if e.Method == "tools/call" || e.Method == "resources/read" || e.Method == "prompts/get" {
-		var p struct {
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		}
-		_ = json.Unmarshal(e.Params, &p)
-		want := p.Name
+		want, _ := e.paramName()
 		if e.Method == "resources/read" {
-			want = p.URI
+			want, _ = e.paramURI()
 		}
 		if n := r.Header.Get(mcphttp.HeaderName); n != want {
 			return fmt.Sprintf("the %s header (%q) must name the body's %q", mcphttp.HeaderName, n, want)

@@ -62,28 +62,24 @@ func (t serverTarget) request(ctx context.Context, s *Session, e *envelope, sink
 	b := t.backendOf(s)
 	switch e.Method {
 	case "tools/call":
-		var p struct {
-			Name string `json:"name"`
-		}
-		if err := json.Unmarshal(e.Params, &p); err != nil || p.Name == "" {
+		name, err := e.paramName()
+		if err != nil || name == "" {
 			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, "tools/call needs params.name, the tool to call"), true)
 			return
 		}
-		if !t.srv.filter.allows(p.Name) {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, fmt.Sprintf("tool %q is not available on %q: the gateway's configuration does not allow it", p.Name, t.srv.name)), true)
+		if !t.srv.filter.allows(name) {
+			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, fmt.Sprintf("tool %q is not available on %q: the gateway's configuration does not allow it", name, t.srv.name)), true)
 			return
 		}
 	case "resources/subscribe", "resources/unsubscribe":
-		var p struct {
-			URI string `json:"uri"`
-		}
-		if err := json.Unmarshal(e.Params, &p); err != nil || p.URI == "" {
+		uri, err := e.paramURI()
+		if err != nil || uri == "" {
 			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, e.Method+" needs params.uri"), true)
 			return
 		}
 		// The child holds one subscription per uri for all sessions:
 		// only the first subscriber and the last to leave reach it.
-		if !b.subscribe(s, p.URI, e.Method == "resources/subscribe") {
+		if !b.subscribe(s, uri, e.Method == "resources/subscribe") {
 			sink.send(appendResponse(nil, e.ID, json.RawMessage("{}"), nil), true)
 			return
 		}

@@ -97,11 +97,17 @@ type target interface {
 
 func (g *Gateway) newSession(t target, stateless bool) *Session {
 	s := &Session{
-		id: rand.Text(), g: g, t: t, stateless: stateless,
+		g: g, t: t, stateless: stateless,
 		caps:     map[string]bool{},
 		out:      newOutbox(g.opts.ReplayBytes),
-		inflight: make(map[inflightKey]int64),
+		inflight: make(map[inflightKey]int64, 1),
 		done:     make(chan struct{}),
+	}
+	if !stateless {
+		// A stateless session lives for one request and is never looked
+		// up: it needs no id, and each of the SDK client's calls would
+		// otherwise read the system's random source.
+		s.id = rand.Text()
 	}
 	s.touch()
 	return s
@@ -242,7 +248,9 @@ func (s *Session) closeIfIdle(cutoff int64) bool {
 func (s *Session) finish() {
 	s.t.close(s)
 	s.out.close()
-	s.g.dropSession(s)
+	if !s.stateless { // never in the table: no need for its write lock
+		s.g.dropSession(s)
+	}
 	s.mu.Lock()
 	adm := s.adm
 	s.mu.Unlock()

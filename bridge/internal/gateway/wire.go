@@ -20,6 +20,47 @@ type envelope struct {
 	Params  json.RawMessage `json:"params"`
 	Result  json.RawMessage `json:"result"`
 	Error   json.RawMessage `json:"error"`
+
+	// What params name, decoded once by paramName and paramURI: a
+	// stateless request's headers are checked against them, then the
+	// request is routed by them.
+	namesRead       bool
+	name, uri       string
+	nameErr, uriErr error
+}
+
+// paramName returns params.name ("" when absent); an error when params is
+// not an object or name not a string.
+func (e *envelope) paramName() (string, error) {
+	e.readNames()
+	return e.name, e.nameErr
+}
+
+// paramURI returns params.uri as paramName returns params.name.
+func (e *envelope) paramURI() (string, error) {
+	e.readNames()
+	return e.uri, e.uriErr
+}
+
+func (e *envelope) readNames() {
+	if e.namesRead {
+		return
+	}
+	e.namesRead = true
+	var p struct {
+		Name json.RawMessage `json:"name"`
+		URI  json.RawMessage `json:"uri"`
+	}
+	if err := json.Unmarshal(e.Params, &p); err != nil {
+		e.nameErr, e.uriErr = err, err
+		return
+	}
+	if p.Name != nil {
+		e.nameErr = json.Unmarshal(p.Name, &e.name)
+	}
+	if p.URI != nil {
+		e.uriErr = json.Unmarshal(p.URI, &e.uri)
+	}
 }
 
 type msgKind int
