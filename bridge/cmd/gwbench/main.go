@@ -3,8 +3,8 @@
 // stdio connection, and prints one table. Run it from the repository root
 // after `make build test-tools` (or `make bench-gateway`):
 //
-//	go run ./bridge/cmd/gwbench [--sessions 1,10,50] [--duration 5s] [--warmup 1s]
-//	    [--targets direct,direct-sdk,browserbridge,browserbridge-sdk,tbxark,tbxark-sdk,supergateway-sse,...]
+//	go run ./bridge/cmd/gwbench [--sessions 1,10,50] [--rounds 1] [--duration 5s] [--warmup 1s]
+//	    [--targets direct,direct-sdk,browserbridge,browserbridge-sdk,browserbridge-sdk-session,tbxark,tbxark-sdk,...]
 //	    [--tbxark BINARY]
 //	    [--gateway-url URL [--gateway-pid PID]]
 package main
@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o gwbench.Options
 	sessions := fs.String("sessions", "1,10,50", "session counts, comma-separated")
 	targets := fs.String("targets", strings.Join(gwbench.TargetNames(), ","), "targets to run, comma-separated")
+	fs.IntVar(&o.Rounds, "rounds", 0, "times every row runs; the table gives the medians (default 1)")
 	fs.DurationVar(&o.Duration, "duration", 0, "measured time per row (default 5s)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "unmeasured load before it (default 1s; negative: none)")
 	fs.StringVar(&o.Root, "root", "", "the repository, for tools/npm and bin/ (default: the working directory)")

@@ -17,6 +17,20 @@
 // The -sdk targets run the same loops with the official Go SDK's client
 // (direct-sdk: one client session on the server's stdio, N calls in flight),
 // so that a gateway is compared with direct stdio under the same client.
+// That client speaks the newest protocol it can: with browserbridge, which
+// answers server/discover, the stateless 2026-07-28 (every call a request
+// of its own); with direct stdio and TBXark's, which do not, 2025-11-25
+// sessions. browserbridge-sdk-session holds it to sessions, so that the
+// gateway is also compared in the protocol the others speak.
+//
+// # CPU and rounds
+//
+// Each row also reports the CPU time per call of the client (this process),
+// the gateway and the servers over the measured window: on a machine whose
+// cores the three share, their sum bounds the throughput, and it shows which
+// side a difference comes from. With --rounds N every row runs N times
+// (rounds outer, so the rows compared run back to back each time) and the
+// table gives medians: ratios are always taken within one round.
 //
 // # Misrouting
 //

@@ -22,6 +22,9 @@ import (
 type Options struct {
 	// Sessions are the session counts measured; nil means 1, 10, 50.
 	Sessions []int
+	// Rounds is how many times every row runs (each round all session
+	// counts and targets again); the report gives the medians. 0 means 1.
+	Rounds int
 	// Duration is the measured part of each row; 0 means 5s.
 	Duration time.Duration
 	// Warmup is the unmeasured load before it; 0 means 1s, negative none.
@@ -75,6 +78,9 @@ func (o *Options) setDefaults() {
 	if o.Sessions == nil {
 		o.Sessions = defaultSessions
 	}
+	if o.Rounds == 0 {
+		o.Rounds = 1
+	}
 	if o.Duration == 0 {
 		o.Duration = defaultDuration
 	}
@@ -103,6 +109,9 @@ func (o *Options) Validate() error {
 		if n < 1 || n > 10000 {
 			return fmt.Errorf("session count %d: want 1 to 10000", n)
 		}
+	}
+	if o.Rounds < 0 || o.Rounds > 100 {
+		return fmt.Errorf("rounds %d: want 1 to 100", o.Rounds)
 	}
 	if o.Duration < 0 {
 		return fmt.Errorf("duration %v: want more than 0", o.Duration)
@@ -143,25 +152,30 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	defer tr.CloseIdleConnections()
 	b := &bench{opts: opts, env: e, client: &http.Client{Transport: tr}, tr: tr}
 
-	// Session counts outer, targets inner: the rows compared with each
-	// other run minutes apart at most, under the same load from others.
+	// Rounds outer, then session counts, targets inner: the rows compared
+	// with each other run minutes apart at most, under the same load from
+	// others.
 	var rows []row
 	skipped := map[string]bool{}
-	for _, n := range opts.Sessions {
-		for _, t := range targets {
-			if !slices.Contains(opts.Targets, t.name) || skipped[t.name] || ctx.Err() != nil {
-				continue
-			}
-			fmt.Fprintf(opts.Progress, "gwbench: %s, %d sessions\n", t.name, n)
-			r := b.runRow(ctx, t, n)
-			rows = append(rows, r)
-			tr.CloseIdleConnections()
-			fmt.Fprintf(opts.Progress, "gwbench: %s, %d sessions: %s\n", t.name, n, r.summary())
-			if r.skip != "" {
-				skipped[t.name] = true // the same reason for every session count
+	for round := 1; round <= opts.Rounds; round++ {
+		for _, n := range opts.Sessions {
+			for _, t := range targets {
+				if !slices.Contains(opts.Targets, t.name) || skipped[t.name] || ctx.Err() != nil {
+					continue
+				}
+				fmt.Fprintf(opts.Progress, "gwbench: round %d, %s, %d sessions\n", round, t.name, n)
+				r := b.runRow(ctx, t, n)
+				r.round = round
+				rows = append(rows, r)
+				tr.CloseIdleConnections()
+				fmt.Fprintf(opts.Progress, "gwbench: round %d, %s, %d sessions: %s\n", round, t.name, n, r.summary())
+				if r.skip != "" {
+					skipped[t.name] = true // the same reason for every session count
+				}
 			}
 		}
 	}
+	pairRatios(rows)
 	b.report(out, rows)
 	return ctx.Err()
 }
@@ -221,6 +235,8 @@ func discover(o *Options) (*env, error) {
 type row struct {
 	target   string
 	sessions int
+	round    int      // from 1
+	rounds   int      // in a row combining rounds: how many were measured
 	argv     []string // how the target was started; nil if not by us
 
 	skip string // why the target did not run
@@ -235,8 +251,19 @@ type row struct {
 
 	setup      time.Duration // median time to open one session (initialize, initialized)
 	idle, peak memSample
+	// cpuPerCall is the CPU time per call, in µs, of the client, the
+	// gateway and the servers below it (for direct: -1, and the server);
+	// -1 unknown.
+	cpuPerCall [3]float64
 	direct     bool // the measured process is the server, not a gateway
+
+	// Ratios to direct-sdk and to TBXark's (tbxark-sdk for an SDK row) in
+	// the same round and at the same session count; 0 without that row.
+	xDirect, xTBX, p99xDirect float64
 }
+
+// measured tells a row that ran to the end (it may have had errors).
+func (r *row) measured() bool { return r.skip == "" && r.fail == "" }
 
 func (r *row) summary() string {
 	switch {
@@ -307,14 +334,15 @@ func (b *bench) runRow(ctx context.Context, t target, n int) (r row) {
 	}
 
 	sampler := startSampler(inst.pid)
-	lat, errs, firstErr := b.load(ctx, workers)
+	res := b.load(ctx, workers, inst.pid)
 	r.peak = sampler.finish()
 	for _, s := range sessions {
 		r.misrouted += s.replies().misrouted.Load()
 	}
-	r.calls, r.lat, r.errors = len(lat), summarise(lat), errs
-	if firstErr != nil {
-		r.firstErr = firstErr.Error()
+	r.calls, r.lat, r.errors = len(res.lat), summarise(res.lat), res.errs
+	r.cpuPerCall = res.cpu.perCall(r.calls, r.direct)
+	if res.firstErr != nil {
+		r.firstErr = res.firstErr.Error()
 	}
 	if ctx.Err() != nil {
 		r.fail, r.calls = "interrupted", 0
@@ -358,7 +386,7 @@ func (b *bench) openSessions(ctx context.Context, t target, inst *instance, n in
 			)
 			switch {
 			case t.sdk:
-				s, err = openSDKStreamable(gctx, b.client, inst.url)
+				s, err = openSDKStreamable(gctx, b.client, inst.url, t.sdkVersion)
 			case t.transport == viaSSE:
 				s, err = openSSE(gctx, b.client, inst.url, i+1)
 			default:
@@ -383,14 +411,30 @@ func (b *bench) openSessions(ctx context.Context, t target, inst *instance, n in
 	return sessions, workers, setups, nil
 }
 
+// loadResult is what load measured.
+type loadResult struct {
+	lat      []time.Duration // the calls answered rightly within the window
+	errs     int             // failed calls, warm-up included
+	firstErr error
+	cpu      cpuUse // CPU time of this process, the target and those below it, in the window
+}
+
 // load runs every worker's closed loop for the warm-up and the measured
-// window, and returns the durations of the calls that were answered rightly
-// within the window, the number of failed calls (warm-up included) and the
-// first failure.
-func (b *bench) load(ctx context.Context, workers []worker) ([]time.Duration, int, error) {
+// window; pid is the target's process, whose CPU time is measured with the
+// client's.
+func (b *bench) load(ctx context.Context, workers []worker, pid int) loadResult {
 	start := time.Now()
 	from := start.Add(b.opts.Warmup)
 	to := from.Add(b.opts.Duration)
+	cpuDone := make(chan cpuUse, 1)
+	go func() {
+		// Sampled at the window's edges, so that the CPU time and the calls
+		// counted cover the same span.
+		time.Sleep(time.Until(from))
+		first := sampleCPU(pid)
+		time.Sleep(time.Until(to))
+		cpuDone <- first.to(sampleCPU(pid))
+	}()
 	type result struct {
 		lat      []time.Duration
 		errs     int
@@ -449,7 +493,13 @@ func (b *bench) load(ctx context.Context, workers []worker) ([]time.Duration, in
 			firstErr = r.firstErr
 		}
 	}
-	return lat, errs, firstErr
+	var cpu cpuUse
+	select {
+	case cpu = <-cpuDone:
+	case <-ctx.Done():
+		cpu = cpuUse{client: -1, target: -1, kids: -1}
+	}
+	return loadResult{lat: lat, errs: errs, firstErr: firstErr, cpu: cpu}
 }
 
 func execOutput(name string, args ...string) (string, error) {

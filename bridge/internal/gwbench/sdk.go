@@ -33,17 +33,24 @@ var sdkClient = mcp.NewClient(&mcp.Implementation{Name: "gwbench", Version: "1"}
 // openSDKStdio connects the SDK client to a server's stdin (in) and stdout
 // (out); it owns both from then on.
 func openSDKStdio(ctx context.Context, in io.WriteCloser, out io.ReadCloser) (*sdkSession, error) {
-	return openSDK(ctx, &mcp.IOTransport{Reader: out, Writer: in, MaxLineLength: maxEventSize})
+	return openSDK(ctx, &mcp.IOTransport{Reader: out, Writer: in, MaxLineLength: maxEventSize}, nil)
 }
 
-// openSDKStreamable connects the SDK client to a Streamable HTTP endpoint.
-// The standalone GET stream stays on, as a real client keeps it.
-func openSDKStreamable(ctx context.Context, client *http.Client, url string) (*sdkSession, error) {
-	return openSDK(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client})
+// openSDKStreamable connects the SDK client to a Streamable HTTP endpoint,
+// in the protocol version given ("" is the SDK's choice: the newest, whose
+// stateless era it falls back from to sessions when the server has no
+// server/discover). The standalone GET stream of a session stays on, as a
+// real client keeps it.
+func openSDKStreamable(ctx context.Context, client *http.Client, url, version string) (*sdkSession, error) {
+	var opts *mcp.ClientSessionOptions
+	if version != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	return openSDK(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client}, opts)
 }
 
-func openSDK(ctx context.Context, t mcp.Transport) (*sdkSession, error) {
-	cs, err := sdkClient.Connect(ctx, t, nil)
+func openSDK(ctx context.Context, t mcp.Transport, opts *mcp.ClientSessionOptions) (*sdkSession, error) {
+	cs, err := sdkClient.Connect(ctx, t, opts)
 	if err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)
 	}

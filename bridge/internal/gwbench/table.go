@@ -3,31 +3,39 @@ package gwbench
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 )
 
-// report writes the header, the table, how each target was started, and
-// the notes (skips, failures, first errors).
+// report writes the header, the table (with several rounds: their
+// medians, then each round's ratios), how each target was started, and the
+// notes (skips, failures, first errors). rows have their ratios paired.
 func (b *bench) report(out io.Writer, rows []row) {
 	e, o := b.env, b.opts
 	fmt.Fprintf(out, "MCP stdio gateways in front of @modelcontextprotocol/server-everything %s (tool echo), node %s, %s\n",
 		e.pkgs["@modelcontextprotocol/server-everything"].version, e.nodeVer, cpuNote())
-	fmt.Fprintf(out, "each row: the target started afresh (not a gateway already running), N sessions in closed loops (direct: N calls in flight on one stdio connection), %v warm-up, %v measured\n\n",
+	fmt.Fprintf(out, "each row: the target started afresh (not a gateway already running), N sessions in closed loops (direct: N calls in flight on one stdio connection), %v warm-up, %v measured\n",
 		o.Warmup, o.Duration)
+	table := rows
+	if o.Rounds > 1 {
+		table = combineRounds(rows)
+		fmt.Fprintf(out, "%d rounds, each every session count and target in turn; each figure is the median over the rounds, each ratio the median of the rounds' own ratios\n", o.Rounds)
+	}
+	fmt.Fprintln(out)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\tsessions\tcalls/s\t×direct-sdk\t×tbxark\tp50\tp99\tp99 ×direct-sdk\tsetup p50\tmisrouted\terrors\tgateway RSS idle\tgateway RSS peak\tservers: procs, RSS peak")
-	for _, r := range rows {
+	fmt.Fprintln(tw, "target\tsessions\tcalls/s\t×direct-sdk\t×tbxark\tp50\tp99\tp99 ×direct-sdk\tsetup p50\tmisrouted\terrors\tgateway RSS idle\tgateway RSS peak\tservers: procs, RSS peak\tCPU µs/call: client\tgateway\tservers")
+	for _, r := range table {
 		switch {
 		case r.skip != "":
-			fmt.Fprintf(tw, "%s\t-\tskipped\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(see notes)\n", r.target)
+			fmt.Fprintf(tw, "%s\t-\tskipped\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(see notes)\t-\t-\t-\n", r.target)
 			continue
 		case r.fail == "interrupted":
-			fmt.Fprintf(tw, "%s\t%d\tinterrupted\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.target, r.sessions)
+			fmt.Fprintf(tw, "%s\t%d\tinterrupted\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.target, r.sessions)
 			continue
 		case r.fail != "":
-			fmt.Fprintf(tw, "%s\t%d\tfailed\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(see notes)\n", r.target, r.sessions)
+			fmt.Fprintf(tw, "%s\t%d\tfailed\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t(see notes)\t-\t-\t-\n", r.target, r.sessions)
 			continue
 		}
 		idle, peak := formatBytes(r.idle.rss), formatBytes(r.peak.rss)
@@ -35,34 +43,37 @@ func (b *bench) report(out io.Writer, rows []row) {
 		if r.peak.kidsSeen {
 			servers = fmt.Sprintf("%d, %s", r.peak.kids, formatBytes(r.peak.kidsRSS))
 		}
+		cpuGateway := formatMicros(r.cpuPerCall[1])
 		if r.direct { // the measured process is the server itself
 			idle, peak = "n/a", "n/a"
 			servers = fmt.Sprintf("%d, %s", 1+r.peak.kids, formatBytes(r.peak.rss+r.peak.kidsRSS))
+			cpuGateway = "n/a"
 		}
-		direct := peerRow(rows, "direct-sdk", r.sessions)
-		tbx := peerRow(rows, "tbxark", r.sessions)
-		if targetNamed(r.target).sdk {
-			tbx = peerRow(rows, "tbxark-sdk", r.sessions)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.target, r.sessions, r.rate(),
-			ratio(r.rate(), direct, (*row).rate), ratio(r.rate(), tbx, (*row).rate),
-			formatDuration(r.lat.p50), formatDuration(r.lat.p99),
-			ratio(float64(r.lat.p99), direct, func(d *row) float64 { return float64(d.lat.p99) }),
-			formatDuration(r.setup), r.misrouted, r.errors, idle, peak, servers)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.target, r.sessions, r.rate(),
+			formatRatio(r.xDirect), formatRatio(r.xTBX),
+			formatDuration(r.lat.p50), formatDuration(r.lat.p99), formatRatio(r.p99xDirect),
+			formatDuration(r.setup), r.misrouted, r.errors, idle, peak, servers,
+			formatMicros(r.cpuPerCall[0]), cpuGateway, formatMicros(r.cpuPerCall[2]))
 	}
 	tw.Flush()
+	if o.Rounds > 1 {
+		b.reportRounds(out, rows, table)
+	}
 
 	fmt.Fprintf(out, `
 calls/s    calls answered rightly within the measured %v, divided by it; p50 and p99 over those calls (every duration kept, nearest rank)
 ×          this row's calls/s (or p99) divided by that of direct-sdk, or of tbxark (tbxark-sdk for the rows driven by the SDK),
-           at the same session count in the same run
+           at the same session count in the same round
 setup      median time one session took to open (initialize, then notifications/initialized), the N opened at once, after one
            session opened and ended unmeasured (Streamable HTTP targets) so that the server is up; for direct, the server's start
 misrouted  replies a session got that were not its own (wrong text for the id, or an id it had not in flight); with errors (failed or
            timed-out calls, %v limit), counted over warm-up and measurement
 RSS        VmRSS of the gateway process itself, NOT of the node server(s) it runs: idle once the sessions are initialized, before load;
            peak sampled every %v under load. servers: processes below the gateway (for direct, the server itself) and their summed RSS, at peak
-`, o.Duration, o.CallTimeout, sampleEvery)
+CPU        user+system CPU time spent in the measured window divided by the calls counted: client is this process (the SDK's client, or
+           gwbench's own), gateway the gateway process, servers the node server(s) (the /proc figures tick at 10ms); with %d CPUs,
+           calls/s cannot exceed %d,000,000 / (their sum)
+`, o.Duration, o.CallTimeout, sampleEvery, runtime.NumCPU(), runtime.NumCPU())
 
 	var commands []string
 	seen := map[string]bool{}
@@ -74,9 +85,9 @@ RSS        VmRSS of the gateway process itself, NOT of the node server(s) it run
 		t := targetNamed(r.target)
 		switch {
 		case r.argv != nil:
-			commands = append(commands, fmt.Sprintf("  %-17s %s: %s", r.target, t.about, e.shortArgv(r.argv)))
-		case t.name == "browserbridge" && e.gatewayURL != "":
-			commands = append(commands, fmt.Sprintf("  %-17s %s, already running at %s (pid %d)", r.target, t.about, e.gatewayURL, e.gatewayPID))
+			commands = append(commands, fmt.Sprintf("  %-25s %s: %s", r.target, t.about, e.shortArgv(r.argv)))
+		case strings.HasPrefix(t.name, "browserbridge") && e.gatewayURL != "":
+			commands = append(commands, fmt.Sprintf("  %-25s %s, already running at %s (pid %d)", r.target, t.about, e.gatewayURL, e.gatewayPID))
 		}
 	}
 	if len(commands) > 0 {
@@ -91,10 +102,10 @@ RSS        VmRSS of the gateway process itself, NOT of the node server(s) it run
 			seenSkip[r.target] = true
 			notes = append(notes, fmt.Sprintf("%s skipped: %s", r.target, r.skip))
 		case r.fail != "" && r.fail != "interrupted":
-			notes = append(notes, fmt.Sprintf("%s, %d sessions: %s", r.target, r.sessions, r.fail))
+			notes = append(notes, fmt.Sprintf("%s, %d sessions%s: %s", r.target, r.sessions, o.roundNote(r), r.fail))
 		}
 		if r.firstErr != "" {
-			notes = append(notes, fmt.Sprintf("%s, %d sessions: first error: %s", r.target, r.sessions, r.firstErr))
+			notes = append(notes, fmt.Sprintf("%s, %d sessions%s: first error: %s", r.target, r.sessions, o.roundNote(r), r.firstErr))
 		}
 	}
 	if len(notes) > 0 {
@@ -116,21 +127,46 @@ func (e *env) shortArgv(argv []string) string {
 	return strings.Join(out, " ")
 }
 
-// peerRow returns the measured row of target at n sessions, or nil.
-func peerRow(rows []row, target string, n int) *row {
-	for i := range rows {
-		r := &rows[i]
-		if r.target == target && r.sessions == n && r.skip == "" && r.fail == "" && r.calls > 0 {
-			return r
+// reportRounds writes each round's ratios to direct-sdk, to show how far
+// the medians can be trusted.
+func (b *bench) reportRounds(out io.Writer, rows, table []row) {
+	fmt.Fprintln(out, "\n×direct-sdk in each round (calls/s; p99 in brackets):")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, c := range table {
+		if c.xDirect == 0 || c.target == "direct-sdk" {
+			continue
 		}
+		var per []string
+		for _, r := range rows {
+			if r.target == c.target && r.sessions == c.sessions && r.measured() {
+				per = append(per, fmt.Sprintf("%s (%s)", formatRatio(r.xDirect), formatRatio(r.p99xDirect)))
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", c.target, c.sessions, strings.Join(per, "\t"))
 	}
-	return nil
+	tw.Flush()
 }
 
-// ratio prints v divided by f(peer), or "-" when there is no peer.
-func ratio(v float64, peer *row, f func(*row) float64) string {
-	if peer == nil || f(peer) == 0 {
+// roundNote names a row's round in a note when there are several.
+func (o *Options) roundNote(r row) string {
+	if o.Rounds <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", round %d", r.round)
+}
+
+// formatRatio prints a ratio; "-" for none (0).
+func formatRatio(v float64) string {
+	if v <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f", v/f(peer))
+	return fmt.Sprintf("%.2f", v)
+}
+
+// formatMicros prints a CPU time per call in µs; "-" when unknown.
+func formatMicros(v float64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", v)
 }

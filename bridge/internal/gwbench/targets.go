@@ -28,9 +28,12 @@ const (
 type target struct {
 	name      string
 	transport transport
-	sdk       bool   // driven by the Go SDK's client rather than gwbench's own
-	about     string // one line for the report
-	launch    func(ctx context.Context, e *env) (*instance, error)
+	sdk       bool // driven by the Go SDK's client rather than gwbench's own
+	// sdkVersion pins the SDK client's protocol version; "" lets it choose
+	// (the stateless 2026-07-28 where the gateway offers it, else sessions).
+	sdkVersion string
+	about      string // one line for the report
+	launch     func(ctx context.Context, e *env) (*instance, error)
 }
 
 // targets lists every target in the order of the report.
@@ -38,7 +41,9 @@ var targets = []target{
 	{name: "direct", transport: viaStdio, about: "no gateway: one stdio connection to the server", launch: launchDirect},
 	{name: "direct-sdk", transport: viaStdio, sdk: true, about: "no gateway: the Go SDK client on one stdio connection to the server", launch: launchDirect},
 	{name: "browserbridge", transport: viaStreamable, about: "browserbridge gateway, Streamable HTTP", launch: launchBrowserbridge},
-	{name: "browserbridge-sdk", transport: viaStreamable, sdk: true, about: "browserbridge gateway, Streamable HTTP, Go SDK client", launch: launchBrowserbridge},
+	{name: "browserbridge-sdk", transport: viaStreamable, sdk: true, about: "browserbridge gateway, Streamable HTTP, Go SDK client (it picks 2026-07-28: stateless, a request per call and no session)", launch: launchBrowserbridge},
+	{name: "browserbridge-sdk-session", transport: viaStreamable, sdk: true, sdkVersion: "2025-11-25",
+		about: "browserbridge gateway, Streamable HTTP, Go SDK client held to 2025-11-25 sessions (what it speaks with direct stdio and TBXark's)", launch: launchBrowserbridge},
 	{name: "tbxark", transport: viaStreamable, about: "TBXark/mcp-proxy (Go), streamable-http", launch: launchTBXark},
 	{name: "tbxark-sdk", transport: viaStreamable, sdk: true, about: "TBXark/mcp-proxy (Go), streamable-http, Go SDK client", launch: launchTBXark},
 	{name: "supergateway-sse", transport: viaSSE, about: "supergateway, stdio to SSE", launch: launchSupergateway(false)},
