@@ -694,3 +694,16 @@ func (s *Server) serverExtension(userID, server string) *extension {
 	}
 	return found
 }
+
+// forwardNotification passes a client's notification on to the extension.
+// A server extension gets it with the connection it came on (a top-level
+// connectionId, as spec 001's MCP side routes requests), since what a
+// client notifies (initialized, roots/list_changed) belongs to that
+// client's session on the server; a browser gets it as before.
+func (cn *connection) forwardNotification(method string, params json.RawMessage) {
+	if cn.ext.kind == relaywire.ExtensionKindServer {
+		cn.ext.c.Send(relaywire.AppendConnectionNotification(nil, cn.id, method, params))
+		return
+	}
+	cn.ext.c.Send(relaywire.AppendNotification(nil, method, params))
+}
