@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -331,4 +332,33 @@ func TestHTTPTokenBoundToItsResource(t *testing.T) {
 	if status, _, body := rawPost(t, tp.public()+"/servers/x/mcp", serverTok, initBody); status != http.StatusOK {
 		t.Errorf("the server token at its own endpoint: %d %s", status, body)
 	}
+}
+
+// TestHTTPBrowserToolsChange: the browser's own tools/list_changed reaches
+// the client (the session's GET stream, or its subscriptions/listen), and
+// the next tools/list has the new tools.
+func TestHTTPBrowserToolsChange(t *testing.T) {
+	eras(t, func(t *testing.T, era string) {
+		tp := newHTTPTestProxy(t, Options{}, nil)
+		b := startBrowser(t, tp, "alice", "Chrome")
+		changed := make(chan struct{}, 10)
+		cs := sdkClient(t, tp.public()+"/mcp", era, tp.person(t, passwordFields()), &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+		})
+		if names := toolNames(t, cs); !slices.Contains(names, "echo") {
+			t.Fatalf("tools: %q", names)
+		}
+		b.mu.Lock()
+		b.tools = json.RawMessage(`{"tools":[{"name":"navigate","inputSchema":{"type":"object"}}]}`)
+		b.mu.Unlock()
+		b.sendRaw(relaywire.AppendNotification(nil, relaywire.MethodToolsListChanged, nil))
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the browser's tools/list_changed did not reach the client")
+		}
+		if names := toolNames(t, cs); !slices.Equal(names, []string{"list_browsers", "select_browser", "navigate"}) {
+			t.Errorf("tools after the change: %q", names)
+		}
+	})
 }
