@@ -34,13 +34,13 @@ type httpSession struct {
 	lim       *bucket // the session's rate (Options.ConnRate)
 	out       *outbox // messages for the GET stream
 	done      chan struct{}
-	timer     *time.Timer // reaps the session when idle; nil when stateless
 
 	mu       sync.Mutex
 	waiting  map[string]*pendingCall // the client's requests forwarded and not yet answered, by id (JSON text)
 	progress map[string]*postSink    // progress token (JSON text) → the stream of its request
 	browser  string                  // the extension select_browser (or ?browser=) chose; "" for the default
 	listen   *listener               // a stateless request's subscriptions/listen stream, if it is one
+	timer    *time.Timer             // reaps the session when idle; nil when stateless
 	active   int                     // HTTP requests of the session being served
 	lastUsed time.Time
 	closed   bool
@@ -396,13 +396,16 @@ func (ss *httpSession) reap() {
 	}
 	idle := time.Since(ss.lastUsed)
 	if ss.active > 0 || len(ss.waiting) > 0 || ss.out.streaming() || idle < timeout {
-		ss.mu.Unlock()
 		ss.timer.Reset(max(timeout-idle, time.Second))
+		ss.mu.Unlock()
 		return
 	}
+	// Ended in the same step as the check, so that a request beginning
+	// now finds the session either alive or gone.
+	waiting := ss.markClosedLocked()
 	ss.mu.Unlock()
 	ss.h.s.log.Debug("http session expired", "user", ss.mc.user.id, "idle", idle.Round(time.Second))
-	ss.close()
+	ss.finish(waiting)
 }
 
 // close ends the session once: its calls still in flight are cancelled at
@@ -414,14 +417,26 @@ func (ss *httpSession) close() {
 		ss.mu.Unlock()
 		return
 	}
+	waiting := ss.markClosedLocked()
+	ss.mu.Unlock()
+	ss.finish(waiting)
+}
+
+// markClosedLocked marks the session ended and returns its calls in
+// flight; ss.mu is held and the session was open.
+func (ss *httpSession) markClosedLocked() map[string]*pendingCall {
 	ss.closed = true
 	close(ss.done)
 	waiting := ss.waiting
 	ss.waiting, ss.progress = nil, nil
-	ss.mu.Unlock()
 	if ss.timer != nil {
 		ss.timer.Stop()
 	}
+	return waiting
+}
+
+// finish releases what an ended session holds.
+func (ss *httpSession) finish(waiting map[string]*pendingCall) {
 	if cn := ss.mc.current(); cn != nil {
 		for id := range waiting {
 			params := relaywire.MarshalParams(map[string]any{"requestId": json.RawMessage(id), "reason": "the MCP client's session ended"})

@@ -225,7 +225,9 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 		return
 	}
 	ss.id = rand.Text()
+	ss.mu.Lock() // reap reads the timer under the lock
 	ss.timer = time.AfterFunc(h.opts.SessionTimeout, ss.reap)
+	ss.mu.Unlock()
 	if !h.add(ss) {
 		ss.close()
 		w.Header().Set("Retry-After", "5")
