@@ -432,7 +432,7 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 			mc.cancel(cn, m)
 			return
 		}
-		cn.ext.c.Send(relaywire.AppendNotification(nil, m.Method, m.Params))
+		cn.forwardNotification(m.Method, m.Params)
 		return
 	}
 	if s.isClosing() {
