@@ -31,7 +31,7 @@ type IdentityConfig struct {
 	// PairingCode, on the proxy, checks a one-time code from
 	// `browserbridge pair` (issue 17): the subject it is bound to, or an
 	// error a person can read.
-	PairingCode func(code string) (Subject, error)
+	PairingCode func(code, clientIP string) (Subject, error)
 
 	// SessionTTL is how long a browser stays signed in after a password or
 	// OIDC sign-in, so that connecting the next app asks only for consent.
@@ -83,7 +83,7 @@ const (
 // the paths and cookie settings derived from the issuer.
 type identity struct {
 	password *passwordCheck
-	pairing  func(string) (Subject, error)
+	pairing  func(code, clientIP string) (Subject, error)
 	oidc     *upstream
 
 	sessionTTL time.Duration
@@ -226,7 +226,7 @@ func (s *Server) signInWithSecret(w http.ResponseWriter, r *http.Request, f *aut
 		var got Subject
 		err := errors.New("that is not a pairing code")
 		if len(code) <= 256 {
-			got, err = s.id.pairing(code)
+			got, err = s.id.pairing(code, addr)
 		}
 		if err == nil && got.ID == "" {
 			err = errors.New("the pairing code is bound to no one")

@@ -28,7 +28,7 @@ func TestIdentityConfigRefused(t *testing.T) {
 		{"a hash that is not bcrypt", IdentityConfig{PasswordHash: "5f4dcc3b5aa765d61d8327deb882cf99"}, "not a bcrypt hash"},
 		{"a bcrypt hash", IdentityConfig{PasswordHash: testPasswordHash}, ""},
 		{"both a hash and a password", IdentityConfig{PasswordHash: testPasswordHash, Password: flowPassword}, "not both"},
-		{"pairing codes alone", IdentityConfig{PairingCode: func(string) (Subject, error) { return Subject{}, nil }}, ""},
+		{"pairing codes alone", IdentityConfig{PairingCode: func(string, string) (Subject, error) { return Subject{}, nil }}, ""},
 		{"OIDC", IdentityConfig{OIDC: okOIDC()}, ""},
 		{"OIDC allowing anyone", IdentityConfig{OIDC: &OIDCConfig{Issuer: "https://accounts.example.com", ClientID: "c"}}, "allowed subjects or allowed emails"},
 		{"OIDC allowing only blanks", IdentityConfig{OIDC: &OIDCConfig{Issuer: "https://accounts.example.com", ClientID: "c", AllowedSubjects: []string{" "}}}, "allowed subjects or allowed emails"},
@@ -110,7 +110,9 @@ func TestIdentityPasswordCheck(t *testing.T) {
 // TestIdentityPairingCode: the proxy's way (issue 17). The code field
 // only, the checker's own sentence on a refusal, no lasting session.
 func TestIdentityPairingCode(t *testing.T) {
-	pair := func(code string) (Subject, error) {
+	var addrs []string // the client address each check was given
+	pair := func(code, clientIP string) (Subject, error) {
+		addrs = append(addrs, clientIP)
 		switch code {
 		case "BRIDGE-4711":
 			return Subject{ID: "pair:user-42", Display: "user 42"}, nil
@@ -147,10 +149,17 @@ func TestIdentityPairingCode(t *testing.T) {
 	if strings.Contains(w.logs.String(), "BRIDGE-4711") {
 		t.Fatal("a pairing code reached the log")
 	}
+	// The checker is told where each attempt came from, so its own
+	// per-address limit holds one guesser back, not everyone.
+	for _, a := range addrs {
+		if a == "" {
+			t.Fatalf("a pairing check was given no client address: %q", addrs)
+		}
+	}
 }
 
 func TestIdentityPasswordAndCode(t *testing.T) {
-	pair := func(code string) (Subject, error) {
+	pair := func(code, _ string) (Subject, error) {
 		if code == "PAIR-1" {
 			return Subject{ID: "pair:u1", Method: "pairing"}, nil
 		}

@@ -369,20 +369,19 @@ const pairSubjectPrefix = "pair:"
 // `code`): one of the proxy's own one-time codes (pairing.go), bound to the
 // user whose bridge asked for it over its authenticated relay link.
 //
-// The authorization server does not pass the request on, so the code's
-// per-address limit sees every attempt under one address (""); the
-// authorization server's own per-address and per-request limits come
-// first.
-func (s *Server) pairingCode() func(string) (authserver.Subject, error) {
-	return pairingSubject(func(code string) (string, error) { return s.RedeemPairingCode(code, "") })
+// The authorization server passes the client's address (its ClientIP),
+// so the code's own per-address limit holds one guesser back without
+// locking everyone else out.
+func (s *Server) pairingCode() func(code, clientIP string) (authserver.Subject, error) {
+	return pairingSubject(s.RedeemPairingCode)
 }
 
 // pairingSubject turns a redemption of a pairing code (its user, or why
 // it is refused, in a sentence) into the sign-in's check: the subject
 // "pair:<user>", which userOf maps back to that user.
-func pairingSubject(redeem func(code string) (user string, err error)) func(string) (authserver.Subject, error) {
-	return func(code string) (authserver.Subject, error) {
-		user, err := redeem(code)
+func pairingSubject(redeem func(code, clientIP string) (user string, err error)) func(code, clientIP string) (authserver.Subject, error) {
+	return func(code, clientIP string) (authserver.Subject, error) {
+		user, err := redeem(code, clientIP)
 		if err != nil {
 			return authserver.Subject{}, err
 		}
