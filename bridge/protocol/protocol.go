@@ -36,6 +36,11 @@ const (
 	// BridgeStatus (request, any local client -> bridge) reports the
 	// bridge's state; `browserbridge status` uses it.
 	BridgeStatus = "bridge.status"
+	// BridgePair (request, any local client -> bridge) asks the cloud
+	// proxy, over the bridge's relay, for a one-time sign-in code bound to
+	// the relay's user: {} → relaywire.PairingCodeResult. `browserbridge
+	// pair` uses it (docs/relay.md, "Pairing").
+	BridgePair = "bridge.pair"
 	// Ping (request, either way) is answered with an empty result.
 	Ping = "ping"
 	// SessionEnded (notification, bridge -> extension) says an MCP session
@@ -237,13 +242,19 @@ type StatusResult struct {
 	// Relay is the state of the cloud relay client, one entry per browser;
 	// absent when no relay is configured.
 	Relay []RelayInfo `json:"relay,omitempty"`
+	// RelayServers are the relay's connections for the gateway's stdio
+	// servers, one per server (RelayInfo.Server set, BrowserID empty).
+	RelayServers []RelayInfo `json:"relayServers,omitempty"`
 }
 
 // RelayInfo is one browser's connection to the cloud proxy (spec 001),
 // where the bridge plays the extension's role on the browser's behalf.
 type RelayInfo struct {
 	BrowserID string `json:"browserId"`
-	URL       string `json:"url"`
+	// Server is the gateway server a server extension offers; "" for a
+	// browser's connection.
+	Server string `json:"server,omitempty"`
+	URL    string `json:"url"`
 	// Name is the name announced to the proxy in authenticate.
 	Name string `json:"name"`
 	// State is connecting, authenticating, connected, auth_failed or

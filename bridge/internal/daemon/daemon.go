@@ -105,6 +105,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		MCPURL:         b.baseURL() + "/mcp",
 		Handle:         b.handleBrowserMessage,
 		LiveSessions:   b.mcp.LiveSessions,
+		Control:        b.controlMethods(),
 		OnChange: func() {
 			b.mcp.BrowsersChanged()
 			b.gw.RemotesChanged()
@@ -121,13 +122,11 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 			}
 			if b.relay != nil {
 				st.Relay = b.relay.Status()
+				st.RelayServers = b.relay.ServerStatus()
 			}
 		},
 	})
 	b.mcp.Attach(b.links)
-	if cfg.Relay.URL != "" {
-		b.relay = relay.New(relay.Options{URL: cfg.Relay.URL, Token: cfg.Relay.Token, Name: cfg.Relay.Name, Links: b.links, Logger: log})
-	}
 
 	// One session table for every endpoint: the caps are the bridge's, not
 	// each endpoint's.
@@ -145,6 +144,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 	if err != nil {
 		return fail(err)
 	}
+	b.relay = newRelay(cfg, log, b.links, b.gw) // the browsers' and the servers'
 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", b.st)

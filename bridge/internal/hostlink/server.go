@@ -65,6 +65,10 @@ type Options struct {
 	// Status fills in the parts of bridge.status the link does not know
 	// (listen address, URLs, log file); nil leaves them empty.
 	Status func(*protocol.StatusResult)
+	// Control answers requests any local client of the user may make on
+	// the socket, as it may bridge.status (`browserbridge pair`'s
+	// bridge.pair), by method; each runs on its own goroutine. nil: none.
+	Control map[string]func(ctx context.Context, req *jsonrpc2.Request) (any, error)
 	// MCPURL is sent to the extension in the hello result.
 	MCPURL string
 	// Handle answers requests and notifications from a browser that the
@@ -473,6 +477,13 @@ func (l *link) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Re
 		return l.s.Status(), nil
 	case protocol.Ping:
 		return struct{}{}, nil
+	}
+	if h := l.s.opts.Control[req.Method]; h != nil && !req.Notif {
+		go func() {
+			res, err := h(ctx, req)
+			reply(ctx, conn, req, res, err)
+		}()
+		return nil, errAnswered
 	}
 	if !attached {
 		return l.refuseUnattached(req, refused)

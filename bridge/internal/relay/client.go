@@ -3,8 +3,10 @@
 // browser: one WebSocket per browser to the proxy's /extension, answering the
 // proxy's authenticate and forwarding every mapped request ("conn-<c>:<n>")
 // to the browser through the host link with the id unchanged, and the reply
-// back unchanged. Remote is the other side, the MCP role, used by
-// `browserbridge connect`.
+// back unchanged. It does the same for each stdio server of the bridge's
+// gateway, registered as a server extension (servers.go), and asks the
+// proxy for pairing codes (pair.go). Remote is the other side, the MCP
+// role, used by `browserbridge connect`.
 package relay
 
 import (
@@ -17,6 +19,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +69,18 @@ type Options struct {
 	PingPeriod time.Duration
 	// Dialer; nil means websocket.DefaultDialer with a 10 s handshake.
 	Dialer *websocket.Dialer
+	// Servers, if set, is the bridge's stdio gateway: each of its servers
+	// registers with the proxy as a server extension of the user, on a
+	// WebSocket of its own, and is reached in this process. nil: browsers
+	// only.
+	Servers ServerSource
+	// Host names this bridge in its servers' announced names ("everything
+	// (Host)"). Default: Name, else the machine's host name.
+	Host string
+	// ServersPoll is how often the client compares the gateway's servers
+	// with its connections (servers added or removed by a reload);
+	// ServersChanged looks at once. Default 2 s.
+	ServersPoll time.Duration
 }
 
 // Client keeps one proxy connection per connected browser. Create it with
@@ -77,6 +92,10 @@ type Client struct {
 	kick   chan struct{}
 	mu     sync.Mutex
 	agents map[string]*agent // by browser id
+	// servers are the server extensions, by gateway server name.
+	servers map[string]*agent
+	// skipped are server names not offered (relaywire's rules), logged once.
+	skipped map[string]bool
 }
 
 // New returns a Client; Run starts it.
@@ -99,9 +118,23 @@ func New(opts Options) *Client {
 	if opts.Dialer == nil {
 		opts.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
 	}
+	if opts.ServersPoll <= 0 {
+		opts.ServersPoll = 2 * time.Second
+	}
+	if opts.Host == "" {
+		opts.Host = opts.Name
+	}
+	if opts.Host == "" {
+		opts.Host, _ = os.Hostname()
+	}
 	opts.URL = strings.TrimRight(opts.URL, "/")
-	return &Client{opts: opts, log: opts.Logger.With("component", "relay"), kick: make(chan struct{}, 1), agents: make(map[string]*agent)}
+	return &Client{opts: opts, log: opts.Logger.With("component", "relay"), kick: make(chan struct{}, 1),
+		agents: make(map[string]*agent), servers: make(map[string]*agent)}
 }
+
+// ServersChanged makes the client look at the gateway's servers again
+// (after a reload); it never blocks.
+func (c *Client) ServersChanged() { c.BrowsersChanged() }
 
 // BrowsersChanged makes the client look at the browsers again. It never
 // blocks; call it from hostlink.Options.OnChange.
@@ -115,20 +148,76 @@ func (c *Client) BrowsersChanged() {
 // Run keeps the connections until ctx ends, then closes them all.
 func (c *Client) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	var poll <-chan time.Time
+	if c.opts.Servers != nil {
+		t := time.NewTicker(c.opts.ServersPoll)
+		defer t.Stop()
+		poll = t.C
+	}
 	for {
 		c.reconcile(ctx, &wg)
+		c.reconcileServers(ctx, &wg)
 		select {
 		case <-c.kick:
+		case <-poll:
 		case <-ctx.Done():
 			c.mu.Lock()
 			for id, a := range c.agents {
 				a.cancel()
 				delete(c.agents, id)
 			}
+			for name, a := range c.servers {
+				a.cancel()
+				delete(c.servers, name)
+			}
 			c.mu.Unlock()
 			wg.Wait()
 			return
 		}
+	}
+}
+
+// reconcileServers starts a server extension for each server the gateway
+// has and stops those of servers it no longer has.
+func (c *Client) reconcileServers(ctx context.Context, wg *sync.WaitGroup) {
+	if c.opts.Servers == nil {
+		return
+	}
+	present := make(map[string]bool)
+	for _, name := range c.opts.Servers.Names() {
+		present[name] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, a := range c.servers {
+		if !present[name] {
+			c.log.Info("server left the gateway; closing its relay connection", "server", name)
+			a.cancel()
+			delete(c.servers, name)
+		}
+	}
+	for name := range present {
+		if _, ok := c.servers[name]; ok {
+			continue
+		}
+		if err := serverNameError(name); err != nil {
+			if !c.skipped[name] {
+				if c.skipped == nil {
+					c.skipped = make(map[string]bool)
+				}
+				c.skipped[name] = true
+				c.log.Warn("a gateway server is not offered through the relay", "server", name, "error", err)
+			}
+			continue
+		}
+		actx, cancel := context.WithCancel(ctx)
+		a := &agent{c: c, cancel: cancel, server: name, name: serverAgentName(name, c.opts.Host), state: StateConnecting, since: time.Now()}
+		c.servers[name] = a
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.run(actx)
+		}()
 	}
 }
 
@@ -188,6 +277,19 @@ func (c *Client) nameFor(b *hostlink.Browser) string {
 	return name + " #" + hex.EncodeToString(sum[:3])
 }
 
+// ServerStatus reports each server extension's relay connection, ordered
+// by server name (Server set, BrowserID empty).
+func (c *Client) ServerStatus() []protocol.RelayInfo {
+	c.mu.Lock()
+	list := make([]protocol.RelayInfo, 0, len(c.servers))
+	for _, a := range c.servers {
+		list = append(list, a.info())
+	}
+	c.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].Server < list[j].Server })
+	return list
+}
+
 // Status reports each browser's relay connection, ordered by browser id.
 func (c *Client) Status() []protocol.RelayInfo {
 	c.mu.Lock()
@@ -205,6 +307,7 @@ type agent struct {
 	c         *Client
 	cancel    context.CancelFunc
 	browserID string
+	server    string // a server extension's gateway server; "" for a browser's
 	name      string
 
 	mu       sync.Mutex
@@ -235,6 +338,13 @@ func (a *agent) setBrowser(b *hostlink.Browser) {
 	}
 }
 
+// countInflight counts forwarded calls, for the status.
+func (a *agent) countInflight(n int) {
+	a.mu.Lock()
+	a.inflight += n
+	a.mu.Unlock()
+}
+
 func (a *agent) session() *session {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -263,7 +373,7 @@ func (a *agent) info() protocol.RelayInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return protocol.RelayInfo{
-		BrowserID: a.browserID, URL: a.c.opts.URL, Name: a.name, State: a.state,
+		BrowserID: a.browserID, Server: a.server, URL: a.c.opts.URL, Name: a.name, State: a.state,
 		ExtensionID: a.extID, UserID: a.userID, Peers: a.peers, InFlight: a.inflight,
 		Since: a.since.UTC().Format(time.RFC3339), Error: a.lastErr, Attempt: a.attempt,
 	}
@@ -271,6 +381,9 @@ func (a *agent) info() protocol.RelayInfo {
 
 func (a *agent) run(ctx context.Context) {
 	log := a.c.log.With("browser", a.browserID)
+	if a.server != "" {
+		log = a.c.log.With("server", a.server)
+	}
 	for ctx.Err() == nil {
 		authed, authFailed, err := a.serve(ctx, log)
 		if ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,16 +55,25 @@ type session struct {
 	wg     sync.WaitGroup // forwarded calls
 	authed atomic.Bool
 
+	// gw holds a server extension's gateway sessions; nil for a browser's.
+	gw *gwConns
+
+	nextCall atomic.Int64
+
 	mu       sync.Mutex
-	inflight map[string]struct{}        // mapped ids being forwarded
-	progress map[string]json.RawMessage // mapped id → the caller's progress token, while in flight
-	conns    map[string]struct{}        // connection ids seen, for session.ended
+	inflight map[string]struct{}                // mapped ids being forwarded
+	progress map[string]json.RawMessage         // mapped id → the caller's progress token, while in flight
+	conns    map[string]struct{}                // connection ids seen, for session.ended
+	calls    map[string]chan *relaywire.Message // the relay's own requests to the proxy, by id
 }
 
 func newSession(ctx context.Context, a *agent, ws *websocket.Conn, log *slog.Logger) *session {
 	s := &session{a: a, c: wsconn.New(ws, connOptions(a.c.opts.PingPeriod)), log: log, inflight: make(map[string]struct{}),
-		progress: make(map[string]json.RawMessage), conns: make(map[string]struct{})}
+		progress: make(map[string]json.RawMessage), conns: make(map[string]struct{}), calls: make(map[string]chan *relaywire.Message)}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	if a.server != "" {
+		s.gw = newGWConns(s, a.c.opts.Servers, a.server)
+	}
 	return s
 }
 
@@ -77,7 +87,11 @@ func (s *session) run() error {
 	s.cancel(err)
 	<-s.c.Done()
 	s.wg.Wait() // forwarded calls have told the browser they were cut off
-	s.endSessions()
+	if s.gw != nil {
+		s.gw.closeAll()
+	} else {
+		s.endSessions()
+	}
 	return err
 }
 
@@ -98,8 +112,7 @@ func (s *session) handle(data []byte) {
 	case relaywire.KindNotification:
 		s.handleNotification(m)
 	case relaywire.KindReply:
-		// The extension's role never makes requests: nothing to answer.
-		s.log.Debug("ignored a reply from the proxy", "id", string(m.ID))
+		s.reply(m)
 	}
 }
 
@@ -150,6 +163,9 @@ func (s *session) handleRequest(m *relaywire.Message) {
 			return
 		}
 		res := relaywire.AuthenticateResult{Name: s.a.name, AccessToken: s.a.c.opts.Token}
+		if s.a.server != "" {
+			res.Kind, res.Server = relaywire.ExtensionKindServer, s.a.server
+		}
 		s.send(relaywire.AppendResult(nil, m.ID, relaywire.MarshalParams(res)))
 	case !isString || !strings.HasPrefix(id, relaywire.PrefixConnection):
 		s.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInvalidRequest,
@@ -166,6 +182,10 @@ func (s *session) handleRequest(m *relaywire.Message) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			if s.gw != nil {
+				s.gw.request(id, conn, m)
+				return
+			}
 			s.forward(id, conn, m)
 		}()
 	}
@@ -306,9 +326,87 @@ func (s *session) handleNotification(m *relaywire.Message) {
 		s.a.peers = p.PeerCount
 		s.a.mu.Unlock()
 	case relaywire.MethodCancelled:
+		if s.gw != nil {
+			// The mapped id names the request in its gateway session too.
+			var p relaywire.CancelledParams
+			if json.Unmarshal(m.Params, &p) == nil {
+				if id, ok := relaywire.IDString(p.RequestID); ok {
+					if conn, _, ok := relaywire.UnmapID(id); ok {
+						s.gw.notify(conn, m)
+					}
+				}
+			}
+			return
+		}
 		s.cancelled(m.Params)
+	case relaywire.MethodConnectionClosed:
+		if s.gw != nil {
+			var p relaywire.ConnectionClosedParams
+			if json.Unmarshal(m.Params, &p) == nil && p.ConnectionID != "" {
+				s.gw.closeConn(p.ConnectionID)
+			}
+		}
 	default:
+		if s.gw != nil && m.ConnectionID != "" && strings.HasPrefix(m.Method, "notifications/") {
+			// A client's notification, with its connection (a proxy that
+			// names it): to that client's session.
+			s.gw.notify(m.ConnectionID, m)
+			return
+		}
 		s.log.Debug("ignored a notification from the proxy", "method", m.Method)
+	}
+}
+
+// reply takes a reply from the proxy: to one of the relay's own requests
+// (pairing_code), or a client's answer to a server's request.
+func (s *session) reply(m *relaywire.Message) {
+	if id, ok := relaywire.IDString(m.ID); ok {
+		s.mu.Lock()
+		ch := s.calls[id]
+		delete(s.calls, id)
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- m
+			return
+		}
+	}
+	if s.gw != nil && s.gw.answer(m) {
+		return
+	}
+	s.log.Debug("ignored a reply from the proxy", "id", string(m.ID))
+}
+
+// call sends a request of the relay's own to the proxy ("ext:bridge-<n>")
+// and waits for the reply; a reply with an error returns it as
+// *relaywire.Error.
+func (s *session) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id := relaywire.PrefixExt + "bridge-" + strconv.FormatInt(s.nextCall.Add(1), 10)
+	ch := make(chan *relaywire.Message, 1)
+	s.mu.Lock()
+	s.calls[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.calls, id)
+		s.mu.Unlock()
+	}()
+	if !s.send(relaywire.AppendRequest(nil, id, method, relaywire.MarshalParams(params))) {
+		return nil, errors.New("the relay connection to the proxy closed")
+	}
+	select {
+	case m := <-ch:
+		if m.Error != nil {
+			var e relaywire.Error
+			if json.Unmarshal(m.Error, &e) != nil {
+				return nil, fmt.Errorf("the proxy answered %s with a malformed error: %s", method, m.Error)
+			}
+			return nil, &e
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.ctx.Done():
+		return nil, errors.New("the relay connection to the proxy closed before it answered")
 	}
 }
 
