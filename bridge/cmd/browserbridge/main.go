@@ -59,6 +59,7 @@ func commands() []command {
 		{"uninstall", "stop the bridge and remove what install wrote and the service (--purge: the config and logs too)", runUninstall},
 		{"service", "install|uninstall|start|stop|restart|status the per-user service", runService},
 		{"connect", "serve a browser reached through a cloud proxy as a stdio MCP server", runConnect},
+		{"pair", "print a one-time code that signs a remote MCP client in to the cloud proxy as you", runPair},
 		{"stdio", "serve the bridge's MCP tools over stdio (for clients that only speak stdio)", runStdio},
 		{"gateway", "run the stdio-server gateway alone, without the browser (server deployments)", runGateway},
 		{"servers", "import Claude Desktop's MCP servers into the gateway's config, or list them", runServers},
