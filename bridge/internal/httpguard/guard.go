@@ -6,12 +6,19 @@
 //     unless its Origin is allowed, on every route but the health probe: 403;
 //  3. the Origin header, which browsers send and other clients do not: 403;
 //  4. CORS: a preflight from an allowed origin is answered here with 204;
+//     (Options.Browsers may hand steps 2 to 4 to the handler, or accept any
+//     origin on routes whose only credential is a bearer token: see
+//     BrowserPolicy);
 //  5. the bearer token, when one is configured: 401;
 //  6. the request rate of the peer address (and of the session, for the
 //     sessions Options.KnownSession recognises), when limits are
 //     configured: a request over its limit waits up to Options.MaxWait for
 //     its turn, and only one that would wait longer is refused: 429;
 //  7. the request body's size: 413.
+//
+// Behind a reverse proxy listed in Options.TrustedProxies, the rate limits
+// and the handlers behind count a request under the client's address, read
+// from X-Forwarded-For; from any other peer that header is ignored.
 //
 // Every refusal is a JSON-RPC error object with a null id and code -32000
 // (see WriteError), so MCP clients can show the message to a person.
@@ -60,6 +67,9 @@ const (
 	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
 	corsAllowHeaders  = "Content-Type, Authorization, Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name"
 	corsExposeHeaders = "Mcp-Session-Id"
+	// anyOriginExposeHeaders adds the 401's challenge, which a
+	// browser-based OAuth client reads to find the resource's metadata.
+	anyOriginExposeHeaders = "Mcp-Session-Id, WWW-Authenticate"
 	// corsMaxAge is how long, in seconds, a browser may cache a preflight
 	// answer (Chromium caps it at two hours).
 	corsMaxAge = "600"
@@ -79,6 +89,36 @@ const maxEchoLen = 200
 // ErrTokenRequired is returned (wrapped) by New when the bridge would listen
 // beyond loopback without a bearer token.
 var ErrTokenRequired = errors.New("the bridge refuses to listen beyond loopback without a token")
+
+// A BrowserPolicy says how the guard treats what browsers add to a request:
+// steps 2 to 4 of the package comment (Sec-Fetch-Site, Origin, CORS).
+type BrowserPolicy int
+
+const (
+	// CheckBrowsers runs steps 2 to 4: a web page may call only if its
+	// origin is in Options.AllowedOrigins. This is what protects a bridge
+	// whose only credential is being reachable (loopback without a token)
+	// from the pages a person visits.
+	CheckBrowsers BrowserPolicy = iota
+
+	// HandlerChecksBrowsers skips steps 2 to 4 and adds no CORS headers:
+	// for routes that other sites reach by design and whose handler checks
+	// its own forms, such as an OAuth authorization server's sign-in pages
+	// (opened by a navigation from the client's site; a provider sends the
+	// browser back; forms post with Origin: null under Referrer-Policy:
+	// no-referrer; the server binds each form to a cookie and a CSRF token
+	// and checks Sec-Fetch-Site itself) and its public metadata documents.
+	HandlerChecksBrowsers
+
+	// AnyOrigin skips steps 2 and 3 and answers CORS for whatever origin a
+	// request names, without credentials: for routes whose only credential
+	// is a bearer token the caller sends in its Authorization header. A
+	// hostile page cannot use a token it does not hold, so refusing pages
+	// protects nothing there (the MCP specification's Origin check exists
+	// against DNS rebinding of unauthenticated local servers; step 1 still
+	// runs) and would refuse browser-based clients and extensions.
+	AnyOrigin
+)
 
 // Options configures New. Only ListenAddr is required; every other zero value
 // is documented on its field.
@@ -115,8 +155,37 @@ type Options struct {
 
 	// Token is the bearer token every request must carry in its
 	// Authorization header, except GET and HEAD /health. "" means none is
-	// required, which New allows only when ListenAddr is a loopback address.
+	// required, which New allows only when ListenAddr is a loopback address
+	// or AuthenticatedBy is set.
 	Token string
+
+	// AuthenticatedBy names the layer behind the guard that authenticates
+	// every request it does not deliberately leave open, such as "OAuth"
+	// for an authorization server that protects each route: the guard then
+	// serves beyond loopback without a Token (and refuses one: a second way
+	// in beside that layer), and says so in its log and errors. "" means
+	// the guard's Token is the authentication.
+	AuthenticatedBy string
+
+	// Browsers, if set, gives each request's BrowserPolicy. It is called
+	// once for every request that passed the Host check, from many
+	// goroutines at once, so it must be safe for concurrent use and quick.
+	// Nil means CheckBrowsers for every request. Since the other policies
+	// let web pages through, New refuses a Browsers without a Token or
+	// AuthenticatedBy.
+	Browsers func(r *http.Request) BrowserPolicy
+
+	// TrustedProxies are the addresses of reverse proxies (Caddy, Traefik)
+	// whose X-Forwarded-For header is believed. A request whose peer is in
+	// one of them is counted under the right-most X-Forwarded-For address
+	// that is not itself a trusted proxy (a proxy vouches only for the
+	// address it appends; what lies to its left the client may have
+	// written), by the rate limits and by the handlers behind: they see
+	// that address, with port 0, as the request's RemoteAddr (see
+	// ClientIP). Any other peer's X-Forwarded-For is ignored. A prefix of
+	// length 0 (every address) is refused. Nil means none: every request
+	// counts under its peer's address.
+	TrustedProxies []netip.Prefix
 
 	// MaxBodyBytes is the largest request body accepted. 0 means
 	// DefaultMaxBodyBytes (4 MiB).
@@ -124,12 +193,14 @@ type Options struct {
 
 	// RatePerSecond is how many requests per second each peer beyond
 	// loopback may make on average, and Burst how many it may make at once
-	// after a pause. A peer is the connection's remote IP address (for IPv6,
-	// its /64 network, which one host usually holds whole) and, when a Token
-	// is configured, the token it authenticated with (by the first bytes of
+	// after a pause. A peer is the connection's remote IP address, or the
+	// client's behind a trusted proxy (TrustedProxies), for IPv6 its /64
+	// network, which one host usually holds whole, and, when a Token is
+	// configured, the token it authenticated with (by the first bytes of
 	// its SHA-256, never the token itself). Nothing the client writes in its
-	// request (Mcp-Session-Id, ?sessionId=, X-Forwarded-For) names a bucket,
-	// so a client cannot escape its limit by inventing values. A
+	// request (Mcp-Session-Id, ?sessionId=, an X-Forwarded-For that no
+	// trusted proxy vouches for) names a bucket, so a client cannot escape
+	// its limit by inventing values. A
 	// RemoteAddr that is not ip:port counts as one peer beyond loopback.
 	// RatePerSecond 0 means no limit; Burst 0 means RatePerSecond rounded
 	// up, at least 1.
@@ -186,7 +257,9 @@ type guard struct {
 	origins   map[string]bool
 	tokenHash *[sha256.Size]byte // nil when no token is required
 	maxBody   int64
-	tokenID   [8]byte // part of every rate limiter key: see Options.RatePerSecond
+	tokenID   [8]byte                           // part of every rate limiter key: see Options.RatePerSecond
+	browsers  func(*http.Request) BrowserPolicy // nil: CheckBrowsers
+	proxies   trustedProxies
 
 	// The rate limiters: nil when there is no such limit.
 	remote, loopback *limiter[peerKey]
@@ -214,9 +287,20 @@ func New(opts Options, next http.Handler) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpguard: %w", err)
 	}
-	if opts.Token == "" && !isLoopbackHost(lh) {
+	if opts.AuthenticatedBy != "" && opts.Token != "" {
+		return nil, fmt.Errorf("httpguard: requests are authenticated by %s, and a %q would be a second way in beside it; drop the token (and %s)",
+			opts.AuthenticatedBy, configKeyToken, envToken)
+	}
+	if opts.Token == "" && opts.AuthenticatedBy == "" && !isLoopbackHost(lh) {
 		return nil, fmt.Errorf("httpguard: listen address %q is not a loopback address, and %w: set %q in the config file or %s in the environment",
 			opts.ListenAddr, ErrTokenRequired, configKeyToken, envToken)
+	}
+	if opts.Browsers != nil && opts.Token == "" && opts.AuthenticatedBy == "" {
+		return nil, errors.New("httpguard: Browsers may let web pages through, which only a bridge that authenticates its requests may do: set Token or AuthenticatedBy")
+	}
+	proxies, err := newTrustedProxies(opts.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("httpguard: %w", err)
 	}
 	if strings.TrimSpace(opts.Token) != opts.Token {
 		return nil, fmt.Errorf("httpguard: the %q option begins or ends with white space, which an Authorization header cannot carry", configKeyToken)
@@ -248,11 +332,13 @@ func New(opts Options, next http.Handler) (http.Handler, error) {
 	}
 
 	g := &guard{
-		next:    next,
-		log:     opts.Logger,
-		hosts:   make(map[hostPort]bool),
-		origins: make(map[string]bool),
-		maxBody: opts.MaxBodyBytes,
+		next:     next,
+		log:      opts.Logger,
+		hosts:    make(map[hostPort]bool),
+		origins:  make(map[string]bool),
+		maxBody:  opts.MaxBodyBytes,
+		browsers: opts.Browsers,
+		proxies:  proxies,
 	}
 	if g.maxBody == 0 {
 		g.maxBody = DefaultMaxBodyBytes
@@ -317,6 +403,10 @@ func New(opts Options, next http.Handler) (http.Handler, error) {
 		g.knownSession = opts.KnownSession
 	}
 	g.sleep = sleep
+	if opts.AuthenticatedBy != "" && !isLoopbackHost(lh) && g.log != nil {
+		g.log.Info("httpguard: serving beyond loopback without the guard's token: "+opts.AuthenticatedBy+" authenticates the requests",
+			"listen", opts.ListenAddr)
+	}
 	return g, nil
 }
 
@@ -341,6 +431,10 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.proxies != nil {
+		r = g.fromProxy(r)
+	}
+
 	// 1. Host.
 	if !g.hostAllowed(r.Host) {
 		g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "host not allowed",
@@ -348,45 +442,20 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	// 2. Sec-Fetch-Site.
-	origin, hasOrigin := originHeader(r)
-	if site, ok := r.Header[headerSecFetchSite]; ok && len(site) > 0 && !isHealthProbe(r) {
-		if msg := g.checkFetchSite(site[0], origin, hasOrigin); msg != "" {
-			g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "cross-site request", msg)
-			return
-		}
+	// 2 to 4: Sec-Fetch-Site, Origin, CORS.
+	policy := CheckBrowsers
+	if g.browsers != nil {
+		policy = g.browsers(r)
 	}
-
-	// 3. Origin.
-	if hasOrigin {
-		if origin == "null" {
-			g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "origin null",
-				"Requests from an opaque origin (Origin: null) are refused; only origins listed in "+configKeyOrigins+" may call this bridge.")
+	switch policy {
+	case HandlerChecksBrowsers:
+	case AnyOrigin:
+		if anyOriginCORS(w, r) {
 			return
 		}
-		norm, err := normalizeOrigin(origin)
-		// The bridge's own origin (http://<the Host that passed step 1>)
-		// needs neither the allowlist nor CORS: no rebinding page can send it.
-		if err != nil || !sameOrigin(norm, r.Host) {
-			if err != nil || !g.origins[norm] {
-				g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "origin not allowed",
-					fmt.Sprintf("Origin %q may not call this bridge; add it to %q in the bridge's config to allow it.", echo(origin), configKeyOrigins))
-				return
-			}
-
-			// 4. CORS, for an allowed origin.
-			h := w.Header()
-			h.Set("Access-Control-Allow-Origin", origin)
-			h.Add("Vary", "Origin")
-			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-				h.Set("Access-Control-Allow-Methods", corsAllowMethods)
-				h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
-				h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
-				h.Set("Access-Control-Max-Age", corsMaxAge)
-				w.WriteHeader(http.StatusNoContent)
-				return
-			}
-			h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+	default:
+		if !g.checkBrowsers(w, r) {
+			return
 		}
 	}
 
@@ -417,6 +486,81 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r2
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// checkBrowsers runs steps 2 to 4 under CheckBrowsers: it reports whether r
+// may go on, or else has answered it (a refusal, or a preflight's 204).
+func (g *guard) checkBrowsers(w http.ResponseWriter, r *http.Request) bool {
+	// 2. Sec-Fetch-Site.
+	origin, hasOrigin := originHeader(r)
+	if site, ok := r.Header[headerSecFetchSite]; ok && len(site) > 0 && !isHealthProbe(r) {
+		if msg := g.checkFetchSite(site[0], origin, hasOrigin); msg != "" {
+			g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "cross-site request", msg)
+			return false
+		}
+	}
+
+	// 3. Origin.
+	if hasOrigin {
+		if origin == "null" {
+			g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "origin null",
+				"Requests from an opaque origin (Origin: null) are refused; only origins listed in "+configKeyOrigins+" may call this bridge.")
+			return false
+		}
+		norm, err := normalizeOrigin(origin)
+		// The bridge's own origin (http://<the Host that passed step 1>)
+		// needs neither the allowlist nor CORS: no rebinding page can send it.
+		if err != nil || !sameOrigin(norm, r.Host) {
+			if err != nil || !g.origins[norm] {
+				g.refuse(w, r, http.StatusForbidden, slog.LevelWarn, "origin not allowed",
+					fmt.Sprintf("Origin %q may not call this bridge; add it to %q in the bridge's config to allow it.", echo(origin), configKeyOrigins))
+				return false
+			}
+
+			// 4. CORS, for an allowed origin.
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				h.Set("Access-Control-Allow-Methods", corsAllowMethods)
+				h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+				h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+				h.Set("Access-Control-Max-Age", corsMaxAge)
+				w.WriteHeader(http.StatusNoContent)
+				return false
+			}
+			h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+		}
+	}
+	return true
+}
+
+// anyOriginCORS answers CORS under AnyOrigin: the request's origin, if it
+// is one (a browser's, or "null" for an opaque one), is echoed without
+// credentials, so a page may read the answer to a request it made with a
+// token of its own. A preflight is answered here (it reports true); a
+// value that is no origin gets no CORS headers, and a request without
+// Origin is no browser's cross-origin request, so neither needs any.
+func anyOriginCORS(w http.ResponseWriter, r *http.Request) bool {
+	origin, ok := originHeader(r)
+	if !ok {
+		return false
+	}
+	if _, err := normalizeOrigin(origin); err != nil && origin != "null" {
+		return false
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Expose-Headers", anyOriginExposeHeaders)
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		h.Set("Access-Control-Allow-Methods", corsAllowMethods)
+		h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+		h.Set("Access-Control-Max-Age", corsMaxAge)
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	}
+	return false
 }
 
 // checkFetchSite returns "" if a request whose Sec-Fetch-Site header is site
@@ -574,6 +718,9 @@ func (g *guard) refuse(w http.ResponseWriter, r *http.Request, status int, level
 			slog.String("path", echo(r.URL.Path)),
 			slog.String("remote", r.RemoteAddr),
 			slog.String("host", echo(r.Host)),
+		}
+		if via, ok := r.Context().Value(proxyPeerKey{}).(string); ok {
+			attrs = append(attrs, slog.String("via_proxy", via))
 		}
 		if o := r.Header.Get("Origin"); o != "" {
 			attrs = append(attrs, slog.String("origin", echo(o)))

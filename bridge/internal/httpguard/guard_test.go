@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -398,6 +399,7 @@ func TestGuard(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
+	anyOrigin := func(*http.Request) BrowserPolicy { return AnyOrigin }
 	tests := []struct {
 		name    string
 		opts    Options
@@ -437,6 +439,23 @@ func TestNew(t *testing.T) {
 		{name: "NaN rate", opts: Options{ListenAddr: "127.0.0.1:3456", RatePerSecond: math.NaN()}, wantErr: []string{"RatePerSecond"}},
 		{name: "infinite rate", opts: Options{ListenAddr: "127.0.0.1:3456", RatePerSecond: math.Inf(1)}, wantErr: []string{"RatePerSecond"}},
 		{name: "negative burst", opts: Options{ListenAddr: "127.0.0.1:3456", RatePerSecond: 1, Burst: -1}, wantErr: []string{"Burst"}},
+		{name: "all interfaces authenticated by another layer", opts: Options{ListenAddr: "0.0.0.0:3456", AuthenticatedBy: "OAuth"}},
+		{name: "authenticated by another layer and a token", opts: Options{ListenAddr: "0.0.0.0:3456", AuthenticatedBy: "OAuth", Token: testToken},
+			wantErr: []string{"authenticated by OAuth", `"token"`, "second way in", "BROWSERBRIDGE_TOKEN"}},
+		{name: "browser policy without authentication", opts: Options{ListenAddr: "127.0.0.1:3456", Browsers: anyOrigin},
+			wantErr: []string{"Browsers", "Token or AuthenticatedBy"}},
+		{name: "browser policy with a token", opts: Options{ListenAddr: "127.0.0.1:3456", Token: testToken, Browsers: anyOrigin}},
+		{name: "browser policy authenticated by another layer", opts: Options{ListenAddr: "127.0.0.1:3456", AuthenticatedBy: "OAuth", Browsers: anyOrigin}},
+		{name: "trusted proxies", opts: Options{ListenAddr: "127.0.0.1:3456", TrustedProxies: []netip.Prefix{
+			netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("fd00::/8")}}},
+		{name: "trusting every IPv4 address", opts: Options{ListenAddr: "127.0.0.1:3456", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}},
+			wantErr: []string{"TrustedProxies[0]", "every address"}},
+		{name: "trusting every IPv6 address", opts: Options{ListenAddr: "127.0.0.1:3456", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::/0")}},
+			wantErr: []string{"every address"}},
+		{name: "trusting every mapped IPv4 address", opts: Options{ListenAddr: "127.0.0.1:3456", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("::ffff:0.0.0.0/96")}},
+			wantErr: []string{"every address"}},
+		{name: "an invalid trusted prefix", opts: Options{ListenAddr: "127.0.0.1:3456", TrustedProxies: []netip.Prefix{{}}},
+			wantErr: []string{"TrustedProxies[0]", "not a valid prefix"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
