@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,6 +27,11 @@ import (
 
 // EnvToken sets the bearer token, overriding the config's "token".
 const EnvToken = "BROWSERBRIDGE_TOKEN"
+
+// EnvTrustedProxies sets "trusted_proxies" (comma-separated), overriding
+// the config's: a container image or compose file knows its proxy's
+// network better than the config file does.
+const EnvTrustedProxies = "BROWSERBRIDGE_TRUSTED_PROXIES"
 
 // DefaultListen is where the bridge serves MCP clients unless told otherwise.
 const DefaultListen = "127.0.0.1:3456"
@@ -70,6 +76,15 @@ type Config struct {
 	// AllowedHosts are extra Host header values accepted besides the
 	// listen address and localhost (DNS-rebinding protection).
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`
+	// TrustedProxies are the addresses ("127.0.0.1", "::1") and networks
+	// ("172.16.0.0/12") of the reverse proxies in front (Caddy, Traefik):
+	// a request from one of them counts under the client's address, the
+	// right-most X-Forwarded-For address that is not itself a trusted
+	// proxy, for the rate limits, the per-client session caps and the
+	// sign-in's per-address limits. Any other peer's X-Forwarded-For is
+	// ignored. Empty (the default) trusts no one. BROWSERBRIDGE_TRUSTED_PROXIES
+	// (comma-separated) overrides it.
+	TrustedProxies []string `json:"trusted_proxies,omitempty"`
 	// RateLimit is the requests per second of each peer beyond loopback
 	// (an IP address, an IPv6 /64; with the token, per token too); unset
 	// means DefaultRateLimit, 0 no limit. Headers the client writes, such as
@@ -160,7 +175,8 @@ type Gateway struct {
 	// (https://mcp.example.com, behind a TLS proxy): `browserbridge
 	// gateway` then protects every MCP route with its own OAuth
 	// authorization server (docs/gateway.md), and "token" must not be set.
-	// `browserbridge gateway --public-url` overrides it; `serve` ignores it.
+	// `browserbridge gateway --public-url` overrides it; `serve` (the
+	// local bridge) refuses a config that sets it.
 	PublicURL string `json:"public_url,omitempty"`
 }
 
@@ -331,6 +347,47 @@ func isLoopbackHost(h string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
+}
+
+// ParseTrustedProxy reads one "trusted_proxies" entry: an IP address (a
+// single host) or a network in CIDR form. A network with host bits set is
+// taken as the network ("10.1.2.3/8" is 10.0.0.0/8). Every address (a
+// prefix of length 0) is refused: any client could then write the address
+// it is counted under.
+func ParseTrustedProxy(s string) (netip.Prefix, error) {
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an IP address or a network such as 172.16.0.0/12", s)
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("%q is not an IP address or a network such as 172.16.0.0/12", s)
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	p = p.Masked()
+	if p.Bits() == 0 {
+		return netip.Prefix{}, fmt.Errorf("%q trusts every address, so any client could choose the address it is counted under; list only your proxies' addresses", s)
+	}
+	return p, nil
+}
+
+// TrustedProxyPrefixes returns "trusted_proxies" parsed (Validate and
+// Defaults have checked every entry), or nil.
+func (c *Config) TrustedProxyPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range c.TrustedProxies {
+		if p, err := ParseTrustedProxy(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Durations parsed from the config; zero means the component's default.
@@ -559,6 +616,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("config: key %q: %d is not a number of sessions (-1 means no bound)", k.key, k.val)
 		}
 	}
+	for i, p := range c.TrustedProxies {
+		if _, err := ParseTrustedProxy(p); err != nil {
+			return fmt.Errorf("config: key \"trusted_proxies[%d]\": %w", i, err)
+		}
+	}
 	for i, o := range c.AllowedOrigins {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "chrome-extension") || u.Host == "" || u.Path != "" {
 			return fmt.Errorf("config: key \"allowed_origins[%d]\": %q is not an origin such as https://app.example.com", i, o)
@@ -607,6 +669,15 @@ func (c *Config) Defaults() error {
 		c.Token = t
 	}
 	c.OAuth.fromEnv()
+	if v := os.Getenv(EnvTrustedProxies); v != "" {
+		list := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+		for _, p := range list {
+			if _, err := ParseTrustedProxy(p); err != nil {
+				return fmt.Errorf("%s: %w", EnvTrustedProxies, err)
+			}
+		}
+		c.TrustedProxies = list
+	}
 	if c.Gateway.HostPrefix == "" {
 		c.Gateway.HostPrefix = DefaultHostPrefix
 	}
