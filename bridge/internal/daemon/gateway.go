@@ -95,6 +95,7 @@ func guard(cfg *config.Config, addr string, gw *gateway.Gateway, log *slog.Logge
 		LoopbackRatePerSecond: loopRate,
 		LoopbackBurst:         loopBurst,
 		MaxWait:               cfg.RateWaitDuration(),
+		TrustedProxies:        cfg.TrustedProxyPrefixes(),
 		Logger:                log,
 	}, h)
 }

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -39,7 +38,10 @@ import (
 //     (the issuer); subdomain hosts serve only their server's routes;
 //   - /health answers everyone, but names the servers only to a local
 //     request; /metrics and the GET /servers/ listing answer only local
-//     requests (isLocal).
+//     requests (isLocal);
+//   - the MCP routes take web pages of any origin, the sign-in pages
+//     check their own forms (browserPolicy), and behind a trusted proxy
+//     (trusted_proxies) every limit counts the client, not the proxy.
 
 // prmPath is RFC 9728's well-known prefix.
 const prmPath = "/.well-known/oauth-protected-resource"
@@ -93,6 +95,9 @@ func newPublicGateway(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger,
 		id.OIDC = &authserver.OIDCConfig{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
 			AllowedSubjects: o.AllowedSubjects, AllowedEmails: o.AllowedEmails}
 	}
+	// The sign-in's per-address limits count the client the guard found,
+	// behind a trusted proxy the one X-Forwarded-For names.
+	id.ClientIP = httpguard.ClientIP
 	as, err := authserver.New(authserver.Config{Issuer: base, KV: kv, Resources: p.lookupResource, Identity: id, Logger: log})
 	if err != nil {
 		if kv != nil {
@@ -109,92 +114,75 @@ func newPublicGateway(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger,
 // Close releases the OAuth state.
 func (p *publicGateway) Close() error { return p.as.Close() }
 
-// handler is the whole public gateway: the browser-check exemption (front),
-// then the guard, then the routes.
+// handler is the whole public gateway: the guard, then the routes.
 func (p *publicGateway) handler(cfg *config.Config, addr string) (http.Handler, error) {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
 	rate, burst := cfg.Rate()
 	loopRate, loopBurst := cfg.LoopbackRate()
-	g, err := httpguard.New(httpguard.Options{
-		// The guard refuses to serve beyond loopback without its static
-		// token, which stands for "nothing is served there unauthenticated".
-		// Here OAuth is that authentication (every route but /health and
-		// the sign-in's own pages is behind Protect), so the guard is given
-		// the loopback address on the real port: its Host check then
-		// accepts the loopback names, the public host and the subdomains,
-		// and nothing else.
-		ListenAddr:   net.JoinHostPort("127.0.0.1", port),
-		AllowedHosts: append(slices.Clone(cfg.AllowedHosts), p.host),
-		HostSuffixes: hostSuffixes(p.gw),
-		// The public URL's own origin: the sign-in pages post their forms
-		// there (the guard's same-origin rule knows only http://Host).
-		AllowedOrigins:        append(slices.Clone(cfg.AllowedOrigins), p.base),
-		MaxBodyBytes:          cfg.MaxBodyBytes,
-		RatePerSecond:         rate,
-		Burst:                 burst,
+	return httpguard.New(httpguard.Options{
+		ListenAddr: addr,
+		// Every route but /health, the operator's local views and the
+		// sign-in itself is behind Protect: OAuth stands where the guard's
+		// static token would, so the guard serves beyond loopback without
+		// it. Its Host check accepts the listen address, the loopback
+		// names, the public host and the subdomains, and nothing else.
+		AuthenticatedBy: "OAuth",
+		AllowedHosts:    append(slices.Clone(cfg.AllowedHosts), p.host),
+		HostSuffixes:    hostSuffixes(p.gw),
+		AllowedOrigins:  cfg.AllowedOrigins,
+		Browsers:        p.browserPolicy,
+		TrustedProxies:  cfg.TrustedProxyPrefixes(),
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		RatePerSecond:   rate,
+		Burst:           burst,
+		// A proxy on the same machine that is not trusted puts every
+		// client in the loopback bucket.
 		LoopbackRatePerSecond: loopRate,
 		LoopbackBurst:         loopBurst,
 		MaxWait:               cfg.RateWaitDuration(),
 		Logger:                p.log,
 	}, http.HandlerFunc(p.route))
-	if err != nil {
-		return nil, err
-	}
-	return p.front(g), nil
 }
 
-// browserHeadersKey holds the Origin and Sec-Fetch-Site front took off.
-type browserHeadersKey struct{}
-
-type browserHeaders struct{ origin, fetchSite []string }
-
-// front takes Origin and Sec-Fetch-Site off the requests that are meant
-// to arrive from other sites, before the guard sees them, and route puts
-// them back: the authorization page is opened by a navigation from the
-// client's site (claude.ai), the OIDC provider sends the browser back
-// cross-site, the pages' own forms post with Origin: null (their
-// Referrer-Policy is no-referrer), and the metadata documents are public
-// facts read cross-origin. The guard would refuse each of those; the
-// authorization server checks its forms itself (cookie, CSRF token, its
-// own Origin and Sec-Fetch-Site rule). The Host check, the rate limit and
-// the body limit still apply to them.
-func (p *publicGateway) front(guarded http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if crossSiteByDesign(r.URL.Path) {
-			bh := browserHeaders{origin: r.Header.Values("Origin"), fetchSite: r.Header.Values("Sec-Fetch-Site")}
-			r = r.WithContext(context.WithValue(r.Context(), browserHeadersKey{}, bh))
-			r.Header = r.Header.Clone()
-			r.Header.Del("Origin")
-			r.Header.Del("Sec-Fetch-Site")
+// browserPolicy is the guard's Browsers: how each route treats web pages.
+//
+//   - The MCP routes (every one behind Protect) take any origin, with CORS:
+//     their credential is the bearer token a client sends itself, which a
+//     hostile page does not hold, so the Origin allowlist would protect
+//     nothing and would refuse the bundled extension and browser-based
+//     clients such as the MCP Inspector. The token endpoint, registration
+//     and revocation are the same: a client's code, verifier or refresh
+//     token in the body, no cookie.
+//   - The sign-in pages (authorize, sign-in, consent, the OIDC callback)
+//     and the metadata documents are reached from other sites by design:
+//     claude.ai opens the authorization page, a provider sends the browser
+//     back, the pages' forms post with Origin: null under their
+//     Referrer-Policy, and the metadata are public facts the authorization
+//     server serves with its own CORS. The authorization server checks its
+//     forms itself (a cookie binding the browser, a CSRF token,
+//     Sec-Fetch-Site and Origin), so the guard leaves them to it.
+//   - Everything else (/health, the operator's local views, 404s) is
+//     checked as on the local bridge.
+func (p *publicGateway) browserPolicy(r *http.Request) httpguard.BrowserPolicy {
+	path := r.URL.Path
+	if name := p.gw.HostRoute(r.Host); name != "" && !p.isPublicHost(r.Host) {
+		switch path {
+		case "/mcp", "/sse", "/message":
+			return httpguard.AnyOrigin
 		}
-		guarded.ServeHTTP(w, r)
-	})
-}
-
-// crossSiteByDesign reports the paths front exempts from the guard's
-// browser checks.
-func crossSiteByDesign(path string) bool {
-	switch path {
-	case "/oauth/authorize", "/oauth/signin", "/oauth/consent", "/oauth/oidc/callback",
-		"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration":
-		return true
+	} else if _, _, ok := serversRoute(path); ok {
+		return httpguard.AnyOrigin
 	}
-	return path == prmPath || strings.HasPrefix(path, prmPath+"/")
+	switch {
+	case path == "/oauth/token", path == "/oauth/register", path == "/oauth/revoke":
+		return httpguard.AnyOrigin
+	case strings.HasPrefix(path, "/oauth/"), strings.HasPrefix(path, "/.well-known/"):
+		return httpguard.HandlerChecksBrowsers
+	}
+	return httpguard.CheckBrowsers
 }
 
 // route serves a request that passed the guard.
 func (p *publicGateway) route(w http.ResponseWriter, r *http.Request) {
-	if bh, ok := r.Context().Value(browserHeadersKey{}).(browserHeaders); ok {
-		for _, v := range bh.origin {
-			r.Header.Add("Origin", v)
-		}
-		for _, v := range bh.fetchSite {
-			r.Header.Add("Sec-Fetch-Site", v)
-		}
-	}
 	if name := p.gw.HostRoute(r.Host); name != "" && !p.isPublicHost(r.Host) {
 		p.routeSubdomain(w, r, name)
 		return
