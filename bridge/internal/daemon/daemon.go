@@ -71,6 +71,14 @@ type Bridge struct {
 // bridge running, port taken, a non-loopback address without a token) is
 // reported before anything is served.
 func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
+	if cfg.Gateway.PublicURL != "" {
+		// The bridge's own routes (the browser's /mcp, its host link) have
+		// no OAuth in front: serving them "publicly" would be a lie, and
+		// ignoring the key would leave a person believing it works.
+		return nil, fmt.Errorf("config: key \"gateway.public_url\" (%s): `browserbridge serve` is the local bridge and does not serve a public URL; "+
+			"the public gateway is `browserbridge gateway --public-url URL` (docs/gateway.md, \"Public, with OAuth\"); "+
+			"remove gateway.public_url from the config serve reads and pass --public-url to the gateway instead", cfg.Gateway.PublicURL)
+	}
 	sock, err := ipc.Listen(cfg.Socket)
 	if err != nil {
 		return nil, err
