@@ -452,12 +452,16 @@ func TestRelayServersEndToEnd(t *testing.T) {
 			t.Fatal("no gateway session for the relayed clients")
 		}
 		p.kill()
+		// The call ends with an error (the proxy saw the extension's
+		// connection cut first), or with the client's connection.
 		select {
 		case m := <-ch:
-			t.Fatalf("the call was answered %s %s by a dead proxy", m.Result, m.Error)
+			if m.Error == nil || !strings.Contains(string(m.Error), "disconnected") {
+				t.Errorf("the call was answered %s %s as the proxy died", m.Result, m.Error)
+			}
 		case <-c.closed():
 		case <-time.After(30 * time.Second):
-			t.Fatal("the client's connection outlived the proxy")
+			t.Error("the client's connection outlived the proxy")
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for n := sb.gatewaySessions(); n != 0; n = sb.gatewaySessions() {

@@ -88,8 +88,10 @@ func newGWConns(s *session, src ServerSource, server string) *gwConns {
 		conns: make(map[string]*gwConn), asks: make(map[string]*gwAsk)}
 }
 
-// conn returns the connection's state, made on first use; nil once the
-// proxy said the connection closed.
+// conn returns the connection's state, made on first use if create is
+// set. The reader makes it as the request arrives, so that a
+// connection_closed read after the request finds it and marks it closed,
+// whenever the request's goroutine gets to it.
 func (g *gwConns) conn(id string, create bool) *gwConn {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -101,13 +103,12 @@ func (g *gwConns) conn(id string, create bool) *gwConn {
 	return c
 }
 
-// request forwards a request the proxy sent (mapped id id, connection
-// conn) to the connection's gateway session and sends the answer back.
-func (g *gwConns) request(id, conn string, m *relaywire.Message) {
+// request forwards a request the proxy sent (mapped id id) on connection
+// c to the connection's gateway session and sends the answer back.
+func (g *gwConns) request(id string, c *gwConn, m *relaywire.Message) {
 	s := g.s
 	s.a.countInflight(1)
 	defer s.a.countInflight(-1)
-	c := g.conn(conn, true)
 	var answer []byte
 	switch {
 	case m.Method == "initialize":
@@ -184,7 +185,11 @@ func (g *gwConns) initialize(c *gwConn, m *relaywire.Message) []byte {
 		}
 		c.mu.Lock()
 	}
-	if c.sid != "" || c.closed {
+	if c.closed {
+		c.mu.Unlock()
+		return relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the client's connection to this server has ended"))
+	}
+	if c.sid != "" {
 		sid, version := c.sid, c.version
 		c.mu.Unlock()
 		id, _ := relaywire.IDString(m.ID)

@@ -179,13 +179,18 @@ func (s *session) handleRequest(m *relaywire.Message) {
 		s.mu.Lock()
 		s.conns[conn] = struct{}{}
 		s.mu.Unlock()
+		if s.gw != nil {
+			c := s.gw.conn(conn, true)
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.gw.request(id, c, m)
+			}()
+			return
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			if s.gw != nil {
-				s.gw.request(id, conn, m)
-				return
-			}
 			s.forward(id, conn, m)
 		}()
 	}
