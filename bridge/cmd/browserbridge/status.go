@@ -97,6 +97,26 @@ func printStatus(w io.Writer, st *protocol.StatusResult) {
 		fmt.Fprintln(w, "  none: open your browser with the Browser Bridge extension loaded (see `browserbridge doctor`)")
 	}
 	printRelay(w, st.Relay)
+	printRelayServers(w, st.RelayServers)
+}
+
+// printRelayServers shows the gateway's stdio servers the relay offers the
+// proxy's user, one connection each.
+func printRelayServers(w io.Writer, servers []protocol.RelayInfo) {
+	if len(servers) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Servers offered through the relay:")
+	for _, r := range servers {
+		line := fmt.Sprintf("  %s as %q: %s since %s", r.Server, r.Name, r.State, r.Since)
+		if r.ExtensionID != "" {
+			line += fmt.Sprintf(", %d MCP peer(s), %d call(s) in flight", r.Peers, r.InFlight)
+		}
+		if r.Error != "" {
+			line += ", last error: " + r.Error
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // printRelay shows each browser's connection to the cloud proxy.

@@ -319,7 +319,7 @@ func (mc *mcpClient) listExtensions(m *relaywire.Message) {
 	list := []relaywire.ExtensionInfo{}
 	s.mu.Lock()
 	for _, e := range mc.user.exts {
-		list = append(list, relaywire.ExtensionInfo{ID: e.id, Name: e.name, Connected: true})
+		list = append(list, e.info()) // kind and server tell a browser from a bridge's stdio server
 	}
 	s.mu.Unlock()
 	slices.SortFunc(list, func(a, b relaywire.ExtensionInfo) int {

@@ -66,8 +66,8 @@ func TestControlMethods(t *testing.T) {
 		var res relaywire.ListExtensionsResult
 		json.Unmarshal(r.Result, &res)
 		want := []relaywire.ExtensionInfo{
-			{ID: w.exts["alice/Chrome 141"].id, Name: "Chrome 141", Connected: true},
-			{ID: w.exts["alice/Edge 140"].id, Name: "Edge 140", Connected: true},
+			{ID: w.exts["alice/Chrome 141"].id, Name: "Chrome 141", Connected: true, Kind: relaywire.ExtensionKindBrowser},
+			{ID: w.exts["alice/Edge 140"].id, Name: "Edge 140", Connected: true, Kind: relaywire.ExtensionKindBrowser},
 		}
 		if fmt.Sprint(res.Extensions) != fmt.Sprint(want) {
 			t.Fatalf("got %+v, want %+v", res.Extensions, want)

@@ -186,6 +186,17 @@ func TestServerExtensionKinds(t *testing.T) {
 	if len(browsers) != 1 || browsers[0].id != browser.id || browsers[0].info() != (relaywire.ExtensionInfo{ID: browser.id, Name: "Chrome", Connected: true, Kind: "browser"}) {
 		t.Fatalf("alice's browsers: %+v", browsers)
 	}
+	// list_extensions tells the two kinds apart, so a spec-001 client can
+	// pick a browser or a server.
+	var listed relaywire.ListExtensionsResult
+	json.Unmarshal(tp.mcp(t, "alice").call(1, relaywire.MethodListExtensions, map[string]any{}).Result, &listed)
+	kinds := map[string]string{}
+	for _, e := range listed.Extensions {
+		kinds[e.Name] = e.Kind + "/" + e.Server
+	}
+	if len(listed.Extensions) != 4 || kinds["Chrome"] != "browser/" || kinds["everything (laptop)"] != "server/everything" {
+		t.Fatalf("list_extensions: %+v", listed.Extensions)
+	}
 	if e := tp.srv.serverExtension("alice", "everything"); e == nil || e.id != everything.id {
 		t.Fatalf("serverExtension(alice, everything) = %+v, want %s", e, everything.id)
 	}
