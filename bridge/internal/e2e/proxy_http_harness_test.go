@@ -571,3 +571,30 @@ func (c *cutter) cut() {
 		_ = conn.Close()
 	}
 }
+
+// stopTogether makes worlds that run at the same time stop together: each
+// world's leftover check counts every process of this run's binaries, so a
+// world stopping first would take the other's bridge and host for its own
+// leftovers. Registered after the worlds, it runs before their teardowns:
+// it ends every world's Chromium and bridge first, then lets each world's
+// own stop check that nothing is left.
+func stopTogether(t *testing.T, worlds ...*world) {
+	t.Cleanup(func() {
+		for _, w := range worlds {
+			w.mu.Lock()
+			sessions := w.sessions
+			w.sessions = nil
+			w.mu.Unlock()
+			for _, cs := range sessions {
+				_ = cs.Close()
+			}
+		}
+		for _, w := range worlds {
+			stopGroup(w.chrome)
+			stopGroup(w.serve)
+		}
+		for _, w := range worlds {
+			w.stop()
+		}
+	})
+}

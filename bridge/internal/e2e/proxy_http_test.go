@@ -3,14 +3,23 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
@@ -169,4 +178,327 @@ func noSecretsIn(t *testing.T, log string, secrets map[string]string) {
 			t.Errorf("the %s appears in the proxy's log", what)
 		}
 	}
+}
+
+// extensionIDs are the proxy's ids of the world's relay connections: its
+// browser's and its servers'.
+func extensionIDs(t *testing.T, w *world) (browser string, servers map[string]string) {
+	t.Helper()
+	st, err := w.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers = map[string]string{}
+	for _, r := range st.Relay {
+		browser = r.ExtensionID
+	}
+	for _, r := range st.RelayServers {
+		servers[r.Server] = r.ExtensionID
+	}
+	if browser == "" {
+		t.Fatalf("the world's relay has no extension id: %s", relayJSON(st.Relay))
+	}
+	return browser, servers
+}
+
+// TestProxyHTTPUsersApart: two people, each with their own bridge and
+// browser relaying to one proxy, each paired. Bob's tokens reach only his
+// own browser; Alice's browser, server and sessions answer him as if they
+// did not exist; a pairing code signs in as the person whose bridge asked
+// for it, whatever the form says.
+func TestProxyHTTPUsersApart(t *testing.T) {
+	p := startPublicProxy(t)
+	alice := startRelayedWorld(t, p, p.relay, "alice")
+	addEverything(t, alice)
+	bob := startRelayedWorld(t, p, p.relay, "bob")
+	stopTogether(t, alice, bob)
+	aliceBrowser, aliceServers := extensionIDs(t, alice)
+	bobBrowser, _ := extensionIDs(t, bob)
+	mcpURL, everythingURL := p.url("/mcp"), p.url("/servers/"+gatewayServer+"/mcp")
+
+	// Each sees their own browser at /mcp.
+	_, aliceTok := signInWithCode(t, p, mcpURL, pair(t, alice))
+	_, bobTok := signInWithCode(t, p, mcpURL, pair(t, bob))
+	aliceCS := connectBearer(t, alice, mcpURL, aliceTok.Access, "alice-client", nil)
+	bobCS := connectBearer(t, bob, mcpURL, bobTok.Access, "bob-client", nil)
+	listed := func(c *client) string { return testutil.Text(c.call(t, "list_browsers", nil)) }
+	if got := listed(&client{w: bob, cs: bobCS, name: "bob"}); !strings.Contains(got, bobBrowser) || strings.Contains(got, aliceBrowser) {
+		t.Errorf("bob's list_browsers shows %q; want his browser %s only", got, bobBrowser)
+	}
+	if got := listed(&client{w: alice, cs: aliceCS, name: "alice"}); !strings.Contains(got, aliceBrowser) || strings.Contains(got, bobBrowser) {
+		t.Errorf("alice's list_browsers shows %q; want her browser %s only", got, aliceBrowser)
+	}
+	// Bob cannot pick Alice's browser from his session.
+	res, err := bobCS.CallTool(testutil.Context(t, callWait), &mcp.CallToolParams{Name: "select_browser", Arguments: map[string]any{"browser": aliceBrowser}})
+	if err == nil && !res.IsError {
+		t.Errorf("bob selected alice's browser: %s", testutil.Text(res))
+	}
+
+	// Alice's session id, sent with Bob's token: no such session.
+	req := func(endpoint, token, session string) httpAnswer {
+		r, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		r.Header.Set("Authorization", "Bearer "+token)
+		if session != "" {
+			r.Header.Set("Mcp-Session-Id", session)
+		}
+		return doHTTP(t, http.DefaultClient, r)
+	}
+	if a := req(mcpURL, bobTok.Access, aliceCS.ID()); a.status != http.StatusNotFound || !strings.Contains(a.body, "session not found") {
+		t.Errorf("alice's session id with bob's token: %d %s, want 404 session not found", a.status, a.body)
+	}
+
+	// Alice's browser and server by name, with tokens Bob got for them:
+	// 404, in the same words as for names nobody has.
+	leaks := func(what string, a httpAnswer) {
+		t.Helper()
+		for _, secret := range []string{"alice", aliceServers[gatewayServer]} {
+			if secret != "" && strings.Contains(a.body, secret) {
+				t.Errorf("%s: the answer names %q: %s", what, secret, a.body)
+			}
+		}
+	}
+	for _, c := range []struct{ name, theirs, nobodys string }{
+		{"alice's browser", "/browsers/" + aliceBrowser + "/mcp", "/browsers/ext-00000000-0000-0000-0000-000000000000/mcp"},
+		{"alice's server", "/servers/" + gatewayServer + "/mcp", "/servers/nobodys/mcp"},
+	} {
+		_, theirsTok := signInWithCode(t, p, p.url(c.theirs), pair(t, bob))
+		_, nobodysTok := signInWithCode(t, p, p.url(c.nobodys), pair(t, bob))
+		theirs := rawMCP(t, p.url(c.theirs), theirsTok.Access, initializeJSON)
+		nobodys := rawMCP(t, p.url(c.nobodys), nobodysTok.Access, initializeJSON)
+		if theirs.status != http.StatusNotFound || nobodys.status != http.StatusNotFound {
+			t.Errorf("%s with bob's token: %d %s; a name nobody has: %d %s; want 404 both", c.name, theirs.status, theirs.body, nobodys.status, nobodys.body)
+		}
+		strip := func(s, path string) string {
+			return strings.ReplaceAll(strings.ReplaceAll(s, aliceBrowser, "ID"), strings.Split(path, "/")[2], "ID")
+		}
+		if strip(theirs.body, c.theirs) != strip(nobodys.body, c.nobodys) {
+			t.Errorf("%s answers bob %q, a name nobody has %q: they must say the same", c.name, theirs.body, nobodys.body)
+		}
+		leaks(c.name, theirs)
+		// Bob's token for /mcp is refused at Alice's server's URL, where it was not issued.
+		if a := rawMCP(t, p.url(c.theirs), bobTok.Access, initializeJSON); a.status != http.StatusUnauthorized || !strings.Contains(a.header.Get("WWW-Authenticate"), "invalid_token") {
+			t.Errorf("bob's /mcp token at %s: %d %q, want 401 invalid_token", c.theirs, a.status, a.header.Get("WWW-Authenticate"))
+		}
+	}
+	// Alice's own token for her server works, so the 404s above were about Bob.
+	_, aliceSrvTok := signInWithCode(t, p, everythingURL, pair(t, alice))
+	if a := rawMCP(t, everythingURL, aliceSrvTok.Access, initializeJSON); a.status != http.StatusOK {
+		t.Fatalf("alice's initialize at her server: %d %s", a.status, a.body)
+	}
+
+	// A code of Alice's typed in a sign-in Bob opened signs in as Alice:
+	// the code is bound to its creator, and nothing in the form picks a
+	// user (extra fields naming bob change nothing).
+	aliceCode := pair(t, alice)
+	f := startSignIn(t, p, registerClaude(t, p), mcpURL)
+	if a := f.submit(t, "/oauth/signin", url.Values{"code": {aliceCode}, "user": {"bob"}, "subject": {"pair:bob"}, "user_id": {"bob"}}); a.status != http.StatusOK {
+		t.Fatalf("signing in with alice's code: %d %s", a.status, htmlText(a.body))
+	}
+	asAlice := f.exchange(t, f.approve(t))
+	cs := connectBearer(t, bob, mcpURL, asAlice.Access, "bob-with-alices-code", nil)
+	if got := listed(&client{w: bob, cs: cs, name: "x"}); !strings.Contains(got, aliceBrowser) || strings.Contains(got, bobBrowser) {
+		t.Errorf("a token from alice's code lists %q; want alice's browser %s (the code's creator)", got, aliceBrowser)
+	}
+}
+
+// TestProxyHTTPLocalServer: server-everything, a stdio server of the
+// bridge's gateway, called through the proxy with a paired token: echo,
+// progress of a long operation, and a sampling request answered by the
+// remote client.
+func TestProxyHTTPLocalServer(t *testing.T) {
+	p := startPublicProxy(t)
+	w := startRelayedWorld(t, p, p.relay, "alice")
+	addEverything(t, w)
+	endpoint := p.url("/servers/" + gatewayServer + "/mcp")
+	_, tok := signInWithCode(t, p, endpoint, pair(t, w))
+
+	var (
+		mu       sync.Mutex
+		progress []*mcp.ProgressNotificationParams
+		prompts  []string
+	)
+	cs := connectBearer(t, w, endpoint, tok.Access, "claude-ai", &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, r.Params)
+			mu.Unlock()
+		},
+		CreateMessageHandler: func(_ context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			mu.Lock()
+			for _, m := range r.Params.Messages {
+				if tc, ok := m.Content.(*mcp.TextContent); ok {
+					prompts = append(prompts, tc.Text)
+				}
+			}
+			mu.Unlock()
+			return &mcp.CreateMessageResult{Content: &mcp.TextContent{Text: "sampled through the proxy"}, Model: "e2e-model", Role: "assistant"}, nil
+		},
+	})
+	at := &mcpAt{cs: cs, url: endpoint}
+	names := strings.Fields(toolNames(t, at))
+	for _, want := range []string{"echo", "trigger-long-running-operation", "trigger-sampling-request"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("tools/list at %s lacks %s: %v", endpoint, want, names)
+		}
+	}
+	if got := testutil.Text(callOK(t, at, "echo", map[string]any{"message": "héllo proxy"})); got != "Echo: héllo proxy" {
+		t.Errorf("echo through the proxy answered %q", got)
+	}
+
+	params := &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": 1.5, "steps": 3}}
+	params.SetProgressToken("e2e-progress")
+	res, err := cs.CallTool(testutil.Context(t, callWait), params)
+	if err != nil || res.IsError {
+		t.Fatalf("trigger-long-running-operation: %v %s", err, describeResult(res))
+	}
+	waitFor(t, callWait, func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(progress) >= 3, fmt.Sprintf("%d progress notifications", len(progress))
+	})
+	mu.Lock()
+	for i, pr := range progress {
+		if pr.ProgressToken != "e2e-progress" || pr.Progress != float64(i+1) || pr.Total != 3 {
+			t.Errorf("progress %d: token %v, %v of %v; want e2e-progress, %d of 3", i, pr.ProgressToken, pr.Progress, pr.Total, i+1)
+		}
+	}
+	mu.Unlock()
+
+	out := testutil.Text(callOK(t, at, "trigger-sampling-request", map[string]any{"prompt": "a remote prompt", "maxTokens": 20}))
+	if !strings.Contains(out, "sampled through the proxy") {
+		t.Errorf("the sampling tool's result lacks the client's answer: %s", clip(out, 400))
+	}
+	mu.Lock()
+	if len(prompts) != 1 || !strings.Contains(prompts[0], "a remote prompt") {
+		t.Errorf("the client was asked to sample %q; want one request with the prompt", prompts)
+	}
+	mu.Unlock()
+}
+
+func describeResult(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	return testutil.Text(res)
+}
+
+// TestProxyHTTPRelayDrop: the network between Alice's bridge and the
+// proxy breaks while a slow call of hers runs at her server through the
+// proxy: the call ends with a JSON-RPC error saying so; Bob's call beside it
+// is untouched and gets nothing of hers; once the bridge is back, her
+// calls work again.
+func TestProxyHTTPRelayDrop(t *testing.T) {
+	p := startPublicProxy(t)
+	cut := startCutter(t, strings.TrimPrefix(p.relay, "ws://"))
+	alice := startRelayedWorld(t, p, "ws://"+cut.addr(), "alice")
+	addEverything(t, alice)
+	bob := startRelayedWorld(t, p, p.relay, "bob")
+	stopTogether(t, alice, bob)
+	addEverything(t, bob)
+	endpoint := p.url("/servers/" + gatewayServer + "/mcp")
+	_, aliceTok := signInWithCode(t, p, endpoint, pair(t, alice))
+	_, bobTok := signInWithCode(t, p, endpoint, pair(t, bob))
+
+	type seen struct {
+		mu     sync.Mutex
+		tokens []any
+	}
+	handler := func(s *seen) *mcp.ClientOptions {
+		return &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			s.mu.Lock()
+			s.tokens = append(s.tokens, r.Params.ProgressToken)
+			s.mu.Unlock()
+		}}
+	}
+	var aliceSeen, bobSeen seen
+	aliceCS := connectBearer(t, alice, endpoint, aliceTok.Access, "alice", handler(&aliceSeen))
+	bobCS := connectBearer(t, bob, endpoint, bobTok.Access, "bob", handler(&bobSeen))
+
+	slow := func(cs *mcp.ClientSession, token string, seconds int) chan error {
+		done := make(chan error, 1)
+		go func() {
+			params := &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": seconds, "steps": seconds * 2}}
+			params.SetProgressToken(token)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, err := cs.CallTool(ctx, params)
+			if err == nil && res.IsError {
+				err = fmt.Errorf("isError: %s", testutil.Text(res))
+			}
+			done <- err
+		}()
+		return done
+	}
+	count := func(s *seen) int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.tokens) }
+	aliceDone := slow(aliceCS, "alice-slow", 120)
+	bobDone := slow(bobCS, "bob-slow", 4)
+	// Both calls are running at the servers once their progress arrives.
+	waitFor(t, callWait, func() (bool, string) {
+		return count(&aliceSeen) > 0 && count(&bobSeen) > 0, fmt.Sprintf("progress: alice %d, bob %d", count(&aliceSeen), count(&bobSeen))
+	})
+	cut.cut()
+	select {
+	case err := <-aliceDone:
+		var rpcErr *jsonrpc.Error
+		switch {
+		case err == nil:
+			t.Fatal("alice's slow call succeeded though her bridge's relay dropped")
+		case !errors.As(err, &rpcErr) || rpcErr.Code != -32005 || !strings.Contains(rpcErr.Message, "disconnected"):
+			t.Errorf("alice's call ended with %v; want JSON-RPC -32005 saying the extension disconnected", err)
+		}
+		t.Logf("alice's call ended: %v", err)
+	case <-time.After(callWait):
+		t.Fatalf("alice's call did not end within %v of the relay's drop", callWait)
+	}
+	if err := <-bobDone; err != nil {
+		t.Errorf("bob's call beside the drop: %v", err)
+	}
+	bobSeen.mu.Lock()
+	for _, tok := range bobSeen.tokens {
+		if tok != "bob-slow" {
+			t.Errorf("bob's client got progress for %v", tok)
+		}
+	}
+	bobSeen.mu.Unlock()
+	if got := testutil.Text(callOK(t, &mcpAt{cs: bobCS, url: endpoint}, "echo", map[string]any{"message": "bob after"})); got != "Echo: bob after" {
+		t.Errorf("bob's echo after alice's drop: %q", got)
+	}
+
+	// The bridge comes back through the forwarder; Alice's calls work again.
+	waitFor(t, relayWait, func() (bool, string) {
+		st, err := alice.status()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range st.RelayServers {
+			if r.Server == gatewayServer && r.State == relay.StateConnected && r.Attempt == 0 {
+				return true, ""
+			}
+		}
+		return false, relayJSON(st.RelayServers)
+	})
+	var again *mcp.ClientSession
+	waitFor(t, relayWait, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), callWait)
+		defer cancel()
+		res, err := aliceCS.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "back"}})
+		if err == nil && !res.IsError && testutil.Text(res) == "Echo: back" {
+			again = aliceCS
+			return true, ""
+		}
+		return false, fmt.Sprintf("echo in the old session: %v %s", err, describeResult(res))
+	})
+	if again == nil {
+		t.Fatal("no echo after the relay came back")
+	}
+	aliceSeen.mu.Lock()
+	for _, tok := range aliceSeen.tokens {
+		if tok != "alice-slow" {
+			t.Errorf("alice's client got progress for %v", tok)
+		}
+	}
+	aliceSeen.mu.Unlock()
 }
