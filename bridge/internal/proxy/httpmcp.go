@@ -149,17 +149,20 @@ func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 		port = defaultPort(h.scheme)
 	}
 	h.guard, err = httpguard.New(httpguard.Options{
-		// The guard refuses to serve beyond loopback without its static
-		// token, which stands for "nothing is served unauthenticated";
-		// here every MCP route is behind the bearer check, so the guard is
-		// given a loopback address with the public port. Its Host check
-		// is then a second one: ServeHTTP has accepted only the public
-		// host before.
-		ListenAddr:     net.JoinHostPort("127.0.0.1", port),
-		AllowedHosts:   []string{h.host},
-		AllowedOrigins: append([]string{h.base}, opts.AllowedOrigins...),
-		MaxBodyBytes:   s.opts.MaxMessageSize,
-		Logger:         s.log,
+		// Every route behind the guard is behind the bearer check: OAuth
+		// stands where the guard's static token would. The Host check is
+		// a second one (ServeHTTP accepted only the public host before).
+		ListenAddr:      net.JoinHostPort("0.0.0.0", port),
+		AuthenticatedBy: "OAuth",
+		AllowedHosts:    []string{h.host},
+		AllowedOrigins:  append([]string{h.base}, opts.AllowedOrigins...),
+		// A bearer token is no ambient credential a hostile page could
+		// borrow, so any web origin may call (CORS without credentials):
+		// the extension's remote-MCP client and the Inspector need no
+		// allowed_origins entry.
+		Browsers:     func(*http.Request) httpguard.BrowserPolicy { return httpguard.AnyOrigin },
+		MaxBodyBytes: s.opts.MaxMessageSize,
+		Logger:       s.log,
 	}, http.HandlerFunc(h.routeMCP))
 	if err != nil {
 		return nil, err

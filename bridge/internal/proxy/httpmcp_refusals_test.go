@@ -42,7 +42,9 @@ func TestHTTPRefusals(t *testing.T) {
 		want   string // in the body, or in WWW-Authenticate for 401
 	}{
 		{"another Host", "POST", mcpURL, tok, ping, []string{"Host", "evil.example"}, 403, "not this proxy's public host"},
-		{"a web page of another origin", "POST", mcpURL, tok, ping, []string{"Origin", "https://evil.example"}, 403, "may not call"},
+		// Any origin may call (the bearer token is no ambient credential),
+		// but a page without a token is refused like anyone else.
+		{"a web page of another origin, without a token", "POST", mcpURL, "", initBody, []string{"Origin", "https://evil.example"}, 401, `resource_metadata="` + tp.public() + `/.well-known/oauth-protected-resource/mcp"`},
 		{"no token", "POST", mcpURL, "", initBody, nil, 401, `resource_metadata="` + tp.public() + `/.well-known/oauth-protected-resource/mcp"`},
 		{"a token in the URL", "POST", mcpURL + "?access_token=" + tok, "", initBody, nil, 400, "a token in the URL is refused"},
 		{"a made-up token", "POST", mcpURL, "bba_made-up", initBody, nil, 401, `error="invalid_token"`},
