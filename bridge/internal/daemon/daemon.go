@@ -190,7 +190,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.log.Info("bridge serving", "version", buildinfo.String(), "socket", b.sock.Path(), "listen", b.Addr())
 	g, gctx := errgroup.WithContext(ctx)
 	b.gw.Start()
-	g.Go(func() error { watchServers(gctx, b.cfg, b.gw, b.gwFile, b.log); return nil })
+	var reloaded func()
+	if b.relay != nil {
+		reloaded = b.relay.ServersChanged
+	}
+	g.Go(func() error { watchServers(gctx, b.cfg, b.gw, b.gwFile, b.log, reloaded); return nil })
 	g.Go(func() error { return b.links.Serve(gctx, b.sock) })
 	g.Go(func() error { b.expireRecords(gctx); return nil })
 	if b.relay != nil {

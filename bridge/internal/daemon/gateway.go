@@ -112,7 +112,10 @@ func hostSuffixes(gw *gateway.Gateway) []string {
 // watchServers reloads the gateway when its servers file changes (if
 // gateway.watch) or on SIGHUP, until ctx ends. A bad edit is logged and
 // changes nothing: the running servers stay as they were.
-func watchServers(ctx context.Context, cfg *config.Config, gw *gateway.Gateway, file string, log *slog.Logger) {
+//
+// reloaded (nil: none) is called after each reload that took effect: the
+// relay then offers the servers added and withdraws the removed at once.
+func watchServers(ctx context.Context, cfg *config.Config, gw *gateway.Gateway, file string, log *slog.Logger, reloaded func()) {
 	reload := func(why string) {
 		servers, err := reloadedServers(cfg)
 		if err != nil {
@@ -121,6 +124,10 @@ func watchServers(ctx context.Context, cfg *config.Config, gw *gateway.Gateway, 
 		}
 		if _, err := gw.Reload(servers); err != nil {
 			log.Error("servers not reloaded", "trigger", why, "file", file, "err", err)
+			return
+		}
+		if reloaded != nil {
+			reloaded()
 		}
 	}
 	if file != "" && cfg.Gateway.WatchEnabled() {

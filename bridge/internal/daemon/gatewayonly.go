@@ -102,7 +102,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.log.Info("gateway serving", "version", buildinfo.String(), "listen", g.Addr(), "servers", g.gw.Names(), "servers_file", g.file, "public_url", g.cfg.Gateway.PublicBase())
 	g.gw.Start()
 	eg, gctx := errgroup.WithContext(ctx)
-	eg.Go(func() error { watchServers(gctx, g.cfg, g.gw, g.file, g.log); return nil })
+	eg.Go(func() error { watchServers(gctx, g.cfg, g.gw, g.file, g.log, nil); return nil })
 	eg.Go(func() error {
 		if err := g.http.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serving HTTP: %w", err)
