@@ -310,13 +310,20 @@ type Relay struct {
 	// Name is announced to the proxy instead of "<browser> <version>
 	// (<profile>)".
 	Name string `json:"name,omitempty"`
+	// Servers offers the gateway's stdio servers to the relay's user as
+	// well (docs/relay.md, server extensions). nil means true; false keeps
+	// them on this machine while the browsers are still relayed.
+	Servers *bool `json:"servers,omitempty"`
 }
+
+// OffersServers reports whether the relay offers the gateway's servers.
+func (r *Relay) OffersServers() bool { return r.Servers == nil || *r.Servers }
 
 // Validate checks the relay settings, naming the key at fault.
 func (r *Relay) Validate() error {
 	if r.URL == "" {
-		if r.Token != "" || r.Name != "" {
-			return errors.New(`config: key "relay.url": required when "relay.token" or "relay.name" is set (e.g. wss://relay.example.com)`)
+		if r.Token != "" || r.Name != "" || r.Servers != nil {
+			return errors.New(`config: key "relay.url": required when "relay.token", "relay.name" or "relay.servers" is set (e.g. wss://relay.example.com)`)
 		}
 		return nil
 	}

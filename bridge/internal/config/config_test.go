@@ -74,6 +74,8 @@ func TestRelayValidation(t *testing.T) {
 		{`{"relay":{"url":"wss://relay.example.com","token":"t"}}`, ""},
 		{`{"relay":{"url":"ws://127.0.0.1:8080","token":"t","name":"Work"}}`, ""},
 		{`{"relay":{"url":"ws://localhost:8080","token":"t"}}`, ""},
+		{`{"relay":{"url":"wss://relay.example.com","token":"t","servers":false}}`, ""},
+		{`{"relay":{"servers":false}}`, `"relay.url"`},
 		{`{"relay":{"url":"ws://relay.example.com","token":"t"}}`, `"relay.url"`},
 		{`{"relay":{"url":"https://relay.example.com","token":"t"}}`, `"relay.url"`},
 		{`{"relay":{"url":"wss://relay.example.com/","token":"t"}}`, ""},
@@ -255,4 +257,24 @@ func TestServers(t *testing.T) {
 			t.Fatalf("Load error %v", err)
 		}
 	})
+}
+
+func TestRelayOffersServers(t *testing.T) {
+	no, yes := false, true
+	for _, tc := range []struct {
+		name    string
+		servers *bool
+		want    bool
+	}{
+		{"unset: the gateway's servers are offered", nil, true},
+		{"true", &yes, true},
+		{"false: only the browsers are relayed", &no, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Relay{URL: "wss://relay.example.com", Token: "t", Servers: tc.servers}
+			if got := r.OffersServers(); got != tc.want {
+				t.Fatalf("OffersServers() = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -26,7 +26,7 @@ func newRelay(cfg *config.Config, log *slog.Logger, links *hostlink.Server, gw *
 		return nil
 	}
 	opts := relay.Options{URL: cfg.Relay.URL, Token: cfg.Relay.Token, Name: cfg.Relay.Name, Links: links, Logger: log}
-	if gw != nil {
+	if gw != nil && cfg.Relay.OffersServers() {
 		opts.Servers = gw
 	}
 	return relay.New(opts)
