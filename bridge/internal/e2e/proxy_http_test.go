@@ -8,7 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,6 +26,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
+	"github.com/browserbridge/browserbridge/bridge/npmtools"
 )
 
 var resourceMetadataRE = regexp.MustCompile(`resource_metadata="([^"]+)"`)
@@ -501,4 +507,142 @@ func TestProxyHTTPRelayDrop(t *testing.T) {
 		}
 	}
 	aliceSeen.mu.Unlock()
+}
+
+// TestProxyHTTPConformance runs the official MCP conformance server suite
+// (--suite all) against the proxy's route for server-everything and, in
+// the same test, against the bridge's own gateway route for it: every
+// check that passes locally must pass through the proxy.
+func TestProxyHTTPConformance(t *testing.T) {
+	tools, err := npmtools.Here()
+	if err != nil {
+		t.Fatal(err)
+	}
+	suite, err := tools.Module("@modelcontextprotocol", "conformance", "dist", "index.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPublicProxy(t)
+	w := startRelayedWorld(t, p, p.relay, "alice")
+	addEverything(t, w)
+	endpoint := p.url("/servers/" + gatewayServer + "/mcp")
+	_, tok := signInWithCode(t, p, endpoint, pair(t, w))
+
+	// The suite's client cannot sign in (it has no OAuth, nor a header
+	// option): this reverse proxy adds the bearer token a signed-in client
+	// would send. It also stands in for the proxy's own host: the suite's
+	// Host and Origin name the front, and become the proxy's (other Origins
+	// pass as they are, so that the DNS-rebinding check still means
+	// something).
+	target, _ := url.Parse(p.public)
+	var frontOrigin string
+	front := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Header.Set("Authorization", "Bearer "+tok.Access)
+			if o := r.In.Header.Get("Origin"); o == frontOrigin {
+				r.Out.Header.Set("Origin", p.public)
+			}
+		},
+		FlushInterval: -1, // SSE as it comes
+	})
+	t.Cleanup(front.Close)
+	frontOrigin = front.URL
+
+	local := strings.TrimSuffix(w.mcpURL, "/mcp") + "/servers/" + gatewayServer + "/mcp"
+	run := func(name, u string) map[string]string {
+		results := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, tools.Node, suite, "server", "--suite", "all", "--url", u, "--output-dir", results)
+		home := t.TempDir()
+		cmd.Dir, cmd.Env, cmd.WaitDelay = home, append(os.Environ(), "HOME="+home, "NO_COLOR=1"), 5*time.Second
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("the conformance suite against %s (%s) timed out:\n%s", name, u, tail(string(out), 60))
+		}
+		checks := conformanceChecks(t, results)
+		if len(checks) == 0 {
+			t.Fatalf("the conformance suite against %s (%s) wrote no results (%v):\n%s", name, u, err, tail(string(out), 60))
+		}
+		return checks
+	}
+	direct := run("the bridge's gateway route", local)
+	proxied := run("the proxy", front.URL+"/servers/"+gatewayServer+"/mcp")
+
+	// Checks that differ by design, with why.
+	byDesign := map[string]string{
+		// The check is for unauthenticated localhost servers (its own scope
+		// says so). The proxy's MCP routes take any Origin, with CORS: their
+		// only credential is a bearer token, which a rebinding page does not
+		// have; the front here adds it to every request, the check's too.
+		"dns-rebinding-protection/localhost-host-rebinding-rejected": "any Origin with a bearer token",
+	}
+	var worse []string
+	passed := 0
+	for id, st := range direct {
+		if st != "SUCCESS" {
+			continue
+		}
+		passed++
+		if why, ok := byDesign[id]; ok {
+			t.Logf("%s: %s through the proxy, by design (%s)", id, orNone(proxied[id]), why)
+			continue
+		}
+		if proxied[id] != "SUCCESS" {
+			worse = append(worse, fmt.Sprintf("%s: %s through the proxy", id, orNone(proxied[id])))
+		}
+	}
+	slices.Sort(worse)
+	if len(worse) > 0 {
+		t.Errorf("checks that pass on the bridge's gateway route but not through the proxy:\n%s", strings.Join(worse, "\n"))
+	}
+	if passed < 10 {
+		t.Errorf("only %d checks passed on the bridge's gateway route: the suite did not really run", passed)
+	}
+	t.Logf("conformance: %d of %d checks passed on the gateway route, %d of them failed through the proxy", passed, len(direct), len(worse))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "missing"
+	}
+	return s
+}
+
+// conformanceChecks reads the suite's <results>/server-<scenario>-<time>/
+// checks.json into "scenario/check-id" -> the worst status of that check.
+func conformanceChecks(t *testing.T, results string) map[string]string {
+	t.Helper()
+	dirName := regexp.MustCompile(`^server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z$`)
+	rank := map[string]int{"SUCCESS": 1, "INFO": 0, "WARNING": 2, "FAILURE": 3}
+	files, _ := filepath.Glob(filepath.Join(results, "*", "checks.json"))
+	out := map[string]string{}
+	for _, f := range files {
+		m := dirName.FindStringSubmatch(filepath.Base(filepath.Dir(f)))
+		if m == nil {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var checks []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal(data, &checks); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, c := range checks {
+			if c.Status == "INFO" {
+				continue
+			}
+			key := m[1] + "/" + c.ID
+			if old, ok := out[key]; !ok || rank[c.Status] > rank[old] {
+				out[key] = c.Status
+			}
+		}
+	}
+	return out
 }
