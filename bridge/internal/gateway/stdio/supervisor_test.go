@@ -333,7 +333,9 @@ func TestServerEverything(t *testing.T) {
 	cfg := ServerConfig{Name: "everything", Command: node,
 		Args: []string{filepath.Join(mods, "@modelcontextprotocol", "server-everything", "dist", "index.js"), "stdio"}}
 	s, _ := newSupervisor(t, map[string]ServerConfig{"everything": cfg}, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A deadlock guard only: starting node and three calls took over 30 s
+	// under -race on two cores busy with other work.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := s.Conn(ctx, "everything")
 	if err != nil {
