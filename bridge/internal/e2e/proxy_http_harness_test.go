@@ -598,3 +598,75 @@ func stopTogether(t *testing.T, worlds ...*world) {
 		}
 	})
 }
+
+// signInWithPairing opens authURL in a new tab of b and plays the person
+// on the proxy's sign-in page: the pairing code typed into the code field
+// (the page has no password here), then Approve. It returns errors rather
+// than failing the test, since SDKs call it from their own goroutines.
+func signInWithPairing(b *signInBrowser, authURL, code string) error {
+	browser, err := dialCDP("ws://" + b.devtools.host + b.devtools.browserPath)
+	if err != nil {
+		return err
+	}
+	var target struct {
+		TargetID string `json:"targetId"`
+	}
+	err = browser.call("Target.createTarget", map[string]any{"url": authURL}, &target)
+	browser.close()
+	if err != nil {
+		return fmt.Errorf("opening the authorization URL: %w", err)
+	}
+	page, err := dialCDP("ws://" + b.devtools.host + "/devtools/page/" + target.TargetID)
+	if err != nil {
+		return err
+	}
+	defer page.close()
+	const probe = `(() => {
+		if (window.__bbSubmitted) return 'old';
+		if (document.readyState !== 'complete') return 'loading';
+		if (document.querySelector('button[name=decision][value=approve]')) return 'consent';
+		if (document.querySelector('form input#code[name=code]')) return 'signin';
+		return 'other: ' + location.href + ' ' + (document.body ? document.body.innerText.slice(0, 300) : '');
+	})()`
+	wait := func(want string) error {
+		var last string
+		for deadline := time.Now().Add(pageWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			var state string
+			if err := cdpEvalInto(page, probe, &state); err != nil {
+				last = err.Error() // a navigation in progress: ask again
+				continue
+			}
+			switch last = state; {
+			case state == want:
+				return nil
+			case state == "signin" || state == "consent":
+				return fmt.Errorf("waiting for the %s page, the browser shows the %s page: %q", want, state, clip(visibleTextOf(page), 300))
+			}
+		}
+		return fmt.Errorf("no %s page within %v (last: %s)", want, pageWait, clip(last, 400))
+	}
+	if err := wait("signin"); err != nil {
+		return err
+	}
+	var ok bool
+	if err := cdpEvalInto(page, fmt.Sprintf(`(() => {
+		const input = document.querySelector('form input#code');
+		input.value = %s;
+		window.__bbSubmitted = true;
+		input.form.requestSubmit();
+		return true;
+	})()`, jsString(code)), &ok); err != nil {
+		return fmt.Errorf("submitting the pairing code: %w", err)
+	}
+	if err := wait("consent"); err != nil {
+		return fmt.Errorf("after the pairing code: %w", err)
+	}
+	if err := cdpEvalInto(page, `(() => {
+		window.__bbSubmitted = true;
+		document.querySelector('button[name=decision][value=approve]').click();
+		return true;
+	})()`, &ok); err != nil {
+		return fmt.Errorf("clicking Approve: %w", err)
+	}
+	return nil
+}

@@ -21,8 +21,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
@@ -645,4 +647,133 @@ func conformanceChecks(t *testing.T, results string) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestProxyHTTPTypeScriptAndGoSDKOAuth: the official SDK clients with
+// their own OAuth support, each signed in by a person who types a pairing
+// code into the proxy's sign-in page in Chromium: the TypeScript SDK at
+// the proxy's route for server-everything (echo, then a refresh after its
+// token is spoiled), the Go SDK's AuthorizationCodeHandler at /mcp (the
+// browser's tools, then a refresh after its token expires).
+func TestProxyHTTPTypeScriptAndGoSDKOAuth(t *testing.T) {
+	tools, err := npmtools.Here()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPublicProxy(t)
+	w := startRelayedWorld(t, p, p.relay, "alice")
+	addEverything(t, w)
+	browser := startSignInBrowser(t)
+
+	t.Run("TypeScript", func(t *testing.T) {
+		endpoint := p.url("/servers/" + gatewayServer + "/mcp")
+		c := startTSOAuthClient(t, tools, endpoint, "héllo from TypeScript")
+		authorize := c.next(t, "authorize", callWait)
+		u, err := url.Parse(authorize.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q := u.Query(); q.Get("resource") != endpoint || q.Get("code_challenge_method") != "S256" {
+			t.Errorf("the TypeScript SDK's authorization URL asks resource %q, PKCE %q; want %s, S256", q.Get("resource"), q.Get("code_challenge_method"), endpoint)
+		}
+		if err := signInWithPairing(browser, authorize.URL, pair(t, w)); err != nil {
+			t.Fatal(err)
+		}
+		if r := c.next(t, "redirected", redirectWait); !r.State || r.Iss != p.public {
+			t.Errorf("the redirect to the TypeScript client: state matched %v, iss %q; want the state sent and iss %s", r.State, r.Iss, p.public)
+		}
+		if got := c.next(t, "connected", callWait); !slices.Contains(got.Tools, "echo") {
+			t.Fatalf("the TypeScript client lists the tools %q; want echo among them", got.Tools)
+		}
+		if got := c.next(t, "called", callWait); got.Text != "Echo: héllo from TypeScript" {
+			t.Errorf("echo through the proxy for the TypeScript SDK answered %q", got.Text)
+		}
+		if r := c.next(t, "refreshed", callWait); r.Saves != 1 || !r.Changed || r.Text != "Echo: héllo from TypeScript" {
+			t.Errorf("after the access token was spoiled: %d token saves, a new token %v, echo %q; want one refresh and the echo", r.Saves, r.Changed, r.Text)
+		}
+		done := c.next(t, "done", callWait)
+		c.wait(t)
+		secrets := map[string]string{}
+		for i, tok := range append(done.Access, done.Refresh...) {
+			secrets[fmt.Sprintf("token #%d", i+1)] = tok
+		}
+		noSecretsIn(t, p.out.String(), secrets)
+	})
+
+	t.Run("Go", func(t *testing.T) {
+		endpoint := p.url("/mcp")
+		catcher := startRedirectCatcher(t)
+		var (
+			mu       sync.Mutex
+			authURLs []string
+		)
+		fetch := func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			mu.Lock()
+			authURLs = append(authURLs, args.URL)
+			mu.Unlock()
+			out, code := w.cli("pair")
+			if code != 0 {
+				return nil, fmt.Errorf("browserbridge pair: exit %d: %s", code, out)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			m := pairLine.FindStringSubmatch(strings.TrimSpace(lines[len(lines)-1]))
+			if m == nil {
+				return nil, fmt.Errorf("browserbridge pair printed no code: %s", out)
+			}
+			if err := signInWithPairing(browser, args.URL, m[1]); err != nil {
+				return nil, err
+			}
+			q, err := catcher.wait(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
+		}
+		tokens := &refreshingSource{}
+		handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+			DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+				RedirectURIs:            []string{catcher.url},
+				ClientName:              "Browser Bridge e2e (Go SDK, proxy)",
+				GrantTypes:              []string{"authorization_code", "refresh_token"},
+				ResponseTypes:           []string{"code"},
+				TokenEndpointAuthMethod: "none",
+			}},
+			AuthorizationCodeFetcher: fetch,
+			RequestRefreshToken:      true,
+			NewTokenSource:           tokens.start,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: "e2e-go-oauth-proxy", Version: "1.0"}, nil)
+		cs, err := client.Connect(testutil.Context(t, 2*time.Minute), &mcp.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: handler}, nil)
+		if err != nil {
+			t.Fatalf("the Go SDK client did not connect to %s: %v", endpoint, err)
+		}
+		defer cs.Close()
+		at := &mcpAt{cs: cs, url: endpoint}
+		if names := " " + toolNames(t, at) + " "; !strings.Contains(names, " list_browsers ") || !strings.Contains(names, " navigate ") {
+			t.Fatalf("tools/list at %s for the Go SDK lacks list_browsers or navigate: [%s]", endpoint, names)
+		}
+		browserID, _ := extensionIDs(t, w)
+		if got := testutil.Text(callOK(t, at, "list_browsers", nil)); !strings.Contains(got, browserID) {
+			t.Errorf("list_browsers for the Go SDK: %q, want the browser %s", got, browserID)
+		}
+		tokens.expire(t)
+		if got := testutil.Text(callOK(t, at, "list_browsers", nil)); !strings.Contains(got, browserID) {
+			t.Errorf("list_browsers after the refresh: %q", got)
+		}
+		seen := tokens.all()
+		switch {
+		case len(seen) != 2:
+			t.Fatalf("the Go SDK client used %d tokens; want the first and one refreshed", len(seen))
+		case seen[1].AccessToken == seen[0].AccessToken || seen[0].RefreshToken == "" || seen[1].RefreshToken == seen[0].RefreshToken:
+			t.Errorf("the refresh did not rotate the tokens")
+		}
+		mu.Lock()
+		if len(authURLs) != 1 {
+			t.Errorf("the Go SDK sent the person to sign in %d times; want once", len(authURLs))
+		}
+		mu.Unlock()
+	})
 }
