@@ -538,7 +538,7 @@ func TestProxyHTTPConformance(t *testing.T) {
 	// something).
 	target, _ := url.Parse(p.public)
 	var frontOrigin string
-	front := httptest.NewServer(&httputil.ReverseProxy{
+	front := httptest.NewUnstartedServer(&httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.Out.Header.Set("Authorization", "Bearer "+tok.Access)
@@ -548,8 +548,9 @@ func TestProxyHTTPConformance(t *testing.T) {
 		},
 		FlushInterval: -1, // SSE as it comes
 	})
+	frontOrigin = "http://" + front.Listener.Addr().String() // before it serves: no race
+	front.Start()
 	t.Cleanup(front.Close)
-	frontOrigin = front.URL
 
 	local := strings.TrimSuffix(w.mcpURL, "/mcp") + "/servers/" + gatewayServer + "/mcp"
 	run := func(name, u string) map[string]string {
