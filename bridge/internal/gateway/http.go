@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
@@ -251,48 +250,18 @@ func (g *Gateway) stateless(w http.ResponseWriter, r *http.Request, t target, e 
 // postSink carries one POST's answer: the response alone as
 // application/json, or, when notifications or server requests come first,
 // a text/event-stream of them ending with the response.
-type postSink struct {
-	mu    sync.Mutex
-	queue [][]byte
-	final bool
-	wake  chan struct{}
-}
+type postSink struct{ q mcphttp.ResponseQueue }
 
-func newPostSink() *postSink { return &postSink{wake: make(chan struct{}, 1)} }
+func newPostSink() *postSink { return &postSink{} }
 
-// maxQueuedNotes bounds the notifications waiting for a slow client; the
-// response itself is never dropped.
-const maxQueuedNotes = 4096
-
-func (p *postSink) send(msg []byte, final bool) {
-	p.mu.Lock()
-	if p.final || (!final && len(p.queue) >= maxQueuedNotes) {
-		p.mu.Unlock()
-		return
-	}
-	p.queue = append(p.queue, msg)
-	p.final = final
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (p *postSink) take() ([][]byte, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	q := p.queue
-	p.queue = nil
-	return q, p.final
-}
+func (p *postSink) send(msg []byte, final bool) { p.q.Send(msg, final) }
 
 // writeTo writes the answer to the request id as it comes.
 func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, id json.RawMessage, sessionDone <-chan struct{}) {
 	streaming := false
 	fl, _ := w.(http.Flusher)
 	for {
-		q, final := p.take()
+		q, final := p.q.Take()
 		if len(q) > 0 {
 			if !streaming && final && len(q) == 1 {
 				w.Header().Set("Content-Type", "application/json")
@@ -320,7 +289,7 @@ func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, id json.RawMe
 			}
 		}
 		select {
-		case <-p.wake:
+		case <-p.q.Wake():
 		case <-r.Context().Done():
 			return
 		case <-sessionDone:
@@ -359,20 +328,11 @@ func (g *Gateway) getStream(w http.ResponseWriter, r *http.Request, t target) {
 		return
 	}
 	defer s.end()
-	if !s.out.attach() {
-		mcphttp.WriteError(w, http.StatusConflict, nil, rpccode.InvalidRequest, "this session's stream is already open; one GET stream per session")
+	from, ok := mcphttp.AttachGET(w, r, s.out, "this session's stream is already open; one GET stream per session", "this gateway")
+	if !ok {
 		return
 	}
-	defer s.out.detach()
-	from := s.out.lastSent()
-	if last := r.Header.Get(mcphttp.HeaderLastEventID); last != "" {
-		n, err := strconv.ParseUint(last, 10, 64)
-		if err != nil {
-			mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, fmt.Sprintf("Last-Event-ID %q is not an event id of this gateway", last))
-			return
-		}
-		from = n
-	}
+	defer s.out.Detach()
 	g.pump(w, r, s, from)
 }
 
@@ -401,23 +361,23 @@ func (g *Gateway) pump(w http.ResponseWriter, r *http.Request, s *Session, from 
 	}
 	cursor := from
 	for {
-		evs := s.out.after(cursor)
+		evs := s.out.After(cursor)
 		for _, e := range evs {
-			if writeEvent(w, e.id, e.data) != nil {
+			if writeEvent(w, e.ID, e.Data) != nil {
 				return
 			}
-			cursor = e.id
+			cursor = e.ID
 		}
 		if len(evs) > 0 {
 			fl.Flush()
-			s.out.markSent(cursor)
+			s.out.MarkSent(cursor)
 			s.touch()
 		}
-		if s.out.isClosed() {
+		if s.out.Closed() {
 			return
 		}
 		select {
-		case <-s.out.wake:
+		case <-s.out.Wake():
 		case <-ping:
 			// A comment line: no client mistakes it for a message.
 			if _, err := io.WriteString(w, mcphttp.PingComment); err != nil {
@@ -447,7 +407,7 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request, t target, mes
 		return
 	}
 	defer s.end() // a connected stream is never evicted
-	s.out.attach()
+	s.out.Attach()
 	g.addSession(s, "sse")
 	defer s.close()
 	endpoint := messagePath + "?sessionId=" + url.QueryEscape(s.id)
@@ -457,7 +417,7 @@ func (g *Gateway) serveSSE(w http.ResponseWriter, r *http.Request, t target, mes
 // outboxSink sends everything to the session's stream (legacy SSE).
 type outboxSink struct{ s *Session }
 
-func (o outboxSink) send(msg []byte, _ bool) { o.s.out.push(msg) }
+func (o outboxSink) send(msg []byte, _ bool) { o.s.out.Push(msg) }
 
 // serveMessage serves the legacy transport's POST: 202 at once, the answer
 // on the session's stream.

@@ -29,7 +29,7 @@ type Session struct {
 	// initStarted and ready guard the legacy transport, where initialize
 	// arrives on a stream that already exists.
 	initStarted, ready atomic.Bool
-	out                *outbox // messages with no request to ride on
+	out                *mcphttp.Outbox // messages with no request to ride on
 	lastUsed           atomic.Int64
 
 	mu       sync.Mutex
@@ -99,7 +99,7 @@ func (g *Gateway) newSession(t target, stateless bool) *Session {
 	s := &Session{
 		g: g, t: t, stateless: stateless,
 		caps:     map[string]bool{},
-		out:      newOutbox(g.opts.ReplayBytes),
+		out:      mcphttp.NewOutbox(g.opts.ReplayBytes),
 		inflight: make(map[inflightKey]int64, 1),
 		done:     make(chan struct{}),
 	}
@@ -143,7 +143,7 @@ func (s *Session) lookup(b *backend, id json.RawMessage) (int64, bool) {
 
 // notify queues a message that belongs to no request of the session
 // (list_changed, a server request whose call has ended, log messages).
-func (s *Session) notify(msg []byte) { s.out.push(msg) }
+func (s *Session) notify(msg []byte) { s.out.Push(msg) }
 
 // readCaps records the capabilities a client declared in initialize.
 func (s *Session) readCaps(params json.RawMessage) {
@@ -229,11 +229,9 @@ func (s *Session) close() {
 // in flight, no stream open. The check and the end are one step, so a
 // request that begins meanwhile finds the session either alive or gone.
 func (s *Session) closeIfIdle(cutoff int64) bool {
-	s.out.mu.Lock()
-	streams := s.out.streams
-	s.out.mu.Unlock()
+	streaming := s.out.Streaming()
 	s.mu.Lock()
-	if s.closed || streams > 0 || s.active > 0 || len(s.inflight) > 0 || s.lastUsed.Load() >= cutoff {
+	if s.closed || streaming || s.active > 0 || len(s.inflight) > 0 || s.lastUsed.Load() >= cutoff {
 		s.mu.Unlock()
 		return false
 	}
@@ -247,7 +245,7 @@ func (s *Session) closeIfIdle(cutoff int64) bool {
 // finish releases what a closed session holds.
 func (s *Session) finish() {
 	s.t.close(s)
-	s.out.close()
+	s.out.Close()
 	if !s.stateless { // never in the table: no need for its write lock
 		s.g.dropSession(s)
 	}
@@ -257,122 +255,6 @@ func (s *Session) finish() {
 	if adm != nil {
 		adm.Release()
 	}
-}
-
-// outbox holds a session's messages that travel on its own stream (the
-// Streamable GET stream, or the whole legacy SSE stream), numbered for
-// resumption with Last-Event-ID. Delivered messages are kept up to a byte
-// budget; undelivered ones are never dropped.
-type outbox struct {
-	mu      sync.Mutex
-	events  []event
-	nextID  uint64
-	sent    uint64 // the last id written to a stream
-	bytes   int
-	budget  int
-	wake    chan struct{}
-	closed  bool
-	streams int // open streams (at most one)
-}
-
-type event struct {
-	id   uint64
-	data []byte
-}
-
-func newOutbox(budget int) *outbox {
-	return &outbox{budget: budget, wake: make(chan struct{}, 1)}
-}
-
-func (o *outbox) push(msg []byte) {
-	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
-		return
-	}
-	o.nextID++
-	o.events = append(o.events, event{o.nextID, msg})
-	o.bytes += len(msg)
-	o.trimLocked()
-	o.mu.Unlock()
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-}
-
-// trimLocked drops the oldest delivered events beyond the budget.
-func (o *outbox) trimLocked() {
-	n := 0
-	for n < len(o.events) && o.bytes > o.budget && o.events[n].id <= o.sent {
-		o.bytes -= len(o.events[n].data)
-		n++
-	}
-	if n > 0 {
-		o.events = append(o.events[:0], o.events[n:]...)
-	}
-}
-
-// next returns the events after id (all kept ones when from is 0 and
-// resume is false means "after the last sent").
-func (o *outbox) after(id uint64) []event {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var out []event
-	for _, e := range o.events {
-		if e.id > id {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func (o *outbox) markSent(id uint64) {
-	o.mu.Lock()
-	if id > o.sent {
-		o.sent = id
-	}
-	o.trimLocked()
-	o.mu.Unlock()
-}
-
-func (o *outbox) lastSent() uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.sent
-}
-
-// attach claims the outbox for a stream; false if one is open already.
-func (o *outbox) attach() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.streams > 0 || o.closed {
-		return false
-	}
-	o.streams++
-	return true
-}
-
-func (o *outbox) detach() {
-	o.mu.Lock()
-	o.streams--
-	o.mu.Unlock()
-}
-
-func (o *outbox) close() {
-	o.mu.Lock()
-	o.closed = true
-	o.mu.Unlock()
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (o *outbox) isClosed() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.closed
 }
 
 func (s *Session) isClosed() bool {

@@ -31,8 +31,8 @@ type httpSession struct {
 	ep        endpoint
 	server    string // ep.server: "" on a browser endpoint
 	stateless bool
-	lim       *bucket // the session's rate (Options.ConnRate)
-	out       *outbox // messages for the GET stream
+	lim       *bucket         // the session's rate (Options.ConnRate)
+	out       *mcphttp.Outbox // messages for the GET stream
 	done      chan struct{}
 
 	mu       sync.Mutex
@@ -156,7 +156,7 @@ func (ss *httpSession) toClient(msg []byte) {
 		ss.h.s.m.dropped.With("http_unrouted").Inc()
 		return
 	}
-	ss.out.push(msg)
+	ss.out.Push(msg)
 }
 
 var toolsChangedMsg = relaywire.AppendNotification(nil, relaywire.MethodToolsListChanged, nil)
@@ -166,7 +166,7 @@ var toolsChangedMsg = relaywire.AppendNotification(nil, relaywire.MethodToolsLis
 // tools/list_changed (marked with its subscription's id), others nothing.
 func (ss *httpSession) notify(msg []byte) {
 	if !ss.stateless {
-		ss.out.push(msg)
+		ss.out.Push(msg)
 		return
 	}
 	ss.mu.Lock()
@@ -395,7 +395,7 @@ func (ss *httpSession) reap() {
 		return
 	}
 	idle := time.Since(ss.lastUsed)
-	if ss.active > 0 || len(ss.waiting) > 0 || ss.out.streaming() || idle < timeout {
+	if ss.active > 0 || len(ss.waiting) > 0 || ss.out.Streaming() || idle < timeout {
 		ss.timer.Reset(max(timeout-idle, time.Second))
 		ss.mu.Unlock()
 		return
@@ -444,7 +444,7 @@ func (ss *httpSession) finish(waiting map[string]*pendingCall) {
 		}
 	}
 	ss.mc.leave()
-	ss.out.close()
+	ss.out.Close()
 	ss.h.drop(ss)
 	ss.h.s.m.conns.With("mcp_http").Dec()
 }
@@ -453,43 +453,15 @@ func (ss *httpSession) finish(waiting map[string]*pendingCall) {
 // application/json, or, when notifications (progress) come first, an
 // event stream of them ending with the response.
 type postSink struct {
-	mu    sync.Mutex
-	queue [][]byte
-	final bool
-	wake  chan struct{}
+	q mcphttp.ResponseQueue
 	// finalize, if set, rewrites the response before it is written (on the
 	// POST's goroutine, not the extension reader's that delivered it).
 	finalize func([]byte) []byte
 }
 
-func newPostSink() *postSink { return &postSink{wake: make(chan struct{}, 1)} }
+func newPostSink() *postSink { return &postSink{} }
 
-// maxQueuedNotes bounds the notifications waiting for a slow client; the
-// response itself is never dropped.
-const maxQueuedNotes = 4096
-
-func (p *postSink) send(msg []byte, final bool) {
-	p.mu.Lock()
-	if p.final || (!final && len(p.queue) >= maxQueuedNotes) {
-		p.mu.Unlock()
-		return
-	}
-	p.queue = append(p.queue, msg)
-	p.final = final
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (p *postSink) take() ([][]byte, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	q := p.queue
-	p.queue = nil
-	return q, p.final
-}
+func (p *postSink) send(msg []byte, final bool) { p.q.Send(msg, final) }
 
 // writeTo writes the answer to the request id as it comes, until it has
 // been written, the client leaves, or the session ends. It returns the
@@ -498,7 +470,7 @@ func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, id json.RawMe
 	streaming := false
 	fl, _ := w.(http.Flusher)
 	for {
-		q, final := p.take()
+		q, final := p.q.Take()
 		if final && len(q) > 0 && p.finalize != nil {
 			q[len(q)-1] = p.finalize(q[len(q)-1])
 		}
@@ -527,7 +499,7 @@ func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, id json.RawMe
 			}
 		}
 		select {
-		case <-p.wake:
+		case <-p.q.Wake():
 		case <-r.Context().Done():
 			return nil
 		case <-sessionDone:
@@ -535,123 +507,4 @@ func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, id json.RawMe
 			sessionDone = nil
 		}
 	}
-}
-
-// outbox holds the messages of a session's GET stream, numbered for
-// Last-Event-ID. Sent ones are kept up to a byte budget; unsent ones are
-// kept until the session ends.
-type outbox struct {
-	mu      sync.Mutex
-	events  []outEvent
-	nextID  uint64
-	sent    uint64
-	bytes   int
-	budget  int
-	wake    chan struct{}
-	closed  bool
-	streams int
-}
-
-type outEvent struct {
-	id   uint64
-	data []byte
-}
-
-func newOutbox(budget int) *outbox { return &outbox{budget: budget, wake: make(chan struct{}, 1)} }
-
-func (o *outbox) push(msg []byte) {
-	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
-		return
-	}
-	o.nextID++
-	o.events = append(o.events, outEvent{o.nextID, msg})
-	o.bytes += len(msg)
-	o.trimLocked()
-	o.mu.Unlock()
-	o.poke()
-}
-
-func (o *outbox) poke() {
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-}
-
-// trimLocked drops the oldest sent events beyond the budget.
-func (o *outbox) trimLocked() {
-	n := 0
-	for n < len(o.events) && o.bytes > o.budget && o.events[n].id <= o.sent {
-		o.bytes -= len(o.events[n].data)
-		n++
-	}
-	if n > 0 {
-		o.events = append(o.events[:0], o.events[n:]...)
-	}
-}
-
-// after returns the events kept after id.
-func (o *outbox) after(id uint64) []outEvent {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var out []outEvent
-	for _, e := range o.events {
-		if e.id > id {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func (o *outbox) markSent(id uint64) {
-	o.mu.Lock()
-	o.sent = max(o.sent, id)
-	o.trimLocked()
-	o.mu.Unlock()
-}
-
-func (o *outbox) lastSent() uint64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.sent
-}
-
-// attach claims the outbox for a stream; false if one is open already, or
-// the outbox is closed.
-func (o *outbox) attach() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.streams > 0 || o.closed {
-		return false
-	}
-	o.streams++
-	return true
-}
-
-func (o *outbox) detach() {
-	o.mu.Lock()
-	o.streams--
-	o.mu.Unlock()
-}
-
-func (o *outbox) streaming() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.streams > 0
-}
-
-// close ends the stream, if one is open, and drops what is queued.
-func (o *outbox) close() {
-	o.mu.Lock()
-	o.closed = true
-	o.mu.Unlock()
-	o.poke()
-}
-
-func (o *outbox) isClosed() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.closed
 }

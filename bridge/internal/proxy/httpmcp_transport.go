@@ -196,7 +196,7 @@ func (h *httpEndpoint) open(w http.ResponseWriter, r *http.Request, id json.RawM
 	}
 	mc := &mcpClient{s: s, user: u, id: newID(relaywire.PrefixMCPClient)}
 	ss := &httpSession{h: h, mc: mc, ep: ep, server: ep.server, stateless: stateless, lim: newBucket(s.opts.ConnRate),
-		out: newOutbox(h.opts.ReplayBytes), done: make(chan struct{}),
+		out: mcphttp.NewOutbox(h.opts.ReplayBytes), done: make(chan struct{}),
 		waiting: make(map[string]*pendingCall), progress: make(map[string]*postSink), lastUsed: time.Now(),
 		browser: ep.browser}
 	if ss.browser == "" && ep.server == "" {
@@ -415,20 +415,11 @@ func (h *httpEndpoint) get(w http.ResponseWriter, r *http.Request, user string, 
 		return
 	}
 	defer ss.end()
-	if !ss.out.attach() {
-		mcphttp.WriteError(w, http.StatusConflict, nil, rpccode.InvalidRequest, "this session's stream is already open: one GET stream per session")
+	from, ok := mcphttp.AttachGET(w, r, ss.out, "this session's stream is already open: one GET stream per session", "this session's stream")
+	if !ok {
 		return
 	}
-	defer ss.out.detach()
-	from := ss.out.lastSent()
-	if last := r.Header.Get(mcphttp.HeaderLastEventID); last != "" {
-		n, err := strconv.ParseUint(last, 10, 64)
-		if err != nil {
-			mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, fmt.Sprintf("Last-Event-ID %q is not an event id of this session's stream", last))
-			return
-		}
-		from = n
-	}
+	defer ss.out.Detach()
 	h.pump(w, r, ss, from)
 }
 
@@ -451,22 +442,22 @@ func (h *httpEndpoint) pump(w http.ResponseWriter, r *http.Request, ss *httpSess
 		ping = t.C
 	}
 	for {
-		evs := ss.out.after(cursor)
+		evs := ss.out.After(cursor)
 		for _, e := range evs {
-			if mcphttp.WriteEvent(w, mcphttp.Event{Name: "message", ID: strconv.FormatUint(e.id, 10), Data: e.data}) != nil {
+			if mcphttp.WriteEvent(w, mcphttp.Event{Name: "message", ID: strconv.FormatUint(e.ID, 10), Data: e.Data}) != nil {
 				return
 			}
-			cursor = e.id
+			cursor = e.ID
 		}
 		if len(evs) > 0 {
 			fl.Flush()
-			ss.out.markSent(cursor)
+			ss.out.MarkSent(cursor)
 		}
-		if ss.out.isClosed() {
+		if ss.out.Closed() {
 			return
 		}
 		select {
-		case <-ss.out.wake:
+		case <-ss.out.Wake():
 		case <-ping:
 			if _, err := io.WriteString(w, mcphttp.PingComment); err != nil {
 				return
@@ -555,7 +546,7 @@ func (h *httpEndpoint) stopStreams() {
 	}
 	h.mu.Unlock()
 	for _, ss := range list {
-		ss.out.close()
+		ss.out.Close()
 	}
 	for _, ss := range listens {
 		ss.mu.Lock()
