@@ -286,6 +286,7 @@ func TestProxyHTTPUsersApart(t *testing.T) {
 			t.Errorf("%s answers bob %q, a name nobody has %q: they must say the same", c.name, theirs.body, nobodys.body)
 		}
 		leaks(c.name, theirs)
+		t.Logf("%s with bob's token: %d %s", c.name, theirs.status, strings.TrimSpace(theirs.body))
 		// Bob's token for /mcp is refused at Alice's server's URL, where it was not issued.
 		if a := rawMCP(t, p.url(c.theirs), bobTok.Access, initializeJSON); a.status != http.StatusUnauthorized || !strings.Contains(a.header.Get("WWW-Authenticate"), "invalid_token") {
 			t.Errorf("bob's /mcp token at %s: %d %q, want 401 invalid_token", c.theirs, a.status, a.header.Get("WWW-Authenticate"))
