@@ -353,43 +353,7 @@ func (g *Gateway) pump(w http.ResponseWriter, r *http.Request, s *Session, from 
 		_, _ = io.WriteString(w, p)
 	}
 	fl.Flush()
-	var ping <-chan time.Time
-	if g.opts.PingInterval > 0 {
-		t := time.NewTicker(g.opts.PingInterval)
-		defer t.Stop()
-		ping = t.C
-	}
-	cursor := from
-	for {
-		evs := s.out.After(cursor)
-		for _, e := range evs {
-			if writeEvent(w, e.ID, e.Data) != nil {
-				return
-			}
-			cursor = e.ID
-		}
-		if len(evs) > 0 {
-			fl.Flush()
-			s.out.MarkSent(cursor)
-			s.touch()
-		}
-		if s.out.Closed() {
-			return
-		}
-		select {
-		case <-s.out.Wake():
-		case <-ping:
-			// A comment line: no client mistakes it for a message.
-			if _, err := io.WriteString(w, mcphttp.PingComment); err != nil {
-				return
-			}
-			fl.Flush()
-		case <-r.Context().Done():
-			return
-		case <-g.stop:
-			return
-		}
-	}
+	s.out.Pump(r.Context(), w, fl, from, g.opts.PingInterval, g.stop, s.touch)
 }
 
 // serveSSE serves the legacy transport's GET: the session lives as long as

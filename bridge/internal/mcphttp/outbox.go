@@ -1,10 +1,13 @@
 package mcphttp
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
@@ -176,4 +179,52 @@ func AttachGET(w http.ResponseWriter, r *http.Request, o *Outbox, conflict, idsO
 		from = n
 	}
 	return from, true
+}
+
+// Pump writes the events after cursor to w as they come, as "message"
+// events with their ids, flushing after each batch, which it then marks
+// delivered; delivered, when set, runs after each batch too. Every
+// pingEvery (0: never) it writes a PingComment, so that idle connections
+// are not cut. It returns when the client leaves (ctx), a write fails, o
+// is closed (once what was queued is written), or stop is closed. The
+// stream's headers are the caller's, written before.
+func (o *Outbox) Pump(ctx context.Context, w io.Writer, fl http.Flusher, cursor uint64, pingEvery time.Duration, stop <-chan struct{}, delivered func()) {
+	var ping <-chan time.Time
+	if pingEvery > 0 {
+		t := time.NewTicker(pingEvery)
+		defer t.Stop()
+		ping = t.C
+	}
+	for {
+		evs := o.After(cursor)
+		for _, e := range evs {
+			if WriteEvent(w, Event{Name: "message", ID: strconv.FormatUint(e.ID, 10), Data: e.Data}) != nil {
+				return
+			}
+			cursor = e.ID
+		}
+		if len(evs) > 0 {
+			fl.Flush()
+			o.MarkSent(cursor)
+			if delivered != nil {
+				delivered()
+			}
+		}
+		if o.Closed() {
+			return
+		}
+		select {
+		case <-o.wake:
+		case <-ping:
+			// A comment line: no client mistakes it for a message.
+			if _, err := io.WriteString(w, PingComment); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		}
+	}
 }

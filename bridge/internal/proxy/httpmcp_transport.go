@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
@@ -435,40 +433,7 @@ func (h *httpEndpoint) pump(w http.ResponseWriter, r *http.Request, ss *httpSess
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	fl.Flush()
-	var ping <-chan time.Time
-	if h.opts.PingInterval > 0 {
-		t := time.NewTicker(h.opts.PingInterval)
-		defer t.Stop()
-		ping = t.C
-	}
-	for {
-		evs := ss.out.After(cursor)
-		for _, e := range evs {
-			if mcphttp.WriteEvent(w, mcphttp.Event{Name: "message", ID: strconv.FormatUint(e.ID, 10), Data: e.Data}) != nil {
-				return
-			}
-			cursor = e.ID
-		}
-		if len(evs) > 0 {
-			fl.Flush()
-			ss.out.MarkSent(cursor)
-		}
-		if ss.out.Closed() {
-			return
-		}
-		select {
-		case <-ss.out.Wake():
-		case <-ping:
-			if _, err := io.WriteString(w, mcphttp.PingComment); err != nil {
-				return
-			}
-			fl.Flush()
-		case <-r.Context().Done():
-			return
-		case <-ss.done:
-			return
-		}
-	}
+	ss.out.Pump(r.Context(), w, fl, cursor, h.opts.PingInterval, ss.done, nil)
 }
 
 // lookup finds the session sid of user on the endpoint ep; nil if there
