@@ -16,6 +16,20 @@ import (
 	"unicode/utf8"
 )
 
+// ErrSignInLimited marks a refusal by a checker's own attempt limit (see
+// SignInLimited): the sign-in page then answers 429 with Retry-After
+// rather than 401 "wrong code".
+var ErrSignInLimited = errors.New("too many sign-in attempts")
+
+// SignInLimited wraps err, a checker's sentence for its rate limit, so
+// that it also matches ErrSignInLimited; its text stays err's.
+func SignInLimited(err error) error { return limitedError{err} }
+
+type limitedError struct{ err error }
+
+func (e limitedError) Error() string   { return e.err.Error() }
+func (e limitedError) Unwrap() []error { return []error{e.err, ErrSignInLimited} }
+
 // IdentityConfig says how a person proves who they are. At least one way
 // must be set.
 type IdentityConfig struct {
@@ -230,6 +244,14 @@ func (s *Server) signInWithSecret(w http.ResponseWriter, r *http.Request, f *aut
 		}
 		if err == nil && got.ID == "" {
 			err = errors.New("the pairing code is bound to no one")
+		}
+		if errors.Is(err, ErrSignInLimited) {
+			// The checker's own limit, not a wrong code: the person
+			// should wait, and a client may read Retry-After.
+			s.log.Warn("authserver: sign-in attempts limited", "limit", "pairing", "address", addr, "client", f.req.ClientID)
+			w.Header().Set("Retry-After", "60")
+			s.showSignIn(w, r, f, http.StatusTooManyRequests, sentence(err.Error()), true)
+			return
 		}
 		if err != nil {
 			s.log.Warn("authserver: pairing code refused", "address", addr, "client", f.req.ClientID)

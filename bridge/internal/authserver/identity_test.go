@@ -118,6 +118,8 @@ func TestIdentityPairingCode(t *testing.T) {
 			return Subject{ID: "pair:user-42", Display: "user 42"}, nil
 		case "BRIDGE-0000":
 			return Subject{}, errors.New("this code expired; run browserbridge pair again")
+		case "BRIDGE-9999":
+			return Subject{}, SignInLimited(errors.New("too many codes tried from your network: wait a minute"))
 		}
 		return Subject{}, errors.New("no bridge is waiting for this code")
 	}
@@ -131,6 +133,12 @@ func TestIdentityPairingCode(t *testing.T) {
 	wantPage(t, b.post("/oauth/signin", formOf(p)), http.StatusBadRequest, "Enter the pairing code.")
 	wantPage(t, b.post("/oauth/signin", formOf(p, "code", "nope")), http.StatusUnauthorized, "No bridge is waiting for this code.")
 	wantPage(t, b.post("/oauth/signin", formOf(p, "code", "BRIDGE-0000")), http.StatusUnauthorized, "This code expired; run browserbridge pair again.")
+	// The checker's own rate limit is a 429 to wait out, not a wrong code.
+	limited := b.post("/oauth/signin", formOf(p, "code", "BRIDGE-9999"))
+	wantPage(t, limited, http.StatusTooManyRequests, "Too many codes tried from your network: wait a minute.")
+	if got := limited.header.Get("Retry-After"); got != "60" {
+		t.Fatalf("Retry-After %q after the checker's limit", got)
+	}
 	c := b.post("/oauth/signin", formOf(p, "code", " BRIDGE-4711 "))
 	wantPage(t, c, http.StatusOK, "Allow this app?", "user 42")
 	if strings.Contains(c.body, `value="switch"`) {

@@ -385,6 +385,9 @@ func (s *Server) pairingCode() func(code, clientIP string) (authserver.Subject, 
 func pairingSubject(redeem func(code, clientIP string) (user string, err error)) func(code, clientIP string) (authserver.Subject, error) {
 	return func(code, clientIP string) (authserver.Subject, error) {
 		user, err := redeem(code, clientIP)
+		if errors.Is(err, ErrPairingLimited) {
+			return authserver.Subject{}, authserver.SignInLimited(err) // 429, not "wrong code"
+		}
 		if err != nil {
 			return authserver.Subject{}, err
 		}
