@@ -5,8 +5,16 @@
 // error codes are in its sub-package rpccode, which imports nothing, so
 // that the relay's wire package (relaywire) can use them and stay a
 // standard-library leaf. The bridge's own endpoints (mcpserver), the stdio
-// gateway (gateway) and the gateway benchmark's clients (gwbench) use it;
-// mcphttp imports only the standard library and rpccode.
+// gateway (gateway), the cloud proxy's Streamable HTTP endpoint (proxy) and
+// the gateway benchmark's clients (gwbench) use it; mcphttp imports only the
+// standard library and rpccode.
+//
+// A session's streams, shared by the gateway and the proxy: [Outbox] is the
+// replayable event log of a session's GET stream (ids, a replay budget of
+// delivered events, one stream at a time, [Outbox.Pump] writes it),
+// [AttachGET] the GET's attach / 409 / Last-Event-ID part, and
+// [ResponseQueue] a POST's answer queue (notifications bounded, the response
+// itself never dropped).
 //
 // # Negotiation (docs/protocol.md, "MCP over HTTP")
 //
