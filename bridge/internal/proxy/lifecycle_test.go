@@ -405,7 +405,11 @@ func TestRateLimits(t *testing.T) {
 }
 
 func TestKeepAlive(t *testing.T) {
-	tp := newTestProxy(t, Options{PongWait: 300 * time.Millisecond})
+	// The live client's reader must answer each ping within PongWait even
+	// when a busy machine under -race holds it back: 300 ms was not always
+	// enough (a "broken pipe" on the live client). 2 s still ends the
+	// dead one within the test's wait.
+	tp := newTestProxy(t, Options{PongWait: 2 * time.Second})
 	live := tp.mcp(t, "alice") // its reader answers pings
 	// A client that never reads never answers a ping: dropped.
 	d := websocket.Dialer{}
@@ -416,11 +420,25 @@ func TestKeepAlive(t *testing.T) {
 	defer dead.Close()
 	tok := tp.token(t, "alice", token.KindMCP)
 	dead.WriteJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "mcp_handshake", "params": map[string]string{"accessToken": tok}})
-	time.Sleep(time.Second)
+	// Wait for the dead one to be counted, then to be dropped (it never
+	// reads, so it never answers a ping); the deadlines only guard
+	// against a hang.
+	waitClients := func(want int64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for tp.srv.nMCP.Load() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d MCP clients after 30 s, want %d (%s)", tp.srv.nMCP.Load(), want, what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitClients(2, "the dead one's handshake")
+	waitClients(1, "the dead one past its pong deadline")
 	if r := live.call(2, relaywire.MethodListExtensions, nil); r.Error != nil {
 		t.Fatalf("live client: %s", r.Error)
 	}
 	if n := tp.srv.nMCP.Load(); n != 1 {
-		t.Fatalf("%d MCP clients after the dead one's pong deadline, want 1", n)
+		t.Fatalf("%d MCP clients after the live one's call, want 1: the live one was dropped too", n)
 	}
 }
