@@ -340,6 +340,12 @@ func startSignInBrowser(t *testing.T) *signInBrowser {
 // errors rather than failing the test, since SDKs call it from their own
 // goroutines.
 func (b *signInBrowser) signIn(authURL, password string) (string, error) {
+	return b.signInWith(authURL, "password", password)
+}
+
+// signInWith is signIn with the secret typed into the sign-in form's field
+// named field: "password", or "code" for a pairing code on the proxy.
+func (b *signInBrowser) signInWith(authURL, field, secret string) (string, error) {
 	browser, err := dialCDP("ws://" + b.devtools.host + b.devtools.browserPath)
 	if err != nil {
 		return "", err
@@ -357,7 +363,7 @@ func (b *signInBrowser) signIn(authURL, password string) (string, error) {
 		return "", err
 	}
 	defer page.close()
-	return signInPage(page, password)
+	return signInPageWith(page, field, secret)
 }
 
 // signInPage plays the person on the gateway's sign-in page in page: it
@@ -366,16 +372,22 @@ func (b *signInBrowser) signIn(authURL, password string) (string, error) {
 // document, so a page that shows the sign-in form again (a refused
 // password) is told apart from the one the password was typed into.
 func signInPage(page *cdpConn, password string) (string, error) {
+	return signInPageWith(page, "password", password)
+}
+
+// signInPageWith is signInPage with the secret typed into the field named
+// field ("password" or "code").
+func signInPageWith(page *cdpConn, field, secret string) (string, error) {
 	// What the page is: "signin", "consent", "old" (the document a form
 	// was submitted from, still shown), "loading" or "other: <url> <text>"
 	// (about:blank before the first load, or an error page).
-	const probe = `(() => {
+	probe := fmt.Sprintf(`(() => {
 		if (window.__bbSubmitted) return 'old';
 		if (document.readyState !== 'complete') return 'loading';
 		if (document.querySelector('button[name=decision][value=approve]')) return 'consent';
-		if (document.querySelector('form input[name=password]')) return 'signin';
+		if (document.querySelector('form input[name=' + %s + ']')) return 'signin';
 		return 'other: ' + location.href + ' ' + (document.body ? document.body.innerText.slice(0, 300) : '');
-	})()`
+	})()`, jsString(field))
 	wait := func(want string) error {
 		var last string
 		for deadline := time.Now().Add(pageWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
@@ -398,16 +410,16 @@ func signInPage(page *cdpConn, password string) (string, error) {
 	}
 	var ok bool
 	if err := cdpEvalInto(page, fmt.Sprintf(`(() => {
-		const input = document.querySelector('form input[name=password]');
+		const input = document.querySelector('form input[name=' + %s + ']');
 		input.value = %s;
 		window.__bbSubmitted = true;
 		input.form.requestSubmit();
 		return true;
-	})()`, jsString(password)), &ok); err != nil {
-		return "", fmt.Errorf("submitting the password: %w", err)
+	})()`, jsString(field), jsString(secret)), &ok); err != nil {
+		return "", fmt.Errorf("submitting the %s: %w", field, err)
 	}
 	if err := wait("consent"); err != nil {
-		return "", fmt.Errorf("after the password: %w", err)
+		return "", fmt.Errorf("after the %s: %w", field, err)
 	}
 	consent := visibleTextOf(page)
 	if err := cdpEvalInto(page, `(() => {
