@@ -23,6 +23,9 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/npmtools"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 // The gateway's stdio server in these tests: server-everything, whose echo
@@ -514,4 +517,28 @@ func (c *redirectCatcher) wait(ctx context.Context) (url.Values, error) {
 	case <-time.After(redirectWait):
 		return nil, fmt.Errorf("no redirect to %s within %v of Approve", c.url, redirectWait)
 	}
+}
+
+// sdkOAuthHandler is the Go SDK's own OAuth client as a person's app sets
+// it up: dynamic registration as a public client with a loopback redirect
+// URI, refresh tokens asked for, and tokens through refreshingSource so a
+// test can force a refresh.
+func sdkOAuthHandler(t *testing.T, redirectURI, clientName string, fetch auth.AuthorizationCodeFetcher, tokens *refreshingSource) *auth.AuthorizationCodeHandler {
+	t.Helper()
+	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			RedirectURIs:            []string{redirectURI},
+			ClientName:              clientName,
+			GrantTypes:              []string{"authorization_code", "refresh_token"},
+			ResponseTypes:           []string{"code"},
+			TokenEndpointAuthMethod: "none",
+		}},
+		AuthorizationCodeFetcher: fetch,
+		RequestRefreshToken:      true,
+		NewTokenSource:           tokens.start,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return handler
 }

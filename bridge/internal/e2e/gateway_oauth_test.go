@@ -21,7 +21,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
@@ -80,21 +79,7 @@ func TestGatewayOAuthGoSDK(t *testing.T) {
 		return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
 	}
 	tokens := &refreshingSource{}
-	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
-		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			RedirectURIs:            []string{catcher.url},
-			ClientName:              "Browser Bridge e2e (Go SDK)",
-			GrantTypes:              []string{"authorization_code", "refresh_token"},
-			ResponseTypes:           []string{"code"},
-			TokenEndpointAuthMethod: "none",
-		}},
-		AuthorizationCodeFetcher: fetch,
-		RequestRefreshToken:      true,
-		NewTokenSource:           tokens.start,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	handler := sdkOAuthHandler(t, catcher.url, "Browser Bridge e2e (Go SDK)", fetch, tokens)
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-go-oauth", Version: "1.0"}, nil)
 	ctx := testutil.Context(t, 2*time.Minute)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: handler}, nil)

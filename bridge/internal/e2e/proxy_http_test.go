@@ -24,7 +24,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
@@ -734,21 +733,7 @@ func TestProxyHTTPTypeScriptAndGoSDKOAuth(t *testing.T) {
 			return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
 		}
 		tokens := &refreshingSource{}
-		handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
-			DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-				RedirectURIs:            []string{catcher.url},
-				ClientName:              "Browser Bridge e2e (Go SDK, proxy)",
-				GrantTypes:              []string{"authorization_code", "refresh_token"},
-				ResponseTypes:           []string{"code"},
-				TokenEndpointAuthMethod: "none",
-			}},
-			AuthorizationCodeFetcher: fetch,
-			RequestRefreshToken:      true,
-			NewTokenSource:           tokens.start,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		handler := sdkOAuthHandler(t, catcher.url, "Browser Bridge e2e (Go SDK, proxy)", fetch, tokens)
 		client := mcp.NewClient(&mcp.Implementation{Name: "e2e-go-oauth-proxy", Version: "1.0"}, nil)
 		cs, err := client.Connect(testutil.Context(t, 2*time.Minute), &mcp.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: handler}, nil)
 		if err != nil {
