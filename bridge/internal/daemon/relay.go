@@ -28,6 +28,7 @@ func newRelay(cfg *config.Config, log *slog.Logger, links *hostlink.Server, gw *
 	opts := relay.Options{URL: cfg.Relay.URL, Token: cfg.Relay.Token, Name: cfg.Relay.Name, Links: links, Logger: log}
 	if gw != nil && cfg.Relay.OffersServers() {
 		opts.Servers = gw
+		opts.Aggregate = gateway.AggregateRoute
 	}
 	return relay.New(opts)
 }

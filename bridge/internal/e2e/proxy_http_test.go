@@ -386,6 +386,18 @@ func TestProxyHTTPLocalServer(t *testing.T) {
 		t.Errorf("the client was asked to sample %q; want one request with the prompt", prompts)
 	}
 	mu.Unlock()
+
+	// The aggregate: every server of the bridge in one connector, its
+	// tools named {server}_{tool}, a resource (and a sign-in) of its own.
+	allURL := p.url("/servers/all/mcp")
+	_, allTok := signInWithCode(t, p, allURL, pair(t, w))
+	all := &mcpAt{cs: connectBearer(t, w, allURL, allTok.Access, "claude-ai", nil), url: allURL}
+	if names := strings.Fields(toolNames(t, all)); !slices.Contains(names, gatewayServer+"_echo") {
+		t.Fatalf("tools/list at %s lacks %s_echo: %v", allURL, gatewayServer, names)
+	}
+	if got := testutil.Text(callOK(t, all, gatewayServer+"_echo", map[string]any{"message": "all of them"})); got != "Echo: all of them" {
+		t.Errorf("echo through the proxy's aggregate answered %q", got)
+	}
 }
 
 func describeResult(res *mcp.CallToolResult) string {

@@ -74,6 +74,11 @@ type Options struct {
 	// WebSocket of its own, and is reached in this process. nil: browsers
 	// only.
 	Servers ServerSource
+	// Aggregate, if set, is the name of the gateway's route that offers
+	// every server's tools in one list ("all"): while the gateway has a
+	// server, it is offered as one more server extension, so the proxy's
+	// /servers/all/mcp reaches them all in one connector.
+	Aggregate string
 	// Host names this bridge in its servers' announced names ("everything
 	// (Host)"). Default: Name, else the machine's host name.
 	Host string
@@ -186,6 +191,9 @@ func (c *Client) reconcileServers(ctx context.Context, wg *sync.WaitGroup) {
 	present := make(map[string]bool)
 	for _, name := range c.opts.Servers.Names() {
 		present[name] = true
+	}
+	if len(present) > 0 && c.opts.Aggregate != "" {
+		present[c.opts.Aggregate] = true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
