@@ -109,9 +109,11 @@ func startServerBridge(t *testing.T, p *realProxy, user string, servers ...strin
 }
 
 // waitServers waits until the relay's server extensions are exactly those
-// named, all connected, and returns their extension ids by server.
+// named, and the gateway's aggregate ("all"), all connected, and returns
+// their extension ids by server.
 func (sb *serverBridge) waitServers(names ...string) map[string]string {
 	sb.t.Helper()
+	names = append(names, "all") // the aggregate is offered while there is a server
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := map[string]string{}
