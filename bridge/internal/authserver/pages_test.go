@@ -949,7 +949,9 @@ func findChromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no Chromium on this machine")
+	// As in the e2e suite, a missing browser is a failure, not a skip:
+	// `make test` (.ci/run) installs Debian's chromium.
+	t.Fatal("no Chromium on this machine: apt-get install chromium (or run with -short)")
 	return ""
 }
 
