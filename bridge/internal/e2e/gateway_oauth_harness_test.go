@@ -542,3 +542,25 @@ func sdkOAuthHandler(t *testing.T, redirectURI, clientName string, fetch auth.Au
 	}
 	return handler
 }
+
+// addRemoteServer plays the person on the extension's options page: it
+// turns developer mode on (http on loopback), waits for the service worker
+// to save it, and submits the "Add a server" form with url and title. It
+// returns the page, still open.
+func addRemoteServer(t *testing.T, devtools devtoolsAddr, url, title string) *extPage {
+	t.Helper()
+	page := openExtensionPage(t, devtools, "options.html")
+	page.waitJS(t, "the options page lists the built-in remote servers", 10*time.Second,
+		`document.readyState === 'complete' && document.querySelectorAll('#remote-list li.remote').length > 0`)
+	page.js(t, `document.getElementById('remote-dev').checked || document.getElementById('remote-dev').click(), true`)
+	page.waitJS(t, "developer mode saved by the service worker", 5*time.Second,
+		`chrome.storage.local.get('remoteServers').then((r) => !!r.remoteServers?.developerMode && !document.getElementById('remote-dev').disabled)`)
+	page.js(t, fmt.Sprintf(`(() => {
+		const f = document.getElementById('remote-add');
+		f.elements.url.value = %s;
+		f.elements.title.value = %s;
+		f.querySelector('button[type=submit]').click();
+		return true;
+	})()`, jsString(url), jsString(title)))
+	return page
+}

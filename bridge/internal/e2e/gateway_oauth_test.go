@@ -442,19 +442,7 @@ func TestGatewayOAuthExtension(t *testing.T) {
 	devtools := w.restartForRemote()
 	mark("gateway and world up")
 
-	page := openExtensionPage(t, devtools, "options.html")
-	page.waitJS(t, "the options page lists the built-in remote servers", 10*time.Second,
-		`document.readyState === 'complete' && document.querySelectorAll('#remote-list li.remote').length > 0`)
-	page.js(t, `document.getElementById('remote-dev').checked || document.getElementById('remote-dev').click(), true`)
-	page.waitJS(t, "developer mode saved by the service worker", 5*time.Second,
-		`chrome.storage.local.get('remoteServers').then((r) => !!r.remoteServers?.developerMode && !document.getElementById('remote-dev').disabled)`)
-	page.js(t, fmt.Sprintf(`(() => {
-		const f = document.getElementById('remote-add');
-		f.elements.url.value = %s;
-		f.elements.title.value = %s;
-		f.querySelector('button[type=submit]').click();
-		return true;
-	})()`, jsString(endpoint), jsString(gatewayTitle)))
+	page := addRemoteServer(t, devtools, endpoint, gatewayTitle)
 	waitFor(t, 5*time.Second, func() (bool, string) {
 		var added struct {
 			Error  string `json:"error"`

@@ -74,23 +74,7 @@ func TestRemoteMCP(t *testing.T) {
 	devtools := w.restartForRemote()
 	mark("bridge (debug log) and Chromium (DevTools) restarted")
 
-	page := openExtensionPage(t, devtools, "options.html")
-	page.waitJS(t, "the options page lists the built-in remote servers", 10*time.Second,
-		`document.readyState === 'complete' && document.querySelectorAll('#remote-list li.remote').length > 0`)
-
-	// Developer mode allows http on loopback.
-	page.js(t, `document.getElementById('remote-dev').checked || document.getElementById('remote-dev').click(), true`)
-	page.waitJS(t, "developer mode saved by the service worker", 5*time.Second,
-		`chrome.storage.local.get('remoteServers').then((r) => !!r.remoteServers?.developerMode && !document.getElementById('remote-dev').disabled)`)
-
-	// Add the server with the form.
-	page.js(t, fmt.Sprintf(`(() => {
-		const f = document.getElementById('remote-add');
-		f.elements.url.value = %s;
-		f.elements.title.value = %s;
-		f.querySelector('button[type=submit]').click();
-		return true;
-	})()`, jsString(srv.mcp), jsString(remoteTitle)))
+	page := addRemoteServer(t, devtools, srv.mcp, remoteTitle) // developer mode allows http on loopback
 	var added struct {
 		Error  string `json:"error"`
 		Listed bool   `json:"listed"`
