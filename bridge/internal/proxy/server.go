@@ -123,6 +123,9 @@ type Options struct {
 	// /servers/{name}/mcp, with the authorization server's endpoints, and
 	// turns pairing codes on. Nil: WebSockets only.
 	HTTP *HTTPOptions
+	// Cluster, if set, joins the proxy to a cluster of proxies over NATS
+	// (cluster.go). Nil: one process, no NATS in the path.
+	Cluster *ClusterOptions
 }
 
 func (o *Options) setDefaults() {
