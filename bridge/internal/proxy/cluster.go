@@ -1,9 +1,24 @@
 package proxy
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
 // ClusterOptions join the proxy to a cluster of proxies over NATS
@@ -31,3 +46,682 @@ type ClusterOptions struct {
 
 // DefaultPresenceTTL is ClusterOptions.PresenceTTL's default.
 const DefaultPresenceTTL = 5 * time.Second
+
+var validNodeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func (o *ClusterOptions) setDefaults() error {
+	if o.Conn == nil {
+		return errors.New("proxy: ClusterOptions.Conn is required")
+	}
+	if !validNodeName.MatchString(o.Node) {
+		return fmt.Errorf("proxy: cluster node name %q must be 1 to 64 letters, digits, '-' or '_'", o.Node)
+	}
+	if o.PresenceTTL <= 0 {
+		o.PresenceTTL = DefaultPresenceTTL
+	}
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.Prefix == "" {
+		o.Prefix = "browserbridge"
+	}
+	if !validNodeName.MatchString(o.Prefix) {
+		return fmt.Errorf("proxy: cluster prefix %q must be letters, digits, '-' or '_'", o.Prefix)
+	}
+	return nil
+}
+
+// The cluster (docs/relay.md, "Cluster"). Every node subscribes to one
+// wildcard subject of its own, PREFIX.n.NODE.>, and learns the others'
+// extensions from a JetStream key-value bucket (presence) and their
+// liveness from another (nodes, heartbeats). An MCP client connecting to an
+// extension of another node gets a remoteConn here (cluster_link.go) and a
+// shadow mcpClient there, so that everything facing the extension (id
+// mapping, in-flight checks, progress, cancellation, requests to clients,
+// detaching) runs on the extension's node in the same code as for a local
+// client. Subjects carry a hash of the user (userKey), checked at both ends
+// against the link's own user, so that a bug in id mapping cannot hand one
+// user's traffic to another's connection.
+
+// clusterNode is the proxy's membership of a cluster.
+type clusterNode struct {
+	s    *Server
+	opts ClusterOptions
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	log  func(msg string, args ...any)
+
+	inbox string // PREFIX.n.NODE.
+	sub   *nats.Subscription
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	wake   chan struct{} // the presence writer has work
+	down   atomic.Bool   // the NATS connection is down: no remote links
+
+	mu       sync.Mutex
+	kvP, kvN jetstream.KeyValue
+	mirror   map[string]presenceEntry // presence bucket, by key
+	byUser   map[string]map[string]struct{}
+	peers    map[string]*peerState    // other nodes seen, by name
+	own      map[string]presenceEntry // this node's extensions, by key
+	dirty    map[string]struct{}      // keys to write (put if in own, else delete)
+	remote   map[string]*remoteConn   // this node's clients' links to other nodes, by connection id
+	shadows  map[string]*mcpClient    // other nodes' clients of this node's extensions, by connection id
+	epoch    time.Time                // when the current watch began
+	dropped  int                      // messages NATS dropped on our subscription, seen so far
+
+	m clusterMetrics
+}
+
+type peerState struct {
+	info     nodeInfo
+	lastSeen time.Time
+	gone     bool // deleted its key (a clean stop) or missed its heartbeats
+}
+
+// presenceEntry is one extension in the presence bucket.
+type presenceEntry struct {
+	User   string    `json:"user"`
+	ID     string    `json:"id"`
+	Name   string    `json:"name"`
+	Kind   string    `json:"kind"`
+	Server string    `json:"server,omitempty"`
+	Node   string    `json:"node"`
+	Since  time.Time `json:"since"`
+}
+
+// nodeInfo is one node's heartbeat in the nodes bucket.
+type nodeInfo struct {
+	Node       string    `json:"node"`
+	Started    time.Time `json:"started"`
+	Extensions int64     `json:"extensions"`
+	MCPClients int64     `json:"mcp_clients"`
+}
+
+type clusterMetrics struct {
+	forwarded *metrics.CounterSeries
+	callTime  *metrics.HistogramSeries
+	dropped   *metrics.Counter
+	ended     *metrics.Counter
+}
+
+// userKey is the user's part of subjects and keys: user ids are any
+// string, subjects and keys are not.
+func userKey(user string) string {
+	h := sha256.Sum256([]byte(user))
+	return hex.EncodeToString(h[:12])
+}
+
+func presenceKey(node, user, extID string) string {
+	return node + "." + userKey(user) + "." + extID
+}
+
+// startCluster joins the cluster: buckets, the node's subscription, the
+// watch and heartbeat loop, the presence writer.
+func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(opts.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: cluster: JetStream: %w", err)
+	}
+	c := &clusterNode{
+		s: s, opts: opts, nc: opts.Conn, js: js,
+		log:     func(msg string, args ...any) { s.log.Info(msg, append(args, "node", opts.Node)...) },
+		inbox:   opts.Prefix + ".n." + opts.Node + ".",
+		wake:    make(chan struct{}, 1),
+		mirror:  make(map[string]presenceEntry),
+		byUser:  make(map[string]map[string]struct{}),
+		peers:   make(map[string]*peerState),
+		own:     make(map[string]presenceEntry),
+		dirty:   make(map[string]struct{}),
+		remote:  make(map[string]*remoteConn),
+		shadows: make(map[string]*mcpClient),
+	}
+	r := s.opts.Metrics
+	c.m.forwarded = r.NewCounter("browserbridge_proxy_cluster_forwarded_total", "Requests of this node's MCP clients forwarded to an extension on another node.").With()
+	c.m.callTime = r.NewHistogram("browserbridge_proxy_cluster_call_seconds", "Time from forwarding a request to another node to its reply coming back.",
+		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}).With()
+	c.m.dropped = r.NewCounter("browserbridge_proxy_cluster_dropped_total", "Cluster messages dropped, by reason.", "reason")
+	c.m.ended = r.NewCounter("browserbridge_proxy_cluster_links_ended_total", "Cross-node connections ended by the cluster (a node or NATS went away), by reason.", "reason")
+	r.NewGaugeFunc("browserbridge_proxy_cluster_peers", "Other nodes of the cluster alive now.", func() float64 { return float64(len(c.alivePeers())) })
+	r.NewGaugeFunc("browserbridge_proxy_cluster_links", "Cross-node connections: this node's clients to other nodes' extensions (side client), other nodes' clients of this node's extensions (side extension).", func() float64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return float64(len(c.remote) + len(c.shadows))
+	})
+	ctx := context.Background()
+	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.openBuckets(setup); err != nil {
+		return nil, err
+	}
+	sub, err := c.nc.Subscribe(c.inbox+">", c.receive)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: cluster: subscribing to %s>: %w", c.inbox, err)
+	}
+	// The handler never blocks (cluster_link.go): generous limits only
+	// guard memory; what NATS drops past them ends the links (sweep).
+	_ = sub.SetPendingLimits(1<<20, 256<<20)
+	c.sub = sub
+	if err := c.nc.FlushTimeout(10 * time.Second); err != nil {
+		sub.Unsubscribe()
+		return nil, fmt.Errorf("proxy: cluster: %w", err)
+	}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.wg.Add(2)
+	go c.watchLoop()
+	go c.writeLoop()
+	c.log("joined the proxy cluster", "subject", c.inbox+">", "presence_ttl", opts.PresenceTTL)
+	return c, nil
+}
+
+// openBuckets creates (or finds) the cluster's buckets.
+func (c *clusterNode) openBuckets(ctx context.Context) error {
+	kvP, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: c.opts.Prefix + "_presence", Description: "Browser Bridge proxy: which node holds which extension",
+		History: 1, Replicas: c.opts.Replicas, Storage: jetstream.MemoryStorage,
+	})
+	if err != nil {
+		return fmt.Errorf("proxy: cluster: the presence bucket (is JetStream enabled on this NATS?): %w", err)
+	}
+	kvN, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: c.opts.Prefix + "_nodes", Description: "Browser Bridge proxy: the nodes' heartbeats",
+		History: 1, Replicas: c.opts.Replicas, Storage: jetstream.MemoryStorage, TTL: c.opts.PresenceTTL,
+	})
+	if err != nil {
+		return fmt.Errorf("proxy: cluster: the nodes bucket: %w", err)
+	}
+	c.mu.Lock()
+	c.kvP, c.kvN = kvP, kvN
+	c.mu.Unlock()
+	return nil
+}
+
+// stop leaves the cluster: the node's presence and heartbeat are deleted,
+// so that the others see it gone at once, not after the TTL.
+func (c *clusterNode) stop() {
+	c.cancel()
+	c.wg.Wait()
+	if c.sub != nil {
+		c.sub.Unsubscribe()
+	}
+	c.mu.Lock()
+	kvP, kvN := c.kvP, c.kvN
+	keys := make([]string, 0, len(c.own))
+	for k := range c.own {
+		keys = append(keys, k)
+	}
+	c.own = map[string]presenceEntry{}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for _, k := range keys {
+		if kvP.Delete(ctx, k) != nil {
+			break // NATS is away: the others will time the node out
+		}
+	}
+	_ = kvN.Delete(ctx, c.opts.Node)
+	c.failLinks("the proxy node is shutting down", "shutdown")
+}
+
+// extensionUp and extensionDown record this node's extensions in the
+// presence bucket (by the writer, never blocking the caller).
+func (c *clusterNode) extensionUp(e *extension) {
+	k := presenceKey(c.opts.Node, e.user.id, e.id)
+	c.mu.Lock()
+	c.own[k] = presenceEntry{User: e.user.id, ID: e.id, Name: e.name, Kind: e.kind, Server: e.server, Node: c.opts.Node, Since: e.since}
+	c.dirty[k] = struct{}{}
+	c.mu.Unlock()
+	c.kick()
+}
+
+func (c *clusterNode) extensionDown(e *extension) {
+	k := presenceKey(c.opts.Node, e.user.id, e.id)
+	c.mu.Lock()
+	delete(c.own, k)
+	c.dirty[k] = struct{}{}
+	c.mu.Unlock()
+	c.kick()
+}
+
+func (c *clusterNode) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop writes the dirty presence keys: puts for this node's
+// extensions, deletes for those gone (and for stale entries of dead nodes).
+// A failed write is retried; later changes of a key supersede it.
+func (c *clusterNode) writeLoop() {
+	defer c.wg.Done()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.wake:
+		case <-retry.C:
+		}
+		c.mu.Lock()
+		kv := c.kvP
+		batch := make(map[string]*presenceEntry, len(c.dirty))
+		for k := range c.dirty {
+			if e, ok := c.own[k]; ok {
+				batch[k] = &e
+			} else {
+				batch[k] = nil
+			}
+		}
+		clear(c.dirty)
+		c.mu.Unlock()
+		failed := false
+		for k, e := range batch {
+			ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+			var err error
+			if e != nil {
+				b, _ := json.Marshal(e)
+				_, err = kv.Put(ctx, k, b)
+			} else {
+				err = kv.Delete(ctx, k)
+			}
+			cancel()
+			if err != nil {
+				failed = true
+				c.mu.Lock()
+				c.dirty[k] = struct{}{}
+				c.mu.Unlock()
+			}
+		}
+		if failed {
+			retry.Reset(250 * time.Millisecond)
+		}
+	}
+}
+
+// watchLoop keeps the mirror of the buckets and the heartbeat, one watch
+// per connection to NATS: after a reconnection (NATS may have restarted
+// and lost its memory-stored buckets) the buckets are opened again, this
+// node's entries written again, and the mirror rebuilt from what the new
+// watch delivers.
+func (c *clusterNode) watchLoop() {
+	defer c.wg.Done()
+	status := c.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	defer c.nc.RemoveStatusListener(status)
+	for c.ctx.Err() == nil {
+		if err := c.watchOnce(status); err != nil && c.ctx.Err() == nil {
+			c.s.log.Warn("proxy cluster: watching the cluster's buckets", "node", c.opts.Node, "err", err)
+			select {
+			case <-c.ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (c *clusterNode) watchOnce(status chan nats.Status) error {
+	if c.nc.Status() != nats.CONNECTED {
+		c.linkDown()
+		for {
+			select {
+			case <-c.ctx.Done():
+				return nil
+			case st := <-status:
+				if st == nats.CLOSED {
+					return errors.New("the NATS connection was closed")
+				}
+				if st != nats.CONNECTED {
+					continue
+				}
+			}
+			break
+		}
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	setup, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := c.openBuckets(setup); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	kvP, kvN := c.kvP, c.kvN
+	clear(c.mirror)
+	clear(c.byUser)
+	for k := range c.own {
+		c.dirty[k] = struct{}{}
+	}
+	c.epoch = time.Now()
+	c.mu.Unlock()
+	c.down.Store(false)
+	c.kick()
+	c.heartbeat(setup)
+	wP, err := kvP.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watching presence: %w", err)
+	}
+	defer wP.Stop()
+	wN, err := kvN.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watching nodes: %w", err)
+	}
+	defer wN.Stop()
+	beat := time.NewTicker(c.opts.PresenceTTL / 5)
+	defer beat.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return nil
+		case st := <-status:
+			if st != nats.CONNECTED {
+				c.linkDown()
+				return nil // the next round waits for the reconnection
+			}
+		case u, ok := <-wP.Updates():
+			if !ok {
+				return errors.New("the presence watch ended")
+			}
+			if u != nil {
+				c.presenceUpdate(u)
+			}
+		case u, ok := <-wN.Updates():
+			if !ok {
+				return errors.New("the nodes watch ended")
+			}
+			if u != nil {
+				c.nodeUpdate(u)
+			}
+		case <-beat.C:
+			hb, cancel := context.WithTimeout(ctx, c.opts.PresenceTTL/2)
+			c.heartbeat(hb)
+			cancel()
+			c.sweep()
+		}
+	}
+}
+
+func (c *clusterNode) heartbeat(ctx context.Context) {
+	c.mu.Lock()
+	kv := c.kvN
+	c.mu.Unlock()
+	b, _ := json.Marshal(nodeInfo{Node: c.opts.Node, Started: c.s.started, Extensions: c.s.nExt.Load(), MCPClients: c.s.nMCP.Load()})
+	if _, err := kv.Put(ctx, c.opts.Node, b); err != nil && c.ctx.Err() == nil {
+		c.s.log.Debug("proxy cluster: heartbeat", "node", c.opts.Node, "err", err)
+	}
+}
+
+// linkDown: NATS is unreachable. Every cross-node connection ends now, on
+// both sides, with a clear error: nothing could reach the other node, and
+// nothing sent meanwhile would be delivered.
+func (c *clusterNode) linkDown() {
+	if c.down.Swap(true) {
+		return
+	}
+	c.s.log.Warn("proxy cluster: NATS unreachable; cross-node connections end until it is back", "node", c.opts.Node)
+	c.mu.Lock()
+	for _, p := range c.peers {
+		p.gone = true
+	}
+	c.mu.Unlock()
+	c.failLinks("the proxy cluster's message bus (NATS) is unreachable", "nats_down")
+}
+
+// presenceUpdate applies a change of the presence bucket to the mirror.
+func (c *clusterNode) presenceUpdate(u jetstream.KeyValueEntry) {
+	key := u.Key()
+	c.mu.Lock()
+	old, had := c.mirror[key]
+	if had {
+		if set := c.byUser[old.User]; set != nil {
+			delete(set, key)
+			if len(set) == 0 {
+				delete(c.byUser, old.User)
+			}
+		}
+		delete(c.mirror, key)
+	}
+	var e presenceEntry
+	arrived := false
+	if u.Operation() == jetstream.KeyValuePut && json.Unmarshal(u.Value(), &e) == nil && e.User != "" && e.ID != "" {
+		c.mirror[key] = e
+		set := c.byUser[e.User]
+		if set == nil {
+			set = make(map[string]struct{})
+			c.byUser[e.User] = set
+		}
+		set[key] = struct{}{}
+		arrived = !had && e.Node != c.opts.Node && e.Kind == "browser"
+	} else if _, mine := c.own[key]; mine {
+		// Another node took this node for dead and deleted its entry:
+		// it is alive, so the entry goes back.
+		c.dirty[key] = struct{}{}
+		defer c.kick()
+	}
+	c.mu.Unlock()
+	if arrived && c.s.http != nil {
+		c.s.http.browserArrived(e.User)
+	}
+}
+
+func (c *clusterNode) nodeUpdate(u jetstream.KeyValueEntry) {
+	name := u.Key()
+	if name == c.opts.Node {
+		return
+	}
+	c.mu.Lock()
+	p := c.peers[name]
+	if p == nil {
+		p = &peerState{}
+		c.peers[name] = p
+	}
+	var info nodeInfo
+	if u.Operation() == jetstream.KeyValuePut && json.Unmarshal(u.Value(), &info) == nil {
+		wasGone := p.gone
+		p.info, p.lastSeen, p.gone = info, time.Now(), false
+		c.mu.Unlock()
+		if wasGone {
+			c.log("proxy cluster: node is back", "peer", name)
+		}
+		return
+	}
+	// Deleted: the node stopped cleanly.
+	gone := !p.gone
+	p.gone = true
+	c.mu.Unlock()
+	if gone {
+		c.nodeGone(name, "stopped")
+	}
+}
+
+// sweep declares nodes that missed their heartbeats for the TTL gone,
+// deletes presence entries left by nodes that are gone, and ends the links
+// if NATS dropped messages of ours (they cannot be told apart).
+func (c *clusterNode) sweep() {
+	now := time.Now()
+	ttl := c.opts.PresenceTTL
+	var dead []string
+	c.mu.Lock()
+	for name, p := range c.peers {
+		if !p.gone && now.Sub(p.lastSeen) > ttl {
+			p.gone = true
+			dead = append(dead, name)
+		}
+		if p.gone && now.Sub(p.lastSeen) > 10*ttl {
+			delete(c.peers, name)
+		}
+	}
+	stale := 0
+	if now.Sub(c.epoch) > ttl {
+		for k, e := range c.mirror {
+			if _, mine := c.own[k]; mine {
+				continue
+			}
+			if e.Node == c.opts.Node || !c.aliveLocked(e.Node) {
+				c.dirty[k] = struct{}{} // not in own: the writer deletes it
+				stale++
+			}
+		}
+	}
+	c.mu.Unlock()
+	if stale > 0 {
+		c.kick()
+	}
+	for _, name := range dead {
+		c.nodeGone(name, fmt.Sprintf("missed its heartbeats for %v", ttl))
+	}
+	if c.sub != nil {
+		if n, err := c.sub.Dropped(); err == nil && n > c.dropped {
+			c.dropped = n
+			c.m.dropped.With("slow_consumer").Inc()
+			c.failLinks("the proxy cluster lost messages (this node could not keep up)", "slow_consumer")
+		}
+	}
+}
+
+// aliveLocked reports whether node is this one or a peer alive now.
+func (c *clusterNode) aliveLocked(node string) bool {
+	if node == c.opts.Node {
+		return true
+	}
+	p := c.peers[node]
+	return p != nil && !p.gone && !c.down.Load()
+}
+
+func (c *clusterNode) alivePeers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for name := range c.peers {
+		if c.aliveLocked(name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// remoteExtensions returns the user's extensions held by other live nodes,
+// as stand-ins (extension.node set: never sent to), of one kind ("" for
+// all), leaving out ids in skip (the local ones).
+func (c *clusterNode) remoteExtensions(user, kind string, skip func(id string) bool) []*extension {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*extension
+	seen := map[string]bool{}
+	for k := range c.byUser[user] {
+		e := c.mirror[k]
+		if e.Node == c.opts.Node || !c.aliveLocked(e.Node) || (kind != "" && e.Kind != kind) || skip(e.ID) || seen[e.ID] {
+			continue
+		}
+		seen[e.ID] = true
+		out = append(out, &extension{s: c.s, id: e.ID, name: e.Name, kind: e.Kind, server: e.Server, since: e.Since, node: e.Node})
+	}
+	return out
+}
+
+// lookup finds the user's extension extID on another live node.
+func (c *clusterNode) lookup(user, extID string) (presenceEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var found presenceEntry
+	ok := false
+	for k := range c.byUser[user] {
+		e := c.mirror[k]
+		if e.ID == extID && e.Node != c.opts.Node && c.aliveLocked(e.Node) && (!ok || e.Since.After(found.Since)) {
+			found, ok = e, true
+		}
+	}
+	return found, ok
+}
+
+// idTaken reports whether another live node holds an extension of the
+// user with this id (two browsers of one name on two nodes).
+func (c *clusterNode) idTaken(user, extID string) bool {
+	_, ok := c.lookup(user, extID)
+	return ok
+}
+
+// nodeGone ends the links with a node that went away: this node's clients
+// connected to its extensions get their calls in flight answered and
+// `disconnected`; its clients' connections to this node's extensions end.
+func (c *clusterNode) nodeGone(name, why string) {
+	c.log("proxy cluster: node gone", "peer", name, "why", why)
+	c.mu.Lock()
+	var rcs []*remoteConn
+	for _, rc := range c.remote {
+		if rc.node == name {
+			rcs = append(rcs, rc)
+		}
+	}
+	var shadows []*mcpClient
+	for _, sh := range c.shadows {
+		if sh.link.node == name {
+			shadows = append(shadows, sh)
+		}
+	}
+	c.mu.Unlock()
+	for _, rc := range rcs {
+		c.m.ended.With("node_gone").Inc()
+		rc.fail("the proxy node that holds the extension went away before it answered", relaywire.ReasonExtensionGone)
+	}
+	for _, sh := range shadows {
+		c.m.ended.With("node_gone").Inc()
+		c.dropShadow(sh)
+	}
+}
+
+// failLinks ends every cross-node connection of this node.
+func (c *clusterNode) failLinks(msg, reason string) {
+	c.mu.Lock()
+	rcs := make([]*remoteConn, 0, len(c.remote))
+	for _, rc := range c.remote {
+		rcs = append(rcs, rc)
+	}
+	shadows := make([]*mcpClient, 0, len(c.shadows))
+	for _, sh := range c.shadows {
+		shadows = append(shadows, sh)
+	}
+	c.mu.Unlock()
+	for _, rc := range rcs {
+		c.m.ended.With(reason).Inc()
+		rc.fail(msg+"; the call's result is unknown", relaywire.ReasonExtensionGone)
+	}
+	for _, sh := range shadows {
+		c.m.ended.With(reason).Inc()
+		c.dropShadow(sh)
+	}
+}
+
+// health is the cluster's part of /health.
+func (c *clusterNode) health() map[string]any {
+	c.mu.Lock()
+	peers := []map[string]any{}
+	names := make([]string, 0, len(c.peers))
+	for name := range c.peers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := c.peers[name]
+		peers = append(peers, map[string]any{
+			"node": name, "alive": c.aliveLocked(name), "last_seen_ms": time.Since(p.lastSeen).Milliseconds(),
+			"extensions": p.info.Extensions, "mcp_clients": p.info.MCPClients,
+		})
+	}
+	out, in := len(c.remote), len(c.shadows)
+	c.mu.Unlock()
+	return map[string]any{
+		"peers": peers,
+		"nats":  strings.ToLower(c.nc.Status().String()),
+		// remote: this node's clients connected to other nodes'
+		// extensions (out), other nodes' clients connected to this
+		// node's extensions (in).
+		"remote_pairs": map[string]int{"out": out, "in": in},
+	}
+}

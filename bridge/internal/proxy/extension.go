@@ -34,6 +34,9 @@ type extension struct {
 	// is a server extension's name on its gateway ("" for a browser).
 	kind, server string
 	since        time.Time // when it authenticated
+	// node is set on a stand-in for an extension of another node of the
+	// cluster (clusterNode.remoteExtensions): it has no connection here.
+	node string
 
 	mu     sync.Mutex
 	conns  map[string]*connection // MCP connections to it, by connection id
@@ -441,6 +444,9 @@ func (h *extHandler) leave() {
 	delete(e.user.exts, e.id)
 	s.releaseUserLocked(e.user, sideExtension)
 	s.mu.Unlock()
+	if s.cluster != nil {
+		s.cluster.extensionDown(e)
+	}
 	e.mu.Lock()
 	e.closed = true
 	e.mu.Unlock()
@@ -635,6 +641,10 @@ func (mc *mcpClient) routeReply(m *relaywire.Message) bool {
 	if !ok || !bytes.HasPrefix(id, []byte(relaywire.PrefixExt)) {
 		return false
 	}
+	if rc := mc.remoteLink(); rc != nil {
+		rc.reply(m) // the extension's node checks that it asked
+		return true
+	}
 	cn := mc.current()
 	if cn == nil || !cn.takeAsk(string(id)) {
 		s.m.dropped.With("reply_not_asked").Inc()
@@ -673,6 +683,13 @@ func (s *Server) extensionsOf(userID, kind string) []*extension {
 		}
 	}
 	s.mu.Unlock()
+	if s.cluster != nil {
+		local := make(map[string]bool, len(out))
+		for _, e := range out {
+			local[e.id] = true
+		}
+		out = append(out, s.cluster.remoteExtensions(userID, kind, func(id string) bool { return local[id] })...)
+	}
 	slices.SortFunc(out, func(a, b *extension) int {
 		if c := strings.Compare(a.name, b.name); c != 0 {
 			return c

@@ -102,7 +102,7 @@ func (ss *httpSession) toolsList(m *relaywire.Message, sink *postSink) {
 	}
 	_ = json.Unmarshal(m.Params, &p)
 	first := p.Cursor == nil
-	if _, err := ss.connect(); err != nil {
+	if err := ss.connect(); err != nil {
 		sink.send(relaywire.AppendResult(nil, m.ID, mergeTools(nil, first)), true)
 		return
 	}
@@ -157,10 +157,8 @@ type browserEntry struct {
 // listBrowsers is list_browsers: the user's browsers connected now.
 func (ss *httpSession) listBrowsers() json.RawMessage {
 	browsers := ss.h.s.browsersOf(ss.mc.user)
-	used := ""
-	if cn := ss.mc.current(); cn != nil {
-		used = cn.ext.id
-	} else {
+	used := ss.mc.connectedTo()
+	if used == "" {
 		ss.mu.Lock()
 		used = ss.browser
 		ss.mu.Unlock()
@@ -217,10 +215,10 @@ func (ss *httpSession) selectBrowser(args json.RawMessage) json.RawMessage {
 	ss.mu.Lock()
 	ss.browser = chosen.id
 	ss.mu.Unlock()
-	if cn := ss.mc.current(); cn != nil && cn.ext != chosen {
+	if to := ss.mc.connectedTo(); to != "" && to != chosen.id {
 		ss.mc.dropConnection(true)
 	}
-	if _, err := ss.connect(); err != nil {
+	if err := ss.connect(); err != nil {
 		return toolErrorResult(err.Message)
 	}
 	// Another browser may offer other tools.

@@ -265,7 +265,7 @@ func (ss *httpSession) forward(m *relaywire.Message, sink *postSink) {
 	}
 	ss.waiting[key] = p
 	ss.mu.Unlock()
-	if _, err := ss.connect(); err != nil {
+	if err := ss.connect(); err != nil {
 		ss.settle(m.ID, relaywire.AppendError(nil, m.ID, err))
 		return
 	}
@@ -292,31 +292,31 @@ func (ss *httpSession) settle(id json.RawMessage, msg []byte) {
 // first if it has none (a session starts unconnected, and loses its
 // connection when the extension leaves; the next request connects again,
 // to the same browser or server if it is back).
-func (ss *httpSession) connect() (*connection, *relaywire.Error) {
-	if cn := ss.mc.current(); cn != nil {
-		return cn, nil
+func (ss *httpSession) connect() *relaywire.Error {
+	if ss.mc.connectedTo() != "" {
+		return nil
 	}
 	target, err := ss.target()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cn, e, err, reason := ss.mc.attach(target)
+	a, err, reason := ss.mc.attach(target)
 	switch reason {
 	case "":
-		e.sendStatus()
-		return cn, nil
+		a.tellExtension()
+		return nil
 	case "already_connected": // another request of the session connected it
-		if cn := ss.mc.current(); cn != nil {
-			return cn, nil
+		if ss.mc.connectedTo() != "" {
+			return nil
 		}
-		return nil, relaywire.Errorf(relaywire.CodeNotConnected, "the connection to the extension ended while it was made; try again")
+		return relaywire.Errorf(relaywire.CodeNotConnected, "the connection to the extension ended while it was made; try again")
 	case "not_found", "extension_left":
 		if ss.server != "" {
-			return nil, serverGone(ss.server)
+			return serverGone(ss.server)
 		}
-		return nil, relaywire.Errorf(relaywire.CodeNotConnected, "the browser %s left this proxy a moment ago; call list_browsers to see the connected ones", target)
+		return relaywire.Errorf(relaywire.CodeNotConnected, "the browser %s left this proxy a moment ago; call list_browsers to see the connected ones", target)
 	}
-	return nil, err
+	return err
 }
 
 // target is the id of the extension the session's requests go to.
@@ -437,11 +437,8 @@ func (ss *httpSession) markClosedLocked() map[string]*pendingCall {
 
 // finish releases what an ended session holds.
 func (ss *httpSession) finish(waiting map[string]*pendingCall) {
-	if cn := ss.mc.current(); cn != nil {
-		for id := range waiting {
-			params := relaywire.MarshalParams(map[string]any{"requestId": json.RawMessage(id), "reason": "the MCP client's session ended"})
-			ss.mc.cancel(cn, &relaywire.Message{Method: relaywire.MethodCancelled, Params: params})
-		}
+	for id := range waiting {
+		ss.mc.cancelCall(json.RawMessage(id), "the MCP client's session ended")
 	}
 	ss.mc.leave()
 	ss.out.Close()

@@ -249,7 +249,7 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 	version := negotiateVersion(m.Params)
 	// Connected from the start when a browser is there, so that its
 	// list_changed reaches the session's stream.
-	_, _ = ss.connect()
+	_ = ss.connect()
 	w.Header().Set("Content-Type", mcphttp.ContentTypeJSON)
 	_, _ = w.Write(relaywire.AppendResult(nil, m.ID, browserInitResult(version)))
 }
@@ -373,7 +373,7 @@ func (ss *httpSession) notification(m *relaywire.Message) {
 	if m.Method == "notifications/initialized" && ss.server == "" {
 		return
 	}
-	if ss.mc.current() == nil {
+	if ss.mc.connectedTo() == "" {
 		ss.h.s.m.dropped.With("http_not_connected").Inc()
 		return
 	}
@@ -489,7 +489,7 @@ func (h *httpEndpoint) browserArrived(user string) {
 	}
 	h.mu.Unlock()
 	for _, ss := range list {
-		if ss.mc.current() == nil {
+		if ss.mc.connectedTo() == "" {
 			ss.notify(toolsChangedMsg)
 		}
 	}
@@ -562,7 +562,7 @@ func (ss *httpSession) subscribe(m *relaywire.Message, sink *postSink) {
 	}
 	// Connected, so that the browser's list_changed and its leaving reach
 	// this stream.
-	_, _ = ss.connect()
+	_ = ss.connect()
 }
 
 // listenResult ends a subscriptions/listen stream.

@@ -66,6 +66,36 @@ type mcpClient struct {
 	// Its calls are refused -32002 meanwhile, through no fault of its own:
 	// those refusals are not strikes.
 	orphaned bool
+	// remote is the client's connection to an extension on another node
+	// of the cluster (cluster_link.go), instead of conn.
+	remote *remoteConn
+	// left: the client is gone; nothing may connect it again.
+	left bool
+
+	// link is set on a shadow: another node's client, here to reach one
+	// of this node's extensions (cluster_link.go). Set once.
+	link *shadowLink
+}
+
+// remoteLink returns the client's cross-node connection, or nil.
+func (mc *mcpClient) remoteLink() *remoteConn {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.remote
+}
+
+// connectedTo returns the id of the extension the client is connected
+// to, here or on another node; "" when it is not connected.
+func (mc *mcpClient) connectedTo() string {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	switch {
+	case mc.conn != nil:
+		return mc.conn.ext.id
+	case mc.remote != nil:
+		return mc.remote.extID
+	}
+	return ""
 }
 
 func (mc *mcpClient) current() *connection {
@@ -84,6 +114,11 @@ func (mc *mcpClient) detached(cn *connection, reason string) {
 		mc.orphaned = true
 	}
 	mc.mu.Unlock()
+	if mine && mc.link != nil {
+		// A shadow: the client's node tells its client.
+		mc.link.c.shadowDetached(mc, reason)
+		return
+	}
 	if mine {
 		mc.c.Send(relaywire.AppendNotification(nil, relaywire.MethodDisconnected, relaywire.MarshalParams(relaywire.DisconnectedParams{
 			ConnectionID: cn.id, Reason: reason,
@@ -128,6 +163,9 @@ func (s *Server) runMCP(c *wsConn, remote string) {
 // leave runs when the client's connection ended.
 func (mc *mcpClient) leave() {
 	s := mc.s
+	mc.mu.Lock()
+	mc.left = true
+	mc.mu.Unlock()
 	mc.dropConnection(false)
 	if mc.user != nil {
 		s.mu.Lock()
@@ -142,9 +180,13 @@ func (mc *mcpClient) leave() {
 // connection ended, or nil.
 func (mc *mcpClient) dropConnection(tell bool) *connection {
 	mc.mu.Lock()
-	cn := mc.conn
-	mc.conn = nil
+	cn, rc := mc.conn, mc.remote
+	mc.conn, mc.remote = nil, nil
 	mc.mu.Unlock()
+	if rc != nil {
+		rc.close(tell)
+		return nil
+	}
 	if cn == nil {
 		return nil
 	}
@@ -317,11 +359,18 @@ func (mc *mcpClient) handshake(m *relaywire.Message) {
 func (mc *mcpClient) listExtensions(m *relaywire.Message) {
 	s := mc.s
 	list := []relaywire.ExtensionInfo{}
+	local := map[string]bool{}
 	s.mu.Lock()
 	for _, e := range mc.user.exts {
 		list = append(list, e.info()) // kind and server tell a browser from a bridge's stdio server
+		local[e.id] = true
 	}
 	s.mu.Unlock()
+	if s.cluster != nil {
+		for _, e := range s.cluster.remoteExtensions(mc.user.id, "", func(id string) bool { return local[id] }) {
+			list = append(list, e.info())
+		}
+	}
 	slices.SortFunc(list, func(a, b relaywire.ExtensionInfo) int {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {
 			return c
@@ -338,7 +387,7 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "invalid params: connect needs params.extension_id (a string from list_extensions)"), "params")
 		return
 	}
-	cn, e, err, reason := mc.attach(p.ExtensionID)
+	a, err, reason := mc.attach(p.ExtensionID)
 	switch {
 	case err == nil:
 	case reason == "not_found":
@@ -353,9 +402,9 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 		c.refuse(m.ID, err, reason)
 		return
 	}
-	mc.reply(m.ID, relaywire.ConnectResult{ConnectionID: cn.id, ExtensionID: e.id, ExtensionName: e.name})
-	c.Send(statusMessage(true, e.peers(), s.opts.Now()))
-	e.sendStatus()
+	mc.reply(m.ID, relaywire.ConnectResult{ConnectionID: a.connID, ExtensionID: a.extID, ExtensionName: a.extName})
+	c.Send(statusMessage(true, a.peers, s.opts.Now()))
+	a.tellExtension()
 }
 
 // attach connects mc to its user's extension extID: a new connection,
@@ -363,24 +412,31 @@ func (mc *mcpClient) connect(m *relaywire.Message) {
 // the error to answer and the reason it is counted under: "shutdown",
 // "not_found" (no such live extension of this user: another user's ids
 // find nothing either), "extension_left" (it left while being attached),
-// "already_connected". The caller tells the extension its new peer count
-// (e.sendStatus) once it has told the client.
-func (mc *mcpClient) attach(extID string) (*connection, *extension, *relaywire.Error, string) {
+// "already_connected"; across nodes also "cluster_down", "cluster_attach"
+// and "client_left". The caller tells the extension its new peer count
+// (a.tellExtension) once it has told the client. An extension of another
+// node of the cluster is reached through it (cluster_link.go).
+func (mc *mcpClient) attach(extID string) (attachment, *relaywire.Error, string) {
 	s := mc.s
 	if s.isClosing() {
-		return nil, nil, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down"), "shutdown"
+		return attachment{}, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down"), "shutdown"
 	}
 	s.mu.Lock()
 	e := mc.user.exts[extID] // only this user's extensions
 	s.mu.Unlock()
+	if e == nil && s.cluster != nil {
+		if p, ok := s.cluster.lookup(mc.user.id, extID); ok {
+			return s.cluster.attachRemote(mc, p)
+		}
+	}
 	if e == nil {
-		return nil, nil, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found"
+		return attachment{}, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found"
 	}
 	cn := &connection{id: newID(relaywire.PrefixConnection), mcp: mc, ext: e, pending: make(map[string]time.Time)}
 	mc.mu.Lock()
-	if mc.conn != nil {
+	if mc.conn != nil || mc.remote != nil {
 		mc.mu.Unlock()
-		return nil, nil, relaywire.Errorf(relaywire.CodeAlreadyConnected, relaywire.MsgAlreadyConnected), "already_connected"
+		return attachment{}, relaywire.Errorf(relaywire.CodeAlreadyConnected, relaywire.MsgAlreadyConnected), "already_connected"
 	}
 	mc.conn = cn
 	orphaned := mc.orphaned
@@ -391,7 +447,7 @@ func (mc *mcpClient) attach(extID string) (*connection, *extension, *relaywire.E
 		mc.mu.Lock()
 		mc.conn = nil
 		mc.mu.Unlock()
-		return nil, nil, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "extension_left"
+		return attachment{}, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "extension_left"
 	}
 	if orphaned {
 		mc.mu.Lock()
@@ -399,8 +455,9 @@ func (mc *mcpClient) attach(extID string) (*connection, *extension, *relaywire.E
 		mc.mu.Unlock()
 	}
 	e.conns[cn.id] = cn
+	peers := len(e.conns)
 	e.mu.Unlock()
-	return cn, e, nil, ""
+	return attachment{connID: cn.id, extID: e.id, extName: e.name, peers: peers, local: e}, nil, ""
 }
 
 func (mc *mcpClient) disconnect(m *relaywire.Message) {
@@ -416,6 +473,10 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 	s, c := mc.s, mc.c
 	cn := mc.current()
 	if cn == nil {
+		if rc := mc.remoteLink(); rc != nil {
+			rc.forward(m, kind)
+			return
+		}
 		if kind == relaywire.KindRequest {
 			mc.refuseUnlessOrphaned(m.ID, relaywire.Errorf(relaywire.CodeNotConnected, "not connected to an extension: call %s first (method %q was not forwarded)", relaywire.MethodConnect, m.Method), "not_connected")
 		}
@@ -459,6 +520,18 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 			s.m.failed.With("extension_gone").Inc()
 			c.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the extension disconnected before the request could be sent")))
 		}
+	}
+}
+
+// cancelCall tells the extension that the client gave up the call id
+// (its HTTP session ended), on this node or another.
+func (mc *mcpClient) cancelCall(id json.RawMessage, reason string) {
+	params := relaywire.MarshalParams(map[string]any{"requestId": id, "reason": reason})
+	m := &relaywire.Message{Method: relaywire.MethodCancelled, Params: params}
+	if cn := mc.current(); cn != nil {
+		mc.cancel(cn, m)
+	} else if rc := mc.remoteLink(); rc != nil {
+		rc.forward(m, relaywire.KindNotification)
 	}
 }
 

@@ -222,6 +222,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	http     *httpEndpoint // nil without Options.HTTP
+	cluster  *clusterNode  // nil without Options.Cluster
 	upgrader websocket.Upgrader
 	connOpts *wsconn.Options // of every connection
 	started  time.Time
@@ -232,6 +233,8 @@ type Server struct {
 	conns       map[*wsConn]struct{} // every open WebSocket, to close at shutdown
 	closing     bool
 	closingFlag atomic.Bool // closing, readable without mu
+
+	stopCluster sync.Once
 
 	handlers sync.WaitGroup // one per open WebSocket
 	inflight atomic.Int64   // forwarded requests not yet answered
@@ -308,6 +311,13 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		s.http = h
+	}
+	if opts.Cluster != nil {
+		c, err := s.startCluster(*opts.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		s.cluster = c
 	}
 	r.NewGaugeFunc("browserbridge_proxy_calls_in_flight", "Forwarded requests awaiting a reply.", func() float64 { return float64(s.inflight.Load()) })
 	r.NewGaugeFunc("browserbridge_proxy_users", "Users with at least one authenticated connection.", func() float64 {
@@ -437,12 +447,16 @@ wait:
 	}
 	done := make(chan struct{})
 	go func() { s.handlers.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for connections to close: %w", ctx.Err())
+		err = fmt.Errorf("waiting for connections to close: %w", ctx.Err())
 	}
+	if s.cluster != nil {
+		s.stopCluster.Do(s.cluster.stop)
+	}
+	return err
 }
 
 // track registers a new connection; false if the proxy is shutting down.
@@ -513,6 +527,9 @@ var (
 // last place.
 func (s *Server) acquireUser(id string, side int, e *extension) (*user, error) {
 	u, err := s.acquireUserLocking(id, side, e)
+	if err == nil && side == sideExtension && s.cluster != nil {
+		s.cluster.extensionUp(e)
+	}
 	if err == nil && side == sideExtension && e.kind == relaywire.ExtensionKindBrowser && s.http != nil {
 		// HTTP sessions of the user that have no browser now learn that
 		// their tools may have changed.
@@ -545,7 +562,7 @@ func (s *Server) acquireUserLocking(id string, side int, e *extension) (*user, e
 		}
 		e.user = u
 		e.id = stableID(relaywire.PrefixExtension, u.id, e.name)
-		if _, taken := u.exts[e.id]; taken {
+		if _, taken := u.exts[e.id]; taken || (s.cluster != nil && s.cluster.idTaken(u.id, e.id)) {
 			e.id = newID(relaywire.PrefixExtension)
 		}
 		u.exts[e.id] = e
@@ -577,7 +594,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if status != "ok" {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
-	json.NewEncoder(w).Encode(map[string]any{
+	body := map[string]any{
 		"status":         status,
 		"version":        buildinfo.String(),
 		"protocol":       relaywire.Version,
@@ -586,7 +603,48 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		"mcp_clients":    s.nMCP.Load(),
 		"users":          users,
 		"calls_inflight": s.inflight.Load(),
-	})
+	}
+	if s.cluster != nil {
+		body["node"] = s.cluster.opts.Node
+		for k, v := range s.cluster.health() {
+			body[k] = v
+		}
+		body["pairs"] = s.pairCounts()
+	}
+	json.NewEncoder(w).Encode(body)
+}
+
+// pairCounts counts the connections between MCP clients and extensions:
+// both on this node (local), and across nodes (remote: this node's clients
+// to other nodes' extensions, and other nodes' clients to this node's).
+func (s *Server) pairCounts() map[string]int {
+	local, in := 0, 0
+	s.mu.Lock()
+	var exts []*extension
+	for _, u := range s.users {
+		for _, e := range u.exts {
+			exts = append(exts, e)
+		}
+	}
+	s.mu.Unlock()
+	for _, e := range exts {
+		e.mu.Lock()
+		for _, cn := range e.conns {
+			if cn.mcp.link != nil {
+				in++
+			} else {
+				local++
+			}
+		}
+		e.mu.Unlock()
+	}
+	out := 0
+	if s.cluster != nil {
+		s.cluster.mu.Lock()
+		out = len(s.cluster.remote)
+		s.cluster.mu.Unlock()
+	}
+	return map[string]int{"local": local, "remote": in + out, "remote_in": in, "remote_out": out}
 }
 
 // newID returns prefix followed by a random UUID (version 4).

@@ -1,0 +1,672 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// Cross-node connections (docs/relay.md, "Cluster"). The client's node
+// keeps a remoteConn: it passes the client's messages to the extension's
+// node unchanged and tracks the client's calls in flight, so that it can
+// answer them itself if that node or NATS goes away. The extension's node
+// keeps a shadow mcpClient (link set) joined to the extension by an
+// ordinary connection: it maps ids, checks what is in flight, routes
+// progress and requests to the client, and its messages to the client go
+// back over NATS.
+//
+// Subjects: PREFIX.n.NODE.u.USERKEY.x.CONN carries a client's messages to
+// the extension's node, PREFIX.n.NODE.u.USERKEY.c.CONN the messages for the
+// client back to its node, PREFIX.n.NODE.u.USERKEY.attach the requests
+// that make a connection. Each node subscribes to PREFIX.n.NODE.> alone.
+
+// NATS headers of the cluster's control messages.
+const (
+	hdrOp     = "Bb-Op"
+	hdrReason = "Bb-Reason"
+	hdrStrike = "Bb-Strike"
+
+	opDetach   = "detach"   // client's node → extension's node: the client left the connection
+	opDetached = "detached" // extension's node → client's node: the extension side ended it
+)
+
+// mailboxLimit bounds what waits for one slow connection (its client not
+// reading, or its extension's queue full) before it is dropped: the
+// node's one NATS reader never waits for anyone.
+const mailboxLimit = 4096
+
+// attachTimeout bounds a connect across nodes.
+const attachTimeout = 5 * time.Second
+
+type attachRequest struct {
+	User   string `json:"user"`
+	Ext    string `json:"ext"`
+	Conn   string `json:"conn"`
+	Client string `json:"client"`
+	Node   string `json:"node"`
+}
+
+type attachReply struct {
+	Name  string           `json:"name,omitempty"`
+	Kind  string           `json:"kind,omitempty"`
+	Peers int              `json:"peers,omitempty"`
+	Error *relaywire.Error `json:"error,omitempty"`
+}
+
+// boxItem is one message waiting in a mailbox.
+type boxItem struct {
+	data   []byte
+	op     string // "" for a message, else opDetach or opDetached
+	reason string
+	strike bool
+}
+
+// mailbox runs the messages of one connection in order on a goroutine
+// started when the first arrives and ending when none is left, so that
+// one slow connection holds up only itself.
+type mailbox struct {
+	mu      sync.Mutex
+	q       []boxItem
+	running bool
+}
+
+// put queues it for run; fast, if set, may deliver it at once when nothing
+// waits before it. False when the mailbox is full.
+func (b *mailbox) put(it boxItem, fast func([]byte) bool, run func(boxItem)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.running && len(b.q) == 0 && fast != nil && fast(it.data) {
+		return true
+	}
+	if len(b.q) >= mailboxLimit {
+		return false
+	}
+	b.q = append(b.q, it)
+	if !b.running {
+		b.running = true
+		go b.drain(run)
+	}
+	return true
+}
+
+func (b *mailbox) drain(run func(boxItem)) {
+	for {
+		b.mu.Lock()
+		if len(b.q) == 0 {
+			b.running = false
+			b.q = nil
+			b.mu.Unlock()
+			return
+		}
+		it := b.q[0]
+		b.q[0] = boxItem{}
+		b.q = b.q[1:]
+		b.mu.Unlock()
+		run(it)
+	}
+}
+
+func (c *clusterNode) subject(node, uk, kind, conn string) string {
+	var b strings.Builder
+	b.Grow(len(c.opts.Prefix) + len(node) + len(uk) + len(conn) + 12)
+	b.WriteString(c.opts.Prefix)
+	b.WriteString(".n.")
+	b.WriteString(node)
+	b.WriteString(".u.")
+	b.WriteString(uk)
+	b.WriteByte('.')
+	b.WriteString(kind)
+	if conn != "" {
+		b.WriteByte('.')
+		b.WriteString(conn)
+	}
+	return b.String()
+}
+
+func (c *clusterNode) publish(subject string, data []byte, op, reason string, strike bool) error {
+	if c.down.Load() {
+		return nats.ErrConnectionReconnecting
+	}
+	if op == "" && !strike {
+		return c.nc.Publish(subject, data)
+	}
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	if op != "" {
+		m.Header.Set(hdrOp, op)
+	}
+	if reason != "" {
+		m.Header.Set(hdrReason, reason)
+	}
+	if strike {
+		m.Header.Set(hdrStrike, "1")
+	}
+	return c.nc.PublishMsg(m)
+}
+
+// receive is the node's one NATS reader. It never blocks: a message is
+// checked against the link it names (its user must be the link's) and
+// queued on that link's mailbox.
+func (c *clusterNode) receive(msg *nats.Msg) {
+	rest := strings.TrimPrefix(msg.Subject, c.inbox)
+	// u.USERKEY.KIND[.CONN]
+	parts := strings.SplitN(rest, ".", 4)
+	if len(parts) < 3 || parts[0] != "u" {
+		c.m.dropped.With("bad_subject").Inc()
+		return
+	}
+	uk, kind := parts[1], parts[2]
+	conn := ""
+	if len(parts) == 4 {
+		conn = parts[3]
+	}
+	switch kind {
+	case "attach":
+		go c.serveAttach(uk, msg)
+	case "x":
+		c.toExtension(uk, conn, msg)
+	case "c":
+		c.toClient(uk, conn, msg)
+	default:
+		c.m.dropped.With("bad_subject").Inc()
+	}
+}
+
+// The extension's node.
+
+// shadowLink is the cluster side of a shadow mcpClient: where its messages
+// to the client go (it is the shadow's mcpConn), and its mailbox.
+type shadowLink struct {
+	c        *clusterNode
+	node     string // the client's node
+	uk       string
+	connID   string
+	toClient string
+	box      mailbox
+}
+
+func (l *shadowLink) Send(msg []byte) bool {
+	return l.c.publish(l.toClient, msg, "", "", false) == nil
+}
+
+func (l *shadowLink) TrySend(msg []byte) bool { return l.Send(msg) }
+
+func (l *shadowLink) refuse(id []byte, e *relaywire.Error, reason string) {
+	l.c.s.m.refused.With(reason).Inc()
+	_ = l.c.publish(l.toClient, relaywire.AppendError(nil, id, e), "", "", true)
+}
+
+func (l *shadowLink) answer(id []byte, e *relaywire.Error, reason string) {
+	l.c.s.m.refused.With(reason).Inc()
+	_ = l.c.publish(l.toClient, relaywire.AppendError(nil, id, e), "", "", false)
+}
+
+var _ mcpConn = (*shadowLink)(nil)
+
+// serveAttach connects another node's client to one of this node's
+// extensions: a shadow client, joined by an ordinary connection.
+func (c *clusterNode) serveAttach(uk string, msg *nats.Msg) {
+	var req attachRequest
+	fail := func(e *relaywire.Error) {
+		b, _ := json.Marshal(attachReply{Error: e})
+		_ = msg.Respond(b)
+	}
+	if json.Unmarshal(msg.Data, &req) != nil || req.User == "" || userKey(req.User) != uk ||
+		!strings.HasPrefix(req.Conn, relaywire.PrefixConnection) || strings.ContainsAny(req.Conn, ".*> ") || !validNodeName.MatchString(req.Node) {
+		c.m.dropped.With("bad_attach").Inc()
+		fail(relaywire.Errorf(relaywire.CodeInvalidRequest, "invalid cluster attach request"))
+		return
+	}
+	s := c.s
+	if s.isClosing() {
+		fail(relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy node that holds the extension is shutting down"))
+		return
+	}
+	s.mu.Lock()
+	var e *extension
+	u := s.users[req.User]
+	if u != nil {
+		e = u.exts[req.Ext] // only this user's extensions
+	}
+	s.mu.Unlock()
+	if e == nil {
+		fail(relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound))
+		return
+	}
+	link := &shadowLink{c: c, node: req.Node, uk: uk, connID: req.Conn, toClient: c.subject(req.Node, uk, "c", req.Conn)}
+	sh := &mcpClient{s: s, c: link, link: link, id: req.Client, user: u}
+	sh.authed.Store(true)
+	cn := &connection{id: req.Conn, mcp: sh, ext: e, pending: make(map[string]time.Time)}
+	sh.conn = cn
+	c.mu.Lock()
+	if _, dup := c.shadows[cn.id]; dup {
+		c.mu.Unlock()
+		fail(relaywire.Errorf(relaywire.CodeDuplicateID, "connection id already in use"))
+		return
+	}
+	c.shadows[cn.id] = sh
+	c.mu.Unlock()
+	e.mu.Lock()
+	_, taken := e.conns[cn.id]
+	if e.closed || taken {
+		e.mu.Unlock()
+		c.forgetShadow(sh)
+		fail(relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound))
+		return
+	}
+	e.conns[cn.id] = cn
+	peers := len(e.conns)
+	e.mu.Unlock()
+	b, _ := json.Marshal(attachReply{Name: e.name, Kind: e.kind, Peers: peers})
+	if err := msg.Respond(b); err != nil {
+		// The client's node will not know of the connection.
+		c.dropShadow(sh)
+		return
+	}
+	e.sendStatus()
+}
+
+// toExtension queues a client's message for its shadow.
+func (c *clusterNode) toExtension(uk, connID string, msg *nats.Msg) {
+	c.mu.Lock()
+	sh := c.shadows[connID]
+	c.mu.Unlock()
+	if sh == nil {
+		c.m.dropped.With("unknown_connection").Inc()
+		return
+	}
+	if sh.link.uk != uk {
+		c.m.dropped.With("user_mismatch").Inc()
+		return
+	}
+	it := boxItem{data: msg.Data, op: msg.Header.Get(hdrOp)}
+	if !sh.link.box.put(it, nil, func(it boxItem) { c.runShadow(sh, it) }) {
+		// The extension is not keeping up with this client: its calls
+		// are refused until the mailbox drains.
+		c.m.dropped.With("mailbox_full").Inc()
+		var m relaywire.Message
+		if kind, perr := m.Decode(it.data); perr == nil && kind == relaywire.KindRequest {
+			sh.c.answer(m.ID, relaywire.Errorf(relaywire.CodeRateLimited, "the extension is not keeping up with this client's requests: try again"), "mailbox_full")
+		}
+	}
+}
+
+func (c *clusterNode) runShadow(sh *mcpClient, it boxItem) {
+	if it.op == opDetach {
+		c.dropShadow(sh)
+		return
+	}
+	var m relaywire.Message
+	kind, perr := m.Decode(it.data)
+	if perr != nil {
+		c.m.dropped.With("invalid").Inc()
+		return
+	}
+	switch kind {
+	case relaywire.KindRequest, relaywire.KindNotification:
+		sh.forward(&m, kind, time.Now())
+	case relaywire.KindReply:
+		if !sh.routeReply(&m) {
+			c.m.dropped.With("reply").Inc()
+		}
+	}
+}
+
+// dropShadow ends a shadow's connection without telling the client (its
+// node left it, or is gone) and forgets it.
+func (c *clusterNode) dropShadow(sh *mcpClient) {
+	sh.dropConnection(false)
+	c.forgetShadow(sh)
+}
+
+func (c *clusterNode) forgetShadow(sh *mcpClient) {
+	c.mu.Lock()
+	if c.shadows[sh.link.connID] == sh {
+		delete(c.shadows, sh.link.connID)
+	}
+	c.mu.Unlock()
+}
+
+// shadowDetached tells the client's node that the extension side ended the
+// connection (after the calls in flight were answered through the link).
+func (c *clusterNode) shadowDetached(sh *mcpClient, reason string) {
+	c.forgetShadow(sh)
+	_ = c.publish(sh.link.toClient, nil, opDetached, reason, false)
+}
+
+// The client's node.
+
+// remoteConn is a client's connection to an extension on another node.
+type remoteConn struct {
+	c                      *clusterNode
+	mc                     *mcpClient
+	id, node, uk           string
+	extID, extName, extKnd string
+	toExt                  string
+	ready                  chan struct{} // closed when the attach is answered
+
+	mu       sync.Mutex
+	inflight map[string]time.Time // the client's ids (JSON text) of calls forwarded
+	closed   bool
+	box      mailbox
+}
+
+// attachRemote connects mc to its user's extension p on another node.
+func (c *clusterNode) attachRemote(mc *mcpClient, p presenceEntry) (attachment, *relaywire.Error, string) {
+	if c.down.Load() {
+		return attachment{}, relaywire.Errorf(relaywire.CodeServerError, "the extension is on another proxy node and the cluster's message bus (NATS) is unreachable now; try again"), "cluster_down"
+	}
+	uk := userKey(mc.user.id)
+	rc := &remoteConn{c: c, mc: mc, id: newID(relaywire.PrefixConnection), node: p.Node, uk: uk,
+		extID: p.ID, extName: p.Name, extKnd: p.Kind, ready: make(chan struct{}), inflight: make(map[string]time.Time)}
+	rc.toExt = c.subject(p.Node, uk, "x", rc.id)
+	mc.mu.Lock()
+	if mc.conn != nil || mc.remote != nil {
+		mc.mu.Unlock()
+		return attachment{}, relaywire.Errorf(relaywire.CodeAlreadyConnected, relaywire.MsgAlreadyConnected), "already_connected"
+	}
+	if mc.left {
+		mc.mu.Unlock()
+		return attachment{}, relaywire.Errorf(relaywire.CodeNotConnected, "the client has left"), "client_left"
+	}
+	mc.remote = rc // claimed now; requests wait for ready
+	orphaned := mc.orphaned
+	mc.mu.Unlock()
+	c.mu.Lock()
+	c.remote[rc.id] = rc
+	c.mu.Unlock()
+
+	body, _ := json.Marshal(attachRequest{User: mc.user.id, Ext: p.ID, Conn: rc.id, Client: mc.id, Node: c.opts.Node})
+	var reply attachReply
+	msg, err := c.nc.Request(c.subject(p.Node, uk, "attach", ""), body, attachTimeout)
+	if err == nil {
+		err = json.Unmarshal(msg.Data, &reply)
+	}
+	undo := func() {
+		rc.mu.Lock()
+		rc.closed = true
+		rc.mu.Unlock()
+		c.forgetRemote(rc)
+		mc.mu.Lock()
+		if mc.remote == rc {
+			mc.remote = nil
+		}
+		mc.mu.Unlock()
+		close(rc.ready)
+	}
+	switch {
+	case err != nil:
+		undo()
+		return attachment{}, relaywire.Errorf(relaywire.CodeServerError, "the proxy node that holds the extension did not answer (%v); try again", err), "cluster_attach"
+	case reply.Error != nil:
+		undo()
+		if reply.Error.Message == relaywire.MsgExtensionNotFound {
+			return attachment{}, reply.Error, "extension_left"
+		}
+		return attachment{}, reply.Error, "cluster_attach"
+	}
+	mc.mu.Lock()
+	left := mc.left || mc.remote != rc
+	if !left && orphaned {
+		mc.orphaned = false
+	}
+	mc.mu.Unlock()
+	close(rc.ready)
+	if left {
+		rc.close(false)
+		return attachment{}, relaywire.Errorf(relaywire.CodeNotConnected, "the client has left"), "client_left"
+	}
+	rc.extName = reply.Name
+	return attachment{connID: rc.id, extID: p.ID, extName: reply.Name, peers: reply.Peers}, nil, ""
+}
+
+func (c *clusterNode) forgetRemote(rc *remoteConn) {
+	c.mu.Lock()
+	if c.remote[rc.id] == rc {
+		delete(c.remote, rc.id)
+	}
+	c.mu.Unlock()
+}
+
+// forward passes a client's request or notification on to the
+// extension's node; requests are tracked until their answer comes back.
+func (rc *remoteConn) forward(m *relaywire.Message, kind relaywire.Kind) {
+	<-rc.ready
+	mc, c := rc.mc, rc.c
+	s := c.s
+	if m.ConnectionID != "" && m.ConnectionID != rc.id {
+		if kind == relaywire.KindRequest {
+			mc.c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "connectionId %q is not this client's connection (%s)", m.ConnectionID, rc.id), "connection_id")
+		}
+		return
+	}
+	if kind == relaywire.KindNotification {
+		if c.publish(rc.toExt, relaywire.AppendNotification(nil, m.Method, m.Params), "", "", false) != nil {
+			c.m.dropped.With("publish").Inc()
+		}
+		return
+	}
+	if s.isClosing() {
+		mc.c.refuse(m.ID, relaywire.Errorf(relaywire.CodeShuttingDown, "the proxy is shutting down; %q was not forwarded", m.Method), "shutdown")
+		return
+	}
+	if err := relaywire.CheckClientID(m.ID); err != nil {
+		mc.c.refuse(m.ID, err, "invalid")
+		return
+	}
+	key := string(m.ID)
+	rc.mu.Lock()
+	if rc.closed {
+		rc.mu.Unlock()
+		mc.c.answer(m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the extension disconnected"), "extension_gone")
+		return
+	}
+	if _, dup := rc.inflight[key]; dup {
+		rc.mu.Unlock()
+		mc.c.refuse(m.ID, relaywire.Errorf(relaywire.CodeDuplicateID, "a request with this id is still in flight on this connection"), "add")
+		return
+	}
+	rc.inflight[key] = time.Now()
+	rc.mu.Unlock()
+	s.inflight.Add(1)
+	c.m.forwarded.Inc()
+	if err := c.publish(rc.toExt, relaywire.AppendRequestRawID(make([]byte, 0, 48+len(m.ID)+len(m.Method)+len(m.Params)), m.ID, m.Method, m.Params), "", "", false); err != nil {
+		if _, ok := rc.take(key); ok {
+			s.m.failed.With("cluster_publish").Inc()
+			mc.c.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the request could not be passed to the proxy node that holds the extension (%v)", err)))
+		}
+	}
+}
+
+// reply passes the client's answer to an extension's request ("ext:…") on.
+func (rc *remoteConn) reply(m *relaywire.Message) {
+	<-rc.ready
+	var out []byte
+	switch {
+	case m.Result != nil:
+		out = relaywire.AppendResult(nil, m.ID, m.Result)
+	case validError(m.Error):
+		out = relaywire.AppendErrorRaw(nil, m.ID, m.Error)
+	default:
+		out = relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInternalError, "the client sent a malformed error object"))
+	}
+	if rc.c.publish(rc.toExt, out, "", "", false) != nil {
+		rc.c.m.dropped.With("publish").Inc()
+	}
+}
+
+func (rc *remoteConn) take(key string) (time.Time, bool) {
+	rc.mu.Lock()
+	t, ok := rc.inflight[key]
+	if ok {
+		delete(rc.inflight, key)
+	}
+	rc.mu.Unlock()
+	if ok {
+		rc.c.s.inflight.Add(-1)
+	}
+	return t, ok
+}
+
+// toClient queues a message from the extension's node for the client. A
+// reply is delivered only if its call is still tracked here: a call this
+// node already answered (its node went away a moment ago) is not answered
+// twice.
+func (c *clusterNode) toClient(uk, connID string, msg *nats.Msg) {
+	c.mu.Lock()
+	rc := c.remote[connID]
+	c.mu.Unlock()
+	if rc == nil {
+		c.m.dropped.With("unknown_connection").Inc()
+		return
+	}
+	if rc.uk != uk {
+		c.m.dropped.With("user_mismatch").Inc()
+		return
+	}
+	it := boxItem{data: msg.Data, op: msg.Header.Get(hdrOp), reason: msg.Header.Get(hdrReason), strike: msg.Header.Get(hdrStrike) != ""}
+	if it.op == "" {
+		var m relaywire.Message
+		kind, perr := m.Decode(it.data)
+		if perr != nil {
+			c.m.dropped.With("invalid").Inc()
+			return
+		}
+		if kind == relaywire.KindReply {
+			start, ok := rc.take(string(m.ID))
+			if !ok {
+				c.m.dropped.With("reply_untracked").Inc()
+				return
+			}
+			c.m.callTime.Observe(time.Since(start).Seconds())
+		}
+	}
+	var fast func([]byte) bool
+	if it.op == "" && !it.strike {
+		fast = rc.mc.c.TrySend
+	}
+	if !rc.box.put(it, fast, rc.run) {
+		// The client reads nothing: it is dropped as a slow consumer.
+		c.m.dropped.With("mailbox_full").Inc()
+		if ws := rc.mc.ws; ws != nil {
+			ws.Close(1008, "too slow: the client does not read its messages")
+		}
+	}
+}
+
+func (rc *remoteConn) run(it boxItem) {
+	mc := rc.mc
+	if it.op == opDetached {
+		reason := it.reason
+		if reason == "" {
+			reason = relaywire.ReasonExtensionGone
+		}
+		rc.fail("the extension disconnected before answering", reason)
+		return
+	}
+	mc.c.Send(it.data)
+	if it.strike && mc.ws != nil && mc.ws.strike(time.Now()) {
+		mc.ws.Close(1008, "too many refused messages")
+	}
+}
+
+// fail ends the connection from the extension's side (it left, its node
+// went away, NATS did): the calls still tracked are answered with msg, the
+// client gets `disconnected` with the reason.
+func (rc *remoteConn) fail(msg, reason string) {
+	pending := rc.end()
+	if pending == nil {
+		return // ended already
+	}
+	mc, s := rc.mc, rc.c.s
+	if len(pending) > 0 {
+		s.m.failed.With("extension_gone").Add(float64(len(pending)))
+	}
+	e := relaywire.Errorf(relaywire.CodeExtensionGone, "%s", msg)
+	for id := range pending {
+		mc.c.Send(relaywire.AppendError(nil, json.RawMessage(id), e))
+	}
+	mc.mu.Lock()
+	mine := mc.remote == rc
+	if mine {
+		mc.remote = nil
+		mc.orphaned = true
+	}
+	mc.mu.Unlock()
+	if mine {
+		mc.c.Send(relaywire.AppendNotification(nil, relaywire.MethodDisconnected, relaywire.MarshalParams(relaywire.DisconnectedParams{
+			ConnectionID: rc.id, Reason: reason,
+		})))
+	}
+}
+
+// end marks the connection closed and returns its calls in flight (nil if
+// it was closed already).
+func (rc *remoteConn) end() map[string]time.Time {
+	rc.mu.Lock()
+	if rc.closed {
+		rc.mu.Unlock()
+		return nil
+	}
+	rc.closed = true
+	pending := rc.inflight
+	rc.inflight = nil
+	rc.mu.Unlock()
+	rc.c.s.inflight.Add(-int64(len(pending)))
+	rc.c.forgetRemote(rc)
+	if pending == nil {
+		pending = map[string]time.Time{}
+	}
+	return pending
+}
+
+// close ends the connection from the client's side (disconnect, or the
+// client left): its calls in flight are answered if tell is set, and the
+// extension's node is told to end its side.
+func (rc *remoteConn) close(tell bool) {
+	pending := rc.end()
+	if pending == nil {
+		return
+	}
+	s := rc.c.s
+	if len(pending) > 0 {
+		reason := "client_gone"
+		if tell {
+			reason = "extension_gone"
+		}
+		s.m.failed.With(reason).Add(float64(len(pending)))
+	}
+	if tell {
+		e := relaywire.Errorf(relaywire.CodeExtensionGone, "the client disconnected from the extension before it answered")
+		for id := range pending {
+			rc.mc.c.Send(relaywire.AppendError(nil, json.RawMessage(id), e))
+		}
+	}
+	if err := rc.c.publish(rc.toExt, nil, opDetach, "", false); err != nil {
+		// The other node will drop its side when it sees this one's
+		// NATS link or heartbeats gone.
+		rc.c.m.dropped.With("publish").Inc()
+	}
+}
+
+// attachment is what attach made: a connection to a local extension, or
+// to one on another node.
+type attachment struct {
+	connID, extID, extName string
+	peers                  int
+	local                  *extension // nil for a remote one: its node told it
+}
+
+// tellExtension sends a local extension its new peer count.
+func (a attachment) tellExtension() {
+	if a.local != nil {
+		a.local.sendStatus()
+	}
+}
+
+func (a attachment) String() string { return fmt.Sprintf("%s→%s", a.connID, a.extID) }
