@@ -1,0 +1,461 @@
+package authserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The contract table (kv_test.go) runs against JetStream too, each case on
+// its own NATS server.
+func init() {
+	kvMakers = append(kvMakers, kvMaker{"jetstream", func(t *testing.T, now func() time.Time) KV {
+		kv, err := newJetStreamKV(jetStreamOf(t, startNATS(t)), "test", 1, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv
+	}})
+}
+
+// startNATS runs a real NATS server with JetStream, on a random loopback
+// port and a temporary store, until the test ends.
+func startNATS(t *testing.T) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		t.Fatal("the NATS server did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}
+
+// jetStreamOf connects to the NATS at url (one connection per call, as
+// each node has its own) until the test ends.
+func jetStreamOf(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// TestJetStreamKVShared: two nodes' KVs on one NATS are one store: each
+// sees the other's writes, and compare-and-swap holds across them.
+func TestJetStreamKVShared(t *testing.T) {
+	ctx := context.Background()
+	url := startNATS(t)
+	clock := newFakeClock()
+	a, err := newJetStreamKV(jetStreamOf(t, url), "shared", 1, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newJetStreamKV(jetStreamOf(t, url), "shared", 1, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := mustCreate(t, a, bucketCodes, "k", "from a", time.Minute)
+	if v, got, err := b.Get(ctx, bucketCodes, "k"); err != nil || string(v) != "from a" || got != rev {
+		t.Fatalf("b reads %q rev %d (%v), want a's write at rev %d", v, got, err, rev)
+	}
+	if _, err := b.Create(ctx, bucketCodes, "k", []byte("from b"), time.Minute); !errors.Is(err, ErrExists) {
+		t.Fatalf("b created over a's live entry: %v", err)
+	}
+	rev2, err := b.Update(ctx, bucketCodes, "k", []byte("b's update"), rev, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Update(ctx, bucketCodes, "k", []byte("a's stale update"), rev, time.Minute); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a updated at a revision b had moved past: %v", err)
+	}
+	if v, got, _ := a.Get(ctx, bucketCodes, "k"); string(v) != "b's update" || got != rev2 {
+		t.Fatalf("a reads %q rev %d, want b's update at %d", v, got, rev2)
+	}
+	mustCreate(t, b, bucketCodes, "other", "v", time.Minute)
+	if n, err := a.Count(ctx, bucketCodes); n != 2 || err != nil {
+		t.Fatalf("a counts %d (%v), want 2", n, err)
+	}
+	if err := a.Delete(ctx, bucketCodes, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Get(ctx, bucketCodes, "k"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("b still reads an entry a deleted: %v", err)
+	}
+
+	// Both nodes update one entry at once, at the revision they read:
+	// exactly one wins, as one code is redeemed once.
+	rev = mustCreate(t, a, bucketCodes, "race", "v", time.Minute)
+	var wins, conflicts atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		kv := []KV{a, b}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := kv.Update(ctx, bucketCodes, "race", []byte(fmt.Sprint(i)), rev, time.Minute)
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, ErrConflict):
+				conflicts.Add(1)
+			default:
+				t.Errorf("update %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 || conflicts.Load() != 15 {
+		t.Fatalf("%d updates won and %d conflicted, want 1 and 15", wins.Load(), conflicts.Load())
+	}
+
+	// Another prefix is another deployment: it sees none of it.
+	c, err := newJetStreamKV(jetStreamOf(t, url), "elsewhere", 1, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Get(ctx, bucketCodes, "other"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another prefix reads the entry: %v", err)
+	}
+}
+
+// TestJetStreamKVKeys: keys JetStream would refuse (dots, wildcards,
+// spaces, a client's long URL) work, each as itself and apart from the
+// others and from plain keys.
+func TestJetStreamKVKeys(t *testing.T) {
+	ctx := context.Background()
+	kv, err := newJetStreamKV(jetStreamOf(t, startNATS(t)), "keys", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{
+		"plain_key-1", "a.b", "a..b", ".", "*", ">", "a b", "", "=", "==x",
+		"https://app.example.com/oauth/client.json", strings.Repeat("x", 129), strings.Repeat("x", 128), "ключ",
+	}
+	for i, k := range keys {
+		if _, err := kv.Create(ctx, bucketClients, k, []byte(fmt.Sprint(i)), time.Hour); err != nil {
+			t.Fatalf("create %q: %v", k, err)
+		}
+	}
+	for i, k := range keys {
+		v, _, err := kv.Get(ctx, bucketClients, k)
+		if err != nil || string(v) != fmt.Sprint(i) {
+			t.Fatalf("get %q: %q %v, want %d", k, v, err, i)
+		}
+	}
+	if n, err := kv.Count(ctx, bucketClients); n != len(keys) || err != nil {
+		t.Fatalf("count %d %v, want %d", n, err, len(keys))
+	}
+}
+
+// TestJetStreamKVServerTTL: what only the server can do: every write with
+// a lifetime carries one to the server (Update too, which nats.go's own
+// Update cannot), so entries nobody reads again do not stay in the
+// bucket; and the server does remove them.
+func TestJetStreamKVServerTTL(t *testing.T) {
+	ctx := context.Background()
+	js := jetStreamOf(t, startNATS(t))
+	kv, err := newJetStreamKV(js, "ttl", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "KV_ttl_oauth_"+bucketAccess) // what the first write makes
+	if err == nil {
+		t.Fatalf("the bucket exists before any write: %v", stream)
+	}
+	ttlOf := func(key string) string {
+		t.Helper()
+		st, err := js.Stream(ctx, "KV_ttl_oauth_"+bucketAccess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.GetLastMsgForSubject(ctx, "$KV.ttl_oauth_"+bucketAccess+"."+key)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		return m.Header.Get(jetstream.MsgTTLHeader)
+	}
+
+	rev := mustCreate(t, kv, bucketAccess, "hour", "v", time.Hour)
+	if got := ttlOf("hour"); got != (time.Hour + time.Second).String() {
+		t.Fatalf("created with server TTL %q, want an hour and a second", got)
+	}
+	if _, err := kv.Update(ctx, bucketAccess, "hour", []byte("v2"), rev, 90*time.Minute+time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got := ttlOf("hour"); got != (90*time.Minute + 2*time.Second).String() {
+		t.Fatalf("updated with server TTL %q, want 90m2s (rounded up, one to spare)", got)
+	}
+	mustCreate(t, kv, bucketAccess, "forever", "v", 0)
+	if got := ttlOf("forever"); got != "" {
+		t.Fatalf("an entry without a lifetime has server TTL %q", got)
+	}
+
+	// A real second: the server drops the updated entry on its own.
+	rev = mustCreate(t, kv, bucketAccess, "short", "v", time.Hour)
+	if _, err := kv.Update(ctx, bucketAccess, "short", []byte("v2"), rev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "KV_ttl_oauth_"+bucketAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second) // a deadlock guard, not a timing claim
+	for {
+		m, err := st.GetLastMsgForSubject(ctx, "$KV.ttl_oauth_"+bucketAccess+".short")
+		if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && m.Header.Get("Nats-Marker-Reason") != "") {
+			break // gone, or only its expiring marker left
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server kept an entry 30 s past its one-second lifetime")
+		}
+		time.Sleep(100 * time.Millisecond) // polling the server's state, which no event announces here
+	}
+	if _, _, err := kv.Get(ctx, bucketAccess, "short"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after the server dropped it: %v", err)
+	}
+	if _, _, err := kv.Get(ctx, bucketAccess, "forever"); err != nil {
+		t.Fatalf("the entry without a lifetime went too: %v", err)
+	}
+	if _, err := kv.Create(ctx, bucketAccess, "short", []byte("again"), time.Hour); err != nil {
+		t.Fatalf("create over the server's expiry marker: %v", err)
+	}
+}
+
+// TestJetStreamKVRefusals: what NewJetStreamKV and the calls refuse, with
+// a sentence; and a context that ended ends the call.
+func TestJetStreamKVRefusals(t *testing.T) {
+	url := startNATS(t)
+	js := jetStreamOf(t, url)
+	for _, tc := range []struct {
+		name   string
+		js     jetstream.JetStream
+		prefix string
+		want   string
+	}{
+		{"no JetStream", nil, "p", "needs a JetStream context"},
+		{"empty prefix", js, "", "may hold only letters"},
+		{"dotted prefix", js, "a.b", "may hold only letters"},
+		{"wildcard prefix", js, "a*", "may hold only letters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewJetStreamKV(tc.js, tc.prefix, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("domain", func(t *testing.T) {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		jsd, err := jetstream.NewWithDomain(nc, "hub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewJetStreamKV(jsd, "p", 1); err == nil || !strings.Contains(err.Error(), "default JetStream API") {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("bad bucket", func(t *testing.T) {
+		kv, err := NewJetStreamKV(js, "p", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := kv.Get(context.Background(), "a.b", "k"); err == nil || errors.Is(err, ErrNotFound) {
+			t.Fatalf("a dotted bucket: %v", err)
+		}
+	})
+	t.Run("context ended", func(t *testing.T) {
+		kv, err := NewJetStreamKV(js, "ctx", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := kv.Create(ctx, "b", "k", []byte("v"), time.Minute); !errors.Is(err, context.Canceled) {
+			t.Fatalf("create on an ended context: %v", err)
+		}
+		if _, err := kv.Create(context.Background(), "b", "k", []byte("v"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		for name, call := range map[string]func() error{
+			"get":    func() error { _, _, err := kv.Get(ctx, "b", "k"); return err },
+			"update": func() error { _, err := kv.Update(ctx, "b", "k", []byte("v"), 1, time.Minute); return err },
+			"delete": func() error { return kv.Delete(ctx, "b", "k") },
+			"count":  func() error { _, err := kv.Count(ctx, "b"); return err },
+		} {
+			if err := call(); !errors.Is(err, context.Canceled) {
+				t.Errorf("%s on an ended context: %v", name, err)
+			}
+		}
+	})
+}
+
+// TestJetStreamSignInAcrossNodes: the point of the shared store. Two
+// authorization servers (two proxy nodes, each with its own NATS
+// connection) behind one origin, as a load balancer puts them: the app
+// registers on one, the person's authorize, sign-in and consent land on
+// alternate nodes, the code is exchanged on the other, the refresh on the
+// first, and each node takes the other's access token.
+func TestJetStreamSignInAcrossNodes(t *testing.T) {
+	natsURL := startNATS(t)
+	clock := &flowClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	lb := httptest.NewUnstartedServer(nil)
+	issuer := "http://" + lb.Listener.Addr().String()
+	resource := Resource{URI: issuer + "/servers/memory/mcp", Name: `the MCP server "memory"`}
+	logs := &pageLogs{}
+	var nodes [2]*Server
+	for i := range nodes {
+		kv, err := newJetStreamKV(jetStreamOf(t, natsURL), "cluster", 1, clock.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(Config{
+			Issuer: issuer,
+			KV:     kv,
+			Resources: func(uri string) (Resource, bool) {
+				return resource, uri == resource.URI
+			},
+			Identity: IdentityConfig{PasswordHash: testPasswordHash},
+			Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}).WithAttrs([]slog.Attr{slog.Int("node", i)})),
+			Now:      clock.now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		nodes[i] = s
+	}
+	// The load balancer: each request goes to the node the test names.
+	var next atomic.Int32
+	var served [2]atomic.Int32
+	lb.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := next.Load()
+		served[n].Add(1)
+		nodes[n].Handler().ServeHTTP(w, r)
+	})
+	lb.Start()
+	t.Cleanup(lb.Close)
+	on := func(n int32) { next.Store(n) }
+
+	// Registration on node 0.
+	on(0)
+	body, _ := json.Marshal(map[string]any{"redirect_uris": []string{claudeCallback}, "client_name": "Claude",
+		"token_endpoint_auth_method": "none", "grant_types": []string{"authorization_code", "refresh_token"},
+		"response_types": []string{"code"}})
+	res, err := http.Post(issuer+"/oauth/register", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&reg)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated || reg.ClientID == "" {
+		t.Fatalf("register on node 0: %d %+v", res.StatusCode, reg)
+	}
+
+	// The person: authorize on node 1, sign in on node 0, consent on node 1.
+	w := &flowWorld{t: t, url: issuer, resource: resource, logs: logs, clock: clock,
+		client: Client{ID: reg.ClientID, RedirectURIs: []string{claudeCallback}}}
+	b := w.newBrowser()
+	on(1)
+	p := b.authorize(w.authorizeParams())
+	wantPage(t, p, http.StatusOK, "Claude", `name="password"`)
+	on(0)
+	c := b.post("/oauth/signin", formOf(p, "password", flowPassword))
+	wantPage(t, c, http.StatusOK, `value="approve"`)
+	on(1)
+	done := b.post("/oauth/consent", formOf(c, "decision", "approve"))
+	if done.status != http.StatusSeeOther {
+		t.Fatalf("consent on node 1: %d\n%s", done.status, done.body)
+	}
+	code := done.location(t).Query().Get("code")
+	if code == "" {
+		t.Fatalf("no code in %s", done.location(t))
+	}
+
+	// The app: the code exchanged on node 0, the refresh on node 1.
+	token := func(form url.Values) (int, map[string]any) {
+		t.Helper()
+		res, err := http.PostForm(issuer+"/oauth/token", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		return res.StatusCode, out
+	}
+	on(0)
+	st, tok := token(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {flowVerifier},
+		"redirect_uri": {claudeCallback}, "client_id": {reg.ClientID}, "resource": {resource.URI}})
+	if st != http.StatusOK {
+		t.Fatalf("exchange on node 0: %d %v", st, tok)
+	}
+	access, _ := tok["access_token"].(string)
+	refresh, _ := tok["refresh_token"].(string)
+	for i, n := range nodes {
+		if _, err := n.Verify(context.Background(), access, resource.URI); err != nil {
+			t.Fatalf("node %d refuses the access token node 0 issued: %v", i, err)
+		}
+	}
+	on(1)
+	st, tok = token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {reg.ClientID}})
+	if st != http.StatusOK {
+		t.Fatalf("refresh on node 1: %d %v", st, tok)
+	}
+	access2, _ := tok["access_token"].(string)
+	if _, err := nodes[0].Verify(context.Background(), access2, resource.URI); err != nil {
+		t.Fatalf("node 0 refuses the access token node 1 issued: %v", err)
+	}
+	on(0)
+	if st, out := token(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {reg.ClientID}}); st != http.StatusBadRequest || out["error"] != "invalid_grant" {
+		t.Fatalf("the rotated refresh token again, on the other node: %d %v, want 400 invalid_grant", st, out)
+	}
+	// That reuse ended the family on every node.
+	for i, n := range nodes {
+		if _, err := n.Verify(context.Background(), access2, resource.URI); err == nil {
+			t.Fatalf("node %d still takes an access token of a family ended by a reuse", i)
+		}
+	}
+	on(1)
+	if st, again := token(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {flowVerifier},
+		"redirect_uri": {claudeCallback}, "client_id": {reg.ClientID}}); st != http.StatusBadRequest || again["error"] != "invalid_grant" {
+		t.Fatalf("the code a second time, on the other node: %d %v, want 400 invalid_grant", st, again)
+	}
+	if served[0].Load() == 0 || served[1].Load() == 0 {
+		t.Fatalf("requests served per node: %d, %d; the flow did not cross nodes", served[0].Load(), served[1].Load())
+	}
+}
