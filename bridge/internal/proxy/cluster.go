@@ -372,8 +372,8 @@ func (c *clusterNode) watchOnce(status chan nats.Status) error {
 			select {
 			case <-c.ctx.Done():
 				return nil
-			case st := <-status:
-				if st == nats.CLOSED {
+			case st, ok := <-status:
+				if !ok || st == nats.CLOSED {
 					return errors.New("the NATS connection was closed")
 				}
 				if st != nats.CONNECTED {
@@ -418,7 +418,10 @@ func (c *clusterNode) watchOnce(status chan nats.Status) error {
 		select {
 		case <-c.ctx.Done():
 			return nil
-		case st := <-status:
+		case st, ok := <-status:
+			if !ok {
+				return errors.New("the NATS connection was closed")
+			}
 			if st != nats.CONNECTED {
 				c.linkDown()
 				return nil // the next round waits for the reconnection
@@ -666,13 +669,25 @@ func (c *clusterNode) nodeGone(name, why string) {
 		}
 	}
 	c.mu.Unlock()
+	c.endLinks(rcs, shadows, "the proxy node that holds the extension went away before it answered", "node_gone")
+}
+
+// endLinks ends cross-node connections, each on its own goroutine: telling
+// a client or an extension may wait for room in its queue, and the watch
+// loop that calls this must not.
+func (c *clusterNode) endLinks(rcs []*remoteConn, shadows []*mcpClient, msg, reason string) {
+	c.m.ended.With(reason).Add(float64(len(rcs) + len(shadows)))
+	var wg sync.WaitGroup
 	for _, rc := range rcs {
-		c.m.ended.With("node_gone").Inc()
-		rc.fail("the proxy node that holds the extension went away before it answered", relaywire.ReasonExtensionGone)
+		wg.Add(1)
+		go func() { defer wg.Done(); rc.fail(msg, relaywire.ReasonExtensionGone) }()
 	}
 	for _, sh := range shadows {
-		c.m.ended.With("node_gone").Inc()
-		c.dropShadow(sh)
+		wg.Add(1)
+		go func() { defer wg.Done(); c.dropShadow(sh) }()
+	}
+	if c.ctx.Err() != nil {
+		wg.Wait() // stopping: done before the NATS connection is closed
 	}
 }
 
@@ -688,14 +703,7 @@ func (c *clusterNode) failLinks(msg, reason string) {
 		shadows = append(shadows, sh)
 	}
 	c.mu.Unlock()
-	for _, rc := range rcs {
-		c.m.ended.With(reason).Inc()
-		rc.fail(msg+"; the call's result is unknown", relaywire.ReasonExtensionGone)
-	}
-	for _, sh := range shadows {
-		c.m.ended.With(reason).Inc()
-		c.dropShadow(sh)
-	}
+	c.endLinks(rcs, shadows, msg+"; the call's result is unknown", reason)
 }
 
 // health is the cluster's part of /health.
