@@ -3,10 +3,12 @@
 //
 //	browserbridge-proxy serve --listen ADDR [--tls-cert F --tls-key F] --secret-file F [limits]
 //	    [--public-url URL [--oauth-state F] [--oauth-config F]]
+//	    [--nats URLS|embedded --node NAME [NATS options]]
 //	browserbridge-proxy token --secret-file F --user U --kind extension|mcp [--ttl 720h] [--url URL]
 //
 // With --public-url it is also an MCP server over Streamable HTTP for
-// clients that sign in with OAuth (docs/proxy-http.md).
+// clients that sign in with OAuth (docs/proxy-http.md). With --nats it is a
+// node of a cluster of proxies over NATS (docs/proxy-cluster.md).
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
@@ -35,6 +38,9 @@ var usage = fmt.Sprintf(`usage:
       [--max-conns-per-ip %d] [--max-mcp-per-user %d] [--max-extensions-per-user %d]
       [--idle-timeout %v] [--read-timeout %v]
       [--public-url https://proxy.example.com [--oauth-state FILE] [--oauth-config FILE]]
+      [--nats nats://a:4222,nats://b:4222 [--nats-creds FILE] [--nats-ca FILE] [--nats-cert FILE --nats-key FILE]
+       | --nats embedded [--nats-listen HOST:PORT] [--nats-store DIR] [--nats-routes URLS --nats-cluster-listen HOST:PORT]]
+      [--node NAME] [--nats-replicas 1] [--nats-prefix browserbridge] [--presence-ttl %v]
   browserbridge-proxy token --secret-file FILE --user USER --kind extension|mcp [--ttl 720h] [--url URL]
   browserbridge-proxy version
 
@@ -45,8 +51,12 @@ The limits are described in docs/limits.md; 0 turns a cap off.
 {public-url}/mcp (docs/proxy-http.md): people sign in with a pairing code from
 `+"`browserbridge pair`"+`, or with --oauth-config's password or OIDC provider
 (or the password in %s).
+--nats makes this proxy a node of a cluster (docs/proxy-cluster.md): extensions and
+clients connected to different nodes work together. NATS needs JetStream; the
+nodes keep the OAuth state there (no --oauth-state). --nats embedded runs a NATS
+server in this process. --node defaults to the host name.
 `, proxy.DefaultMaxConnsPerIP, proxy.DefaultMaxMCPPerUser, proxy.DefaultMaxExtensionsPerUser,
-	proxy.DefaultIdleTimeout, proxy.DefaultReadTimeout, config.EnvOAuthPassword)
+	proxy.DefaultIdleTimeout, proxy.DefaultReadTimeout, proxy.DefaultPresenceTTL, config.EnvOAuthPassword)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -99,6 +109,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	publicURL := fs.String("public-url", "", "the proxy's public URL (https://proxy.example.com): also serve MCP over Streamable HTTP there, with OAuth sign-in")
 	oauthState := fs.String("oauth-state", "", "with --public-url: the file that keeps OAuth registrations, sign-ins and tokens across restarts (default: in memory)")
 	oauthConfig := fs.String("oauth-config", "", "with --public-url: a JSON file with password_hash, oidc, users (sign-in subject to proxy user) and allowed_origins")
+	var cf clusterFlags
+	cf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -127,6 +139,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if (*cert == "") != (*key == "") {
 		return errors.New("serve: --tls-cert and --tls-key go together")
 	}
+	if err := cf.validate(fs, *oauthState); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	keys, err := token.Load(*secret)
 	if err != nil {
 		return err
@@ -153,8 +168,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *publicURL == "" && (*oauthState != "" || *oauthConfig != "") {
 		return errors.New("serve: --oauth-state and --oauth-config go with --public-url")
 	}
+	var shared authserver.KV
+	if cf.nats != "" {
+		cl, err := cf.join(ctx, log)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer cl.Close() // after Run: the proxy uses the connection until it stops
+		opts.Cluster = cl.opts
+		if *publicURL != "" {
+			if shared, err = cl.oauthKV(cf.prefix, cf.replicas); err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+		}
+	}
 	if *publicURL != "" {
-		ho, closeKV, err := httpOptions(*publicURL, *oauthState, *oauthConfig, log)
+		ho, closeKV, err := httpOptions(*publicURL, *oauthState, *oauthConfig, shared, log)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
@@ -172,6 +201,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// The base URL is what relay.url and `browserbridge connect --proxy`
 	// take; each accepts its endpoint's URL as well.
 	base := scheme + "://" + ln.Addr().String()
+	if opts.Cluster != nil {
+		log.Info("a node of a proxy cluster over NATS", "node", opts.Cluster.Node, "replicas", opts.Cluster.Replicas,
+			"presence_ttl", opts.Cluster.PresenceTTL, "prefix", opts.Cluster.Prefix)
+	}
 	log.Info("browserbridge-proxy serving", "version", buildinfo.String(), "url", base+"/",
 		"extensions", base+relaywire.PathExtension, "mcp", base+relaywire.PathMCP, "alg", keys.Alg())
 	if opts.HTTP != nil {

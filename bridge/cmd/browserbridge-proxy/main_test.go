@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -228,4 +229,201 @@ func TestServePublicURL(t *testing.T) {
 	if resp, body = do(http.MethodPost, "/mcp", addr); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "not this proxy's public host") {
 		t.Errorf("POST /mcp to the listen address's host: %s %s", resp.Status, body)
 	}
+}
+
+func TestServeClusterFlags(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(secret, []byte(strings.Repeat("k", 40)), 0o600)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a node name without --nats", []string{"--node", "a"}, "--node goes with --nats"},
+		{"replicas without --nats", []string{"--nats-replicas", "3"}, "--nats-replicas goes with --nats"},
+		{"a presence TTL without --nats", []string{"--presence-ttl", "3s"}, "--presence-ttl goes with --nats"},
+		{"credentials without --nats", []string{"--nats-creds", "x.creds"}, "--nats-creds goes with --nats"},
+		{"a NATS listener without embedded", []string{"--nats", "nats://127.0.0.1:4222", "--nats-listen", "127.0.0.1:4222"}, "--nats-listen goes with --nats embedded"},
+		{"a store for an external NATS", []string{"--nats", "nats://127.0.0.1:4222", "--nats-store", dir}, "--nats-store goes with --nats embedded"},
+		{"routes for an external NATS", []string{"--nats", "nats://127.0.0.1:4222", "--nats-routes", "nats-route://a:6222"}, "--nats-routes goes with --nats embedded"},
+		{"credentials with embedded", []string{"--nats", "embedded", "--nats-creds", "x.creds"}, "--nats-creds is for an external NATS"},
+		{"a CA with embedded", []string{"--nats", "embedded", "--nats-ca", "ca.pem"}, "--nats-ca is for an external NATS"},
+		{"a client certificate without its key", []string{"--nats", "nats://127.0.0.1:4222", "--nats-cert", "c.pem"}, "--nats-cert and --nats-key go together"},
+		{"OAuth state beside --nats", []string{"--nats", "embedded", "--public-url", "https://p.example.com", "--oauth-state", "x.db"}, "keeps the OAuth state in JetStream"},
+		{"a node name with a dot", []string{"--nats", "embedded", "--node", "a.b"}, `--node "a.b": a node name is 1 to 64 letters`},
+		{"a node name too long", []string{"--nats", "embedded", "--node", strings.Repeat("n", 65)}, "a node name is 1 to 64"},
+		{"a prefix with a dot", []string{"--nats", "embedded", "--nats-prefix", "bb.x"}, `--nats-prefix "bb.x"`},
+		{"no replicas", []string{"--nats", "embedded", "--nats-replicas", "0"}, "--nats-replicas 0: JetStream keeps 1 to 5 copies"},
+		{"replicas on one embedded server", []string{"--nats", "embedded", "--nats-replicas", "3"}, "needs a NATS cluster (--nats-routes)"},
+		{"a presence TTL under a second", []string{"--nats", "embedded", "--presence-ttl", "100ms"}, "--presence-ttl 100ms: at least 1s"},
+		{"routes without a route listener", []string{"--nats", "embedded", "--nats-routes", "nats-route://a:6222"}, "--nats-routes and --nats-cluster-listen go together"},
+		{"a route listener without routes", []string{"--nats", "embedded", "--nats-cluster-listen", "127.0.0.1:6222"}, "go together"},
+		{"a route that is a client URL", []string{"--nats", "embedded", "--nats-routes", "nats://a:4222", "--nats-cluster-listen", ":6222"}, "not a route URL like nats-route://"},
+		{"an empty URL list", []string{"--nats", ","}, "--nats: no URL"},
+		{"an HTTP URL", []string{"--nats", "http://a:4222"}, "the scheme is nats, tls, ws or wss"},
+		{"a URL without a host, its password hidden", []string{"--nats", "nats://bob:hunter2@"}, `"nats://REDACTED@" is not a NATS URL`},
+		{"a NATS that is not there", []string{"--nats", "nats://127.0.0.1:1", "--node", "a"}, "connecting to NATS at nats://127.0.0.1:1"},
+		{"a credentials file that is not there", []string{"--nats", "nats://127.0.0.1:1", "--nats-creds", filepath.Join(dir, "none.creds")}, "--nats-creds: stat"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--listen", "127.0.0.1:0", "--secret-file", secret}, tc.args...)
+			var logs bytes.Buffer
+			err := run(context.Background(), args, &bytes.Buffer{}, &logs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run %v: %v, want an error with %q", tc.args, err, tc.want)
+			}
+			if strings.Contains(err.Error()+logs.String(), "hunter2") {
+				t.Fatalf("a NATS password in the error or the log: %v\n%s", err, logs.String())
+			}
+		})
+	}
+}
+
+func TestSanitizeNode(t *testing.T) {
+	for _, tc := range []struct{ name, host, want string }{
+		{"plain", "proxy-1", "proxy-1"},
+		{"a domain", "proxy1.example.com", "proxy1-example-com"},
+		{"long", strings.Repeat("h", 70), strings.Repeat("h", 64)},
+		{"empty", "", "node"},
+		{"not ASCII", "café", "caf--"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sanitizeNode(tc.host); got != tc.want {
+				t.Fatalf("sanitizeNode(%q) = %q, want %q", tc.host, got, tc.want)
+			}
+		})
+	}
+}
+
+// node is a `serve` running in the test, with its log.
+type node struct {
+	addr string
+	logs *testutil.Watch
+}
+
+// startNode runs serve with args until the test ends, and returns once it
+// listens.
+func startNode(t *testing.T, args ...string) *node {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{logs: &testutil.Watch{}}
+	listening := n.logs.Seen("extensions=ws://")
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &bytes.Buffer{}, n.logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve %v: %v", args, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("serve %v did not stop on cancel", args)
+		}
+	})
+	select {
+	case <-listening:
+	case err := <-done:
+		t.Fatalf("serve ended before it listened: %v\n%s", err, n.logs.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve never said where it listens:\n%s", n.logs.String())
+	}
+	_, rest, _ := strings.Cut(n.logs.String(), "extensions=ws://")
+	n.addr, _, _ = strings.Cut(rest, "/")
+	return n
+}
+
+// health is the node's /health.
+func (n *node) health(t *testing.T) map[string]any {
+	t.Helper()
+	resp, err := http.Get("http://" + n.addr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health: %s %v", resp.Status, err)
+	}
+	return h
+}
+
+// serve --nats embedded runs a node with NATS in its own process: it
+// starts, says which node it is in /health, and stops on cancel (the
+// embedded server with it).
+func TestServeEmbeddedNATS(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(secret, []byte(strings.Repeat("k", 40)), 0o600)
+	n := startNode(t, "--secret-file", secret, "--nats", "embedded", "--node", "a", "--nats-store", filepath.Join(dir, "nats"))
+	h := n.health(t)
+	if h["node"] != "a" || h["status"] != "ok" {
+		t.Fatalf("/health of node a: %v", h)
+	}
+	for _, key := range []string{"peers", "pairs"} {
+		if _, ok := h[key]; !ok {
+			t.Errorf("/health has no %q: %v", key, h)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nats", "jetstream")); err != nil {
+		t.Errorf("JetStream's files are not in --nats-store: %v", err)
+	}
+}
+
+// Two nodes: a runs the embedded NATS and lets b connect to it (--nats
+// URL); each sees the other in /health's peers. b serves --public-url with
+// its OAuth state in JetStream: its authorization server answers.
+func TestServeTwoNodes(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(secret, []byte(strings.Repeat("k", 40)), 0o600)
+	t.Setenv("BROWSERBRIDGE_OAUTH_PASSWORD", "a password for the test")
+	a := startNode(t, "--secret-file", secret, "--nats", "embedded", "--node", "a", "--nats-store", filepath.Join(dir, "nats"),
+		"--nats-listen", "127.0.0.1:0", "--presence-ttl", "2s")
+	_, rest, ok := strings.Cut(a.logs.String(), "client_url=")
+	if !ok {
+		t.Fatalf("node a does not log its NATS client URL:\n%s", a.logs.String())
+	}
+	natsURL, _, _ := strings.Cut(rest, " ")
+	b := startNode(t, "--secret-file", secret, "--nats", natsURL, "--node", "b", "--presence-ttl", "2s",
+		"--public-url", "https://proxy.example.com", "--oauth-config", oauthConfig(t, `{"users":{"password:owner":"alice"}}`))
+	if strings.Contains(b.logs.String(), "kept in memory") {
+		t.Errorf("node b says its OAuth state is in memory:\n%s", b.logs.String())
+	}
+	for _, tc := range []struct {
+		self, peer *node
+		peerName   string
+	}{{a, b, "b"}, {b, a, "a"}} {
+		// Heartbeats reach a peer within a fifth of the TTL; the guard is
+		// only against a node that never sees the other.
+		for deadline := time.Now().Add(60 * time.Second); !hasPeer(tc.self.health(t), tc.peerName); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %v never saw peer %s: %v", tc.self.health(t)["node"], tc.peerName, tc.self.health(t))
+			}
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+b.addr+"/.well-known/oauth-authorization-server", nil)
+	req.Host = "proxy.example.com"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"issuer":"https://proxy.example.com"`) {
+		t.Fatalf("node b's authorization server metadata: %s %s", resp.Status, body)
+	}
+}
+
+func hasPeer(h map[string]any, name string) bool {
+	peers, _ := h["peers"].([]any)
+	for _, p := range peers {
+		if m, _ := p.(map[string]any); m["node"] == name && m["alive"] == true {
+			return true
+		}
+	}
+	return false
 }

@@ -35,8 +35,9 @@ type oauthFile struct {
 
 // httpOptions builds the proxy's Streamable HTTP side from the flags and
 // the environment (BROWSERBRIDGE_OAUTH_PASSWORD, _OIDC_SECRET); closeKV
-// releases the state file.
-func httpOptions(publicURL, stateFile, configFile string, log *slog.Logger) (*proxy.HTTPOptions, func(), error) {
+// releases the state file. A cluster's node passes shared, the state every
+// node reads (in JetStream), instead of a state file.
+func httpOptions(publicURL, stateFile, configFile string, shared authserver.KV, log *slog.Logger) (*proxy.HTTPOptions, func(), error) {
 	base, err := config.NormalizePublicURL(publicURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--public-url: %w", err)
@@ -67,7 +68,10 @@ func httpOptions(publicURL, stateFile, configFile string, log *slog.Logger) (*pr
 	}
 	ho := &proxy.HTTPOptions{PublicURL: base, Identity: id, Users: f.Users, AllowedOrigins: f.AllowedOrigins}
 	closeKV := func() {}
-	if stateFile == "" || stateFile == config.MemoryState {
+	if shared != nil {
+		ho.KV = shared
+		closeKV = func() { shared.Close() }
+	} else if stateFile == "" || stateFile == config.MemoryState {
 		log.Warn("the OAuth state is kept in memory: every sign-in is lost when the proxy restarts (--oauth-state keeps it)")
 	} else {
 		if err := os.MkdirAll(filepath.Dir(stateFile), 0o700); err != nil {
