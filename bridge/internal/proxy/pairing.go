@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -14,6 +17,8 @@ import (
 	"weak"
 
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Pairing codes (docs/relay.md, "Pairing"): `browserbridge pair` asks the
@@ -23,6 +28,16 @@ import (
 // RedeemPairingCode. Codes are random (60 bits), stored only as an HMAC
 // under a key of this process, single use, short-lived, few per user, and
 // guessing them is limited per client address and over the whole proxy.
+//
+// On a cluster (Options.Cluster) the relay link and the sign-in page may be
+// on different nodes, so the codes live in a JetStream KV bucket,
+// prefix+"_pairing" (pairingShared, below), under an HMAC key the nodes
+// share, and a code is used up by compare-and-swap, so it works once
+// across all nodes. The limits stay each node's own: the per-user cap of
+// unused codes and the per-user issue rate (a user's bridge talks to one
+// node at a time), the per-address and the global attempt limits. With N
+// nodes the global bound on guesses is N times AttemptsGlobal: still a
+// bound, since each node counts every attempt it is sent.
 
 // PairingOptions configure pairing codes. The zero value of each field but
 // MCPURL means the default given.
@@ -70,6 +85,9 @@ var (
 	errPairingPerIP   = fmt.Errorf("%w from your network: wait a minute, then try again", ErrPairingLimited)
 	errPairingGlobal  = fmt.Errorf("%w on this proxy right now: wait a minute, then try again", ErrPairingLimited)
 	errPairingFormat  = relaywire.ErrPairingCodeFormat
+	// ErrPairingUnavailable: on a cluster, the codes' store (NATS) did not
+	// answer; nothing is wrong with the code.
+	ErrPairingUnavailable = errors.New("pairing codes cannot be checked right now (the proxy's shared store does not answer): try again in a minute")
 	// errPairingOff: ConfigurePairing was never called.
 	errPairingOff = errors.New("this proxy does not hand out pairing codes: its operator has not set up its sign-in page (browserbridge-proxy serve --public-url)")
 )
@@ -100,6 +118,9 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 	p := s.pairingStore(true)
 	p.mu.Lock()
 	p.opts, p.on = opts, true
+	if c := s.opts.Cluster; c != nil && c.Conn != nil && p.shared == nil {
+		p.shared = newPairingShared(c)
+	}
 	p.mu.Unlock()
 }
 
@@ -116,10 +137,49 @@ func (s *Server) RedeemPairingCode(code, clientIP string) (userID string, err er
 		return "", ErrPairingUnknown
 	}
 	now := s.opts.Now()
+	canonical, shared, err := s.admitPairingAttempt(p, code, clientIP, now)
+	if err != nil {
+		return "", err
+	}
+	var h [32]byte
+	if shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), pairingStoreTimeout)
+		userID, h, err = shared.redeem(ctx, canonical, now)
+		cancel()
+		if err == nil {
+			p.mu.Lock()
+			p.forgetUnusedHashLocked(userID, h) // if it was issued here
+			p.mu.Unlock()
+		}
+	} else {
+		userID, err = p.redeemLocal(canonical, now)
+	}
+	switch {
+	case errors.Is(err, ErrPairingUnknown):
+		s.m.refused.With("pairing_unknown").Inc()
+	case errors.Is(err, ErrPairingUsed):
+		s.m.refused.With("pairing_used").Inc()
+	case errors.Is(err, ErrPairingExpired):
+		s.m.refused.With("pairing_expired").Inc()
+	case err != nil:
+		s.m.refused.With("pairing_store").Inc()
+		s.log.Error("pairing code store", "err", err)
+		return "", ErrPairingUnavailable
+	default:
+		s.log.Info("pairing code redeemed", "user", userID)
+		return userID, nil
+	}
+	return "", err
+}
+
+// admitPairingAttempt counts an attempt against the limits and returns the
+// code's canonical form, and the shared store on a cluster (nil: codes are
+// in p).
+func (s *Server) admitPairingAttempt(p *pairing, code, clientIP string, now time.Time) (string, *pairingShared, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.on {
-		return "", ErrPairingUnknown
+		return "", nil, ErrPairingUnknown
 	}
 	p.sweepLocked(now)
 	// Per address first: one address over its limit must not use up
@@ -132,32 +192,35 @@ func (s *Server) RedeemPairingCode(code, clientIP string) (userID string, err er
 	}
 	if !w.allow(now, p.opts.AttemptsPerIP) {
 		s.m.refused.With("pairing_ip_limit").Inc()
-		return "", errPairingPerIP
+		return "", nil, errPairingPerIP
 	}
 	if !p.global.allow(now, p.opts.AttemptsGlobal) {
 		s.m.refused.With("pairing_global_limit").Inc()
-		return "", errPairingGlobal
+		return "", nil, errPairingGlobal
 	}
 	canonical, err := relaywire.NormalizePairingCode(code)
 	if err != nil {
 		s.m.refused.With("pairing_format").Inc()
-		return "", errPairingFormat
+		return "", nil, errPairingFormat
 	}
+	return canonical, p.shared, nil
+}
+
+// redeemLocal uses up a code kept in this process.
+func (p *pairing) redeemLocal(canonical string, now time.Time) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	ent := p.codes[p.hash(canonical)]
 	switch {
 	case ent == nil:
-		s.m.refused.With("pairing_unknown").Inc()
 		return "", ErrPairingUnknown
 	case ent.used:
-		s.m.refused.With("pairing_used").Inc()
 		return "", ErrPairingUsed
 	case !now.Before(ent.expires):
-		s.m.refused.With("pairing_expired").Inc()
 		return "", ErrPairingExpired
 	}
 	ent.used = true
 	p.forgetUnusedLocked(ent)
-	s.log.Info("pairing code redeemed", "user", ent.user)
 	return ent.user, nil
 }
 
@@ -179,10 +242,62 @@ func (s *Server) issuePairingCode(userID string) (relaywire.PairingCodeResult, *
 		return relaywire.PairingCodeResult{}, relaywire.Errorf(relaywire.CodeMethodNotFound, "%s", errPairingOff)
 	}
 	now := s.opts.Now()
+	opts, shared, rerr := p.admitIssue(userID, now)
+	if rerr != nil {
+		return relaywire.PairingCodeResult{}, rerr
+	}
+	var canonical string
+	ent := &pairEntry{user: userID, expires: now.Add(opts.TTL)}
+	if shared == nil {
+		p.mu.Lock()
+		canonical = newPairingCode()
+		ent.hash = p.hash(canonical)
+		for p.codes[ent.hash] != nil { // 2^-60; but a collision must never bind a code to two users
+			canonical = newPairingCode()
+			ent.hash = p.hash(canonical)
+		}
+		p.codes[ent.hash] = ent
+		p.addUnusedLocked(ent, opts.MaxPerUser)
+		p.mu.Unlock()
+	} else {
+		// The store is asked without the lock: a slow NATS must not hold
+		// up redemptions on this node.
+		ctx, cancel := context.WithTimeout(context.Background(), pairingStoreTimeout)
+		defer cancel()
+		var err error
+		canonical, ent.hash, err = shared.issue(ctx, userID, now, opts.TTL)
+		if err != nil {
+			s.log.Error("pairing code store", "err", err)
+			return relaywire.PairingCodeResult{}, relaywire.Errorf(relaywire.CodeInternalError, "%s", ErrPairingUnavailable)
+		}
+		p.mu.Lock()
+		replaced := p.addUnusedLocked(ent, opts.MaxPerUser)
+		p.mu.Unlock()
+		for _, h := range replaced {
+			// A replaced code that stays (NATS failed just now) still
+			// expires with its lifetime.
+			if err := shared.dropUnused(ctx, h); err != nil {
+				s.log.Warn("pairing code store: dropping a replaced code", "err", err)
+			}
+		}
+	}
+	s.log.Info("pairing code issued", "user", userID, "expires", ent.expires.UTC().Format(time.RFC3339))
+	return relaywire.PairingCodeResult{
+		Code:       relaywire.FormatPairingCode(canonical),
+		ExpiresAt:  ent.expires.UTC().Format(time.RFC3339),
+		TTLSeconds: int(opts.TTL / time.Second),
+		UserID:     userID,
+		MCPURL:     opts.MCPURL,
+	}, nil
+}
+
+// admitIssue counts a code asked for by the user against its rate, and
+// returns the options and the shared store (nil: codes are in p).
+func (p *pairing) admitIssue(userID string, now time.Time) (PairingOptions, *pairingShared, *relaywire.Error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.on {
-		return relaywire.PairingCodeResult{}, relaywire.Errorf(relaywire.CodeMethodNotFound, "%s", errPairingOff)
+		return PairingOptions{}, nil, relaywire.Errorf(relaywire.CodeMethodNotFound, "%s", errPairingOff)
 	}
 	p.sweepLocked(now)
 	w := p.issued[userID]
@@ -191,31 +306,25 @@ func (s *Server) issuePairingCode(userID string) (relaywire.PairingCodeResult, *
 		p.issued[userID] = w
 	}
 	if !w.allow(now, p.opts.IssuePerMinute) {
-		return relaywire.PairingCodeResult{}, relaywire.Errorf(relaywire.CodeRateLimited,
+		return PairingOptions{}, nil, relaywire.Errorf(relaywire.CodeRateLimited,
 			"too many pairing codes asked for: at most %d a minute for one user; wait a minute", p.opts.IssuePerMinute)
 	}
-	canonical := newPairingCode()
-	h := p.hash(canonical)
-	for p.codes[h] != nil { // 2^-60; but a collision must never bind a code to two users
-		canonical = newPairingCode()
-		h = p.hash(canonical)
-	}
-	ent := &pairEntry{hash: h, user: userID, expires: now.Add(p.opts.TTL)}
-	p.codes[h] = ent
-	unused := append(p.unused[userID], ent)
-	for len(unused) > p.opts.MaxPerUser {
-		delete(p.codes, unused[0].hash) // replaced: unknown from now on
+	return p.opts, p.shared, nil
+}
+
+// addUnusedLocked adds ent to its user's unused codes and replaces the
+// oldest beyond max: they are unknown from now on. It returns their
+// hashes, for the shared store to drop.
+func (p *pairing) addUnusedLocked(ent *pairEntry, max int) [][32]byte {
+	unused := append(p.unused[ent.user], ent)
+	var replaced [][32]byte
+	for len(unused) > max {
+		delete(p.codes, unused[0].hash)
+		replaced = append(replaced, unused[0].hash)
 		unused = unused[1:]
 	}
-	p.unused[userID] = unused
-	s.log.Info("pairing code issued", "user", userID, "expires", ent.expires.UTC().Format(time.RFC3339))
-	return relaywire.PairingCodeResult{
-		Code:       relaywire.FormatPairingCode(canonical),
-		ExpiresAt:  ent.expires.UTC().Format(time.RFC3339),
-		TTLSeconds: int(p.opts.TTL / time.Second),
-		UserID:     userID,
-		MCPURL:     p.opts.MCPURL,
-	}, nil
+	p.unused[ent.user] = unused
+	return replaced
 }
 
 // newPairingCode returns PairingCodeLength random symbols of
@@ -245,6 +354,7 @@ type pairing struct {
 	perIP     map[string]*window      // codes tried, per client address
 	global    window                  // codes tried, in all
 	lastSweep time.Time
+	shared    *pairingShared // on a cluster: where the codes are; nil: in codes
 }
 
 type pairEntry struct {
@@ -275,6 +385,17 @@ func (p *pairing) forgetUnusedLocked(ent *pairEntry) {
 		delete(p.unused, ent.user)
 	} else {
 		p.unused[ent.user] = list
+	}
+}
+
+// forgetUnusedHashLocked takes the code with hash h off user's unused
+// codes, if this node issued it.
+func (p *pairing) forgetUnusedHashLocked(user string, h [32]byte) {
+	for _, e := range p.unused[user] {
+		if e.hash == h {
+			p.forgetUnusedLocked(e)
+			return
+		}
 	}
 }
 
@@ -372,4 +493,219 @@ func (s *Server) pairingStore(create bool) *pairing {
 		runtime.AddCleanup(s, func(k weak.Pointer[Server]) { pairingStores.Delete(k) }, k)
 	}
 	return v.(*pairing)
+}
+
+// pairingStoreTimeout bounds each use of the shared store, so a NATS that
+// does not answer turns into ErrPairingUnavailable, not a hung sign-in.
+const pairingStoreTimeout = 5 * time.Second
+
+// pairingShared keeps the codes of a cluster in a JetStream KV bucket,
+// prefix+"_pairing": under the hex HMAC of each code, its user, expiry and
+// used flag (pairingRecord); under pairingKeyName, the HMAC key, made by
+// whichever node comes first (Create; the others read it). Entries carry a
+// server-side TTL of two lifetimes, so the bucket empties itself; the
+// expiry in the record, on the proxy's clock, is what decides.
+type pairingShared struct {
+	conn     *nats.Conn
+	bucket   string
+	replicas int
+
+	mu  sync.Mutex // held while connecting to the bucket: one attempt at a time
+	kv  jetstream.KeyValue
+	js  jetstream.JetStream
+	key []byte
+}
+
+// pairingKeyName is the key of the shared HMAC key; code keys are 64 hex
+// digits, never this.
+const pairingKeyName = "hmac_key"
+
+// pairingRecord is a code's entry in the store.
+type pairingRecord struct {
+	User    string    `json:"user"`
+	Expires time.Time `json:"expires"`
+	// Forget is when the code reads as unknown rather than expired or used
+	// (one lifetime after it expires, as in memory).
+	Forget time.Time `json:"forget"`
+	Used   bool      `json:"used"`
+}
+
+func newPairingShared(c *ClusterOptions) *pairingShared {
+	prefix, replicas := c.Prefix, c.Replicas
+	if prefix == "" {
+		prefix = "browserbridge"
+	}
+	if replicas <= 0 {
+		replicas = 1
+	}
+	return &pairingShared{conn: c.Conn, bucket: prefix + "_pairing", replicas: replicas}
+}
+
+// open returns the bucket and the shared HMAC key, making them on first
+// use; a failure is retried at the next call.
+func (ps *pairingShared) open(ctx context.Context) (jetstream.KeyValue, []byte, error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.key != nil {
+		return ps.kv, ps.key, nil
+	}
+	if ps.js == nil {
+		js, err := jetstream.New(ps.conn)
+		if err != nil {
+			return nil, nil, err
+		}
+		ps.js = js
+	}
+	kv, err := ps.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         ps.bucket,
+		Description:    "browserbridge pairing codes (HMACs), shared by the proxy's nodes",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       ps.replicas,
+		LimitMarkerTTL: time.Minute, // needed for per-entry TTLs; markers go after a minute
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("pairing codes: the JetStream bucket %s: %w", ps.bucket, err)
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	if _, err := kv.Create(ctx, pairingKeyName, key); errors.Is(err, jetstream.ErrKeyExists) {
+		e, err := kv.Get(ctx, pairingKeyName)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pairing codes: reading the shared key: %w", err)
+		}
+		key = e.Value()
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("pairing codes: storing the shared key: %w", err)
+	}
+	if len(key) != 32 {
+		return nil, nil, fmt.Errorf("pairing codes: the shared key in %s is %d bytes, not 32", ps.bucket, len(key))
+	}
+	ps.kv, ps.key = kv, key
+	return kv, key, nil
+}
+
+func pairingHash(key []byte, canonical string) [32]byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(canonical))
+	var h [32]byte
+	copy(h[:], m.Sum(nil))
+	return h
+}
+
+// issue stores a new code for user, valid for ttl from now.
+func (ps *pairingShared) issue(ctx context.Context, user string, now time.Time, ttl time.Duration) (string, [32]byte, error) {
+	kv, key, err := ps.open(ctx)
+	if err != nil {
+		return "", [32]byte{}, err
+	}
+	rec, err := json.Marshal(pairingRecord{User: user, Expires: now.Add(ttl), Forget: now.Add(2 * ttl)})
+	if err != nil {
+		return "", [32]byte{}, err
+	}
+	for {
+		canonical := newPairingCode()
+		h := pairingHash(key, canonical)
+		_, err := kv.Create(ctx, hex.EncodeToString(h[:]), rec, jetstream.KeyTTL(pairingStoreTTL(2*ttl)))
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue // 2^-60; but a collision must never bind a code to two users
+		}
+		if err != nil {
+			return "", [32]byte{}, fmt.Errorf("pairing codes: storing a code: %w", err)
+		}
+		return canonical, h, nil
+	}
+}
+
+// redeem uses up the code: read, check, then mark it used at the revision
+// read, so that of two nodes redeeming it at once exactly one succeeds.
+func (ps *pairingShared) redeem(ctx context.Context, canonical string, now time.Time) (string, [32]byte, error) {
+	kv, key, err := ps.open(ctx)
+	if err != nil {
+		return "", [32]byte{}, err
+	}
+	h := pairingHash(key, canonical)
+	name := hex.EncodeToString(h[:])
+	e, err := kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return "", h, ErrPairingUnknown
+	}
+	if err != nil {
+		return "", h, fmt.Errorf("pairing codes: reading a code: %w", err)
+	}
+	var rec pairingRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return "", h, fmt.Errorf("pairing codes: a code's entry is corrupt: %w", err)
+	}
+	switch {
+	case !now.Before(rec.Forget):
+		return "", h, ErrPairingUnknown
+	case rec.Used:
+		return "", h, ErrPairingUsed
+	case !now.Before(rec.Expires):
+		return "", h, ErrPairingExpired
+	}
+	rec.Used = true
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return "", h, err
+	}
+	// kv.Update would drop the entry's TTL (nats.go has none on Update), so
+	// the used mark is published to the key's subject with the expected
+	// revision, as Update does, and the TTL that is left.
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(e.Revision())}
+	if left := rec.Forget.Sub(now); left > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(pairingStoreTTL(left)))
+	}
+	if _, err := ps.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + ps.bucket + "." + name, Data: raw}, opts...); err != nil {
+		if pairingCASFailed(err) {
+			return "", h, ErrPairingUsed // another node marked it first (or replaced it: then it is gone for good)
+		}
+		return "", h, fmt.Errorf("pairing codes: using a code: %w", err)
+	}
+	return rec.User, h, nil
+}
+
+// dropUnused deletes a replaced code, unless it was used meanwhile (a used
+// code keeps answering "used").
+func (ps *pairingShared) dropUnused(ctx context.Context, h [32]byte) error {
+	kv, _, err := ps.open(ctx)
+	if err != nil {
+		return err
+	}
+	name := hex.EncodeToString(h[:])
+	e, err := kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var rec pairingRecord
+	if json.Unmarshal(e.Value(), &rec) == nil && rec.Used {
+		return nil
+	}
+	err = kv.Purge(ctx, name, jetstream.LastRevision(e.Revision()), jetstream.PurgeTTL(time.Minute))
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return nil // used meanwhile
+	}
+	return err
+}
+
+// pairingStoreTTL is a server-side TTL for d: whole seconds (the server's unit),
+// rounded up, plus one so the server never drops what the record still
+// holds live.
+func pairingStoreTTL(d time.Duration) time.Duration {
+	return (d+time.Second-1)/time.Second*time.Second + time.Second
+}
+
+// pairingCASFailed reports a failed compare-and-swap: JetStream's code 10071,
+// or 10164 on replicated streams.
+func pairingCASFailed(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
 }
