@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -42,6 +44,12 @@ type ClusterOptions struct {
 	// Prefix begins every subject and bucket name of the cluster, so that
 	// several deployments can share one NATS. Default "browserbridge".
 	Prefix string
+	// AdvertiseURL is where the other nodes reach this node's HTTP
+	// listener (http://proxy-1:8787): a Streamable HTTP session lives on
+	// the node that made it, and a request for it that a load balancer
+	// sends elsewhere is passed there (cluster_http.go). Empty: such a
+	// request is answered 404 and the client starts a new session.
+	AdvertiseURL string
 }
 
 // DefaultPresenceTTL is ClusterOptions.PresenceTTL's default.
@@ -64,6 +72,13 @@ func (o *ClusterOptions) setDefaults() error {
 	}
 	if o.Prefix == "" {
 		o.Prefix = "browserbridge"
+	}
+	if o.AdvertiseURL != "" {
+		u, err := url.Parse(o.AdvertiseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("proxy: cluster advertise URL %q must be http(s)://host:port", o.AdvertiseURL)
+		}
+		o.AdvertiseURL = strings.TrimSuffix(o.AdvertiseURL, "/")
 	}
 	if !validNodeName.MatchString(o.Prefix) {
 		return fmt.Errorf("proxy: cluster prefix %q must be letters, digits, '-' or '_'", o.Prefix)
@@ -112,6 +127,8 @@ type clusterNode struct {
 	epoch    time.Time                // when the current watch began
 	dropped  int                      // messages NATS dropped on our subscription, seen so far
 
+	httpTransport *http.Transport // to other nodes, for their sessions' requests
+
 	m clusterMetrics
 }
 
@@ -138,6 +155,7 @@ type nodeInfo struct {
 	Started    time.Time `json:"started"`
 	Extensions int64     `json:"extensions"`
 	MCPClients int64     `json:"mcp_clients"`
+	URL        string    `json:"url,omitempty"` // ClusterOptions.AdvertiseURL
 }
 
 type clusterMetrics struct {
@@ -145,6 +163,8 @@ type clusterMetrics struct {
 	callTime  *metrics.HistogramSeries
 	dropped   *metrics.Counter
 	ended     *metrics.Counter
+
+	httpForwarded *metrics.CounterSeries
 }
 
 // userKey is the user's part of subjects and keys: user ids are any
@@ -180,12 +200,15 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 		dirty:   make(map[string]struct{}),
 		remote:  make(map[string]*remoteConn),
 		shadows: make(map[string]*mcpClient),
+
+		httpTransport: newClusterTransport(),
 	}
 	r := s.opts.Metrics
 	c.m.forwarded = r.NewCounter("browserbridge_proxy_cluster_forwarded_total", "Requests of this node's MCP clients forwarded to an extension on another node.").With()
 	c.m.callTime = r.NewHistogram("browserbridge_proxy_cluster_call_seconds", "Time from forwarding a request to another node to its reply coming back.",
 		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}).With()
 	c.m.dropped = r.NewCounter("browserbridge_proxy_cluster_dropped_total", "Cluster messages dropped, by reason.", "reason")
+	c.m.httpForwarded = r.NewCounter("browserbridge_proxy_cluster_http_forwarded_total", "Streamable HTTP requests passed to the node that holds their session.").With()
 	c.m.ended = r.NewCounter("browserbridge_proxy_cluster_links_ended_total", "Cross-node connections ended by the cluster (a node or NATS went away), by reason.", "reason")
 	r.NewGaugeFunc("browserbridge_proxy_cluster_peers", "Other nodes of the cluster alive now.", func() float64 { return float64(len(c.alivePeers())) })
 	r.NewGaugeFunc("browserbridge_proxy_cluster_links", "Cross-node connections: this node's clients to other nodes' extensions (side client), other nodes' clients of this node's extensions (side extension).", func() float64 {
@@ -266,6 +289,7 @@ func (c *clusterNode) stop() {
 	}
 	_ = kvN.Delete(ctx, c.opts.Node)
 	c.failLinks("the proxy node is shutting down", "shutdown")
+	c.httpTransport.CloseIdleConnections()
 }
 
 // extensionUp and extensionDown record this node's extensions in the
@@ -453,7 +477,7 @@ func (c *clusterNode) heartbeat(ctx context.Context) {
 	c.mu.Lock()
 	kv := c.kvN
 	c.mu.Unlock()
-	b, _ := json.Marshal(nodeInfo{Node: c.opts.Node, Started: c.s.started, Extensions: c.s.nExt.Load(), MCPClients: c.s.nMCP.Load()})
+	b, _ := json.Marshal(nodeInfo{Node: c.opts.Node, Started: c.s.started, Extensions: c.s.nExt.Load(), MCPClients: c.s.nMCP.Load(), URL: c.opts.AdvertiseURL})
 	if _, err := kv.Put(ctx, c.opts.Node, b); err != nil && c.ctx.Err() == nil {
 		c.s.log.Debug("proxy cluster: heartbeat", "node", c.opts.Node, "err", err)
 	}
@@ -719,7 +743,7 @@ func (c *clusterNode) health() map[string]any {
 		p := c.peers[name]
 		peers = append(peers, map[string]any{
 			"node": name, "alive": c.aliveLocked(name), "last_seen_ms": time.Since(p.lastSeen).Milliseconds(),
-			"extensions": p.info.Extensions, "mcp_clients": p.info.MCPClients,
+			"extensions": p.info.Extensions, "mcp_clients": p.info.MCPClients, "url": p.info.URL,
 		})
 	}
 	out, in := len(c.remote), len(c.shadows)

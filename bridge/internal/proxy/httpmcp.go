@@ -213,6 +213,9 @@ func (h *httpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // routeMCP serves an MCP endpoint request that passed the guard: the
 // bearer check for its resource, then the endpoint.
 func (h *httpEndpoint) routeMCP(w http.ResponseWriter, r *http.Request) {
+	if c := h.s.cluster; c != nil && c.forwardSession(w, r) {
+		return // the session lives on another node, which answered
+	}
 	ep, ok := parseEndpoint(r.URL.Path)
 	if !ok {
 		notFound(w, fmt.Sprintf("No route %s %s: your browsers are at /mcp, one of them at /browsers/ID/mcp (ID from list_browsers), a local MCP server of yours at /servers/NAME/mcp (NAME as in your bridge's mcpServers).",

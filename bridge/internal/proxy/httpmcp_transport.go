@@ -223,6 +223,9 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 		return
 	}
 	ss.id = rand.Text()
+	if c := h.s.cluster; c != nil {
+		ss.id = c.sessionIDPrefix() + ss.id // which node holds it (cluster_http.go)
+	}
 	ss.mu.Lock() // reap reads the timer under the lock
 	ss.timer = time.AfterFunc(h.opts.SessionTimeout, ss.reap)
 	ss.mu.Unlock()

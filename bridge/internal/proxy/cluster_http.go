@@ -1,0 +1,87 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+)
+
+// Streamable HTTP sessions in a cluster. A stateful session lives on the
+// node that initialized it, and its id begins with that node's name. A
+// load balancer may send its next request to any node: that node passes
+// the request on, untouched (bearer token included: the owner checks it),
+// to the owner's advertised URL (ClusterOptions.AdvertiseURL, sent with its
+// heartbeats). Stateless (2026-07-28) requests need none of this.
+
+// hdrForwardedBy marks a request one node passed to another, so that it is
+// never passed on twice.
+const hdrForwardedBy = "Browserbridge-Forwarded-By"
+
+// sessionIDPrefix begins the ids of sessions made on this node.
+func (c *clusterNode) sessionIDPrefix() string { return c.opts.Node + "." }
+
+// sessionOwner returns the node that holds the session sid, if it is
+// another node of the cluster, with the URL it is reached at.
+func (c *clusterNode) sessionOwner(sid string) (node, base string, ok bool) {
+	node, _, found := strings.Cut(sid, ".")
+	if !found || node == c.opts.Node || !validNodeName.MatchString(node) {
+		return "", "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[node]
+	if p == nil || !c.aliveLocked(node) || p.info.URL == "" {
+		return node, "", false
+	}
+	return node, p.info.URL, true
+}
+
+// forwardSession passes r to the node that holds its session, and reports
+// whether it did; false leaves r to this node (which will not find the
+// session, and says so).
+func (c *clusterNode) forwardSession(w http.ResponseWriter, r *http.Request) bool {
+	sid := r.Header.Get(mcphttp.HeaderSessionID)
+	if sid == "" || r.Header.Get(hdrForwardedBy) != "" {
+		return false
+	}
+	node, base, ok := c.sessionOwner(sid)
+	if !ok {
+		return false
+	}
+	target, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	c.m.httpForwarded.Inc()
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host // the owner checks its public host
+			pr.Out.Header.Set(hdrForwardedBy, c.opts.Node)
+		},
+		Transport:     c.httpTransport,
+		FlushInterval: -1, // event streams pass at once
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			c.s.log.Info("proxy cluster: passing a session's request to its node failed", "peer", node, "err", err)
+			w.Header().Set("Retry-After", "5")
+			mcphttp.WriteError(w, http.StatusBadGateway, nil, -32603,
+				"this session lives on proxy node "+node+", which could not be reached just now; try again, or initialize a new session")
+		},
+	}
+	rp.ServeHTTP(w, r)
+	return true
+}
+
+func newClusterTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil, // nodes reach each other directly
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // a POST's answer may take as long as its call
+		TLSHandshakeTimeout:   10 * time.Second,
+	}
+}
