@@ -180,7 +180,7 @@ func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, er
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("NATS reconnected", "server", nc.ConnectedUrlRedacted())
+			log.Info("NATS reconnected", "server", redact(nc.ConnectedUrl()))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subject := ""
@@ -240,7 +240,7 @@ func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, er
 			return nil, fmt.Errorf("connecting to NATS at %s: %w", redactList(c.urls), err)
 		}
 		cl.conn = nc
-		log.Info("connected to NATS", "server", nc.ConnectedUrlRedacted())
+		log.Info("connected to NATS", "server", redact(nc.ConnectedUrl()))
 	}
 	js, err := jetstream.New(cl.conn)
 	if err != nil {

@@ -388,7 +388,10 @@ func TestServeTwoNodes(t *testing.T) {
 		t.Fatalf("node a does not log its NATS client URL:\n%s", a.logs.String())
 	}
 	natsURL, _, _ := strings.Cut(rest, " ")
-	b := startNode(t, "--secret-file", secret, "--nats", natsURL, "--node", "b", "--presence-ttl", "2s",
+	// The embedded server asks for no password and ignores one: it stands
+	// for a NATS that does, to see that the password is never logged.
+	withPassword := strings.Replace(natsURL, "nats://", "nats://proxy:hunter2@", 1)
+	b := startNode(t, "--secret-file", secret, "--nats", withPassword, "--node", "b", "--presence-ttl", "2s",
 		"--public-url", "https://proxy.example.com", "--oauth-config", oauthConfig(t, `{"users":{"password:owner":"alice"}}`))
 	if strings.Contains(b.logs.String(), "kept in memory") {
 		t.Errorf("node b says its OAuth state is in memory:\n%s", b.logs.String())
@@ -404,6 +407,9 @@ func TestServeTwoNodes(t *testing.T) {
 				t.Fatalf("node %v never saw peer %s: %v", tc.self.health(t)["node"], tc.peerName, tc.self.health(t))
 			}
 		}
+	}
+	if strings.Contains(b.logs.String(), "hunter2") {
+		t.Errorf("node b logs the NATS password:\n%s", b.logs.String())
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+b.addr+"/.well-known/oauth-authorization-server", nil)
 	req.Host = "proxy.example.com"
@@ -426,4 +432,19 @@ func hasPeer(h map[string]any, name string) bool {
 		}
 	}
 	return false
+}
+
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"no user", "nats://a:4222", "nats://a:4222"},
+		{"user and password", "nats://bob:hunter2@a:4222", "nats://REDACTED@a:4222"},
+		{"a token as the user", "nats://s3cr3t@a:4222", "nats://REDACTED@a:4222"},
+		{"not a URL", "bob:hunter2@%zz", "…@%zz"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := redact(tc.in); got != tc.want {
+				t.Fatalf("redact(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
 }
