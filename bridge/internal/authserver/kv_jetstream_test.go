@@ -34,7 +34,7 @@ func init() {
 
 // startNATS runs a real NATS server with JetStream, on a random loopback
 // port and a temporary store, until the test ends.
-func startNATS(t *testing.T) string {
+func startNATS(t testing.TB) string {
 	t.Helper()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
 		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
@@ -52,7 +52,7 @@ func startNATS(t *testing.T) string {
 
 // jetStreamOf connects to the NATS at url (one connection per call, as
 // each node has its own) until the test ends.
-func jetStreamOf(t *testing.T, url string) jetstream.JetStream {
+func jetStreamOf(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -458,4 +458,43 @@ func TestJetStreamSignInAcrossNodes(t *testing.T) {
 	if served[0].Load() == 0 || served[1].Load() == 0 {
 		t.Fatalf("requests served per node: %d, %d; the flow did not cross nodes", served[0].Load(), served[1].Load())
 	}
+}
+
+// BenchmarkJetStreamKV: what the shared store costs where it is used most,
+// beside BenchmarkVerify and BenchmarkRefresh's memory and bolt: the bearer
+// check of every MCP request (two reads) and a refresh (reads, a
+// compare-and-swap, creates), against a NATS server in this process.
+func BenchmarkJetStreamKV(b *testing.B) {
+	res := Resource{URI: "https://as.example/mcp", Name: "bench"}
+	kv, err := NewJetStreamKV(jetStreamOf(b, startNATS(b)), "bench", 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(Config{Issuer: "https://as.example", Identity: IdentityConfig{Password: testPassword}, KV: kv,
+		Resources: func(uri string) (Resource, bool) { return res, uri == res.URI }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	c := Client{ID: benchClientID, Name: "bench", RedirectURIs: []string{claudeCallback}, GrantTypes: []string{"authorization_code", "refresh_token"},
+		TokenEndpointAuthMethod: "none", CreatedAt: time.Now(), LastUsedAt: time.Now()}
+	if _, err := s.createJSON(context.Background(), bucketClients, c.ID, c, time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	access, refresh := benchTokens(b, s, res)
+	b.Run("verify", func(b *testing.B) {
+		ctx := context.Background()
+		for b.Loop() {
+			if _, err := s.Verify(ctx, access, res.URI); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("refresh", func(b *testing.B) {
+		h := s.Handler()
+		for b.Loop() {
+			out := benchPost(b, h, "/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {benchClientID}})
+			refresh = out["refresh_token"].(string)
+		}
+	})
 }
