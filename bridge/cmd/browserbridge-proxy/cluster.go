@@ -43,13 +43,12 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // clusterFlags are serve's flags for joining a cluster of proxies over
 // NATS (docs/proxy-cluster.md).
 type clusterFlags struct {
-	nats, node, prefix                   string
+	nats, node, prefix, advertise        string
 	listen, store, routes, clusterListen string
 	creds, ca, cert, key                 string
 	replicas                             int
 	presenceTTL                          time.Duration
 	set                                  map[string]bool // flags given on the command line
-	stateFlag                            string          // --oauth-state's value, refused beside --nats
 	embedded                             bool
 	urls                                 []string
 	routeList                            []string
@@ -58,6 +57,7 @@ type clusterFlags struct {
 func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.nats, "nats", "", `join a cluster of proxies: NATS server URLs, comma-separated (nats://a:4222,nats://b:4222), or "embedded" to run a NATS server in this process`)
 	fs.StringVar(&c.node, "node", "", "with --nats: this node's name, unique in the cluster (default: the host name)")
+	fs.StringVar(&c.advertise, "advertise-url", "", "with --nats: where the other nodes reach this node (http://proxy-1:8787), so a Streamable HTTP session's requests that a load balancer sends to another node are passed here")
 	fs.StringVar(&c.prefix, "nats-prefix", "browserbridge", "with --nats: the first part of every subject and bucket name, so deployments can share one NATS")
 	fs.IntVar(&c.replicas, "nats-replicas", 1, "with --nats: JetStream copies of the cluster's buckets (3 for a NATS cluster of three)")
 	fs.DurationVar(&c.presenceTTL, "presence-ttl", proxy.DefaultPresenceTTL, "with --nats: how long a node that stopped heartbeating is taken for alive")
@@ -75,9 +75,8 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 func (c *clusterFlags) validate(fs *flag.FlagSet, oauthState string) error {
 	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
-	c.stateFlag = oauthState
 	if c.nats == "" {
-		for _, name := range []string{"node", "nats-prefix", "nats-replicas", "presence-ttl", "nats-creds", "nats-ca", "nats-cert", "nats-key",
+		for _, name := range []string{"node", "advertise-url", "nats-prefix", "nats-replicas", "presence-ttl", "nats-creds", "nats-ca", "nats-cert", "nats-key",
 			"nats-listen", "nats-store", "nats-routes", "nats-cluster-listen"} {
 			if c.set[name] {
 				return fmt.Errorf("--%s goes with --nats (a node of a cluster); without --nats the proxy runs alone", name)
@@ -93,6 +92,11 @@ func (c *clusterFlags) validate(fs *flag.FlagSet, oauthState string) error {
 	}
 	if !validName.MatchString(c.node) {
 		return fmt.Errorf("--node %q: a node name is 1 to 64 letters, digits, '-' or '_'", c.node)
+	}
+	if c.advertise != "" {
+		if u, err := url.Parse(c.advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("--advertise-url %q: the URL the other nodes reach this node's listener at, http(s)://host:port, no path", redact(c.advertise))
+		}
 	}
 	if !validName.MatchString(c.prefix) {
 		return fmt.Errorf("--nats-prefix %q: letters, digits, '-' or '_' only", c.prefix)
@@ -258,7 +262,8 @@ func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, er
 		return nil, fmt.Errorf("NATS JetStream (the cluster needs it: nats-server -js): %w", err)
 	}
 	cl.js = js
-	cl.opts = &proxy.ClusterOptions{Conn: cl.conn, Node: c.node, PresenceTTL: c.presenceTTL, Replicas: c.replicas, Prefix: c.prefix}
+	cl.opts = &proxy.ClusterOptions{Conn: cl.conn, Node: c.node, PresenceTTL: c.presenceTTL, Replicas: c.replicas, Prefix: c.prefix,
+		AdvertiseURL: c.advertise}
 	return cl, nil
 }
 

@@ -40,7 +40,7 @@ var usage = fmt.Sprintf(`usage:
       [--public-url https://proxy.example.com [--oauth-state FILE] [--oauth-config FILE]]
       [--nats nats://a:4222,nats://b:4222 [--nats-creds FILE] [--nats-ca FILE] [--nats-cert FILE --nats-key FILE]
        | --nats embedded [--nats-listen HOST:PORT] [--nats-store DIR] [--nats-routes URLS --nats-cluster-listen HOST:PORT]]
-      [--node NAME] [--nats-replicas 1] [--nats-prefix browserbridge] [--presence-ttl %v]
+      [--node NAME] [--advertise-url http://NODE:8787] [--nats-replicas 1] [--nats-prefix browserbridge] [--presence-ttl %v]
   browserbridge-proxy token --secret-file FILE --user USER --kind extension|mcp [--ttl 720h] [--url URL]
   browserbridge-proxy version
 
@@ -54,7 +54,8 @@ The limits are described in docs/limits.md; 0 turns a cap off.
 --nats makes this proxy a node of a cluster (docs/proxy-cluster.md): extensions and
 clients connected to different nodes work together. NATS needs JetStream; the
 nodes keep the OAuth state there (no --oauth-state). --nats embedded runs a NATS
-server in this process. --node defaults to the host name.
+server in this process. --node defaults to the host name. With --public-url, give
+each node --advertise-url so that a session's requests reach the node that holds it.
 `, proxy.DefaultMaxConnsPerIP, proxy.DefaultMaxMCPPerUser, proxy.DefaultMaxExtensionsPerUser,
 	proxy.DefaultIdleTimeout, proxy.DefaultReadTimeout, proxy.DefaultPresenceTTL, config.EnvOAuthPassword)
 
@@ -203,7 +204,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	base := scheme + "://" + ln.Addr().String()
 	if opts.Cluster != nil {
 		log.Info("a node of a proxy cluster over NATS", "node", opts.Cluster.Node, "replicas", opts.Cluster.Replicas,
-			"presence_ttl", opts.Cluster.PresenceTTL, "prefix", opts.Cluster.Prefix)
+			"presence_ttl", opts.Cluster.PresenceTTL, "prefix", opts.Cluster.Prefix, "advertise_url", opts.Cluster.AdvertiseURL)
+		if opts.HTTP != nil && opts.Cluster.AdvertiseURL == "" {
+			log.Warn("no --advertise-url: a Streamable HTTP session's request that the load balancer sends to another node gets 404, and its client starts a new session")
+		}
 	}
 	log.Info("browserbridge-proxy serving", "version", buildinfo.String(), "url", base+"/",
 		"extensions", base+relaywire.PathExtension, "mcp", base+relaywire.PathMCP, "alg", keys.Alg())
