@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -141,6 +142,79 @@ func TestJetStreamKVShared(t *testing.T) {
 	}
 	if _, _, err := c.Get(ctx, bucketCodes, "other"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("another prefix reads the entry: %v", err)
+	}
+}
+
+// TestJetStreamKVReplicated: on three clustered NATS servers with three
+// replicas, where JetStream reports a failed compare-and-swap with another
+// code (10164) than on one server: the contract's refusals still read as
+// ErrExists and ErrConflict, each node on its own server.
+func TestJetStreamKVReplicated(t *testing.T) {
+	ctx := context.Background()
+	servers, err := natsembed.StartCluster(3, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Shutdown()
+		}
+	})
+	var kvs []KV
+	for _, s := range servers {
+		kv, err := newJetStreamKV(jetStreamOf(t, s.ClientURL()), "r3", 3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs = append(kvs, kv)
+	}
+	rev := mustCreate(t, kvs[0], bucketFamilies, "k", "v", time.Minute)
+	if _, err := kvs[1].Create(ctx, bucketFamilies, "k", []byte("v"), time.Minute); !errors.Is(err, ErrExists) {
+		t.Fatalf("create over a live entry: %v", err)
+	}
+	if _, err := kvs[2].Update(ctx, bucketFamilies, "k", []byte("v2"), rev, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvs[1].Update(ctx, bucketFamilies, "k", []byte("v3"), rev, time.Minute); !errors.Is(err, ErrConflict) {
+		t.Fatalf("update at a stale revision: %v", err)
+	}
+	// The swap itself refused (10164), not the read before it: all three
+	// update at the revision they read, at once.
+	_, rev, err = kvs[0].Get(ctx, bucketFamilies, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, len(kvs))
+	var wg sync.WaitGroup
+	for i, kv := range kvs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = kv.Update(ctx, bucketFamilies, "k", []byte(fmt.Sprint(i)), rev, time.Minute)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, ErrConflict):
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of 3 updates at one revision succeeded", won)
+	}
+	// And the swap's own refusal, without the read that usually catches a
+	// stale revision first.
+	k := kvs[1].(*jetStreamKV)
+	b, err := k.bucket(ctx, bucketFamilies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.swap(ctx, b, "k", k.seal([]byte("x"), time.Minute), rev, time.Minute); !isWrongLastSeq(err) {
+		t.Fatalf("a swap at a stale revision on three replicas: %v, want a wrong-last-sequence refusal", err)
 	}
 }
 

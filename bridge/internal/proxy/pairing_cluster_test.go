@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -227,5 +228,77 @@ func TestPairingStoreDown(t *testing.T) {
 	}
 	if _, rerr := srv.issuePairingCode("alice"); rerr == nil || rerr.Code != relaywire.CodeInternalError {
 		t.Fatalf("issue with the store down: %v, want an internal error", rerr)
+	}
+}
+
+// TestPairingReplicated: on three clustered NATS servers with three
+// replicas, where a failed compare-and-swap has another code (10164) than
+// on one server, a code redeemed through three nodes at once still works
+// exactly once and the losers hear "used", not a store failure.
+func TestPairingReplicated(t *testing.T) {
+	servers, err := natsembed.StartCluster(3, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Shutdown()
+		}
+	})
+	ctx := context.Background()
+	stores := make([]*pairingShared, len(servers))
+	for i, s := range servers {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		stores[i] = newPairingShared(&ClusterOptions{Conn: nc, Prefix: "r3", Replicas: 3})
+	}
+	now := time.Now()
+	for round := range 5 {
+		code, _, err := stores[round%3].issue(ctx, "carol", now, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make([]error, len(stores))
+		var wg sync.WaitGroup
+		for i, ps := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _, errs[i] = ps.redeem(ctx, code, now)
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, ErrPairingUsed):
+				t.Fatalf("round %d, node %d: %v", round, i, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d redemptions succeeded, want 1", round, won)
+		}
+	}
+
+	// The swap's own refusal on replicas is recognised as one.
+	kv, _, err := stores[0].open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.Put(ctx, "probe", []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "probe", []byte("2")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = stores[0].js.PublishMsg(ctx, &nats.Msg{Subject: "$KV.r3_pairing.probe", Data: []byte("3")}, jetstream.WithExpectLastSequencePerSubject(rev))
+	if !pairingCASFailed(err) {
+		t.Fatalf("a stale swap on three replicas: %v, want a recognised refusal", err)
 	}
 }
