@@ -145,10 +145,14 @@ func (s *Server) start() error {
 	debug := o.Logger != nil && o.Logger.Enabled(context.Background(), slog.LevelDebug)
 	ns.SetLoggerV2(logs, debug, false, false)
 	ns.Start()
-	if !ns.ReadyForConnections(o.ReadyTimeout) {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-		return fmt.Errorf("natsembed: server %s was not ready for connections within %v: %s", o.Name, o.ReadyTimeout, logs.lastError())
+	// In short steps: a listener that cannot bind is logged as fatal at
+	// once, and waiting out the whole timeout after it helps nobody.
+	for deadline := time.Now().Add(o.ReadyTimeout); !ns.ReadyForConnections(50 * time.Millisecond); {
+		if fatal := logs.fatal(); fatal != "" || time.Now().After(deadline) {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			return fmt.Errorf("natsembed: server %s was not ready for connections within %v: %s", o.Name, o.ReadyTimeout, logs.lastError())
+		}
 	}
 	if o.ClusterListen == "" && !ns.JetStreamEnabled() {
 		ns.Shutdown()
@@ -339,21 +343,31 @@ func (s *Server) removeTemp() {
 // for Start's message. nats-server calls Fatalf for a listener that
 // cannot bind; it must not end the process here.
 type logAdapter struct {
-	log  *slog.Logger
-	mu   sync.Mutex
-	last string
+	log            *slog.Logger
+	mu             sync.Mutex
+	last, fatalMsg string
 }
 
-func (l *logAdapter) record(level slog.Level, format string, v []any) {
+func (l *logAdapter) record(level slog.Level, format string, v []any, fatal bool) {
 	msg := fmt.Sprintf(format, v...)
 	if level >= slog.LevelError {
 		l.mu.Lock()
 		l.last = msg
+		if fatal {
+			l.fatalMsg = msg
+		}
 		l.mu.Unlock()
 	}
 	if l.log != nil {
 		l.log.Log(context.Background(), level, msg)
 	}
+}
+
+// fatal returns the message of a fatal error logged, if any.
+func (l *logAdapter) fatal() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fatalMsg
 }
 
 func (l *logAdapter) lastError() string {
@@ -365,11 +379,11 @@ func (l *logAdapter) lastError() string {
 	return l.last
 }
 
-func (l *logAdapter) Noticef(format string, v ...any) { l.record(slog.LevelDebug, format, v) }
-func (l *logAdapter) Warnf(format string, v ...any)   { l.record(slog.LevelWarn, format, v) }
-func (l *logAdapter) Fatalf(format string, v ...any)  { l.record(slog.LevelError, format, v) }
-func (l *logAdapter) Errorf(format string, v ...any)  { l.record(slog.LevelError, format, v) }
-func (l *logAdapter) Debugf(format string, v ...any)  { l.record(slog.LevelDebug, format, v) }
-func (l *logAdapter) Tracef(format string, v ...any)  { l.record(slog.LevelDebug-4, format, v) }
+func (l *logAdapter) Noticef(format string, v ...any) { l.record(slog.LevelDebug, format, v, false) }
+func (l *logAdapter) Warnf(format string, v ...any)   { l.record(slog.LevelWarn, format, v, false) }
+func (l *logAdapter) Fatalf(format string, v ...any)  { l.record(slog.LevelError, format, v, true) }
+func (l *logAdapter) Errorf(format string, v ...any)  { l.record(slog.LevelError, format, v, false) }
+func (l *logAdapter) Debugf(format string, v ...any)  { l.record(slog.LevelDebug, format, v, false) }
+func (l *logAdapter) Tracef(format string, v ...any)  { l.record(slog.LevelDebug-4, format, v, false) }
 
 var _ server.Logger = (*logAdapter)(nil)
