@@ -130,7 +130,8 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 // never anyone else. The code is then used up. Each attempt counts against
 // the limits before it is checked, so parallel guesses cannot slip past
 // them; the error is ErrPairingUnknown, ErrPairingExpired, ErrPairingUsed,
-// one wrapping ErrPairingLimited, or relaywire.ErrPairingCodeFormat.
+// one wrapping ErrPairingLimited, relaywire.ErrPairingCodeFormat, or, on a
+// cluster whose store does not answer, ErrPairingUnavailable.
 func (s *Server) RedeemPairingCode(code, clientIP string) (userID string, err error) {
 	p := s.pairingStore(false)
 	if p == nil {
