@@ -274,8 +274,22 @@ func (c *clusterNode) stop() {
 	}
 	c.mu.Lock()
 	kvP, kvN := c.kvP, c.kvN
-	keys := make([]string, 0, len(c.own))
+	// Every entry of this node: its extensions' (they may have left just
+	// now, their deletes not written yet) and any the mirror shows.
+	keySet := make(map[string]struct{}, len(c.own)+len(c.dirty))
 	for k := range c.own {
+		keySet[k] = struct{}{}
+	}
+	for k := range c.dirty {
+		keySet[k] = struct{}{}
+	}
+	for k, e := range c.mirror {
+		if e.Node == c.opts.Node {
+			keySet[k] = struct{}{}
+		}
+	}
+	keys := make([]string, 0, len(keySet))
+	for k := range keySet {
 		keys = append(keys, k)
 	}
 	c.own = map[string]presenceEntry{}
@@ -524,6 +538,11 @@ func (c *clusterNode) presenceUpdate(u jetstream.KeyValueEntry) {
 		}
 		set[key] = struct{}{}
 		arrived = !had && e.Node != c.opts.Node && e.Kind == "browser"
+		if _, mine := c.own[key]; e.Node == c.opts.Node && !mine {
+			// Left by an earlier run of this node (it was killed): gone.
+			c.dirty[key] = struct{}{}
+			defer c.kick()
+		}
 	} else if _, mine := c.own[key]; mine {
 		// Another node took this node for dead and deleted its entry:
 		// it is alive, so the entry goes back.

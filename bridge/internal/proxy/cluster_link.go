@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,11 @@ const (
 
 	opDetach   = "detach"   // client's node → extension's node: the client left the connection
 	opDetached = "detached" // extension's node → client's node: the extension side ended it
+
+	// Bb-Reason of a detach: the client disconnected (spec 001's
+	// disconnect), or it is gone.
+	detachDisconnect = "disconnect"
+	detachGone       = "gone"
 )
 
 // mailboxLimit bounds what waits for one slow connection (its client not
@@ -188,9 +194,15 @@ type shadowLink struct {
 	connID   string
 	toClient string
 	box      mailbox
+	// muted: the client's node left the connection and answered its
+	// client itself; nothing more goes back.
+	muted atomic.Bool
 }
 
 func (l *shadowLink) Send(msg []byte) bool {
+	if l.muted.Load() {
+		return false
+	}
 	return l.c.publish(l.toClient, msg, "", "", false) == nil
 }
 
@@ -198,11 +210,17 @@ func (l *shadowLink) TrySend(msg []byte) bool { return l.Send(msg) }
 
 func (l *shadowLink) refuse(id []byte, e *relaywire.Error, reason string) {
 	l.c.s.m.refused.With(reason).Inc()
+	if l.muted.Load() {
+		return
+	}
 	_ = l.c.publish(l.toClient, relaywire.AppendError(nil, id, e), "", "", true)
 }
 
 func (l *shadowLink) answer(id []byte, e *relaywire.Error, reason string) {
 	l.c.s.m.refused.With(reason).Inc()
+	if l.muted.Load() {
+		return
+	}
 	_ = l.c.publish(l.toClient, relaywire.AppendError(nil, id, e), "", "", false)
 }
 
@@ -284,7 +302,7 @@ func (c *clusterNode) toExtension(uk, connID string, msg *nats.Msg) {
 		c.m.dropped.With("user_mismatch").Inc()
 		return
 	}
-	it := boxItem{data: msg.Data, op: msg.Header.Get(hdrOp)}
+	it := boxItem{data: msg.Data, op: msg.Header.Get(hdrOp), reason: msg.Header.Get(hdrReason)}
 	if !sh.link.box.put(it, nil, func(it boxItem) { c.runShadow(sh, it) }) {
 		// The extension is not keeping up with this client: its calls
 		// are refused until the mailbox drains.
@@ -298,7 +316,11 @@ func (c *clusterNode) toExtension(uk, connID string, msg *nats.Msg) {
 
 func (c *clusterNode) runShadow(sh *mcpClient, it boxItem) {
 	if it.op == opDetach {
-		c.dropShadow(sh)
+		// The client's node answered its client's calls; the extension
+		// is told as on one node: a disconnect, or a client gone.
+		sh.link.muted.Store(true)
+		sh.dropConnection(it.reason == detachDisconnect)
+		c.forgetShadow(sh)
 		return
 	}
 	var m relaywire.Message
@@ -647,7 +669,11 @@ func (rc *remoteConn) close(tell bool) {
 			rc.mc.c.Send(relaywire.AppendError(nil, json.RawMessage(id), e))
 		}
 	}
-	if err := rc.c.publish(rc.toExt, nil, opDetach, "", false); err != nil {
+	why := detachGone
+	if tell {
+		why = detachDisconnect
+	}
+	if err := rc.c.publish(rc.toExt, nil, opDetach, why, false); err != nil {
 		// The other node will drop its side when it sees this one's
 		// NATS link or heartbeats gone.
 		rc.c.m.dropped.With("publish").Inc()

@@ -155,6 +155,12 @@ func (e *extension) detachAll(code int, msg, reason string) {
 	e.conns = make(map[string]*connection)
 	e.mu.Unlock()
 	for _, cn := range conns {
+		code, msg, reason := code, msg, reason
+		if cn.mcp.link != nil && code == relaywire.CodeShuttingDown {
+			// Another node's client: its own proxy is not stopping,
+			// the extension's node is, which is the extension gone.
+			code, msg, reason = relaywire.CodeExtensionGone, "the proxy node that holds the extension is shutting down", relaywire.ReasonExtensionGone
+		}
 		cn.close(code, msg, true)
 		cn.mcp.detached(cn, reason)
 	}
