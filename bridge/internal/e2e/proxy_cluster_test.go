@@ -219,12 +219,21 @@ func dialLister(t *testing.T, p *publicProxy, tok string) *relayLister {
 
 func (l *relayLister) call(method string, params any) json.RawMessage {
 	l.t.Helper()
+	res, _ := l.callNotes(method, params)
+	return res
+}
+
+// callNotes sends a request and returns its result and the notifications
+// that came before it, in order.
+func (l *relayLister) callNotes(method string, params any) (json.RawMessage, []*relaywire.Message) {
+	l.t.Helper()
 	l.next++
 	id := json.RawMessage(strconv.Itoa(l.next))
 	_ = l.ws.SetWriteDeadline(time.Now().Add(callWait))
 	if err := l.ws.WriteMessage(websocket.TextMessage, relaywire.AppendRequestRawID(nil, id, method, relaywire.MarshalParams(params))); err != nil {
 		l.t.Fatalf("%s: %v", method, err)
 	}
+	var notes []*relaywire.Message
 	for {
 		_ = l.ws.SetReadDeadline(time.Now().Add(callWait)) // a deadlock guard
 		_, data, err := l.ws.ReadMessage()
@@ -235,13 +244,16 @@ func (l *relayLister) call(method string, params any) json.RawMessage {
 		if perr != nil {
 			l.t.Fatalf("%s: a bad message %s: %v", method, data, perr)
 		}
-		if kind != relaywire.KindReply || string(m.ID) != string(id) {
+		switch {
+		case kind == relaywire.KindNotification:
+			notes = append(notes, m)
 			continue
-		}
-		if m.Error != nil {
+		case kind != relaywire.KindReply || string(m.ID) != string(id):
+			continue
+		case m.Error != nil:
 			l.t.Fatalf("%s: %s", method, m.Error)
 		}
-		return m.Result
+		return m.Result, notes
 	}
 }
 
@@ -527,14 +539,41 @@ func TestProxyClusterRelay(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(testutil.Text(res), "completed") {
 		t.Fatalf("the long-running operation through node a to node b's server: %v %s", err, describeResult(res))
 	}
-	// Progress comes before the result, in order (the proxy keeps a
-	// call's notifications ahead of its reply, across nodes too).
-	mu.Lock()
-	got := strings.Join(progress, " ")
-	mu.Unlock()
-	if got != "cluster-7:1/3 cluster-7:2/3 cluster-7:3/3" {
-		t.Errorf("progress through node a from node b's server: %q, want three steps of token cluster-7 before the result", got)
+	// The SDK client hands notifications to its handler on a goroutine of
+	// their own, so they may come after CallTool returned: wait for them.
+	waitFor(t, callWait, func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		got := strings.Join(progress, " ")
+		return got == "cluster-7:1/3 cluster-7:2/3 cluster-7:3/3", fmt.Sprintf("progress through node a from node b's server: %q, want three steps of token cluster-7", got)
+	})
+	waitRemotePairs(t, a, b)
+
+	// On the wire, a call's progress comes before its result, in order,
+	// across the nodes as on one: spec 001 on node a, read in order.
+	onA.call(relaywire.MethodConnect, relaywire.ConnectParams{ExtensionID: serverID})
+	raw, notes := onA.callNotes("tools/call", map[string]any{"name": "trigger-long-running-operation",
+		"arguments": map[string]any{"duration": 0.3, "steps": 3}, "_meta": map[string]any{"progressToken": "wire-8"}})
+	if !strings.Contains(string(raw), "completed") {
+		t.Fatalf("the long-running operation over spec 001 on node a: %s", raw)
 	}
+	var steps []string
+	for _, n := range notes {
+		if n.Method != relaywire.MethodProgress {
+			continue
+		}
+		var pp struct {
+			Token    string  `json:"progressToken"`
+			Progress float64 `json:"progress"`
+			Total    float64 `json:"total"`
+		}
+		_ = json.Unmarshal(n.Params, &pp)
+		steps = append(steps, fmt.Sprintf("%s:%g/%g", pp.Token, pp.Progress, pp.Total))
+	}
+	if got := strings.Join(steps, " "); got != "wire-8:1/3 wire-8:2/3 wire-8:3/3" {
+		t.Errorf("progress before the result over spec 001 on node a: %q, want three steps of token wire-8", got)
+	}
+
 	waitRemotePairs(t, a, b)
 
 	// Both clients close: their `browserbridge connect` processes end.
