@@ -39,8 +39,9 @@ type Options struct {
 	// "browserbridge".
 	Name string
 	// Listen is the client listener, host:port (port 0: a free port, kept
-	// across Restart). "": no listener, only in-process connections
-	// (Connect).
+	// across Restart). "": only in-process connections (Connect); a
+	// clustered server then listens on a loopback port all the same, which
+	// nats-server needs before it starts its routes.
 	Listen string
 	// StoreDir keeps JetStream's files. "": a temporary directory, removed
 	// by Shutdown (kept across Stop and Restart).
@@ -114,9 +115,15 @@ func (s *Server) start() error {
 		NoSigs:     true, // the process's signals are its owner's
 		NoLog:      true, // SetLoggerV2 below instead
 	}
-	if o.Listen == "" {
+	switch {
+	case o.Listen == "" && o.ClusterListen != "":
+		// nats-server starts routing only once its client listener is up,
+		// so a clustered server needs one: on loopback, at a port of its
+		// own choosing, and unnamed (Connect stays in-process).
+		sopts.Host, sopts.Port = "127.0.0.1", server.RANDOM_PORT
+	case o.Listen == "":
 		sopts.DontListen = true
-	} else {
+	default:
 		host, port, err := splitHostPort("Listen", o.Listen)
 		if err != nil {
 			return err

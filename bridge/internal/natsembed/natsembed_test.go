@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -287,5 +288,49 @@ func wait(t *testing.T, ch chan struct{}, what string) {
 	case <-ch:
 	case <-time.After(guard):
 		t.Fatalf("no %s", what)
+	}
+}
+
+// Clustered servers without a client listener (as `serve --nats embedded
+// --nats-routes` without --nats-listen): nats-server routes only once a
+// client listener is up, so each still gets a loopback one; clients stay
+// in-process.
+func TestClusterInProcess(t *testing.T) {
+	ports, err := freePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, "nats-route://127.0.0.1:"+strconv.Itoa(p))
+	}
+	var servers []*Server
+	defer func() {
+		for _, s := range servers {
+			s.Shutdown()
+		}
+	}()
+	for i, p := range ports {
+		s, err := Start(Options{Name: "p" + strconv.Itoa(i), StoreDir: t.TempDir(), Cluster: "c",
+			ClusterListen: "127.0.0.1:" + strconv.Itoa(p), Routes: routes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, s)
+		if s.ClientURL() != "" {
+			t.Errorf("server %d names a client URL: %s", i, s.ClientURL())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	if err := WaitCluster(ctx, servers); err != nil {
+		t.Fatal(err)
+	}
+	b := kv(t, connect(t, servers[0]), 3)
+	if _, err := b.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if v := get(t, kv(t, connect(t, servers[2]), 3), "k"); v != "v" {
+		t.Fatalf("read through p2: %q", v)
 	}
 }
