@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -301,18 +302,29 @@ func TestSanitizeNode(t *testing.T) {
 
 // node is a `serve` running in the test, with its log.
 type node struct {
-	addr string
-	logs *testutil.Watch
+	addr      string
+	logs      *testutil.Watch
+	listening <-chan struct{}
+	done      chan error
 }
 
 // startNode runs serve with args until the test ends, and returns once it
 // listens.
 func startNode(t *testing.T, args ...string) *node {
 	t.Helper()
+	n := launchNode(t, args...)
+	n.wait(t)
+	return n
+}
+
+// launchNode runs serve with args until the test ends; wait waits until
+// it listens.
+func launchNode(t *testing.T, args ...string) *node {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{logs: &testutil.Watch{}}
-	listening := n.logs.Seen("extensions=ws://")
-	done := make(chan error, 1)
+	n := &node{logs: &testutil.Watch{}, done: make(chan error, 1)}
+	n.listening = n.logs.Seen("extensions=ws://")
+	done := n.done
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &bytes.Buffer{}, n.logs)
 	}()
@@ -327,16 +339,21 @@ func startNode(t *testing.T, args ...string) *node {
 			t.Errorf("serve %v did not stop on cancel", args)
 		}
 	})
+	return n
+}
+
+func (n *node) wait(t *testing.T) {
+	t.Helper()
 	select {
-	case <-listening:
-	case err := <-done:
+	case <-n.listening:
+	case err := <-n.done:
+		n.done <- err // for the cleanup
 		t.Fatalf("serve ended before it listened: %v\n%s", err, n.logs.String())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("serve never said where it listens:\n%s", n.logs.String())
 	}
 	_, rest, _ := strings.Cut(n.logs.String(), "extensions=ws://")
 	n.addr, _, _ = strings.Cut(rest, "/")
-	return n
 }
 
 // health is the node's /health.
@@ -424,6 +441,50 @@ func TestServeTwoNodes(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"issuer":"https://proxy.example.com"`) {
 		t.Fatalf("node b's authorization server metadata: %s %s", resp.Status, body)
+	}
+}
+
+// Three nodes, each embedding one server of a NATS cluster (--nats-routes):
+// they start together (JetStream needs a majority of the servers) and keep
+// three copies of their buckets. Each has its own --nats-prefix, so three
+// deployments share the NATS cluster and see no peers: nodes of one
+// deployment starting at the same moment create the same R3 buckets at
+// once, and nats-server 2.15.2 then answers none of those requests (the
+// bucket is made; a second try succeeds), which the proxy's start does not
+// survive yet. TestServeTwoNodes covers peers.
+func TestServeEmbeddedNATSCluster(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(secret, []byte(strings.Repeat("k", 40)), 0o600)
+	// Route ports free a moment ago: every server needs all three routes
+	// before it starts. Another process taking one fails the test loudly.
+	var ports, routes []string
+	var lns []net.Listener
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().String())
+		routes = append(routes, "nats-route://"+ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	var nodes []*node
+	for i, name := range []string{"c1", "c2", "c3"} {
+		nodes = append(nodes, launchNode(t, "--secret-file", secret, "--nats", "embedded", "--node", name,
+			"--nats-store", filepath.Join(dir, name), "--nats-cluster-listen", ports[i], "--nats-routes", strings.Join(routes, ","),
+			"--nats-replicas", "3", "--presence-ttl", "2s", "--nats-prefix", "deployment"+strconv.Itoa(i+1)))
+	}
+	for _, n := range nodes {
+		n.wait(t)
+	}
+	for i, n := range nodes {
+		if h := n.health(t); h["node"] != "c"+strconv.Itoa(i+1) || h["nats"] != "connected" {
+			t.Errorf("/health of node %d: %v", i+1, h)
+		}
 	}
 }
 
