@@ -242,16 +242,39 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 	return c, nil
 }
 
-// openBuckets creates (or finds) the cluster's buckets.
+// openBuckets creates (or finds) the cluster's buckets. Nodes starting
+// together ask for the same replicated buckets at once, and NATS may then
+// answer none of those requests (the bucket is made all the same): each
+// attempt is short, and failed ones are tried again until ctx ends.
 func (c *clusterNode) openBuckets(ctx context.Context) error {
-	kvP, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	open := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+		var err error
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+			attempt, cancel := context.WithTimeout(ctx, 3*time.Second)
+			var kv jetstream.KeyValue
+			kv, err = c.js.CreateOrUpdateKeyValue(attempt, cfg)
+			cancel()
+			if err == nil {
+				return kv, nil
+			}
+			if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+				return nil, err // no second try will change that
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(wait):
+			}
+		}
+	}
+	kvP, err := open(jetstream.KeyValueConfig{
 		Bucket: c.opts.Prefix + "_presence", Description: "Browser Bridge proxy: which node holds which extension",
 		History: 1, Replicas: c.opts.Replicas, Storage: jetstream.MemoryStorage,
 	})
 	if err != nil {
-		return fmt.Errorf("proxy: cluster: the presence bucket (is JetStream enabled on this NATS?): %w", err)
+		return fmt.Errorf("proxy: cluster: the presence bucket (JetStream must be enabled on this NATS, and %d replicas need at least as many NATS servers): %w", c.opts.Replicas, err)
 	}
-	kvN, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kvN, err := open(jetstream.KeyValueConfig{
 		Bucket: c.opts.Prefix + "_nodes", Description: "Browser Bridge proxy: the nodes' heartbeats",
 		History: 1, Replicas: c.opts.Replicas, Storage: jetstream.MemoryStorage, TTL: c.opts.PresenceTTL,
 	})
