@@ -1,0 +1,442 @@
+package clustertest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/relaywire"
+)
+
+// syncBuffer collects a process's output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// buildProxy builds browserbridge-proxy into the test's directory.
+func buildProxy(tb testing.TB) string {
+	tb.Helper()
+	out := filepath.Join(tb.TempDir(), "browserbridge-proxy")
+	cmd := exec.Command("go", "build", "-o", out, "../../../cmd/browserbridge-proxy")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build browserbridge-proxy: %v\n%s", err, b)
+	}
+	return out
+}
+
+// procNode is a proxy node run as its own process (`browserbridge-proxy
+// serve --nats …`), so that it can die as a process does: SIGKILL, no
+// goodbye to NATS or to its peers.
+type procNode struct {
+	name     string
+	cmd      *exec.Cmd
+	out      *syncBuffer
+	exited   chan struct{}
+	ws, http string
+}
+
+// servingURL finds the listener's address in the command's log.
+var servingURL = regexp.MustCompile(`msg="browserbridge-proxy serving".* url=(?:ws|http)://([^/\s]+)/`)
+
+func startProc(tb testing.TB, bin, secretFile, name string, ttl time.Duration, natsURLs ...string) *procNode {
+	tb.Helper()
+	p := &procNode{name: name, out: &syncBuffer{}, exited: make(chan struct{})}
+	// Connection caps off: every client here comes from 127.0.0.1.
+	p.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--secret-file", secretFile,
+		"--nats", strings.Join(natsURLs, ","), "--node", name, "--presence-ttl", ttl.String(),
+		"--nats-replicas", fmt.Sprint(clusterReplicas),
+		"--max-conns-per-ip", "0", "--max-mcp-per-user", "0", "--max-extensions-per-user", "0")
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	tb.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(deadlockGuard):
+			tb.Errorf("node %s did not exit within %v of SIGTERM", name, deadlockGuard)
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if tb.Failed() {
+			tb.Logf("--- node %s output ---\n%s", name, tail(p.out.String(), 60))
+		}
+	})
+	poll(tb, deadlockGuard, "node "+name+" to serve", func() (bool, string) {
+		select {
+		case <-p.exited:
+			tb.Fatalf("node %s exited: %v\n%s", name, p.cmd.ProcessState, p.out.String())
+		default:
+		}
+		m := servingURL.FindStringSubmatch(p.out.String())
+		if m == nil {
+			return false, tail(p.out.String(), 5)
+		}
+		p.http, p.ws = "http://"+m[1], "ws://"+m[1]
+		return true, ""
+	})
+	return p
+}
+
+func tail(s string, lines int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// the roles of the kill test's clients.
+const (
+	roleOnVictim   = iota // on the node that dies: its WebSocket ends
+	roleToVictim          // on a survivor, connected to an extension of the node that dies
+	roleSurvivors         // between two survivors
+	roleSameNode          // on a survivor, to an extension on the same node
+	roleVictimSelf        // on the node that dies, to one of its own extensions
+)
+
+// TestClusterNodeKilled: three nodes as processes, load across all of
+// them, one node SIGKILLed mid-load. Its clients lose their WebSocket;
+// calls elsewhere to its extensions end -32005, then `disconnected`; calls
+// between the surviving nodes all succeed; its extensions reconnect to a
+// survivor and are usable again once its presence is gone.
+func TestClusterNodeKilled(t *testing.T) {
+	const (
+		users = 6
+		ttl   = 2 * time.Second
+		// A light load, paced: liveness is under test, and heartbeats
+		// must keep flowing on a starved machine (TestClusterLoad is the
+		// heavy one). The paced rate also stays under the per-connection
+		// and per-user rate limits the command keeps.
+		window = 2
+		pace   = 50 * time.Millisecond
+	)
+	bin := buildProxy(t)
+	keys := testKeys(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(testSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns := startNATS(t, 3)
+	var nodes []*procNode
+	for i, s := range ns {
+		nodes = append(nodes, startProc(t, bin, secret, fmt.Sprintf("node%d", i+1), ttl, s.ClientURL()))
+	}
+	waitMesh(t, nodes[0].http, nodes[1].http, nodes[2].http)
+	victim, survivors := nodes[0], nodes[1:]
+
+	type userSet struct {
+		name          string
+		doomed        *fakeExtension // on the victim
+		steady        *fakeExtension // on a survivor
+		steadyNode    *procNode
+		otherSurvivor *procNode
+		allowed       map[string]bool
+	}
+	var us []*userSet
+	for u := range users {
+		set := &userSet{name: fmt.Sprintf("user-%d", u), allowed: map[string]bool{}}
+		set.steadyNode, set.otherSurvivor = survivors[u%2], survivors[1-u%2]
+		set.doomed = dialExtension(t, keys, victim.ws, victim.name, set.name, "Doomed")
+		set.steady = dialExtension(t, keys, set.steadyNode.ws, set.steadyNode.name, set.name, "Steady")
+		set.allowed[set.doomed.id], set.allowed[set.steady.id] = true, true
+		us = append(us, set)
+	}
+
+	type roleClient struct {
+		*loadClient
+		role     int
+		set      *userSet
+		loadDone chan struct{} // its load ended
+	}
+	var rcs []*roleClient
+	for u, set := range us {
+		for role, where := range []struct {
+			n   *procNode
+			ext *fakeExtension
+		}{
+			roleOnVictim:   {victim, set.steady},
+			roleToVictim:   {set.otherSurvivor, set.doomed},
+			roleSurvivors:  {set.otherSurvivor, set.steady},
+			roleSameNode:   {set.steadyNode, set.steady},
+			roleVictimSelf: {victim, set.doomed},
+		} {
+			c := dialClient(t, where.n.ws, fmt.Sprintf("%s/role%d", set.name, role))
+			c.handshake(t, mint(t, keys, set.name, token.KindMCP))
+			c.waitListed(t, []string{set.doomed.id, set.steady.id}, set.allowed)
+			lc := &loadClient{client: c, user: set.name, ext: where.ext.id, node: where.n.name, extNode: where.ext.node,
+				style: idStyle((u + role) % 3)}
+			var code int
+			var msg string
+			if lc.conn, code, msg = c.connect(t, lc.ext); code != 0 {
+				t.Fatalf("client %s: connect: %d %s", c.name, code, msg)
+			}
+			rcs = append(rcs, &roleClient{loadClient: lc, role: role, set: set, loadDone: make(chan struct{})})
+		}
+	}
+
+	// The extensions of the victim reconnect, as the real one does, to a
+	// surviving node (the one its user's steady extension is not on).
+	type rejoin struct {
+		ext   *fakeExtension
+		after time.Duration // from the kill
+	}
+	var killed time.Time          // set before killCh closes
+	killCh := make(chan struct{}) // closed at the kill
+	rejoined := make([]chan rejoin, users)
+	for u, set := range us {
+		rejoined[u] = make(chan rejoin, 1)
+		go func() {
+			<-set.doomed.done
+			<-killCh
+			target := set.otherSurvivor
+			for {
+				e, err := tryExtension(keys, target.ws, target.name, set.name, "Doomed")
+				if err == nil {
+					rejoined[u] <- rejoin{ext: e, after: time.Since(killed)}
+					return
+				}
+				if time.Since(killed) > deadlockGuard {
+					t.Errorf("extension of %s could not reconnect: %v", set.name, err)
+					close(rejoined[u])
+					return
+				}
+				time.Sleep(100 * time.Millisecond) // a reconnecting extension's backoff
+			}
+		}()
+	}
+
+	// Load. Clients of the victim and to it may end with their node;
+	// between survivors nothing may fail.
+	steadyTally, doomedTally := newTally(), newTally()
+	endLoad := make(chan struct{})
+	okBefore := make([]int, len(rcs)) // correct answers per client, before the kill
+	var okMu sync.Mutex
+	doomedJudge := func(lc *loadClient, i int, id json.RawMessage, method string, p callParams, r reply, ok bool) verdict {
+		what := fmt.Sprintf("client %s (node %s → %s on %s) call %s", lc.name, lc.node, lc.ext, lc.extNode, id)
+		switch {
+		case !ok:
+			doomedTally.add(func(t *tally) { t.lost = append(t.lost, what) })
+			return stop
+		case r.err != nil || r.msg.Error != nil:
+			code, msg := r.code()
+			doomedTally.add(func(t *tally) {
+				t.failed[code]++
+				// The end of a call on the dead node: the connection lost
+				// (a client of it), -32005 (its extension's calls, answered
+				// by the client's node), or -32002 for a call that met the
+				// connection already ended.
+				if code != -1 && code != relaywire.CodeExtensionGone && code != relaywire.CodeNotConnected {
+					t.other = append(t.other, fmt.Sprintf("%s: %d %s", what, code, msg))
+				}
+			})
+			return stop
+		}
+		if bad := checkEcho(r.msg, id, method, p, lc.conn, lc.ext, lc.user); bad != "" {
+			doomedTally.add(func(t *tally) { t.crossed = append(t.crossed, what+": "+bad) })
+			return stop
+		}
+		doomedTally.add(func(t *tally) { t.ok++ })
+		return goOn
+	}
+	var wg sync.WaitGroup
+	for k, rc := range rcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			judge := doomedJudge
+			if rc.role == roleSurvivors || rc.role == roleSameNode {
+				judge = strict(steadyTally)
+			}
+			counted := func(lc *loadClient, i int, id json.RawMessage, method string, p callParams, r reply, ok bool) verdict {
+				v := judge(lc, i, id, method, p, r, ok)
+				select {
+				case <-killCh:
+				default:
+					if ok && r.err == nil && r.msg.Error == nil {
+						okMu.Lock()
+						okBefore[k]++
+						okMu.Unlock()
+					}
+				}
+				return v
+			}
+			rc.run(-1, window, pace, endLoad, counted)
+			close(rc.loadDone)
+		}()
+	}
+	defer func() {
+		select {
+		case <-endLoad:
+		default:
+			close(endLoad)
+		}
+		wg.Wait()
+	}()
+	// Every client has had answers before the node dies.
+	poll(t, deadlockGuard, "every client to have 10 answers", func() (bool, string) {
+		okMu.Lock()
+		defer okMu.Unlock()
+		for k, n := range okBefore {
+			if n < 10 {
+				return false, fmt.Sprintf("client %s: %d answers", rcs[k].name, n)
+			}
+		}
+		return true, ""
+	})
+	noteMark := make([]int, len(rcs))
+	for k, rc := range rcs {
+		noteMark[k] = rc.noteCount()
+	}
+
+	killed = time.Now()
+	close(killCh)
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.exited
+	t.Logf("node %s killed", victim.name)
+
+	// Clients of the victim: their WebSocket ends, and so every call.
+	// Clients of its extensions elsewhere: -32005, then `disconnected`.
+	var disconnectedAfter []time.Duration
+	for k, rc := range rcs {
+		switch rc.role {
+		case roleOnVictim, roleVictimSelf:
+			select {
+			case <-rc.done:
+			case <-time.After(deadlockGuard):
+				t.Fatalf("client %s of the killed node still connected after %v", rc.name, deadlockGuard)
+			}
+		case roleToVictim:
+			n, _, ok := rc.waitNote(relaywire.MethodDisconnected, noteMark[k], deadlockGuard)
+			if !ok {
+				t.Fatalf("client %s of an extension of the killed node: no `disconnected` within %v", rc.name, deadlockGuard)
+			}
+			disconnectedAfter = append(disconnectedAfter, time.Since(killed))
+			var p relaywire.DisconnectedParams
+			if err := json.Unmarshal(n.Params, &p); err != nil || p.ConnectionID != rc.conn || p.Reason != relaywire.ReasonExtensionGone {
+				t.Errorf("client %s: disconnected %s; want connection %s, reason %q", rc.name, n.Params, rc.conn, relaywire.ReasonExtensionGone)
+			}
+		}
+	}
+
+	// The victim's extensions rejoin a survivor; the clients that lost
+	// them connect again and call; a fresh client on the other survivor
+	// can too.
+	var rejoinAfter, usableAfter []time.Duration
+	for u, set := range us {
+		rj, ok := <-rejoined[u]
+		if !ok {
+			t.FailNow()
+		}
+		t.Cleanup(func() { rj.ext.ws.Close() })
+		rejoinAfter = append(rejoinAfter, rj.after)
+		set.allowed[rj.ext.id] = true
+		for _, rc := range rcs {
+			if rc.set != set || rc.role != roleToVictim {
+				continue
+			}
+			// Its load has ended (every call after the first error ends
+			// too); it lists the extension again and connects.
+			select {
+			case <-rc.loadDone:
+			case <-time.After(deadlockGuard):
+				t.Fatalf("client %s: calls still running after `disconnected`", rc.name)
+			}
+			rc.waitListed(t, []string{rj.ext.id}, set.allowed)
+			conn, code, msg := rc.connect(t, rj.ext.id)
+			if code != 0 {
+				t.Fatalf("client %s: connect to the rejoined extension %s on %s: %d %s", rc.name, rj.ext.id, rj.ext.node, code, msg)
+			}
+			again := &loadClient{client: rc.client, user: set.name, ext: rj.ext.id, conn: conn, node: rc.node, extNode: rj.ext.node, style: rc.style}
+			tl := newTally()
+			again.run(20, 1, 0, nil, strict(tl))
+			usableAfter = append(usableAfter, time.Since(killed))
+			if ok, _, crossed, lost, other := tl.snapshot(); ok != 20 {
+				t.Errorf("client %s after the extension rejoined: %d of 20 answered; crossed %v lost %v failed %v", rc.name, ok, crossed, lost, other)
+			}
+		}
+		fresh := dialClient(t, set.steadyNode.ws, set.name+"/fresh")
+		fresh.handshake(t, mint(t, keys, set.name, token.KindMCP))
+		fresh.waitListed(t, []string{rj.ext.id}, set.allowed)
+		conn, code, msg := fresh.connect(t, rj.ext.id)
+		if code != 0 {
+			t.Fatalf("fresh client of %s: connect to the rejoined extension: %d %s", set.name, code, msg)
+		}
+		tl := newTally()
+		(&loadClient{client: fresh, user: set.name, ext: rj.ext.id, conn: conn, node: set.steadyNode.name, extNode: rj.ext.node}).run(5, 1, 0, nil, strict(tl))
+		if ok, _, _, _, other := tl.snapshot(); ok != 5 {
+			t.Errorf("fresh client of %s: %d of 5 answered: %v", set.name, ok, other)
+		}
+	}
+	// The load between survivors went on through all of this.
+	close(endLoad)
+	wg.Wait()
+
+	ok, failed, crossed, lost, other := steadyTally.snapshot()
+	if len(other) > 0 || len(crossed) > 0 || len(lost) > 0 {
+		t.Errorf("calls between surviving nodes: %d ok; %d failed (%v), %d crossed, %d lost:\n  %s",
+			ok, len(other), failed, len(crossed), len(lost), firstFew(slices.Concat(other, crossed, lost)))
+	}
+	dok, dfailed, dcrossed, dlost, dother := doomedTally.snapshot()
+	if len(dother) > 0 || len(dcrossed) > 0 || len(dlost) > 0 {
+		t.Errorf("calls with the killed node: %d ok; unexpected failures %v (%d), %d crossed, %d lost:\n  %s",
+			dok, dfailed, len(dother), len(dcrossed), len(dlost), firstFew(slices.Concat(dother, dcrossed, dlost)))
+	}
+	for _, rc := range rcs {
+		if s := rc.strayReplies(); len(s) > 0 {
+			t.Errorf("client %s received %d replies to no call of its own: %s", rc.name, len(s), firstFew(s))
+		}
+	}
+	toVictim := 0
+	for _, rc := range rcs {
+		if rc.role == roleToVictim {
+			toVictim++
+		}
+	}
+	// Their workers wait for each answer: each had a call in flight to
+	// the dead node when its node gave up on it.
+	if dfailed[relaywire.CodeExtensionGone] < toVictim*window {
+		t.Errorf("%d calls ended -32005; want at least %d (%d in flight for each of %d clients of the killed node's extensions)",
+			dfailed[relaywire.CodeExtensionGone], toVictim*window, window, toVictim)
+	}
+	t.Logf("between survivors: %d calls, all answered; with the killed node: %d answered, ended by code %v (-1: WebSocket lost)", ok, dok, dfailed)
+	t.Logf("presence TTL %v: `disconnected` after %v; extensions rejoined after %v; usable again (list, connect, 20 calls) after %v",
+		ttl, spread(disconnectedAfter), spread(rejoinAfter), spread(usableAfter))
+}
+
+// spread is "min…max" of durations.
+func spread(d []time.Duration) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%v…%v", slices.Min(d).Round(time.Millisecond), slices.Max(d).Round(time.Millisecond))
+}
