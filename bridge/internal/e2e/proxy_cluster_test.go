@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -705,4 +706,148 @@ func TestProxyClusterHTTP(t *testing.T) {
 	w.closeSession(cs)
 	noSecretsIn(t, a.out.String()+b.out.String(), map[string]string{"access token": tok.Access, "refresh token": tok.Refresh})
 	t.Logf("TestProxyClusterHTTP %v", time.Since(start).Round(time.Millisecond))
+}
+
+// ---------------------------------------------------------------------------
+// A TCP front for the bridges' WebSockets that sends each new connection to
+// the first node of its list that takes it: a load balancer whose health
+// check has taken a stopped node out.
+
+type failoverFront struct {
+	ln    net.Listener
+	nodes []string // host:port, in order of preference
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+	got   map[string]int // node address → connections sent there
+}
+
+func startFailoverFront(t *testing.T, nodes ...*publicProxy) *failoverFront {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &failoverFront{ln: ln, got: map[string]int{}}
+	for _, n := range nodes {
+		f.nodes = append(f.nodes, strings.TrimPrefix(n.public, "http://"))
+	}
+	f.wg.Add(1)
+	go f.accept()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		f.mu.Lock()
+		for _, c := range f.conns {
+			_ = c.Close()
+		}
+		f.mu.Unlock()
+		f.wg.Wait()
+	})
+	return f
+}
+
+func (f *failoverFront) url() string { return "ws://" + f.ln.Addr().String() }
+
+func (f *failoverFront) accept() {
+	defer f.wg.Done()
+	for {
+		in, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		var out net.Conn
+		for _, n := range f.nodes {
+			if out, err = net.DialTimeout("tcp", n, 5*time.Second); err == nil {
+				f.mu.Lock()
+				f.got[n]++
+				f.mu.Unlock()
+				break
+			}
+		}
+		if out == nil {
+			_ = in.Close()
+			continue
+		}
+		f.mu.Lock()
+		f.conns = append(f.conns, in, out)
+		f.mu.Unlock()
+		f.wg.Add(2)
+		go func() { defer f.wg.Done(); _, _ = io.Copy(out, in); _ = out.Close() }()
+		go func() { defer f.wg.Done(); _, _ = io.Copy(in, out); _ = in.Close() }()
+	}
+}
+
+func (f *failoverFront) sentTo(p *publicProxy) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.got[strings.TrimPrefix(p.public, "http://")]
+}
+
+// TestProxyClusterFailover: alice's bridge reaches the cluster through a
+// load balancer that prefers node a; her remote client is on node b,
+// driving her browser on node a. Node a stops (SIGTERM, as a rolling
+// update does): the bridge reconnects through the balancer to node b, under
+// the same extension id (node a took its presence with it), and the same
+// client, still running, drives the browser again, now on its own node.
+func TestProxyClusterFailover(t *testing.T) {
+	start := time.Now()
+	natsURL := startClusterNATS(t)
+	secret := clusterSecret(t)
+	a := startClusterNode(t, natsURL, "a", secret, "")
+	b := startClusterNode(t, natsURL, "b", secret, "")
+	waitPeers(t, map[string]*publicProxy{"a": a, "b": b})
+	lb := startFailoverFront(t, a, b)
+
+	w := startRelayedWorld(t, a, lb.url(), "alice")
+	browserID, _ := extensionIDs(t, w)
+	if lb.sentTo(a) == 0 {
+		t.Fatalf("the balancer sent the bridge to node b first; the test needs node a")
+	}
+	dialLister(t, b, b.mint("alice", "mcp")).waitListed(browserID)
+	cs := connectVia(t, w, b, b.mint("alice", "mcp"), browserID, "on-b", nil)
+	c := &client{w: w, cs: cs, name: "on-b"}
+	tab := c.newTab(t, w.pages.url("index.html"))
+	waitRemotePairs(t, b, a)
+	t.Logf("browser on node a driven from node b %v after start", time.Since(start).Round(time.Millisecond))
+
+	a.stop()
+	waitFor(t, relayWait, func() (bool, string) {
+		st, err := w.status()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range st.Relay {
+			if r.State == relay.StateConnected && lb.sentTo(b) > 0 {
+				return true, ""
+			}
+		}
+		return false, "relay status after node a stopped: " + relayJSON(st.Relay)
+	})
+	if again, _ := extensionIDs(t, w); again != browserID {
+		t.Errorf("on node b the browser has id %s, on node a it had %s: a client asking for it by id loses it", again, browserID)
+	}
+	h, err := nodeHealth(b)
+	if err != nil || h.Peers == nil {
+		t.Fatalf("node b's /health: %+v %v", h, err)
+	}
+	t.Logf("bridge on node b %v after start; node b sees its peers as %+v", time.Since(start).Round(time.Millisecond), h.Peers)
+
+	// The same `browserbridge connect` finds the browser again on its own
+	// node (it was told `disconnected`, and connects again by itself).
+	prose := w.pages.url("prose.html")
+	waitFor(t, callWait, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := c.try(ctx, "navigate", map[string]any{"url": prose, "tabId": tab})
+		if err != nil {
+			return false, "navigate after the failover: " + err.Error()
+		}
+		return true, ""
+	})
+	c.waitURL(t, tab, prose)
+	if text := testutil.Text(c.call(t, "get_page_text", map[string]any{"tabId": tab})); !strings.Contains(text, "The last paragraph of the prose page.") {
+		t.Errorf("get_page_text after the failover does not have the page's text:\n%s", clip(text, 500))
+	}
+	w.closeSession(cs)
+	t.Logf("TestProxyClusterFailover %v", time.Since(start).Round(time.Millisecond))
 }
