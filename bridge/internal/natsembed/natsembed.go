@@ -280,6 +280,39 @@ func (s *Server) WaitJetStream(ctx context.Context) error {
 	}, "server "+s.Name()+"'s JetStream to join its cluster's meta leader")
 }
 
+// WaitJetStreamPeers waits, as WaitJetStream, and until this server's view
+// of the JetStream cluster holds n servers online, the leader included: a
+// stream or bucket with n replicas can be placed only then (nats-server
+// answers "no suitable peers for placement" before).
+func (s *Server) WaitJetStreamPeers(ctx context.Context, n int) error {
+	return waitFor(ctx, func() (bool, error) {
+		s.mu.Lock()
+		ns := s.ns
+		s.mu.Unlock()
+		if ns == nil {
+			return false, ErrStopped
+		}
+		if !ns.JetStreamEnabled() || !ns.JetStreamIsCurrent() {
+			return false, nil
+		}
+		if !ns.JetStreamIsClustered() {
+			return n <= 1, nil
+		}
+		info, err := ns.Jsz(&server.JSzOptions{})
+		if err != nil || info.Meta == nil || info.Meta.Leader == "" {
+			return false, nil
+		}
+		// A follower's list leaves itself out.
+		online := map[string]bool{info.Meta.Leader: true, ns.Name(): true}
+		for _, p := range info.Meta.Replicas {
+			if p != nil && !p.Offline {
+				online[p.Name] = true
+			}
+		}
+		return len(online) >= n, nil
+	}, fmt.Sprintf("%d JetStream servers online in server %s's cluster", n, s.Name()))
+}
+
 // waitFor polls cond until it holds, fails, or ctx ends. Polling, because
 // nats-server offers no notification of these states.
 func waitFor(ctx context.Context, cond func() (bool, error), what string) error {

@@ -323,8 +323,17 @@ func TestClusterInProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
-	if err := WaitCluster(ctx, servers); err != nil {
-		t.Fatal(err)
+	// What `serve --nats-replicas 3` waits for before its buckets: each
+	// server on its own sees three online.
+	for _, s := range servers {
+		if err := s.WaitJetStreamPeers(ctx, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelShort()
+	if err := servers[0].WaitJetStreamPeers(short, 4); err == nil {
+		t.Error("a cluster of three has four servers online")
 	}
 	b := kv(t, connect(t, servers[0]), 3)
 	if _, err := b.Put(ctx, "k", []byte("v")); err != nil {
