@@ -32,6 +32,9 @@ const (
 	// natsJetStreamWait bounds how long a clustered embedded server waits
 	// for its cluster's JetStream leader (the other servers starting).
 	natsJetStreamWait = 2 * time.Minute
+	// natsJetStreamReady bounds how long a node asks NATS whether it has
+	// JetStream.
+	natsJetStreamReady = 30 * time.Second
 )
 
 // embeddedClusterName is the route cluster name of embedded servers: they
@@ -212,9 +215,11 @@ func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, er
 		}
 		cl.embedded = s
 		if c.routes != "" {
-			log.Info("waiting for the NATS cluster's JetStream leader (the servers of --nats-routes)", "routes", len(c.routeList))
+			// The buckets' replicas can be placed only once that many
+			// servers are in the JetStream cluster.
+			log.Info("waiting for the NATS cluster's JetStream (the servers of --nats-routes)", "routes", len(c.routeList), "replicas", c.replicas)
 			wctx, cancel := context.WithTimeout(ctx, natsJetStreamWait)
-			err := s.WaitJetStream(wctx)
+			err := s.WaitJetStreamPeers(wctx, c.replicas)
 			cancel()
 			if err != nil {
 				s.Shutdown()
@@ -253,11 +258,10 @@ func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, er
 	}
 	// JetStream must be enabled: the cluster keeps presence and the OAuth
 	// state there. Asking now makes a NATS without -js a clear start-up
-	// error rather than a failure on the first sign-in.
-	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = js.AccountInfo(actx)
-	cancel()
-	if err != nil {
+	// error rather than a failure on the first sign-in. A JetStream cluster
+	// that has just elected its leader may leave a request unanswered, so
+	// each try is short and a lost one is asked again.
+	if err := jetStreamReady(ctx, js); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("NATS JetStream (the cluster needs it: nats-server -js): %w", err)
 	}
@@ -265,6 +269,26 @@ func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, er
 	cl.opts = &proxy.ClusterOptions{Conn: cl.conn, Node: c.node, PresenceTTL: c.presenceTTL, Replicas: c.replicas, Prefix: c.prefix,
 		AdvertiseURL: c.advertise}
 	return cl, nil
+}
+
+// jetStreamReady asks for the account's JetStream information until it
+// comes, for natsJetStreamReady at most; "not enabled" ends it at once.
+func jetStreamReady(ctx context.Context, js jetstream.JetStream) error {
+	ctx, cancel := context.WithTimeout(ctx, natsJetStreamReady)
+	defer cancel()
+	for {
+		try, cancelTry := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.AccountInfo(try)
+		cancelTry()
+		if err == nil || errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(natsReconnectWait):
+		}
+	}
 }
 
 // oauthKV is the OAuth state of a cluster's --public-url, in JetStream.

@@ -445,13 +445,9 @@ func TestServeTwoNodes(t *testing.T) {
 }
 
 // Three nodes, each embedding one server of a NATS cluster (--nats-routes):
-// they start together (JetStream needs a majority of the servers) and keep
-// three copies of their buckets. Each has its own --nats-prefix, so three
-// deployments share the NATS cluster and see no peers: nodes of one
-// deployment starting at the same moment create the same R3 buckets at
-// once, and nats-server 2.15.2 then answers none of those requests (the
-// bucket is made; a second try succeeds), which the proxy's start does not
-// survive yet. TestServeTwoNodes covers peers.
+// they start together (JetStream needs a majority of the servers, and
+// three copies of the buckets need all three), as a compose file starts
+// them, and each sees the other two.
 func TestServeEmbeddedNATSCluster(t *testing.T) {
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret")
@@ -476,7 +472,7 @@ func TestServeEmbeddedNATSCluster(t *testing.T) {
 	for i, name := range []string{"c1", "c2", "c3"} {
 		nodes = append(nodes, launchNode(t, "--secret-file", secret, "--nats", "embedded", "--node", name,
 			"--nats-store", filepath.Join(dir, name), "--nats-cluster-listen", ports[i], "--nats-routes", strings.Join(routes, ","),
-			"--nats-replicas", "3", "--presence-ttl", "2s", "--nats-prefix", "deployment"+strconv.Itoa(i+1)))
+			"--nats-replicas", "3", "--presence-ttl", "2s"))
 	}
 	for _, n := range nodes {
 		n.wait(t)
@@ -484,6 +480,17 @@ func TestServeEmbeddedNATSCluster(t *testing.T) {
 	for i, n := range nodes {
 		if h := n.health(t); h["node"] != "c"+strconv.Itoa(i+1) || h["nats"] != "connected" {
 			t.Errorf("/health of node %d: %v", i+1, h)
+		}
+		for j, name := range []string{"c1", "c2", "c3"} {
+			if i == j {
+				continue
+			}
+			// Heartbeats go out every 400ms; the deadline only guards.
+			for deadline := time.Now().Add(60 * time.Second); !hasPeer(n.health(t), name); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("node %d never saw peer %s: %v", i+1, name, n.health(t))
+				}
+			}
 		}
 	}
 }
