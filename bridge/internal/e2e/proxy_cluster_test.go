@@ -826,11 +826,17 @@ func TestProxyClusterFailover(t *testing.T) {
 	if again, _ := extensionIDs(t, w); again != browserID {
 		t.Errorf("on node b the browser has id %s, on node a it had %s: a client asking for it by id loses it", again, browserID)
 	}
-	h, err := nodeHealth(b)
-	if err != nil || h.Peers == nil {
-		t.Fatalf("node b's /health: %+v %v", h, err)
-	}
-	t.Logf("bridge on node b %v after start; node b sees its peers as %+v", time.Since(start).Round(time.Millisecond), h.Peers)
+	// A graceful stop takes the node's heartbeat with it: node b sees it
+	// gone without waiting out the presence TTL.
+	waitFor(t, clusterWait, func() (bool, string) {
+		h, err := nodeHealth(b)
+		if err != nil {
+			return false, err.Error()
+		}
+		return !slices.ContainsFunc(h.Peers, func(pr clusterPeer) bool { return pr.Node == "a" && pr.Alive }),
+			fmt.Sprintf("node b still sees node a alive: %+v", h.Peers)
+	})
+	t.Logf("bridge on node b %v after start", time.Since(start).Round(time.Millisecond))
 
 	// The same `browserbridge connect` finds the browser again on its own
 	// node (it was told `disconnected`, and connects again by itself).
