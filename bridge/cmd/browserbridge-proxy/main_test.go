@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
@@ -517,5 +521,32 @@ func TestRedact(t *testing.T) {
 				t.Fatalf("redact(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// A NATS without JetStream is refused at start, with a sentence that says
+// what is missing, at once.
+func TestServeNATSWithoutJetStream(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte(strings.Repeat("k", 40)), 0o600)
+	// A plain nats-server: the deployment's NATS, started without -js.
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	err = run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", secret, "--nats", ns.ClientURL(), "--node", "a"},
+		&bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "the cluster needs it: nats-server -js") {
+		t.Fatalf("serve with a NATS without JetStream: %v", err)
+	}
+	// Known as "not enabled", which ends the asking at once, rather than
+	// as a lost answer asked again until the deadline.
+	if !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		t.Errorf("the refusal is not jetstream.ErrJetStreamNotEnabled: %v", err)
 	}
 }
