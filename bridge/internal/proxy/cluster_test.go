@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1094,6 +1095,16 @@ func newBalancer(tb testing.TB) *balancer {
 		if p := r.URL.Path; p == "/mcp" || strings.HasPrefix(p, "/browsers/") || strings.HasPrefix(p, "/servers/") {
 			to = lb.mcp
 		}
+		// The body is read whole first: an HTTP/1.1 server stops the
+		// request body once the response has begun, and a node may answer
+		// (an event stream) before the proxy's transport has seen the
+		// body's end, which would then fail and cut the stream.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		rp := httputil.NewSingleHostReverseProxy(to) // keeps r.Host
 		rp.FlushInterval = -1                        // event streams as they come
 		rp.ErrorLog = log.New(io.Discard, "", 0)     // a client's cancelled request is no news
