@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
@@ -439,4 +443,258 @@ func spread(d []time.Duration) string {
 		return "-"
 	}
 	return fmt.Sprintf("%v…%v", slices.Min(d).Round(time.Millisecond), slices.Max(d).Round(time.Millisecond))
+}
+
+// TestClusterNATSRestart: the whole NATS cluster stops mid-load and starts
+// again on its ports and stores. Meanwhile calls across nodes end cleanly
+// (-32005, then `disconnected`), calls within a node go on, and no answer
+// reaches the wrong client; once NATS is back the nodes reconnect and
+// rebuild their view, and clients connect across nodes again.
+func TestClusterNATSRestart(t *testing.T) {
+	const (
+		users  = 4
+		ttl    = 2 * time.Second
+		window = 2
+		pace   = 50 * time.Millisecond // a light load: see TestClusterNodeKilled
+	)
+	keys := testKeys(t)
+	ns := startNATS(t, 3)
+	var nodes []*node
+	for i, s := range ns {
+		nodes = append(nodes, startNode(t, keys, fmt.Sprintf("node%d", i+1), clusterReplicas, ttl, s.ClientURL()))
+	}
+	waitMesh(t, nodes[0].http, nodes[1].http, nodes[2].http)
+
+	type userSet struct {
+		name    string
+		ext     *fakeExtension
+		allowed map[string]bool
+	}
+	type nodeClient struct {
+		*loadClient
+		set      *userSet
+		loadDone chan struct{}
+	}
+	var same, cross []*nodeClient
+	for u := range users {
+		home := nodes[u%3]
+		set := &userSet{name: fmt.Sprintf("user-%d", u), allowed: map[string]bool{}}
+		set.ext = dialExtension(t, keys, home.ws, home.name, set.name, "Chrome")
+		set.allowed[set.ext.id] = true
+		for k := range 3 {
+			n := nodes[(u+k)%3]
+			c := dialClient(t, n.ws, fmt.Sprintf("%s/c%d", set.name, k))
+			c.handshake(t, mint(t, keys, set.name, token.KindMCP))
+			c.waitListed(t, []string{set.ext.id}, set.allowed)
+			lc := &loadClient{client: c, user: set.name, ext: set.ext.id, node: n.name, extNode: home.name, style: idStyle((u + k) % 3)}
+			var code int
+			var msg string
+			if lc.conn, code, msg = c.connect(t, lc.ext); code != 0 {
+				t.Fatalf("client %s: connect: %d %s", c.name, code, msg)
+			}
+			nc := &nodeClient{loadClient: lc, set: set, loadDone: make(chan struct{})}
+			if k == 0 {
+				same = append(same, nc)
+			} else {
+				cross = append(cross, nc)
+			}
+		}
+	}
+
+	// Same-node calls must all succeed; a cross-node client's calls end at
+	// its first error, which must be -32005 (or -32002 for a call that met
+	// its connection ended).
+	sameTally, crossTally := newTally(), newTally()
+	answered := func(tl *tally) int { ok, _, _, _, _ := tl.snapshot(); return ok }
+	crossJudge := func(lc *loadClient, i int, id json.RawMessage, method string, p callParams, r reply, ok bool) verdict {
+		what := fmt.Sprintf("client %s (node %s → %s on %s) call %s", lc.name, lc.node, lc.ext, lc.extNode, id)
+		switch {
+		case !ok:
+			crossTally.add(func(t *tally) { t.lost = append(t.lost, what) })
+			return stop
+		case r.err != nil || r.msg.Error != nil:
+			code, msg := r.code()
+			crossTally.add(func(t *tally) {
+				t.failed[code]++
+				if code != relaywire.CodeExtensionGone && code != relaywire.CodeNotConnected {
+					t.other = append(t.other, fmt.Sprintf("%s: %d %s", what, code, msg))
+				}
+			})
+			return stop
+		}
+		if bad := checkEcho(r.msg, id, method, p, lc.conn, lc.ext, lc.user); bad != "" {
+			crossTally.add(func(t *tally) { t.crossed = append(t.crossed, what+": "+bad) })
+			return stop
+		}
+		crossTally.add(func(t *tally) { t.ok++ })
+		return goOn
+	}
+	endLoad := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, nc := range slices.Concat(same, cross) {
+		judge := strict(sameTally)
+		if nc.node != nc.extNode {
+			judge = crossJudge
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(nc.loadDone)
+			nc.run(-1, window, pace, endLoad, judge)
+		}()
+	}
+	defer func() {
+		select {
+		case <-endLoad:
+		default:
+			close(endLoad)
+		}
+		wg.Wait()
+	}()
+	poll(t, deadlockGuard, "calls on every client", func() (bool, string) {
+		s, c := answered(sameTally), answered(crossTally)
+		return s >= 10*len(same) && c >= 10*len(cross), fmt.Sprintf("%d same-node, %d cross-node answers", s, c)
+	})
+	noteMark := map[*nodeClient]int{}
+	for _, nc := range cross {
+		noteMark[nc] = nc.noteCount()
+	}
+
+	down := time.Now()
+	for _, s := range ns {
+		s.Stop()
+	}
+	t.Logf("NATS stopped (%d servers)", len(ns))
+	poll(t, deadlockGuard, "every node to see NATS gone", func() (bool, string) {
+		for _, n := range nodes {
+			if st := n.nc.Status(); st == nats.CONNECTED {
+				return false, "node " + n.name + " still connected"
+			}
+		}
+		return true, ""
+	})
+	for _, nc := range cross {
+		n, _, ok := nc.waitNote(relaywire.MethodDisconnected, noteMark[nc], deadlockGuard)
+		if !ok {
+			t.Fatalf("client %s: no `disconnected` within %v of NATS stopping", nc.name, deadlockGuard)
+		}
+		var p relaywire.DisconnectedParams
+		if err := json.Unmarshal(n.Params, &p); err != nil || p.ConnectionID != nc.conn {
+			t.Errorf("client %s: disconnected %s; want connection %s", nc.name, n.Params, nc.conn)
+		}
+		select {
+		case <-nc.loadDone:
+		case <-time.After(deadlockGuard):
+			t.Fatalf("client %s: calls still running after `disconnected`", nc.name)
+		}
+	}
+	// Within a node nothing needs NATS: the same-node clients keep being
+	// answered while it is down. Connecting across nodes is refused.
+	mark := answered(sameTally)
+	poll(t, deadlockGuard, "same-node answers while NATS is down", func() (bool, string) {
+		n := answered(sameTally) - mark
+		return n >= 10*len(same), fmt.Sprintf("%d answers since NATS went away", n)
+	})
+	for i, nc := range cross {
+		_, code, msg := nc.connect(t, nc.ext)
+		if code != relaywire.CodeServerError {
+			t.Errorf("client %s: connect across nodes while NATS is down: %d %q; want %d", nc.name, code, msg, relaywire.CodeServerError)
+		}
+		if i == 0 {
+			t.Logf("connect across nodes while NATS is down: %d %q", code, msg)
+		}
+	}
+	if nodes[0].nc.Status() == nats.CONNECTED {
+		t.Fatal("a node reconnected while NATS was stopped")
+	}
+	downFor := time.Since(down)
+
+	restart := time.Now()
+	for _, s := range ns {
+		if err := s.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadlockGuard)
+	defer cancel()
+	if err := natsembed.WaitCluster(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	natsUp := time.Since(restart)
+	waitMesh(t, nodes[0].http, nodes[1].http, nodes[2].http)
+	meshUp := time.Since(restart)
+
+	// Clients connect again across nodes (they got `disconnected`) and
+	// call; the same-node load never stopped.
+	var usable []time.Duration
+	for _, nc := range cross {
+		nc.waitListed(t, []string{nc.ext}, nc.set.allowed)
+		conn, code, msg := nc.connect(t, nc.ext)
+		if code != 0 {
+			t.Fatalf("client %s: connect across nodes after NATS came back: %d %s", nc.name, code, msg)
+		}
+		again := &loadClient{client: nc.client, user: nc.user, ext: nc.ext, conn: conn, node: nc.node, extNode: nc.extNode, style: nc.style}
+		tl := newTally()
+		again.run(20, window, 0, nil, strict(tl))
+		usable = append(usable, time.Since(restart))
+		if ok, failed, crossed, lost, other := tl.snapshot(); ok != 20 {
+			t.Errorf("client %s after NATS came back: %d of 20 answered; failed %v %v, crossed %v, lost %v", nc.name, ok, failed, other, crossed, lost)
+		}
+	}
+	close(endLoad)
+	wg.Wait()
+
+	sok, sfailed, scrossed, slost, sother := sameTally.snapshot()
+	if len(sother)+len(scrossed)+len(slost) > 0 {
+		t.Errorf("same-node calls: %d ok; %d failed (%v), %d crossed, %d lost:\n  %s",
+			sok, len(sother), sfailed, len(scrossed), len(slost), firstFew(slices.Concat(sother, scrossed, slost)))
+	}
+	cok, cfailed, ccrossed, clost, cother := crossTally.snapshot()
+	if len(cother)+len(ccrossed)+len(clost) > 0 {
+		t.Errorf("cross-node calls: %d ok; unexpected failures (%v) %d, %d crossed, %d lost:\n  %s",
+			cok, cfailed, len(cother), len(ccrossed), len(clost), firstFew(slices.Concat(cother, ccrossed, clost)))
+	}
+	for _, nc := range slices.Concat(same, cross) {
+		if s := nc.strayReplies(); len(s) > 0 {
+			t.Errorf("client %s received %d replies to no call of its own: %s", nc.name, len(s), firstFew(s))
+		}
+	}
+	t.Logf("same-node: %d calls answered, none failed; cross-node before the stop: %d answered, ended by code %v", sok, cok, cfailed)
+	t.Logf("NATS down for %v; after the restart: NATS cluster ready in %v, nodes meshed in %v, cross-node clients usable again in %v",
+		downFor.Round(time.Millisecond), natsUp.Round(time.Millisecond), meshUp.Round(time.Millisecond), spread(usable))
+}
+
+// TestClusterConnectWhileNATSDown: connecting to an extension of another
+// node while NATS is unreachable is refused with a sentence that says so
+// (docs/relay.md, "Failures": "connects to an extension elsewhere are
+// refused with a sentence saying why"), not as if the extension did not
+// exist: the client should try again later, not give up on it.
+func TestClusterConnectWhileNATSDown(t *testing.T) {
+	keys := testKeys(t)
+	ns := startNATS(t, 1)
+	a := startNode(t, keys, "a", 1, 2*time.Second, ns[0].ClientURL())
+	b := startNode(t, keys, "b", 1, 2*time.Second, ns[0].ClientURL())
+	waitMesh(t, a.http, b.http)
+	ext := dialExtension(t, keys, a.ws, a.name, "alice", "Chrome")
+	c := dialClient(t, b.ws, "alice/c")
+	c.handshake(t, mint(t, keys, "alice", token.KindMCP))
+	c.waitListed(t, []string{ext.id}, map[string]bool{ext.id: true})
+
+	ns[0].Stop()
+	// Node b has noticed: it takes no peer for alive.
+	poll(t, deadlockGuard, "node b to see NATS gone", func() (bool, string) {
+		h, err := getHealth(b.http)
+		if err != nil {
+			return false, err.Error()
+		}
+		return h.NATS != "connected" && len(h.alivePeers()) == 0, fmt.Sprintf("nats %s, alive peers %v", h.NATS, h.alivePeers())
+	})
+	_, code, msg := c.connect(t, ext.id)
+	if code != relaywire.CodeServerError || !strings.Contains(msg, "NATS") {
+		t.Errorf("connect to an extension of another node while NATS is down: %d %q; want %d saying NATS is unreachable",
+			code, msg, relaywire.CodeServerError)
+	}
+	if err := ns[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -64,9 +64,20 @@ func mint(tb testing.TB, keys *token.Keys, user string, kind token.Kind) string 
 // nodes, whose cleanups are registered later and so run first).
 func startNATS(tb testing.TB, n int) []*natsembed.Server {
 	tb.Helper()
-	servers, err := natsembed.StartCluster(n, tb.TempDir())
-	if err != nil {
-		tb.Fatal(err)
+	var servers []*natsembed.Server
+	if n == 1 {
+		// Alone, not a cluster of one (StartCluster(1) never sees its
+		// JetStream meta leader).
+		s, err := natsembed.Start(natsembed.Options{Listen: "127.0.0.1:0", StoreDir: tb.TempDir()})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		servers = append(servers, s)
+	} else {
+		var err error
+		if servers, err = natsembed.StartCluster(n, tb.TempDir()); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	tb.Cleanup(func() {
 		for _, s := range servers {
