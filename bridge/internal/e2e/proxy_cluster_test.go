@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -617,7 +618,20 @@ func startClusterFront(t *testing.T, route func(*http.Request) string) (*cluster
 		},
 		FlushInterval: -1, // SSE as it comes
 	}
-	hs := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	// The body is read whole first: an HTTP/1.1 server stops a request's
+	// body once the response has begun, and a node may begin an event
+	// stream before the transport has sent the body's end, which would
+	// then cut the stream.
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<20))
+		if err != nil {
+			http.Error(w, "the front could not read the request's body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rp.ServeHTTP(w, r)
+	})
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 	return f, func(n map[string]*publicProxy) { nodes = n; close(ready) }
