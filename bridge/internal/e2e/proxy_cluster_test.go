@@ -38,7 +38,9 @@ import (
 
 // The proxy as a cluster (issue 18), end to end: two built
 // `browserbridge-proxy serve --nats` processes on one NATS server, real
-// bridges relaying to one node, and clients on the other.
+// bridges relaying to one node, and clients on the other: over spec 001
+// both ways, over the public /mcp behind one front, and across a node's
+// graceful stop.
 
 // clusterWait bounds how long the nodes take to see each other, and an
 // extension of one node to show on the other (presence is written
