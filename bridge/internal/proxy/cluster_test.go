@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -314,6 +315,9 @@ func TestClusterControlAndForwarding(t *testing.T) {
 		if e := echoOf(t, cc.call(13, "getTabs", nil)); e.Method != "getTabs" {
 			t.Fatalf("echo %+v", e)
 		}
+		// cc leaves: the extension hears it has no peer left.
+		cc.ws.Close()
+		statusPeers(t, chrome.tclient, true, 0)
 	})
 }
 
@@ -535,8 +539,12 @@ func TestClusterExtensionLeavesAndComesBack(t *testing.T) {
 			t.Fatalf("connecting to the extension gone: %d %q", code, msg)
 		}
 	}
-	// It comes back on node c.
+	// It comes back on node c, under its id (stable per user and name):
+	// node a's presence of it is gone everywhere (listed nowhere above).
 	back := c.extension(t, "alice", "Chrome").ready(t)
+	if back.id != ext.id {
+		t.Errorf("back on node c with id %s; it had %s on node a", back.id, ext.id)
+	}
 	for i, cl := range []*tclient{c1, c2} {
 		waitListed(t, cl, browserInfo(back.id, "Chrome"))
 		connectTo(t, cl, back.id)
@@ -1312,5 +1320,57 @@ func TestClusterShutdownLeavesNoPresence(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("node a restarted: node b lists %d extensions of the old node a (peers %s)", ghosts, peers)
 		}
+	}
+}
+
+// TestClusterClientNodeShutdown: the node of an MCP client stops
+// gracefully while the client's call to an extension of another node is
+// held: as on one node (TestShutdownTellsBothSides), the call is answered
+// -32007 and the client gets `disconnected` ("Proxy shutting down") before
+// its close frame 1001; the extension, on the node that stays, hears its
+// peer count drop.
+func TestClusterClientNodeShutdown(t *testing.T) {
+	url := startNATS(t)
+	a := joinCluster(t, url, "a", Options{}, testTTL)
+	b := joinCluster(t, url, "b", Options{ShutdownGrace: 100 * time.Millisecond}, testTTL)
+	ext := a.extension(t, "alice", "Chrome").ready(t)
+	c := b.mcp(t, "alice")
+	waitListed(t, c, browserInfo(ext.id, "Chrome"))
+	conn := connectTo(t, c, ext.id)
+	statusPeers(t, ext.tclient, true, 1)
+	held := c.start(2, "hold", nil)
+	nextSeen(t, ext)
+	done := make(chan error, 1)
+	go func() { done <- b.srv.Shutdown(context.Background()) }()
+	select {
+	case m := <-held:
+		if code, msg := errCode(t, m); code != relaywire.CodeShuttingDown || !strings.Contains(msg, "shutting down") {
+			t.Errorf("held call: %d %q, want -32007", code, msg)
+		}
+	case <-c.done:
+		t.Errorf("the client's connection closed (%v) with its call to node a unanswered", c.endErr)
+	case <-time.After(10 * time.Second):
+		t.Errorf("the held call was not answered")
+	}
+	got := false
+	for !got && len(c.notes) > 0 {
+		if m := <-c.notes; m.Method == relaywire.MethodDisconnected {
+			var p relaywire.DisconnectedParams
+			json.Unmarshal(m.Params, &p)
+			if p.ConnectionID != conn || p.Reason != relaywire.ReasonShuttingDown {
+				t.Errorf("disconnected %+v", p)
+			}
+			got = true
+		}
+	}
+	if !got {
+		t.Errorf("no disconnected before the connection closed")
+	}
+	if code, reason := c.closed(); code != websocket.CloseGoingAway || reason != relaywire.ReasonShuttingDown {
+		t.Errorf("closed with %d %q", code, reason)
+	}
+	statusPeers(t, ext.tclient, true, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
