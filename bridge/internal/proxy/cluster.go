@@ -287,18 +287,30 @@ func (c *clusterNode) openBuckets(ctx context.Context) error {
 	return nil
 }
 
-// stop leaves the cluster: the node's presence and heartbeat are deleted,
-// so that the others see it gone at once, not after the TTL.
-func (c *clusterNode) stop() {
-	c.cancel()
-	c.wg.Wait()
-	if c.sub != nil {
-		c.sub.Unsubscribe()
-	}
+// withdraw deletes the node's presence entries at the start of a
+// shutdown, before its extensions are told to go: one that reconnects to
+// another node at once must find its id free there. The node stays a peer
+// (its heartbeat goes on) until stop, so that calls in flight across nodes
+// can still be answered in the shutdown's grace.
+func (c *clusterNode) withdraw() {
 	c.mu.Lock()
-	kvP, kvN := c.kvP, c.kvN
-	// Every entry of this node: its extensions' (they may have left just
-	// now, their deletes not written yet) and any the mirror shows.
+	kvP := c.kvP
+	keys := c.ownKeysLocked()
+	c.own = map[string]presenceEntry{}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for _, k := range keys {
+		if kvP.Delete(ctx, k) != nil {
+			break // NATS is away: the others will time the node out
+		}
+	}
+}
+
+// ownKeysLocked returns every presence key of this node: its extensions'
+// (they may have left just now, their deletes not written yet) and any the
+// mirror shows. c.mu is held.
+func (c *clusterNode) ownKeysLocked() []string {
 	keySet := make(map[string]struct{}, len(c.own)+len(c.dirty))
 	for k := range c.own {
 		keySet[k] = struct{}{}
@@ -315,6 +327,20 @@ func (c *clusterNode) stop() {
 	for k := range keySet {
 		keys = append(keys, k)
 	}
+	return keys
+}
+
+// stop leaves the cluster: the node's presence and heartbeat are deleted,
+// so that the others see it gone at once, not after the TTL.
+func (c *clusterNode) stop() {
+	c.cancel()
+	c.wg.Wait()
+	if c.sub != nil {
+		c.sub.Unsubscribe()
+	}
+	c.mu.Lock()
+	kvP, kvN := c.kvP, c.kvN
+	keys := c.ownKeysLocked()
 	c.own = map[string]presenceEntry{}
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

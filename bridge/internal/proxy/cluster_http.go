@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
@@ -55,6 +58,22 @@ func (c *clusterNode) forwardSession(w http.ResponseWriter, r *http.Request) boo
 	target, err := url.Parse(base)
 	if err != nil {
 		return false
+	}
+	// The body is read whole first: net/http ends a request's body once
+	// the response begins, and the owner may start an event stream before
+	// the body has all passed. The guard in front capped its size.
+	if r.Body != nil && r.Body != http.NoBody {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			if httpguard.IsTooLarge(err) {
+				mcphttp.WriteError(w, http.StatusRequestEntityTooLarge, nil, -32600, "the request's body is over this proxy's size limit")
+			} else {
+				mcphttp.WriteError(w, http.StatusBadRequest, nil, -32700, "the request's body could not be read: "+err.Error())
+			}
+			return true
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
 	}
 	c.m.httpForwarded.Inc()
 	rp := &httputil.ReverseProxy{

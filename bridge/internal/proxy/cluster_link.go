@@ -601,15 +601,24 @@ func (rc *remoteConn) run(it boxItem) {
 // went away, NATS did): the calls still tracked are answered with msg, the
 // client gets `disconnected` with the reason.
 func (rc *remoteConn) fail(msg, reason string) {
+	rc.failWith(relaywire.CodeExtensionGone, msg, reason)
+}
+
+// failWith is fail with the calls' error code.
+func (rc *remoteConn) failWith(code int, msg, reason string) {
 	pending := rc.end()
 	if pending == nil {
 		return // ended already
 	}
 	mc, s := rc.mc, rc.c.s
 	if len(pending) > 0 {
-		s.m.failed.With("extension_gone").Add(float64(len(pending)))
+		why := "extension_gone"
+		if code == relaywire.CodeShuttingDown {
+			why = "shutdown"
+		}
+		s.m.failed.With(why).Add(float64(len(pending)))
 	}
-	e := relaywire.Errorf(relaywire.CodeExtensionGone, "%s", msg)
+	e := relaywire.Errorf(code, "%s", msg)
 	for id := range pending {
 		mc.c.Send(relaywire.AppendError(nil, json.RawMessage(id), e))
 	}
@@ -677,6 +686,22 @@ func (rc *remoteConn) close(tell bool) {
 		// The other node will drop its side when it sees this one's
 		// NATS link or heartbeats gone.
 		rc.c.m.dropped.With("publish").Inc()
+	}
+}
+
+// shutdownClients ends this node's clients' connections to other nodes
+// as a shutdown ends local ones: calls in flight answered -32007, then
+// `disconnected` ("Proxy shutting down"); the other nodes drop their side.
+func (c *clusterNode) shutdownClients() {
+	c.mu.Lock()
+	rcs := make([]*remoteConn, 0, len(c.remote))
+	for _, rc := range c.remote {
+		rcs = append(rcs, rc)
+	}
+	c.mu.Unlock()
+	for _, rc := range rcs {
+		rc.failWith(relaywire.CodeShuttingDown, "the proxy is shutting down", relaywire.ReasonShuttingDown)
+		_ = c.publish(rc.toExt, nil, opDetach, detachGone, false)
 	}
 }
 

@@ -403,6 +403,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing = true
 	s.closingFlag.Store(true)
 	s.mu.Unlock()
+	if s.cluster != nil {
+		s.cluster.withdraw()
+	}
 	if s.http != nil {
 		s.http.stopStreams()
 	}
@@ -435,6 +438,9 @@ wait:
 	status := relaywire.AppendNotification(nil, relaywire.MethodStatus, relaywire.MarshalParams(relaywire.StatusParams{
 		Connected: false, Timestamp: relaywire.Timestamp(s.opts.Now()),
 	}))
+	if s.cluster != nil {
+		s.cluster.shutdownClients()
+	}
 	for _, e := range exts {
 		e.detachAll(relaywire.CodeShuttingDown, "the proxy is shutting down", relaywire.ReasonShuttingDown)
 		e.c.Send(status)
