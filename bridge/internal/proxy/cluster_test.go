@@ -1374,3 +1374,47 @@ func TestClusterClientNodeShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClusterOneNameOnTwoNodesAtOnce: two browsers of one user with one
+// name authenticate on two nodes at the same moment (a person's two
+// machines starting up): they must get two ids, so that a third node
+// lists and reaches both, as it does when they come one after the other
+// (TestClusterIsolation). Presence is written asynchronously, so checking
+// the mirror before choosing the stable id is not enough.
+func TestClusterOneNameOnTwoNodesAtOnce(t *testing.T) {
+	ns := nodes(t, 3, Options{})
+	onA, authA := pendingExtension(t, ns[0], "alice", "Twin")
+	onB, authB := pendingExtension(t, ns[1], "alice", "Twin")
+	errs := make(chan error, 2)
+	go func() { errs <- authA() }()
+	go func() { errs <- authB() }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	onA.ready(t)
+	onB.ready(t)
+	if onA.id == onB.id {
+		t.Errorf("two browsers on two nodes share the id %s", onA.id)
+	}
+	waitListed(t, ns[2].mcp(t, "alice"), browserInfo(onA.id, "Twin"), browserInfo(onB.id, "Twin"))
+}
+
+// pendingExtension dials the extension endpoint and reads the proxy's
+// authenticate request; the extension authenticates when authenticate is
+// called (from any goroutine), so that several can at the same moment.
+func pendingExtension(tb testing.TB, tp *testProxy, user, name string) (*fakeExt, func() error) {
+	tb.Helper()
+	c := dial(tb, tp.url+relaywire.PathExtension, true)
+	e := &fakeExt{tclient: c, user: user, seen: make(chan []byte, 1<<16), replies: make(chan *relaywire.Message, 100)}
+	var m relaywire.Message
+	select {
+	case auth := <-c.raw:
+		json.Unmarshal(auth, &m)
+	case <-time.After(10 * time.Second):
+		tb.Fatal("no authenticate request")
+	}
+	res := relaywire.MarshalParams(relaywire.AuthenticateResult{Name: name, AccessToken: tp.token(tb, user, token.KindExtension)})
+	return e, func() error { return c.sendRaw(relaywire.AppendResult(nil, m.ID, res)) }
+}
