@@ -1418,3 +1418,63 @@ func pendingExtension(tb testing.TB, tp *testProxy, user, name string) (*fakeExt
 	res := relaywire.MarshalParams(relaywire.AuthenticateResult{Name: name, AccessToken: tp.token(tb, user, token.KindExtension)})
 	return e, func() error { return c.sendRaw(relaywire.AppendResult(nil, m.ID, res)) }
 }
+
+// TestClusterSubjectsCheckTheUser: a message on the cluster's subjects
+// that names a connection under another user's key (what a bug in id
+// mapping, or anyone else on the bus, could send) reaches nobody, in
+// either direction; under the connection's own user it would.
+func TestClusterSubjectsCheckTheUser(t *testing.T) {
+	url := startNATS(t)
+	a := joinCluster(t, url, "a", Options{}, testTTL)
+	b := joinCluster(t, url, "b", Options{}, testTTL)
+	ext := a.extension(t, "alice", "Chrome").ready(t)
+	c := b.mcp(t, "alice")
+	waitListed(t, c, browserInfo(ext.id, "Chrome"))
+	conn := connectTo(t, c, ext.id)
+	bus := natsConn(t, url)
+	publish := func(subject string, frame string) {
+		t.Helper()
+		if err := bus.Publish(subject, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		if err := bus.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toExt := func(user string) string { return "browserbridge.n.a.u." + userKey(user) + ".x." + conn }
+	toClient := func(user string) string { return "browserbridge.n.b.u." + userKey(user) + ".c." + conn }
+
+	held := c.start(1, "hold", nil)
+	nextSeen(t, ext)
+	before := metric(t, a, `browserbridge_proxy_cluster_dropped_total{reason="user_mismatch"}`)
+	// Under bob's key: a request to alice's extension, an answer to
+	// alice's client.
+	publish(toExt("bob"), `{"jsonrpc":"2.0","id":"forged","method":"createTab"}`)
+	publish(toClient("bob"), `{"jsonrpc":"2.0","id":1,"result":{"forged":true}}`)
+	// Under alice's own key the same subjects deliver: the sentinel proves
+	// the forged ones, published before on the same subjects, were handled.
+	publish(toExt("alice"), `{"jsonrpc":"2.0","id":"sentinel","method":"createTab"}`)
+	var m relaywire.Message
+	json.Unmarshal(nextSeen(t, ext), &m)
+	if id, _ := relaywire.IDString(m.ID); id != conn+`:"sentinel"` {
+		t.Fatalf("alice's extension received %s before the sentinel", m.ID)
+	}
+	if v := metric(t, a, `browserbridge_proxy_cluster_dropped_total{reason="user_mismatch"}`); v != before+1 {
+		t.Errorf("node a counted %v user mismatches, want %v", v, before+1)
+	}
+	for deadline := time.Now().Add(20 * time.Second); metric(t, b, `browserbridge_proxy_cluster_dropped_total{reason="user_mismatch"}`) < 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("node b did not count the forged answer as a user mismatch")
+		}
+	}
+	select {
+	case r := <-held:
+		t.Fatalf("alice's held call was answered by a forged message: %s %s", r.Result, r.Error)
+	default:
+	}
+	// The real answer still comes through.
+	ext.sendRaw(relaywire.AppendResult(nil, relaywire.AppendString(nil, conn+":1"), json.RawMessage(`{"real":true}`)))
+	if r := c.wait(held); string(r.Result) != `{"real":true}` {
+		t.Fatalf("held call: %s %s", r.Result, r.Error)
+	}
+}
