@@ -1088,8 +1088,8 @@ func testKeys(tb testing.TB) *token.Keys {
 // balancer stands for the load balancer in front of a cluster's HTTP side:
 // one public URL, whose sign-in pages and OAuth endpoints are served by
 // node signIn and whose MCP endpoints by node mcp, with the Host header
-// kept (the nodes answer only the public host). It returns the public URL;
-// route is set once the nodes run.
+// kept (the nodes answer only the public host). Its public URL is known
+// before the nodes start; signIn and mcp are set, and it is started, after.
 type balancer struct {
 	hs          *httptest.Server
 	signIn, mcp *url.URL
@@ -1124,34 +1124,78 @@ func newBalancer(tb testing.TB) *balancer {
 
 func (lb *balancer) public() string { return "http://" + lb.hs.Listener.Addr().String() }
 
+// httpCluster starts nodes a and b with the HTTP side on, behind a
+// balancer that sends sign-ins to a and MCP requests to b; their OAuth
+// state is one JetStream KV store on their NATS.
+func httpCluster(t *testing.T) (a, b *testProxy, lb *balancer) {
+	t.Helper()
+	url := startNATS(t)
+	js, err := jetstream.New(natsConn(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := authserver.NewJetStreamKV(js, "bbtest", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb = newBalancer(t)
+	node := func(name string) *testProxy {
+		opts := Options{Cluster: &ClusterOptions{Conn: natsConn(t, url), Node: name, PresenceTTL: testTTL}}
+		return newHTTPTestProxy(t, opts, func(o *HTTPOptions) {
+			o.PublicURL = lb.public()
+			o.KV = kv
+		})
+	}
+	a, b = node("a"), node("b")
+	lb.signIn, _ = neturl(a.hs.URL)
+	lb.mcp, _ = neturl(b.hs.URL)
+	lb.hs.Start()
+	return a, b, lb
+}
+
+// TestClusterHTTPServerEndpoint: a bridge's server on node a, reached at
+// /servers/NAME/mcp on node b: its request to the client (sampling) crosses
+// to the client's session and the answer back; the session's end reaches
+// the server as connection_closed.
+func TestClusterHTTPServerEndpoint(t *testing.T) {
+	a, b, lb := httpCluster(t)
+	srv := startServer(t, a, "alice", "notes")
+	watch := b.mcp(t, "alice")
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(fmt.Sprint(listOf(t, watch)), "notes"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("node b never listed the server of node a")
+		}
+	}
+	p := (&testProxy{hs: lb.hs}).person(t, passwordFields())
+	cs := sdkClient(t, lb.public()+"/servers/notes/mcp", eraSession, p, &mcp.ClientOptions{
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "test", Role: "assistant", Content: &mcp.TextContent{Text: "hi from the client"}}, nil
+		},
+	})
+	if info := cs.InitializeResult().ServerInfo; info == nil || info.Name != "fake-server" {
+		t.Errorf("initialize result's server: %+v; want the server's own", info)
+	}
+	if names := toolNames(t, cs); !slices.Equal(names, []string{"ask"}) {
+		t.Errorf("tools: %q", names)
+	}
+	if got := callTool(t, cs, "ask", nil); got != "the client said: hi from the client" {
+		t.Errorf("ask answered %q", got)
+	}
+	cs.Close()
+	select {
+	case <-srv.closed:
+	case <-time.After(10 * time.Second):
+		t.Error("the server on node a was not told the session's connection on node b ended")
+	}
+}
+
 // TestClusterHTTPEndpoint: the Streamable HTTP endpoint across nodes. The
 // Go SDK client signs in on node a (the OAuth state is in JetStream KV,
 // shared by the nodes) and uses /mcp on node b, which reaches the browser
 // connected to node a: its tools, calls, progress and cancellation.
 func TestClusterHTTPEndpoint(t *testing.T) {
 	eras(t, func(t *testing.T, era string) {
-		url := startNATS(t)
-		js, err := jetstream.New(natsConn(t, url))
-		if err != nil {
-			t.Fatal(err)
-		}
-		kv, err := authserver.NewJetStreamKV(js, "bbtest", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lb := newBalancer(t)
-		node := func(name string) *testProxy {
-			opts := Options{Cluster: &ClusterOptions{Conn: natsConn(t, url), Node: name, PresenceTTL: testTTL}}
-			return newHTTPTestProxy(t, opts, func(o *HTTPOptions) {
-				o.PublicURL = lb.public()
-				o.KV = kv
-			})
-		}
-		a, b := node("a"), node("b")
-		lb.signIn, _ = neturl(a.hs.URL)
-		lb.mcp, _ = neturl(b.hs.URL)
-		lb.hs.Start()
-
+		a, b, lb := httpCluster(t)
 		browser := startBrowser(t, a, "alice", "Chrome at work")
 		watch := b.mcp(t, "alice") // spec 001 on node b: polls until the browser shows
 		waitListed(t, watch, browserInfo(browser.id, "Chrome at work"))
