@@ -121,6 +121,7 @@ type clusterNode struct {
 	byUser   map[string]map[string]struct{}
 	peers    map[string]*peerState    // other nodes seen, by name
 	own      map[string]presenceEntry // this node's extensions, by key
+	claims   map[string]int           // id claims of this node (claimKey) → extensions holding it
 	dirty    map[string]struct{}      // keys to write (put if in own, else delete)
 	remote   map[string]*remoteConn   // this node's clients' links to other nodes, by connection id
 	shadows  map[string]*mcpClient    // other nodes' clients of this node's extensions, by connection id
@@ -197,6 +198,7 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 		byUser:  make(map[string]map[string]struct{}),
 		peers:   make(map[string]*peerState),
 		own:     make(map[string]presenceEntry),
+		claims:  make(map[string]int),
 		dirty:   make(map[string]struct{}),
 		remote:  make(map[string]*remoteConn),
 		shadows: make(map[string]*mcpClient),
@@ -297,6 +299,7 @@ func (c *clusterNode) withdraw() {
 	kvP := c.kvP
 	keys := c.ownKeysLocked()
 	c.own = map[string]presenceEntry{}
+	c.claims = map[string]int{}
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -316,6 +319,9 @@ func (c *clusterNode) ownKeysLocked() []string {
 		keySet[k] = struct{}{}
 	}
 	for k := range c.dirty {
+		keySet[k] = struct{}{}
+	}
+	for k := range c.claims {
 		keySet[k] = struct{}{}
 	}
 	for k, e := range c.mirror {
@@ -372,7 +378,84 @@ func (c *clusterNode) extensionDown(e *extension) {
 	delete(c.own, k)
 	c.dirty[k] = struct{}{}
 	c.mu.Unlock()
+	if e.claimed != "" {
+		c.releaseClaim(e.user.id, e.claimed)
+	}
 	c.kick()
+}
+
+// releaseClaim gives up one hold of this node on the user's id claim; the
+// writer deletes the claim when none is left.
+func (c *clusterNode) releaseClaim(user, id string) {
+	ck := claimKey(user, id)
+	c.mu.Lock()
+	if n := c.claims[ck]; n > 1 {
+		c.claims[ck] = n - 1
+	} else if n == 1 {
+		delete(c.claims, ck)
+		c.dirty[ck] = struct{}{}
+	}
+	c.mu.Unlock()
+	c.kick()
+}
+
+// Id claims. An extension's id is stable (stableID of its user and name)
+// so that clients find it again after it reconnects, to any node. Two of
+// one name at once on two nodes (a person's two machines) must not both
+// take it: the id is claimed in the presence bucket with Create, which
+// only one node can win, under claimPrefix+USERKEY.ID, holding the node's
+// name. A claim of a node that is gone is taken over.
+
+const claimPrefix = "id."
+
+func claimKey(user, id string) string { return claimPrefix + userKey(user) + "." + id }
+
+// claimID returns stable if this node could claim it (or NATS did not
+// answer: then it is the best guess), else a random id.
+func (c *clusterNode) claimID(user, stable string) string {
+	k := claimKey(user, stable)
+	c.mu.Lock()
+	kv := c.kvP
+	if c.claims[k] > 0 { // held here already: a second of the name on this node
+		c.mu.Unlock()
+		return stable // the node's own check gives it another
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	won := false
+	_, err := kv.Create(ctx, k, []byte(c.opts.Node))
+	switch {
+	case err == nil:
+		won = true
+	case errors.Is(err, jetstream.ErrKeyExists):
+		entry, gerr := kv.Get(ctx, k)
+		if gerr != nil {
+			won = errors.Is(gerr, jetstream.ErrKeyNotFound) // released a moment ago
+			if won {
+				_, err = kv.Create(ctx, k, []byte(c.opts.Node))
+				won = err == nil
+			}
+			break
+		}
+		holder := string(entry.Value())
+		c.mu.Lock()
+		gone := holder != c.opts.Node && !c.aliveLocked(holder)
+		c.mu.Unlock()
+		if holder == c.opts.Node || gone {
+			_, err = kv.Update(ctx, k, []byte(c.opts.Node), entry.Revision())
+			won = err == nil
+		}
+	default:
+		won = true // NATS is away: nothing to claim against
+	}
+	if !won {
+		return newID(relaywire.PrefixExtension)
+	}
+	c.mu.Lock()
+	c.claims[k]++
+	c.mu.Unlock()
+	return stable
 }
 
 func (c *clusterNode) kick() {
@@ -398,10 +481,13 @@ func (c *clusterNode) writeLoop() {
 		}
 		c.mu.Lock()
 		kv := c.kvP
-		batch := make(map[string]*presenceEntry, len(c.dirty))
+		batch := make(map[string][]byte, len(c.dirty))
 		for k := range c.dirty {
 			if e, ok := c.own[k]; ok {
-				batch[k] = &e
+				b, _ := json.Marshal(e)
+				batch[k] = b
+			} else if c.claims[k] > 0 {
+				batch[k] = []byte(c.opts.Node)
 			} else {
 				batch[k] = nil
 			}
@@ -409,11 +495,10 @@ func (c *clusterNode) writeLoop() {
 		clear(c.dirty)
 		c.mu.Unlock()
 		failed := false
-		for k, e := range batch {
+		for k, b := range batch {
 			ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 			var err error
-			if e != nil {
-				b, _ := json.Marshal(e)
+			if b != nil {
 				_, err = kv.Put(ctx, k, b)
 			} else {
 				err = kv.Delete(ctx, k)
@@ -482,6 +567,9 @@ func (c *clusterNode) watchOnce(status chan nats.Status) error {
 	clear(c.mirror)
 	clear(c.byUser)
 	for k := range c.own {
+		c.dirty[k] = struct{}{}
+	}
+	for k := range c.claims {
 		c.dirty[k] = struct{}{}
 	}
 	c.epoch = time.Now()
@@ -565,6 +653,9 @@ func (c *clusterNode) linkDown() {
 // presenceUpdate applies a change of the presence bucket to the mirror.
 func (c *clusterNode) presenceUpdate(u jetstream.KeyValueEntry) {
 	key := u.Key()
+	if strings.HasPrefix(key, claimPrefix) {
+		return // an id claim (claimID), not an extension
+	}
 	c.mu.Lock()
 	old, had := c.mirror[key]
 	if had {

@@ -37,6 +37,9 @@ type extension struct {
 	// node is set on a stand-in for an extension of another node of the
 	// cluster (clusterNode.remoteExtensions): it has no connection here.
 	node string
+	// claimed is the id this node claimed for it in the cluster (claimID),
+	// released when it leaves; "" if none.
+	claimed string
 
 	mu     sync.Mutex
 	conns  map[string]*connection // MCP connections to it, by connection id
@@ -420,6 +423,13 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 		return
 	}
 	e := &extension{s: s, c: c, name: name, kind: kind, server: res.Server, since: time.Now(), conns: make(map[string]*connection)}
+	if s.cluster != nil {
+		// The stable id, unless a browser of the same name holds it on
+		// another node: claimed in the cluster, so that two at once on
+		// two nodes cannot both take it.
+		e.id = s.cluster.claimID(claims.Subject, stableID(relaywire.PrefixExtension, claims.Subject, name))
+		e.claimed = e.id
+	}
 	u, err := s.acquireUser(claims.Subject, sideExtension, e)
 	switch {
 	case errors.Is(err, errUserLimit):

@@ -533,8 +533,15 @@ var (
 // last place.
 func (s *Server) acquireUser(id string, side int, e *extension) (*user, error) {
 	u, err := s.acquireUserLocking(id, side, e)
-	if err == nil && side == sideExtension && s.cluster != nil {
-		s.cluster.extensionUp(e)
+	if side == sideExtension && s.cluster != nil {
+		if e.claimed != "" && (err != nil || e.id != e.claimed) {
+			// Refused, or given another id here: the claim is not used.
+			s.cluster.releaseClaim(id, e.claimed)
+			e.claimed = ""
+		}
+		if err == nil {
+			s.cluster.extensionUp(e)
+		}
 	}
 	if err == nil && side == sideExtension && e.kind == relaywire.ExtensionKindBrowser && s.http != nil {
 		// HTTP sessions of the user that have no browser now learn that
@@ -567,7 +574,9 @@ func (s *Server) acquireUserLocking(id string, side int, e *extension) (*user, e
 			return nil, errUserLimit
 		}
 		e.user = u
-		e.id = stableID(relaywire.PrefixExtension, u.id, e.name)
+		if e.id == "" { // in a cluster, claimed before (clusterNode.claimID)
+			e.id = stableID(relaywire.PrefixExtension, u.id, e.name)
+		}
 		if _, taken := u.exts[e.id]; taken || (s.cluster != nil && s.cluster.idTaken(u.id, e.id)) {
 			e.id = newID(relaywire.PrefixExtension)
 		}
