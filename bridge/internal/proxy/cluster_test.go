@@ -1201,12 +1201,22 @@ func TestClusterHTTPEndpoint(t *testing.T) {
 		waitListed(t, watch, browserInfo(browser.id, "Chrome at work"))
 
 		progress := make(chan string, 10)
+		changed := make(chan struct{}, 10)
 		p := (&testProxy{hs: lb.hs}).person(t, passwordFields())
 		cs := sdkClient(t, lb.public()+"/mcp", era, p, &mcp.ClientOptions{
 			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 				progress <- req.Params.Message
 			},
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 		})
+		toolsChanged := func(why string) {
+			t.Helper()
+			select {
+			case <-changed:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no tools/list_changed after %s", why)
+			}
+		}
 		if names, want := toolNames(t, cs), []string{"list_browsers", "select_browser", "echo", "slow", "hang"}; !slices.Equal(names, want) {
 			t.Fatalf("tools on node b: %q; want %q", names, want)
 		}
@@ -1280,6 +1290,25 @@ func TestClusterHTTPEndpoint(t *testing.T) {
 		var rpcErr *jsonrpc.Error
 		if err := <-errc; !errors.As(err, &rpcErr) || rpcErr.Code != relaywire.CodeExtensionGone || !strings.Contains(rpcErr.Message, "disconnected before answering") {
 			t.Fatalf("the call cut off by the browser leaving node a returned %v; want -32005 saying the extension disconnected", err)
+		}
+		toolsChanged("the browser left node a")
+		waitListed(t, watch)
+		if names := toolNames(t, cs); !slices.Equal(names, []string{"list_browsers", "select_browser"}) {
+			t.Errorf("tools with no browser: %q", names)
+		}
+		for len(changed) > 0 { // one list_changed per change is not promised
+			<-changed
+		}
+		// It comes back, on node a again, under its id: node b's session is
+		// told when node a's presence reaches it.
+		back := startBrowser(t, a, "alice", "Chrome at work")
+		if back.id != browser.id {
+			t.Errorf("the browser came back as %s, not %s", back.id, browser.id)
+		}
+		waitListed(t, watch, browserInfo(back.id, "Chrome at work"))
+		toolsChanged("the browser came back to node a")
+		if got := callTool(t, cs, "echo", map[string]any{"message": "back"}); got != "Chrome at work: back" {
+			t.Errorf("echo after the browser came back: %q", got)
 		}
 	})
 }
