@@ -703,3 +703,131 @@ func TestClusterConnectWhileNATSDown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClusterNodeNATSBlip: one node's NATS connection drops and comes
+// back at once (a network blip, its NATS server restarting, a failover to
+// another server), while its peers never lost NATS and, as its heartbeats
+// go on, never take it for gone. The node ends its side of every
+// cross-node connection when its link drops (docs/relay.md: "every
+// cross-node connection ends the same way at once on both sides"); each
+// must still either work or end cleanly for the client on the other node
+// too (-32005 and `disconnected`, then connect again): a call across
+// nodes is never left without an answer.
+func TestClusterNodeNATSBlip(t *testing.T) {
+	// Far longer than the blip, so that the peers do not take node a for
+	// gone: only the links can tell them anything happened.
+	const ttl = 5 * time.Second
+	keys := testKeys(t)
+	ns := startNATS(t, 3)
+	var nodes []*node
+	for i, s := range ns {
+		nodes = append(nodes, startNode(t, keys, fmt.Sprintf("node%d", i+1), clusterReplicas, ttl, s.ClientURL()))
+	}
+	waitMesh(t, nodes[0].http, nodes[1].http, nodes[2].http)
+	a, b := nodes[0], nodes[1]
+	extA := dialExtension(t, keys, a.ws, a.name, "alice", "On a")
+	extB := dialExtension(t, keys, b.ws, b.name, "alice", "On b")
+	allowed := map[string]bool{extA.id: true, extB.id: true}
+	pairs := []struct {
+		name string
+		on   *node
+		ext  *fakeExtension
+	}{
+		{"client on b → extension on a", b, extA},
+		{"client on a → extension on b", a, extB},
+	}
+	var lcs []*loadClient
+	for i, p := range pairs {
+		c := dialClient(t, p.on.ws, fmt.Sprintf("alice/c%d", i))
+		c.handshake(t, mint(t, keys, "alice", token.KindMCP))
+		c.waitListed(t, []string{extA.id, extB.id}, allowed)
+		lc := &loadClient{client: c, user: "alice", ext: p.ext.id, node: p.on.name, extNode: p.ext.node}
+		var code int
+		var msg string
+		if lc.conn, code, msg = c.connect(t, lc.ext); code != 0 {
+			t.Fatalf("%s: connect: %d %s", p.name, code, msg)
+		}
+		tl := newTally()
+		lc.run(10, 2, 0, nil, strict(tl))
+		if ok, _, _, _, other := tl.snapshot(); ok != 10 {
+			t.Fatalf("%s: %d of 10 answered: %v", p.name, ok, other)
+		}
+		lcs = append(lcs, lc)
+	}
+	marks := []int{lcs[0].noteCount(), lcs[1].noteCount()}
+
+	if err := a.nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	// Node a has been through its reconnection: it rebuilt its view of
+	// the others (it sees them alive again).
+	poll(t, deadlockGuard, "node a to reconnect to NATS", func() (bool, string) {
+		return a.nc.Stats().Reconnects > 0 && a.nc.Status() == nats.CONNECTED, fmt.Sprintf("%v, %d reconnects", a.nc.Status(), a.nc.Stats().Reconnects)
+	})
+	waitMesh(t, a.http, b.http, nodes[2].http)
+
+	for i, p := range pairs {
+		lc := lcs[i]
+		// One more call: answered by the extension, or ended -32005. The
+		// guard is far past the presence TTL.
+		r, ok := awaitWithin(lc.start(json.RawMessage(`"after"`), "tools/call", callParams{Client: lc.name, Seq: -1}), 4*ttl)
+		if !ok {
+			t.Errorf("%s: a call after node a's NATS link came back got no answer within %v (presence TTL %v)", p.name, 4*ttl, ttl)
+			continue
+		}
+		code, msg := r.code()
+		switch code {
+		case 0:
+			if bad := checkEcho(r.msg, json.RawMessage(`"after"`), "tools/call", callParams{Client: lc.name, Seq: -1}, lc.conn, lc.ext, lc.user); bad != "" {
+				t.Errorf("%s: %s", p.name, bad)
+			}
+			t.Logf("%s: the connection survived", p.name)
+			continue
+		case relaywire.CodeExtensionGone, relaywire.CodeNotConnected:
+		default:
+			t.Errorf("%s: the call after the failover: %d %s", p.name, code, msg)
+			continue
+		}
+		if _, _, ok := lc.waitNote(relaywire.MethodDisconnected, marks[i], deadlockGuard); !ok {
+			t.Errorf("%s: call ended %d %q but no `disconnected` came", p.name, code, msg)
+			continue
+		}
+		// It connects again and is answered.
+		t.Logf("%s: ended cleanly (%d %q)", p.name, code, msg)
+		conn, ccode, cmsg := lc.connect(t, lc.ext)
+		if ccode != 0 {
+			t.Errorf("%s: connect again: %d %s", p.name, ccode, cmsg)
+			continue
+		}
+		again := &loadClient{client: lc.client, user: lc.user, ext: lc.ext, conn: conn, node: lc.node, extNode: lc.extNode}
+		tl := newTally()
+		again.run(10, 2, 0, nil, strict(tl))
+		if ok, _, _, _, other := tl.snapshot(); ok != 10 {
+			t.Errorf("%s: after connecting again, %d of 10 answered: %v", p.name, ok, other)
+		}
+		t.Logf("%s: connected again", p.name)
+	}
+	// Node a dropped its side of every link when its NATS link went;
+	// the other side must not keep the dead ones: node b holds one
+	// connection from node a's client (the new one), not two.
+	b0 := time.Now()
+	poll(t, 4*ttl, "node b to drop the connection node a's client left", func() (bool, string) {
+		h, err := getHealth(b.http)
+		if err != nil {
+			return false, err.Error()
+		}
+		return h.Pairs["remote_in"] == 1, fmt.Sprintf("node b's pairs %v after %v", h.Pairs, time.Since(b0).Round(time.Second))
+	})
+}
+
+// awaitWithin is await with a shorter guard.
+func awaitWithin(ch <-chan reply, limit time.Duration) (reply, bool) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r, true
+	case <-t.C:
+		return reply{}, false
+	}
+}
