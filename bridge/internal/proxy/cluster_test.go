@@ -1453,11 +1453,13 @@ func TestClusterClientNodeShutdown(t *testing.T) {
 // machines starting up): they must get two ids, so that a third node
 // lists and reaches both, as it does when they come one after the other
 // (TestClusterIsolation). Presence is written asynchronously, so checking
-// the mirror before choosing the stable id is not enough.
+// the mirror before choosing the stable id is not enough; and a node that
+// has not heard a peer's heartbeat yet must not take that peer for gone.
 func TestClusterOneNameOnTwoNodesAtOnce(t *testing.T) {
 	ns := nodes(t, 3, Options{})
+	// Node c started last: it has had the least time to hear of the others.
 	onA, authA := pendingExtension(t, ns[0], "alice", "Twin")
-	onB, authB := pendingExtension(t, ns[1], "alice", "Twin")
+	onB, authB := pendingExtension(t, ns[2], "alice", "Twin")
 	errs := make(chan error, 2)
 	go func() { errs <- authA() }()
 	go func() { errs <- authB() }()
@@ -1471,7 +1473,7 @@ func TestClusterOneNameOnTwoNodesAtOnce(t *testing.T) {
 	if onA.id == onB.id {
 		t.Errorf("two browsers on two nodes share the id %s", onA.id)
 	}
-	waitListed(t, ns[2].mcp(t, "alice"), browserInfo(onA.id, "Twin"), browserInfo(onB.id, "Twin"))
+	waitListed(t, ns[1].mcp(t, "alice"), browserInfo(onA.id, "Twin"), browserInfo(onB.id, "Twin"))
 }
 
 // pendingExtension dials the extension endpoint and reads the proxy's
