@@ -439,9 +439,14 @@ func (c *clusterNode) claimID(user, stable string) string {
 			break
 		}
 		holder := string(entry.Value())
+		// Gone only if its heartbeat is gone from the bucket (whose TTL
+		// is the presence TTL): this node may not have seen a node
+		// that started a moment ago beat yet.
 		c.mu.Lock()
-		gone := holder != c.opts.Node && !c.aliveLocked(holder)
+		kvN := c.kvN
 		c.mu.Unlock()
+		_, herr := kvN.Get(ctx, holder)
+		gone := holder != c.opts.Node && errors.Is(herr, jetstream.ErrKeyNotFound)
 		if holder == c.opts.Node || gone {
 			_, err = kv.Update(ctx, k, []byte(c.opts.Node), entry.Revision())
 			won = err == nil

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -29,6 +31,12 @@ type roundRobin struct {
 
 func (rr *roundRobin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := rr.nodes[rr.next.Add(1)%uint64(len(rr.nodes))]
+	// The body whole first, as a buffering balancer does: net/http ends a
+	// request's body once the response begins.
+	if body, err := io.ReadAll(r.Body); err == nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
 	(&httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)

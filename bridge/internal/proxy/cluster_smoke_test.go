@@ -32,9 +32,8 @@ func clusterNodeProxy(tb testing.TB, url, node string) *testProxy {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tp := newTestProxy(tb, Options{Cluster: &ClusterOptions{Conn: nc, Node: node, PresenceTTL: 2 * time.Second}})
-	tb.Cleanup(nc.Close) // after the proxy's shutdown (cleanups run last-first)
-	return tp
+	tb.Cleanup(nc.Close) // registered first, so it runs after the proxy's shutdown (cleanups run last-first)
+	return newTestProxy(tb, Options{Cluster: &ClusterOptions{Conn: nc, Node: node, PresenceTTL: 2 * time.Second}})
 }
 
 func TestClusterSmoke(t *testing.T) {
