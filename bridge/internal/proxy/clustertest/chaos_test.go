@@ -356,6 +356,7 @@ func TestClusterNodeKilled(t *testing.T) {
 	// them connect again and call; a fresh client on the other survivor
 	// can too.
 	var rejoinAfter, usableAfter []time.Duration
+	var rejoinedLinks []link // connections made to the rejoined extensions
 	for u, set := range us {
 		rj, ok := <-rejoined[u]
 		if !ok {
@@ -380,6 +381,7 @@ func TestClusterNodeKilled(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("client %s: connect to the rejoined extension %s on %s: %d %s", rc.name, rj.ext.id, rj.ext.node, code, msg)
 			}
+			rejoinedLinks = append(rejoinedLinks, link{rc.node, rj.ext.node})
 			again := &loadClient{client: rc.client, user: set.name, ext: rj.ext.id, conn: conn, node: rc.node, extNode: rj.ext.node, style: rc.style}
 			tl := newTally()
 			again.run(20, 1, 0, nil, strict(tl))
@@ -395,6 +397,7 @@ func TestClusterNodeKilled(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("fresh client of %s: connect to the rejoined extension: %d %s", set.name, code, msg)
 		}
+		rejoinedLinks = append(rejoinedLinks, link{set.steadyNode.name, rj.ext.node})
 		tl := newTally()
 		(&loadClient{client: fresh, user: set.name, ext: rj.ext.id, conn: conn, node: set.steadyNode.name, extNode: rj.ext.node}).run(5, 1, 0, nil, strict(tl))
 		if ok, _, _, _, other := tl.snapshot(); ok != 5 {
@@ -404,6 +407,15 @@ func TestClusterNodeKilled(t *testing.T) {
 	// The load between survivors went on through all of this.
 	close(endLoad)
 	wg.Wait()
+	// The survivors hold exactly the connections alive now: none left to
+	// or from the dead node.
+	live := append([]link(nil), rejoinedLinks...)
+	for _, rc := range rcs {
+		if rc.role == roleSurvivors || rc.role == roleSameNode {
+			live = append(live, link{rc.node, rc.extNode})
+		}
+	}
+	waitPairs(t, map[string]string{survivors[0].name: survivors[0].http, survivors[1].name: survivors[1].http}, live)
 
 	ok, failed, crossed, lost, other := steadyTally.snapshot()
 	if len(other) > 0 || len(crossed) > 0 || len(lost) > 0 {
@@ -648,6 +660,17 @@ func TestClusterNATSRestart(t *testing.T) {
 	}
 	close(endLoad)
 	wg.Wait()
+	// Every node holds the connections as they are now: the ones NATS's
+	// going cut are gone on both sides.
+	bases := map[string]string{}
+	for _, n := range nodes {
+		bases[n.name] = n.http
+	}
+	var live []link
+	for _, nc := range slices.Concat(same, cross) {
+		live = append(live, link{nc.node, nc.extNode})
+	}
+	waitPairs(t, bases, live)
 
 	sok, sfailed, scrossed, slost, sother := sameTally.snapshot()
 	if len(sother)+len(scrossed)+len(slost) > 0 {

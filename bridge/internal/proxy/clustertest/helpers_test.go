@@ -808,3 +808,41 @@ func strict(tl *tally) func(lc *loadClient, i int, id json.RawMessage, method st
 		return goOn
 	}
 }
+
+// link is a live client→extension connection: the client's node and the
+// extension's.
+type link struct{ client, ext string }
+
+// waitPairs polls each node's /health until its pair counts are those of
+// the live links: nothing left over from connections that ended (a node
+// gone, NATS away), nothing missing. bases maps node names to /health
+// base URLs.
+func waitPairs(tb testing.TB, bases map[string]string, live []link) {
+	tb.Helper()
+	want := map[string]map[string]int{}
+	for name := range bases {
+		want[name] = map[string]int{"local": 0, "remote_in": 0, "remote_out": 0}
+	}
+	for _, l := range live {
+		if l.client == l.ext {
+			want[l.client]["local"]++
+			continue
+		}
+		want[l.client]["remote_out"]++
+		want[l.ext]["remote_in"]++
+	}
+	poll(tb, deadlockGuard, "the nodes' pair counts", func() (bool, string) {
+		for name, base := range bases {
+			h, err := getHealth(base)
+			if err != nil {
+				return false, err.Error()
+			}
+			for k, v := range want[name] {
+				if h.Pairs[k] != v {
+					return false, fmt.Sprintf("node %s: pairs %v, want %v", name, h.Pairs, want[name])
+				}
+			}
+		}
+		return true, ""
+	})
+}
