@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -114,6 +115,7 @@ type clusterNode struct {
 	wg     sync.WaitGroup
 	wake   chan struct{} // the presence writer has work
 	down   atomic.Bool   // the NATS connection is down: no remote links
+	links  atomic.Value  // string: nodeInfo.Links of this node
 
 	mu       sync.Mutex
 	kvP, kvN jetstream.KeyValue
@@ -157,6 +159,10 @@ type nodeInfo struct {
 	Extensions int64     `json:"extensions"`
 	MCPClients int64     `json:"mcp_clients"`
 	URL        string    `json:"url,omitempty"` // ClusterOptions.AdvertiseURL
+	// Links changes whenever the node ends every cross-node connection of
+	// its own accord (its NATS link dropped): the others then end theirs
+	// with it, even if it came back before they missed a heartbeat.
+	Links string `json:"links"`
 }
 
 type clusterMetrics struct {
@@ -218,6 +224,7 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 		defer c.mu.Unlock()
 		return float64(len(c.remote) + len(c.shadows))
 	})
+	c.links.Store(rand.Text())
 	ctx := context.Background()
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -633,7 +640,7 @@ func (c *clusterNode) heartbeat(ctx context.Context) {
 	c.mu.Lock()
 	kv := c.kvN
 	c.mu.Unlock()
-	b, _ := json.Marshal(nodeInfo{Node: c.opts.Node, Started: c.s.started, Extensions: c.s.nExt.Load(), MCPClients: c.s.nMCP.Load(), URL: c.opts.AdvertiseURL})
+	b, _ := json.Marshal(nodeInfo{Node: c.opts.Node, Started: c.s.started, Extensions: c.s.nExt.Load(), MCPClients: c.s.nMCP.Load(), URL: c.opts.AdvertiseURL, Links: c.links.Load().(string)})
 	if _, err := kv.Put(ctx, c.opts.Node, b); err != nil && c.ctx.Err() == nil {
 		c.s.log.Debug("proxy cluster: heartbeat", "node", c.opts.Node, "err", err)
 	}
@@ -647,6 +654,7 @@ func (c *clusterNode) linkDown() {
 		return
 	}
 	c.s.log.Warn("proxy cluster: NATS unreachable; cross-node connections end until it is back", "node", c.opts.Node)
+	c.links.Store(rand.Text())
 	c.mu.Lock()
 	for _, p := range c.peers {
 		p.gone = true
@@ -714,10 +722,16 @@ func (c *clusterNode) nodeUpdate(u jetstream.KeyValueEntry) {
 	var info nodeInfo
 	if u.Operation() == jetstream.KeyValuePut && json.Unmarshal(u.Value(), &info) == nil {
 		wasGone := p.gone
+		reset := p.info.Links != "" && info.Links != p.info.Links
 		p.info, p.lastSeen, p.gone = info, time.Now(), false
 		c.mu.Unlock()
 		if wasGone {
 			c.log("proxy cluster: node is back", "peer", name)
+		}
+		if reset && !wasGone {
+			// It ended its cross-node connections (its NATS link
+			// dropped a moment) without missing a heartbeat.
+			c.nodeGone(name, "ended its cross-node connections")
 		}
 		return
 	}

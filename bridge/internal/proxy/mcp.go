@@ -428,6 +428,11 @@ func (mc *mcpClient) attach(extID string) (attachment, *relaywire.Error, string)
 		if p, ok := s.cluster.lookup(mc.user.id, extID); ok {
 			return s.cluster.attachRemote(mc, p)
 		}
+		if s.cluster.down.Load() {
+			return attachment{}, relaywire.Errorf(relaywire.CodeServerError,
+				"%s on this proxy node, and the cluster's message bus (NATS) is unreachable now, so extensions on other nodes cannot be reached; try again in a moment",
+				relaywire.MsgExtensionNotFound), "cluster_down"
+		}
 	}
 	if e == nil {
 		return attachment{}, relaywire.Errorf(relaywire.CodeServerError, relaywire.MsgExtensionNotFound), "not_found"
