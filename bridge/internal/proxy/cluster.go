@@ -128,7 +128,15 @@ type clusterNode struct {
 	remote   map[string]*remoteConn   // this node's clients' links to other nodes, by connection id
 	shadows  map[string]*mcpClient    // other nodes' clients of this node's extensions, by connection id
 	epoch    time.Time                // when the current watch began
-	dropped  int                      // messages NATS dropped on our subscription, seen so far
+	// selfSeq counts this node's own heartbeats seen back through the
+	// watch, selfSeen when the last came: a peer is taken for gone only
+	// when this node's beats kept coming while the peer's did not, so a
+	// slow bus (a busy machine, a NATS server lost) is not taken for
+	// dead peers.
+	selfSeq      uint64
+	selfSeen     time.Time
+	epochSelfSeq uint64 // selfSeq when the current watch began
+	dropped      int    // messages NATS dropped on our subscription, seen so far
 
 	httpTransport *http.Transport // to other nodes, for their sessions' requests
 
@@ -138,7 +146,8 @@ type clusterNode struct {
 type peerState struct {
 	info     nodeInfo
 	lastSeen time.Time
-	gone     bool // deleted its key (a clean stop) or missed its heartbeats
+	selfSeq  uint64 // this node's own beats seen by then (clusterNode.selfSeq)
+	gone     bool   // deleted its key (a clean stop) or missed its heartbeats
 }
 
 // presenceEntry is one extension in the presence bucket.
@@ -244,8 +253,9 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 		return nil, fmt.Errorf("proxy: cluster: %w", err)
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.watchLoop()
+	go c.heartbeatLoop()
 	go c.writeLoop()
 	c.log("joined the proxy cluster", "subject", c.inbox+">", "presence_ttl", opts.PresenceTTL)
 	return c, nil
@@ -585,6 +595,8 @@ func (c *clusterNode) watchOnce(status chan nats.Status) error {
 		c.dirty[k] = struct{}{}
 	}
 	c.epoch = time.Now()
+	c.selfSeen = c.epoch
+	c.epochSelfSeq = c.selfSeq
 	c.mu.Unlock()
 	c.down.Store(false)
 	c.kick()
@@ -599,8 +611,8 @@ func (c *clusterNode) watchOnce(status chan nats.Status) error {
 		return fmt.Errorf("watching nodes: %w", err)
 	}
 	defer wN.Stop()
-	beat := time.NewTicker(c.opts.PresenceTTL / 5)
-	defer beat.Stop()
+	tick := time.NewTicker(c.opts.PresenceTTL / 5)
+	defer tick.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -627,11 +639,31 @@ func (c *clusterNode) watchOnce(status chan nats.Status) error {
 			if u != nil {
 				c.nodeUpdate(u)
 			}
-		case <-beat.C:
-			hb, cancel := context.WithTimeout(ctx, c.opts.PresenceTTL/2)
-			c.heartbeat(hb)
+		case <-tick.C:
+			if !c.sweep() {
+				return errors.New("this node's own heartbeats stopped coming back through the watch; watching again")
+			}
+		}
+	}
+}
+
+// heartbeatLoop writes the node's heartbeat every fifth of the TTL, on
+// its own goroutine: a slow write must not hold the watch.
+func (c *clusterNode) heartbeatLoop() {
+	defer c.wg.Done()
+	tick := time.NewTicker(c.opts.PresenceTTL / 5)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-tick.C:
+			if c.down.Load() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, c.opts.PresenceTTL/2)
+			c.heartbeat(ctx)
 			cancel()
-			c.sweep()
 		}
 	}
 }
@@ -711,6 +743,12 @@ func (c *clusterNode) presenceUpdate(u jetstream.KeyValueEntry) {
 func (c *clusterNode) nodeUpdate(u jetstream.KeyValueEntry) {
 	name := u.Key()
 	if name == c.opts.Node {
+		if u.Operation() == jetstream.KeyValuePut {
+			c.mu.Lock()
+			c.selfSeq++
+			c.selfSeen = time.Now()
+			c.mu.Unlock()
+		}
 		return
 	}
 	c.mu.Lock()
@@ -723,7 +761,7 @@ func (c *clusterNode) nodeUpdate(u jetstream.KeyValueEntry) {
 	if u.Operation() == jetstream.KeyValuePut && json.Unmarshal(u.Value(), &info) == nil {
 		wasGone := p.gone
 		reset := p.info.Links != "" && info.Links != p.info.Links
-		p.info, p.lastSeen, p.gone = info, time.Now(), false
+		p.info, p.lastSeen, p.selfSeq, p.gone = info, time.Now(), c.selfSeq, false
 		c.mu.Unlock()
 		if wasGone {
 			c.log("proxy cluster: node is back", "peer", name)
@@ -744,16 +782,19 @@ func (c *clusterNode) nodeUpdate(u jetstream.KeyValueEntry) {
 	}
 }
 
-// sweep declares nodes that missed their heartbeats for the TTL gone,
-// deletes presence entries left by nodes that are gone, and ends the links
-// if NATS dropped messages of ours (they cannot be told apart).
-func (c *clusterNode) sweep() {
+// sweep declares nodes that missed their heartbeats for the TTL gone
+// (while this node's own kept coming back: beatsForDeath of them), deletes
+// presence entries left by nodes that are gone, and ends the links if NATS
+// dropped messages of ours (they cannot be told apart). False when this
+// node's own heartbeats have not come back for three TTLs: the watch is
+// stuck and must start again.
+func (c *clusterNode) sweep() bool {
 	now := time.Now()
 	ttl := c.opts.PresenceTTL
 	var dead []string
 	c.mu.Lock()
 	for name, p := range c.peers {
-		if !p.gone && now.Sub(p.lastSeen) > ttl {
+		if !p.gone && now.Sub(p.lastSeen) > ttl && c.selfSeq-p.selfSeq >= beatsForDeath {
 			p.gone = true
 			dead = append(dead, name)
 		}
@@ -761,16 +802,19 @@ func (c *clusterNode) sweep() {
 			delete(c.peers, name)
 		}
 	}
+	stuck := !c.down.Load() && now.Sub(c.selfSeen) > 3*ttl
 	stale := 0
-	if now.Sub(c.epoch) > ttl {
-		for k, e := range c.mirror {
-			if _, mine := c.own[k]; mine {
-				continue
-			}
-			if e.Node == c.opts.Node || !c.aliveLocked(e.Node) {
-				c.dirty[k] = struct{}{} // not in own: the writer deletes it
-				stale++
-			}
+	// Entries of a node never seen are left until this node has seen its
+	// own beats for a whole TTL: the other's may be on their way.
+	settled := c.selfSeq-c.epochSelfSeq >= beatsForDeath
+	for k, e := range c.mirror {
+		if _, mine := c.own[k]; mine {
+			continue
+		}
+		p := c.peers[e.Node]
+		if (e.Node == c.opts.Node && settled) || (p != nil && p.gone) || (p == nil && e.Node != c.opts.Node && settled) {
+			c.dirty[k] = struct{}{} // not in own: the writer deletes it
+			stale++
 		}
 	}
 	c.mu.Unlock()
@@ -787,7 +831,13 @@ func (c *clusterNode) sweep() {
 			c.failLinks("the proxy cluster lost messages (this node could not keep up)", "slow_consumer")
 		}
 	}
+	return !stuck
 }
+
+// beatsForDeath is how many of its own heartbeats a node must see come
+// back, after a peer's last, before it takes the peer for gone (with the
+// TTL passed too): five, one TTL's worth.
+const beatsForDeath = 5
 
 // aliveLocked reports whether node is this one or a peer alive now.
 func (c *clusterNode) aliveLocked(node string) bool {
