@@ -19,8 +19,10 @@ import (
 //
 // A member restarts with Stop and Restart, keeping its ports and store.
 func StartCluster(n int, dir string) ([]*Server, error) {
-	if n < 1 {
-		return nil, fmt.Errorf("natsembed: a cluster of %d servers", n)
+	if n < 2 {
+		// A one-server "cluster" never elects a JetStream meta leader
+		// that sees all of it: start one server alone with Start.
+		return nil, fmt.Errorf("natsembed: a cluster needs at least 2 servers, not %d; start one server alone with Start", n)
 	}
 	// JetStream in a cluster needs every server's routes before it starts,
 	// so the route ports are picked first. Another process may take one
