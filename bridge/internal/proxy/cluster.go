@@ -312,17 +312,24 @@ func (c *clusterNode) openBuckets(ctx context.Context) error {
 // (its heartbeat goes on) until stop, so that calls in flight across nodes
 // can still be answered in the shutdown's grace.
 func (c *clusterNode) withdraw() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c.deleteOwnKeys(ctx)
+}
+
+// deleteOwnKeys forgets this node's extensions and claims and deletes
+// their entries, until NATS fails to answer (then the others time the
+// node out).
+func (c *clusterNode) deleteOwnKeys(ctx context.Context) {
 	c.mu.Lock()
 	kvP := c.kvP
 	keys := c.ownKeysLocked()
 	c.own = map[string]presenceEntry{}
 	c.claims = map[string]int{}
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
 	for _, k := range keys {
 		if kvP.Delete(ctx, k) != nil {
-			break // NATS is away: the others will time the node out
+			break
 		}
 	}
 }
@@ -361,18 +368,12 @@ func (c *clusterNode) stop() {
 	if c.sub != nil {
 		c.sub.Unsubscribe()
 	}
-	c.mu.Lock()
-	kvP, kvN := c.kvP, c.kvN
-	keys := c.ownKeysLocked()
-	c.own = map[string]presenceEntry{}
-	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	for _, k := range keys {
-		if kvP.Delete(ctx, k) != nil {
-			break // NATS is away: the others will time the node out
-		}
-	}
+	c.deleteOwnKeys(ctx)
+	c.mu.Lock()
+	kvN := c.kvN
+	c.mu.Unlock()
 	_ = kvN.Delete(ctx, c.opts.Node)
 	c.failLinks("the proxy node is shutting down", "shutdown")
 	c.httpTransport.CloseIdleConnections()

@@ -508,16 +508,7 @@ func (rc *remoteConn) forward(m *relaywire.Message, kind relaywire.Kind) {
 // reply passes the client's answer to an extension's request ("ext:…") on.
 func (rc *remoteConn) reply(m *relaywire.Message) {
 	<-rc.ready
-	var out []byte
-	switch {
-	case m.Result != nil:
-		out = relaywire.AppendResult(nil, m.ID, m.Result)
-	case validError(m.Error):
-		out = relaywire.AppendErrorRaw(nil, m.ID, m.Error)
-	default:
-		out = relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInternalError, "the client sent a malformed error object"))
-	}
-	if rc.c.publish(rc.toExt, out, "", "", false) != nil {
+	if rc.c.publish(rc.toExt, clientAnswer(m), "", "", false) != nil {
 		rc.c.m.dropped.With("publish").Inc()
 	}
 }

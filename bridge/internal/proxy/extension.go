@@ -666,17 +666,21 @@ func (mc *mcpClient) routeReply(m *relaywire.Message) bool {
 		s.m.dropped.With("reply_not_asked").Inc()
 		return true
 	}
-	var out []byte
+	cn.ext.c.Send(clientAnswer(m))
+	return true
+}
+
+// clientAnswer is a client's answer to an extension's request as the
+// extension gets it: the result or the error object as sent, or an error
+// saying the client's was malformed.
+func clientAnswer(m *relaywire.Message) []byte {
 	switch {
 	case m.Result != nil:
-		out = relaywire.AppendResult(nil, m.ID, m.Result)
+		return relaywire.AppendResult(nil, m.ID, m.Result)
 	case validError(m.Error):
-		out = relaywire.AppendErrorRaw(nil, m.ID, m.Error)
-	default:
-		out = relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInternalError, "the client sent a malformed error object"))
+		return relaywire.AppendErrorRaw(nil, m.ID, m.Error)
 	}
-	cn.ext.c.Send(out)
-	return true
+	return relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInternalError, "the client sent a malformed error object"))
 }
 
 // What the MCP endpoints need to tell browsers from servers.
