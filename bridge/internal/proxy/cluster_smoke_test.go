@@ -2,12 +2,17 @@ package proxy
 
 import (
 	"encoding/json"
+	"net"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -95,4 +100,91 @@ func TestClusterSmoke(t *testing.T) {
 	}
 	n := c.note(relaywire.MethodDisconnected)
 	t.Logf("disconnected: %s", n.Params)
+}
+
+// TestClusterSlowClient: a client that stops reading holds up nobody
+// else. Its node's one NATS reader never waits for it (its messages queue
+// in its own mailbox, drained by a goroutine of its own, which waits as a
+// local client's sender does, WriteWait, then drops it); another client
+// of the same node and extension is served all along.
+func TestClusterSlowClient(t *testing.T) {
+	url := startNATS(t)
+	opts := Options{WriteWait: 2 * time.Second, SendQueue: 4, ConnRate: -1, UserRate: -1}
+	a := joinCluster(t, url, "a", opts, testTTL)
+	b := joinCluster(t, url, "b", opts, testTTL)
+	// Two browsers, so that the one the slow client floods does not
+	// hold up the other client's calls itself.
+	ext := a.extension(t, "alice", "Chrome").ready(t)
+	other := a.extension(t, "alice", "Chrome at home").ready(t)
+	for _, e := range []*fakeExt{ext, other} {
+		go func() { // the extensions' log of requests is not this test's business
+			for range e.seen {
+			}
+		}()
+	}
+
+	// The slow client: a bare WebSocket that handshakes, connects, sends
+	// big requests and never reads again.
+	// A small receive buffer, so that the kernel takes little of the
+	// flood on the client's behalf.
+	dialer := websocket.Dialer{NetDial: func(network, addr string) (net.Conn, error) {
+		c, err := net.Dial(network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetReadBuffer(4 << 10)
+		}
+		return c, err
+	}}
+	slow, _, err := dialer.Dial(b.url+relaywire.PathMCP, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	write := func(v any) {
+		t.Helper()
+		if err := slow.WriteJSON(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() relaywire.Message {
+		t.Helper()
+		var m relaywire.Message
+		if err := slow.ReadJSON(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	write(map[string]any{"jsonrpc": "2.0", "id": "h", "method": relaywire.MethodHandshake, "params": relaywire.HandshakeParams{AccessToken: b.token(t, "alice", token.KindMCP)}})
+	read()
+	y := b.mcp(t, "alice")
+	waitListed(t, y, browserInfo(ext.id, "Chrome"), browserInfo(other.id, "Chrome at home"))
+	write(map[string]any{"jsonrpc": "2.0", "id": "c", "method": relaywire.MethodConnect, "params": relaywire.ConnectParams{ExtensionID: ext.id}})
+	for m := read(); string(m.ID) != `"c"`; m = read() {
+	}
+	connectTo(t, y, other.id)
+	big := strings.Repeat("x", 32<<10)
+	go func() {
+		for i := 0; i < 200; i++ {
+			if slow.WriteJSON(map[string]any{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": map[string]string{"pad": big}}) != nil {
+				return // dropped by the proxy, as it should be
+			}
+		}
+	}()
+
+	// Meanwhile the other client of node b is served, call after call.
+	for i := 0; i < 200; i++ {
+		if r := y.call(i, "tools/call", map[string]int{"n": i}); r.Error != nil {
+			t.Fatalf("call %d of the client that reads: %s", i, r.Error)
+		}
+	}
+	// And the one that reads nothing is dropped by its node, once its
+	// kernel buffers are full and its queue stayed full for WriteWait
+	// (the flood takes a while to cross a loaded machine: a generous
+	// deadline, only against a hang).
+	deadline := time.Now().Add(2 * time.Minute)
+	for b.srv.nMCP.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client that reads nothing was not dropped: node b still has %d MCP clients", b.srv.nMCP.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
