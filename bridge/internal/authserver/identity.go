@@ -30,6 +30,20 @@ type limitedError struct{ err error }
 func (e limitedError) Error() string   { return e.err.Error() }
 func (e limitedError) Unwrap() []error { return []error{e.err, ErrSignInLimited} }
 
+// ErrSignInUnavailable marks a checker that could not check (its store
+// did not answer; see SignInUnavailable): the sign-in page then answers
+// 503 with Retry-After rather than 401 "wrong code".
+var ErrSignInUnavailable = errors.New("the sign-in check is unavailable")
+
+// SignInUnavailable wraps err, a checker's sentence for why it could not
+// check, so that it also matches ErrSignInUnavailable; its text stays err's.
+func SignInUnavailable(err error) error { return unavailableError{err} }
+
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string   { return e.err.Error() }
+func (e unavailableError) Unwrap() []error { return []error{e.err, ErrSignInUnavailable} }
+
 // IdentityConfig says how a person proves who they are. At least one way
 // must be set.
 type IdentityConfig struct {
@@ -251,6 +265,13 @@ func (s *Server) signInWithSecret(w http.ResponseWriter, r *http.Request, f *aut
 			s.log.Warn("authserver: sign-in attempts limited", "limit", "pairing", "address", addr, "client", f.req.ClientID)
 			w.Header().Set("Retry-After", "60")
 			s.showSignIn(w, r, f, http.StatusTooManyRequests, sentence(err.Error()), true)
+			return
+		}
+		if errors.Is(err, ErrSignInUnavailable) {
+			// Not the person's mistake: the code could not be checked.
+			s.log.Warn("authserver: pairing code could not be checked", "address", addr, "client", f.req.ClientID)
+			w.Header().Set("Retry-After", "10")
+			s.showSignIn(w, r, f, http.StatusServiceUnavailable, sentence(err.Error()), true)
 			return
 		}
 		if err != nil {

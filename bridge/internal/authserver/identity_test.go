@@ -120,6 +120,8 @@ func TestIdentityPairingCode(t *testing.T) {
 			return Subject{}, errors.New("this code expired; run browserbridge pair again")
 		case "BRIDGE-9999":
 			return Subject{}, SignInLimited(errors.New("too many codes tried from your network: wait a minute"))
+		case "BRIDGE-5030":
+			return Subject{}, SignInUnavailable(errors.New("pairing codes cannot be checked right now: try again in a minute"))
 		}
 		return Subject{}, errors.New("no bridge is waiting for this code")
 	}
@@ -138,6 +140,13 @@ func TestIdentityPairingCode(t *testing.T) {
 	wantPage(t, limited, http.StatusTooManyRequests, "Too many codes tried from your network: wait a minute.")
 	if got := limited.header.Get("Retry-After"); got != "60" {
 		t.Fatalf("Retry-After %q after the checker's limit", got)
+	}
+	// A checker that could not check (its store is away) is a 503 to
+	// retry, not a wrong code either.
+	unavailable := b.post("/oauth/signin", formOf(p, "code", "BRIDGE-5030"))
+	wantPage(t, unavailable, http.StatusServiceUnavailable, "Pairing codes cannot be checked right now: try again in a minute.")
+	if got := unavailable.header.Get("Retry-After"); got == "" {
+		t.Fatal("no Retry-After when the checker could not check")
 	}
 	c := b.post("/oauth/signin", formOf(p, "code", " BRIDGE-4711 "))
 	wantPage(t, c, http.StatusOK, "Allow this app?", "user 42")

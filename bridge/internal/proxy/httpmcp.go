@@ -391,6 +391,9 @@ func pairingSubject(redeem func(code, clientIP string) (user string, err error))
 		if errors.Is(err, ErrPairingLimited) {
 			return authserver.Subject{}, authserver.SignInLimited(err) // 429, not "wrong code"
 		}
+		if errors.Is(err, ErrPairingUnavailable) {
+			return authserver.Subject{}, authserver.SignInUnavailable(err) // 503, not "wrong code"
+		}
 		if err != nil {
 			return authserver.Subject{}, err
 		}

@@ -17,12 +17,14 @@ func TestPairingSubject(t *testing.T) {
 		wantID      string
 		wantLimited bool
 		wantErr     bool
+		unavailable bool
 	}{
-		{"a good code", "alice", nil, "pair:alice", false, false},
-		{"the per-address limit", "", errPairingPerIP, "", true, true},
-		{"the proxy-wide limit", "", errPairingGlobal, "", true, true},
-		{"a used code", "", ErrPairingUsed, "", false, true},
-		{"bound to nobody", "", nil, "", false, true},
+		{"a good code", "alice", nil, "pair:alice", false, false, false},
+		{"the per-address limit", "", errPairingPerIP, "", true, true, false},
+		{"the proxy-wide limit", "", errPairingGlobal, "", true, true, false},
+		{"a used code", "", ErrPairingUsed, "", false, true, false},
+		{"bound to nobody", "", nil, "", false, true, false},
+		{"the shared store away", "", ErrPairingUnavailable, "", false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			check := pairingSubject(func(code, ip string) (string, error) { return tc.user, tc.err })
@@ -32,6 +34,9 @@ func TestPairingSubject(t *testing.T) {
 			}
 			if got := errors.Is(err, authserver.ErrSignInLimited); got != tc.wantLimited {
 				t.Fatalf("errors.Is(%v, ErrSignInLimited) = %v", err, got)
+			}
+			if got := errors.Is(err, authserver.ErrSignInUnavailable); got != tc.unavailable {
+				t.Fatalf("errors.Is(%v, ErrSignInUnavailable) = %v", err, got)
 			}
 			if tc.err != nil && err.Error() != tc.err.Error() {
 				t.Fatalf("the sentence changed: %q, want %q", err, tc.err)
