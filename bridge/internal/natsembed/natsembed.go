@@ -210,30 +210,23 @@ func (s *Server) Name() string { return s.Options().Name }
 
 // ClientURL returns nats://host:port of the client listener, or "" for a
 // server without one. It stays the same across Restart.
-func (s *Server) ClientURL() string {
-	o := s.Options()
-	if o.Listen == "" {
-		return ""
-	}
-	host, port, _ := net.SplitHostPort(o.Listen)
-	if host == "0.0.0.0" || host == "::" || host == "" {
-		host = "127.0.0.1"
-	}
-	return "nats://" + net.JoinHostPort(host, port)
-}
+func (s *Server) ClientURL() string { return listenURL("nats", s.Options().Listen) }
 
 // RouteURL returns nats-route://host:port of the route listener, or ""
 // for a server outside a cluster.
-func (s *Server) RouteURL() string {
-	o := s.Options()
-	if o.ClusterListen == "" {
+func (s *Server) RouteURL() string { return listenURL("nats-route", s.Options().ClusterListen) }
+
+// listenURL is scheme://host:port for a listen address, with a wildcard
+// host made loopback (a URL to dial, not to bind); "" for no address.
+func listenURL(scheme, listen string) string {
+	if listen == "" {
 		return ""
 	}
-	host, port, _ := net.SplitHostPort(o.ClusterListen)
+	host, port, _ := net.SplitHostPort(listen)
 	if host == "0.0.0.0" || host == "::" || host == "" {
 		host = "127.0.0.1"
 	}
-	return "nats-route://" + net.JoinHostPort(host, port)
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // InProcessConn connects to the running server through a pipe; it is what
