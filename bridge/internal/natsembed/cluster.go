@@ -88,14 +88,9 @@ func WaitCluster(ctx context.Context, servers []*Server) error {
 	err := waitFor(ctx, func() (bool, error) {
 		leader := false
 		for _, s := range servers {
-			s.mu.Lock()
-			ns := s.ns
-			s.mu.Unlock()
-			if ns == nil {
-				return false, ErrStopped
-			}
-			if !ns.JetStreamEnabled() || !ns.JetStreamIsCurrent() {
-				return false, nil
+			ns, current, err := s.jetStreamCurrent()
+			if !current {
+				return false, err
 			}
 			if ns.JetStreamIsLeader() {
 				peers := ns.JetStreamClusterPeers()

@@ -263,14 +263,22 @@ func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 // this server follows it.
 func (s *Server) WaitJetStream(ctx context.Context) error {
 	return waitFor(ctx, func() (bool, error) {
-		s.mu.Lock()
-		ns := s.ns
-		s.mu.Unlock()
-		if ns == nil {
-			return false, ErrStopped
-		}
-		return ns.JetStreamEnabled() && ns.JetStreamIsCurrent(), nil
+		_, current, err := s.jetStreamCurrent()
+		return current, err
 	}, "server "+s.Name()+"'s JetStream to join its cluster's meta leader")
+}
+
+// jetStreamCurrent returns the running nats-server and whether its
+// JetStream is usable (alone, or following its cluster's meta leader);
+// ErrStopped when the server is not running.
+func (s *Server) jetStreamCurrent() (*server.Server, bool, error) {
+	s.mu.Lock()
+	ns := s.ns
+	s.mu.Unlock()
+	if ns == nil {
+		return nil, false, ErrStopped
+	}
+	return ns, ns.JetStreamEnabled() && ns.JetStreamIsCurrent(), nil
 }
 
 // WaitJetStreamPeers waits, as WaitJetStream, and until this server's view
@@ -279,14 +287,9 @@ func (s *Server) WaitJetStream(ctx context.Context) error {
 // answers "no suitable peers for placement" before).
 func (s *Server) WaitJetStreamPeers(ctx context.Context, n int) error {
 	return waitFor(ctx, func() (bool, error) {
-		s.mu.Lock()
-		ns := s.ns
-		s.mu.Unlock()
-		if ns == nil {
-			return false, ErrStopped
-		}
-		if !ns.JetStreamEnabled() || !ns.JetStreamIsCurrent() {
-			return false, nil
+		ns, current, err := s.jetStreamCurrent()
+		if !current {
+			return false, err
 		}
 		if !ns.JetStreamIsClustered() {
 			return n <= 1, nil

@@ -196,10 +196,8 @@ func presenceKey(node, user, extID string) string {
 
 // startCluster joins the cluster: buckets, the node's subscription, the
 // watch and heartbeat loop, the presence writer.
+// opts has its defaults (New set them).
 func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
-	if err := opts.setDefaults(); err != nil {
-		return nil, err
-	}
 	js, err := jetstream.New(opts.Conn)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: cluster: JetStream: %w", err)
@@ -540,8 +538,8 @@ func (c *clusterNode) writeLoop() {
 	}
 }
 
-// watchLoop keeps the mirror of the buckets and the heartbeat, one watch
-// per connection to NATS: after a reconnection (NATS may have restarted
+// watchLoop keeps the mirror of the buckets, one watch per connection to
+// NATS: after a reconnection (NATS may have restarted
 // and lost its memory-stored buckets) the buckets are opened again, this
 // node's entries written again, and the mirror rebuilt from what the new
 // watch delivers.
@@ -561,21 +559,18 @@ func (c *clusterNode) watchLoop() {
 }
 
 func (c *clusterNode) watchOnce(status chan nats.Status) error {
-	if c.nc.Status() != nats.CONNECTED {
+	if st := c.nc.Status(); st != nats.CONNECTED {
 		c.linkDown()
-		for {
+		for st != nats.CONNECTED {
+			var ok bool
 			select {
 			case <-c.ctx.Done():
 				return nil
-			case st, ok := <-status:
+			case st, ok = <-status:
 				if !ok || st == nats.CLOSED {
 					return errors.New("the NATS connection was closed")
 				}
-				if st != nats.CONNECTED {
-					continue
-				}
 			}
-			break
 		}
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -896,33 +891,34 @@ func (c *clusterNode) lookup(user, extID string) (presenceEntry, bool) {
 	return found, ok
 }
 
-// idTaken reports whether another live node holds an extension of the
-// user with this id (two browsers of one name on two nodes).
-func (c *clusterNode) idTaken(user, extID string) bool {
-	_, ok := c.lookup(user, extID)
-	return ok
-}
-
 // nodeGone ends the links with a node that went away: this node's clients
 // connected to its extensions get their calls in flight answered and
 // `disconnected`; its clients' connections to this node's extensions end.
 func (c *clusterNode) nodeGone(name, why string) {
 	c.log("proxy cluster: node gone", "peer", name, "why", why)
+	rcs, shadows := c.linksWith(name)
+	c.endLinks(rcs, shadows, "the proxy node that holds the extension went away before it answered", "node_gone")
+}
+
+// linksWith returns the cross-node connections with node ("" for every
+// node): this node's clients' to its extensions, and its clients' shadows
+// here.
+func (c *clusterNode) linksWith(node string) ([]*remoteConn, []*mcpClient) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	var rcs []*remoteConn
 	for _, rc := range c.remote {
-		if rc.node == name {
+		if node == "" || rc.node == node {
 			rcs = append(rcs, rc)
 		}
 	}
 	var shadows []*mcpClient
 	for _, sh := range c.shadows {
-		if sh.link.node == name {
+		if node == "" || sh.link.node == node {
 			shadows = append(shadows, sh)
 		}
 	}
-	c.mu.Unlock()
-	c.endLinks(rcs, shadows, "the proxy node that holds the extension went away before it answered", "node_gone")
+	return rcs, shadows
 }
 
 // endLinks ends cross-node connections, each on its own goroutine: telling
@@ -946,16 +942,7 @@ func (c *clusterNode) endLinks(rcs []*remoteConn, shadows []*mcpClient, msg, rea
 
 // failLinks ends every cross-node connection of this node.
 func (c *clusterNode) failLinks(msg, reason string) {
-	c.mu.Lock()
-	rcs := make([]*remoteConn, 0, len(c.remote))
-	for _, rc := range c.remote {
-		rcs = append(rcs, rc)
-	}
-	shadows := make([]*mcpClient, 0, len(c.shadows))
-	for _, sh := range c.shadows {
-		shadows = append(shadows, sh)
-	}
-	c.mu.Unlock()
+	rcs, shadows := c.linksWith("")
 	c.endLinks(rcs, shadows, msg+"; the call's result is unknown", reason)
 }
 

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,7 +59,6 @@ type attachRequest struct {
 
 type attachReply struct {
 	Name  string           `json:"name,omitempty"`
-	Kind  string           `json:"kind,omitempty"`
 	Peers int              `json:"peers,omitempty"`
 	Error *relaywire.Error `json:"error,omitempty"`
 }
@@ -280,7 +278,7 @@ func (c *clusterNode) serveAttach(uk string, msg *nats.Msg) {
 	e.conns[cn.id] = cn
 	peers := len(e.conns)
 	e.mu.Unlock()
-	b, _ := json.Marshal(attachReply{Name: e.name, Kind: e.kind, Peers: peers})
+	b, _ := json.Marshal(attachReply{Name: e.name, Peers: peers})
 	if err := msg.Respond(b); err != nil {
 		// The client's node will not know of the connection.
 		c.dropShadow(sh)
@@ -365,12 +363,12 @@ func (c *clusterNode) shadowDetached(sh *mcpClient, reason string) {
 
 // remoteConn is a client's connection to an extension on another node.
 type remoteConn struct {
-	c                      *clusterNode
-	mc                     *mcpClient
-	id, node, uk           string
-	extID, extName, extKnd string
-	toExt                  string
-	ready                  chan struct{} // closed when the attach is answered
+	c            *clusterNode
+	mc           *mcpClient
+	id, node, uk string
+	extID        string
+	toExt        string
+	ready        chan struct{} // closed when the attach is answered
 
 	mu       sync.Mutex
 	inflight map[string]time.Time // the client's ids (JSON text) of calls forwarded
@@ -385,7 +383,7 @@ func (c *clusterNode) attachRemote(mc *mcpClient, p presenceEntry) (attachment, 
 	}
 	uk := userKey(mc.user.id)
 	rc := &remoteConn{c: c, mc: mc, id: newID(relaywire.PrefixConnection), node: p.Node, uk: uk,
-		extID: p.ID, extName: p.Name, extKnd: p.Kind, ready: make(chan struct{}), inflight: make(map[string]time.Time)}
+		extID: p.ID, ready: make(chan struct{}), inflight: make(map[string]time.Time)}
 	rc.toExt = c.subject(p.Node, uk, "x", rc.id)
 	mc.mu.Lock()
 	if mc.conn != nil || mc.remote != nil {
@@ -443,7 +441,6 @@ func (c *clusterNode) attachRemote(mc *mcpClient, p presenceEntry) (attachment, 
 		rc.close(false)
 		return attachment{}, relaywire.Errorf(relaywire.CodeNotConnected, "the client has left"), "client_left"
 	}
-	rc.extName = reply.Name
 	return attachment{connID: rc.id, extID: p.ID, extName: reply.Name, peers: reply.Peers}, nil, ""
 }
 
@@ -684,12 +681,7 @@ func (rc *remoteConn) close(tell bool) {
 // as a shutdown ends local ones: calls in flight answered -32007, then
 // `disconnected` ("Proxy shutting down"); the other nodes drop their side.
 func (c *clusterNode) shutdownClients() {
-	c.mu.Lock()
-	rcs := make([]*remoteConn, 0, len(c.remote))
-	for _, rc := range c.remote {
-		rcs = append(rcs, rc)
-	}
-	c.mu.Unlock()
+	rcs, _ := c.linksWith("")
 	for _, rc := range rcs {
 		rc.failWith(relaywire.CodeShuttingDown, "the proxy is shutting down", relaywire.ReasonShuttingDown)
 		_ = c.publish(rc.toExt, nil, opDetach, detachGone, false)
@@ -710,5 +702,3 @@ func (a attachment) tellExtension() {
 		a.local.sendStatus()
 	}
 }
-
-func (a attachment) String() string { return fmt.Sprintf("%s→%s", a.connID, a.extID) }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -357,26 +356,10 @@ func (mc *mcpClient) handshake(m *relaywire.Message) {
 }
 
 func (mc *mcpClient) listExtensions(m *relaywire.Message) {
-	s := mc.s
 	list := []relaywire.ExtensionInfo{}
-	local := map[string]bool{}
-	s.mu.Lock()
-	for _, e := range mc.user.exts {
+	for _, e := range mc.s.extensionsOf(mc.user.id, "") { // this node's and the cluster's, sorted
 		list = append(list, e.info()) // kind and server tell a browser from a bridge's stdio server
-		local[e.id] = true
 	}
-	s.mu.Unlock()
-	if s.cluster != nil {
-		for _, e := range s.cluster.remoteExtensions(mc.user.id, "", func(id string) bool { return local[id] }) {
-			list = append(list, e.info())
-		}
-	}
-	slices.SortFunc(list, func(a, b relaywire.ExtensionInfo) int {
-		if c := strings.Compare(a.Name, b.Name); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
 	mc.reply(m.ID, relaywire.ListExtensionsResult{Extensions: list})
 }
 

@@ -531,15 +531,10 @@ type pairingRecord struct {
 	Used   bool      `json:"used"`
 }
 
+// newPairingShared takes the cluster's options with their defaults (New
+// set them).
 func newPairingShared(c *ClusterOptions) *pairingShared {
-	prefix, replicas := c.Prefix, c.Replicas
-	if prefix == "" {
-		prefix = "browserbridge"
-	}
-	if replicas <= 0 {
-		replicas = 1
-	}
-	return &pairingShared{conn: c.Conn, bucket: prefix + "_pairing", replicas: replicas}
+	return &pairingShared{conn: c.Conn, bucket: c.Prefix + "_pairing", replicas: c.Replicas}
 }
 
 // open returns the bucket and the shared HMAC key, making them on first

@@ -305,6 +305,15 @@ func New(opts Options) (*Server, error) {
 	s.m.bytesOut = r.NewCounter("browserbridge_proxy_sent_bytes_total", "Message bytes sent.").With()
 	s.m.connRefused = r.NewCounter("browserbridge_proxy_connections_refused_total", "Connections refused for a connection limit, by limit (per_ip, per_user_mcp, per_user_extension).", "reason")
 	s.connOpts = s.connOptions()
+	if opts.Cluster != nil {
+		// Checked and defaulted once, here: pairing's shared store reads
+		// the same options as the cluster.
+		c := *opts.Cluster
+		if err := c.setDefaults(); err != nil {
+			return nil, err
+		}
+		s.opts.Cluster = &c
+	}
 	if opts.HTTP != nil {
 		h, err := newHTTPEndpoint(s, *opts.HTTP)
 		if err != nil {
@@ -312,8 +321,8 @@ func New(opts Options) (*Server, error) {
 		}
 		s.http = h
 	}
-	if opts.Cluster != nil {
-		c, err := s.startCluster(*opts.Cluster)
+	if s.opts.Cluster != nil {
+		c, err := s.startCluster(*s.opts.Cluster)
 		if err != nil {
 			return nil, err
 		}
@@ -577,7 +586,7 @@ func (s *Server) acquireUserLocking(id string, side int, e *extension) (*user, e
 		if e.id == "" { // in a cluster, claimed before (clusterNode.claimID)
 			e.id = stableID(relaywire.PrefixExtension, u.id, e.name)
 		}
-		if _, taken := u.exts[e.id]; taken || (s.cluster != nil && s.cluster.idTaken(u.id, e.id)) {
+		if _, taken := u.exts[e.id]; taken {
 			e.id = newID(relaywire.PrefixExtension)
 		}
 		u.exts[e.id] = e
