@@ -6,10 +6,13 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 win
 
 .PHONY: build test vet test-tools ext-unit ext-lint ext-format unit cross test-install bench bench-gateway fuzz clean
 
+# Static binaries (no cgo), as the Dockerfile builds them: nothing to break
+# when libc changes, and a process does not map libc (about 1.1 MiB less
+# resident memory for an idle gateway; docs/performance.md).
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge ./bridge/cmd/browserbridge
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-host ./host
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-proxy ./bridge/cmd/browserbridge-proxy
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge ./bridge/cmd/browserbridge
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-host ./host
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-proxy ./bridge/cmd/browserbridge-proxy
 
 test: vet test-tools ext-unit ext-lint unit cross test-install
 
