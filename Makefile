@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/browserbridge/browserbridge/bridge/buildinfo.Version=$(VERSION)
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
-.PHONY: build test vet test-tools ext-unit ext-lint ext-format unit cross test-install bench bench-gateway fuzz clean
+.PHONY: build test vet test-tools ext-unit ext-lint ext-format unit cross test-install bench bench-gateway bench-alternatives fuzz clean
 
 # Static binaries (no cgo), as the Dockerfile builds them: nothing to break
 # when libc changes, and a process does not map libc (about 1.1 MiB less
@@ -74,6 +74,13 @@ bench:
 # never pass/fail. Flags go in GWBENCH, e.g. GWBENCH='--sessions 1,10 --duration 2s'.
 bench-gateway: build test-tools
 	$(GO) run ./bridge/cmd/gwbench $(GWBENCH)
+
+# Issue 19's 10-step task against Playwright MCP and chrome-devtools-mcp (npm,
+# pinned in the script, installed outside the repository) beside Browser
+# Bridge, in interleaved rounds: one table, never pass/fail. BENCHTIME sets
+# the rounds (default 5x).
+bench-alternatives:
+	GO=$(GO) ./scripts/bench-alternatives.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadFrame -fuzztime 30s ./bridge/nativemsg
