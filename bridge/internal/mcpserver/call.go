@@ -338,6 +338,24 @@ func (s *Server) callBrowserTool(ctx context.Context, req *mcp.CallToolRequest) 
 // its result, with the answering browser in _meta. Callers count it in
 // Stats.Calls.
 func (s *Server) forward(ctx context.Context, c toolCall) (*mcp.CallToolResult, error) {
+	ans, res, err := s.callBrowser(ctx, c)
+	if ans.browser == nil {
+		return res, err
+	}
+	return s.toolResult(c.name, ans), nil
+}
+
+// browserAnswer is a browser's result for a tools/call, as it came.
+type browserAnswer struct {
+	browser *hostlink.Browser // nil when there is no answer
+	raw     json.RawMessage
+}
+
+// callBrowser sends a tools/call to the browser the call is for. It
+// returns the browser's answer, or, when there is none (no browser, a
+// failed call), the result or error the client gets instead, counted in
+// the stats.
+func (s *Server) callBrowser(ctx context.Context, c toolCall) (browserAnswer, *mcp.CallToolResult, error) {
 	sess := c.sess
 	if !sess.stateless {
 		sess.begin()
@@ -353,9 +371,9 @@ func (s *Server) forward(ctx context.Context, c toolCall) (*mcp.CallToolResult, 
 	if err != nil {
 		s.stats.CallErrors.Add(1)
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return browserAnswer{}, nil, ctx.Err()
 		}
-		return toolError(err.Error()), nil
+		return browserAnswer{}, toolError(err.Error()), nil
 	}
 	id := protocol.IDPrefixLocal + sess.id + ":" + strconv.FormatUint(sess.next.Add(1), 10)
 
@@ -379,29 +397,42 @@ func (s *Server) forward(ctx context.Context, c toolCall) (*mcp.CallToolResult, 
 
 	raw, err := b.Call(ctx, id, "tools/call", params)
 	if err != nil {
-		return s.callFailed(ctx, b, id, err)
+		res, err := s.callFailed(ctx, b, id, err)
+		return browserAnswer{}, res, err
 	}
-	res, err := decodeToolResult(raw)
+	return browserAnswer{browser: b, raw: raw}, nil, nil
+}
+
+// toolResult decodes a browser's answer into the result the client gets,
+// with the answering browser in _meta, counting it in Stats.CallErrors
+// if it is one.
+func (s *Server) toolResult(tool string, ans browserAnswer) *mcp.CallToolResult {
+	res, err := decodeToolResult(ans.raw)
 	if err != nil {
 		s.stats.CallErrors.Add(1)
-		return toolError(fmt.Sprintf("the browser's answer to %s was not a tool result: %v", c.name, err)), nil
+		return toolError(fmt.Sprintf("the browser's answer to %s was not a tool result: %v", tool, err))
 	}
 	if res.InputRequests != nil {
 		// The SDK would ask the client and call the tool again, but the
 		// extension has no way to receive the answers: refuse it plainly, on
 		// every path alike.
 		s.stats.CallErrors.Add(1)
-		return toolError(fmt.Sprintf("the browser asked for input the client must give (inputRequests) in its answer to %s; Browser Bridge does not relay that", c.name)), nil
+		return toolError(fmt.Sprintf("the browser asked for input the client must give (inputRequests) in its answer to %s; Browser Bridge does not relay that", tool))
 	}
-	info := b.Info()
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}
-	res.Meta[metaBrowser] = browserInfoMeta{ID: info.ID, Name: info.Name, Version: info.Version}
+	res.Meta[metaBrowser] = browserInfoOf(ans.browser)
 	if res.IsError {
 		s.stats.CallErrors.Add(1)
 	}
-	return res, nil
+	return res
+}
+
+// browserInfoOf is the browserbridge/browser _meta of a browser's results.
+func browserInfoOf(b *hostlink.Browser) browserInfoMeta {
+	info := b.Info()
+	return browserInfoMeta{ID: info.ID, Name: info.Name, Version: info.Version}
 }
 
 // decodeToolResult decodes the browser's tools/call result. The common

@@ -577,11 +577,7 @@ func (h *Streamable) answerFast(ctx context.Context, w http.ResponseWriter, r *h
 		}
 		h.s.stats.Calls.Add(1)
 		bs := ls.bridgeSession(h.s)
-		res, err := h.s.forward(ctx, toolCall{sess: bs, header: r.Header, name: req.name, args: req.args})
-		if err == nil && res.Content == nil && !res.NeedsInput() {
-			res.Content = []mcp.Content{} // as the SDK does: never "content": null
-		}
-		return response(req.id, res, err)
+		return h.s.forwardResponse(ctx, toolCall{sess: bs, header: r.Header, name: req.name, args: req.args}, req.id)
 	}
 	if !req.prime {
 		return nil, false, answer()
