@@ -113,7 +113,11 @@ type targetSession struct {
 
 // startSession starts the target's server and returns the session and the
 // cold start: from starting the process to the answer to initialize
-// (mcp.Client.Connect also sends notifications/initialized).
+// (mcp.Client.Connect also sends notifications/initialized). Every session
+// is held to protocol 2025-11-25 and so to the initialize handshake, which
+// all three speak: left to itself, the SDK's client first tries the
+// stateless server/discover, which only ours answers, and the alternatives'
+// cold start would include a refused request.
 func startSession(tb testing.TB, t *benchTarget) (*targetSession, time.Duration) {
 	tb.Helper()
 	s := &targetSession{target: t, cmd: t.command(), stderr: &testbrowser.SyncBuffer{}}
@@ -122,7 +126,7 @@ func startSession(tb testing.TB, t *benchTarget) (*targetSession, time.Duration)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()
-	cs, err := cl.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: stopWait}, nil)
+	cs, err := cl.Connect(ctx, &mcp.CommandTransport{Command: s.cmd, TerminateDuration: stopWait}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	cold := time.Since(start)
 	if err != nil {
 		tb.Fatalf("%s: MCP connect over stdio to %s: %v\nits stderr:\n%s", t.name, strings.Join(s.cmd.Args, " "), err, tail(s.stderr.String(), 40))
@@ -168,6 +172,7 @@ type targetStats struct {
 	passes       int
 	serverRSS    int64  // peak, bytes
 	servers      string // the server's processes at the peak
+	protocol     string // the version the long-lived session speaks
 	browserPSS   int64  // peak, bytes
 }
 
@@ -262,7 +267,7 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 		"CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS=1",
 	)
 	ours := &benchTarget{
-		name: "browserbridge", version: "this checkout",
+		name: "browserbridge", version: checkoutVersion(),
 		command: func() *exec.Cmd {
 			cmd := exec.Command(bins.Bridge, "stdio", "--url", w.mcpURL)
 			cmd.Env = w.env
@@ -326,7 +331,8 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 	b.Run("interleaved", func(b *testing.B) {
 		stats := make([]*targetStats, len(targets))
 		for i := range targets {
-			stats[i] = &targetStats{cold: []time.Duration{firstCold[i]}, firstTask: firstTask[i]}
+			stats[i] = &targetStats{cold: []time.Duration{firstCold[i]}, firstTask: firstTask[i],
+				protocol: sessions[i].cs.InitializeResult().ProtocolVersion}
 		}
 		b.ResetTimer()
 		for range b.N {
@@ -348,6 +354,16 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 		fmt.Print(alternativesTables(targets, final))
 		fmt.Printf("load average (1, 5, 15 min) before: %s; after: %s; %d CPUs\n", loadBefore, loadAverage(), runtime.NumCPU())
 	}
+}
+
+// checkoutVersion names the checkout the bridge was built from, as `make
+// build` does (git describe).
+func checkoutVersion() string {
+	out, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
+	if v := strings.TrimSpace(string(out)); err == nil && v != "" {
+		return v
+	}
+	return "(this checkout)"
 }
 
 // loadAverage is the first three fields of /proc/loadavg: how busy the
@@ -388,6 +404,7 @@ func alternativesTables(targets []*benchTarget, stats []*targetStats) string {
 	}
 	row("", func(i int) string { return targets[i].name + " " + targets[i].version })
 	row("---", func(int) string { return "---:" })
+	row("protocol (initialize answered)", func(i int) string { return stats[i].protocol })
 	row("whole task, median ms", func(i int) string { p50, _ := quantiles(stats[i].task); return fmt.Sprintf("%.0f", ms(p50)) })
 	row("whole task, min–max ms", func(i int) string {
 		s := sortedDurations(stats[i].task)
@@ -630,7 +647,8 @@ func treeMemory(roots []int) (serverRSS, browserPSS int64, servers string) {
 		rss := procKB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:") << 10
 		serverRSS += rss
 		name := base
-		if args := procArgs(pid); len(args) > 1 {
+		// The subcommand or the script, not the host's origin argument.
+		if args := procArgs(pid); len(args) > 1 && !strings.Contains(args[1], ":") {
 			name += " " + filepath.Base(args[1])
 		}
 		parts = append(parts, fmt.Sprintf("%s %.0f MB", name, float64(rss)/(1<<20)))
