@@ -66,21 +66,8 @@ func New(rwc io.ReadWriteCloser, limit int) *Stream {
 // ReadObject reads the next well-formed message into v.
 func (s *Stream) ReadObject(v any) error {
 	for {
-		frame, err := nativemsg.ReadFrame(s.br, s.limit)
-		var tooLarge *nativemsg.FrameTooLargeError
-		switch {
-		case errors.As(err, &tooLarge):
-			// The header was valid, so the stream can be kept in step by
-			// discarding the body.
-			if _, derr := io.CopyN(io.Discard, s.br, int64(tooLarge.Size)); derr != nil {
-				return fmt.Errorf("discarding oversized frame: %w", derr)
-			}
-			s.reject(CodeInvalidRequest, fmt.Sprintf("message of %d bytes exceeds the %d-byte limit of this link", tooLarge.Size, s.limit))
-			continue
-		case errors.Is(err, nativemsg.ErrEmptyFrame):
-			s.reject(CodeInvalidRequest, "empty message: a frame must hold one JSON-RPC message")
-			continue
-		case err != nil:
+		frame, err := s.readFrame()
+		if err != nil {
 			return err
 		}
 		if err := unmarshal(frame, v); err != nil {
@@ -92,6 +79,28 @@ func (s *Stream) ReadObject(v any) error {
 			continue
 		}
 		return nil
+	}
+}
+
+// readFrame returns the next frame within the limit, in a slice of its own.
+// An empty or oversized frame is answered (see reject) and skipped.
+func (s *Stream) readFrame() ([]byte, error) {
+	for {
+		frame, err := nativemsg.ReadFrame(s.br, s.limit)
+		var tooLarge *nativemsg.FrameTooLargeError
+		switch {
+		case errors.As(err, &tooLarge):
+			// The header was valid, so the stream can be kept in step by
+			// discarding the body.
+			if _, derr := io.CopyN(io.Discard, s.br, int64(tooLarge.Size)); derr != nil {
+				return nil, fmt.Errorf("discarding oversized frame: %w", derr)
+			}
+			s.reject(CodeInvalidRequest, fmt.Sprintf("message of %d bytes exceeds the %d-byte limit of this link", tooLarge.Size, s.limit))
+		case errors.Is(err, nativemsg.ErrEmptyFrame):
+			s.reject(CodeInvalidRequest, "empty message: a frame must hold one JSON-RPC message")
+		default:
+			return frame, err
+		}
 	}
 }
 
