@@ -12,6 +12,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -85,27 +86,18 @@ func (b *Browser) Call(ctx context.Context, id, method string, params any) (json
 	if id == "" {
 		id = protocol.IDPrefixBridge + strconv.FormatUint(b.nextID.Add(1), 10)
 	}
-	l := b.link
-	l.mu.Lock()
-	if _, dup := l.inflight[id]; dup {
-		l.mu.Unlock()
-		return nil, fmt.Errorf("%w: %q", ErrDuplicateID, id)
-	}
-	l.inflight[id] = struct{}{}
-	l.mu.Unlock()
-
-	var result json.RawMessage
-	err := l.conn.Call(ctx, method, params, &result, jsonrpc2.PickID(jsonrpc2.ID{Str: id, IsString: true}))
+	result, err := b.link.conn.Call(ctx, id, method, params)
 	switch {
 	case err == nil:
 		b.touch()
 		return result, nil
-	case errors.Is(err, jsonrpc2.ErrClosed):
-		l.release(id)
+	case errors.Is(err, rpcstream.ErrDuplicateID):
+		return nil, fmt.Errorf("%w: %q", ErrDuplicateID, id)
+	case errors.Is(err, rpcstream.ErrClosed):
 		return nil, fmt.Errorf("%s %s: %w", method, id, ErrBrowserGone)
 	case ctx.Err() != nil:
-		// The id stays reserved until the late reply arrives (onRecv) or the
-		// link closes: jsonrpc2 still holds the call.
+		// The id stays taken until the late reply arrives or the link
+		// closes: the conn still holds the call.
 		return nil, ctx.Err()
 	}
 	var rpcErr *jsonrpc2.Error
@@ -113,15 +105,15 @@ func (b *Browser) Call(ctx context.Context, id, method string, params any) (json
 		b.touch()
 		return nil, rpcErr
 	}
-	// The request was never written (encoding or size): nothing will answer.
-	l.release(id)
+	// The request was never written (encoding or size): the conn has
+	// freed its id, since nothing will answer.
 	return nil, fmt.Errorf("sending %s to the browser: %w", method, err)
 }
 
 // Notify sends a notification to the browser.
 func (b *Browser) Notify(ctx context.Context, method string, params any) error {
-	if err := b.link.conn.Notify(ctx, method, params); err != nil {
-		if errors.Is(err, jsonrpc2.ErrClosed) {
+	if err := b.link.conn.Notify(method, params); err != nil {
+		if errors.Is(err, rpcstream.ErrClosed) {
 			return ErrBrowserGone
 		}
 		return fmt.Errorf("sending %s to the browser: %w", method, err)
@@ -130,10 +122,4 @@ func (b *Browser) Notify(ctx context.Context, method string, params any) error {
 }
 
 // Done is closed when the browser's link closes.
-func (b *Browser) Done() <-chan struct{} { return b.link.conn.DisconnectNotify() }
-
-func (l *link) release(id string) {
-	l.mu.Lock()
-	delete(l.inflight, id)
-	l.mu.Unlock()
-}
+func (b *Browser) Done() <-chan struct{} { return b.link.conn.Done() }

@@ -19,7 +19,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -306,8 +305,8 @@ func (s *Server) changed() {
 // link is one accepted connection: a host, or a local client.
 type link struct {
 	s     *Server
-	conn  *jsonrpc2.Conn
-	ready chan struct{} // closed once conn is set: jsonrpc2 dispatches before NewConn returns
+	conn  *rpcstream.Conn
+	ready chan struct{} // closed once conn is set: the conn dispatches before NewConn returns
 	done  chan struct{}
 	logp  atomic.Pointer[slog.Logger] // gains the host's pid at host.attach
 	// expire closes the link if it has not attached by then.
@@ -316,12 +315,11 @@ type link struct {
 	// by s.mu.
 	counted bool
 
-	mu       sync.Mutex
-	seen     bool // a message was handled: host.attach can no longer be the first
-	attach   *protocol.HostAttachParams
-	refused  bool // this link's host.attach was refused
-	browser  *Browser
-	inflight map[string]struct{} // ids of our requests awaiting a reply
+	mu      sync.Mutex
+	seen    bool // a message was handled: host.attach can no longer be the first
+	attach  *protocol.HostAttachParams
+	refused bool // this link's host.attach was refused
+	browser *Browser
 }
 
 func (s *Server) open(ctx context.Context, c net.Conn) {
@@ -343,14 +341,12 @@ func (s *Server) open(ctx context.Context, c net.Conn) {
 	s.unattached++
 	s.mu.Unlock()
 
-	l := &link{s: s, ready: make(chan struct{}), done: make(chan struct{}), inflight: make(map[string]struct{}), counted: true}
+	l := &link{s: s, ready: make(chan struct{}), done: make(chan struct{}), counted: true}
 	l.logp.Store(s.log)
 	l.expire = time.AfterFunc(s.opts.UnattachedTimeout, func() { <-l.ready; l.expireUnattached() })
 	stream := rpcstream.New(c, nativemsg.MaxLink)
 	stream.OnBadMessage = func(err error) { l.log().Warn("skipped a bad message from the link", "error", err) }
-	l.conn = jsonrpc2.NewConn(ctx, stream, linkHandler{l},
-		jsonrpc2.SetLogger(slogPrintf{s.log}),
-		jsonrpc2.OnRecv(l.onRecv))
+	l.conn = rpcstream.NewConn(ctx, stream, l.dispatch, s.log)
 	close(l.ready)
 
 	s.mu.Lock()
@@ -365,7 +361,7 @@ func (s *Server) open(ctx context.Context, c net.Conn) {
 	s.mu.Unlock()
 
 	go func() {
-		<-l.conn.DisconnectNotify()
+		<-l.conn.Done()
 		l.expire.Stop()
 		s.mu.Lock()
 		delete(s.conns, l)
@@ -448,22 +444,10 @@ func (l *link) expireUnattached() {
 // log is the link's logger, safe from any goroutine.
 func (l *link) log() *slog.Logger { return l.logp.Load() }
 
-// onRecv frees the id of each reply that arrives, also one whose caller
-// stopped waiting: only then can the id be used again without a late reply
-// reaching the wrong caller.
-func (l *link) onRecv(_ *jsonrpc2.Request, resp *jsonrpc2.Response) {
-	if resp == nil {
-		return
-	}
-	l.mu.Lock()
-	delete(l.inflight, idKey(resp.ID))
-	l.mu.Unlock()
-}
-
-// handle answers requests from the other end. jsonrpc2 calls it on the
-// connection's read loop, so slow work moves to a goroutine (see
-// Options.Handle) while notifications keep their order.
-func (l *link) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+// handle answers requests from the other end. It runs on the connection's
+// read loop, so slow work moves to a goroutine (see Options.Handle) while
+// notifications keep their order.
+func (l *link) handle(ctx context.Context, conn *rpcstream.Conn, req *jsonrpc2.Request) (any, error) {
 	l.mu.Lock()
 	first := !l.seen
 	l.seen = true
@@ -481,7 +465,7 @@ func (l *link) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Re
 	if h := l.s.opts.Control[req.Method]; h != nil && !req.Notif {
 		go func() {
 			res, err := h(ctx, req)
-			reply(ctx, conn, req, res, err)
+			reply(conn, req, res, err)
 		}()
 		return nil, errAnswered
 	}
@@ -514,7 +498,7 @@ func (l *link) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Re
 	}
 	go func() {
 		res, err := l.s.opts.Handle(ctx, b, req)
-		reply(ctx, conn, req, res, err)
+		reply(conn, req, res, err)
 	}()
 	return nil, errAnswered
 }
@@ -662,52 +646,36 @@ func (l *link) handleHostLog(req *jsonrpc2.Request) {
 	l.log().Log(context.Background(), lvl, p.Message, args...)
 }
 
-// idKey is the in-flight key of a reply's id. The bridge's ids are strings;
-// jsonrpc2's ID.String would quote them.
-func idKey(id jsonrpc2.ID) string {
-	if id.IsString {
-		return id.Str
-	}
-	return strconv.FormatUint(id.Num, 10)
-}
-
 // errAnswered means the request was handed to a goroutine that replies.
 var errAnswered = errors.New("answered asynchronously")
 
-// linkHandler turns link.handle's (result, error) into a reply.
-type linkHandler struct{ l *link }
-
-func (h linkHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	<-h.l.ready
-	res, err := h.l.handle(ctx, conn, req)
+// dispatch is the link's rpcstream.Handler: it turns link.handle's
+// (result, error) into a reply.
+func (l *link) dispatch(ctx context.Context, conn *rpcstream.Conn, req *jsonrpc2.Request) {
+	<-l.ready
+	res, err := l.handle(ctx, conn, req)
 	switch {
 	case errors.Is(err, errAnswered):
 	case req.Notif:
 		if err != nil {
-			h.l.log().Warn("handling a notification from the link", "method", req.Method, "error", err)
+			l.log().Warn("handling a notification from the link", "method", req.Method, "error", err)
 		}
 	default:
-		reply(ctx, conn, req, res, err)
+		reply(conn, req, res, err)
 	}
 }
 
 // reply answers a request with its result, or with err as a JSON-RPC error
-// (its own code if it is one, -32603 otherwise).
-func reply(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request, res any, err error) {
+// (its own code if it is one, -32603 otherwise). A failed write shows on
+// the connection's reader, which then closes the link.
+func reply(conn *rpcstream.Conn, req *jsonrpc2.Request, res any, err error) {
 	if err == nil {
-		_ = conn.Reply(ctx, req.ID, res)
+		_ = conn.Reply(req.ID, res)
 		return
 	}
 	var rpcErr *jsonrpc2.Error
 	if !errors.As(err, &rpcErr) {
 		rpcErr = &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
 	}
-	_ = conn.ReplyWithError(ctx, req.ID, rpcErr)
-}
-
-// slogPrintf adapts jsonrpc2's Printf logger to slog.
-type slogPrintf struct{ l *slog.Logger }
-
-func (p slogPrintf) Printf(format string, v ...any) {
-	p.l.Debug(fmt.Sprintf(format, v...), "source", "jsonrpc2")
+	_ = conn.ReplyWithError(req.ID, rpcErr)
 }
