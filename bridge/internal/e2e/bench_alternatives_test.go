@@ -140,6 +140,9 @@ func startSession(tb testing.TB, t *benchTarget) (*targetSession, time.Duration)
 // browser in a process group of its own, and it must not outlive the run.
 func (s *targetSession) close(tb testing.TB) {
 	tb.Helper()
+	if tb.Failed() {
+		tb.Logf("--- %s stderr ---\n%s", s.target.name, tail(s.stderr.String(), 60))
+	}
 	below := descendants(s.cmd.Process.Pid)
 	_ = s.cs.Close()
 	var left []int
