@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/authserver/jetstreamkv"
 	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 )
@@ -293,7 +294,7 @@ func jetStreamReady(ctx context.Context, js jetstream.JetStream) error {
 
 // oauthKV is the OAuth state of a cluster's --public-url, in JetStream.
 func (cl *cluster) oauthKV(prefix string, replicas int) (authserver.KV, error) {
-	kv, err := authserver.NewJetStreamKV(cl.js, prefix, replicas)
+	kv, err := jetstreamkv.New(cl.js, prefix, replicas, nil)
 	if err != nil {
 		return nil, fmt.Errorf("the OAuth state in JetStream: %w", err)
 	}

@@ -67,6 +67,7 @@ func TestImportDirection(t *testing.T) {
 // testSupport are the packages that exist for tests: shared helpers, a
 // stand-in browser, a re-executed test binary. They may use each other.
 var testSupport = []string{
+	module + "/bridge/internal/authserver/kvtest",
 	module + "/bridge/internal/testbrowser",
 	module + "/bridge/internal/testproc",
 	module + "/bridge/internal/testutil",
@@ -118,5 +119,46 @@ func TestTestSupportImportsRule(t *testing.T) {
 	want := []string{module + "/bridge/internal/daemon imports " + module + "/bridge/internal/testutil"}
 	if len(got) != len(want) || got[0] != want[0] {
 		t.Fatalf("testSupportImports = %q, want %q", got, want)
+	}
+}
+
+// natsFree are the programs that never speak NATS: the user's bridge (its
+// stdio gateway too) and the host. Only the cloud proxy's cluster does, so
+// nats.go and what it brings (nkeys, klauspost/compress: a megabyte of the
+// bridge's binary and some of its idle memory) stay out of them; that is
+// why authserver's JetStream store is a package of its own, jetstreamkv.
+var natsFree = []string{module + "/bridge/cmd/browserbridge", module + "/host"}
+
+// natsImports lists, for each package, the NATS packages it depends on.
+func natsImports(pkgs []pkg) []string {
+	var bad []string
+	for _, p := range pkgs {
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, "github.com/nats-io/") {
+				bad = append(bad, p.ImportPath+" depends on "+d)
+			}
+		}
+	}
+	return bad
+}
+
+// TestNoNATSInBridgeOrHost keeps NATS in the proxy: the bridge and the host
+// depend on no github.com/nats-io package, directly or not.
+func TestNoNATSInBridgeOrHost(t *testing.T) {
+	for _, b := range natsImports(listDeps(t, natsFree...)) {
+		t.Errorf("%s: only the cloud proxy may link NATS (a JetStream store belongs in its own package, as authserver/jetstreamkv)", b)
+	}
+}
+
+// The rule above finds NATS however deep it comes in, and nothing else.
+func TestNATSImportsRule(t *testing.T) {
+	pkgs := []pkg{
+		{ImportPath: module + "/bridge/cmd/browserbridge", Deps: []string{"os", module + "/bridge/internal/authserver", "github.com/nats-io/nkeys"}},
+		{ImportPath: module + "/host", Deps: []string{"os", "github.com/nats-iox/other"}},
+	}
+	got := natsImports(pkgs)
+	want := []string{module + "/bridge/cmd/browserbridge depends on github.com/nats-io/nkeys"}
+	if len(got) != len(want) || got[0] != want[0] {
+		t.Fatalf("natsImports = %q, want %q", got, want)
 	}
 }

@@ -4,33 +4,35 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The contract table (kv_test.go) runs against JetStream too, each case on
-// its own NATS server.
-func init() {
-	kvMakers = append(kvMakers, kvMaker{"jetstream", func(t *testing.T, now func() time.Time) KV {
-		kv, err := newJetStreamKV(jetStreamOf(t, startNATS(t)), "test", 1, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kv
-	}})
+// The JetStream store's own tests are in its package, jetstreamkv; here
+// are the ones that need this package's insides: the sign-in flow's
+// helpers and the benchmark's.
+
+// NewJetStreamKVForTests is jetstreamkv.New, which this package's tests
+// cannot import (jetstreamkv imports authserver, a cycle): it is set by
+// kv_external_test.go, in package authserver_test, before any test runs.
+var NewJetStreamKVForTests func(js jetstream.JetStream, prefix string, replicas int, now func() time.Time) (KV, error)
+
+// newJetStreamKV opens a JetStream store through NewJetStreamKVForTests.
+func newJetStreamKV(js jetstream.JetStream, prefix string, replicas int, now func() time.Time) (KV, error) {
+	if NewJetStreamKVForTests == nil {
+		return nil, errors.New("NewJetStreamKVForTests is not set (kv_external_test.go sets it)")
+	}
+	return NewJetStreamKVForTests(js, prefix, replicas, now)
 }
 
 // startNATS runs a real NATS server with JetStream, on a random loopback
@@ -65,334 +67,6 @@ func jetStreamOf(t testing.TB, url string) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
-}
-
-// TestJetStreamKVShared: two nodes' KVs on one NATS are one store: each
-// sees the other's writes, and compare-and-swap holds across them.
-func TestJetStreamKVShared(t *testing.T) {
-	ctx := context.Background()
-	url := startNATS(t)
-	clock := newFakeClock()
-	a, err := newJetStreamKV(jetStreamOf(t, url), "shared", 1, clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := newJetStreamKV(jetStreamOf(t, url), "shared", 1, clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev := mustCreate(t, a, bucketCodes, "k", "from a", time.Minute)
-	if v, got, err := b.Get(ctx, bucketCodes, "k"); err != nil || string(v) != "from a" || got != rev {
-		t.Fatalf("b reads %q rev %d (%v), want a's write at rev %d", v, got, err, rev)
-	}
-	if _, err := b.Create(ctx, bucketCodes, "k", []byte("from b"), time.Minute); !errors.Is(err, ErrExists) {
-		t.Fatalf("b created over a's live entry: %v", err)
-	}
-	rev2, err := b.Update(ctx, bucketCodes, "k", []byte("b's update"), rev, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Update(ctx, bucketCodes, "k", []byte("a's stale update"), rev, time.Minute); !errors.Is(err, ErrConflict) {
-		t.Fatalf("a updated at a revision b had moved past: %v", err)
-	}
-	if v, got, _ := a.Get(ctx, bucketCodes, "k"); string(v) != "b's update" || got != rev2 {
-		t.Fatalf("a reads %q rev %d, want b's update at %d", v, got, rev2)
-	}
-	mustCreate(t, b, bucketCodes, "other", "v", time.Minute)
-	if n, err := a.Count(ctx, bucketCodes); n != 2 || err != nil {
-		t.Fatalf("a counts %d (%v), want 2", n, err)
-	}
-	if err := a.Delete(ctx, bucketCodes, "k"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := b.Get(ctx, bucketCodes, "k"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("b still reads an entry a deleted: %v", err)
-	}
-
-	// Both nodes update one entry at once, at the revision they read:
-	// exactly one wins, as one code is redeemed once.
-	rev = mustCreate(t, a, bucketCodes, "race", "v", time.Minute)
-	var wins, conflicts atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 16 {
-		kv := []KV{a, b}[i%2]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := kv.Update(ctx, bucketCodes, "race", []byte(fmt.Sprint(i)), rev, time.Minute)
-			switch {
-			case err == nil:
-				wins.Add(1)
-			case errors.Is(err, ErrConflict):
-				conflicts.Add(1)
-			default:
-				t.Errorf("update %d: %v", i, err)
-			}
-		}()
-	}
-	wg.Wait()
-	if wins.Load() != 1 || conflicts.Load() != 15 {
-		t.Fatalf("%d updates won and %d conflicted, want 1 and 15", wins.Load(), conflicts.Load())
-	}
-
-	// Another prefix is another deployment: it sees none of it.
-	c, err := newJetStreamKV(jetStreamOf(t, url), "elsewhere", 1, clock.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := c.Get(ctx, bucketCodes, "other"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("another prefix reads the entry: %v", err)
-	}
-}
-
-// TestJetStreamKVReplicated: on three clustered NATS servers with three
-// replicas, where JetStream reports a failed compare-and-swap with another
-// code (10164) than on one server: the contract's refusals still read as
-// ErrExists and ErrConflict, each node on its own server.
-func TestJetStreamKVReplicated(t *testing.T) {
-	ctx := context.Background()
-	servers, err := natsembed.StartCluster(3, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, s := range servers {
-			s.Shutdown()
-		}
-	})
-	var kvs []KV
-	for _, s := range servers {
-		kv, err := newJetStreamKV(jetStreamOf(t, s.ClientURL()), "r3", 3, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kvs = append(kvs, kv)
-	}
-	rev := mustCreate(t, kvs[0], bucketFamilies, "k", "v", time.Minute)
-	if _, err := kvs[1].Create(ctx, bucketFamilies, "k", []byte("v"), time.Minute); !errors.Is(err, ErrExists) {
-		t.Fatalf("create over a live entry: %v", err)
-	}
-	if _, err := kvs[2].Update(ctx, bucketFamilies, "k", []byte("v2"), rev, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kvs[1].Update(ctx, bucketFamilies, "k", []byte("v3"), rev, time.Minute); !errors.Is(err, ErrConflict) {
-		t.Fatalf("update at a stale revision: %v", err)
-	}
-	// The swap itself refused (10164), not the read before it: all three
-	// update at the revision they read, at once.
-	_, rev, err = kvs[0].Get(ctx, bucketFamilies, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	errs := make([]error, len(kvs))
-	var wg sync.WaitGroup
-	for i, kv := range kvs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = kv.Update(ctx, bucketFamilies, "k", []byte(fmt.Sprint(i)), rev, time.Minute)
-		}()
-	}
-	wg.Wait()
-	won := 0
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, ErrConflict):
-			t.Fatalf("update %d: %v", i, err)
-		}
-	}
-	if won != 1 {
-		t.Fatalf("%d of 3 updates at one revision succeeded", won)
-	}
-	// And the swap's own refusal, without the read that usually catches a
-	// stale revision first.
-	k := kvs[1].(*jetStreamKV)
-	b, err := k.bucket(ctx, bucketFamilies)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := k.swap(ctx, b, "k", k.seal([]byte("x"), time.Minute), rev, time.Minute); !isWrongLastSeq(err) {
-		t.Fatalf("a swap at a stale revision on three replicas: %v, want a wrong-last-sequence refusal", err)
-	}
-}
-
-// TestJetStreamKVKeys: keys JetStream would refuse (dots, wildcards,
-// spaces, a client's long URL) work, each as itself and apart from the
-// others and from plain keys.
-func TestJetStreamKVKeys(t *testing.T) {
-	ctx := context.Background()
-	kv, err := newJetStreamKV(jetStreamOf(t, startNATS(t)), "keys", 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := []string{
-		"plain_key-1", "a.b", "a..b", ".", "*", ">", "a b", "", "=", "==x",
-		"https://app.example.com/oauth/client.json", strings.Repeat("x", 129), strings.Repeat("x", 128), "ключ",
-	}
-	for i, k := range keys {
-		if _, err := kv.Create(ctx, bucketClients, k, []byte(fmt.Sprint(i)), time.Hour); err != nil {
-			t.Fatalf("create %q: %v", k, err)
-		}
-	}
-	for i, k := range keys {
-		v, _, err := kv.Get(ctx, bucketClients, k)
-		if err != nil || string(v) != fmt.Sprint(i) {
-			t.Fatalf("get %q: %q %v, want %d", k, v, err, i)
-		}
-	}
-	if n, err := kv.Count(ctx, bucketClients); n != len(keys) || err != nil {
-		t.Fatalf("count %d %v, want %d", n, err, len(keys))
-	}
-}
-
-// TestJetStreamKVServerTTL: what only the server can do: every write with
-// a lifetime carries one to the server (Update too, which nats.go's own
-// Update cannot), so entries nobody reads again do not stay in the
-// bucket; and the server does remove them.
-func TestJetStreamKVServerTTL(t *testing.T) {
-	ctx := context.Background()
-	js := jetStreamOf(t, startNATS(t))
-	kv, err := newJetStreamKV(js, "ttl", 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.Stream(ctx, "KV_ttl_oauth_"+bucketAccess) // what the first write makes
-	if err == nil {
-		t.Fatalf("the bucket exists before any write: %v", stream)
-	}
-	ttlOf := func(key string) string {
-		t.Helper()
-		st, err := js.Stream(ctx, "KV_ttl_oauth_"+bucketAccess)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := st.GetLastMsgForSubject(ctx, "$KV.ttl_oauth_"+bucketAccess+"."+key)
-		if err != nil {
-			t.Fatalf("%s: %v", key, err)
-		}
-		return m.Header.Get(jetstream.MsgTTLHeader)
-	}
-
-	rev := mustCreate(t, kv, bucketAccess, "hour", "v", time.Hour)
-	if got := ttlOf("hour"); got != (time.Hour + time.Second).String() {
-		t.Fatalf("created with server TTL %q, want an hour and a second", got)
-	}
-	if _, err := kv.Update(ctx, bucketAccess, "hour", []byte("v2"), rev, 90*time.Minute+time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if got := ttlOf("hour"); got != (90*time.Minute + 2*time.Second).String() {
-		t.Fatalf("updated with server TTL %q, want 90m2s (rounded up, one to spare)", got)
-	}
-	mustCreate(t, kv, bucketAccess, "forever", "v", 0)
-	if got := ttlOf("forever"); got != "" {
-		t.Fatalf("an entry without a lifetime has server TTL %q", got)
-	}
-
-	// A real second: the server drops the updated entry on its own.
-	rev = mustCreate(t, kv, bucketAccess, "short", "v", time.Hour)
-	if _, err := kv.Update(ctx, bucketAccess, "short", []byte("v2"), rev, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(ctx, "KV_ttl_oauth_"+bucketAccess)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second) // a deadlock guard, not a timing claim
-	for {
-		m, err := st.GetLastMsgForSubject(ctx, "$KV.ttl_oauth_"+bucketAccess+".short")
-		if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && m.Header.Get("Nats-Marker-Reason") != "") {
-			break // gone, or only its expiring marker left
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server kept an entry 30 s past its one-second lifetime")
-		}
-		time.Sleep(100 * time.Millisecond) // polling the server's state, which no event announces here
-	}
-	if _, _, err := kv.Get(ctx, bucketAccess, "short"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("after the server dropped it: %v", err)
-	}
-	if _, _, err := kv.Get(ctx, bucketAccess, "forever"); err != nil {
-		t.Fatalf("the entry without a lifetime went too: %v", err)
-	}
-	if _, err := kv.Create(ctx, bucketAccess, "short", []byte("again"), time.Hour); err != nil {
-		t.Fatalf("create over the server's expiry marker: %v", err)
-	}
-}
-
-// TestJetStreamKVRefusals: what NewJetStreamKV and the calls refuse, with
-// a sentence; and a context that ended ends the call.
-func TestJetStreamKVRefusals(t *testing.T) {
-	url := startNATS(t)
-	js := jetStreamOf(t, url)
-	for _, tc := range []struct {
-		name   string
-		js     jetstream.JetStream
-		prefix string
-		want   string
-	}{
-		{"no JetStream", nil, "p", "needs a JetStream context"},
-		{"empty prefix", js, "", "may hold only letters"},
-		{"dotted prefix", js, "a.b", "may hold only letters"},
-		{"wildcard prefix", js, "a*", "may hold only letters"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewJetStreamKV(tc.js, tc.prefix, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err %v, want one saying %q", err, tc.want)
-			}
-		})
-	}
-	t.Run("domain", func(t *testing.T) {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		jsd, err := jetstream.NewWithDomain(nc, "hub")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := NewJetStreamKV(jsd, "p", 1); err == nil || !strings.Contains(err.Error(), "default JetStream API") {
-			t.Fatalf("err %v", err)
-		}
-	})
-	t.Run("bad bucket", func(t *testing.T) {
-		kv, err := NewJetStreamKV(js, "p", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := kv.Get(context.Background(), "a.b", "k"); err == nil || errors.Is(err, ErrNotFound) {
-			t.Fatalf("a dotted bucket: %v", err)
-		}
-	})
-	t.Run("context ended", func(t *testing.T) {
-		kv, err := NewJetStreamKV(js, "ctx", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if _, err := kv.Create(ctx, "b", "k", []byte("v"), time.Minute); !errors.Is(err, context.Canceled) {
-			t.Fatalf("create on an ended context: %v", err)
-		}
-		if _, err := kv.Create(context.Background(), "b", "k", []byte("v"), time.Minute); err != nil {
-			t.Fatal(err)
-		}
-		for name, call := range map[string]func() error{
-			"get":    func() error { _, _, err := kv.Get(ctx, "b", "k"); return err },
-			"update": func() error { _, err := kv.Update(ctx, "b", "k", []byte("v"), 1, time.Minute); return err },
-			"delete": func() error { return kv.Delete(ctx, "b", "k") },
-			"count":  func() error { _, err := kv.Count(ctx, "b"); return err },
-		} {
-			if err := call(); !errors.Is(err, context.Canceled) {
-				t.Errorf("%s on an ended context: %v", name, err)
-			}
-		}
-	})
 }
 
 // TestJetStreamSignInAcrossNodes: the point of the shared store. Two
@@ -540,7 +214,7 @@ func TestJetStreamSignInAcrossNodes(t *testing.T) {
 // compare-and-swap, creates), against a NATS server in this process.
 func BenchmarkJetStreamKV(b *testing.B) {
 	res := Resource{URI: "https://as.example/mcp", Name: "bench"}
-	kv, err := NewJetStreamKV(jetStreamOf(b, startNATS(b)), "bench", 1)
+	kv, err := newJetStreamKV(jetStreamOf(b, startNATS(b)), "bench", 1, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

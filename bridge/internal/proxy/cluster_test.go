@@ -26,7 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/authserver/jetstreamkv"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
@@ -1134,7 +1134,7 @@ func httpCluster(t *testing.T) (a, b *testProxy, lb *balancer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := authserver.NewJetStreamKV(js, "bbtest", 1)
+	kv, err := jetstreamkv.New(js, "bbtest", 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,9 @@
-package authserver
+// Package jetstreamkv is the authorization server's state (authserver.KV)
+// in JetStream key-value buckets: the state a cluster of proxies shares, so
+// that any node can finish a sign-in another began. It is a package of its
+// own so that only the programs that speak NATS link nats.go: authserver,
+// and with it the browserbridge command, does not.
+package jetstreamkv
 
 import (
 	"context"
@@ -13,13 +18,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
 )
 
-// jetStreamKV is the KV in JetStream key-value buckets: the state a cluster
-// of proxies shares, so that any node can finish a sign-in another began.
-// Each authserver bucket is one JetStream bucket, prefix+"_oauth_"+bucket,
-// made on first use (CreateOrUpdateKeyValue, so every node may race to make
-// it); revisions are the stream's sequence numbers, which only grow.
+// store is the KV in JetStream key-value buckets. Each authserver bucket is
+// one JetStream bucket, prefix+"_oauth_"+bucket, made on first use
+// (CreateOrUpdateKeyValue, so every node may race to make it); revisions
+// are the stream's sequence numbers, which only grow.
 //
 // Expiry. nats.go v1.55 has a per-key TTL on Create (KeyTTL) but none on
 // Update, which even drops the TTL a key had; and the server counts TTLs in
@@ -40,7 +46,7 @@ import (
 // markers of expired keys do too (LimitMarkerTTL), so no tombstone stays
 // either. Nodes' clocks are assumed to agree within seconds: the envelope's
 // expiry is the writer's clock, judged by the reader's.
-type jetStreamKV struct {
+type store struct {
 	js       jetstream.JetStream
 	prefix   string
 	replicas int
@@ -50,7 +56,7 @@ type jetStreamKV struct {
 	buckets map[string]jetstream.KeyValue
 }
 
-var _ KV = (*jetStreamKV)(nil)
+var _ authserver.KV = (*store)(nil)
 
 const (
 	// kvMarkerTTL is how long a deleted or expired key's marker stays: long
@@ -74,25 +80,25 @@ var (
 	plainKeyRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
 
-// NewJetStreamKV returns a KV in js's key-value buckets named
-// prefix+"_oauth_"+bucket ([A-Za-z0-9_-] only), each with replicas copies
-// (0: 1). js must be the default JetStream API of its connection
-// (jetstream.New), not one of a domain or another API prefix: updates are
-// published to the keys' subjects directly. Close leaves js and its
-// connection open.
-func NewJetStreamKV(js jetstream.JetStream, prefix string, replicas int) (KV, error) {
-	return newJetStreamKV(js, prefix, replicas, time.Now)
+// New returns a KV in js's key-value buckets named prefix+"_oauth_"+bucket
+// ([A-Za-z0-9_-] only), each with replicas copies (0: 1); now is its clock
+// (nil: time.Now), as authserver.NewMemoryKV's and OpenBoltKV's. js must be
+// the default JetStream API of its connection (jetstream.New), not one of a
+// domain or another API prefix: updates are published to the keys' subjects
+// directly. Close leaves js and its connection open.
+func New(js jetstream.JetStream, prefix string, replicas int, now func() time.Time) (authserver.KV, error) {
+	return newStore(js, prefix, replicas, now)
 }
 
-func newJetStreamKV(js jetstream.JetStream, prefix string, replicas int, now func() time.Time) (*jetStreamKV, error) {
+func newStore(js jetstream.JetStream, prefix string, replicas int, now func() time.Time) (*store, error) {
 	if js == nil {
-		return nil, errors.New("authserver: NewJetStreamKV needs a JetStream context")
+		return nil, errors.New("jetstreamkv: New needs a JetStream context")
 	}
 	if !jsNameRe.MatchString(prefix) {
-		return nil, fmt.Errorf("authserver: the JetStream bucket prefix %q may hold only letters, digits, '_' and '-'", prefix)
+		return nil, fmt.Errorf("jetstreamkv: the JetStream bucket prefix %q may hold only letters, digits, '_' and '-'", prefix)
 	}
 	if o := js.Options(); o.Domain != "" || (o.APIPrefix != "" && o.APIPrefix != jetstream.DefaultAPIPrefix) {
-		return nil, errors.New("authserver: the OAuth state needs the default JetStream API (jetstream.New), not a domain or API prefix")
+		return nil, errors.New("jetstreamkv: the OAuth state needs the default JetStream API (jetstream.New), not a domain or API prefix")
 	}
 	if replicas <= 0 {
 		replicas = 1
@@ -100,20 +106,20 @@ func newJetStreamKV(js jetstream.JetStream, prefix string, replicas int, now fun
 	if now == nil {
 		now = time.Now
 	}
-	return &jetStreamKV{js: js, prefix: prefix, replicas: replicas, now: now, buckets: map[string]jetstream.KeyValue{}}, nil
+	return &store{js: js, prefix: prefix, replicas: replicas, now: now, buckets: map[string]jetstream.KeyValue{}}, nil
 }
 
 // bucketName is the JetStream bucket of an authserver bucket.
-func (k *jetStreamKV) bucketName(bucket string) (string, error) {
+func (k *store) bucketName(bucket string) (string, error) {
 	name := k.prefix + "_oauth_" + bucket
 	if !jsNameRe.MatchString(bucket) {
-		return "", fmt.Errorf("authserver: %q is not a valid bucket name", bucket)
+		return "", fmt.Errorf("jetstreamkv: %q is not a valid bucket name", bucket)
 	}
 	return name, nil
 }
 
 // bucket returns the JetStream bucket, making it on first use.
-func (k *jetStreamKV) bucket(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+func (k *store) bucket(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
 	k.mu.Lock()
 	kv := k.buckets[bucket]
 	k.mu.Unlock()
@@ -133,7 +139,7 @@ func (k *jetStreamKV) bucket(ctx context.Context, bucket string) (jetstream.KeyV
 		LimitMarkerTTL: kvMarkerTTL,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("authserver: making the JetStream bucket %s: %w", name, err)
+		return nil, fmt.Errorf("jetstreamkv: making the JetStream bucket %s: %w", name, err)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -154,7 +160,7 @@ func jsKey(key string) string {
 }
 
 // seal wraps value in the envelope with its expiry.
-func (k *jetStreamKV) seal(value []byte, ttl time.Duration) []byte {
+func (k *store) seal(value []byte, ttl time.Duration) []byte {
 	out := make([]byte, kvEnvelopeLen+len(value))
 	out[0] = kvEnvelopeV1
 	if ttl > 0 {
@@ -166,7 +172,7 @@ func (k *jetStreamKV) seal(value []byte, ttl time.Duration) []byte {
 
 // open returns a stored value's own bytes (a copy), and false when it has
 // expired or is not an envelope of ours.
-func (k *jetStreamKV) open(v []byte) ([]byte, bool) {
+func (k *store) open(v []byte) ([]byte, bool) {
 	if len(v) < kvEnvelopeLen || v[0] != kvEnvelopeV1 {
 		return nil, false
 	}
@@ -197,25 +203,25 @@ func isWrongLastSeq(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }
 
-// get returns the key's live value and revision, or ErrNotFound.
-func (k *jetStreamKV) get(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, uint64, error) {
+// get returns the key's live value and revision, or authserver.ErrNotFound.
+func (k *store) get(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, uint64, error) {
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, 0, ErrNotFound
+		return nil, 0, authserver.ErrNotFound
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("authserver: reading %s from JetStream: %w", kv.Bucket(), err)
+		return nil, 0, fmt.Errorf("jetstreamkv: reading %s from JetStream: %w", kv.Bucket(), err)
 	}
 	v, ok := k.open(e.Value())
 	if !ok {
-		return nil, e.Revision(), ErrNotFound
+		return nil, e.Revision(), authserver.ErrNotFound
 	}
 	return v, e.Revision(), nil
 }
 
 // swap writes data under key if the key's last revision is still revision,
 // with the message TTL for ttl: kv.Update, plus the TTL it lacks.
-func (k *jetStreamKV) swap(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, revision uint64, ttl time.Duration) (uint64, error) {
+func (k *store) swap(ctx context.Context, kv jetstream.KeyValue, key string, data []byte, revision uint64, ttl time.Duration) (uint64, error) {
 	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(revision)}
 	if st := serverTTL(ttl); st > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(st))
@@ -227,7 +233,7 @@ func (k *jetStreamKV) swap(ctx context.Context, kv jetstream.KeyValue, key strin
 	return ack.Sequence, nil
 }
 
-func (k *jetStreamKV) Get(ctx context.Context, bucket, key string) ([]byte, uint64, error) {
+func (k *store) Get(ctx context.Context, bucket, key string) ([]byte, uint64, error) {
 	kv, err := k.bucket(ctx, bucket)
 	if err != nil {
 		return nil, 0, err
@@ -239,7 +245,7 @@ func (k *jetStreamKV) Get(ctx context.Context, bucket, key string) ([]byte, uint
 	return v, rev, nil
 }
 
-func (k *jetStreamKV) Create(ctx context.Context, bucket, key string, value []byte, ttl time.Duration) (uint64, error) {
+func (k *store) Create(ctx context.Context, bucket, key string, value []byte, ttl time.Duration) (uint64, error) {
 	kv, err := k.bucket(ctx, bucket)
 	if err != nil {
 		return 0, err
@@ -257,15 +263,15 @@ func (k *jetStreamKV) Create(ctx context.Context, bucket, key string, value []by
 			return rev, nil
 		}
 		if !isWrongLastSeq(err) {
-			return 0, fmt.Errorf("authserver: writing %s to JetStream: %w", kv.Bucket(), err)
+			return 0, fmt.Errorf("jetstreamkv: writing %s to JetStream: %w", kv.Bucket(), err)
 		}
 		// The key has an entry: live (ErrExists), or expired by the
 		// envelope before the server removed it, which is free to take.
 		_, cur, err := k.get(ctx, kv, jk)
 		switch {
 		case err == nil:
-			return 0, ErrExists
-		case !errors.Is(err, ErrNotFound):
+			return 0, authserver.ErrExists
+		case !errors.Is(err, authserver.ErrNotFound):
 			return 0, err
 		case cur == 0:
 			continue // gone since: Create again
@@ -275,13 +281,13 @@ func (k *jetStreamKV) Create(ctx context.Context, bucket, key string, value []by
 			return rev, nil
 		}
 		if !isWrongLastSeq(err) {
-			return 0, fmt.Errorf("authserver: writing %s to JetStream: %w", kv.Bucket(), err)
+			return 0, fmt.Errorf("jetstreamkv: writing %s to JetStream: %w", kv.Bucket(), err)
 		}
 	}
-	return 0, ErrExists
+	return 0, authserver.ErrExists
 }
 
-func (k *jetStreamKV) Update(ctx context.Context, bucket, key string, value []byte, revision uint64, ttl time.Duration) (uint64, error) {
+func (k *store) Update(ctx context.Context, bucket, key string, value []byte, revision uint64, ttl time.Duration) (uint64, error) {
 	kv, err := k.bucket(ctx, bucket)
 	if err != nil {
 		return 0, err
@@ -292,23 +298,23 @@ func (k *jetStreamKV) Update(ctx context.Context, bucket, key string, value []by
 	if _, cur, err := k.get(ctx, kv, jk); err != nil {
 		return 0, err
 	} else if cur != revision {
-		return 0, ErrConflict
+		return 0, authserver.ErrConflict
 	}
 	rev, err := k.swap(ctx, kv, jk, k.seal(value, ttl), revision, ttl)
 	if err == nil {
 		return rev, nil
 	}
 	if !isWrongLastSeq(err) {
-		return 0, fmt.Errorf("authserver: writing %s to JetStream: %w", kv.Bucket(), err)
+		return 0, fmt.Errorf("jetstreamkv: writing %s to JetStream: %w", kv.Bucket(), err)
 	}
 	// It moved on since the read (ErrConflict), or went (ErrNotFound).
 	if _, _, err := k.get(ctx, kv, jk); err != nil {
 		return 0, err
 	}
-	return 0, ErrConflict
+	return 0, authserver.ErrConflict
 }
 
-func (k *jetStreamKV) Delete(ctx context.Context, bucket, key string) error {
+func (k *store) Delete(ctx context.Context, bucket, key string) error {
 	kv, err := k.bucket(ctx, bucket)
 	if err != nil {
 		return err
@@ -316,7 +322,7 @@ func (k *jetStreamKV) Delete(ctx context.Context, bucket, key string) error {
 	// Purge, not Delete: it drops the value at once and leaves a marker
 	// that expires, where Delete's marker would stay for good.
 	if err := kv.Purge(ctx, jsKey(key), jetstream.PurgeTTL(kvMarkerTTL)); err != nil {
-		return fmt.Errorf("authserver: deleting from %s in JetStream: %w", kv.Bucket(), err)
+		return fmt.Errorf("jetstreamkv: deleting from %s in JetStream: %w", kv.Bucket(), err)
 	}
 	return nil
 }
@@ -324,14 +330,14 @@ func (k *jetStreamKV) Delete(ctx context.Context, bucket, key string) error {
 // Count reads every live entry of the bucket (a watch of the last value of
 // each key): linear in the bucket's size, fine for its one use, the
 // registration limit (MaxClients, a thousand by default).
-func (k *jetStreamKV) Count(ctx context.Context, bucket string) (int, error) {
+func (k *store) Count(ctx context.Context, bucket string) (int, error) {
 	kv, err := k.bucket(ctx, bucket)
 	if err != nil {
 		return 0, err
 	}
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return 0, fmt.Errorf("authserver: listing %s in JetStream: %w", kv.Bucket(), err)
+		return 0, fmt.Errorf("jetstreamkv: listing %s in JetStream: %w", kv.Bucket(), err)
 	}
 	defer w.Stop()
 	// By key: a key written during the watch may come twice.
@@ -342,7 +348,7 @@ func (k *jetStreamKV) Count(ctx context.Context, bucket string) (int, error) {
 			return 0, ctx.Err()
 		case e, ok := <-w.Updates():
 			if !ok {
-				return 0, fmt.Errorf("authserver: listing %s in JetStream: the watch ended early", kv.Bucket())
+				return 0, fmt.Errorf("jetstreamkv: listing %s in JetStream: the watch ended early", kv.Bucket())
 			}
 			if e == nil { // caught up
 				n := 0
@@ -361,7 +367,7 @@ func (k *jetStreamKV) Count(ctx context.Context, bucket string) (int, error) {
 
 // Close forgets the buckets; js and its connection stay open (they are the
 // caller's).
-func (k *jetStreamKV) Close() error {
+func (k *store) Close() error {
 	k.mu.Lock()
 	k.buckets = map[string]jetstream.KeyValue{}
 	k.mu.Unlock()

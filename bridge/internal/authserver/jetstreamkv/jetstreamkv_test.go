@@ -1,0 +1,402 @@
+package jetstreamkv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/authserver/kvtest"
+	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
+)
+
+// authserver's bucket names, as the server writes them.
+const (
+	bucketClients  = "clients"
+	bucketCodes    = "codes"
+	bucketFamilies = "families"
+	bucketAccess   = "access"
+)
+
+// TestContract runs authserver's KV contract (kvtest) against JetStream,
+// each case on its own NATS server.
+func TestContract(t *testing.T) {
+	kvtest.Contract(t, func(t *testing.T, now func() time.Time) authserver.KV {
+		kv, err := newStore(jetStreamOf(t, startNATS(t)), "test", 1, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv
+	})
+}
+
+// startNATS runs a real NATS server with JetStream, on a random loopback
+// port and a temporary store, until the test ends.
+func startNATS(t testing.TB) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		t.Fatal("the NATS server did not start")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}
+
+// jetStreamOf connects to the NATS at url (one connection per call, as
+// each node has its own) until the test ends.
+func jetStreamOf(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// TestShared: two nodes' KVs on one NATS are one store: each
+// sees the other's writes, and compare-and-swap holds across them.
+func TestShared(t *testing.T) {
+	ctx := context.Background()
+	url := startNATS(t)
+	clock := kvtest.NewClock()
+	a, err := newStore(jetStreamOf(t, url), "shared", 1, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newStore(jetStreamOf(t, url), "shared", 1, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := kvtest.MustCreate(t, a, bucketCodes, "k", "from a", time.Minute)
+	if v, got, err := b.Get(ctx, bucketCodes, "k"); err != nil || string(v) != "from a" || got != rev {
+		t.Fatalf("b reads %q rev %d (%v), want a's write at rev %d", v, got, err, rev)
+	}
+	if _, err := b.Create(ctx, bucketCodes, "k", []byte("from b"), time.Minute); !errors.Is(err, authserver.ErrExists) {
+		t.Fatalf("b created over a's live entry: %v", err)
+	}
+	rev2, err := b.Update(ctx, bucketCodes, "k", []byte("b's update"), rev, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Update(ctx, bucketCodes, "k", []byte("a's stale update"), rev, time.Minute); !errors.Is(err, authserver.ErrConflict) {
+		t.Fatalf("a updated at a revision b had moved past: %v", err)
+	}
+	if v, got, _ := a.Get(ctx, bucketCodes, "k"); string(v) != "b's update" || got != rev2 {
+		t.Fatalf("a reads %q rev %d, want b's update at %d", v, got, rev2)
+	}
+	kvtest.MustCreate(t, b, bucketCodes, "other", "v", time.Minute)
+	if n, err := a.Count(ctx, bucketCodes); n != 2 || err != nil {
+		t.Fatalf("a counts %d (%v), want 2", n, err)
+	}
+	if err := a.Delete(ctx, bucketCodes, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Get(ctx, bucketCodes, "k"); !errors.Is(err, authserver.ErrNotFound) {
+		t.Fatalf("b still reads an entry a deleted: %v", err)
+	}
+
+	// Both nodes update one entry at once, at the revision they read:
+	// exactly one wins, as one code is redeemed once.
+	rev = kvtest.MustCreate(t, a, bucketCodes, "race", "v", time.Minute)
+	var wins, conflicts atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		kv := []authserver.KV{a, b}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := kv.Update(ctx, bucketCodes, "race", []byte(fmt.Sprint(i)), rev, time.Minute)
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, authserver.ErrConflict):
+				conflicts.Add(1)
+			default:
+				t.Errorf("update %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 || conflicts.Load() != 15 {
+		t.Fatalf("%d updates won and %d conflicted, want 1 and 15", wins.Load(), conflicts.Load())
+	}
+
+	// Another prefix is another deployment: it sees none of it.
+	c, err := newStore(jetStreamOf(t, url), "elsewhere", 1, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Get(ctx, bucketCodes, "other"); !errors.Is(err, authserver.ErrNotFound) {
+		t.Fatalf("another prefix reads the entry: %v", err)
+	}
+}
+
+// TestReplicated: on three clustered NATS servers with three
+// replicas, where JetStream reports a failed compare-and-swap with another
+// code (10164) than on one server: the contract's refusals still read as
+// ErrExists and ErrConflict, each node on its own server.
+func TestReplicated(t *testing.T) {
+	ctx := context.Background()
+	servers, err := natsembed.StartCluster(3, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Shutdown()
+		}
+	})
+	var kvs []authserver.KV
+	for _, s := range servers {
+		kv, err := newStore(jetStreamOf(t, s.ClientURL()), "r3", 3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs = append(kvs, kv)
+	}
+	rev := kvtest.MustCreate(t, kvs[0], bucketFamilies, "k", "v", time.Minute)
+	if _, err := kvs[1].Create(ctx, bucketFamilies, "k", []byte("v"), time.Minute); !errors.Is(err, authserver.ErrExists) {
+		t.Fatalf("create over a live entry: %v", err)
+	}
+	if _, err := kvs[2].Update(ctx, bucketFamilies, "k", []byte("v2"), rev, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvs[1].Update(ctx, bucketFamilies, "k", []byte("v3"), rev, time.Minute); !errors.Is(err, authserver.ErrConflict) {
+		t.Fatalf("update at a stale revision: %v", err)
+	}
+	// The swap itself refused (10164), not the read before it: all three
+	// update at the revision they read, at once.
+	_, rev, err = kvs[0].Get(ctx, bucketFamilies, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, len(kvs))
+	var wg sync.WaitGroup
+	for i, kv := range kvs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = kv.Update(ctx, bucketFamilies, "k", []byte(fmt.Sprint(i)), rev, time.Minute)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, authserver.ErrConflict):
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of 3 updates at one revision succeeded", won)
+	}
+	// And the swap's own refusal, without the read that usually catches a
+	// stale revision first.
+	k := kvs[1].(*store)
+	b, err := k.bucket(ctx, bucketFamilies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.swap(ctx, b, "k", k.seal([]byte("x"), time.Minute), rev, time.Minute); !isWrongLastSeq(err) {
+		t.Fatalf("a swap at a stale revision on three replicas: %v, want a wrong-last-sequence refusal", err)
+	}
+}
+
+// TestKeys: keys JetStream would refuse (dots, wildcards,
+// spaces, a client's long URL) work, each as itself and apart from the
+// others and from plain keys.
+func TestKeys(t *testing.T) {
+	ctx := context.Background()
+	kv, err := newStore(jetStreamOf(t, startNATS(t)), "keys", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{
+		"plain_key-1", "a.b", "a..b", ".", "*", ">", "a b", "", "=", "==x",
+		"https://app.example.com/oauth/client.json", strings.Repeat("x", 129), strings.Repeat("x", 128), "ключ",
+	}
+	for i, k := range keys {
+		if _, err := kv.Create(ctx, bucketClients, k, []byte(fmt.Sprint(i)), time.Hour); err != nil {
+			t.Fatalf("create %q: %v", k, err)
+		}
+	}
+	for i, k := range keys {
+		v, _, err := kv.Get(ctx, bucketClients, k)
+		if err != nil || string(v) != fmt.Sprint(i) {
+			t.Fatalf("get %q: %q %v, want %d", k, v, err, i)
+		}
+	}
+	if n, err := kv.Count(ctx, bucketClients); n != len(keys) || err != nil {
+		t.Fatalf("count %d %v, want %d", n, err, len(keys))
+	}
+}
+
+// TestServerTTL: what only the server can do: every write with
+// a lifetime carries one to the server (Update too, which nats.go's own
+// Update cannot), so entries nobody reads again do not stay in the
+// bucket; and the server does remove them.
+func TestServerTTL(t *testing.T) {
+	ctx := context.Background()
+	js := jetStreamOf(t, startNATS(t))
+	kv, err := newStore(js, "ttl", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "KV_ttl_oauth_"+bucketAccess) // what the first write makes
+	if err == nil {
+		t.Fatalf("the bucket exists before any write: %v", stream)
+	}
+	ttlOf := func(key string) string {
+		t.Helper()
+		st, err := js.Stream(ctx, "KV_ttl_oauth_"+bucketAccess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.GetLastMsgForSubject(ctx, "$KV.ttl_oauth_"+bucketAccess+"."+key)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		return m.Header.Get(jetstream.MsgTTLHeader)
+	}
+
+	rev := kvtest.MustCreate(t, kv, bucketAccess, "hour", "v", time.Hour)
+	if got := ttlOf("hour"); got != (time.Hour + time.Second).String() {
+		t.Fatalf("created with server TTL %q, want an hour and a second", got)
+	}
+	if _, err := kv.Update(ctx, bucketAccess, "hour", []byte("v2"), rev, 90*time.Minute+time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got := ttlOf("hour"); got != (90*time.Minute + 2*time.Second).String() {
+		t.Fatalf("updated with server TTL %q, want 90m2s (rounded up, one to spare)", got)
+	}
+	kvtest.MustCreate(t, kv, bucketAccess, "forever", "v", 0)
+	if got := ttlOf("forever"); got != "" {
+		t.Fatalf("an entry without a lifetime has server TTL %q", got)
+	}
+
+	// A real second: the server drops the updated entry on its own.
+	rev = kvtest.MustCreate(t, kv, bucketAccess, "short", "v", time.Hour)
+	if _, err := kv.Update(ctx, bucketAccess, "short", []byte("v2"), rev, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "KV_ttl_oauth_"+bucketAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second) // a deadlock guard, not a timing claim
+	for {
+		m, err := st.GetLastMsgForSubject(ctx, "$KV.ttl_oauth_"+bucketAccess+".short")
+		if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && m.Header.Get("Nats-Marker-Reason") != "") {
+			break // gone, or only its expiring marker left
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server kept an entry 30 s past its one-second lifetime")
+		}
+		time.Sleep(100 * time.Millisecond) // polling the server's state, which no event announces here
+	}
+	if _, _, err := kv.Get(ctx, bucketAccess, "short"); !errors.Is(err, authserver.ErrNotFound) {
+		t.Fatalf("after the server dropped it: %v", err)
+	}
+	if _, _, err := kv.Get(ctx, bucketAccess, "forever"); err != nil {
+		t.Fatalf("the entry without a lifetime went too: %v", err)
+	}
+	if _, err := kv.Create(ctx, bucketAccess, "short", []byte("again"), time.Hour); err != nil {
+		t.Fatalf("create over the server's expiry marker: %v", err)
+	}
+}
+
+// TestRefusals: what New and the calls refuse, with a sentence; and a
+// context that ended ends the call.
+func TestRefusals(t *testing.T) {
+	url := startNATS(t)
+	js := jetStreamOf(t, url)
+	for _, tc := range []struct {
+		name   string
+		js     jetstream.JetStream
+		prefix string
+		want   string
+	}{
+		{"no JetStream", nil, "p", "needs a JetStream context"},
+		{"empty prefix", js, "", "may hold only letters"},
+		{"dotted prefix", js, "a.b", "may hold only letters"},
+		{"wildcard prefix", js, "a*", "may hold only letters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.js, tc.prefix, 1, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("domain", func(t *testing.T) {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		jsd, err := jetstream.NewWithDomain(nc, "hub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(jsd, "p", 1, nil); err == nil || !strings.Contains(err.Error(), "default JetStream API") {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("bad bucket", func(t *testing.T) {
+		kv, err := New(js, "p", 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := kv.Get(context.Background(), "a.b", "k"); err == nil || errors.Is(err, authserver.ErrNotFound) {
+			t.Fatalf("a dotted bucket: %v", err)
+		}
+	})
+	t.Run("context ended", func(t *testing.T) {
+		kv, err := New(js, "ctx", 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := kv.Create(ctx, "b", "k", []byte("v"), time.Minute); !errors.Is(err, context.Canceled) {
+			t.Fatalf("create on an ended context: %v", err)
+		}
+		if _, err := kv.Create(context.Background(), "b", "k", []byte("v"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		for name, call := range map[string]func() error{
+			"get":    func() error { _, _, err := kv.Get(ctx, "b", "k"); return err },
+			"update": func() error { _, err := kv.Update(ctx, "b", "k", []byte("v"), 1, time.Minute); return err },
+			"delete": func() error { return kv.Delete(ctx, "b", "k") },
+			"count":  func() error { _, err := kv.Count(ctx, "b"); return err },
+		} {
+			if err := call(); !errors.Is(err, context.Canceled) {
+				t.Errorf("%s on an ended context: %v", name, err)
+			}
+		}
+	})
+}
