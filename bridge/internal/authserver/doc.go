@@ -27,5 +27,7 @@
 // State lives in a KV (kv.go): an embedded one for one node (memory, or a
 // bbolt file that survives restarts); its shape (buckets, create-only puts,
 // compare-and-swap updates, per-entry expiry) is JetStream KV's, so a
-// cluster can move it to NATS without touching the flows.
+// cluster moves it to NATS (package jetstreamkv) without touching the
+// flows. That store is a package of its own so that the bridge and the
+// gateway, which never use NATS, do not link nats.go.
 package authserver
