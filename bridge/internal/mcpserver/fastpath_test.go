@@ -122,6 +122,8 @@ func TestFastPathMatchesSDK(t *testing.T) {
 		{"every kind of content", call("6", `{"name":"rich"}`), nil, true},
 		{"no content", call("7", `{"name":"empty"}`), nil, true},
 		{"text to escape", call("8", `{"name":"echo","arguments":{"text":"<b>\u2028\"&\"</b> é"}}`), nil, true},
+		{"escapes Go writes otherwise", call("11", `{"name":"echo","arguments":{"text":"\/ \ud83d\ude00 \u00E9 \ud800 \t \u0001 \u007f literal: <&> \u2029 é"}}`), nil, true},
+		{"empty text", call("12", `{"name":"echo","arguments":{"text":""}}`), nil, true},
 		{"ping", `{"jsonrpc":"2.0","id":9,"method":"ping"}`, nil, true},
 		{"ping with empty params", `{"jsonrpc":"2.0","id":10,"method":"ping","params":{}}`, nil, true},
 
