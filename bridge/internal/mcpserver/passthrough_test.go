@@ -210,15 +210,29 @@ func FuzzAppendGoString(f *testing.F) {
 }
 
 // FuzzPassThrough: whatever the browser answers, the pass-through writes
-// what decoding and encoding writes, or leaves it to them.
+// what decoding and encoding writes, or leaves it to them. The answer is
+// the raw input if that is JSON, else one built from it: two texts (the
+// input cut in two, as the bodies of JSON strings) in an order and with an
+// isError the input picks.
 func FuzzPassThrough(f *testing.F) {
 	f.Add(`{"content":[{"type":"text","text":"a<b>\u2028"}],"isError":true}`, "Chrome<1>")
 	f.Add(`{"isError":false,"content":[{"text":"\ud83d\ude00","type":"text"},{"type":"text","text":""}]}`, "é")
 	f.Add(`{"content":[]}`, "\xff")
 	f.Add(richResult, "x")
+	f.Add(`a\"b\u00e9<`, `\u2029\ud800`)
 	f.Fuzz(func(t *testing.T, raw, name string) {
 		if !json.Valid([]byte(raw)) {
-			return
+			half := len(raw) / 2
+			text1, text2 := raw[:half], raw[half:]
+			shapes := []string{
+				`{"content":[{"type":"text","text":"%1"},{"text":"%2","type":"text"}]}`,
+				`{"isError":true,"content":[{"type":"text","text":"%1"}]}`,
+				` {"content" : [ {"text":"%2", "type":"text"} ], "isError":false} `,
+			}
+			raw = strings.NewReplacer("%1", text1, "%2", text2).Replace(shapes[len(raw)%len(shapes)])
+			if !json.Valid([]byte(raw)) {
+				return
+			}
 		}
 		info := browserInfoMeta{ID: "id", Name: name, Version: "1"}
 		got, _, ok := appendPassThrough(nil, []byte("7"), []byte(raw), browserMetaJSON(info))
