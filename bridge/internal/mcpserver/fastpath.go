@@ -24,9 +24,10 @@ import (
 // client's traffic, tools/call of a browser tool and ping, when they are
 // POSTed on a live stateful Streamable HTTP session (2025-03-26 to
 // 2025-11-25), without the SDK's server path: no jsonrpc2 connection, no
-// goroutine per request, no typed decoding of the message. It calls the
-// same forward the SDK's tool handler calls, and writes what the SDK would
-// write, byte for byte: the same SSE event (a priming event first from
+// goroutine per request, no typed decoding of the message. It sends the
+// call as the SDK's tool handler does (callBrowser), passes the browser's
+// result through when it can (forwardResponse), and writes what the SDK
+// would write, byte for byte: the same SSE event (a priming event first from
 // 2025-11-25), the same event ids, stored in the same event store, so a
 // client resumes a fast-path stream with Last-Event-ID like any other.
 //
