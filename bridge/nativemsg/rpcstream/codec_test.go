@@ -139,7 +139,7 @@ func BenchmarkCodec(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if got, _, err := m.responseID(); err != nil || got != id {
+			if got, _, err := m.responseID(); err != nil || string(got) != id {
 				b.Fatalf("reply id %q, %v", got, err)
 			}
 			if e, err := m.responseError(); e != nil || err != nil {

@@ -147,8 +147,9 @@ func (c *Conn) deliver(m *wireMessage) error {
 	var done chan callResult
 	if isString {
 		c.mu.Lock()
-		done = c.pending[id]
-		delete(c.pending, id)
+		if done = c.pending[string(id)]; done != nil {
+			delete(c.pending, string(id))
+		}
 		c.mu.Unlock()
 	}
 	switch {
@@ -168,7 +169,6 @@ func (c *Conn) deliver(m *wireMessage) error {
 // ErrClosed if the connection closes first, and with ctx's error when ctx
 // ends first (the id stays taken until the reply comes).
 func (c *Conn) Call(ctx context.Context, id, method string, params any) (json.RawMessage, error) {
-	done := make(chan callResult, 1)
 	c.mu.Lock()
 	switch {
 	case c.closed:
@@ -178,6 +178,7 @@ func (c *Conn) Call(ctx context.Context, id, method string, params any) (json.Ra
 		c.mu.Unlock()
 		return nil, ErrDuplicateID
 	}
+	done := resultChans.Get().(chan callResult)
 	c.pending[id] = done
 	c.mu.Unlock()
 
@@ -196,11 +197,20 @@ func (c *Conn) Call(ctx context.Context, id, method string, params any) (json.Ra
 	}
 	select {
 	case r := <-done:
+		// Its one send has come: whoever sent it took it out of pending
+		// first, so no one else holds it.
+		resultChans.Put(done)
 		return r.result, r.err
 	case <-ctx.Done():
+		// The reply may yet come into done, which therefore stays out of
+		// the pool.
 		return nil, ctx.Err()
 	}
 }
+
+// resultChans holds the channels calls wait on: a call takes a channel
+// and returns it once the reply came, so that a call costs no channel.
+var resultChans = sync.Pool{New: func() any { return make(chan callResult, 1) }}
 
 // Notify sends a notification.
 func (c *Conn) Notify(method string, params any) error {

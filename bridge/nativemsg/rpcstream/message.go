@@ -134,24 +134,28 @@ func (m *wireMessage) request() (*jsonrpc2.Request, error) {
 	return req, nil
 }
 
-// responseID is the id of the call a response answers, and whether it is a
-// string: the link's calls all have string ids, so any other id answers
-// none of them.
-func (m *wireMessage) responseID() (id string, isString bool, err error) {
+// responseID is the id of the call a response answers, decoded, and
+// whether it is a string: the link's calls all have string ids, so any
+// other id answers none of them. An id without escapes is the frame's own
+// bytes, to be looked up without a copy.
+func (m *wireMessage) responseID() (id []byte, isString bool, err error) {
 	switch {
 	case m.id == nil:
-		return "", false, nil
+		return nil, false, nil
 	case m.id[0] == '"':
-		id, err = unquote(m.id)
-		if err != nil {
-			return "", false, fmt.Errorf("%w: its id: %v", errNotMessage, err)
+		if inner := m.id[1 : len(m.id)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+			return inner, true, nil
 		}
-		return id, true, nil
+		s, err := unquote(m.id)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: its id: %v", errNotMessage, err)
+		}
+		return []byte(s), true, nil
 	}
 	if _, err := strconv.ParseUint(string(m.id), 10, 64); err != nil {
-		return "", false, fmt.Errorf("%w: its id %s is neither a string nor an unsigned integer", errNotMessage, m.id)
+		return nil, false, fmt.Errorf("%w: its id %s is neither a string nor an unsigned integer", errNotMessage, m.id)
 	}
-	return "", false, nil
+	return nil, false, nil
 }
 
 // responseError is the error member of a response, nil for a result.

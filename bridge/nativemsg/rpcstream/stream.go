@@ -1,6 +1,9 @@
-// Package rpcstream carries JSON-RPC 2.0 (sourcegraph/jsonrpc2) over
-// native-messaging frames. It is apart from nativemsg so the host, which
-// only pumps frames, does not link a JSON-RPC implementation.
+// Package rpcstream carries JSON-RPC 2.0 over native-messaging frames:
+// Stream is an ObjectStream for sourcegraph/jsonrpc2's Conn (the bridge's
+// local clients use it), and Conn is the host link's own connection on a
+// Stream, which decodes each frame once (see Conn). It is apart from
+// nativemsg so the host, which only pumps frames, does not link a JSON-RPC
+// implementation.
 package rpcstream
 
 import (
@@ -87,6 +90,9 @@ func (s *Stream) ReadObject(v any) error {
 func (s *Stream) readFrame() ([]byte, error) {
 	for {
 		frame, err := nativemsg.ReadFrame(s.br, s.limit)
+		if err == nil {
+			return frame, nil // before tooLarge, whose address escapes
+		}
 		var tooLarge *nativemsg.FrameTooLargeError
 		switch {
 		case errors.As(err, &tooLarge):
