@@ -18,7 +18,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -245,14 +244,23 @@ func (s *Server) Browsers() []*Browser {
 		bs = append(bs, b)
 	}
 	s.mu.Unlock()
-	sort.Slice(bs, func(i, j int) bool {
-		ai, aj := bs[i].LastActive(), bs[j].LastActive()
-		if !ai.Equal(aj) {
-			return ai.After(aj)
+	slices.SortFunc(bs, func(a, b *Browser) int {
+		if moreRecent(a, b) {
+			return -1
 		}
-		return bs[i].id < bs[j].id
+		return 1
 	})
 	return bs
+}
+
+// moreRecent orders browsers most recently active first, then by id; two
+// browsers never have the same id.
+func moreRecent(a, b *Browser) bool {
+	ta, tb := a.lastActive.Load(), b.lastActive.Load()
+	if ta != tb {
+		return ta > tb
+	}
+	return a.id < b.id
 }
 
 // Browser returns the connected browser with the given id.
@@ -263,13 +271,19 @@ func (s *Server) Browser(id string) (*Browser, bool) {
 	return b, ok
 }
 
-// Default returns the most recently active browser, if any is connected.
+// Default returns the most recently active browser, if any is connected:
+// the first of Browsers, found without listing them (it is asked on every
+// call).
 func (s *Server) Default() (*Browser, bool) {
-	bs := s.Browsers()
-	if len(bs) == 0 {
-		return nil, false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *Browser
+	for _, b := range s.browsers {
+		if best == nil || moreRecent(b, best) {
+			best = b
+		}
 	}
-	return bs[0], true
+	return best, best != nil
 }
 
 // Status reports the link's view of the bridge.
