@@ -18,6 +18,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -314,6 +315,31 @@ type linkCallMeta struct {
 	ProgressToken string          `json:"progressToken,omitempty"`
 }
 
+// encode is json.Marshal(p) without its second pass: Arguments and
+// Session are valid JSON already (the client's request was decoded or
+// checked with json.Valid, the session's _meta was encoded by
+// json.Marshal), so they are copied as they are, where encoding/json
+// would check and compact them again. TestLinkCallParamsEncode holds it
+// to json.Marshal's meaning.
+func (p *linkCallParams) encode() rpcstream.Encoded {
+	args := p.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	b := make([]byte, 0, len(p.Meta.Session)+len(args)+len(p.Name)+len(p.Meta.ProgressToken)+80)
+	b = append(b, `{"_meta":{"browserbridge/session":`...)
+	b = append(b, p.Meta.Session...)
+	if p.Meta.ProgressToken != "" {
+		b = append(b, `,"progressToken":`...)
+		b = rpcstream.AppendString(b, p.Meta.ProgressToken)
+	}
+	b = append(b, `},"arguments":`...)
+	b = append(b, args...)
+	b = append(b, `,"name":`...)
+	b = rpcstream.AppendString(b, p.Name)
+	return append(b, '}')
+}
+
 // browserInfoMeta is the browserbridge/browser _meta of a result.
 type browserInfoMeta struct {
 	ID      string `json:"id"`
@@ -395,7 +421,7 @@ func (s *Server) callBrowser(ctx context.Context, c toolCall) (browserAnswer, *m
 		}()
 	}
 
-	raw, err := b.Call(ctx, id, "tools/call", params)
+	raw, err := b.Call(ctx, id, "tools/call", params.encode())
 	if err != nil {
 		res, err := s.callFailed(ctx, b, id, err)
 		return browserAnswer{}, res, err

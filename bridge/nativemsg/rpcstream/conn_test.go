@@ -456,3 +456,32 @@ func FuzzParseMessage(f *testing.F) {
 		}
 	})
 }
+
+// Encoded params go onto the link as they are, where any other value is
+// marshalled (and so compacted).
+func TestConnWritesEncodedParamsAsTheyAre(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		params any
+		want   string
+	}{
+		{"encoded, with its whitespace", Encoded("{ \"a\" : [1, 2] }"), `{"id":"c1","jsonrpc":"2.0","method":"m","params":{ "a" : [1, 2] }}`},
+		{"raw message, compacted", json.RawMessage("{ \"a\" : [1, 2] }"), `{"id":"c1","jsonrpc":"2.0","method":"m","params":{"a":[1,2]}}`},
+		{"none", nil, `{"id":"c1","jsonrpc":"2.0","method":"m"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newConnPair(t, nativemsg.MaxLink)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { _, _ = p.conn.Call(ctx, "c1", "m", tc.params) }()
+			_ = p.raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+			f, err := nativemsg.ReadFrame(p.raw, nativemsg.MaxLink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(f) != tc.want {
+				t.Errorf("the link carried %s\nwant               %s", f, tc.want)
+			}
+		})
+	}
+}
