@@ -76,6 +76,14 @@ func (b *Browser) Info() protocol.BrowserInfo {
 	}
 }
 
+// Identity is the browser's id, name and version: what a tool result's
+// _meta names on every call, without Info's formatting of times.
+func (b *Browser) Identity() (id, name, version string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.id, b.hello.Browser.Name, b.hello.Browser.Version
+}
+
 // Call sends a request to the browser and waits for its reply, returning the
 // raw result. id is the request id on the link (see protocol's id
 // prefixes); "" picks a fresh "bridge:<n>". An id still in flight is refused

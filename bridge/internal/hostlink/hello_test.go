@@ -73,3 +73,21 @@ func TestBridgeInstanceTellsBridgesApart(t *testing.T) {
 		t.Errorf("two bridges share bridgeInstance %q", c)
 	}
 }
+
+// Identity, which every tool result's _meta takes, names the browser as
+// Info does.
+func TestIdentityMatchesInfo(t *testing.T) {
+	s, socket := serveServer(t, Options{AllowedOrigins: []string{goodOrigin}})
+	p := dialPeer(t, socket)
+	p.mustCall(protocol.HostAttach, attachParams(goodOrigin))
+	p.mustCall(protocol.Hello, helloParams("instance-identity"))
+	b, ok := s.Browser("instance-identity")
+	if !ok {
+		t.Fatal("the browser that said hello is not listed")
+	}
+	id, name, version := b.Identity()
+	info := b.Info()
+	if id != info.ID || name != info.Name || version != info.Version || name != "TestBrowser" || version != "1.0" {
+		t.Errorf("Identity() = %q, %q, %q; Info() has %q, %q, %q", id, name, version, info.ID, info.Name, info.Version)
+	}
+}

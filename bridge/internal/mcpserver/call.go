@@ -457,8 +457,8 @@ func (s *Server) toolResult(tool string, ans browserAnswer) *mcp.CallToolResult 
 
 // browserInfoOf is the browserbridge/browser _meta of a browser's results.
 func browserInfoOf(b *hostlink.Browser) browserInfoMeta {
-	info := b.Info()
-	return browserInfoMeta{ID: info.ID, Name: info.Name, Version: info.Version}
+	id, name, version := b.Identity()
+	return browserInfoMeta{ID: id, Name: name, Version: version}
 }
 
 // decodeToolResult decodes the browser's tools/call result. The common
