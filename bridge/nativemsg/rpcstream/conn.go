@@ -242,7 +242,9 @@ func (c *Conn) Reply(id jsonrpc2.ID, result any) error {
 	return c.write(*bp)
 }
 
-// ReplyWithError answers the request with id with e.
+// ReplyWithError answers the request with id with e. An error reply too
+// large for the link (a long message or data) becomes a short internal
+// error with the same id, as a result does in Reply.
 func (c *Conn) ReplyWithError(id jsonrpc2.ID, e *jsonrpc2.Error) error {
 	bp := getBuffer()
 	defer putBuffer(bp)
@@ -250,6 +252,13 @@ func (c *Conn) ReplyWithError(id jsonrpc2.ID, e *jsonrpc2.Error) error {
 	*bp = b
 	if err != nil {
 		return err
+	}
+	if len(b) > c.s.limit {
+		msg := fmt.Sprintf("the error reply of %d bytes exceeds the %d-byte limit of the link (code %d)", len(b), c.s.limit, e.Code)
+		if b, err = appendError(b[:0], id, &jsonrpc2.Error{Code: CodeInternalError, Message: msg}); err != nil {
+			return err
+		}
+		*bp = b
 	}
 	return c.write(b)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -123,7 +124,7 @@ func (m *wireMessage) request() (*jsonrpc2.Request, error) {
 		// jsonrpc2 takes any int64 and keeps its bits.
 		n, err := strconv.ParseInt(string(m.id), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: its id %s is neither a string nor an integer", errNotMessage, m.id)
+			return nil, fmt.Errorf("%w: its id %s is neither a string nor an integer", errNotMessage, excerpt(m.id))
 		}
 		req.ID.Num = uint64(n)
 	}
@@ -153,7 +154,7 @@ func (m *wireMessage) responseID() (id []byte, isString bool, err error) {
 		return []byte(s), true, nil
 	}
 	if _, err := strconv.ParseUint(string(m.id), 10, 64); err != nil {
-		return nil, false, fmt.Errorf("%w: its id %s is neither a string nor an unsigned integer", errNotMessage, m.id)
+		return nil, false, fmt.Errorf("%w: its id %s is neither a string nor an unsigned integer", errNotMessage, excerpt(m.id))
 	}
 	return nil, false, nil
 }
@@ -294,4 +295,15 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
+}
+
+// excerpt is b for an error message: at most its first 64 bytes, so that
+// the answer to a bad frame (and the log line about it) never grows with
+// the frame.
+func excerpt(b []byte) string {
+	const most = 64
+	if len(b) <= most {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b[:most]), "") + fmt.Sprintf("… (%d bytes)", len(b))
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -113,6 +114,10 @@ func (s *Stream) readFrame() ([]byte, error) {
 // reject answers a skipped frame with a JSON-RPC error whose id is null, as
 // the specification asks when the id could not be read.
 func (s *Stream) reject(code int64, msg string) {
+	if len(msg) > maxRejectMessage {
+		// Whatever quoted the frame, the answer stays small enough to send.
+		msg = strings.ToValidUTF8(msg[:maxRejectMessage], "") + "…"
+	}
 	if s.OnBadMessage != nil {
 		s.OnBadMessage(errors.New(msg))
 	}
@@ -122,6 +127,9 @@ func (s *Stream) reject(code int64, msg string) {
 	})
 	s.writeFrame(b) // a failed write surfaces on the next read or write
 }
+
+// maxRejectMessage bounds the message of an answer to a bad frame.
+const maxRejectMessage = 512
 
 // WriteObject marshals obj and writes it as one frame. A reply too large for
 // the link is replaced by an error reply with the same id, so the caller on

@@ -11,10 +11,10 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 )
 
-// reviewPair is a Conn with a small limit on one end of a pipe and a raw
+// limitPair is a Conn with a small limit on one end of a pipe and a raw
 // peer on the other. Its handler answers "fail-big" with an error whose
 // message is larger than the link's limit, and anything else with "pong".
-func reviewPair(t *testing.T, limit int) (rawPeer, net.Conn) {
+func limitPair(t *testing.T, limit int) (rawPeer, net.Conn) {
 	t.Helper()
 	a, b := net.Pipe()
 	conn := NewConn(context.Background(), New(a, limit), func(_ context.Context, c *Conn, req *jsonrpc2.Request) {
@@ -48,9 +48,9 @@ func sendInOrder(raw net.Conn, frames ...string) {
 // the same id. Conn.Reply does so for results, but Conn.ReplyWithError
 // writes nothing (WriteFrame refuses the frame), and the other end waits
 // for an answer that never comes.
-func TestReviewConnOversizedErrorReplyStillAnswers(t *testing.T) {
+func TestConnOversizedErrorReplyStillAnswers(t *testing.T) {
 	const limit = 1024
-	peer, raw := reviewPair(t, limit)
+	peer, raw := limitPair(t, limit)
 	sendInOrder(raw,
 		`{"jsonrpc":"2.0","id":"e","method":"fail-big"}`,
 		`{"jsonrpc":"2.0","id":7,"method":"ping"}`)
@@ -83,14 +83,14 @@ func TestReviewConnOversizedErrorReplyStillAnswers(t *testing.T) {
 // than the link allows, which writeFrame refuses: no answer at all (and the
 // whole id goes into the Warn log through OnBadMessage). jsonrpc2 said
 // "unexpected ID type: []interface {}" and answered.
-func TestReviewConnRejectOfLargeIDIsAnswered(t *testing.T) {
+func TestConnRejectOfLargeIDIsAnswered(t *testing.T) {
 	const limit = 1024
 	for _, tc := range []struct{ name, head, tail string }{
 		{"request", `{"jsonrpc":"2.0","method":"ping","id":`, `}`},
 		{"reply", `{"jsonrpc":"2.0","result":1,"id":`, `}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			peer, raw := reviewPair(t, limit)
+			peer, raw := limitPair(t, limit)
 			id := "[0" + strings.Repeat(",0", (limit-len(tc.head)-len(tc.tail)-3)/2) + "]"
 			frame := tc.head + id + tc.tail
 			if len(frame) > limit {
