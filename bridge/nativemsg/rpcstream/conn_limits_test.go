@@ -45,9 +45,8 @@ func sendInOrder(raw net.Conn, frames ...string) {
 // An error reply too large for the link must still answer its request:
 // Stream.WriteObject (the link's writer before rpcstream.Conn) replaced
 // any oversized response, error replies included, by a short error with
-// the same id. Conn.Reply does so for results, but Conn.ReplyWithError
-// writes nothing (WriteFrame refuses the frame), and the other end waits
-// for an answer that never comes.
+// the same id, and so must Conn.ReplyWithError, or the other end waits for
+// an answer that never comes (WriteFrame refuses the frame).
 func TestConnOversizedErrorReplyStillAnswers(t *testing.T) {
 	const limit = 1024
 	peer, raw := limitPair(t, limit)
@@ -77,12 +76,12 @@ func TestConnOversizedErrorReplyStillAnswers(t *testing.T) {
 }
 
 // A frame the conn rejects is answered (id null) whatever its size: the
-// reject message must not grow with the frame. parseMessage's errors quote
-// the whole raw id ("its id %s is neither ..."), so a request or reply
-// whose id is a large array or object near the limit gets a reject larger
-// than the link allows, which writeFrame refuses: no answer at all (and the
-// whole id goes into the Warn log through OnBadMessage). jsonrpc2 said
-// "unexpected ID type: []interface {}" and answered.
+// reject message must not grow with the frame. A request or reply whose id
+// is a large array or object near the limit would, quoted whole in the
+// message, make a reject larger than the link allows, which writeFrame
+// refuses: no answer at all (and the whole id in the Warn log through
+// OnBadMessage). jsonrpc2 said "unexpected ID type: []interface {}" and
+// answered.
 func TestConnRejectOfLargeIDIsAnswered(t *testing.T) {
 	const limit = 1024
 	for _, tc := range []struct{ name, head, tail string }{
