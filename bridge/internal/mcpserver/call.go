@@ -18,6 +18,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/internal/jsonscan"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
@@ -481,39 +482,33 @@ func decodeToolResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 // false for anything else. raw must be valid JSON (it was decoded from
 // the link's frame).
 func decodeTextResult(raw []byte) (res *mcp.CallToolResult, ok bool) {
-	res = &mcp.CallToolResult{}
-	var sawContent, sawIsError bool
-	ok = eachMember(raw, func(key, val []byte) bool {
+	res = &mcp.CallToolResult{Content: []mcp.Content{}}
+	res.IsError, ok = scanTextResult(raw, func(text []byte) bool {
+		var s string
+		if plainString(text) {
+			s = string(text[1 : len(text)-1])
+		} else if json.Unmarshal(text, &s) != nil {
+			return false
+		}
+		res.Content = append(res.Content, &mcp.TextContent{Text: s})
+		return true
+	})
+	return res, ok
+}
+
+// scanTextResult checks that raw, valid JSON, is a tool result of text
+// alone: {"content":[{"type":"text","text":…}…],"isError":bool}, isError
+// optional, keys in any order, each once. It calls text with each text's
+// string token, in order, once raw is known to have that shape up to its
+// content, and stops at the first false. ok is false for any other shape
+// or when text returned false.
+func scanTextResult(raw []byte, text func(token []byte) bool) (isError, ok bool) {
+	var content []byte
+	var sawIsError bool
+	ok = jsonscan.EachMember(raw, func(key, val []byte) bool {
 		switch string(key) {
 		case "content":
-			if sawContent {
-				return false
-			}
-			sawContent = true
-			res.Content = []mcp.Content{}
-			return eachElement(val, func(item []byte) bool {
-				var typ, text []byte
-				ok := eachMember(item, func(key, val []byte) bool {
-					switch string(key) {
-					case "type":
-						return typ == nil && setRaw(&typ, val)
-					case "text":
-						return text == nil && len(val) > 0 && val[0] == '"' && setRaw(&text, val)
-					}
-					return false
-				})
-				if !ok || string(typ) != `"text"` || text == nil {
-					return false
-				}
-				var s string
-				if plainString(text) {
-					s = string(text[1 : len(text)-1])
-				} else if json.Unmarshal(text, &s) != nil {
-					return false
-				}
-				res.Content = append(res.Content, &mcp.TextContent{Text: s})
-				return true
-			})
+			return content == nil && setRaw(&content, val)
 		case "isError":
 			if sawIsError {
 				return false
@@ -521,7 +516,7 @@ func decodeTextResult(raw []byte) (res *mcp.CallToolResult, ok bool) {
 			sawIsError = true
 			switch string(val) {
 			case "true":
-				res.IsError = true
+				isError = true
 				return true
 			case "false":
 				return true
@@ -529,7 +524,23 @@ func decodeTextResult(raw []byte) (res *mcp.CallToolResult, ok bool) {
 		}
 		return false
 	})
-	return res, ok && sawContent
+	if !ok || content == nil {
+		return false, false
+	}
+	ok = jsonscan.EachElement(content, func(item []byte) bool {
+		var typ, tok []byte
+		ok := jsonscan.EachMember(item, func(key, val []byte) bool {
+			switch string(key) {
+			case "type":
+				return typ == nil && setRaw(&typ, val)
+			case "text":
+				return tok == nil && len(val) > 0 && val[0] == '"' && setRaw(&tok, val)
+			}
+			return false
+		})
+		return ok && string(typ) == `"text"` && tok != nil && text(tok)
+	})
+	return isError, ok
 }
 
 // callFailed turns a failed link call into what the client should see.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/jsonscan"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
@@ -260,7 +260,7 @@ func parseFast(body []byte) (req fastRequest, ok bool) {
 		return req, false
 	}
 	var version, method, params []byte
-	ok = eachMember(body, func(key, val []byte) bool {
+	ok = jsonscan.EachMember(body, func(key, val []byte) bool {
 		switch string(key) {
 		case "jsonrpc":
 			return version == nil && setRaw(&version, val)
@@ -279,11 +279,11 @@ func parseFast(body []byte) (req fastRequest, ok bool) {
 	switch string(method) {
 	case `"ping"`:
 		req.ping = true
-		empty := eachMember(params, func(_, _ []byte) bool { return false })
+		empty := jsonscan.EachMember(params, func(_, _ []byte) bool { return false })
 		return req, params == nil || empty
 	case `"tools/call"`:
 		var name []byte
-		ok = params != nil && eachMember(params, func(key, val []byte) bool {
+		ok = params != nil && jsonscan.EachMember(params, func(key, val []byte) bool {
 			switch string(key) {
 			case "name":
 				return name == nil && plainString(val) && setRaw(&name, val)
@@ -344,138 +344,6 @@ func plainID(v []byte) bool {
 		}
 	}
 	return true
-}
-
-// eachMember calls fn with the key and the raw value of each member of a
-// valid JSON object, stopping at the first false; it returns false then,
-// or when the object is not one (a key with escapes counts as not one).
-func eachMember(obj []byte, fn func(key, val []byte) bool) bool {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return false
-	}
-	i = skipSpace(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		return skipSpace(obj, i+1) == len(obj)
-	}
-	for i < len(obj) && obj[i] == '"' {
-		j := i + 1
-		for j < len(obj) && obj[j] != '"' {
-			if obj[j] == '\\' {
-				return false
-			}
-			j++
-		}
-		key := obj[i+1 : j]
-		i = skipSpace(obj, j+1)
-		if i >= len(obj) || obj[i] != ':' {
-			return false
-		}
-		i = skipSpace(obj, i+1)
-		end := skipValue(obj, i)
-		if end <= i || !fn(key, obj[i:end]) {
-			return false
-		}
-		i = skipSpace(obj, end)
-		if i >= len(obj) {
-			return false
-		}
-		switch obj[i] {
-		case ',':
-			i = skipSpace(obj, i+1)
-		case '}':
-			return skipSpace(obj, i+1) == len(obj)
-		default:
-			return false
-		}
-	}
-	return false
-}
-
-// eachElement calls fn with each element of a valid JSON array, stopping
-// at the first false; it returns false then, or when arr is not an array.
-func eachElement(arr []byte, fn func(val []byte) bool) bool {
-	i := skipSpace(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return false
-	}
-	i = skipSpace(arr, i+1)
-	if i < len(arr) && arr[i] == ']' {
-		return skipSpace(arr, i+1) == len(arr)
-	}
-	for i < len(arr) {
-		end := skipValue(arr, i)
-		if end <= i || !fn(arr[i:end]) {
-			return false
-		}
-		i = skipSpace(arr, end)
-		if i >= len(arr) {
-			return false
-		}
-		switch arr[i] {
-		case ',':
-			i = skipSpace(arr, i+1)
-		case ']':
-			return skipSpace(arr, i+1) == len(arr)
-		default:
-			return false
-		}
-	}
-	return false
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the end of the JSON value starting at b[i], which must
-// be valid JSON.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	}
-	for i < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[i])) {
-		i++
-	}
-	return i
-}
-
-// skipString returns the end of the JSON string starting at b[i].
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
 }
 
 // serveFast answers a request the fast path takes and returns true, or

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
+	"github.com/browserbridge/browserbridge/bridge/internal/jsonscan"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 )
@@ -229,7 +230,7 @@ func (fe *fakeExtension) handle(method string, p json.RawMessage) (any, map[stri
 // floor's echo copies bytes. ok is false for any other call.
 func echoResult(params []byte) (json.RawMessage, bool) {
 	var name, args []byte
-	ok := eachMember(params, func(key, val []byte) bool {
+	ok := jsonscan.EachMember(params, func(key, val []byte) bool {
 		switch string(key) {
 		case "name":
 			return name == nil && setRaw(&name, val)
@@ -244,7 +245,7 @@ func echoResult(params []byte) (json.RawMessage, bool) {
 		return nil, false
 	}
 	var text []byte
-	if args != nil && !eachMember(args, func(key, val []byte) bool {
+	if args != nil && !jsonscan.EachMember(args, func(key, val []byte) bool {
 		return string(key) == "text" && text == nil && len(val) > 0 && val[0] == '"' && setRaw(&text, val)
 	}) {
 		return nil, false

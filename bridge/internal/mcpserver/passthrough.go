@@ -48,30 +48,6 @@ func (s *Server) forwardResponse(ctx context.Context, c toolCall, id []byte) []b
 // came, for any other shape. raw must be valid JSON (it was decoded from
 // the link's frame).
 func appendPassThrough(dst, id, raw, browserMeta []byte) (out []byte, isError, ok bool) {
-	var content []byte
-	var sawIsError bool
-	ok = eachMember(raw, func(key, val []byte) bool {
-		switch string(key) {
-		case "content":
-			return content == nil && setRaw(&content, val)
-		case "isError":
-			if sawIsError {
-				return false
-			}
-			sawIsError = true
-			switch string(val) {
-			case "true":
-				isError = true
-				return true
-			case "false":
-				return true
-			}
-		}
-		return false
-	})
-	if !ok || content == nil {
-		return dst, false, false
-	}
 	start := len(dst)
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = append(dst, id...)
@@ -79,25 +55,13 @@ func appendPassThrough(dst, id, raw, browserMeta []byte) (out []byte, isError, o
 	dst = append(dst, browserMeta...)
 	dst = append(dst, `},"content":[`...)
 	first := true
-	ok = eachElement(content, func(item []byte) bool {
-		var typ, text []byte
-		ok := eachMember(item, func(key, val []byte) bool {
-			switch string(key) {
-			case "type":
-				return typ == nil && setRaw(&typ, val)
-			case "text":
-				return text == nil && len(val) > 0 && val[0] == '"' && setRaw(&text, val)
-			}
-			return false
-		})
-		if !ok || string(typ) != `"text"` || text == nil {
-			return false
-		}
+	isError, ok = scanTextResult(raw, func(text []byte) bool {
 		if !first {
 			dst = append(dst, ',')
 		}
 		first = false
 		dst = append(dst, `{"type":"text","text":`...)
+		var ok bool
 		dst, ok = appendGoString(dst, text)
 		dst = append(dst, '}')
 		return ok

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/jsonscan"
 )
 
 // decodeMessage reads a frame as json.Unmarshal into a Message reads it.
@@ -27,36 +29,12 @@ func decodeMessage(frame []byte) (Message, error) {
 // or in another case than Message's, a method or jsonrpc that is not a
 // plain string.
 func scanMessage(obj []byte, m *Message) bool {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return false
-	}
-	i = skipSpace(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		return true
-	}
-	for i < len(obj) && obj[i] == '"' {
-		j := i + 1
-		for j < len(obj) && obj[j] != '"' {
-			if obj[j] == '\\' {
-				return false
-			}
-			j++
-		}
-		key := string(obj[i+1 : j])
-		i = skipSpace(obj, j+1) // at the colon
-		i = skipSpace(obj, i+1)
-		end := skipValue(obj, i)
-		val := obj[i:end]
-		switch key {
+	return jsonscan.EachMember(obj, func(key, val []byte) bool {
+		switch string(key) {
 		case "jsonrpc":
-			if !plainString(val, &m.JSONRPC) {
-				return false
-			}
+			return plainString(val, &m.JSONRPC)
 		case "method":
-			if !plainString(val, &m.Method) {
-				return false
-			}
+			return plainString(val, &m.Method)
 		case "id":
 			m.ID = val
 		case "params":
@@ -72,17 +50,13 @@ func scanMessage(obj []byte, m *Message) bool {
 			}
 		default:
 			for _, field := range [...]string{"jsonrpc", "method", "id", "params", "result", "error"} {
-				if strings.EqualFold(key, field) {
+				if strings.EqualFold(string(key), field) {
 					return false
 				}
 			}
 		}
-		i = skipSpace(obj, end)
-		if i < len(obj) && obj[i] == ',' {
-			i = skipSpace(obj, i+1)
-		}
-	}
-	return true
+		return true
+	})
 }
 
 // plainString sets *dst to the JSON string val if it has no escapes and
@@ -93,58 +67,4 @@ func plainString(val []byte, dst *string) bool {
 	}
 	*dst = string(val[1 : len(val)-1])
 	return true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the end of the JSON value starting at b[i], which must
-// be valid JSON.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	}
-	for i < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[i])) {
-		i++
-	}
-	return i
-}
-
-// skipString returns the end of the JSON string starting at b[i].
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/jsonscan"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -29,30 +30,17 @@ var errNotMessage = errors.New("message is not a JSON-RPC 2.0 request or respons
 // values without checking them again.
 func parseMessage(frame []byte) (wireMessage, error) {
 	var m wireMessage
-	i := skipSpace(frame, 0)
-	switch frame[i] {
-	case '{':
-	case '[':
+	switch i := jsonscan.SkipSpace(frame, 0); {
+	case i < len(frame) && frame[i] == '[':
 		return m, fmt.Errorf("%w: batches are not accepted on this link", errNotMessage)
-	default:
+	case i >= len(frame) || frame[i] != '{':
 		return m, fmt.Errorf("%w: it is not a JSON object", errNotMessage)
 	}
-	i = skipSpace(frame, i+1)
-	if frame[i] == '}' {
-		return m, m.check()
-	}
-	for {
-		keyEnd := skipString(frame, i)
-		key := frame[i:keyEnd]
-		i = skipSpace(frame, skipSpace(frame, keyEnd)+1) // past the colon
-		valueEnd := skipValue(frame, i)
-		m.set(key, frame[i:valueEnd])
-		i = skipSpace(frame, valueEnd)
-		if frame[i] == '}' {
-			return m, m.check()
-		}
-		i = skipSpace(frame, i+1) // past the comma
-	}
+	jsonscan.EachMemberToken(frame, func(key, val []byte) bool {
+		m.set(key, val)
+		return true
+	})
+	return m, m.check()
 }
 
 // set records one member; a later duplicate wins, as with encoding/json.
@@ -182,56 +170,6 @@ func unquote(token []byte) (string, error) {
 	var s string
 	err := json.Unmarshal(token, &s)
 	return s, err
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the end of the string token starting at b[i].
-func skipString(b []byte, i int) int {
-	for i++; ; i++ {
-		switch b[i] {
-		case '\\':
-			i++ // the escaped byte; \uXXXX's digits need no care
-		case '"':
-			return i + 1
-		}
-	}
-}
-
-// skipValue returns the end of the valid JSON value starting at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; ; i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
 }
 
 // appendRequest appends a request (or, with no id, a notification) with
