@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
+	"github.com/browserbridge/browserbridge/bridge/internal/natsembed/natstest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -35,40 +34,6 @@ func newJetStreamKV(js jetstream.JetStream, prefix string, replicas int, now fun
 	return NewJetStreamKVForTests(js, prefix, replicas, now)
 }
 
-// startNATS runs a real NATS server with JetStream, on a random loopback
-// port and a temporary store, until the test ends.
-func startNATS(t testing.TB) string {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		ns.Shutdown()
-		t.Fatal("the NATS server did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
-}
-
-// jetStreamOf connects to the NATS at url (one connection per call, as
-// each node has its own) until the test ends.
-func jetStreamOf(t testing.TB, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 // TestJetStreamSignInAcrossNodes: the point of the shared store. Two
 // authorization servers (two proxy nodes, each with its own NATS
 // connection) behind one origin, as a load balancer puts them: the app
@@ -76,7 +41,7 @@ func jetStreamOf(t testing.TB, url string) jetstream.JetStream {
 // alternate nodes, the code is exchanged on the other, the refresh on the
 // first, and each node takes the other's access token.
 func TestJetStreamSignInAcrossNodes(t *testing.T) {
-	natsURL := startNATS(t)
+	natsURL := natstest.Start(t)
 	clock := &flowClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	lb := httptest.NewUnstartedServer(nil)
 	issuer := "http://" + lb.Listener.Addr().String()
@@ -84,7 +49,7 @@ func TestJetStreamSignInAcrossNodes(t *testing.T) {
 	logs := &pageLogs{}
 	var nodes [2]*Server
 	for i := range nodes {
-		kv, err := newJetStreamKV(jetStreamOf(t, natsURL), "cluster", 1, clock.now)
+		kv, err := newJetStreamKV(natstest.JetStream(t, natsURL), "cluster", 1, clock.now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +179,7 @@ func TestJetStreamSignInAcrossNodes(t *testing.T) {
 // compare-and-swap, creates), against a NATS server in this process.
 func BenchmarkJetStreamKV(b *testing.B) {
 	res := Resource{URI: "https://as.example/mcp", Name: "bench"}
-	kv, err := newJetStreamKV(jetStreamOf(b, startNATS(b)), "bench", 1, nil)
+	kv, err := newJetStreamKV(natstest.JetStream(b, natstest.Start(b)), "bench", 1, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver/kvtest"
 	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
+	"github.com/browserbridge/browserbridge/bridge/internal/natsembed/natstest"
 )
 
 // authserver's bucket names, as the server writes them.
@@ -31,7 +31,7 @@ const (
 // each case on its own NATS server.
 func TestContract(t *testing.T) {
 	kvtest.Contract(t, func(t *testing.T, now func() time.Time) authserver.KV {
-		kv, err := newStore(jetStreamOf(t, startNATS(t)), "test", 1, now)
+		kv, err := newStore(natstest.JetStream(t, natstest.Start(t)), "test", 1, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,51 +39,17 @@ func TestContract(t *testing.T) {
 	})
 }
 
-// startNATS runs a real NATS server with JetStream, on a random loopback
-// port and a temporary store, until the test ends.
-func startNATS(t testing.TB) string {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		ns.Shutdown()
-		t.Fatal("the NATS server did not start")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
-}
-
-// jetStreamOf connects to the NATS at url (one connection per call, as
-// each node has its own) until the test ends.
-func jetStreamOf(t testing.TB, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 // TestShared: two nodes' KVs on one NATS are one store: each
 // sees the other's writes, and compare-and-swap holds across them.
 func TestShared(t *testing.T) {
 	ctx := context.Background()
-	url := startNATS(t)
+	url := natstest.Start(t)
 	clock := kvtest.NewClock()
-	a, err := newStore(jetStreamOf(t, url), "shared", 1, clock.Now)
+	a, err := newStore(natstest.JetStream(t, url), "shared", 1, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newStore(jetStreamOf(t, url), "shared", 1, clock.Now)
+	b, err := newStore(natstest.JetStream(t, url), "shared", 1, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +108,7 @@ func TestShared(t *testing.T) {
 	}
 
 	// Another prefix is another deployment: it sees none of it.
-	c, err := newStore(jetStreamOf(t, url), "elsewhere", 1, clock.Now)
+	c, err := newStore(natstest.JetStream(t, url), "elsewhere", 1, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +134,7 @@ func TestReplicated(t *testing.T) {
 	})
 	var kvs []authserver.KV
 	for _, s := range servers {
-		kv, err := newStore(jetStreamOf(t, s.ClientURL()), "r3", 3, nil)
+		kv, err := newStore(natstest.JetStream(t, s.ClientURL()), "r3", 3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +195,7 @@ func TestReplicated(t *testing.T) {
 // others and from plain keys.
 func TestKeys(t *testing.T) {
 	ctx := context.Background()
-	kv, err := newStore(jetStreamOf(t, startNATS(t)), "keys", 1, nil)
+	kv, err := newStore(natstest.JetStream(t, natstest.Start(t)), "keys", 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +225,7 @@ func TestKeys(t *testing.T) {
 // bucket; and the server does remove them.
 func TestServerTTL(t *testing.T) {
 	ctx := context.Background()
-	js := jetStreamOf(t, startNATS(t))
+	js := natstest.JetStream(t, natstest.Start(t))
 	kv, err := newStore(js, "ttl", 1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -333,8 +299,8 @@ func TestServerTTL(t *testing.T) {
 // TestRefusals: what New and the calls refuse, with a sentence; and a
 // context that ended ends the call.
 func TestRefusals(t *testing.T) {
-	url := startNATS(t)
-	js := jetStreamOf(t, url)
+	url := natstest.Start(t)
+	js := natstest.JetStream(t, url)
 	for _, tc := range []struct {
 		name   string
 		js     jetstream.JetStream
