@@ -24,6 +24,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/cliflags"
 )
 
 func main() {
@@ -42,7 +44,9 @@ type command struct {
 
 var errSilent = errors.New("failed")
 
-// usageError marks bad command-line input (exit code 2).
+// usageError marks bad command-line input (exit code 2), as
+// cliflags.UsageError does for what browserbridge shares with
+// browserbridge-gateway.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
@@ -87,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
-		case errors.As(err, &ue):
+		case errors.As(err, &ue), cliflags.IsUsage(err):
 			fmt.Fprintf(stderr, "browserbridge %s: %v\n", c.name, err)
 			return 2
 		case errors.Is(err, errSilent):
@@ -112,21 +116,10 @@ func printUsage(w io.Writer) {
 
 // newFlags returns a FlagSet that reports errors instead of exiting.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("browserbridge "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
+	return cliflags.New("browserbridge "+name, stderr)
 }
 
-// parse parses flags and refuses stray arguments.
+// parse parses flags and refuses stray arguments (a cliflags.UsageError).
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	return nil
+	return cliflags.Parse(fs, args)
 }

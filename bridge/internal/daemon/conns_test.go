@@ -7,22 +7,21 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/gatewayserver"
 )
 
 // connCeiling bounds every wait for something that must happen: generous,
 // so that a busy machine is slow, not failing.
 const connCeiling = 30 * time.Second
 
-// The HTTP servers of the bridge and of the gateway alone carry the
-// timeouts that bound what an idle or slow connection may hold, and no
-// write timeout (it would cut streams).
+// The bridge's HTTP server carries the timeouts that bound what an idle
+// or slow connection may hold, and no write timeout (it would cut
+// streams); gatewayserver's TestHTTPServerTimeouts checks the gateway's.
 func TestHTTPServerTimeouts(t *testing.T) {
 	e := newEnv(t)
 	b, err := Start(e.config(), testLogger(t))
@@ -31,26 +30,9 @@ func TestHTTPServerTimeouts(t *testing.T) {
 	}
 	defer b.httpLn.Close()
 	defer b.sock.Close()
-	cfg := e.config()
-	cfg.Gateway.ServersFile = filepath.Join(t.TempDir(), "servers.json")
-	if err := os.WriteFile(cfg.Gateway.ServersFile, []byte(`{"mcpServers": {}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g, err := StartGateway(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.ln.Close()
-	for _, tc := range []struct {
-		name string
-		hs   *http.Server
-	}{{"bridge", b.http}, {"gateway", g.http}} {
-		t.Run(tc.name, func(t *testing.T) {
-			hs := tc.hs
-			if hs.ReadHeaderTimeout != httpReadHeaderTimeout || hs.ReadTimeout != httpReadTimeout || hs.IdleTimeout != httpIdleTimeout || hs.WriteTimeout != 0 {
-				t.Fatalf("timeouts: header %v, read %v, idle %v, write %v", hs.ReadHeaderTimeout, hs.ReadTimeout, hs.IdleTimeout, hs.WriteTimeout)
-			}
-		})
+	hs := b.http
+	if hs.ReadHeaderTimeout != gatewayserver.HTTPReadHeaderTimeout || hs.ReadTimeout != gatewayserver.HTTPReadTimeout || hs.IdleTimeout != gatewayserver.HTTPIdleTimeout || hs.WriteTimeout != 0 {
+		t.Fatalf("timeouts: header %v, read %v, idle %v, write %v", hs.ReadHeaderTimeout, hs.ReadTimeout, hs.IdleTimeout, hs.WriteTimeout)
 	}
 }
 

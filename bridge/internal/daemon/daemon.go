@@ -20,6 +20,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
+	"github.com/browserbridge/browserbridge/bridge/internal/gatewayserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
@@ -30,22 +31,6 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
-)
-
-// shutdownGrace bounds how long HTTP requests may take to finish on stop.
-const shutdownGrace = 3 * time.Second
-
-// Timeouts of the HTTP server (the bridge's and the gateway's; see
-// docs/limits.md, "Connections"). httpReadTimeout bounds reading one
-// request, headers and body: net/http clears the read deadline once the
-// body has been read, so it cuts a trickled body but never a GET or SSE
-// stream (or a POST answered as a stream). httpIdleTimeout closes a
-// keep-alive connection that sends no next request. No WriteTimeout: it
-// would cut those streams.
-const (
-	httpReadHeaderTimeout = 10 * time.Second
-	httpReadTimeout       = 30 * time.Second
-	httpIdleTimeout       = 2 * time.Minute
 )
 
 // Bridge is a running bridge. Start it with Start; Run waits for it.
@@ -143,7 +128,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 		SessionDir: sessionDir, Sessions: b.sessions}
 	b.st = b.mcp.NewStreamable(hopts)
 	b.sse = b.mcp.NewSSE(hopts)
-	b.gw, b.gwFile, err = newGateway(cfg, log, b.metrics, &gateway.BrowserRoutes{
+	b.gw, b.gwFile, err = gatewayserver.NewGateway(cfg, log, b.metrics, &gateway.BrowserRoutes{
 		Streamable: b.st,
 		SSE:        http.HandlerFunc(b.sse.Stream),
 		Message:    http.HandlerFunc(b.sse.Message),
@@ -160,16 +145,16 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 	mux.HandleFunc("/message", b.sse.Message)
 	mux.HandleFunc("GET /health", b.handleHealth)
 	mux.HandleFunc("GET /tools", b.handleTools)
-	mux.Handle("GET /metrics", metricsHandler(b.metrics, b.gw))
+	mux.Handle("GET /metrics", gatewayserver.MetricsHandler(b.metrics, b.gw))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusNotFound, -32000, fmt.Sprintf("no route %s %s: MCP clients use /mcp (Streamable HTTP) or /sse (HTTP+SSE), and /servers/{name}/mcp for the stdio servers", r.Method, r.URL.Path))
 	})
 
-	guarded, err := guard(cfg, httpLn.Addr().String(), b.gw, log, b.instrument(gatewayRoutes(b.gw, mux)))
+	guarded, err := gatewayserver.Guard(cfg, httpLn.Addr().String(), b.gw, log, b.instrument(gatewayserver.Routes(b.gw, mux)))
 	if err != nil {
 		return fail(err)
 	}
-	b.http = &http.Server{Handler: guarded, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout, IdleTimeout: httpIdleTimeout}
+	b.http = &http.Server{Handler: guarded, ReadHeaderTimeout: gatewayserver.HTTPReadHeaderTimeout, ReadTimeout: gatewayserver.HTTPReadTimeout, IdleTimeout: gatewayserver.HTTPIdleTimeout}
 	return b, nil
 }
 
@@ -194,7 +179,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if b.relay != nil {
 		reloaded = b.relay.ServersChanged
 	}
-	g.Go(func() error { watchServers(gctx, b.cfg, b.gw, b.gwFile, b.log, reloaded); return nil })
+	g.Go(func() error { gatewayserver.WatchServers(gctx, b.cfg, b.gw, b.gwFile, b.log, reloaded); return nil })
 	g.Go(func() error { return b.links.Serve(gctx, b.sock) })
 	g.Go(func() error { b.expireRecords(gctx); return nil })
 	if b.relay != nil {
@@ -215,7 +200,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		for ss := range b.mcp.MCP().Sessions() {
 			_ = ss.Close()
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		sctx, cancel := context.WithTimeout(context.Background(), gatewayserver.ShutdownGrace)
 		defer cancel()
 		if err := b.gw.Shutdown(sctx); err != nil {
 			b.log.Warn("stdio servers did not all stop in time", "err", err)
@@ -307,15 +292,6 @@ func (b *Bridge) handleHealth(w http.ResponseWriter, r *http.Request) {
 func (b *Bridge) handleTools(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"tools": b.mcp.ToolList()})
-}
-
-// metricsHandler refreshes the gateway's per-server gauges before writing.
-func metricsHandler(reg *metrics.Registry, gw *gateway.Gateway) http.Handler {
-	h := reg.Handler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gw.UpdateGauges()
-		h.ServeHTTP(w, r)
-	})
 }
 
 // handleBrowserMessage takes the extension's remote.changed and the

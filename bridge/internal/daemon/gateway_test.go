@@ -3,14 +3,13 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -252,74 +251,26 @@ func TestGatewayBadServerFiles(t *testing.T) {
 	}
 }
 
-// `browserbridge gateway`: the gateway alone, no socket, no browser.
-func TestGatewayAlone(t *testing.T) {
-	tools := needNpmTools(t)
+// TestServeRefusesPublicURL: the local bridge has no OAuth in front of its
+// routes, so a config that asks it to be public is refused before anything
+// listens, with a sentence naming the command that is.
+func TestServeRefusesPublicURL(t *testing.T) {
 	e := newEnv(t)
-	file := filepath.Join(t.TempDir(), "servers.json")
-	serversJSON(t, file, tools, "everything")
 	cfg := e.config()
-	cfg.Gateway.ServersFile = file
-	watch := false
-	cfg.Gateway.Watch = &watch
-	g, err := StartGateway(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
+	cfg.Gateway.PublicURL = "https://mcp.example.com"
+	b, err := Start(cfg, testLogger(t))
+	if err == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = b.Run(ctx) // stops at once
+		t.Fatal("serve started with gateway.public_url set")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	base := "http://" + g.Addr()
-	cs := sdkClient(t, base+"/servers/everything/mcp")
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "alone"}})
-	if err != nil || res.IsError {
-		t.Fatalf("echo: %v", err)
-	}
-	resp, err := http.Get(base + "/servers/browser/mcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("the gateway alone has no browser, yet /servers/browser/mcp answered %d", resp.StatusCode)
-	}
-	resp, err = http.Get(base + "/health")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h GatewayHealth
-	json.NewDecoder(resp.Body).Decode(&h)
-	resp.Body.Close()
-	if h.Status != "ok" || len(h.Servers) != 1 || h.Servers[0].PID == 0 {
-		t.Fatalf("health: %+v", h)
-	}
-	pid := h.Servers[0].PID
-
-	// SIGHUP rereads the servers file (the watch is off here). Catching
-	// the signal here too keeps a SIGHUP that arrives before the gateway
-	// listens from ending the test process; it is sent until it lands.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	serversJSON(t, file, tools, "everything", "memory")
-	deadline := time.Now().Add(15 * time.Second)
-	for len(g.gw.Names()) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("SIGHUP did not reload the servers")
+	for _, want := range []string{`"gateway.public_url"`, "https://mcp.example.com", "browserbridge gateway --public-url"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
 		}
-		hangUp(t)
-		time.Sleep(100 * time.Millisecond)
 	}
-	if st, _ := g.gw.Supervisor().State("everything"); st.PID != pid {
-		t.Fatalf("the unchanged server was restarted by the reload: %d → %d", pid, st.PID)
-	}
-	cs.Close()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	// No orphan: the child is gone once Run returns.
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-		t.Fatalf("server pid %d outlived the gateway", pid)
+	if _, statErr := os.Stat(e.socket); !errors.Is(statErr, os.ErrNotExist) {
+		t.Errorf("the bridge's socket %s: %v; want none, since serve refuses before it listens", e.socket, statErr)
 	}
 }

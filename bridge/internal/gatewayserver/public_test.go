@@ -1,4 +1,4 @@
-package daemon
+package gatewayserver
 
 import (
 	"context"
@@ -355,7 +355,7 @@ func (p *publicTestGateway) start(t *testing.T) {
 	cfg.Gateway.Watch = &watch
 	cfg.OAuth.PasswordHash = p.hash
 	cfg.OAuth.StateFile = &p.state
-	g, err := StartGateway(cfg, testLogger(p.t))
+	g, err := Start(cfg, testLogger(p.t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,10 @@
-package daemon
+package gatewayserver
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 
@@ -42,7 +39,7 @@ func publicHandler(t *testing.T, edit func(*config.Config)) http.Handler {
 	if edit != nil {
 		edit(cfg)
 	}
-	g, err := StartGateway(cfg, testLogger(t))
+	g, err := Start(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,29 +269,5 @@ func TestPublicGatewayTrustedProxies(t *testing.T) {
 				t.Fatalf("client B's first sign-in after A's %d: %d, want %d", opened, c, want)
 			}
 		})
-	}
-}
-
-// TestServeRefusesPublicURL: the local bridge has no OAuth in front of its
-// routes, so a config that asks it to be public is refused before anything
-// listens, with a sentence naming the command that is.
-func TestServeRefusesPublicURL(t *testing.T) {
-	e := newEnv(t)
-	cfg := e.config()
-	cfg.Gateway.PublicURL = "https://mcp.example.com"
-	b, err := Start(cfg, testLogger(t))
-	if err == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = b.Run(ctx) // stops at once
-		t.Fatal("serve started with gateway.public_url set")
-	}
-	for _, want := range []string{`"gateway.public_url"`, "https://mcp.example.com", "browserbridge gateway --public-url"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not contain %q", err, want)
-		}
-	}
-	if _, statErr := os.Stat(e.socket); !errors.Is(statErr, os.ErrNotExist) {
-		t.Errorf("the bridge's socket %s: %v; want none, since serve refuses before it listens", e.socket, statErr)
 	}
 }

@@ -1,4 +1,11 @@
-package daemon
+// Package gatewayserver is the stdio gateway served alone, for a server
+// deployment (spec 003): `browserbridge gateway` and the
+// browserbridge-gateway binary run it. It also holds what the bridge
+// (package daemon) shares with it: building the gateway from the config,
+// its routes, guard, hot reload, metrics and HTTP timeouts. It links no
+// browser, MCP SDK, relay or host link, so that the gateway's own binary
+// stays small (issue 19; bridge/internal/archtest holds it to that).
+package gatewayserver
 
 import (
 	"context"
@@ -18,7 +25,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 )
 
-// Gateway is `browserbridge gateway`: the stdio gateway alone, for a server
+// Gateway is `browserbridge gateway` (and browserbridge-gateway): the stdio gateway alone, for a server
 // deployment (spec 003): no native-host socket and no browser, the same
 // routes, guard, health and metrics as inside the bridge.
 type Gateway struct {
@@ -34,13 +41,13 @@ type Gateway struct {
 	pub *publicGateway
 }
 
-// StartGateway takes the address; errors (port taken, no token beyond
+// Start takes the address; errors (port taken, no token beyond
 // loopback, a bad servers file, a public URL without a way to sign in) are
 // reported before anything is served. With gateway.public_url set, OAuth
-// protects every MCP route instead of the token (publicgateway.go).
-func StartGateway(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+// protects every MCP route instead of the token (public.go).
+func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	reg := metrics.NewRegistry()
-	gw, file, err := newGateway(cfg, log, reg, nil, nil, nil)
+	gw, file, err := NewGateway(cfg, log, reg, nil, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -57,22 +64,22 @@ func StartGateway(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", g.handleHealth)
-	mux.Handle("GET /metrics", metricsHandler(reg, gw))
+	mux.Handle("GET /metrics", MetricsHandler(reg, gw))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusNotFound, -32000, fmt.Sprintf("no route %s %s: servers are reached at /servers/{name}/mcp (Streamable HTTP), /servers/{name}/sse (HTTP+SSE) and /servers/all/mcp", r.Method, r.URL.Path))
 	})
-	guarded, err := guard(cfg, ln.Addr().String(), gw, log, gatewayRoutes(gw, mux))
+	guarded, err := Guard(cfg, ln.Addr().String(), gw, log, Routes(gw, mux))
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	g.http = &http.Server{Handler: guarded, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout, IdleTimeout: httpIdleTimeout}
+	g.http = &http.Server{Handler: guarded, ReadHeaderTimeout: HTTPReadHeaderTimeout, ReadTimeout: HTTPReadTimeout, IdleTimeout: HTTPIdleTimeout}
 	return g, nil
 }
 
-// startPublic finishes StartGateway for a public gateway.
+// startPublic finishes Start for a public gateway.
 func (g *Gateway) startPublic(reg *metrics.Registry) (*Gateway, error) {
-	pub, err := newPublicGateway(g.cfg, g.gw, g.log, http.HandlerFunc(g.handleHealth), metricsHandler(reg, g.gw))
+	pub, err := newPublicGateway(g.cfg, g.gw, g.log, http.HandlerFunc(g.handleHealth), MetricsHandler(reg, g.gw))
 	if err != nil {
 		g.ln.Close()
 		return nil, err
@@ -84,7 +91,7 @@ func (g *Gateway) startPublic(reg *metrics.Registry) (*Gateway, error) {
 		return nil, err
 	}
 	g.pub = pub
-	g.http = &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout, IdleTimeout: httpIdleTimeout}
+	g.http = &http.Server{Handler: h, ReadHeaderTimeout: HTTPReadHeaderTimeout, ReadTimeout: HTTPReadTimeout, IdleTimeout: HTTPIdleTimeout}
 	return g, nil
 }
 
@@ -102,7 +109,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.log.Info("gateway serving", "version", buildinfo.String(), "listen", g.Addr(), "servers", g.gw.Names(), "servers_file", g.file, "public_url", g.cfg.Gateway.PublicBase())
 	g.gw.Start()
 	eg, gctx := errgroup.WithContext(ctx)
-	eg.Go(func() error { watchServers(gctx, g.cfg, g.gw, g.file, g.log, nil); return nil })
+	eg.Go(func() error { WatchServers(gctx, g.cfg, g.gw, g.file, g.log, nil); return nil })
 	eg.Go(func() error {
 		if err := g.http.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serving HTTP: %w", err)
@@ -111,7 +118,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	})
 	eg.Go(func() error {
 		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace+5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace+5*time.Second)
 		defer cancel()
 		if err := g.gw.Shutdown(sctx); err != nil {
 			g.log.Warn("stdio servers did not all stop in time", "err", err)
@@ -131,8 +138,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return err
 }
 
-// GatewayHealth is the body of the gateway's GET /health.
-type GatewayHealth struct {
+// Health is the body of the gateway's GET /health.
+type Health struct {
 	Status   string                 `json:"status"`
 	Version  string                 `json:"version"`
 	Uptime   float64                `json:"uptimeSeconds"`
@@ -149,7 +156,7 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 		httpguard.WriteError(w, http.StatusMethodNotAllowed, -32000, "/health answers GET")
 		return
 	}
-	h := GatewayHealth{Status: "ok", Version: buildinfo.String(), Uptime: time.Since(g.started).Seconds(), Sessions: g.gw.Sessions(), Servers: g.gw.PublicHealth()}
+	h := Health{Status: "ok", Version: buildinfo.String(), Uptime: time.Since(g.started).Seconds(), Sessions: g.gw.Sessions(), Servers: g.gw.PublicHealth()}
 	if h.Servers == nil {
 		h.Servers = []gateway.ServerHealth{}
 	}

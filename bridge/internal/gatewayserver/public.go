@@ -1,4 +1,4 @@
-package daemon
+package gatewayserver
 
 import (
 	"encoding/json"
