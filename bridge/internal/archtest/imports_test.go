@@ -162,3 +162,65 @@ func TestNATSImportsRule(t *testing.T) {
 		t.Fatalf("natsImports = %q, want %q", got, want)
 	}
 }
+
+// gatewayBinary is the stdio gateway's own binary (issue 19: it idles in
+// at most 12 MB). Most of a Go program's idle memory is its binary's
+// resident pages, so it links nothing of the bridge's browser side.
+const gatewayBinary = module + "/bridge/cmd/browserbridge-gateway"
+
+// notInGateway are what the gateway alone never uses: the MCP SDK's server
+// and client (the gateway speaks MCP through its own JSON-RPC), the
+// browser's MCP server, the host link, the cloud relay, and NATS. Each is
+// a package and the packages under it.
+var notInGateway = []string{
+	"github.com/modelcontextprotocol/go-sdk/mcp",
+	module + "/bridge/internal/mcpserver",
+	module + "/bridge/internal/hostlink",
+	module + "/bridge/internal/relay",
+	"github.com/nats-io",
+}
+
+// gatewayImports lists, for each package, what of notInGateway it depends on.
+func gatewayImports(pkgs []pkg) []string {
+	var bad []string
+	for _, p := range pkgs {
+		for _, d := range p.Deps {
+			for _, no := range notInGateway {
+				if d == no || strings.HasPrefix(d, no+"/") {
+					bad = append(bad, p.ImportPath+" depends on "+d)
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// TestGatewayBinaryIsSmall keeps browserbridge-gateway to the gateway: it
+// depends, directly or not, on none of notInGateway.
+func TestGatewayBinaryIsSmall(t *testing.T) {
+	for _, b := range gatewayImports(listDeps(t, gatewayBinary)) {
+		t.Errorf("%s: the gateway's binary links none of the bridge's browser side (issue 19); keep what the gateway shares with the bridge in gatewayserver", b)
+	}
+}
+
+// The rule above finds each forbidden package however deep it comes in,
+// and not the packages whose names merely begin alike.
+func TestGatewayImportsRule(t *testing.T) {
+	pkgs := []pkg{{ImportPath: gatewayBinary, Deps: []string{
+		"os",
+		"github.com/modelcontextprotocol/go-sdk/oauthex",
+		"github.com/modelcontextprotocol/go-sdk/mcp",
+		module + "/bridge/internal/relayx",
+		module + "/bridge/internal/relay/wire",
+		"github.com/nats-io/nkeys",
+	}}}
+	got := gatewayImports(pkgs)
+	want := []string{
+		gatewayBinary + " depends on github.com/modelcontextprotocol/go-sdk/mcp",
+		gatewayBinary + " depends on " + module + "/bridge/internal/relay/wire",
+		gatewayBinary + " depends on github.com/nats-io/nkeys",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("gatewayImports = %q, want %q", got, want)
+	}
+}
