@@ -1,8 +1,10 @@
 # syntax=docker/dockerfile:1
 #
-# The stdio-MCP-server gateway in a container: `browserbridge gateway` runs
-# the servers of /config/servers.json ({"mcpServers": {...}}, Claude
-# Desktop's format) and serves them over HTTP on port 3456. Listening on
+# The stdio-MCP-server gateway in a container: browserbridge-gateway (the
+# gateway's own binary: `browserbridge gateway` without the bridge linked
+# in, so that it idles in less memory) runs the servers of
+# /config/servers.json ({"mcpServers": {...}}, Claude Desktop's format)
+# and serves them over HTTP on port 3456. Listening on
 # 0.0.0.0, the gateway requires a bearer token: set BROWSERBRIDGE_TOKEN
 # (compose.yaml reads it from gateway.env).
 #
@@ -18,7 +20,7 @@
 # state lives in /data/oauth.db: mount a volume there (-v oauth-state:/data)
 # so that restarts keep every sign-in. The password hash:
 #
-#   docker run --rm -i --entrypoint browserbridge browserbridge-gateway gateway hash-password
+#   docker run --rm -i --entrypoint browserbridge-gateway browserbridge-gateway hash-password
 #
 # The images are pinned by version tag; pin them by digest too
 # (--build-arg GO_IMAGE=golang:1.26.8-bookworm@sha256:...) where you build
@@ -39,10 +41,11 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath \
       -ldflags "-s -w -X github.com/browserbridge/browserbridge/bridge/buildinfo.Version=${VERSION}" \
-      -o /out/browserbridge ./bridge/cmd/browserbridge
+      -o /out/browserbridge-gateway ./bridge/cmd/browserbridge-gateway
 
 FROM ${NODE_IMAGE}
-COPY --from=build /out/browserbridge /usr/local/bin/browserbridge
+# The gateway alone: nothing in the image runs the bridge's browserbridge.
+COPY --from=build /out/browserbridge-gateway /usr/local/bin/browserbridge-gateway
 # Logs under /tmp (a tmpfs with a read-only root); the OAuth state of a
 # public gateway on the /data volume; npm quiet.
 ENV BROWSERBRIDGE_HOME=/tmp/browserbridge \
@@ -64,4 +67,4 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:3456/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # Run with an init (docker run --init, compose init: true) so that orphaned
 # grandchildren of the servers are reaped.
-ENTRYPOINT ["browserbridge", "gateway", "--servers", "/config/servers.json", "--listen", "0.0.0.0:3456"]
+ENTRYPOINT ["browserbridge-gateway", "--servers", "/config/servers.json", "--listen", "0.0.0.0:3456"]

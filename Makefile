@@ -13,6 +13,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge ./bridge/cmd/browserbridge
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-host ./host
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-proxy ./bridge/cmd/browserbridge-proxy
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-gateway ./bridge/cmd/browserbridge-gateway
 
 test: vet test-tools ext-unit ext-lint unit cross test-install
 

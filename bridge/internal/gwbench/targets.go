@@ -156,8 +156,9 @@ func launchBrowserbridge(ctx context.Context, e *env) (*instance, error) {
 	if e.gatewayURL != "" {
 		return &instance{url: e.gatewayURL, pid: e.gatewayPID}, nil
 	}
-	if _, err := os.Stat(e.bb); err != nil {
-		return nil, fmt.Errorf("%w: %s not found (make build)", errSkip, e.rel(e.bb))
+	command := e.gatewayCommand()
+	if _, err := os.Stat(command[0]); err != nil {
+		return nil, fmt.Errorf("%w: %s not found (make build)", errSkip, e.rel(command[0]))
 	}
 	servers := map[string]any{"mcpServers": map[string]any{
 		"everything": map[string]any{"command": e.node, "args": []string{e.entry, "stdio"}},
@@ -179,7 +180,7 @@ func launchBrowserbridge(ctx context.Context, e *env) (*instance, error) {
 	if err := os.WriteFile(cfgFile, []byte(`{"rate_limit": 0, "loopback_rate_limit": 0, "log": {"file": "-", "level": "warn"}}`), 0o600); err != nil {
 		return nil, err
 	}
-	argv := []string{e.bb, "gateway", "--config", cfgFile, "--servers", file, "--listen", addr}
+	argv := append(command, "--config", cfgFile, "--servers", file, "--listen", addr)
 	p, err := startProcess(exec.Command(argv[0], argv[1:]...))
 	if err != nil {
 		return nil, err
@@ -187,13 +188,26 @@ func launchBrowserbridge(ctx context.Context, e *env) (*instance, error) {
 	if err := waitListening(ctx, addr, p); err != nil {
 		p.stop()
 		if out := p.tail.String(); strings.Contains(out, "unknown command") || strings.Contains(out, "flag provided but not defined") {
-			return nil, fmt.Errorf("%w: %s has no `gateway --servers FILE --listen ADDR` command yet (%s)", errSkip, e.rel(e.bb), p.tail.firstLine())
+			return nil, fmt.Errorf("%w: `%s` has no --servers FILE --listen ADDR yet (%s)", errSkip, e.shortArgv(command), p.tail.firstLine())
 		}
 		return nil, err
 	}
 	inst := &instance{proc: p, pid: p.pid(), argv: argv}
 	inst.url = "http://" + addr + "/servers/everything/mcp"
 	return inst, nil
+}
+
+// gatewayCommand is how the gateway alone is started: the
+// browserbridge-gateway binary beside the browserbridge binary when it is
+// there (what a server deployment runs, issue 19), else `browserbridge
+// gateway` (a build from before that binary). The row's command line names
+// the one run.
+func (e *env) gatewayCommand() []string {
+	gw := filepath.Join(filepath.Dir(e.bb), "browserbridge-gateway")
+	if _, err := os.Stat(gw); err == nil {
+		return []string{gw}
+	}
+	return []string{e.bb, "gateway"}
 }
 
 func launchSupergateway(stateful bool) func(context.Context, *env) (*instance, error) {
