@@ -12,7 +12,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/daemon"
 	"github.com/browserbridge/browserbridge/bridge/internal/logging"
-	"github.com/browserbridge/browserbridge/bridge/internal/service"
+	"github.com/browserbridge/browserbridge/bridge/internal/service/runner"
 )
 
 // loadConfig reads the config and applies the flags that override it.
@@ -92,5 +92,5 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		reportStartFailure(stageServe, err, cfg.Path, cfg.Listen)
 		return err
 	}
-	return service.Run(ctx, b.Run, logger)
+	return runner.Run(ctx, b.Run, logger)
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gatewayserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/logging"
-	"github.com/browserbridge/browserbridge/bridge/internal/service"
+	"github.com/browserbridge/browserbridge/bridge/internal/service/runner"
 )
 
 // Main runs the command line for a main and returns its exit code: 0 (or
@@ -97,7 +97,7 @@ func Run(ctx context.Context, prog string, args []string, stdin io.Reader, stdou
 		logger.Error("gateway not started", "error", err)
 		return err
 	}
-	return service.Run(ctx, g.Run, logger)
+	return runner.Run(ctx, g.Run, logger)
 }
 
 // UseServersFile applies --servers (the gateway's, and `browserbridge

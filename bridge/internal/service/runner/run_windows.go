@@ -1,11 +1,33 @@
-package service
+package runner
 
 import (
 	"context"
 	"fmt"
 
 	kservice "github.com/kardianos/service"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/service"
 )
+
+// scmProgram lets kardianos drive p under the Windows Service Control
+// Manager: the SCM's stop request arrives as a call to Stop.
+type scmProgram struct{ p *program }
+
+var _ kservice.Interface = scmProgram{}
+
+func (a scmProgram) Start(kservice.Service) error { return a.p.Start() }
+func (a scmProgram) Stop(kservice.Service) error  { return a.p.Stop() }
+
+// runConfig is the kardianos configuration used to run, not install, the
+// service: only the name matters.
+func runConfig() *kservice.Config {
+	return &kservice.Config{
+		Name:        service.Name,
+		DisplayName: service.DisplayName,
+		Description: service.Description,
+		Option:      kservice.KeyValue{},
+	}
+}
 
 // runProgram runs p on Windows.
 //
@@ -25,7 +47,7 @@ func runProgram(ctx context.Context, p *program) error {
 	if kservice.Interactive() {
 		return runDirect(ctx, p)
 	}
-	s, err := kservice.New(p, runConfig())
+	s, err := kservice.New(scmProgram{p}, runConfig())
 	if err != nil {
 		return fmt.Errorf("setting up the service runner (%s): %w", kservice.Platform(), err)
 	}
@@ -41,8 +63,8 @@ func runProgram(ctx context.Context, p *program) error {
 		}
 		return p.result()
 	case <-p.done:
-		return p.Stop(nil)
+		return p.Stop()
 	case <-ctx.Done():
-		return p.Stop(nil)
+		return p.Stop()
 	}
 }

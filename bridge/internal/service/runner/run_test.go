@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 
 var errSocketInUse = errors.New("listen unix /tmp/bridge.sock: address already in use")
 
-// runners are the two ways Run can drive a program: through kardianos (Unix,
-// and a Windows service) and directly (a Windows console).
+// runners are the two ways Run can drive a program: the platform's way
+// (through kardianos for a Windows service, directly elsewhere) and directly
+// (a Windows console).
 var runners = []struct {
 	name string
 	run  func(context.Context, *program) error
 }{
-	{"kardianos", runProgram},
+	{"platform", runProgram},
 	{"direct", runDirect},
 }
 
@@ -142,10 +143,10 @@ func TestRunStopTimeout(t *testing.T) {
 
 func TestProgramStopBeforeStart(t *testing.T) {
 	p := newProgram(t.Context(), func(context.Context) error { return nil }, quietLogger())
-	if err := p.Stop(nil); err != nil {
+	if err := p.Stop(); err != nil {
 		t.Errorf("Stop before Start = %v, want nil", err)
 	}
-	if err := p.Stop(nil); err != nil {
+	if err := p.Stop(); err != nil {
 		t.Errorf("second Stop = %v, want nil", err)
 	}
 }
@@ -154,9 +155,9 @@ func TestProgramCanceledWithoutStopIsAnError(t *testing.T) {
 	// A run that returns context.Canceled of its own accord, with its
 	// context still live, has failed.
 	p := newProgram(t.Context(), func(context.Context) error { return context.Canceled }, quietLogger())
-	p.Start(nil)
+	p.Start()
 	<-p.done
-	if err := p.Stop(nil); !errors.Is(err, context.Canceled) {
+	if err := p.Stop(); !errors.Is(err, context.Canceled) {
 		t.Errorf("Stop = %v, want context.Canceled", err)
 	}
 }

@@ -1,4 +1,12 @@
-package service
+// Package runner runs the bridge's long-lived commands (browserbridge serve,
+// browserbridge-gateway) until they finish or are asked to stop. It is apart
+// from package service, which installs the bridge as a per-user service,
+// because that package links kardianos/service, whose init probes the init
+// system: about 0.6 MB of idle memory that a Unix process run by systemd or
+// launchd does not need, since kardianos's Run there only starts, waits for
+// SIGINT or SIGTERM, and stops. Only Windows, whose Service Control Manager
+// needs a handshake, runs through kardianos (run_windows.go).
+package runner
 
 import (
 	"context"
@@ -10,8 +18,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	kservice "github.com/kardianos/service"
 )
 
 // stopTimeout is how long a stop waits for run to return after cancelling its
@@ -44,20 +50,9 @@ func Run(ctx context.Context, run func(ctx context.Context) error, logger *slog.
 	return runProgram(ctx, p)
 }
 
-// runConfig is the kardianos configuration used to run, not install, the
-// service: only the name matters.
-func runConfig() *kservice.Config {
-	return &kservice.Config{
-		Name:        Name,
-		DisplayName: DisplayName,
-		Description: Description,
-		Option:      kservice.KeyValue{},
-	}
-}
-
-// program adapts run to kardianos's Interface. Start never blocks and Stop
-// returns within stopTimeout. Start and Stop may be called from any
-// goroutine; Stop may be called more than once and before Start.
+// program runs run once, with a context that Stop cancels. Start never
+// blocks and Stop returns within stopTimeout. Start and Stop may be called
+// from any goroutine; Stop may be called more than once and before Start.
 type program struct {
 	run    func(context.Context) error
 	logger *slog.Logger
@@ -71,8 +66,6 @@ type program struct {
 	canceled bool          // run's context was done when run returned; as err
 }
 
-var _ kservice.Interface = (*program)(nil)
-
 func newProgram(ctx context.Context, run func(context.Context) error, logger *slog.Logger) *program {
 	ctx, cancel := context.WithCancel(ctx)
 	return &program{run: run, logger: logger, ctx: ctx, cancel: cancel, done: make(chan struct{})}
@@ -80,7 +73,7 @@ func newProgram(ctx context.Context, run func(context.Context) error, logger *sl
 
 // Start launches run in a goroutine and returns at once. Calls after the first
 // do nothing.
-func (p *program) Start(kservice.Service) error {
+func (p *program) Start() error {
 	if !p.started.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -94,7 +87,7 @@ func (p *program) Start(kservice.Service) error {
 
 // Stop cancels run's context, waits up to stopTimeout for run to return and
 // returns the result (see result).
-func (p *program) Stop(kservice.Service) error {
+func (p *program) Stop() error {
 	if !p.started.Load() {
 		p.cancel()
 		return nil
@@ -130,17 +123,19 @@ func (p *program) result() error {
 	return p.err
 }
 
-// runDirect runs p without a service manager: Start, then wait for run to
-// return, ctx to end or a stop signal, then Stop.
+// runDirect runs p without a service manager's handshake: Start, then wait
+// for run to return, ctx to end or a stop signal, then Stop. Outside Windows
+// this is all a service manager needs (systemd, launchd and the others stop
+// a service with SIGTERM), and the signal handler goes when runDirect returns.
 func runDirect(ctx context.Context, p *program) error {
 	sigCtx, stopSignal := signal.NotifyContext(ctx, stopSignals...)
 	defer stopSignal()
-	if err := p.Start(nil); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
 	select {
 	case <-p.done:
 	case <-sigCtx.Done():
 	}
-	return p.Stop(nil)
+	return p.Stop()
 }
