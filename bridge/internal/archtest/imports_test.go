@@ -69,6 +69,7 @@ func TestImportDirection(t *testing.T) {
 // stand-in browser, a re-executed test binary. They may use each other.
 var testSupport = []string{
 	module + "/bridge/internal/authserver/kvtest",
+	module + "/bridge/internal/natsembed/natstest",
 	module + "/bridge/internal/testbrowser",
 	module + "/bridge/internal/testproc",
 	module + "/bridge/internal/testutil",

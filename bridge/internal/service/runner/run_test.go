@@ -101,13 +101,15 @@ func TestRunPublicAPI(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
+	running := make(chan struct{})
 	go func() {
 		errc <- Run(ctx, func(ctx context.Context) error {
+			close(running)
 			<-ctx.Done()
 			return nil
 		}, nil) // nil logger means slog.Default()
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-running
 	cancel()
 	if err := wait(t, errc, 2*time.Second); err != nil {
 		t.Errorf("Run = %v, want nil", err)
