@@ -13,6 +13,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gatewayserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // connCeiling bounds every wait for something that must happen: generous,
@@ -24,7 +25,7 @@ const connCeiling = 30 * time.Second
 // streams); gatewayserver's TestHTTPServerTimeouts checks the gateway's.
 func TestHTTPServerTimeouts(t *testing.T) {
 	e := newEnv(t)
-	b, err := Start(e.config(), testLogger(t))
+	b, err := Start(e.config(), testutil.Logger(t, "bridge"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func shortTimeoutBridge(t *testing.T, read, idle time.Duration, change func(*con
 	if change != nil {
 		change(cfg)
 	}
-	b, err := Start(cfg, testLogger(t))
+	b, err := Start(cfg, testutil.Logger(t, "bridge"))
 	if err != nil {
 		t.Fatal(err)
 	}

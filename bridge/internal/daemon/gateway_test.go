@@ -17,42 +17,8 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
-
-// serversJSON writes a servers file with the npm test servers named.
-func serversJSON(t *testing.T, path string, tools npmTools, names ...string) {
-	t.Helper()
-	mods := filepath.Join(tools.root, "tools", "npm", "node_modules", "@modelcontextprotocol")
-	all := map[string]any{
-		"everything": map[string]any{"command": tools.node, "args": []string{filepath.Join(mods, "server-everything", "dist", "index.js"), "stdio"}},
-		"memory": map[string]any{"command": tools.node, "args": []string{filepath.Join(mods, "server-memory", "dist", "index.js")},
-			"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")}},
-	}
-	servers := map[string]any{}
-	for _, n := range names {
-		servers[n] = all[n]
-	}
-	b, _ := json.Marshal(map[string]any{"mcpServers": servers})
-	// Write then rename, as editors do: the watcher must take it whole.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func sdkClient(t *testing.T, url string) *mcp.ClientSession {
-	t.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatalf("connect %s: %v", url, err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
-}
 
 func healthOf(t *testing.T, base string) Health {
 	t.Helper()
@@ -81,9 +47,8 @@ func serverHealth(h Health, name string) (gateway.ServerHealth, bool) {
 // server, the aggregate, host-based routing through the guard, health and
 // metrics per server, and hot reload by watching the servers file.
 func TestGatewayInTheBridge(t *testing.T) {
-	tools := needNpmTools(t)
 	file := filepath.Join(t.TempDir(), "servers.json")
-	serversJSON(t, file, tools, "everything")
+	testutil.ServersFile(t, file, "everything")
 	base, _ := httpBridge(t, func(c *config.Config) {
 		c.Gateway.ServersFile = file
 		c.Gateway.HostDomain = "example.test"
@@ -91,21 +56,21 @@ func TestGatewayInTheBridge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	ev := sdkClient(t, base+"/servers/everything/mcp")
+	ev := testutil.SDKSession(t, base+"/servers/everything/mcp")
 	res, err := ev.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}})
 	if err != nil || res.IsError {
 		t.Fatalf("echo: %v %+v", err, res)
 	}
 
 	t.Run("browser is a server", func(t *testing.T) {
-		br := sdkClient(t, base+"/servers/browser/mcp")
+		br := testutil.SDKSession(t, base+"/servers/browser/mcp")
 		lt, err := br.ListTools(ctx, nil)
 		if err != nil || !strings.Contains(fmt.Sprint(toolNames(lt)), "list_browsers") {
 			t.Fatalf("browser tools: %v %v", err, toolNames(lt))
 		}
 	})
 	t.Run("aggregate", func(t *testing.T) {
-		all := sdkClient(t, base+"/servers/all/mcp")
+		all := testutil.SDKSession(t, base+"/servers/all/mcp")
 		lt, err := all.ListTools(ctx, nil)
 		names := fmt.Sprint(toolNames(lt))
 		if err != nil || !strings.Contains(names, "browser_list_browsers") || !strings.Contains(names, "everything_echo") {
@@ -182,7 +147,7 @@ func TestGatewayInTheBridge(t *testing.T) {
 	})
 	t.Run("hot reload adds a server, everything keeps its process", func(t *testing.T) {
 		before, _ := serverHealth(healthOf(t, base), "everything")
-		serversJSON(t, file, tools, "everything", "memory")
+		testutil.ServersFile(t, file, "everything", "memory")
 		deadline := time.Now().Add(15 * time.Second)
 		for {
 			if _, ok := serverHealth(healthOf(t, base), "memory"); ok {
@@ -193,7 +158,7 @@ func TestGatewayInTheBridge(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		mem := sdkClient(t, base+"/servers/memory/mcp")
+		mem := testutil.SDKSession(t, base+"/servers/memory/mcp")
 		if _, err := mem.CallTool(ctx, &mcp.CallToolParams{Name: "read_graph", Arguments: map[string]any{}}); err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +203,7 @@ func TestGatewayBadServerFiles(t *testing.T) {
 			os.WriteFile(file, []byte(tc.body), 0o600)
 			cfg := e.config()
 			cfg.Gateway.ServersFile = file
-			b, err := Start(cfg, testLogger(t))
+			b, err := Start(cfg, testutil.Logger(t, "bridge"))
 			if err == nil {
 				b.httpLn.Close()
 				b.sock.Close()
@@ -258,7 +223,7 @@ func TestServeRefusesPublicURL(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Gateway.PublicURL = "https://mcp.example.com"
-	b, err := Start(cfg, testLogger(t))
+	b, err := Start(cfg, testutil.Logger(t, "bridge"))
 	if err == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

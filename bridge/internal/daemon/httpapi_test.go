@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // httpBridge starts a bridge with cfg changes applied and returns its base URL.
@@ -20,7 +21,7 @@ func httpBridge(t *testing.T, change func(*config.Config)) (string, *Bridge) {
 	if change != nil {
 		change(cfg)
 	}
-	b, err := Start(cfg, testLogger(t))
+	b, err := Start(cfg, testutil.Logger(t, "bridge"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestTokenEnforced(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Listen = "0.0.0.0:0"
-	if _, err := Start(cfg, testLogger(t)); err == nil || !strings.Contains(err.Error(), "token") {
+	if _, err := Start(cfg, testutil.Logger(t, "bridge")); err == nil || !strings.Contains(err.Error(), "token") {
 		t.Fatalf("listening on all interfaces without a token: %v", err)
 	}
 }

@@ -3,11 +3,8 @@ package daemon
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,12 +54,12 @@ func (e *env) config() *config.Config {
 // startBridge runs a bridge in this process; stop it with the returned func.
 func (e *env) startBridge() (*Bridge, func()) {
 	e.t.Helper()
-	b, err := Start(e.config(), testLogger(e.t))
+	b, err := Start(e.config(), testutil.Logger(e.t, "bridge"))
 	// A bridge the test just SIGKILLed may hold the lock a moment longer
 	// than its socket: the kernel releases file locks asynchronously.
 	for deadline := time.Now().Add(3 * time.Second); errors.Is(err, ipc.ErrAlreadyServing) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-		b, err = Start(e.config(), testLogger(e.t))
+		b, err = Start(e.config(), testutil.Logger(e.t, "bridge"))
 	}
 	if err != nil {
 		e.t.Fatal(err)
@@ -89,7 +86,7 @@ func (e *env) startBridge() (*Bridge, func()) {
 // waits until it is attached.
 func (e *env) startBrowser(h testbrowser.Handler) *testbrowser.Browser {
 	e.t.Helper()
-	br, err := testbrowser.Start(testbrowser.Options{HostBin: bins.Host, Env: e.vars, Handler: h, Stderr: testWriter{e.t, "host"}})
+	br, err := testbrowser.Start(testbrowser.Options{HostBin: bins.Host, Env: e.vars, Handler: h, Stderr: testutil.LogWriter(e.t, "host")})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -101,23 +98,3 @@ func (e *env) startBrowser(h testbrowser.Handler) *testbrowser.Browser {
 	})
 	return br
 }
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t, "bridge"}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// testWriter sends log lines to t.Log, and nowhere after the test ends.
-type testWriter struct {
-	t      testing.TB
-	prefix string
-}
-
-func (w testWriter) Write(p []byte) (int, error) {
-	defer func() { _ = recover() }() // a late line after the test ended
-	if testing.Verbose() {
-		w.t.Log(w.prefix + ": " + strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-var _ io.Writer = testWriter{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 )
 
@@ -26,7 +27,7 @@ func TestSDKClientsOutrunningTheLimitAreSlowed(t *testing.T) {
 	cfg := e.config()
 	rate := 100.0
 	cfg.LoopbackRateLimit = &rate // a burst of 200; rate_wait stays at its default, 1 s
-	b, err := Start(cfg, testLogger(t))
+	b, err := Start(cfg, testutil.Logger(t, "bridge"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -24,7 +25,7 @@ func TestHTTPServerTimeouts(t *testing.T) {
 	if err := os.WriteFile(cfg.Gateway.ServersFile, []byte(`{"mcpServers": {}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g, err := Start(cfg, testLogger(t))
+	g, err := Start(cfg, testutil.Logger(t, "gateway"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,15 +38,14 @@ func TestHTTPServerTimeouts(t *testing.T) {
 
 // `browserbridge gateway`: the gateway alone, no socket, no browser.
 func TestGatewayAlone(t *testing.T) {
-	tools := needNpmTools(t)
 	e := newEnv(t)
 	file := filepath.Join(t.TempDir(), "servers.json")
-	serversJSON(t, file, tools, "everything")
+	testutil.ServersFile(t, file, "everything")
 	cfg := e.config()
 	cfg.Gateway.ServersFile = file
 	watch := false
 	cfg.Gateway.Watch = &watch
-	g, err := Start(cfg, testLogger(t))
+	g, err := Start(cfg, testutil.Logger(t, "gateway"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestGatewayAlone(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
 	base := "http://" + g.Addr()
-	cs := sdkClient(t, base+"/servers/everything/mcp")
+	cs := testutil.SDKSession(t, base+"/servers/everything/mcp")
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "alone"}})
 	if err != nil || res.IsError {
 		t.Fatalf("echo: %v", err)
@@ -84,13 +84,13 @@ func TestGatewayAlone(t *testing.T) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	serversJSON(t, file, tools, "everything", "memory")
+	testutil.ServersFile(t, file, "everything", "memory")
 	deadline := time.Now().Add(15 * time.Second)
 	for len(g.gw.Names()) != 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("SIGHUP did not reload the servers")
 		}
-		hangUp(t)
+		testutil.HangUp(t)
 		time.Sleep(100 * time.Millisecond)
 	}
 	if st, _ := g.gw.Supervisor().State("everything"); st.PID != pid {

@@ -61,10 +61,9 @@ const (
 )
 
 func TestPublicGatewayClaudeFlow(t *testing.T) {
-	tools := needNpmTools(t)
 	e := newEnv(t)
 	file := filepath.Join(e.dir, "servers.json")
-	serversJSON(t, file, tools, "everything", "memory")
+	testutil.ServersFile(t, file, "everything", "memory")
 	hash, err := authserver.HashPassword(testPassword)
 	if err != nil {
 		t.Fatal(err)
@@ -355,7 +354,7 @@ func (p *publicTestGateway) start(t *testing.T) {
 	cfg.Gateway.Watch = &watch
 	cfg.OAuth.PasswordHash = p.hash
 	cfg.OAuth.StateFile = &p.state
-	g, err := Start(cfg, testLogger(p.t))
+	g, err := Start(cfg, testutil.Logger(p.t, "gateway"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // The public gateway's guard wiring: which web pages each route takes,
@@ -39,7 +40,7 @@ func publicHandler(t *testing.T, edit func(*config.Config)) http.Handler {
 	if edit != nil {
 		edit(cfg)
 	}
-	g, err := Start(cfg, testLogger(t))
+	g, err := Start(cfg, testutil.Logger(t, "gateway"))
 	if err != nil {
 		t.Fatal(err)
 	}
