@@ -238,6 +238,13 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 	if err := c.openBuckets(setup); err != nil {
 		return nil, err
 	}
+	// The first heartbeat is in the bucket before this node can claim an
+	// extension's id: another node checks a claim's holder by its heartbeat
+	// (claimID), and would take a node whose first beat was still on its
+	// way for gone, and its claim with it.
+	if err := c.heartbeat(setup); err != nil {
+		return nil, fmt.Errorf("proxy: cluster: writing this node's first heartbeat: %w", err)
+	}
 	sub, err := c.nc.Subscribe(c.inbox+">", c.receive)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: cluster: subscribing to %s>: %w", c.inbox, err)
@@ -424,6 +431,10 @@ func (c *clusterNode) releaseClaim(user, id string) {
 
 const claimPrefix = "id."
 
+// claimTimeout bounds claiming an id; past it the stable id is taken as
+// when NATS is away.
+const claimTimeout = 10 * time.Second
+
 func claimKey(user, id string) string { return claimPrefix + userKey(user) + "." + id }
 
 // claimID returns stable if this node could claim it (or NATS did not
@@ -437,7 +448,9 @@ func (c *clusterNode) claimID(user, stable string) string {
 		return stable // the node's own check gives it another
 	}
 	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// NATS that is away fails at once (no reconnect buffer); the timeout is
+	// for NATS that is slow (a busy machine), which must still decide.
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
 	defer cancel()
 	won := false
 	_, err := kv.Create(ctx, k, []byte(c.opts.Node))
@@ -664,14 +677,16 @@ func (c *clusterNode) heartbeatLoop() {
 	}
 }
 
-func (c *clusterNode) heartbeat(ctx context.Context) {
+func (c *clusterNode) heartbeat(ctx context.Context) error {
 	c.mu.Lock()
 	kv := c.kvN
 	c.mu.Unlock()
 	b, _ := json.Marshal(nodeInfo{Node: c.opts.Node, Started: c.s.started, Extensions: c.s.nExt.Load(), MCPClients: c.s.nMCP.Load(), URL: c.opts.AdvertiseURL, Links: c.links.Load().(string)})
-	if _, err := kv.Put(ctx, c.opts.Node, b); err != nil && c.ctx.Err() == nil {
+	_, err := kv.Put(ctx, c.opts.Node, b)
+	if err != nil && (c.ctx == nil || c.ctx.Err() == nil) {
 		c.s.log.Debug("proxy cluster: heartbeat", "node", c.opts.Node, "err", err)
 	}
+	return err
 }
 
 // linkDown: NATS is unreachable. Every cross-node connection ends now, on
