@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -31,42 +30,11 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
-	"github.com/browserbridge/browserbridge/bridge/npmtools"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
 const bridgeName = "test-bridge"
-
-// writeServers writes the gateway's servers file with the npm test
-// servers named (write, then rename, as an editor saves).
-func writeServers(t *testing.T, path string, names ...string) {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("the npm test tools are installed for linux")
-	}
-	tools, err := npmtools.Here()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mods := filepath.Join(tools.Modules, "@modelcontextprotocol")
-	all := map[string]any{
-		"everything": map[string]any{"command": tools.Node, "args": []string{filepath.Join(mods, "server-everything", "dist", "index.js"), "stdio"}},
-		"memory": map[string]any{"command": tools.Node, "args": []string{filepath.Join(mods, "server-memory", "dist", "index.js")},
-			"env": map[string]string{"MEMORY_FILE_PATH": filepath.Join(t.TempDir(), "memory.jsonl")}},
-	}
-	servers := map[string]any{}
-	for _, n := range names {
-		servers[n] = all[n]
-	}
-	b, _ := json.Marshal(map[string]any{"mcpServers": servers})
-	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // serverBridge is a bridge with a relay and a gateway.
 type serverBridge struct {
@@ -84,7 +52,7 @@ func startServerBridge(t *testing.T, p *realProxy, user string, servers ...strin
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sb := &serverBridge{t: t, sock: filepath.Join(dir, "b.sock"), servers: filepath.Join(dir, "servers.json")}
-	writeServers(t, sb.servers, servers...)
+	testutil.ServersFile(t, sb.servers, servers...)
 	cfg := &config.Config{Listen: "127.0.0.1:0", Socket: sb.sock, Log: config.Log{File: "-"},
 		Relay:   config.Relay{URL: p.url(), Token: p.token(user, token.KindExtension), Name: bridgeName},
 		Gateway: config.Gateway{ServersFile: sb.servers}}
@@ -485,12 +453,12 @@ func TestRelayServersEndToEnd(t *testing.T) {
 	})
 
 	t.Run("reload adds and removes servers", func(t *testing.T) {
-		writeServers(t, sb.servers, "everything", "memory")
+		testutil.ServersFile(t, sb.servers, "everything", "memory")
 		ids := sb.waitServers("everything", "memory")
 		if e, ok := a.extension("memory (" + bridgeName + ")"); !ok || e.ID != ids["memory"] {
 			t.Fatalf("memory not listed: %+v", e)
 		}
-		writeServers(t, sb.servers, "memory")
+		testutil.ServersFile(t, sb.servers, "memory")
 		sb.waitServers("memory")
 		// The client connected to everything is told it left.
 		deadline := time.After(30 * time.Second)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -21,6 +22,9 @@ import (
 // whole.
 func ServersFile(t testing.TB, path string, names ...string) {
 	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the npm test tools are installed for linux")
+	}
 	tools, err := npmtools.Here()
 	if err != nil {
 		t.Fatal(err)
