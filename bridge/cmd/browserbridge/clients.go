@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/clientconfig"
+	"github.com/browserbridge/browserbridge/bridge/internal/cliflags"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 )
@@ -35,7 +36,7 @@ CLIENT is claude-code, claude-desktop, cursor, vscode, or all (the installed one
 // runClients writes the bridge into MCP clients' configs.
 func runClients(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError{clientsUsage}
+		return cliflags.Usage(clientsUsage)
 	}
 	action := args[0]
 	switch action {
@@ -44,7 +45,7 @@ func runClients(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, clientsUsage)
 		return flag.ErrHelp
 	default:
-		return usageError{fmt.Sprintf("unknown action %q; use add, remove or list", action)}
+		return cliflags.Usage(fmt.Sprintf("unknown action %q; use add, remove or list", action))
 	}
 	fs := newFlags("clients "+action, stderr)
 	cfgPath := fs.String("config", "", "the bridge's config file (default: the per-user config.json that serve reads)")
@@ -58,7 +59,7 @@ func runClients(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if errors.Is(err, flag.ErrHelp) {
 				return err
 			}
-			return usageError{err.Error()}
+			return cliflags.Usage(err.Error())
 		}
 		if fs.NArg() == 0 {
 			break
@@ -73,12 +74,12 @@ func runClients(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	env := clientconfig.FromOS()
 	if action == "list" {
 		if len(names) > 0 {
-			return usageError{fmt.Sprintf("unexpected argument %q", names[0])}
+			return cliflags.Usage(fmt.Sprintf("unexpected argument %q", names[0]))
 		}
 		return printClients(stdout, clientconfig.List(env, bridge), bridge)
 	}
 	if len(names) != 1 {
-		return usageError{fmt.Sprintf("name one client: %s or all", strings.Join(clientconfig.Clients, ", "))}
+		return cliflags.Usage(fmt.Sprintf("name one client: %s or all", strings.Join(clientconfig.Clients, ", ")))
 	}
 	clients, opts := []string{names[0]}, clientconfig.Options{Force: *force, SSE: *withSSE}
 	if names[0] == "all" {
@@ -93,7 +94,7 @@ func runClients(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			results, err = clientconfig.Remove(ctx, env, name, bridge, opts)
 		}
 		if errors.Is(err, clientconfig.ErrUnknownClient) {
-			return usageError{err.Error()}
+			return cliflags.Usage(err.Error())
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
@@ -182,7 +183,7 @@ func clientBridge(cfgPath string) (clientconfig.Bridge, error) {
 		return b, err
 	}
 	if _, port, err := net.SplitHostPort(cfg.Listen); err == nil && port == "0" {
-		return b, usageError{fmt.Sprintf("%s: \"listen\" %q picks a new port at every start, which no client config can name; set a fixed port such as %s", cfg.Path, cfg.Listen, config.DefaultListen)}
+		return b, cliflags.Usage(fmt.Sprintf("%s: \"listen\" %q picks a new port at every start, which no client config can name; set a fixed port such as %s", cfg.Path, cfg.Listen, config.DefaultListen))
 	}
 	b.URL = mcpURL(cfg.Listen)
 	b.SSEURL = strings.TrimSuffix(b.URL, "/mcp") + "/sse"

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/cliflags"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
@@ -41,10 +42,10 @@ func runConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	// The proxy's base URL or its /mcp endpoint, as the proxy prints it.
 	if _, err := relaywire.EndpointURL(*proxyURL, relaywire.PathMCP); err != nil {
-		return usageError{"--proxy " + err.Error()}
+		return cliflags.Usage("--proxy " + err.Error())
 	}
 	if *tok == "" {
-		return usageError{"--token (or $" + envConnectToken + ") is required: an access token of kind mcp from the proxy's operator"}
+		return cliflags.Usage("--token (or $" + envConnectToken + ") is required: an access token of kind mcp from the proxy's operator")
 	}
 	level := slog.LevelInfo
 	if *verbose {

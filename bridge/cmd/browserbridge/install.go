@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/cliflags"
 	"github.com/browserbridge/browserbridge/bridge/internal/service"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/installer"
@@ -57,7 +58,7 @@ func runInstall(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *prefix == "" && (*bindir != "" || *extSrc != "") {
-		return usageError{"--bindir and --extension go with --prefix"}
+		return cliflags.Usage("--bindir and --extension go with --prefix")
 	}
 	host, err := hostPath()
 	if err != nil {
@@ -238,7 +239,7 @@ func insideRemoved(p string, removed []string) bool {
 func runService(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	const actions = "install|uninstall|start|stop|restart|status"
 	if len(args) != 1 {
-		return usageError{"usage: browserbridge service " + actions}
+		return cliflags.Usage("usage: browserbridge service " + actions)
 	}
 	self, err := selfPath()
 	if err != nil {
@@ -262,7 +263,7 @@ func runService(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "service %s: done\n", args[0])
 		return nil
 	}
-	return usageError{fmt.Sprintf("unknown action %q; use %s", args[0], actions)}
+	return cliflags.Usage(fmt.Sprintf("unknown action %q; use %s", args[0], actions))
 }
 
 // serviceState describes the service in a few words, for status: doctor's

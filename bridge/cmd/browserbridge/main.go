@@ -44,13 +44,6 @@ type command struct {
 
 var errSilent = errors.New("failed")
 
-// usageError marks bad command-line input (exit code 2), as
-// cliflags.UsageError does for what browserbridge shares with
-// browserbridge-gateway.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
 func commands() []command {
 	return []command{
 		{"serve", "run the bridge in the foreground", runServe},
@@ -85,13 +78,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
-		var ue usageError
 		switch {
 		case err == nil:
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
-		case errors.As(err, &ue), cliflags.IsUsage(err):
+		case cliflags.IsUsage(err):
 			fmt.Fprintf(stderr, "browserbridge %s: %v\n", c.name, err)
 			return 2
 		case errors.Is(err, errSilent):

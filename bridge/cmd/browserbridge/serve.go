@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/cliflags"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
@@ -33,7 +34,7 @@ func loadConfig(path, listen, socket string, servers ...string) (*config.Config,
 		c.Socket = socket
 	}
 	if err := c.Validate(); err != nil {
-		return nil, usageError{err.Error()}
+		return nil, cliflags.Usage(err.Error())
 	}
 	return c, nil
 }
@@ -68,7 +69,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if err := cfg.Relay.Validate(); err != nil {
 			reportStartFailure(stageConfig, err, configPath(*cfgPath), "")
-			return usageError{err.Error() + " (from --relay-url/--relay-token)"}
+			return cliflags.Usage(err.Error() + " (from --relay-url/--relay-token)")
 		}
 	}
 	logOpts := logging.Options{MaxSizeMB: cfg.Log.MaxSizeMB, MaxBackups: cfg.Log.MaxBackups, Level: cfg.LogLevel(), AlsoStderr: *logStderr}

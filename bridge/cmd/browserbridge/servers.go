@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/clientconfig"
+	"github.com/browserbridge/browserbridge/bridge/internal/cliflags"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
 	"github.com/browserbridge/browserbridge/bridge/paths"
@@ -31,7 +32,7 @@ const serversUsage = `usage: browserbridge servers import|list [flags]
 // runServers manages the gateway's stdio MCP servers.
 func runServers(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError{serversUsage}
+		return cliflags.Usage(serversUsage)
 	}
 	switch args[0] {
 	case "import":
@@ -42,7 +43,7 @@ func runServers(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, serversUsage)
 		return flag.ErrHelp
 	}
-	return usageError{fmt.Sprintf("unknown action %q; use import or list", args[0])}
+	return cliflags.Usage(fmt.Sprintf("unknown action %q; use import or list", args[0]))
 }
 
 // maxInputFile bounds the files servers reads: the stdio package refuses
@@ -88,7 +89,7 @@ func findImportTarget(cfgPath string) (importTarget, error) {
 	}
 	cfg, err := config.Decode(bytes.NewReader(data))
 	if err != nil {
-		return t, usageError{fmt.Sprintf("%s: %v (fix the bridge's config before importing)", t.path, err)}
+		return t, cliflags.Usage(fmt.Sprintf("%s: %v (fix the bridge's config before importing)", t.path, err))
 	}
 	cfg.Path = t.path
 	file := cfg.ServersFile()
@@ -117,14 +118,14 @@ func runServersImport(args []string, stdout, stderr io.Writer) error {
 	if src == "" {
 		p, err := stdio.ClaudeDesktopConfigPath()
 		if err != nil {
-			return usageError{fmt.Sprintf("%v; pass --from FILE", err)}
+			return cliflags.Usage(fmt.Sprintf("%v; pass --from FILE", err))
 		}
 		src = p
 	}
 	srcData, err := readInput(src)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return usageError{fmt.Sprintf("no Claude Desktop config at %s (pass --from FILE to import another file)", src)}
+		return cliflags.Usage(fmt.Sprintf("no Claude Desktop config at %s (pass --from FILE to import another file)", src))
 	case err != nil:
 		return fmt.Errorf("reading Claude Desktop's config: %w", err)
 	}
@@ -144,10 +145,10 @@ func runServersImport(args []string, stdout, stderr io.Writer) error {
 	var conflict *stdio.ConflictError
 	switch {
 	case errors.As(err, &conflict):
-		return usageError{fmt.Sprintf("%s already configures %s differently; nothing written (rerun with --replace to overwrite)",
-			target.path, strings.Join(conflict.Names, ", "))}
+		return cliflags.Usage(fmt.Sprintf("%s already configures %s differently; nothing written (rerun with --replace to overwrite)",
+			target.path, strings.Join(conflict.Names, ", ")))
 	case err != nil:
-		return usageError{err.Error()}
+		return cliflags.Usage(err.Error())
 	case len(report.Results) == 0:
 		fmt.Fprintf(stdout, "no servers in %s: nothing to import\n", src)
 		return nil
@@ -197,7 +198,7 @@ func checkMerged(t importTarget, doc []byte) error {
 		_, err = config.Decode(bytes.NewReader(doc))
 	}
 	if err != nil {
-		return usageError{fmt.Sprintf("%s: the merged file would not be valid, nothing written: %v", t.path, err)}
+		return cliflags.Usage(fmt.Sprintf("%s: the merged file would not be valid, nothing written: %v", t.path, err))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/cliflags"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/stdioproxy"
 )
@@ -40,13 +41,13 @@ func runStdio(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *endpoint == "" {
 		*endpoint = mcpURL(cfg.Listen)
 	} else if u, err := url.Parse(*endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageError{fmt.Sprintf("--url %q is not an http:// or https:// URL such as http://%s/mcp", *endpoint, config.DefaultListen)}
+		return cliflags.Usage(fmt.Sprintf("--url %q is not an http:// or https:// URL such as http://%s/mcp", *endpoint, config.DefaultListen))
 	}
 	if *token == "" {
 		*token = cfg.Token // the config's, or $BROWSERBRIDGE_TOKEN (config.Defaults)
 	}
 	if *wait < 0 {
-		return usageError{"--wait must not be negative"}
+		return cliflags.Usage("--wait must not be negative")
 	}
 	// A client that closes our stdout must not kill us with SIGPIPE before
 	// the session is closed.

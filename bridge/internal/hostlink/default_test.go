@@ -36,7 +36,7 @@ func TestDefaultIsFirstOfBrowsers(t *testing.T) {
 				t.Fatalf("Default = %v, %v; Browsers()[0] = %s; want %s", def, ok, list[0].ID(), tc.want)
 			}
 			for i := 1; i < len(list); i++ {
-				if !moreRecent(list[i-1], list[i]) {
+				if byRecency(list[i-1], list[i]) >= 0 {
 					t.Errorf("Browsers out of order at %d: %s before %s", i, list[i-1].ID(), list[i].ID())
 				}
 			}

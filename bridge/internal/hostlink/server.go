@@ -8,6 +8,7 @@
 package hostlink
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,23 +246,16 @@ func (s *Server) Browsers() []*Browser {
 		bs = append(bs, b)
 	}
 	s.mu.Unlock()
-	slices.SortFunc(bs, func(a, b *Browser) int {
-		if moreRecent(a, b) {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(bs, byRecency)
 	return bs
 }
 
-// moreRecent orders browsers most recently active first, then by id; two
-// browsers never have the same id.
-func moreRecent(a, b *Browser) bool {
-	ta, tb := a.lastActive.Load(), b.lastActive.Load()
-	if ta != tb {
-		return ta > tb
+// byRecency orders browsers most recently active first, then by id.
+func byRecency(a, b *Browser) int {
+	if c := cmp.Compare(b.lastActive.Load(), a.lastActive.Load()); c != 0 {
+		return c
 	}
-	return a.id < b.id
+	return strings.Compare(a.id, b.id)
 }
 
 // Browser returns the connected browser with the given id.
@@ -279,7 +274,7 @@ func (s *Server) Default() (*Browser, bool) {
 	defer s.mu.Unlock()
 	var best *Browser
 	for _, b := range s.browsers {
-		if best == nil || moreRecent(b, best) {
+		if best == nil || byRecency(b, best) < 0 {
 			best = b
 		}
 	}
