@@ -148,7 +148,7 @@ func SkipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
 		switch b[i] {
 		case '\\':
-			i++ // the escaped byte; \uXXXX's digits need no care
+			i++ // the escaped byte; a \u escape's four hex digits need no care
 		case '"':
 			return i + 1
 		}
