@@ -8,13 +8,25 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver/jetstreamkv"
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver/kvtest"
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // These are outside package authserver because what they use imports it:
 // kvtest, the KV contract every store keeps, and jetstreamkv, the cluster's
 // store, which the sign-in across nodes (kv_jetstream_test.go) runs on.
 
-func init() { authserver.NewJetStreamKVForTests = jetstreamkv.New }
+// Each store gets its own keyring of one test secret, as the nodes of a
+// deployment each derive theirs from the secret they share.
+func init() {
+	authserver.NewJetStreamKVForTests = func(js jetstream.JetStream, prefix string, replicas int, now func() time.Time) (authserver.KV, error) {
+		ring, err := clusterseal.New([][]byte{[]byte("a test deployment's secret, 32 bytes or more")})
+		if err != nil {
+			return nil, err
+		}
+		return jetstreamkv.New(js, ring, prefix, replicas, now)
+	}
+}
 
 // TestKVContract runs the KV's contract against this package's stores;
 // jetstreamkv runs it against JetStream.

@@ -62,6 +62,39 @@ type Options struct {
 	// ReadyTimeout bounds how long Start waits for the listeners and
 	// JetStream. Default DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+	// Auth, if set, is required of every client (in-process ones too) and
+	// every route. Without it, a Listen or ClusterListen beyond loopback is
+	// refused: nobody on the network may reach an open server.
+	Auth *Auth
+}
+
+// Auth is the user and password check of an embedded server.
+type Auth struct {
+	// Check reports whether a user and password may connect, as a client
+	// or as a route. Required.
+	Check func(user, password string) bool
+	// Current returns the user and password of this server's own routes
+	// and of Connect's clients, asked at each (re)connection so that a
+	// rotation (another password) reaches them. Required.
+	Current func() (user, password string)
+}
+
+// customAuth is Auth as nats-server's custom authentication.
+type customAuth struct{ check func(user, password string) bool }
+
+func (a customAuth) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	return o != nil && a.check(o.Username, o.Password)
+}
+
+// isLoopback reports whether a listen host only takes this machine's
+// connections.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Server is an embedded NATS server. Its methods are safe for concurrent
@@ -89,6 +122,19 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.ClusterListen == "" && (opts.Cluster != "" || len(opts.Routes) > 0) {
 		return nil, errors.New("natsembed: a cluster name and routes need a route listener (ClusterListen)")
+	}
+	if opts.Auth != nil && (opts.Auth.Check == nil || opts.Auth.Current == nil) {
+		return nil, errors.New("natsembed: Auth needs both Check and Current")
+	}
+	if opts.Auth == nil {
+		for _, l := range []struct{ name, addr string }{{"client listener", opts.Listen}, {"route listener", opts.ClusterListen}} {
+			if l.addr == "" {
+				continue
+			}
+			if host, _, err := net.SplitHostPort(l.addr); err == nil && !isLoopback(host) {
+				return nil, fmt.Errorf("natsembed: the %s %s is reachable beyond this machine and has no authentication: anyone who reaches it could read and write the cluster's bus; set Auth, or listen on loopback", l.name, l.addr)
+			}
+		}
 	}
 	s := &Server{opts: opts}
 	if opts.StoreDir == "" {
@@ -141,8 +187,15 @@ func (s *Server) start() error {
 			if err != nil || u.Host == "" {
 				return fmt.Errorf("natsembed: route %q is not a URL like nats-route://host:6222", r)
 			}
+			if o.Auth != nil && u.User == nil {
+				u.User = url.UserPassword(o.Auth.Current())
+			}
 			sopts.Routes = append(sopts.Routes, u)
 		}
+	}
+	if o.Auth != nil {
+		sopts.CustomClientAuthentication = customAuth{o.Auth.Check}
+		sopts.CustomRouterAuthentication = customAuth{o.Auth.Check}
 	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {
@@ -249,6 +302,9 @@ var _ nats.InProcessConnProvider = (*Server)(nil)
 // say otherwise (they come after these defaults).
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	all := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
+	if a := s.Options().Auth; a != nil {
+		all = append(all, nats.UserInfoHandler(a.Current))
+	}
 	u := s.ClientURL()
 	if u == "" {
 		// The URL only names the connection; InProcessServer replaces dialing.

@@ -111,6 +111,9 @@ func TestStartRefuses(t *testing.T) {
 		{"no port", Options{Listen: "127.0.0.1"}, "missing port"},
 		{"a route that is no URL", Options{Cluster: "c", ClusterListen: "127.0.0.1:0", Routes: []string{"::"}}, "not a URL like nats-route://"},
 		{"a port in use", Options{Listen: busy}, "not ready for connections"},
+		{"clients beyond loopback without auth", Options{Listen: "0.0.0.0:0"}, "client listener 0.0.0.0:0 is reachable beyond this machine and has no authentication"},
+		{"routes beyond loopback without auth", Options{Cluster: "c", ClusterListen: ":0"}, "route listener :0 is reachable beyond"},
+		{"auth without Current", Options{Auth: &Auth{Check: func(string, string) bool { return true }}}, "needs both Check and Current"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.StoreDir = t.TempDir()
@@ -341,5 +344,89 @@ func TestClusterInProcess(t *testing.T) {
 	}
 	if v := get(t, kv(t, connect(t, servers[2]), 3), "k"); v != "v" {
 		t.Fatalf("read through p2: %q", v)
+	}
+}
+
+// testAuth is a fixed user and password, as the proxy derives from its
+// deployment's secret.
+func testAuth(password string) *Auth {
+	return &Auth{
+		Check:   func(u, p string) bool { return u == "node" && p == password },
+		Current: func() (string, string) { return "node", password },
+	}
+}
+
+// TestAuth: a server with Auth refuses clients without the user and
+// password (and with a wrong one); its own Connect signs in, JetStream
+// works for it; servers with Auth form a cluster over authenticated routes
+// and a server without the password cannot join it.
+func TestAuth(t *testing.T) {
+	ports, err := freePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(i int) string { return "nats-route://127.0.0.1:" + strconv.Itoa(ports[i]) }
+	var servers []*Server
+	defer func() {
+		for _, s := range servers {
+			s.Shutdown()
+		}
+	}()
+	for i := range 2 {
+		s, err := Start(Options{Name: "a" + strconv.Itoa(i), Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Cluster: "c",
+			ClusterListen: "127.0.0.1:" + strconv.Itoa(ports[i]), Routes: []string{route(0), route(1)}, Auth: testAuth("right")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	if err := WaitCluster(ctx, servers); err != nil {
+		t.Fatalf("servers with auth over authenticated routes: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts []nats.Option
+	}{
+		{"anonymous", nil},
+		{"a wrong password", []nats.Option{nats.UserInfo("node", "wrong")}},
+		{"another user", []nats.Option{nats.UserInfo("admin", "right")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := nats.Connect(servers[0].ClientURL(), append(tc.opts, nats.MaxReconnects(0))...)
+			if err == nil {
+				nc.Close()
+				t.Fatal("connected")
+			}
+			if !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+				t.Fatalf("refused with %v, want an authorization violation", err)
+			}
+		})
+	}
+	b := kv(t, connect(t, servers[0]), 2)
+	if _, err := b.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, kv(t, connect(t, servers[1]), 2), "k"); got != "v" {
+		t.Fatalf("read back through the other server: %q", got)
+	}
+	// A server that knows the routes but not the password stays out.
+	rogue, err := Start(Options{Name: "rogue", StoreDir: t.TempDir(), Cluster: "c",
+		ClusterListen: "127.0.0.1:" + strconv.Itoa(ports[2]), Routes: []string{route(0), route(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers = append(servers, rogue)
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	defer cancelShort()
+	if err := servers[0].WaitJetStreamPeers(short, 3); err == nil {
+		t.Fatal("a server without the password joined the cluster")
+	}
+	rogue.mu.Lock()
+	ns := rogue.ns
+	rogue.mu.Unlock()
+	if n := ns.NumRoutes(); n != 0 {
+		t.Fatalf("the rogue server holds %d routes", n)
 	}
 }

@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
@@ -32,6 +31,10 @@ type ClusterOptions struct {
 	// Conn is a connection to the deployment's NATS, with JetStream. The
 	// proxy uses it until Shutdown and does not close it. Required.
 	Conn *nats.Conn
+	// Keyring seals every message and bucket value the node puts on NATS
+	// and opens what the others put there (clusterseal): keys derived from
+	// the deployment's secret, which every node holds. Required.
+	Keyring *clusterseal.Keyring
 	// Node names this node, unique in the cluster ([A-Za-z0-9_-], at most
 	// 64 characters). Required.
 	Node string
@@ -61,6 +64,9 @@ var validNodeName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 func (o *ClusterOptions) setDefaults() error {
 	if o.Conn == nil {
 		return errors.New("proxy: ClusterOptions.Conn is required")
+	}
+	if o.Keyring == nil {
+		return errors.New("proxy: ClusterOptions.Keyring is required: the cluster's traffic is sealed with the deployment's secret")
 	}
 	if !validNodeName.MatchString(o.Node) {
 		return fmt.Errorf("proxy: cluster node name %q must be 1 to 64 letters, digits, '-' or '_'", o.Node)
@@ -95,14 +101,20 @@ func (o *ClusterOptions) setDefaults() error {
 // shadow mcpClient there, so that everything facing the extension (id
 // mapping, in-flight checks, progress, cancellation, requests to clients,
 // detaching) runs on the extension's node in the same code as for a local
-// client. Subjects carry a hash of the user (userKey), checked at both ends
-// against the link's own user, so that a bug in id mapping cannot hand one
-// user's traffic to another's connection.
+// client. Subjects carry a keyed hash of the user (Keyring.UserKey), checked
+// at both ends against the link's own user, so that a bug in id mapping
+// cannot hand one user's traffic to another's connection.
+//
+// Trust (docs/proxy-cluster.md, "Trust"): every message and every bucket
+// value is sealed (cluster_seal.go); what does not open is dropped and
+// counted, so a NATS client without the deployment's secret can neither
+// read nor forge anything of the cluster.
 
 // clusterNode is the proxy's membership of a cluster.
 type clusterNode struct {
 	s    *Server
 	opts ClusterOptions
+	ring *clusterseal.Keyring
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	log  func(msg string, args ...any)
@@ -179,19 +191,16 @@ type clusterMetrics struct {
 	callTime  *metrics.HistogramSeries
 	dropped   *metrics.Counter
 	ended     *metrics.Counter
+	rejected  *metrics.Counter
 
 	httpForwarded *metrics.CounterSeries
 }
 
-// userKey is the user's part of subjects and keys: user ids are any
-// string, subjects and keys are not.
-func userKey(user string) string {
-	h := sha256.Sum256([]byte(user))
-	return hex.EncodeToString(h[:12])
-}
-
-func presenceKey(node, user, extID string) string {
-	return node + "." + userKey(user) + "." + extID
+// presenceKey is an extension's key in the presence bucket. The user's
+// part is its keyed hash: user ids are any string, subjects and keys are
+// not, and names must not show on the bus.
+func (c *clusterNode) presenceKey(node, user, extID string) string {
+	return node + "." + c.ring.UserKey(user) + "." + extID
 }
 
 // startCluster joins the cluster: buckets, the node's subscription, the
@@ -203,7 +212,7 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 		return nil, fmt.Errorf("proxy: cluster: JetStream: %w", err)
 	}
 	c := &clusterNode{
-		s: s, opts: opts, nc: opts.Conn, js: js,
+		s: s, opts: opts, ring: opts.Keyring, nc: opts.Conn, js: js,
 		log:     func(msg string, args ...any) { s.log.Info(msg, append(args, "node", opts.Node)...) },
 		inbox:   opts.Prefix + ".n." + opts.Node + ".",
 		wake:    make(chan struct{}, 1),
@@ -225,6 +234,8 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 	c.m.dropped = r.NewCounter("browserbridge_proxy_cluster_dropped_total", "Cluster messages dropped, by reason.", "reason")
 	c.m.httpForwarded = r.NewCounter("browserbridge_proxy_cluster_http_forwarded_total", "Streamable HTTP requests passed to the node that holds their session.").With()
 	c.m.ended = r.NewCounter("browserbridge_proxy_cluster_links_ended_total", "Cross-node connections ended by the cluster (a node or NATS went away), by reason.", "reason")
+	c.m.rejected = r.NewCounter("browserbridge_proxy_cluster_rejected_total", "Cluster messages and bucket values that did not open with the deployment's secret (forged, moved, replayed, stale, another deployment's), by what and why.", "what", "reason")
+	c.watchRejections()
 	r.NewGaugeFunc("browserbridge_proxy_cluster_peers", "Other nodes of the cluster alive now.", func() float64 { return float64(len(c.alivePeers())) })
 	r.NewGaugeFunc("browserbridge_proxy_cluster_links", "Cross-node connections: this node's clients to other nodes' extensions (side client), other nodes' clients of this node's extensions (side extension).", func() float64 {
 		c.mu.Lock()
@@ -387,7 +398,7 @@ func (c *clusterNode) stop() {
 // extensionUp and extensionDown record this node's extensions in the
 // presence bucket (by the writer, never blocking the caller).
 func (c *clusterNode) extensionUp(e *extension) {
-	k := presenceKey(c.opts.Node, e.user.id, e.id)
+	k := c.presenceKey(c.opts.Node, e.user.id, e.id)
 	c.mu.Lock()
 	c.own[k] = presenceEntry{User: e.user.id, ID: e.id, Name: e.name, Kind: e.kind, Server: e.server, Node: c.opts.Node, Since: e.since}
 	c.dirty[k] = struct{}{}
@@ -396,7 +407,7 @@ func (c *clusterNode) extensionUp(e *extension) {
 }
 
 func (c *clusterNode) extensionDown(e *extension) {
-	k := presenceKey(c.opts.Node, e.user.id, e.id)
+	k := c.presenceKey(c.opts.Node, e.user.id, e.id)
 	c.mu.Lock()
 	delete(c.own, k)
 	c.dirty[k] = struct{}{}
@@ -410,7 +421,7 @@ func (c *clusterNode) extensionDown(e *extension) {
 // releaseClaim gives up one hold of this node on the user's id claim; the
 // writer deletes the claim when none is left.
 func (c *clusterNode) releaseClaim(user, id string) {
-	ck := claimKey(user, id)
+	ck := c.claimKey(user, id)
 	c.mu.Lock()
 	if n := c.claims[ck]; n > 1 {
 		c.claims[ck] = n - 1
@@ -435,25 +446,33 @@ const claimPrefix = "id."
 // when NATS is away.
 const claimTimeout = 10 * time.Second
 
-func claimKey(user, id string) string { return claimPrefix + userKey(user) + "." + id }
+// claimKey is the key of the user's claim on an id. During a rotation
+// (docs/proxy-cluster.md) nodes sealing with different secrets hash the
+// user differently and so claim under different keys: two browsers of one
+// name that connect to two such nodes in that moment may share the id
+// until one reconnects, as when NATS is away.
+func (c *clusterNode) claimKey(user, id string) string {
+	return claimPrefix + c.ring.UserKey(user) + "." + id
+}
 
 // claimID returns stable if this node could claim it (or NATS did not
 // answer: then it is the best guess), else a random id.
 func (c *clusterNode) claimID(user, stable string) string {
-	k := claimKey(user, stable)
+	k := c.claimKey(user, stable)
 	c.mu.Lock()
-	kv := c.kvP
+	kv, kvN := c.kvP, c.kvN
 	if c.claims[k] > 0 { // held here already: a second of the name on this node
 		c.mu.Unlock()
 		return stable // the node's own check gives it another
 	}
 	c.mu.Unlock()
+	mine := c.sealValue(kv, k, []byte(c.opts.Node))
 	// NATS that is away fails at once (no reconnect buffer); the timeout is
 	// for NATS that is slow (a busy machine), which must still decide.
 	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
 	defer cancel()
 	won := false
-	_, err := kv.Create(ctx, k, []byte(c.opts.Node))
+	_, err := kv.Create(ctx, k, mine)
 	switch {
 	case err == nil:
 		won = true
@@ -462,22 +481,29 @@ func (c *clusterNode) claimID(user, stable string) string {
 		if gerr != nil {
 			won = errors.Is(gerr, jetstream.ErrKeyNotFound) // released a moment ago
 			if won {
-				_, err = kv.Create(ctx, k, []byte(c.opts.Node))
+				_, err = kv.Create(ctx, k, mine)
 				won = err == nil
 			}
 			break
 		}
-		holder := string(entry.Value())
+		// A claim that does not open (forged, or written back) holds
+		// nothing: it is taken over as a gone node's is.
+		holder, ok := c.openValue("claim", entry)
 		// Gone only if its heartbeat is gone from the bucket (whose TTL
 		// is the presence TTL): this node may not have seen a node
 		// that started a moment ago beat yet.
-		c.mu.Lock()
-		kvN := c.kvN
-		c.mu.Unlock()
-		_, herr := kvN.Get(ctx, holder)
-		gone := holder != c.opts.Node && errors.Is(herr, jetstream.ErrKeyNotFound)
-		if holder == c.opts.Node || gone {
-			_, err = kv.Update(ctx, k, []byte(c.opts.Node), entry.Revision())
+		gone := !ok
+		if ok && string(holder) != c.opts.Node {
+			hb, herr := kvN.Get(ctx, string(holder))
+			if herr == nil {
+				_, alive := c.openValue("heartbeat", hb)
+				gone = !alive
+			} else {
+				gone = errors.Is(herr, jetstream.ErrKeyNotFound)
+			}
+		}
+		if string(holder) == c.opts.Node || gone {
+			_, err = kv.Update(ctx, k, mine, entry.Revision())
 			won = err == nil
 		}
 	default:
@@ -528,6 +554,11 @@ func (c *clusterNode) writeLoop() {
 		}
 		clear(c.dirty)
 		c.mu.Unlock()
+		for k, b := range batch {
+			if b != nil {
+				batch[k] = c.sealValue(kv, k, b)
+			}
+		}
 		failed := false
 		for k, b := range batch {
 			ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
@@ -682,7 +713,7 @@ func (c *clusterNode) heartbeat(ctx context.Context) error {
 	kv := c.kvN
 	c.mu.Unlock()
 	b, _ := json.Marshal(nodeInfo{Node: c.opts.Node, Started: c.s.started, Extensions: c.s.nExt.Load(), MCPClients: c.s.nMCP.Load(), URL: c.opts.AdvertiseURL, Links: c.links.Load().(string)})
-	_, err := kv.Put(ctx, c.opts.Node, b)
+	_, err := kv.Put(ctx, c.opts.Node, c.sealValue(kv, c.opts.Node, b))
 	if err != nil && (c.ctx == nil || c.ctx.Err() == nil) {
 		c.s.log.Debug("proxy cluster: heartbeat", "node", c.opts.Node, "err", err)
 	}
@@ -712,6 +743,15 @@ func (c *clusterNode) presenceUpdate(u jetstream.KeyValueEntry) {
 	if strings.HasPrefix(key, claimPrefix) {
 		return // an id claim (claimID), not an extension
 	}
+	var e presenceEntry
+	opened := false
+	if u.Operation() == jetstream.KeyValuePut {
+		v, ok := c.openValue("presence", u)
+		// An entry that does not open is nobody's: it is left out of
+		// the mirror as a deleted one is (and one of this node's keys
+		// is written again below).
+		opened = ok && json.Unmarshal(v, &e) == nil && e.User != "" && e.ID != ""
+	}
 	c.mu.Lock()
 	old, had := c.mirror[key]
 	if had {
@@ -723,9 +763,8 @@ func (c *clusterNode) presenceUpdate(u jetstream.KeyValueEntry) {
 		}
 		delete(c.mirror, key)
 	}
-	var e presenceEntry
 	arrived := false
-	if u.Operation() == jetstream.KeyValuePut && json.Unmarshal(u.Value(), &e) == nil && e.User != "" && e.ID != "" {
+	if opened {
 		c.mirror[key] = e
 		set := c.byUser[e.User]
 		if set == nil {
@@ -754,7 +793,10 @@ func (c *clusterNode) presenceUpdate(u jetstream.KeyValueEntry) {
 func (c *clusterNode) nodeUpdate(u jetstream.KeyValueEntry) {
 	name := u.Key()
 	if name == c.opts.Node {
-		if u.Operation() == jetstream.KeyValuePut {
+		if u.Operation() != jetstream.KeyValuePut {
+			return
+		}
+		if _, ok := c.openValue("heartbeat", u); ok {
 			c.mu.Lock()
 			c.selfSeq++
 			c.selfSeen = time.Now()
@@ -762,14 +804,23 @@ func (c *clusterNode) nodeUpdate(u jetstream.KeyValueEntry) {
 		}
 		return
 	}
+	var info nodeInfo
+	put := u.Operation() == jetstream.KeyValuePut
+	if put {
+		// A heartbeat that does not open (or names another node) says
+		// nothing of the node, not even that it stopped: ignored.
+		v, ok := c.openValue("heartbeat", u)
+		if !ok || json.Unmarshal(v, &info) != nil || info.Node != name {
+			return
+		}
+	}
 	c.mu.Lock()
 	p := c.peers[name]
 	if p == nil {
 		p = &peerState{}
 		c.peers[name] = p
 	}
-	var info nodeInfo
-	if u.Operation() == jetstream.KeyValuePut && json.Unmarshal(u.Value(), &info) == nil {
+	if put {
 		wasGone := p.gone
 		reset := p.info.Links != "" && info.Links != p.info.Links
 		p.info, p.lastSeen, p.selfSeq, p.gone = info, time.Now(), c.selfSeq, false

@@ -107,7 +107,7 @@ func clusterBenchNode(tb testing.TB, url, node string) *testProxy {
 		tb.Fatal(err)
 	}
 	tp := newTestProxy(tb, Options{ConnRate: -1, UserRate: -1, MaxMCPPerUser: -1, MaxExtensionsPerUser: -1,
-		Cluster: &ClusterOptions{Conn: nc, Node: node}})
+		Cluster: &ClusterOptions{Keyring: testRing(), Conn: nc, Node: node}})
 	tb.Cleanup(nc.Close) // after the proxy's shutdown (cleanups run last-first)
 	return tp
 }
@@ -522,7 +522,7 @@ func serveClusterNode() int {
 			return 1
 		}
 		defer nc.Close()
-		opts.Cluster = &ClusterOptions{Conn: nc, Node: node}
+		opts.Cluster = &ClusterOptions{Keyring: testRing(), Conn: nc, Node: node}
 	}
 	srv, err := New(opts)
 	if err != nil {

@@ -73,7 +73,7 @@ func clusterHTTPNodes(tb testing.TB, n int) (lb *httptest.Server, nodes []*testP
 		srv, err := New(Options{Keys: keys,
 			HTTP: &HTTPOptions{PublicURL: lb.URL, KV: kv, Identity: authserver.IdentityConfig{Password: testPassword},
 				Users: map[string]string{"password:owner": "alice"}},
-			Cluster: &ClusterOptions{Conn: nc, Node: "node" + string(rune('a'+i)), PresenceTTL: 2 * time.Second, AdvertiseURL: self}})
+			Cluster: &ClusterOptions{Keyring: testRing(), Conn: nc, Node: "node" + string(rune('a'+i)), PresenceTTL: 2 * time.Second, AdvertiseURL: self}})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -26,12 +26,8 @@ import (
 // client back to its node, PREFIX.n.NODE.u.USERKEY.attach the requests
 // that make a connection. Each node subscribes to PREFIX.n.NODE.> alone.
 
-// NATS headers of the cluster's control messages.
+// Control messages (sealed with the message: cluster_seal.go).
 const (
-	hdrOp     = "Bb-Op"
-	hdrReason = "Bb-Reason"
-	hdrStrike = "Bb-Strike"
-
 	opDetach   = "detach"   // client's node → extension's node: the client left the connection
 	opDetached = "detached" // extension's node → client's node: the extension side ended it
 
@@ -137,23 +133,11 @@ func (c *clusterNode) publish(subject string, data []byte, op, reason string, st
 	if c.down.Load() {
 		return nats.ErrConnectionReconnecting
 	}
-	if op == "" && !strike {
-		return c.nc.Publish(subject, data)
-	}
-	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-	if op != "" {
-		m.Header.Set(hdrOp, op)
-	}
-	if reason != "" {
-		m.Header.Set(hdrReason, reason)
-	}
-	if strike {
-		m.Header.Set(hdrStrike, "1")
-	}
-	return c.nc.PublishMsg(m)
+	return c.nc.Publish(subject, c.sealMessage(subject, data, op, reason, strike))
 }
 
 // receive is the node's one NATS reader. It never blocks: a message is
+// opened (cluster_seal.go: what does not open is dropped and counted),
 // checked against the link it names (its user must be the link's) and
 // queued on that link's mailbox.
 func (c *clusterNode) receive(msg *nats.Msg) {
@@ -169,13 +153,21 @@ func (c *clusterNode) receive(msg *nats.Msg) {
 	if len(parts) == 4 {
 		conn = parts[3]
 	}
+	if kind != "attach" && kind != "x" && kind != "c" {
+		c.m.dropped.With("bad_subject").Inc()
+		return
+	}
+	it, err := c.openMessage("message", msg.Subject, msg.Data)
+	if err != nil {
+		return
+	}
 	switch kind {
 	case "attach":
-		go c.serveAttach(uk, msg)
+		go c.serveAttach(uk, msg, it.data)
 	case "x":
-		c.toExtension(uk, conn, msg)
+		c.toExtension(uk, conn, it)
 	case "c":
-		c.toClient(uk, conn, msg)
+		c.toClient(uk, conn, it)
 	default:
 		c.m.dropped.With("bad_subject").Inc()
 	}
@@ -226,13 +218,14 @@ var _ mcpConn = (*shadowLink)(nil)
 
 // serveAttach connects another node's client to one of this node's
 // extensions: a shadow client, joined by an ordinary connection.
-func (c *clusterNode) serveAttach(uk string, msg *nats.Msg) {
+func (c *clusterNode) serveAttach(uk string, msg *nats.Msg, data []byte) {
 	var req attachRequest
-	fail := func(e *relaywire.Error) {
-		b, _ := json.Marshal(attachReply{Error: e})
-		_ = msg.Respond(b)
+	respond := func(r attachReply) error {
+		b, _ := json.Marshal(r)
+		return msg.Respond(c.ring.SealMessage(msg.Reply, b))
 	}
-	if json.Unmarshal(msg.Data, &req) != nil || req.User == "" || userKey(req.User) != uk ||
+	fail := func(e *relaywire.Error) { _ = respond(attachReply{Error: e}) }
+	if msg.Reply == "" || json.Unmarshal(data, &req) != nil || req.User == "" || !c.ring.IsUserKey(uk, req.User) ||
 		!strings.HasPrefix(req.Conn, relaywire.PrefixConnection) || strings.ContainsAny(req.Conn, ".*> ") || !validNodeName.MatchString(req.Node) {
 		c.m.dropped.With("bad_attach").Inc()
 		fail(relaywire.Errorf(relaywire.CodeInvalidRequest, "invalid cluster attach request"))
@@ -278,8 +271,7 @@ func (c *clusterNode) serveAttach(uk string, msg *nats.Msg) {
 	e.conns[cn.id] = cn
 	peers := len(e.conns)
 	e.mu.Unlock()
-	b, _ := json.Marshal(attachReply{Name: e.name, Peers: peers})
-	if err := msg.Respond(b); err != nil {
+	if err := respond(attachReply{Name: e.name, Peers: peers}); err != nil {
 		// The client's node will not know of the connection.
 		c.dropShadow(sh)
 		return
@@ -288,7 +280,7 @@ func (c *clusterNode) serveAttach(uk string, msg *nats.Msg) {
 }
 
 // toExtension queues a client's message for its shadow.
-func (c *clusterNode) toExtension(uk, connID string, msg *nats.Msg) {
+func (c *clusterNode) toExtension(uk, connID string, it boxItem) {
 	c.mu.Lock()
 	sh := c.shadows[connID]
 	c.mu.Unlock()
@@ -300,7 +292,7 @@ func (c *clusterNode) toExtension(uk, connID string, msg *nats.Msg) {
 		c.m.dropped.With("user_mismatch").Inc()
 		return
 	}
-	it := boxItem{data: msg.Data, op: msg.Header.Get(hdrOp), reason: msg.Header.Get(hdrReason)}
+	it.strike = false // only the extension's node strikes a client
 	if !sh.link.box.put(it, nil, func(it boxItem) { c.runShadow(sh, it) }) {
 		// The extension is not keeping up with this client: its calls
 		// are refused until the mailbox drains.
@@ -381,7 +373,7 @@ func (c *clusterNode) attachRemote(mc *mcpClient, p presenceEntry) (attachment, 
 	if c.down.Load() {
 		return attachment{}, relaywire.Errorf(relaywire.CodeServerError, "the extension is on another proxy node and the cluster's message bus (NATS) is unreachable now; try again"), "cluster_down"
 	}
-	uk := userKey(mc.user.id)
+	uk := c.ring.UserKey(mc.user.id)
 	rc := &remoteConn{c: c, mc: mc, id: newID(relaywire.PrefixConnection), node: p.Node, uk: uk,
 		extID: p.ID, ready: make(chan struct{}), inflight: make(map[string]time.Time)}
 	rc.toExt = c.subject(p.Node, uk, "x", rc.id)
@@ -403,9 +395,13 @@ func (c *clusterNode) attachRemote(mc *mcpClient, p presenceEntry) (attachment, 
 
 	body, _ := json.Marshal(attachRequest{User: mc.user.id, Ext: p.ID, Conn: rc.id, Client: mc.id, Node: c.opts.Node})
 	var reply attachReply
-	msg, err := c.nc.Request(c.subject(p.Node, uk, "attach", ""), body, attachTimeout)
+	attachSubject := c.subject(p.Node, uk, "attach", "")
+	msg, err := c.nc.Request(attachSubject, c.sealMessage(attachSubject, body, "", "", false), attachTimeout)
 	if err == nil {
-		err = json.Unmarshal(msg.Data, &reply)
+		var plain []byte
+		if plain, err = c.ring.OpenMessage("attach_reply", msg.Subject, msg.Data); err == nil {
+			err = json.Unmarshal(plain, &reply)
+		}
 	}
 	undo := func() {
 		rc.mu.Lock()
@@ -527,7 +523,7 @@ func (rc *remoteConn) take(key string) (time.Time, bool) {
 // reply is delivered only if its call is still tracked here: a call this
 // node already answered (its node went away a moment ago) is not answered
 // twice.
-func (c *clusterNode) toClient(uk, connID string, msg *nats.Msg) {
+func (c *clusterNode) toClient(uk, connID string, it boxItem) {
 	c.mu.Lock()
 	rc := c.remote[connID]
 	c.mu.Unlock()
@@ -539,7 +535,6 @@ func (c *clusterNode) toClient(uk, connID string, msg *nats.Msg) {
 		c.m.dropped.With("user_mismatch").Inc()
 		return
 	}
-	it := boxItem{data: msg.Data, op: msg.Header.Get(hdrOp), reason: msg.Header.Get(hdrReason), strike: msg.Header.Get(hdrStrike) != ""}
 	if it.op == "" {
 		var m relaywire.Message
 		kind, perr := m.Decode(it.data)

@@ -38,7 +38,7 @@ func clusterNodeProxy(tb testing.TB, url, node string) *testProxy {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(nc.Close) // registered first, so it runs after the proxy's shutdown (cleanups run last-first)
-	return newTestProxy(tb, Options{Cluster: &ClusterOptions{Conn: nc, Node: node, PresenceTTL: 2 * time.Second}})
+	return newTestProxy(tb, Options{Cluster: &ClusterOptions{Keyring: testRing(), Conn: nc, Node: node, PresenceTTL: 2 * time.Second}})
 }
 
 func TestClusterSmoke(t *testing.T) {

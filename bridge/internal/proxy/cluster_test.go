@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"io"
 	"log"
 	"net/http"
@@ -58,7 +59,7 @@ func natsConn(tb testing.TB, url string) *nats.Conn {
 // joinCluster starts a proxy node named node on the NATS at url.
 func joinCluster(tb testing.TB, url, node string, opts Options, ttl time.Duration) *testProxy {
 	tb.Helper()
-	opts.Cluster = &ClusterOptions{Conn: natsConn(tb, url), Node: node, PresenceTTL: ttl}
+	opts.Cluster = &ClusterOptions{Keyring: testRing(), Conn: natsConn(tb, url), Node: node, PresenceTTL: ttl}
 	return newTestProxy(tb, opts)
 }
 
@@ -1039,13 +1040,14 @@ func TestClusterRefusals(t *testing.T) {
 		want string
 	}{
 		{"no connection", ClusterOptions{Node: "a"}, "ClusterOptions.Conn is required"},
-		{"no node name", ClusterOptions{Conn: nc}, `cluster node name "" must be 1 to 64 letters, digits, '-' or '_'`},
-		{"a dot in the node name", ClusterOptions{Conn: nc, Node: "a.b"}, `cluster node name "a.b" must be`},
-		{"a wildcard", ClusterOptions{Conn: nc, Node: "a>"}, `cluster node name "a>" must be`},
-		{"a space", ClusterOptions{Conn: nc, Node: "node a"}, `cluster node name "node a" must be`},
-		{"not ASCII", ClusterOptions{Conn: nc, Node: "nœud"}, `must be 1 to 64 letters`},
-		{"too long", ClusterOptions{Conn: nc, Node: strings.Repeat("n", 65)}, `must be 1 to 64 letters`},
-		{"a bad prefix", ClusterOptions{Conn: nc, Node: "a", Prefix: "bb.test"}, `cluster prefix "bb.test" must be`},
+		{"no keyring", ClusterOptions{Conn: nc, Node: "a"}, "ClusterOptions.Keyring is required"},
+		{"no node name", ClusterOptions{Keyring: testRing(), Conn: nc}, `cluster node name "" must be 1 to 64 letters, digits, '-' or '_'`},
+		{"a dot in the node name", ClusterOptions{Keyring: testRing(), Conn: nc, Node: "a.b"}, `cluster node name "a.b" must be`},
+		{"a wildcard", ClusterOptions{Keyring: testRing(), Conn: nc, Node: "a>"}, `cluster node name "a>" must be`},
+		{"a space", ClusterOptions{Keyring: testRing(), Conn: nc, Node: "node a"}, `cluster node name "node a" must be`},
+		{"not ASCII", ClusterOptions{Keyring: testRing(), Conn: nc, Node: "nœud"}, `must be 1 to 64 letters`},
+		{"too long", ClusterOptions{Keyring: testRing(), Conn: nc, Node: strings.Repeat("n", 65)}, `must be 1 to 64 letters`},
+		{"a bad prefix", ClusterOptions{Keyring: testRing(), Conn: nc, Node: "a", Prefix: "bb.test"}, `cluster prefix "bb.test" must be`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := tc.opts
@@ -1068,7 +1070,7 @@ func TestClusterRefusals(t *testing.T) {
 			t.Fatal("nats not ready")
 		}
 		t.Cleanup(ns.Shutdown)
-		_, err = New(Options{Cluster: &ClusterOptions{Conn: natsConn(t, ns.ClientURL()), Node: "a"}, Keys: testKeys(t)})
+		_, err = New(Options{Cluster: &ClusterOptions{Keyring: testRing(), Conn: natsConn(t, ns.ClientURL()), Node: "a"}, Keys: testKeys(t)})
 		if err == nil || !strings.Contains(err.Error(), "JetStream") {
 			t.Fatalf("New on a NATS without JetStream: %v; want an error naming JetStream", err)
 		}
@@ -1134,13 +1136,13 @@ func httpCluster(t *testing.T) (a, b *testProxy, lb *balancer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := jetstreamkv.New(js, "bbtest", 1, nil)
+	kv, err := jetstreamkv.New(js, testRing(), "bbtest", 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lb = newBalancer(t)
 	node := func(name string) *testProxy {
-		opts := Options{Cluster: &ClusterOptions{Conn: natsConn(t, url), Node: name, PresenceTTL: testTTL}}
+		opts := Options{Cluster: &ClusterOptions{Keyring: testRing(), Conn: natsConn(t, url), Node: name, PresenceTTL: testTTL}}
 		return newHTTPTestProxy(t, opts, func(o *HTTPOptions) {
 			o.PublicURL = lb.public()
 			o.KV = kv
@@ -1507,17 +1509,20 @@ func TestClusterSubjectsCheckTheUser(t *testing.T) {
 	waitListed(t, c, browserInfo(ext.id, "Chrome"))
 	conn := connectTo(t, c, ext.id)
 	bus := natsConn(t, url)
+	// Sealed with the deployment's secret, as a node's would be: this is
+	// the check behind the seal (TestClusterAttacker* try without it).
+	ring := testRing()
 	publish := func(subject string, frame string) {
 		t.Helper()
-		if err := bus.Publish(subject, []byte(frame)); err != nil {
+		if err := bus.Publish(subject, sealedFrame(ring, subject, frame)); err != nil {
 			t.Fatal(err)
 		}
 		if err := bus.Flush(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	toExt := func(user string) string { return "browserbridge.n.a.u." + userKey(user) + ".x." + conn }
-	toClient := func(user string) string { return "browserbridge.n.b.u." + userKey(user) + ".c." + conn }
+	toExt := func(user string) string { return "browserbridge.n.a.u." + ring.UserKey(user) + ".x." + conn }
+	toClient := func(user string) string { return "browserbridge.n.b.u." + ring.UserKey(user) + ".c." + conn }
 
 	held := c.start(1, "hold", nil)
 	nextSeen(t, ext)
@@ -1552,4 +1557,20 @@ func TestClusterSubjectsCheckTheUser(t *testing.T) {
 	if r := c.wait(held); string(r.Result) != `{"real":true}` {
 		t.Fatalf("held call: %s %s", r.Result, r.Error)
 	}
+}
+
+// testRing is a keyring of the test deployment's secret (the one its
+// tokens are signed with): every node of a test cluster derives its own.
+func testRing() *clusterseal.Keyring {
+	ring, err := clusterseal.New([][]byte{[]byte(testSecret)})
+	if err != nil {
+		panic(err)
+	}
+	return ring
+}
+
+// sealedFrame seals a JSON-RPC frame for subject as a node does (a plain
+// message: no control op, no strike, no reason).
+func sealedFrame(ring *clusterseal.Keyring, subject, frame string) []byte {
+	return ring.SealMessage(subject, append([]byte{msgOpNone, 0, 0}, frame...))
 }

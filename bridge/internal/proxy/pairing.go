@@ -16,6 +16,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,8 +32,8 @@ import (
 //
 // On a cluster (Options.Cluster) the relay link and the sign-in page may be
 // on different nodes, so the codes live in a JetStream KV bucket,
-// prefix+"_pairing" (pairingShared, below), under an HMAC key the nodes
-// share, and a code is used up by compare-and-swap, so it works once
+// prefix+"_pairing" (pairingShared, below), sealed and under an HMAC key
+// derived from the deployment's secret, and a code is used up by compare-and-swap, so it works once
 // across all nodes. The limits stay each node's own: the per-user cap of
 // unused codes and the per-user issue rate (a user's bridge talks to one
 // node at a time), the per-address and the global attempt limits. With N
@@ -502,24 +503,23 @@ const pairingStoreTimeout = 5 * time.Second
 
 // pairingShared keeps the codes of a cluster in a JetStream KV bucket,
 // prefix+"_pairing": under the hex HMAC of each code, its user, expiry and
-// used flag (pairingRecord); under pairingKeyName, the HMAC key, made by
-// whichever node comes first (Create; the others read it). Entries carry a
-// server-side TTL of two lifetimes, so the bucket empties itself; the
-// expiry in the record, on the proxy's clock, is what decides.
+// used flag (pairingRecord), sealed with the cluster's keyring (bound to
+// its key: docs/proxy-cluster.md, "Trust"). The HMAC key is derived from
+// the deployment's secret (Keyring.PairingKeys): codes are stored under
+// the sealing secret's and looked up under each, so a code issued before a
+// rotation still works. Entries carry a server-side TTL of two lifetimes,
+// so the bucket empties itself; the expiry in the record, on the proxy's
+// clock, is what decides.
 type pairingShared struct {
 	conn     *nats.Conn
+	ring     *clusterseal.Keyring
 	bucket   string
 	replicas int
 
-	mu  sync.Mutex // held while connecting to the bucket: one attempt at a time
-	kv  jetstream.KeyValue
-	js  jetstream.JetStream
-	key []byte
+	mu sync.Mutex // held while connecting to the bucket: one attempt at a time
+	kv jetstream.KeyValue
+	js jetstream.JetStream
 }
-
-// pairingKeyName is the key of the shared HMAC key; code keys are 64 hex
-// digits, never this.
-const pairingKeyName = "hmac_key"
 
 // pairingRecord is a code's entry in the store.
 type pairingRecord struct {
@@ -534,21 +534,21 @@ type pairingRecord struct {
 // newPairingShared takes the cluster's options with their defaults (New
 // set them).
 func newPairingShared(c *ClusterOptions) *pairingShared {
-	return &pairingShared{conn: c.Conn, bucket: c.Prefix + "_pairing", replicas: c.Replicas}
+	return &pairingShared{conn: c.Conn, ring: c.Keyring, bucket: c.Prefix + "_pairing", replicas: c.Replicas}
 }
 
-// open returns the bucket and the shared HMAC key, making them on first
-// use; a failure is retried at the next call.
-func (ps *pairingShared) open(ctx context.Context) (jetstream.KeyValue, []byte, error) {
+// open returns the bucket, making it on first use; a failure is retried at
+// the next call.
+func (ps *pairingShared) open(ctx context.Context) (jetstream.KeyValue, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.key != nil {
-		return ps.kv, ps.key, nil
+	if ps.kv != nil {
+		return ps.kv, nil
 	}
 	if ps.js == nil {
 		js, err := jetstream.New(ps.conn)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		ps.js = js
 	}
@@ -561,24 +561,10 @@ func (ps *pairingShared) open(ctx context.Context) (jetstream.KeyValue, []byte, 
 		LimitMarkerTTL: time.Minute, // needed for per-entry TTLs; markers go after a minute
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("pairing codes: the JetStream bucket %s: %w", ps.bucket, err)
+		return nil, fmt.Errorf("pairing codes: the JetStream bucket %s: %w", ps.bucket, err)
 	}
-	key := make([]byte, 32)
-	rand.Read(key)
-	if _, err := kv.Create(ctx, pairingKeyName, key); errors.Is(err, jetstream.ErrKeyExists) {
-		e, err := kv.Get(ctx, pairingKeyName)
-		if err != nil {
-			return nil, nil, fmt.Errorf("pairing codes: reading the shared key: %w", err)
-		}
-		key = e.Value()
-	} else if err != nil {
-		return nil, nil, fmt.Errorf("pairing codes: storing the shared key: %w", err)
-	}
-	if len(key) != 32 {
-		return nil, nil, fmt.Errorf("pairing codes: the shared key in %s is %d bytes, not 32", ps.bucket, len(key))
-	}
-	ps.kv, ps.key = kv, key
-	return kv, key, nil
+	ps.kv = kv
+	return kv, nil
 }
 
 func pairingHash(key []byte, canonical string) [32]byte {
@@ -589,20 +575,43 @@ func pairingHash(key []byte, canonical string) [32]byte {
 	return h
 }
 
+// sealRecord and openRecord seal a code's record under its key.
+func (ps *pairingShared) sealRecord(name string, rec pairingRecord) ([]byte, error) {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	return ps.ring.SealValue(ps.bucket+"/"+name, raw), nil
+}
+
+func (ps *pairingShared) openRecord(e jetstream.KeyValueEntry) (pairingRecord, error) {
+	var rec pairingRecord
+	raw, err := ps.ring.OpenValue("pairing", ps.bucket+"/"+e.Key(), e.Value(), e.Created())
+	if err != nil {
+		return rec, fmt.Errorf("pairing codes: a code's entry does not open with this deployment's secret: %w", err)
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, fmt.Errorf("pairing codes: a code's entry is corrupt: %w", err)
+	}
+	return rec, nil
+}
+
 // issue stores a new code for user, valid for ttl from now.
 func (ps *pairingShared) issue(ctx context.Context, user string, now time.Time, ttl time.Duration) (string, [32]byte, error) {
-	kv, key, err := ps.open(ctx)
+	kv, err := ps.open(ctx)
 	if err != nil {
 		return "", [32]byte{}, err
 	}
-	rec, err := json.Marshal(pairingRecord{User: user, Expires: now.Add(ttl), Forget: now.Add(2 * ttl)})
-	if err != nil {
-		return "", [32]byte{}, err
-	}
+	key := ps.ring.PairingKeys()[0]
 	for {
 		canonical := newPairingCode()
 		h := pairingHash(key, canonical)
-		_, err := kv.Create(ctx, hex.EncodeToString(h[:]), rec, jetstream.KeyTTL(pairingStoreTTL(2*ttl)))
+		name := hex.EncodeToString(h[:])
+		rec, err := ps.sealRecord(name, pairingRecord{User: user, Expires: now.Add(ttl), Forget: now.Add(2 * ttl)})
+		if err != nil {
+			return "", [32]byte{}, err
+		}
+		_, err = kv.Create(ctx, name, rec, jetstream.KeyTTL(pairingStoreTTL(2*ttl)))
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			continue // 2^-60; but a collision must never bind a code to two users
 		}
@@ -616,22 +625,36 @@ func (ps *pairingShared) issue(ctx context.Context, user string, now time.Time, 
 // redeem uses up the code: read, check, then mark it used at the revision
 // read, so that of two nodes redeeming it at once exactly one succeeds.
 func (ps *pairingShared) redeem(ctx context.Context, canonical string, now time.Time) (string, [32]byte, error) {
-	kv, key, err := ps.open(ctx)
+	kv, err := ps.open(ctx)
 	if err != nil {
 		return "", [32]byte{}, err
 	}
-	h := pairingHash(key, canonical)
-	name := hex.EncodeToString(h[:])
-	e, err := kv.Get(ctx, name)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	// Under each secret's key, the sealing one's first: a code issued by
+	// a node that sealed with another secret of the ring is found too.
+	var h [32]byte
+	var e jetstream.KeyValueEntry
+	for i, key := range ps.ring.PairingKeys() {
+		hk := pairingHash(key, canonical)
+		if i == 0 {
+			h = hk
+		}
+		got, err := kv.Get(ctx, hex.EncodeToString(hk[:]))
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return "", h, fmt.Errorf("pairing codes: reading a code: %w", err)
+		}
+		h, e = hk, got
+		break
+	}
+	if e == nil {
 		return "", h, ErrPairingUnknown
 	}
+	name := e.Key()
+	rec, err := ps.openRecord(e)
 	if err != nil {
-		return "", h, fmt.Errorf("pairing codes: reading a code: %w", err)
-	}
-	var rec pairingRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return "", h, fmt.Errorf("pairing codes: a code's entry is corrupt: %w", err)
+		return "", h, err
 	}
 	switch {
 	case !now.Before(rec.Forget):
@@ -642,7 +665,7 @@ func (ps *pairingShared) redeem(ctx context.Context, canonical string, now time.
 		return "", h, ErrPairingExpired
 	}
 	rec.Used = true
-	raw, err := json.Marshal(rec)
+	raw, err := ps.sealRecord(name, rec)
 	if err != nil {
 		return "", h, err
 	}
@@ -665,7 +688,7 @@ func (ps *pairingShared) redeem(ctx context.Context, canonical string, now time.
 // dropUnused deletes a replaced code, unless it was used meanwhile (a used
 // code keeps answering "used").
 func (ps *pairingShared) dropUnused(ctx context.Context, h [32]byte) error {
-	kv, _, err := ps.open(ctx)
+	kv, err := ps.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -677,8 +700,7 @@ func (ps *pairingShared) dropUnused(ctx context.Context, h [32]byte) error {
 	if err != nil {
 		return err
 	}
-	var rec pairingRecord
-	if json.Unmarshal(e.Value(), &rec) == nil && rec.Used {
+	if rec, err := ps.openRecord(e); err == nil && rec.Used {
 		return nil
 	}
 	err = kv.Purge(ctx, name, jetstream.LastRevision(e.Revision()), jetstream.PurgeTTL(time.Minute))

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +28,7 @@ func pairingNodes(t *testing.T, n int, opts PairingOptions) ([]*testProxy, *fake
 		if err != nil {
 			t.Fatal(err)
 		}
-		tp := newTestProxy(t, Options{Now: clock.Now, Cluster: &ClusterOptions{Conn: nc, Node: string(rune('a' + i))}})
+		tp := newTestProxy(t, Options{Now: clock.Now, Cluster: &ClusterOptions{Keyring: testRing(), Conn: nc, Node: string(rune('a' + i))}})
 		t.Cleanup(nc.Close) // after the proxy's shutdown
 		tp.srv.ConfigurePairing(opts)
 		nodes[i] = tp
@@ -138,39 +139,22 @@ func TestPairingAcrossNodes(t *testing.T) {
 	})
 }
 
-// TestPairingSharedKey: nodes that start at once agree on one HMAC key
-// (whoever creates it first; the others read it), and the store holds
-// codes only as HMACs of it.
+// TestPairingSharedKey: nodes of one deployment hash codes with one key,
+// derived from the secret they share, which is nowhere in the store; the
+// store holds codes only as HMACs, and their records (with the user)
+// sealed.
 func TestPairingSharedKey(t *testing.T) {
 	url := startNATS(t)
 	const n = 4
 	stores := make([]*pairingShared, n)
-	keys := make([][]byte, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
 	for i := range stores {
 		nc, err := nats.Connect(url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		stores[i] = newPairingShared(&ClusterOptions{Conn: nc, Prefix: "keytest"})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, keys[i], errs[i] = stores[i].open(context.Background())
-		}()
+		stores[i] = newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: nc, Prefix: "keytest"})
 	}
-	wg.Wait()
-	for i := range stores {
-		if errs[i] != nil {
-			t.Fatalf("node %d: %v", i, errs[i])
-		}
-		if string(keys[i]) != string(keys[0]) {
-			t.Fatalf("node %d has another HMAC key than node 0", i)
-		}
-	}
-
 	ctx := context.Background()
 	now := time.Now()
 	code, h, err := stores[0].issue(ctx, "bob", now, time.Minute)
@@ -200,6 +184,14 @@ func TestPairingSharedKey(t *testing.T) {
 		if norm := strings.ReplaceAll(code, "-", ""); strings.Contains(string(e.Value())+k, norm) {
 			t.Fatalf("the code is in the store under %s", k)
 		}
+		if strings.Contains(string(e.Value())+k, "bob") {
+			t.Fatalf("the user's name is readable in the store under %s", k)
+		}
+		for _, key := range stores[0].ring.PairingKeys() {
+			if strings.Contains(string(e.Value())+k, string(key)) || strings.Contains(k, fmt.Sprintf("%x", key)) {
+				t.Fatalf("the HMAC key is in the store under %s", k)
+			}
+		}
 	}
 	user, h2, err := stores[3].redeem(ctx, code, now)
 	if err != nil || user != "bob" || h2 != h {
@@ -215,7 +207,7 @@ func TestPairingStoreDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := newPairingShared(&ClusterOptions{Conn: nc})
+	ps := newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: nc})
 	nc.Close() // before first use: the bucket cannot be reached
 	srv := newTestProxy(t, Options{}).srv
 	srv.ConfigurePairing(PairingOptions{})
@@ -253,7 +245,7 @@ func TestPairingReplicated(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		stores[i] = newPairingShared(&ClusterOptions{Conn: nc, Prefix: "r3", Replicas: 3})
+		stores[i] = newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: nc, Prefix: "r3", Replicas: 3})
 	}
 	now := time.Now()
 	for round := range 5 {
@@ -286,7 +278,7 @@ func TestPairingReplicated(t *testing.T) {
 	}
 
 	// The swap's own refusal on replicas is recognised as one.
-	kv, _, err := stores[0].open(ctx)
+	kv, err := stores[0].open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

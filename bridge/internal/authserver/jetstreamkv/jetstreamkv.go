@@ -20,12 +20,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 )
 
 // store is the KV in JetStream key-value buckets. Each authserver bucket is
 // one JetStream bucket, prefix+"_oauth_"+bucket, made on first use
 // (CreateOrUpdateKeyValue, so every node may race to make it); revisions
 // are the stream's sequence numbers, which only grow.
+//
+// Sealing. Every value is sealed with the cluster's keyring (clusterseal),
+// bound to its bucket and key and to the time the NATS server stored it:
+// a NATS client without the deployment's secret reads nothing of the OAuth
+// state and can write nothing that opens (a made-up access token, a family
+// or a code moved to another key, an old entry written back). What does
+// not open reads as missing.
 //
 // Expiry. nats.go v1.55 has a per-key TTL on Create (KeyTTL) but none on
 // Update, which even drops the TTL a key had; and the server counts TTLs in
@@ -48,6 +56,7 @@ import (
 // expiry is the writer's clock, judged by the reader's.
 type store struct {
 	js       jetstream.JetStream
+	ring     *clusterseal.Keyring
 	prefix   string
 	replicas int
 	now      func() time.Time
@@ -82,17 +91,21 @@ var (
 
 // New returns a KV in js's key-value buckets named prefix+"_oauth_"+bucket
 // ([A-Za-z0-9_-] only), each with replicas copies (0: 1); now is its clock
-// (nil: time.Now), as authserver.NewMemoryKV's and OpenBoltKV's. js must be
+// (nil: time.Now), as authserver.NewMemoryKV's and OpenBoltKV's; ring seals
+// the values (required: the cluster's keyring). js must be
 // the default JetStream API of its connection (jetstream.New), not one of a
 // domain or another API prefix: updates are published to the keys' subjects
 // directly. Close leaves js and its connection open.
-func New(js jetstream.JetStream, prefix string, replicas int, now func() time.Time) (authserver.KV, error) {
-	return newStore(js, prefix, replicas, now)
+func New(js jetstream.JetStream, ring *clusterseal.Keyring, prefix string, replicas int, now func() time.Time) (authserver.KV, error) {
+	return newStore(js, ring, prefix, replicas, now)
 }
 
-func newStore(js jetstream.JetStream, prefix string, replicas int, now func() time.Time) (*store, error) {
+func newStore(js jetstream.JetStream, ring *clusterseal.Keyring, prefix string, replicas int, now func() time.Time) (*store, error) {
 	if js == nil {
 		return nil, errors.New("jetstreamkv: New needs a JetStream context")
+	}
+	if ring == nil {
+		return nil, errors.New("jetstreamkv: New needs the cluster's keyring: the OAuth state is sealed with the deployment's secret")
 	}
 	if !jsNameRe.MatchString(prefix) {
 		return nil, fmt.Errorf("jetstreamkv: the JetStream bucket prefix %q may hold only letters, digits, '_' and '-'", prefix)
@@ -106,7 +119,7 @@ func newStore(js jetstream.JetStream, prefix string, replicas int, now func() ti
 	if now == nil {
 		now = time.Now
 	}
-	return &store{js: js, prefix: prefix, replicas: replicas, now: now, buckets: map[string]jetstream.KeyValue{}}, nil
+	return &store{js: js, ring: ring, prefix: prefix, replicas: replicas, now: now, buckets: map[string]jetstream.KeyValue{}}, nil
 }
 
 // bucketName is the JetStream bucket of an authserver bucket.
@@ -159,27 +172,29 @@ func jsKey(key string) string {
 	return "=" + base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-// seal wraps value in the envelope with its expiry.
-func (k *store) seal(value []byte, ttl time.Duration) []byte {
+// seal wraps value in the envelope with its expiry and seals it for the
+// key (its JetStream bucket and key).
+func (k *store) seal(kv jetstream.KeyValue, key string, value []byte, ttl time.Duration) []byte {
 	out := make([]byte, kvEnvelopeLen+len(value))
 	out[0] = kvEnvelopeV1
 	if ttl > 0 {
 		binary.BigEndian.PutUint64(out[1:], uint64(k.now().Add(ttl).UnixNano()))
 	}
 	copy(out[kvEnvelopeLen:], value)
-	return out
+	return k.ring.SealValue(kv.Bucket()+"/"+key, out)
 }
 
-// open returns a stored value's own bytes (a copy), and false when it has
-// expired or is not an envelope of ours.
-func (k *store) open(v []byte) ([]byte, bool) {
-	if len(v) < kvEnvelopeLen || v[0] != kvEnvelopeV1 {
+// open returns a stored entry's own bytes, and false when it does not
+// open with the keyring, has expired or is not an envelope of ours.
+func (k *store) open(e jetstream.KeyValueEntry) ([]byte, bool) {
+	v, err := k.ring.OpenValue("oauth", e.Bucket()+"/"+e.Key(), e.Value(), e.Created())
+	if err != nil || len(v) < kvEnvelopeLen || v[0] != kvEnvelopeV1 {
 		return nil, false
 	}
 	if exp := int64(binary.BigEndian.Uint64(v[1:])); exp != 0 && k.now().UnixNano() >= exp {
 		return nil, false
 	}
-	return append([]byte(nil), v[kvEnvelopeLen:]...), true
+	return v[kvEnvelopeLen:], true
 }
 
 // serverTTL is the message TTL for an entry's ttl: whole seconds (the
@@ -212,7 +227,7 @@ func (k *store) get(ctx context.Context, kv jetstream.KeyValue, key string) ([]b
 	if err != nil {
 		return nil, 0, fmt.Errorf("jetstreamkv: reading %s from JetStream: %w", kv.Bucket(), err)
 	}
-	v, ok := k.open(e.Value())
+	v, ok := k.open(e)
 	if !ok {
 		return nil, e.Revision(), authserver.ErrNotFound
 	}
@@ -250,7 +265,8 @@ func (k *store) Create(ctx context.Context, bucket, key string, value []byte, tt
 	if err != nil {
 		return 0, err
 	}
-	jk, data := jsKey(key), k.seal(value, ttl)
+	jk := jsKey(key)
+	data := k.seal(kv, jk, value, ttl)
 	var opts []jetstream.KVCreateOpt
 	if st := serverTTL(ttl); st > 0 {
 		opts = append(opts, jetstream.KeyTTL(st))
@@ -300,7 +316,7 @@ func (k *store) Update(ctx context.Context, bucket, key string, value []byte, re
 	} else if cur != revision {
 		return 0, authserver.ErrConflict
 	}
-	rev, err := k.swap(ctx, kv, jk, k.seal(value, ttl), revision, ttl)
+	rev, err := k.swap(ctx, kv, jk, k.seal(kv, jk, value, ttl), revision, ttl)
 	if err == nil {
 		return rev, nil
 	}
@@ -359,7 +375,7 @@ func (k *store) Count(ctx context.Context, bucket string) (int, error) {
 				}
 				return n, nil
 			}
-			_, l := k.open(e.Value())
+			_, l := k.open(e)
 			live[e.Key()] = l && e.Operation() == jetstream.KeyValuePut
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +32,7 @@ const (
 // each case on its own NATS server.
 func TestContract(t *testing.T) {
 	kvtest.Contract(t, func(t *testing.T, now func() time.Time) authserver.KV {
-		kv, err := newStore(natstest.JetStream(t, natstest.Start(t)), "test", 1, now)
+		kv, err := newStore(natstest.JetStream(t, natstest.Start(t)), testRing(t), "test", 1, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,11 +46,11 @@ func TestShared(t *testing.T) {
 	ctx := context.Background()
 	url := natstest.Start(t)
 	clock := kvtest.NewClock()
-	a, err := newStore(natstest.JetStream(t, url), "shared", 1, clock.Now)
+	a, err := newStore(natstest.JetStream(t, url), testRing(t), "shared", 1, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newStore(natstest.JetStream(t, url), "shared", 1, clock.Now)
+	b, err := newStore(natstest.JetStream(t, url), testRing(t), "shared", 1, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestShared(t *testing.T) {
 	}
 
 	// Another prefix is another deployment: it sees none of it.
-	c, err := newStore(natstest.JetStream(t, url), "elsewhere", 1, clock.Now)
+	c, err := newStore(natstest.JetStream(t, url), testRing(t), "elsewhere", 1, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestReplicated(t *testing.T) {
 	})
 	var kvs []authserver.KV
 	for _, s := range servers {
-		kv, err := newStore(natstest.JetStream(t, s.ClientURL()), "r3", 3, nil)
+		kv, err := newStore(natstest.JetStream(t, s.ClientURL()), testRing(t), "r3", 3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +186,7 @@ func TestReplicated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.swap(ctx, b, "k", k.seal([]byte("x"), time.Minute), rev, time.Minute); !isWrongLastSeq(err) {
+	if _, err := k.swap(ctx, b, "k", k.seal(b, "k", []byte("x"), time.Minute), rev, time.Minute); !isWrongLastSeq(err) {
 		t.Fatalf("a swap at a stale revision on three replicas: %v, want a wrong-last-sequence refusal", err)
 	}
 }
@@ -195,7 +196,7 @@ func TestReplicated(t *testing.T) {
 // others and from plain keys.
 func TestKeys(t *testing.T) {
 	ctx := context.Background()
-	kv, err := newStore(natstest.JetStream(t, natstest.Start(t)), "keys", 1, nil)
+	kv, err := newStore(natstest.JetStream(t, natstest.Start(t)), testRing(t), "keys", 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func TestKeys(t *testing.T) {
 func TestServerTTL(t *testing.T) {
 	ctx := context.Background()
 	js := natstest.JetStream(t, natstest.Start(t))
-	kv, err := newStore(js, "ttl", 1, nil)
+	kv, err := newStore(js, testRing(t), "ttl", 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,12 +309,17 @@ func TestRefusals(t *testing.T) {
 		want   string
 	}{
 		{"no JetStream", nil, "p", "needs a JetStream context"},
+		{"no keyring", js, "p", "needs the cluster's keyring"},
 		{"empty prefix", js, "", "may hold only letters"},
 		{"dotted prefix", js, "a.b", "may hold only letters"},
 		{"wildcard prefix", js, "a*", "may hold only letters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := New(tc.js, tc.prefix, 1, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			ring := testRing(t)
+			if tc.name == "no keyring" {
+				ring = nil
+			}
+			if _, err := New(tc.js, ring, tc.prefix, 1, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want one saying %q", err, tc.want)
 			}
 		})
@@ -328,12 +334,12 @@ func TestRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := New(jsd, "p", 1, nil); err == nil || !strings.Contains(err.Error(), "default JetStream API") {
+		if _, err := New(jsd, testRing(t), "p", 1, nil); err == nil || !strings.Contains(err.Error(), "default JetStream API") {
 			t.Fatalf("err %v", err)
 		}
 	})
 	t.Run("bad bucket", func(t *testing.T) {
-		kv, err := New(js, "p", 1, nil)
+		kv, err := New(js, testRing(t), "p", 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +348,7 @@ func TestRefusals(t *testing.T) {
 		}
 	})
 	t.Run("context ended", func(t *testing.T) {
-		kv, err := New(js, "ctx", 1, nil)
+		kv, err := New(js, testRing(t), "ctx", 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,4 +371,15 @@ func TestRefusals(t *testing.T) {
 			}
 		}
 	})
+}
+
+// testRing is a keyring of one test secret: each store of a test gets its
+// own, as each node of a deployment derives its own from the shared secret.
+func testRing(t testing.TB) *clusterseal.Keyring {
+	t.Helper()
+	ring, err := clusterseal.New([][]byte{[]byte("a test deployment's secret, 32 bytes or more")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring
 }

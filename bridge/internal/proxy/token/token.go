@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -83,6 +84,8 @@ type Keys struct {
 	pub    ed25519.PublicKey  // EdDSA
 	// Leeway is the clock skew tolerated for exp and iat. Zero means none.
 	Leeway time.Duration
+	// older are the keys a rotation keeps verifying (the file's others).
+	older []*Keys
 }
 
 // NewHS256 returns keys for HS256 with the secret, which must be at least
@@ -112,6 +115,11 @@ func NewEdDSA(priv ed25519.PrivateKey, pub ed25519.PublicKey) (*Keys, error) {
 // Load reads keys from a file: a PEM "PRIVATE KEY" (PKCS #8 Ed25519) or
 // "PUBLIC KEY" (PKIX Ed25519, verify only) selects EdDSA; anything else is
 // an HS256 secret, the file's bytes without trailing white space.
+//
+// During a rotation the file holds several keys, the new one first: PEM
+// blocks one after the other, or HS256 secrets separated by a blank line.
+// The first signs; any verifies (and a cluster's nodes open what any
+// seals: Secrets).
 func Load(path string) (*Keys, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -124,35 +132,87 @@ func Load(path string) (*Keys, error) {
 	return k, nil
 }
 
+// blankLine separates the HS256 secrets of a rotation.
+var blankLine = regexp.MustCompile(`\r?\n[ \t]*\r?\n`)
+
 // Parse is Load for a key file's contents.
 func Parse(data []byte) (*Keys, error) {
+	var all []*Keys
 	if block, _ := pem.Decode(data); block != nil {
-		switch block.Type {
-		case "PRIVATE KEY":
-			k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		for rest := data; len(bytes.TrimSpace(rest)) > 0; {
+			block, next := pem.Decode(rest)
+			if block == nil {
+				return nil, fmt.Errorf("key %d: text after the PEM blocks that is not a PEM block", len(all)+1)
+			}
+			k, err := parsePEM(block)
 			if err != nil {
-				return nil, fmt.Errorf("parsing the private key: %w", err)
+				return nil, fmt.Errorf("key %d: %w", len(all)+1, err)
 			}
-			priv, ok := k.(ed25519.PrivateKey)
-			if !ok {
-				return nil, fmt.Errorf("private key is %T; only Ed25519 is supported", k)
-			}
-			return NewEdDSA(priv, nil)
-		case "PUBLIC KEY":
-			k, err := x509.ParsePKIXPublicKey(block.Bytes)
+			all, rest = append(all, k), next
+		}
+	} else {
+		for _, part := range blankLine.Split(string(bytes.TrimSpace(data)), -1) {
+			k, err := NewHS256([]byte(strings.TrimSpace(part)))
 			if err != nil {
-				return nil, fmt.Errorf("parsing the public key: %w", err)
+				if len(all) > 0 || strings.Contains(string(data), "\n\n") {
+					err = fmt.Errorf("secret %d: %w", len(all)+1, err)
+				}
+				return nil, err
 			}
-			pub, ok := k.(ed25519.PublicKey)
-			if !ok {
-				return nil, fmt.Errorf("public key is %T; only Ed25519 is supported", k)
-			}
-			return NewEdDSA(nil, pub)
-		default:
-			return nil, fmt.Errorf("PEM block %q: want PRIVATE KEY or PUBLIC KEY (Ed25519)", block.Type)
+			all = append(all, k)
 		}
 	}
-	return NewHS256(bytes.TrimRight(data, " \t\r\n"))
+	all[0].older = all[1:]
+	return all[0], nil
+}
+
+func parsePEM(block *pem.Block) (*Keys, error) {
+	switch block.Type {
+	case "PRIVATE KEY":
+		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parsing the private key: %w", err)
+		}
+		priv, ok := k.(ed25519.PrivateKey)
+		if !ok {
+			return nil, fmt.Errorf("private key is %T; only Ed25519 is supported", k)
+		}
+		return NewEdDSA(priv, nil)
+	case "PUBLIC KEY":
+		k, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parsing the public key: %w", err)
+		}
+		pub, ok := k.(ed25519.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("public key is %T; only Ed25519 is supported", k)
+		}
+		return NewEdDSA(nil, pub)
+	default:
+		return nil, fmt.Errorf("PEM block %q: want PRIVATE KEY or PUBLIC KEY (Ed25519)", block.Type)
+	}
+}
+
+// ErrNoSecret: a verify-only key (an Ed25519 PUBLIC KEY) has no secret to
+// derive a cluster's keys from.
+var ErrNoSecret = errors.New("a PUBLIC KEY holds no secret: a cluster's nodes seal their traffic with keys derived from the secret, so give each node the PRIVATE KEY or an HS256 secret")
+
+// Secrets returns the secret of each key, the signing one's first: an
+// HS256 secret, an Ed25519 private key's seed. A proxy cluster derives the
+// keys that seal its traffic from them (clusterseal).
+func (k *Keys) Secrets() ([][]byte, error) {
+	var out [][]byte
+	for _, key := range append([]*Keys{k}, k.older...) {
+		switch {
+		case key.alg == AlgHS256:
+			out = append(out, bytes.Clone(key.secret))
+		case key.priv != nil:
+			out = append(out, bytes.Clone(key.priv.Seed()))
+		default:
+			return nil, ErrNoSecret
+		}
+	}
+	return out, nil
 }
 
 // Alg returns the algorithm, AlgHS256 or AlgEdDSA.
@@ -205,6 +265,12 @@ func (k *Keys) sign(signing []byte) []byte {
 // sentence fit for a close reason.
 func (k *Keys) Verify(tok string, want Kind, now time.Time) (*Claims, error) {
 	pb, err := k.verifySignature(tok)
+	for _, o := range k.older {
+		if !errors.Is(err, ErrSignature) && !errors.Is(err, ErrAlgorithm) {
+			break
+		}
+		pb, err = o.verifySignature(tok)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -101,3 +101,76 @@ func TestLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestRotation: a file with the new key first and the old after it signs
+// with the new and verifies both; Secrets lists both for the cluster.
+func TestRotation(t *testing.T) {
+	oldS, newS := strings.Repeat("o", 40), strings.Repeat("n", 40)
+	now := time.Now()
+	mint := func(secret string) string {
+		k, err := NewHS256([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := k.MintFor("alice", KindMCP, time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	both, err := Parse([]byte(newS + "\n\n" + oldS + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{mint(oldS), mint(newS)} {
+		if _, err := both.Verify(tok, KindMCP, now); err != nil {
+			t.Fatalf("a token of either secret during the rotation: %v", err)
+		}
+	}
+	signed, err := both.MintFor("alice", KindMCP, time.Hour, now)
+	if err != nil || signed != mint(newS) {
+		t.Fatalf("the rotation signs with the first secret: %v", err)
+	}
+	newOnly, _ := Parse([]byte(newS))
+	if _, err := newOnly.Verify(mint(oldS), KindMCP, now); !errors.Is(err, ErrSignature) {
+		t.Fatalf("the old secret once dropped: %v", err)
+	}
+	secrets, err := both.Secrets()
+	if err != nil || len(secrets) != 2 || string(secrets[0]) != newS || string(secrets[1]) != oldS {
+		t.Fatalf("Secrets: %q %v", secrets, err)
+	}
+	// A secret that wraps over lines (base64 at 64 columns) stays one.
+	wrapped, err := Parse([]byte(strings.Repeat("w", 64) + "\n" + strings.Repeat("x", 24) + "\n"))
+	if err != nil || len(wrapped.older) != 0 {
+		t.Fatalf("a wrapped secret: %v, %d older", err, len(wrapped.older))
+	}
+	if _, err := Parse([]byte(newS + "\n\nshort\n")); err == nil || !strings.Contains(err.Error(), "secret 2") {
+		t.Fatalf("a short second secret: %v", err)
+	}
+	// Two Ed25519 keys; a PUBLIC KEY has no secret for a cluster.
+	pemOf := func(typ string, der []byte) string {
+		return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
+	}
+	_, p1, _ := ed25519.GenerateKey(rand.Reader)
+	pub2, p2, _ := ed25519.GenerateKey(rand.Reader)
+	d1, _ := x509.MarshalPKCS8PrivateKey(p1)
+	d2, _ := x509.MarshalPKCS8PrivateKey(p2)
+	dp, _ := x509.MarshalPKIXPublicKey(pub2)
+	ed, err := Parse([]byte(pemOf("PRIVATE KEY", d1) + pemOf("PRIVATE KEY", d2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ed.Secrets(); err != nil || len(s) != 2 || string(s[0]) != string(p1.Seed()) {
+		t.Fatalf("Ed25519 secrets: %v", err)
+	}
+	verifyOnly, err := Parse([]byte(pemOf("PUBLIC KEY", dp)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verifyOnly.Secrets(); !errors.Is(err, ErrNoSecret) {
+		t.Fatalf("a PUBLIC KEY's secrets: %v", err)
+	}
+	if _, err := Parse([]byte(pemOf("PRIVATE KEY", d1) + "junk")); err == nil {
+		t.Fatal("text after the PEM blocks accepted")
+	}
+}
