@@ -80,7 +80,9 @@ type Auth struct {
 }
 
 // customAuth is Auth as nats-server's custom authentication.
-type customAuth struct{ check func(user, password string) bool }
+type customAuth struct {
+	check func(user, password string) bool
+}
 
 func (a customAuth) Check(c server.ClientAuthentication) bool {
 	o := c.GetOpts()
