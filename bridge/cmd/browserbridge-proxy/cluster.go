@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver/jetstreamkv"
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 )
@@ -172,7 +174,12 @@ type cluster struct {
 // join connects to NATS (starting the embedded server first if asked) and
 // returns the proxy's ClusterOptions. Close releases it all once the proxy
 // has stopped.
-func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, error) {
+//
+// ring seals the node's traffic; it also gives the embedded server's user
+// and password (required of every client and route), and the credentials
+// this node signs in to an external NATS with when it is given no other
+// (another node's embedded server).
+func (c *clusterFlags) join(ctx context.Context, log *slog.Logger, ring *clusterseal.Keyring) (*cluster, error) {
 	log = log.With("node", c.node)
 	cl := &cluster{}
 	copts := []nats.Option{
@@ -206,7 +213,8 @@ func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, er
 		if err := os.MkdirAll(store, 0o700); err != nil {
 			return nil, fmt.Errorf("--nats-store: %w", err)
 		}
-		eo := natsembed.Options{Name: c.node, Listen: c.listen, StoreDir: store, Logger: log.With("component", "nats")}
+		eo := natsembed.Options{Name: c.node, Listen: c.listen, StoreDir: store, Logger: log.With("component", "nats"),
+			Auth: &natsembed.Auth{Check: ring.CheckNATSUser, Current: ring.NATSUser}}
 		if c.routes != "" {
 			eo.Cluster, eo.ClusterListen, eo.Routes = embeddedClusterName, c.clusterListen, c.routeList
 		}
@@ -238,6 +246,11 @@ func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, er
 				return nil, fmt.Errorf("--nats-creds: %w", err)
 			}
 			copts = append(copts, nats.UserCredentials(c.creds))
+		} else if !slices.ContainsFunc(c.urls, hasUser) {
+			// No credentials of its own: sign in as the nodes of this
+			// deployment do to an embedded server (a NATS without
+			// authentication ignores them).
+			copts = append(copts, nats.UserInfoHandler(ring.NATSUser))
 		}
 		if c.ca != "" {
 			copts = append(copts, nats.RootCAs(c.ca))
@@ -267,7 +280,7 @@ func (c *clusterFlags) join(ctx context.Context, log *slog.Logger) (*cluster, er
 		return nil, fmt.Errorf("NATS JetStream (the cluster needs it: nats-server -js): %w", err)
 	}
 	cl.js = js
-	cl.opts = &proxy.ClusterOptions{Conn: cl.conn, Node: c.node, PresenceTTL: c.presenceTTL, Replicas: c.replicas, Prefix: c.prefix,
+	cl.opts = &proxy.ClusterOptions{Conn: cl.conn, Keyring: ring, Node: c.node, PresenceTTL: c.presenceTTL, Replicas: c.replicas, Prefix: c.prefix,
 		AdvertiseURL: c.advertise}
 	return cl, nil
 }
@@ -293,8 +306,8 @@ func jetStreamReady(ctx context.Context, js jetstream.JetStream) error {
 }
 
 // oauthKV is the OAuth state of a cluster's --public-url, in JetStream.
-func (cl *cluster) oauthKV(prefix string, replicas int) (authserver.KV, error) {
-	kv, err := jetstreamkv.New(cl.js, prefix, replicas, nil)
+func (cl *cluster) oauthKV(ring *clusterseal.Keyring, prefix string, replicas int) (authserver.KV, error) {
+	kv, err := jetstreamkv.New(cl.js, ring, prefix, replicas, nil)
 	if err != nil {
 		return nil, fmt.Errorf("the OAuth state in JetStream: %w", err)
 	}
@@ -346,6 +359,12 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// hasUser reports whether a NATS URL carries a user (and password).
+func hasUser(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.User != nil
 }
 
 // redact hides a URL's password (nats://user:pass@host) in messages.

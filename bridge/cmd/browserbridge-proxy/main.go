@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
@@ -110,6 +112,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	publicURL := fs.String("public-url", "", "the proxy's public URL (https://proxy.example.com): also serve MCP over Streamable HTTP there, with OAuth sign-in")
 	oauthState := fs.String("oauth-state", "", "with --public-url: the file that keeps OAuth registrations, sign-ins and tokens across restarts (default: in memory)")
 	oauthConfig := fs.String("oauth-config", "", "with --public-url: a JSON file with password_hash, oidc, users (sign-in subject to proxy user) and allowed_origins")
+	metricsListen := fs.String("metrics-listen", "", "also serve /metrics and the whole /health (counts, cluster peers and their internal URLs) on this host:port, for the operator's private network; the public listener's /health says the status alone")
 	var cf clusterFlags
 	cf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -143,11 +146,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := cf.validate(fs, *oauthState); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	keys, err := token.Load(*secret)
+	keys, err := loadKeys(*secret)
 	if err != nil {
 		return err
 	}
-	keys.Leeway = 30 * time.Second
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
@@ -170,15 +172,23 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return errors.New("serve: --oauth-state and --oauth-config go with --public-url")
 	}
 	var shared authserver.KV
+	var ring *clusterseal.Keyring
 	if cf.nats != "" {
-		cl, err := cf.join(ctx, log)
+		secrets, err := keys.Secrets()
+		if err != nil {
+			return fmt.Errorf("serve: --nats with --secret-file %s: %w", *secret, err)
+		}
+		if ring, err = clusterseal.New(secrets); err != nil {
+			return fmt.Errorf("serve: --secret-file %s: %w", *secret, err)
+		}
+		cl, err := cf.join(ctx, log, ring)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 		defer cl.Close() // after Run: the proxy uses the connection until it stops
 		opts.Cluster = cl.opts
 		if *publicURL != "" {
-			if shared, err = cl.oauthKV(cf.prefix, cf.replicas); err != nil {
+			if shared, err = cl.oauthKV(ring, cf.prefix, cf.replicas); err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
 		}
@@ -199,6 +209,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
+	if *metricsListen != "" {
+		mln, err := net.Listen("tcp", *metricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		ms := &http.Server{Handler: srv.InternalHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go ms.Serve(mln)
+		defer ms.Close()
+		log.Info("metrics and the whole health report", "metrics", "http://"+mln.Addr().String()+relaywire.PathMetrics,
+			"health", "http://"+mln.Addr().String()+relaywire.PathHealth)
+	}
+	stopReload := reloadOnHangup(*secret, srv, ring, log)
+	defer stopReload()
 	// The base URL is what relay.url and `browserbridge connect --proxy`
 	// take; each accepts its endpoint's URL as well.
 	base := scheme + "://" + ln.Addr().String()
@@ -221,6 +245,55 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("browserbridge-proxy stopped")
 	return nil
+}
+
+// loadKeys reads --secret-file: the token keys, the new one first during a
+// rotation (token.Load).
+func loadKeys(path string) (*token.Keys, error) {
+	keys, err := token.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	keys.Leeway = 30 * time.Second
+	return keys, nil
+}
+
+// reloadOnHangup reads --secret-file again on SIGHUP, so that a rotation
+// (docs/proxy-cluster.md, "Rotating the secret") needs no restart: the
+// token keys and the cluster's keyring take the file's keys, the first
+// signing and sealing, every one verifying and opening. A file that does
+// not load leaves the keys as they were, with a log line saying why.
+func reloadOnHangup(path string, srv *proxy.Server, ring *clusterseal.Keyring, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+			}
+			keys, err := loadKeys(path)
+			if err == nil && ring != nil {
+				var secrets [][]byte
+				if secrets, err = keys.Secrets(); err == nil {
+					err = ring.Reload(secrets)
+				}
+			}
+			if err != nil {
+				log.Error("SIGHUP: --secret-file did not load; the keys stay as they were", "file", path, "err", err)
+				continue
+			}
+			srv.SetKeys(keys)
+			attrs := []any{"file", path, "alg", keys.Alg()}
+			if ring != nil {
+				attrs = append(attrs, "cluster_key_ids", ring.KeyIDs())
+			}
+			log.Info("SIGHUP: reloaded --secret-file; the first key signs and seals, every one verifies and opens", attrs...)
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }
 
 // noLimit maps a flag's 0 ("no limit") to proxy.Options' negative.

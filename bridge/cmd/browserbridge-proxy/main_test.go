@@ -307,6 +307,7 @@ func TestSanitizeNode(t *testing.T) {
 // node is a `serve` running in the test, with its log.
 type node struct {
 	addr      string
+	internal  string // --metrics-listen's host:port
 	logs      *testutil.Watch
 	listening <-chan struct{}
 	done      chan error
@@ -330,7 +331,7 @@ func launchNode(t *testing.T, args ...string) *node {
 	n.listening = n.logs.Seen("extensions=ws://")
 	done := n.done
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &bytes.Buffer{}, n.logs)
+		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...), &bytes.Buffer{}, n.logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -358,12 +359,14 @@ func (n *node) wait(t *testing.T) {
 	}
 	_, rest, _ := strings.Cut(n.logs.String(), "extensions=ws://")
 	n.addr, _, _ = strings.Cut(rest, "/")
+	_, rest, _ = strings.Cut(n.logs.String(), "health=http://")
+	n.internal, _, _ = strings.Cut(rest, "/")
 }
 
-// health is the node's /health.
+// health is the node's whole /health, on its --metrics-listen.
 func (n *node) health(t *testing.T) map[string]any {
 	t.Helper()
-	resp, err := http.Get("http://" + n.addr + "/health")
+	resp, err := http.Get("http://" + n.internal + "/health")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,6 +390,19 @@ func TestServeEmbeddedNATS(t *testing.T) {
 	if h["node"] != "a" || h["status"] != "ok" {
 		t.Fatalf("/health of node a: %v", h)
 	}
+	// The public listener says the status alone, and has no /metrics.
+	resp, err := http.Get("http://" + n.addr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.TrimSpace(string(body)) != `{"status":"ok"}` {
+		t.Errorf("the public /health says more than the status: %s", body)
+	}
+	if resp, err := http.Get("http://" + n.addr + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the public /metrics: %v %v, want 404", resp.Status, err)
+	}
 	for _, key := range []string{"peers", "pairs"} {
 		if _, ok := h[key]; !ok {
 			t.Errorf("/health has no %q: %v", key, h)
@@ -398,8 +414,11 @@ func TestServeEmbeddedNATS(t *testing.T) {
 }
 
 // Two nodes: a runs the embedded NATS and lets b connect to it (--nats
-// URL); each sees the other in /health's peers. b serves --public-url with
-// its OAuth state in JetStream: its authorization server answers.
+// URL, signing in with the user and password both derive from the
+// secret); each sees the other in /health's peers. b serves --public-url
+// with its OAuth state in JetStream: its authorization server answers. A
+// node with another secret, or a URL with another password, is refused by
+// a's NATS, and the password is never logged.
 func TestServeTwoNodes(t *testing.T) {
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "secret")
@@ -412,10 +431,22 @@ func TestServeTwoNodes(t *testing.T) {
 		t.Fatalf("node a does not log its NATS client URL:\n%s", a.logs.String())
 	}
 	natsURL, _, _ := strings.Cut(rest, " ")
-	// The embedded server asks for no password and ignores one: it stands
-	// for a NATS that does, to see that the password is never logged.
 	withPassword := strings.Replace(natsURL, "nats://", "nats://proxy:hunter2@", 1)
-	b := startNode(t, "--secret-file", secret, "--nats", withPassword, "--node", "b", "--presence-ttl", "2s",
+	logs := &bytes.Buffer{}
+	err := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", secret, "--nats", withPassword, "--node", "x"}, &bytes.Buffer{}, logs)
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("a node with a wrong NATS password: %v", err)
+	}
+	if strings.Contains(err.Error()+logs.String(), "hunter2") {
+		t.Errorf("the NATS password is logged: %v\n%s", err, logs.String())
+	}
+	other := filepath.Join(dir, "other")
+	os.WriteFile(other, []byte(strings.Repeat("o", 40)), 0o600)
+	err = run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--secret-file", other, "--nats", natsURL, "--node", "y"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("a node of another deployment (another secret): %v", err)
+	}
+	b := startNode(t, "--secret-file", secret, "--nats", natsURL, "--node", "b", "--presence-ttl", "2s",
 		"--public-url", "https://proxy.example.com", "--oauth-config", oauthConfig(t, `{"users":{"password:owner":"alice"}}`))
 	if strings.Contains(b.logs.String(), "kept in memory") {
 		t.Errorf("node b says its OAuth state is in memory:\n%s", b.logs.String())
@@ -431,9 +462,6 @@ func TestServeTwoNodes(t *testing.T) {
 				t.Fatalf("node %v never saw peer %s: %v", tc.self.health(t)["node"], tc.peerName, tc.self.health(t))
 			}
 		}
-	}
-	if strings.Contains(b.logs.String(), "hunter2") {
-		t.Errorf("node b logs the NATS password:\n%s", b.logs.String())
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+b.addr+"/.well-known/oauth-authorization-server", nil)
 	req.Host = "proxy.example.com"

@@ -21,8 +21,14 @@ import (
 // heartbeats). Stateless (2026-07-28) requests need none of this.
 
 // hdrForwardedBy marks a request one node passed to another, so that it is
-// never passed on twice.
-const hdrForwardedBy = "Browserbridge-Forwarded-By"
+// never passed on twice; hdrForwardProof proves it (Keyring.ForwardProof:
+// a MAC over the node, method, target, time and body): a node accepts a
+// request marked forwarded only with a proof that verifies, so nobody but
+// a node of the deployment can pass itself off as one.
+const (
+	hdrForwardedBy  = "Browserbridge-Forwarded-By"
+	hdrForwardProof = "Browserbridge-Forward-Proof"
+)
 
 // sessionIDPrefix begins the ids of sessions made on this node.
 func (c *clusterNode) sessionIDPrefix() string { return c.opts.Node + "." }
@@ -46,9 +52,25 @@ func (c *clusterNode) sessionOwner(sid string) (node, base string, ok bool) {
 // forwardSession passes r to the node that holds its session, and reports
 // whether it did; false leaves r to this node (which will not find the
 // session, and says so).
+//
+// A request another node passed here is checked instead: without a valid
+// proof it is refused (403, answered: true).
 func (c *clusterNode) forwardSession(w http.ResponseWriter, r *http.Request) bool {
+	if by := r.Header.Get(hdrForwardedBy); by != "" {
+		body, ok := readWholeBody(w, r)
+		if !ok {
+			return true
+		}
+		if err := c.ring.CheckForwardProof(r.Header.Get(hdrForwardProof), by, r.Method, r.URL.RequestURI(), body); err != nil {
+			c.s.log.Debug("proxy cluster: refused a request marked as passed on by another node", "claimed_node", by, "err", err)
+			mcphttp.WriteError(w, http.StatusForbidden, nil, -32600,
+				"this request is marked as passed on by another proxy node, but carries no valid proof from one: send it without the "+hdrForwardedBy+" header")
+			return true
+		}
+		return false
+	}
 	sid := r.Header.Get(mcphttp.HeaderSessionID)
-	if sid == "" || r.Header.Get(hdrForwardedBy) != "" {
+	if sid == "" {
 		return false
 	}
 	node, base, ok := c.sessionOwner(sid)
@@ -61,26 +83,19 @@ func (c *clusterNode) forwardSession(w http.ResponseWriter, r *http.Request) boo
 	}
 	// The body is read whole first: net/http ends a request's body once
 	// the response begins, and the owner may start an event stream before
-	// the body has all passed. The guard in front capped its size.
-	if r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			if httpguard.IsTooLarge(err) {
-				mcphttp.WriteError(w, http.StatusRequestEntityTooLarge, nil, -32600, "the request's body is over this proxy's size limit")
-			} else {
-				mcphttp.WriteError(w, http.StatusBadRequest, nil, -32700, "the request's body could not be read: "+err.Error())
-			}
-			return true
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
+	// the body has all passed; the proof covers it too.
+	body, ok := readWholeBody(w, r)
+	if !ok {
+		return true
 	}
+	proof := c.ring.ForwardProof(c.opts.Node, r.Method, r.URL.RequestURI(), body)
 	c.m.httpForwarded.Inc()
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host // the owner checks its public host
 			pr.Out.Header.Set(hdrForwardedBy, c.opts.Node)
+			pr.Out.Header.Set(hdrForwardProof, proof)
 		},
 		Transport:     c.httpTransport,
 		FlushInterval: -1, // event streams pass at once
@@ -93,6 +108,27 @@ func (c *clusterNode) forwardSession(w http.ResponseWriter, r *http.Request) boo
 	}
 	rp.ServeHTTP(w, r)
 	return true
+}
+
+// readWholeBody reads r's body (the guard in front capped its size) and
+// puts it back for the handlers after; false when it answered w with the
+// error.
+func readWholeBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		if httpguard.IsTooLarge(err) {
+			mcphttp.WriteError(w, http.StatusRequestEntityTooLarge, nil, -32600, "the request's body is over this proxy's size limit")
+		} else {
+			mcphttp.WriteError(w, http.StatusBadRequest, nil, -32700, "the request's body could not be read: "+err.Error())
+		}
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return body, true
 }
 
 func newClusterTransport() *http.Transport {

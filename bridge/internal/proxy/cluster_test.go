@@ -933,10 +933,7 @@ func connectionOf(tb testing.TB, c *tclient) string {
 // health reads a node's /health.
 func health(tb testing.TB, tp *testProxy) map[string]any {
 	tb.Helper()
-	resp, err := http.Get(tp.hs.URL + relaywire.PathHealth)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	resp := tp.internal(relaywire.PathHealth)
 	defer resp.Body.Close()
 	var h map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || resp.StatusCode != http.StatusOK {
@@ -949,10 +946,7 @@ func health(tb testing.TB, tp *testProxy) map[string]any {
 // absent).
 func metric(tb testing.TB, tp *testProxy, line string) float64 {
 	tb.Helper()
-	resp, err := http.Get(tp.hs.URL + relaywire.PathMetrics)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	resp := tp.internal(relaywire.PathMetrics)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, l := range strings.Split(string(body), "\n") {

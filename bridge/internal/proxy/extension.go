@@ -417,7 +417,7 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 	if len(name) > 256 {
 		name = name[:256]
 	}
-	claims, err := s.opts.Keys.Verify(res.AccessToken, token.KindExtension, s.opts.Now())
+	claims, err := s.keys.Load().Verify(res.AccessToken, token.KindExtension, s.opts.Now())
 	if err != nil {
 		fail(err.Error())
 		return

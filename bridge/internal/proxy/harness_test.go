@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -74,6 +75,14 @@ func newTestProxy(tb testing.TB, opts Options) *testProxy {
 		hs.Close()
 	})
 	return tp
+}
+
+// internal answers GET path from tp's InternalHandler (/metrics, the
+// whole /health), as an operator's private listener would.
+func (tp *testProxy) internal(path string) *http.Response {
+	rec := httptest.NewRecorder()
+	tp.srv.InternalHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Result()
 }
 
 func (tp *testProxy) token(tb testing.TB, user string, kind token.Kind) string {

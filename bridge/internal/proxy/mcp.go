@@ -326,7 +326,7 @@ func (mc *mcpClient) handshake(m *relaywire.Message) {
 		c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "invalid params: %s needs params.accessToken (a string)", relaywire.MethodHandshake), "params")
 		return
 	}
-	claims, err := s.opts.Keys.Verify(p.AccessToken, token.KindMCP, s.opts.Now())
+	claims, err := s.keys.Load().Verify(p.AccessToken, token.KindMCP, s.opts.Now())
 	if err != nil {
 		s.m.authFail.With("mcp").Inc()
 		s.log.Info("mcp client refused", "reason", err)

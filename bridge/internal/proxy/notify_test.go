@@ -3,7 +3,6 @@ package proxy
 import (
 	"encoding/json"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -58,10 +57,7 @@ func roundTrip(tb testing.TB, c *tclient, id any) {
 
 func dropped(tb testing.TB, tp *testProxy, reason string) string {
 	tb.Helper()
-	resp, err := http.Get(tp.hs.URL + "/metrics")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	resp := tp.internal("/metrics")
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(body), "\n") {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -285,10 +284,7 @@ func TestPairingOff(t *testing.T) {
 
 func refusedCount(tb testing.TB, tp *testProxy, reason string) string {
 	tb.Helper()
-	resp, err := http.Get(tp.hs.URL + "/metrics")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	resp := tp.internal("/metrics")
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(body), "\n") {

@@ -174,11 +174,21 @@ func TestControlMethods(t *testing.T) {
 		}
 	})
 	t.Run("metrics and health", func(t *testing.T) {
+		// The public listener says the status alone, and has no metrics.
+		resp, err := http.Get(tp.hs.URL + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"status":"ok"}` {
+			t.Fatalf("public /health: %d %s", resp.StatusCode, body)
+		}
+		if resp, err := http.Get(tp.hs.URL + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("public /metrics: %v %v, want 404", resp.Status, err)
+		}
 		for _, path := range []string{"/metrics", "/health"} {
-			resp, err := http.Get(tp.hs.URL + path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := tp.internal(path)
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 {

@@ -227,6 +227,7 @@ type Server struct {
 	connOpts *wsconn.Options // of every connection
 	started  time.Time
 	m        serverMetrics
+	keys     atomic.Pointer[token.Keys] // Options.Keys until SetKeys
 
 	mu          sync.Mutex
 	users       map[string]*user
@@ -280,6 +281,7 @@ func New(opts Options) (*Server, error) {
 		users:   make(map[string]*user),
 		conns:   make(map[*wsConn]struct{}),
 	}
+	s.keys.Store(opts.Keys)
 	// The read buffer lives as long as the connection; write buffers are
 	// taken from the pool for each message, so an idle connection holds
 	// none.
@@ -337,20 +339,51 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the proxy's HTTP handler: WebSocket /extension and /mcp,
-// GET /health and GET /metrics; with Options.HTTP, Streamable HTTP on /mcp
-// (requests that are not WebSocket upgrades), /browsers/{id}/mcp and
-// /servers/{name}/mcp, and the OAuth endpoints and metadata.
+// SetKeys replaces the keys tokens are verified with (a rotation of
+// --secret-file: the new key first, the old still verifying).
+func (s *Server) SetKeys(k *token.Keys) { s.keys.Store(k) }
+
+// Handler returns the proxy's public HTTP handler: WebSocket /extension
+// and /mcp, and GET /health with the status alone (what a load balancer
+// needs, and nothing of the deployment's inside); with Options.HTTP,
+// Streamable HTTP on /mcp (requests that are not WebSocket upgrades),
+// /browsers/{id}/mcp and /servers/{name}/mcp, and the OAuth endpoints and
+// metadata. Metrics and the whole health report are on InternalHandler.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(relaywire.PathExtension, s.serveExtension)
 	mux.HandleFunc(relaywire.PathMCP, s.serveMCP)
-	mux.HandleFunc("GET "+relaywire.PathHealth, s.serveHealth)
-	mux.Handle("GET "+relaywire.PathMetrics, s.opts.Metrics.Handler())
+	mux.HandleFunc("GET "+relaywire.PathHealth, s.servePublicHealth)
 	if s.http != nil {
 		mux.Handle("/", s.http)
 	}
 	return mux
+}
+
+// InternalHandler serves GET /metrics and the whole GET /health (counts,
+// the cluster's peers and their internal URLs): for an operator's private
+// listener (browserbridge-proxy serve --metrics-listen), never the public
+// one.
+func (s *Server) InternalHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+relaywire.PathHealth, s.serveHealth)
+	mux.Handle("GET "+relaywire.PathMetrics, s.opts.Metrics.Handler())
+	return mux
+}
+
+// servePublicHealth is the public /health: the status alone, 503 while
+// stopping.
+func (s *Server) servePublicHealth(w http.ResponseWriter, r *http.Request) {
+	status := "ok"
+	if s.isClosing() {
+		status = "stopping"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if status != "ok" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(map[string]string{"status": status})
 }
 
 // Run serves on ln until ctx is done, then shuts down gracefully (see
