@@ -413,6 +413,11 @@ func (k *Keyring) UserKey(user string) string {
 	return userKey((*k.epochs.Load())[0], user)
 }
 
+// NameKey is UserKey for any other name that must not show on the bus
+// (an extension's id, a hash of its user and name that would confirm a
+// guess of both).
+func (k *Keyring) NameKey(name string) string { return k.UserKey(name) }
+
 // IsUserKey reports whether uk is user's key under any of the secrets (a
 // node still sealing with the old one during a rotation uses its key).
 func (k *Keyring) IsUserKey(uk, user string) bool {

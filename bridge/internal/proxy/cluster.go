@@ -197,10 +197,11 @@ type clusterMetrics struct {
 }
 
 // presenceKey is an extension's key in the presence bucket. The user's
-// part is its keyed hash: user ids are any string, subjects and keys are
-// not, and names must not show on the bus.
+// and the extension's parts are keyed hashes: user ids are any string,
+// keys are not, and neither a name nor a hash of one anyone can compute
+// (an extension's id is one of its user and name) may show on the bus.
 func (c *clusterNode) presenceKey(node, user, extID string) string {
-	return node + "." + c.ring.UserKey(user) + "." + extID
+	return node + "." + c.ring.UserKey(user) + "." + c.ring.NameKey(extID)
 }
 
 // startCluster joins the cluster: buckets, the node's subscription, the
@@ -437,8 +438,8 @@ func (c *clusterNode) releaseClaim(user, id string) {
 // so that clients find it again after it reconnects, to any node. Two of
 // one name at once on two nodes (a person's two machines) must not both
 // take it: the id is claimed in the presence bucket with Create, which
-// only one node can win, under claimPrefix+USERKEY.ID, holding the node's
-// name. A claim of a node that is gone is taken over.
+// only one node can win, under claimPrefix+USERKEY.IDKEY (keyed hashes),
+// holding the node's name, sealed. A claim of a node that is gone is taken over.
 
 const claimPrefix = "id."
 
@@ -452,7 +453,7 @@ const claimTimeout = 10 * time.Second
 // name that connect to two such nodes in that moment may share the id
 // until one reconnects, as when NATS is away.
 func (c *clusterNode) claimKey(user, id string) string {
-	return claimPrefix + c.ring.UserKey(user) + "." + id
+	return claimPrefix + c.ring.UserKey(user) + "." + c.ring.NameKey(id)
 }
 
 // claimID returns stable if this node could claim it (or NATS did not

@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/authserver/jetstreamkv"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 )
 
@@ -48,11 +50,11 @@ func (rr *roundRobin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // clusterHTTPNodes starts n nodes with the HTTP side on behind one
 // round-robin load balancer, whose URL is their public URL; their OAuth
-// state is one store (as JetStream KV is in a real cluster).
+// state is in JetStream KV (prefix bbtest), as in a real cluster: each
+// node reads it through its own store, sealed with its own keyring.
 func clusterHTTPNodes(tb testing.TB, n int) (lb *httptest.Server, nodes []*testProxy) {
 	tb.Helper()
 	natsURL := startNATS(tb)
-	kv := authserver.NewMemoryKV(nil)
 	rr := &roundRobin{}
 	lb = httptest.NewServer(rr)
 	tb.Cleanup(lb.Close)
@@ -70,15 +72,24 @@ func clusterHTTPNodes(tb testing.TB, n int) (lb *httptest.Server, nodes []*testP
 		if err != nil {
 			tb.Fatal(err)
 		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ring := testRing()
+		kv, err := jetstreamkv.New(js, ring, "bbtest", 1, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
 		srv, err := New(Options{Keys: keys,
 			HTTP: &HTTPOptions{PublicURL: lb.URL, KV: kv, Identity: authserver.IdentityConfig{Password: testPassword},
 				Users: map[string]string{"password:owner": "alice"}},
-			Cluster: &ClusterOptions{Keyring: testRing(), Conn: nc, Node: "node" + string(rune('a'+i)), PresenceTTL: 2 * time.Second, AdvertiseURL: self}})
+			Cluster: &ClusterOptions{Keyring: ring, Conn: nc, Node: "node" + string(rune('a'+i)), PresenceTTL: 2 * time.Second, AdvertiseURL: self}})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: srv.Handler()}}
-		tp := &testProxy{srv: srv, hs: hs, keys: keys}
+		tp := &testProxy{srv: srv, hs: hs, keys: keys, natsURL: natsURL}
 		hs.Config.ErrorLog = log.New(panicWatch{&tp.panicked}, "", 0)
 		hs.Start()
 		tp.url = "ws" + strings.TrimPrefix(hs.URL, "http")

@@ -30,6 +30,9 @@ type testProxy struct {
 	hs   *httptest.Server
 	keys *token.Keys
 	url  string // ws://host:port
+	// natsURL is the cluster's NATS, for the tests that play someone
+	// else on it (clusterHTTPNodes sets it).
+	natsURL string
 
 	panicked atomic.Bool // a handler panicked (net/http recovered it)
 }
