@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -292,5 +293,90 @@ func TestPairingReplicated(t *testing.T) {
 	_, err = stores[0].js.PublishMsg(ctx, &nats.Msg{Subject: "$KV.r3_pairing.probe", Data: []byte("3")}, jetstream.WithExpectLastSequencePerSubject(rev))
 	if !pairingCASFailed(err) {
 		t.Fatalf("a stale swap on three replicas: %v, want a recognised refusal", err)
+	}
+}
+
+// TestPairingSharedSealed: a code's record that someone with NATS access
+// tampers with, cuts, moves under another code's key, or writes back as
+// it was before it was used (to use a code twice) does not redeem, and is
+// counted; the codes themselves keep working.
+func TestPairingSharedSealed(t *testing.T) {
+	url := startNATS(t)
+	ring := testRing()
+	// A short window, so that the test can let it pass: a value written
+	// back is refused once its seal is older than the window.
+	ring.Window = 3 * time.Second
+	var mu sync.Mutex
+	counted := map[string]int{}
+	ring.OnReject(func(what, reason string) { mu.Lock(); counted[what+"/"+reason]++; mu.Unlock() })
+	ps := newPairingShared(&ClusterOptions{Keyring: ring, Conn: natsConn(t, url), Prefix: "sealtest"})
+	ctx := context.Background()
+	now := time.Now()
+	kv, err := ps.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func() (string, string) {
+		code, h, err := ps.issue(ctx, "bob", now, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, fmt.Sprintf("%x", h)
+	}
+	raw := func(key string) []byte {
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Value()
+	}
+	put := func(key string, v []byte) {
+		if _, err := kv.Put(ctx, key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Written back as it was before its use: the code works once.
+	code, key := issue()
+	before := raw(key)
+	if user, _, err := ps.redeem(ctx, code, now); err != nil || user != "bob" {
+		t.Fatalf("redeem: %q %v", user, err)
+	}
+	time.Sleep(ring.Window + 500*time.Millisecond) // the window passing, not synchronisation
+	put(key, before)
+	if _, _, err := ps.redeem(ctx, code, now); err == nil {
+		t.Fatal("a code whose unused record was written back redeemed twice")
+	}
+	// Tampered, cut, and another code's record moved under this one's key.
+	for _, tc := range []struct {
+		name   string
+		mangle func(v []byte, other []byte) []byte
+		reason string
+	}{
+		{"tampered", func(v, _ []byte) []byte { v = bytes.Clone(v); v[len(v)-4] ^= 1; return v }, "forged"},
+		{"cut", func(v, _ []byte) []byte { return v[:10] }, "malformed"},
+		{"moved", func(_, other []byte) []byte { return other }, "forged"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, key := issue()
+			_, otherKey := issue()
+			put(key, tc.mangle(raw(key), raw(otherKey)))
+			if user, _, err := ps.redeem(ctx, code, now); err == nil {
+				t.Fatalf("a %s record redeemed for %q", tc.name, user)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if counted["pairing/"+tc.reason] == 0 {
+				t.Fatalf("not counted as pairing/%s: %v", tc.reason, counted)
+			}
+		})
+	}
+	mu.Lock()
+	if counted["pairing/replayed"] != 1 {
+		t.Errorf("the record written back was not counted as a replay: %v", counted)
+	}
+	mu.Unlock()
+	fresh, _ := issue()
+	if user, _, err := ps.redeem(ctx, fresh, now); err != nil || user != "bob" {
+		t.Fatalf("a fresh code after all this: %q %v", user, err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver/kvtest"
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/browserbridge/browserbridge/bridge/internal/natsembed/natstest"
 )
@@ -382,4 +382,70 @@ func testRing(t testing.TB) *clusterseal.Keyring {
 		t.Fatal(err)
 	}
 	return ring
+}
+
+// TestSealed: what the store writes is unreadable on the bus, and a value
+// someone with NATS access writes (its own, another deployment's, a real
+// one moved under another key, tampered, or cut) reads as missing, with
+// the keyring told why: nobody can mint a token by writing the store.
+func TestSealed(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Start(t)
+	ring := testRing(t)
+	var mu sync.Mutex
+	counted := map[string]int{}
+	ring.OnReject(func(what, reason string) { mu.Lock(); counted[what+"/"+reason]++; mu.Unlock() })
+	k, err := newStore(natstest.JetStream(t, url), ring, "sealed", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Create(ctx, bucketAccess, "real", []byte(`{"subject":{"id":"password:owner"}}`), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	b, err := k.bucket(ctx, bucketAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := b.Get(ctx, "real")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(e.Value()), "owner") {
+		t.Fatalf("the value is readable in JetStream: %q", e.Value())
+	}
+	foreign, err := clusterseal.New([][]byte{[]byte("another deployment's secret, 32+ bytes long")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := append([]byte{kvEnvelopeV1, 0, 0, 0, 0, 0, 0, 0, 0}, `{"subject":{"id":"password:owner"}}`...)
+	tampered := append([]byte(nil), e.Value()...)
+	tampered[len(tampered)-1] ^= 1
+	for _, tc := range []struct {
+		name   string
+		value  []byte
+		reason string
+	}{
+		{"unsealed", plain, "malformed"},
+		{"another deployment's", foreign.SealValue(b.Bucket()+"/forged", plain), "unknown_key"},
+		{"moved", e.Value(), "forged"},
+		{"tampered", tampered, "forged"},
+		{"cut", e.Value()[:12], "malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := b.Put(ctx, "forged", tc.value); err != nil {
+				t.Fatal(err)
+			}
+			if v, _, err := k.Get(ctx, bucketAccess, "forged"); !errors.Is(err, authserver.ErrNotFound) {
+				t.Fatalf("read %q, %v; want not found", v, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if counted["oauth/"+tc.reason] == 0 {
+				t.Fatalf("not counted as oauth/%s: %v", tc.reason, counted)
+			}
+		})
+	}
+	if v, _, err := k.Get(ctx, bucketAccess, "real"); err != nil || !strings.Contains(string(v), "owner") {
+		t.Fatalf("the real entry: %q %v", v, err)
+	}
 }
