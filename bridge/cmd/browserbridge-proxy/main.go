@@ -43,11 +43,15 @@ var usage = fmt.Sprintf(`usage:
       [--nats nats://a:4222,nats://b:4222 [--nats-creds FILE] [--nats-ca FILE] [--nats-cert FILE --nats-key FILE]
        | --nats embedded [--nats-listen HOST:PORT] [--nats-store DIR] [--nats-routes URLS --nats-cluster-listen HOST:PORT]]
       [--node NAME] [--advertise-url http://NODE:8787] [--nats-replicas 1] [--nats-prefix browserbridge] [--presence-ttl %v]
+      [--metrics-listen HOST:PORT]
   browserbridge-proxy token --secret-file FILE --user USER --kind extension|mcp [--ttl 720h] [--url URL]
+  browserbridge-proxy nats-user --secret-file FILE
   browserbridge-proxy version
 
 --secret-file holds an HS256 secret (at least 32 bytes) or an Ed25519 key in PEM
-(PRIVATE KEY to sign and verify; PUBLIC KEY lets serve verify only).
+(PRIVATE KEY to sign and verify; PUBLIC KEY lets serve verify only). During a
+rotation it holds the new key first and the old after it (secrets separated by a
+blank line, or PEM blocks one after the other); serve reads it again on SIGHUP.
 The limits are described in docs/limits.md; 0 turns a cap off.
 --public-url also serves MCP over Streamable HTTP with OAuth sign-in at
 {public-url}/mcp (docs/proxy-http.md): people sign in with a pairing code from
@@ -58,6 +62,9 @@ clients connected to different nodes work together. NATS needs JetStream; the
 nodes keep the OAuth state there (no --oauth-state). --nats embedded runs a NATS
 server in this process. --node defaults to the host name. With --public-url, give
 each node --advertise-url so that a session's requests reach the node that holds it.
+A cluster's traffic and state on NATS are sealed with keys derived from --secret-file;
+nats-user prints the NATS user and password derived from it, which --nats embedded
+requires and which a node signs in to a NATS URL with (docs/proxy-cluster.md, "Trust").
 `, proxy.DefaultMaxConnsPerIP, proxy.DefaultMaxMCPPerUser, proxy.DefaultMaxExtensionsPerUser,
 	proxy.DefaultIdleTimeout, proxy.DefaultReadTimeout, proxy.DefaultPresenceTTL, config.EnvOAuthPassword)
 
@@ -84,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stderr)
 	case "token":
 		return mint(args[1:], stdout, stderr)
+	case "nats-user":
+		return natsUser(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "browserbridge-proxy", buildinfo.String())
 		return nil
@@ -302,6 +311,37 @@ func noLimit(n int) int {
 		return -1
 	}
 	return n
+}
+
+// natsUser prints the NATS user and password derived from --secret-file's
+// first key, as .env lines: what an external NATS server of the deployment
+// is configured with (nats-server --user --pass), and what the nodes sign
+// in with when given no other credentials.
+func natsUser(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nats-user", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	secret := fs.String("secret-file", "", "token key file (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *secret == "" {
+		return errors.New("nats-user: --secret-file is required")
+	}
+	keys, err := token.Load(*secret)
+	if err != nil {
+		return err
+	}
+	secrets, err := keys.Secrets()
+	if err != nil {
+		return fmt.Errorf("nats-user: %w", err)
+	}
+	ring, err := clusterseal.New(secrets)
+	if err != nil {
+		return fmt.Errorf("nats-user: %w", err)
+	}
+	user, password := ring.NATSUser()
+	fmt.Fprintf(stdout, "NATS_USER=%s\nNATS_PASSWORD=%s\n", user, password)
+	return nil
 }
 
 func mint(args []string, stdout, stderr io.Writer) error {

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
@@ -18,6 +21,7 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
@@ -576,5 +580,36 @@ func TestServeNATSWithoutJetStream(t *testing.T) {
 	// as a lost answer asked again until the deadline.
 	if !errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
 		t.Errorf("the refusal is not jetstream.ErrJetStreamNotEnabled: %v", err)
+	}
+}
+
+// nats-user prints the user and password a node derives from the secret
+// (what an external NATS of the deployment is configured with); a
+// verify-only key cannot seal a cluster, and says so.
+func TestNATSUser(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(secret, []byte(strings.Repeat("k", 40)), 0o600)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"nats-user", "--secret-file", secret}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := clusterseal.New([][]byte{[]byte(strings.Repeat("k", 40))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, p := ring.NATSUser()
+	if out.String() != "NATS_USER="+u+"\nNATS_PASSWORD="+p+"\n" {
+		t.Fatalf("nats-user printed %q", out.String())
+	}
+	_, priv, _ := ed25519.GenerateKey(nil)
+	der, _ := x509.MarshalPKIXPublicKey(priv.Public())
+	pub := filepath.Join(dir, "pub")
+	os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
+	for _, args := range [][]string{{"nats-user", "--secret-file", pub}, {"serve", "--listen", "127.0.0.1:0", "--secret-file", pub, "--nats", "embedded"}} {
+		err := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "PRIVATE KEY or an HS256 secret") {
+			t.Fatalf("%s with a PUBLIC KEY: %v", args[0], err)
+		}
 	}
 }
