@@ -16,6 +16,9 @@
 //
 //	0x01 | key id (4) | nonce (24) | XChaCha20-Poly1305(inner) (+16)
 //
+// The nonce is a random prefix of the keyring's (16 bytes, drawn once) and
+// a counter (8): unique for every seal of every node.
+//
 // inner is the writer's clock (8 bytes, Unix nanoseconds) then, for a
 // message, the sender's boot id (8) and sequence number (8), then the
 // plaintext. The associated data is "m\x00"+subject for a message and
@@ -158,6 +161,10 @@ type Keyring struct {
 
 	boot [8]byte
 	seq  atomic.Uint64
+	// Nonces are this keyring's random prefix and a counter: unique
+	// without asking the system for random bytes on every message.
+	noncePrefix [nonceLen - 8]byte
+	nonces      atomic.Uint64
 
 	replayMu sync.Mutex
 	senders  map[[8]byte]*senderWindow
@@ -177,6 +184,9 @@ type senderWindow struct {
 func New(secrets [][]byte) (*Keyring, error) {
 	k := &Keyring{senders: map[[8]byte]*senderWindow{}}
 	if _, err := rand.Read(k.boot[:]); err != nil {
+		return nil, err
+	}
+	if _, err := rand.Read(k.noncePrefix[:]); err != nil {
 		return nil, err
 	}
 	if err := k.Reload(secrets); err != nil {
@@ -253,15 +263,15 @@ func (k *Keyring) find(id []byte) *epoch {
 	return nil
 }
 
-// seal appends the sealed form of inner (which begins with room for the
-// header: headerLen bytes the caller left) to dst.
-func seal(dst []byte, e *epoch, aead cipher.AEAD, ad, inner []byte) []byte {
-	out := append(dst, version)
-	out = append(out, e.id[:]...)
-	var nonce [nonceLen]byte
-	rand.Read(nonce[:])
-	out = append(out, nonce[:]...)
-	return aead.Seal(out, nonce[:], inner, ad)
+// seal seals inner, which the caller built at buf[headerLen:] (buf has
+// room for the tag), in place, and returns the sealed form.
+func (k *Keyring) seal(buf []byte, e *epoch, aead cipher.AEAD, ad []byte) []byte {
+	buf[0] = version
+	copy(buf[1:], e.id[:])
+	nonce := buf[1+keyIDLen : headerLen]
+	copy(nonce, k.noncePrefix[:])
+	binary.BigEndian.PutUint64(nonce[len(k.noncePrefix):], k.nonces.Add(1))
+	return aead.Seal(buf[:headerLen], nonce, buf[headerLen:], ad)
 }
 
 func (k *Keyring) open(what string, sealed, ad []byte, pick func(*epoch) cipher.AEAD) ([]byte, error) {
@@ -291,15 +301,19 @@ func (k *Keyring) fresh(t int64, ref time.Time) bool {
 	return d <= w && d >= -w
 }
 
-// SealMessage seals a message for subject.
-func (k *Keyring) SealMessage(subject string, plain []byte) []byte {
+// SealMessage seals a message for subject: head then body, as one
+// plaintext (a caller's few bytes of its own before the message, without
+// a copy to join them).
+func (k *Keyring) SealMessage(subject string, head, body []byte) []byte {
 	e := (*k.epochs.Load())[0]
-	inner := make([]byte, timeLen+msgIDLen, timeLen+msgIDLen+len(plain))
+	n := len(head) + len(body)
+	buf := make([]byte, headerLen+timeLen+msgIDLen, MessageOverhead+n)
+	inner := buf[headerLen:]
 	binary.BigEndian.PutUint64(inner, uint64(k.now().UnixNano()))
 	copy(inner[timeLen:], k.boot[:])
 	binary.BigEndian.PutUint64(inner[timeLen+8:], k.seq.Add(1))
-	inner = append(inner, plain...)
-	return seal(make([]byte, 0, MessageOverhead+len(plain)), e, e.msg, adFor('m', subject), inner)
+	buf = append(append(buf, head...), body...)
+	return k.seal(buf, e, e.msg, adFor('m', subject))
 }
 
 // OpenMessage opens a message that arrived on subject; what labels it for
@@ -386,10 +400,10 @@ func shiftLeft(bits *[replayBits / 64]uint64, n uint64) {
 // the key, as the caller names them: "BUCKET/KEY").
 func (k *Keyring) SealValue(key string, plain []byte) []byte {
 	e := (*k.epochs.Load())[0]
-	inner := make([]byte, timeLen, timeLen+len(plain))
-	binary.BigEndian.PutUint64(inner, uint64(k.now().UnixNano()))
-	inner = append(inner, plain...)
-	return seal(make([]byte, 0, Overhead+len(plain)), e, e.val, adFor('v', key), inner)
+	buf := make([]byte, headerLen+timeLen, Overhead+len(plain))
+	binary.BigEndian.PutUint64(buf[headerLen:], uint64(k.now().UnixNano()))
+	buf = append(buf, plain...)
+	return k.seal(buf, e, e.val, adFor('v', key))
 }
 
 // OpenValue opens a value read from under key, which the NATS server

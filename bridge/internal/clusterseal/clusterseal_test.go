@@ -44,7 +44,7 @@ func TestMessageRoundTripAndRefusals(t *testing.T) {
 	var mu sync.Mutex
 	b.OnReject(func(what, reason string) { mu.Lock(); rejected = append(rejected, what+"/"+reason); mu.Unlock() })
 	plain := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
-	sealed := a.SealMessage("bb.n.x.u.k.x.conn", plain)
+	sealed := a.SealMessage("bb.n.x.u.k.x.conn", nil, plain)
 	if len(sealed) != len(plain)+MessageOverhead {
 		t.Fatalf("sealed %d bytes, want %d", len(sealed), len(plain)+MessageOverhead)
 	}
@@ -62,15 +62,15 @@ func TestMessageRoundTripAndRefusals(t *testing.T) {
 		want    error
 	}{
 		{"replayed", "bb.n.x.u.k.x.conn", sealed, ErrReplayed},
-		{"moved to another subject", "bb.n.x.u.k.x.other", a.SealMessage("bb.n.x.u.k.x.conn", plain), ErrForged},
-		{"truncated", "s", a.SealMessage("s", plain)[:20], ErrMalformed},
-		{"cut tag", "s", func() []byte { m := a.SealMessage("s", plain); return m[:len(m)-1] }(), ErrForged},
+		{"moved to another subject", "bb.n.x.u.k.x.other", a.SealMessage("bb.n.x.u.k.x.conn", nil, plain), ErrForged},
+		{"truncated", "s", a.SealMessage("s", nil, plain)[:20], ErrMalformed},
+		{"cut tag", "s", func() []byte { m := a.SealMessage("s", nil, plain); return m[:len(m)-1] }(), ErrForged},
 		{"unsealed", "s", plain, ErrMalformed},
-		{"other secret", "s", ring(t, secret('o')).SealMessage("s", plain), ErrUnknownKey},
+		{"other secret", "s", ring(t, secret('o')).SealMessage("s", nil, plain), ErrUnknownKey},
 	}
 	// A flipped bit anywhere past the version and key id.
 	for _, at := range []int{1 + keyIDLen, headerLen, headerLen + 10, len(sealed) - 1} {
-		m := a.SealMessage("s", plain)
+		m := a.SealMessage("s", nil, plain)
 		m[at] ^= 0x40
 		cases = append(cases, struct {
 			name    string
@@ -98,15 +98,15 @@ func TestMessageStale(t *testing.T) {
 	a, b := ring(t, secret('s')), ring(t, secret('s'))
 	a.Now = func() time.Time { return now }
 	b.Now = func() time.Time { return now.Add(DefaultWindow + time.Second) }
-	if _, err := b.OpenMessage("msg", "s", a.SealMessage("s", []byte("x"))); !errors.Is(err, ErrStale) {
+	if _, err := b.OpenMessage("msg", "s", a.SealMessage("s", nil, []byte("x"))); !errors.Is(err, ErrStale) {
 		t.Fatalf("old message: %v", err)
 	}
 	b.Now = func() time.Time { return now.Add(-DefaultWindow - time.Second) }
-	if _, err := b.OpenMessage("msg", "s", a.SealMessage("s", []byte("x"))); !errors.Is(err, ErrStale) {
+	if _, err := b.OpenMessage("msg", "s", a.SealMessage("s", nil, []byte("x"))); !errors.Is(err, ErrStale) {
 		t.Fatalf("message from the future: %v", err)
 	}
 	b.Now = func() time.Time { return now.Add(DefaultWindow - time.Second) }
-	if _, err := b.OpenMessage("msg", "s", a.SealMessage("s", []byte("x"))); err != nil {
+	if _, err := b.OpenMessage("msg", "s", a.SealMessage("s", nil, []byte("x"))); err != nil {
 		t.Fatalf("message within the window: %v", err)
 	}
 }
@@ -115,7 +115,7 @@ func TestReplayWindowOutOfOrder(t *testing.T) {
 	a, b := ring(t, secret('s')), ring(t, secret('s'))
 	var msgs [][]byte
 	for range 2000 {
-		msgs = append(msgs, a.SealMessage("s", []byte("m")))
+		msgs = append(msgs, a.SealMessage("s", nil, []byte("m")))
 	}
 	open := func(i int) error { _, err := b.OpenMessage("msg", "s", msgs[i]); return err }
 	// Out of order within the window: all accepted once.
@@ -173,13 +173,13 @@ func TestRotation(t *testing.T) {
 	before := ring(t, old)
 	during := ring(t, next, old) // seals with next, opens both
 	after := ring(t, next)
-	if _, err := during.OpenMessage("m", "s", before.SealMessage("s", []byte("x"))); err != nil {
+	if _, err := during.OpenMessage("m", "s", before.SealMessage("s", nil, []byte("x"))); err != nil {
 		t.Fatalf("a node rolled to the new secret opens the old: %v", err)
 	}
-	if _, err := after.OpenMessage("m", "s", during.SealMessage("s", []byte("x"))); err != nil {
+	if _, err := after.OpenMessage("m", "s", during.SealMessage("s", nil, []byte("x"))); err != nil {
 		t.Fatalf("a node that dropped the old secret opens what the rolled ones seal: %v", err)
 	}
-	if _, err := after.OpenMessage("m", "s", before.SealMessage("s", []byte("x"))); !errors.Is(err, ErrUnknownKey) {
+	if _, err := after.OpenMessage("m", "s", before.SealMessage("s", nil, []byte("x"))); !errors.Is(err, ErrUnknownKey) {
 		t.Fatalf("the old secret, once dropped: %v", err)
 	}
 	if !during.IsUserKey(before.UserKey("alice"), "alice") || !during.IsUserKey(during.UserKey("alice"), "alice") {
@@ -237,7 +237,7 @@ func BenchmarkSealOpenMessage(b *testing.B) {
 	b.SetBytes(int64(len(msg)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := r.OpenMessage("m", "bb.n.node.u.0123456789ab.x.conn", a.SealMessage("bb.n.node.u.0123456789ab.x.conn", msg)); err != nil {
+		if _, err := r.OpenMessage("m", "bb.n.node.u.0123456789ab.x.conn", a.SealMessage("bb.n.node.u.0123456789ab.x.conn", nil, msg)); err != nil {
 			b.Fatal(err)
 		}
 	}

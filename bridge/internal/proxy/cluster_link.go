@@ -222,7 +222,7 @@ func (c *clusterNode) serveAttach(uk string, msg *nats.Msg, data []byte) {
 	var req attachRequest
 	respond := func(r attachReply) error {
 		b, _ := json.Marshal(r)
-		return msg.Respond(c.ring.SealMessage(msg.Reply, b))
+		return msg.Respond(c.ring.SealMessage(msg.Reply, nil, b))
 	}
 	fail := func(e *relaywire.Error) { _ = respond(attachReply{Error: e}) }
 	if msg.Reply == "" || json.Unmarshal(data, &req) != nil || req.User == "" || !c.ring.IsUserKey(uk, req.User) ||

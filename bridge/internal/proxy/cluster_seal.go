@@ -56,15 +56,14 @@ func (c *clusterNode) sealMessage(subject string, data []byte, op, reason string
 	if len(reason) > 255 {
 		reason = reason[:255]
 	}
-	plain := make([]byte, 0, 3+len(reason)+len(data))
 	var flags byte
 	if strike {
 		flags |= msgFlagStrike
 	}
-	plain = append(plain, opCode(op), flags, byte(len(reason)))
-	plain = append(plain, reason...)
-	plain = append(plain, data...)
-	return c.ring.SealMessage(subject, plain)
+	var head [3 + 255]byte
+	head[0], head[1], head[2] = opCode(op), flags, byte(len(reason))
+	n := 3 + copy(head[3:], reason)
+	return c.ring.SealMessage(subject, head[:n], data)
 }
 
 // openMessage opens a message that came on subject into a mailbox item.

@@ -1566,5 +1566,5 @@ func testRing() *clusterseal.Keyring {
 // sealedFrame seals a JSON-RPC frame for subject as a node does (a plain
 // message: no control op, no strike, no reason).
 func sealedFrame(ring *clusterseal.Keyring, subject, frame string) []byte {
-	return ring.SealMessage(subject, append([]byte{msgOpNone, 0, 0}, frame...))
+	return ring.SealMessage(subject, []byte{msgOpNone, 0, 0}, []byte(frame))
 }

@@ -105,7 +105,7 @@ func TestClusterAttackerDrivesNoBrowser(t *testing.T) {
 	if msg, err := bad.Request(attach, req, time.Second); err == nil {
 		t.Fatalf("node a answered a plain attach request: %s", msg.Data)
 	}
-	if msg, err := bad.Request(attach, foreign.SealMessage(attach, append([]byte{msgOpNone, 0, 0}, req...)), time.Second); err == nil {
+	if msg, err := bad.Request(attach, foreign.SealMessage(attach, []byte{msgOpNone, 0, 0}, req), time.Second); err == nil {
 		t.Fatalf("node a answered an attach request sealed with another secret: %s", msg.Data)
 	}
 	waitRejected(t, a, "message", "malformed", before)
@@ -144,8 +144,8 @@ func TestClusterAttackerDrivesNoBrowser(t *testing.T) {
 		subject string
 		data    []byte
 	}{
-		{toExt, []byte(call)},                                   // malformed
-		{toExt, foreign.SealMessage(toExt, []byte(call))},       // unknown_key
+		{toExt, []byte(call)}, // malformed
+		{toExt, foreign.SealMessage(toExt, nil, []byte(call))}, // unknown_key
 		{toExt, tampered},                                       // forged
 		{toExt, real.Data[:len(real.Data)-1]},                   // forged (cut)
 		{toExt, real.Data[:20]},                                 // malformed (cut short)
