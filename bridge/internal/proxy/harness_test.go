@@ -29,6 +29,7 @@ type testProxy struct {
 	hs   *httptest.Server
 	keys *token.Keys
 	url  string // ws://host:port
+	pub  string // the public URL when served by Run (runHTTPProxy); else hs's
 
 	panicked atomic.Bool // a handler panicked (net/http recovered it)
 }
