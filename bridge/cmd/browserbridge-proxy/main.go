@@ -20,8 +20,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,7 +38,7 @@ import (
 var usage = fmt.Sprintf(`usage:
   browserbridge-proxy serve --listen ADDR [--tls-cert FILE --tls-key FILE] --secret-file FILE
       [--max-conns-per-ip %d] [--max-mcp-per-user %d] [--max-extensions-per-user %d]
-      [--idle-timeout %v] [--read-timeout %v]
+      [--idle-timeout %v] [--read-timeout %v] [--trusted-proxies CIDR,...]
       [--public-url https://proxy.example.com [--oauth-state FILE] [--oauth-config FILE]]
       [--nats nats://a:4222,nats://b:4222 [--nats-creds FILE] [--nats-ca FILE] [--nats-cert FILE --nats-key FILE]
        | --nats embedded [--nats-listen HOST:PORT] [--nats-store DIR] [--nats-routes URLS --nats-cluster-listen HOST:PORT]]
@@ -109,6 +111,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	readTimeout := fs.Duration("read-timeout", proxy.DefaultReadTimeout, "how long a client may take to send one request, headers and body (never cuts a WebSocket)")
 	publicURL := fs.String("public-url", "", "the proxy's public URL (https://proxy.example.com): also serve MCP over Streamable HTTP there, with OAuth sign-in")
 	oauthState := fs.String("oauth-state", "", "with --public-url: the file that keeps OAuth registrations, sign-ins and tokens across restarts (default: in memory)")
+	trusted := fs.String("trusted-proxies", "", "reverse proxies in front (Caddy, Traefik), comma-separated addresses or CIDR networks (10.0.0.0/8): for their requests the client is the X-Forwarded-For address they vouch for, and each client keeps its own per-address limits")
 	oauthConfig := fs.String("oauth-config", "", "with --public-url: a JSON file with password_hash, oidc, users (sign-in subject to proxy user) and allowed_origins")
 	var cf clusterFlags
 	cf.register(fs)
@@ -140,6 +143,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if (*cert == "") != (*key == "") {
 		return errors.New("serve: --tls-cert and --tls-key go together")
 	}
+	proxies, err := parseTrustedProxies(*trusted)
+	if err != nil {
+		return fmt.Errorf("serve: --trusted-proxies: %w", err)
+	}
 	if err := cf.validate(fs, *oauthState); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -155,7 +162,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	opts := proxy.Options{Keys: keys, Logger: log,
 		MaxConnsPerIP: noLimit(*perIP), MaxMCPPerUser: noLimit(*perUserMCP), MaxExtensionsPerUser: noLimit(*perUserExt),
-		IdleTimeout: *idle, ReadTimeout: *readTimeout}
+		IdleTimeout: *idle, ReadTimeout: *readTimeout, TrustedProxies: proxies}
 	scheme := "ws"
 	if *cert != "" {
 		pair, err := tls.LoadX509KeyPair(*cert, *key)
@@ -221,6 +228,23 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("browserbridge-proxy stopped")
 	return nil
+}
+
+// parseTrustedProxies reads --trusted-proxies: entries as the gateway's
+// trusted_proxies takes them (config.ParseTrustedProxy).
+func parseTrustedProxies(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, e := range strings.Split(list, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		p, err := config.ParseTrustedProxy(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // noLimit maps a flag's 0 ("no limit") to proxy.Options' negative.
