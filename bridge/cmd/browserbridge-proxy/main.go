@@ -39,6 +39,7 @@ var usage = fmt.Sprintf(`usage:
   browserbridge-proxy serve --listen ADDR [--tls-cert FILE --tls-key FILE] --secret-file FILE
       [--max-conns-per-ip %d] [--max-mcp-per-user %d] [--max-extensions-per-user %d]
       [--idle-timeout %v] [--read-timeout %v] [--trusted-proxies CIDR,...]
+      [--max-body-bytes-per-user N] [--max-body-bytes N]
       [--public-url https://proxy.example.com [--oauth-state FILE] [--oauth-config FILE]]
       [--nats nats://a:4222,nats://b:4222 [--nats-creds FILE] [--nats-ca FILE] [--nats-cert FILE --nats-key FILE]
        | --nats embedded [--nats-listen HOST:PORT] [--nats-store DIR] [--nats-routes URLS --nats-cluster-listen HOST:PORT]]
@@ -111,6 +112,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	readTimeout := fs.Duration("read-timeout", proxy.DefaultReadTimeout, "how long a client may take to send one request, headers and body (never cuts a WebSocket)")
 	publicURL := fs.String("public-url", "", "the proxy's public URL (https://proxy.example.com): also serve MCP over Streamable HTTP there, with OAuth sign-in")
 	oauthState := fs.String("oauth-state", "", "with --public-url: the file that keeps OAuth registrations, sign-ins and tokens across restarts (default: in memory)")
+	bodyPerUser := fs.Int64("max-body-bytes-per-user", proxy.DefaultMaxBodyBytesPerUser, "with --public-url: bytes of one user's request bodies in flight at once; more wait up to 10 s, then get 429")
+	bodyTotal := fs.Int64("max-body-bytes", proxy.DefaultMaxBodyBytes, "with --public-url: bytes of all request bodies in flight at once; more wait up to 10 s, then get 503")
 	trusted := fs.String("trusted-proxies", "", "reverse proxies in front (Caddy, Traefik), comma-separated addresses or CIDR networks (10.0.0.0/8): for their requests the client is the X-Forwarded-For address they vouch for, and each client keeps its own per-address limits")
 	oauthConfig := fs.String("oauth-config", "", "with --public-url: a JSON file with password_hash, oidc, users (sign-in subject to proxy user) and allowed_origins")
 	var cf clusterFlags
@@ -143,6 +146,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if (*cert == "") != (*key == "") {
 		return errors.New("serve: --tls-cert and --tls-key go together")
 	}
+	if *bodyPerUser <= 0 || *bodyTotal <= 0 {
+		return fmt.Errorf("serve: --max-body-bytes-per-user %d and --max-body-bytes %d must be positive", *bodyPerUser, *bodyTotal)
+	}
 	proxies, err := parseTrustedProxies(*trusted)
 	if err != nil {
 		return fmt.Errorf("serve: --trusted-proxies: %w", err)
@@ -162,7 +168,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	opts := proxy.Options{Keys: keys, Logger: log,
 		MaxConnsPerIP: noLimit(*perIP), MaxMCPPerUser: noLimit(*perUserMCP), MaxExtensionsPerUser: noLimit(*perUserExt),
-		IdleTimeout: *idle, ReadTimeout: *readTimeout, TrustedProxies: proxies}
+		IdleTimeout: *idle, ReadTimeout: *readTimeout, TrustedProxies: proxies,
+		MaxBodyBytesPerUser: *bodyPerUser, MaxBodyBytes: *bodyTotal}
 	scheme := "ws"
 	if *cert != "" {
 		pair, err := tls.LoadX509KeyPair(*cert, *key)

@@ -95,6 +95,16 @@ type Options struct {
 	// one user; one more is closed 1008 after authenticate. Default
 	// DefaultMaxExtensionsPerUser; negative: unlimited.
 	MaxExtensionsPerUser int
+	// MaxBodyBytesPerUser bounds the bytes of one user's Streamable HTTP
+	// request bodies in flight (bodybudget.go): each body takes its length
+	// before it is read and gives it back once its message is handed on.
+	// A body that finds no room waits up to 10 s, then is refused 429.
+	// Default DefaultMaxBodyBytesPerUser; never less than MaxMessageSize.
+	MaxBodyBytesPerUser int64
+	// MaxBodyBytes bounds the bytes of all users' request bodies in flight
+	// at once; past it (after the same wait), 503. Default
+	// DefaultMaxBodyBytes; never less than MaxBodyBytesPerUser.
+	MaxBodyBytes int64
 	// IdleTimeout is how long Run lets an HTTP keep-alive connection wait
 	// for its next request. WebSockets are not HTTP keep-alive connections:
 	// PongWait governs them. Default 60 s.
@@ -177,6 +187,14 @@ func (o *Options) setDefaults() {
 	if o.MaxExtensionsPerUser == 0 {
 		o.MaxExtensionsPerUser = DefaultMaxExtensionsPerUser
 	}
+	if o.MaxBodyBytesPerUser <= 0 {
+		o.MaxBodyBytesPerUser = DefaultMaxBodyBytesPerUser
+	}
+	o.MaxBodyBytesPerUser = max(o.MaxBodyBytesPerUser, o.MaxMessageSize)
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	o.MaxBodyBytes = max(o.MaxBodyBytes, o.MaxBodyBytesPerUser)
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
@@ -238,6 +256,7 @@ type Server struct {
 	upgrader websocket.Upgrader
 	connOpts *wsconn.Options           // of every connection
 	proxies  *httpguard.TrustedProxies // Options.TrustedProxies; nil: none
+	bodies   *bodyBudget               // request bodies in flight (HTTP)
 	started  time.Time
 	m        serverMetrics
 
@@ -292,6 +311,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		proxies: proxies,
+		bodies:  newBodyBudget(opts.MaxBodyBytesPerUser, opts.MaxBodyBytes),
 		opts:    opts,
 		log:     opts.Logger,
 		started: time.Now(),
