@@ -2,24 +2,37 @@ package relaywire
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
 // Pairing codes (MethodPairingCode): PairingCodeLength symbols of Crockford's
-// base 32, 5 bits each (60 bits), shown in groups of four joined by dashes.
+// base 32, 5 bits each (80 bits), shown in groups of four joined by dashes.
 // The alphabet has no I, L, O or U, so nothing in it looks like anything
 // else; what a person types is read case-insensitively, with dashes and
 // spaces ignored and O, I, L taken for the 0, 1, 1 they look like.
+//
+// Codes were 12 symbols (60 bits) before; 80 bits let a proxy check far more
+// guesses a minute (docs/limits.md, "Pairing codes") and still keep the
+// chance of any guess finding a live code below one in a million a year. A
+// code of the old length is refused with ErrPairingCodeOld.
 const (
 	PairingAlphabet   = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-	PairingCodeLength = 12
+	PairingCodeLength = 16
 	// PairingCodeBits is the entropy of a code.
 	PairingCodeBits = 5 * PairingCodeLength
+	// OldPairingCodeLength is the length of the codes of earlier versions.
+	OldPairingCodeLength = 12
 )
 
 // ErrPairingCodeFormat is NormalizePairingCode's error for text that
 // cannot be a pairing code.
-var ErrPairingCodeFormat = errors.New("that is not a pairing code: it has 12 letters and digits, like ABCD-EFGH-JKMN")
+var ErrPairingCodeFormat = errors.New("that is not a pairing code: it has 16 letters and digits, like ABCD-EFGH-JKMN-PQRS")
+
+// ErrPairingCodeOld is NormalizePairingCode's error for a code of the old
+// length (from a bridge or proxy before codes grew to 16 symbols); it
+// wraps ErrPairingCodeFormat.
+var ErrPairingCodeOld = fmt.Errorf("%w (that one has 12, as codes from before an upgrade of the proxy had, and those no longer work): run `browserbridge pair` again for a new one", ErrPairingCodeFormat)
 
 // NormalizePairingCode returns a typed code in its canonical form (the
 // PairingCodeLength symbols, upper case, no dashes), or ErrPairingCodeFormat.
@@ -47,14 +60,18 @@ func NormalizePairingCode(s string) (string, error) {
 		}
 		b.WriteByte(c)
 	}
-	if b.Len() != PairingCodeLength {
+	switch b.Len() {
+	case PairingCodeLength:
+	case OldPairingCodeLength:
+		return "", ErrPairingCodeOld
+	default:
 		return "", ErrPairingCodeFormat
 	}
 	return b.String(), nil
 }
 
 // FormatPairingCode writes a canonical code in groups of four joined by
-// dashes ("ABCDEFGHJKMN" → "ABCD-EFGH-JKMN").
+// dashes ("ABCDEFGHJKMNPQRS" → "ABCD-EFGH-JKMN-PQRS").
 func FormatPairingCode(canonical string) string {
 	var b strings.Builder
 	for i := 0; i < len(canonical); i++ {

@@ -69,7 +69,7 @@ type PairingCodeParams struct{}
 // PairingCodeResult is the proxy's answer to pairing_code.
 type PairingCodeResult struct {
 	// Code is the sign-in code, FormatPairingCode's form
-	// ("ABCD-EFGH-JKMN"); the sign-in page's field "code" takes it in any
+	// ("ABCD-EFGH-JKMN-PQRS"); the sign-in page's field "code" takes it in any
 	// case, with or without dashes.
 	Code string `json:"code"`
 	// ExpiresAt is when the code stops working, RFC 3339 in UTC.

@@ -131,23 +131,33 @@ func TestPairingCodeFormat(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, want string
 	}{
-		{"as shown", "ABCD-EFGH-JKMN", "ABCDEFGHJKMN"},
-		{"lower case", "abcd-efgh-jkmn", "ABCDEFGHJKMN"},
-		{"no dashes", "ABCDEFGHJKMN", "ABCDEFGHJKMN"},
-		{"spaces", " abcd efgh jkmn ", "ABCDEFGHJKMN"},
-		{"look-alikes read as digits", "O0IL-abcd-efgh", "0011ABCDEFGH"},
-		{"digits", "0123-4567-89XY", "0123456789XY"},
-		{"U is not in the alphabet", "ABCD-EFGH-JKMU", ""},
-		{"too short", "ABCD-EFGH-JKM", ""},
-		{"too long", "ABCD-EFGH-JKMNP", ""},
-		{"punctuation", "ABCD.EFGH.JKMN", ""},
+		{"as shown", "ABCD-EFGH-JKMN-PQRS", "ABCDEFGHJKMNPQRS"},
+		{"lower case", "abcd-efgh-jkmn-pqrs", "ABCDEFGHJKMNPQRS"},
+		{"no dashes", "ABCDEFGHJKMNPQRS", "ABCDEFGHJKMNPQRS"},
+		{"spaces", " abcd efgh jkmn pqrs ", "ABCDEFGHJKMNPQRS"},
+		{"look-alikes read as digits", "O0IL-abcd-efgh-jkmn", "0011ABCDEFGHJKMN"},
+		{"digits", "0123-4567-89XY-Z000", "0123456789XYZ000"},
+		{"U is not in the alphabet", "ABCD-EFGH-JKMN-PQRU", ""},
+		{"too short", "ABCD-EFGH-JKMN-PQR", ""},
+		{"too long", "ABCD-EFGH-JKMN-PQRST", ""},
+		{"an old code of 12", "ABCD-EFGH-JKMN", "old"},
+		{"punctuation", "ABCD.EFGH.JKMN.PQRS", ""},
 		{"empty", "", ""},
-		{"non-ASCII", "ÀBCD-EFGH-JKMN", ""},
+		{"non-ASCII", "ÀBCD-EFGH-JKMN-PQRS", ""},
 		{"junk", strings.Repeat("A", 1000), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := NormalizePairingCode(tc.in)
+			if tc.want == "old" {
+				if !errors.Is(err, ErrPairingCodeOld) || !errors.Is(err, ErrPairingCodeFormat) || !strings.Contains(err.Error(), "run `browserbridge pair` again") {
+					t.Fatalf("NormalizePairingCode(%q) = %q, %v; want ErrPairingCodeOld, a format error with what to do", tc.in, got, err)
+				}
+				return
+			}
 			if tc.want == "" {
+				if errors.Is(err, ErrPairingCodeOld) {
+					t.Fatalf("NormalizePairingCode(%q): %v, but it is not of the old length", tc.in, err)
+				}
 				if !errors.Is(err, ErrPairingCodeFormat) {
 					t.Fatalf("NormalizePairingCode(%q) = %q, %v; want ErrPairingCodeFormat", tc.in, got, err)
 				}
@@ -161,10 +171,10 @@ func TestPairingCodeFormat(t *testing.T) {
 			}
 		})
 	}
-	if got := FormatPairingCode("ABCDEFGHJKMN"); got != "ABCD-EFGH-JKMN" {
+	if got := FormatPairingCode("ABCDEFGHJKMNPQRS"); got != "ABCD-EFGH-JKMN-PQRS" {
 		t.Fatalf("FormatPairingCode = %q", got)
 	}
-	if len(PairingAlphabet) != 32 || PairingCodeBits < 60 {
+	if len(PairingAlphabet) != 32 || PairingCodeBits < 80 {
 		t.Fatalf("alphabet of %d symbols, %d bits", len(PairingAlphabet), PairingCodeBits)
 	}
 	for _, c := range "ILOU" {

@@ -21,8 +21,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,7 +40,8 @@ import (
 var usage = fmt.Sprintf(`usage:
   browserbridge-proxy serve --listen ADDR [--tls-cert FILE --tls-key FILE] --secret-file FILE
       [--max-conns-per-ip %d] [--max-mcp-per-user %d] [--max-extensions-per-user %d]
-      [--idle-timeout %v] [--read-timeout %v]
+      [--idle-timeout %v] [--read-timeout %v] [--trusted-proxies CIDR,...]
+      [--max-body-bytes-per-user N] [--max-body-bytes N]
       [--public-url https://proxy.example.com [--oauth-state FILE] [--oauth-config FILE]]
       [--nats nats://a:4222,nats://b:4222 [--nats-creds FILE] [--nats-ca FILE] [--nats-cert FILE --nats-key FILE]
        | --nats embedded [--nats-listen HOST:PORT] [--nats-store DIR] [--nats-routes URLS --nats-cluster-listen HOST:PORT]]
@@ -120,6 +123,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	readTimeout := fs.Duration("read-timeout", proxy.DefaultReadTimeout, "how long a client may take to send one request, headers and body (never cuts a WebSocket)")
 	publicURL := fs.String("public-url", "", "the proxy's public URL (https://proxy.example.com): also serve MCP over Streamable HTTP there, with OAuth sign-in")
 	oauthState := fs.String("oauth-state", "", "with --public-url: the file that keeps OAuth registrations, sign-ins and tokens across restarts (default: in memory)")
+	bodyPerUser := fs.Int64("max-body-bytes-per-user", proxy.DefaultMaxBodyBytesPerUser, "with --public-url: bytes of one user's request bodies in flight at once; more wait up to 10 s, then get 429")
+	bodyTotal := fs.Int64("max-body-bytes", proxy.DefaultMaxBodyBytes, "with --public-url: bytes of all request bodies in flight at once; more wait up to 10 s, then get 503")
+	trusted := fs.String("trusted-proxies", "", "reverse proxies in front (Caddy, Traefik), comma-separated addresses or CIDR networks (10.0.0.0/8): for their requests the client is the X-Forwarded-For address they vouch for, and each client keeps its own per-address limits")
 	oauthConfig := fs.String("oauth-config", "", "with --public-url: a JSON file with password_hash, oidc, users (sign-in subject to proxy user) and allowed_origins")
 	metricsListen := fs.String("metrics-listen", "", "also serve /metrics and the whole /health (counts, cluster peers and their internal URLs) on this host:port, for the operator's private network; the public listener's /health says the status alone")
 	var cf clusterFlags
@@ -152,6 +158,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if (*cert == "") != (*key == "") {
 		return errors.New("serve: --tls-cert and --tls-key go together")
 	}
+	if *bodyPerUser <= 0 || *bodyTotal <= 0 {
+		return fmt.Errorf("serve: --max-body-bytes-per-user %d and --max-body-bytes %d must be positive", *bodyPerUser, *bodyTotal)
+	}
+	proxies, err := parseTrustedProxies(*trusted)
+	if err != nil {
+		return fmt.Errorf("serve: --trusted-proxies: %w", err)
+	}
 	if err := cf.validate(fs, *oauthState); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -166,7 +179,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	opts := proxy.Options{Keys: keys, Logger: log,
 		MaxConnsPerIP: noLimit(*perIP), MaxMCPPerUser: noLimit(*perUserMCP), MaxExtensionsPerUser: noLimit(*perUserExt),
-		IdleTimeout: *idle, ReadTimeout: *readTimeout}
+		IdleTimeout: *idle, ReadTimeout: *readTimeout, TrustedProxies: proxies,
+		MaxBodyBytesPerUser: *bodyPerUser, MaxBodyBytes: *bodyTotal}
 	scheme := "ws"
 	if *cert != "" {
 		pair, err := tls.LoadX509KeyPair(*cert, *key)
@@ -303,6 +317,23 @@ func reloadOnHangup(path string, srv *proxy.Server, ring *clusterseal.Keyring, l
 		}
 	}()
 	return func() { signal.Stop(hup); close(done) }
+}
+
+// parseTrustedProxies reads --trusted-proxies: entries as the gateway's
+// trusted_proxies takes them (config.ParseTrustedProxy).
+func parseTrustedProxies(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, e := range strings.Split(list, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		p, err := config.ParseTrustedProxy(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // noLimit maps a flag's 0 ("no limit") to proxy.Options' negative.

@@ -104,6 +104,8 @@ func TestServeFlags(t *testing.T) {
 		{"zero idle timeout", []string{"--idle-timeout", "0s"}, "--idle-timeout 0s must be positive"},
 		{"negative read timeout", []string{"--read-timeout", "-1s"}, "--read-timeout -1s must be positive"},
 		{"stray argument", []string{"extra"}, `unexpected argument "extra"`},
+		{"trusting every address", []string{"--trusted-proxies", "10.0.0.1, 0.0.0.0/0"}, "--trusted-proxies: \"0.0.0.0/0\" trusts every address"},
+		{"a trusted proxy by name", []string{"--trusted-proxies", "caddy"}, "--trusted-proxies: \"caddy\" is not an IP address or a network"},
 		{"oauth state without a public URL", []string{"--oauth-state", "x.db"}, "--oauth-state and --oauth-config go with --public-url"},
 		{"public URL over http", []string{"--public-url", "http://proxy.example.com"}, "use https"},
 		{"public URL with a path", []string{"--public-url", "https://proxy.example.com/relay"}, "has a path"},

@@ -94,7 +94,7 @@ func (w *world) waitRelayState(state string) {
 	}
 }
 
-var codeLine = regexp.MustCompile(`^Code: ([0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}) \(valid until \d\d:\d\d UTC, single use\)$`)
+var codeLine = regexp.MustCompile(`^Code: ([0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}) \(valid until \d\d:\d\d UTC, single use\)$`)
 
 // TestPair: `browserbridge pair` prints, as its last line, a code that the
 // proxy's sign-in redeems once for the bridge's user, after a line saying

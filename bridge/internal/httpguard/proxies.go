@@ -122,7 +122,41 @@ func parseForwardedAddr(s string) (netip.Addr, bool) {
 // RemoteAddr is that address with port 0 (the client's port is not
 // forwarded), and whose context remembers the proxy's own address.
 // Otherwise r itself.
-func (g *guard) fromProxy(r *http.Request) *http.Request {
+func (g *guard) fromProxy(r *http.Request) *http.Request { return g.proxies.fromProxy(r) }
+
+// TrustedProxies is the guard's rule for reverse proxies (Options.TrustedProxies)
+// for servers that count clients before or beside a guard: the cloud
+// proxy's listener, sign-in and pairing limits. One rule, so that the
+// gateway and the proxy cannot drift apart on whom they believe. A nil
+// *TrustedProxies trusts no one.
+type TrustedProxies struct{ t trustedProxies }
+
+// NewTrustedProxies checks the list as Options.TrustedProxies is checked
+// (a prefix of every address is refused); an empty list gives nil.
+func NewTrustedProxies(list []netip.Prefix) (*TrustedProxies, error) {
+	t, err := newTrustedProxies(list)
+	if err != nil || len(t) == 0 {
+		return nil, err
+	}
+	return &TrustedProxies{t}, nil
+}
+
+// Trusts reports whether a direct peer is one of the trusted proxies.
+func (p *TrustedProxies) Trusts(peer netip.Addr) bool {
+	return p != nil && p.t.contains(peer.Unmap())
+}
+
+// FromProxy returns r with its RemoteAddr set to the client a trusted proxy
+// vouches for (port 0), as the guard's handlers see it; r itself when its
+// peer is no trusted proxy or it carries no X-Forwarded-For.
+func (p *TrustedProxies) FromProxy(r *http.Request) *http.Request {
+	if p == nil {
+		return r
+	}
+	return p.t.fromProxy(r)
+}
+
+func (t trustedProxies) fromProxy(r *http.Request) *http.Request {
 	xff := r.Header[headerXForwardedFor]
 	if len(xff) == 0 {
 		return r
@@ -132,7 +166,7 @@ func (g *guard) fromProxy(r *http.Request) *http.Request {
 		return r
 	}
 	peer := ap.Addr().Unmap()
-	client := g.proxies.client(peer, xff)
+	client := t.client(peer, xff)
 	if client == peer {
 		return r
 	}

@@ -33,6 +33,7 @@ type testProxy struct {
 	// natsURL is the cluster's NATS, for the tests that play someone
 	// else on it (clusterHTTPNodes sets it).
 	natsURL string
+	pub     string // the public URL when served by Run (runHTTPProxy); else hs's
 
 	panicked atomic.Bool // a handler panicked (net/http recovered it)
 }

@@ -76,9 +76,10 @@ func (ss *httpSession) browserRequest(m *relaywire.Message, sink *postSink) {
 			return
 		}
 	case "tools/call":
+		// The name only: the arguments of a call to forward may be
+		// megabytes, and are not copied.
 		var p struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
+			Name string `json:"name"`
 		}
 		_ = json.Unmarshal(m.Params, &p)
 		switch p.Name {
@@ -86,7 +87,11 @@ func (ss *httpSession) browserRequest(m *relaywire.Message, sink *postSink) {
 			sink.send(relaywire.AppendResult(nil, m.ID, ss.listBrowsers()), true)
 			return
 		case toolSelectBrowser:
-			sink.send(relaywire.AppendResult(nil, m.ID, ss.selectBrowser(p.Arguments)), true)
+			var a struct {
+				Arguments json.RawMessage `json:"arguments"`
+			}
+			_ = json.Unmarshal(m.Params, &a)
+			sink.send(relaywire.AppendResult(nil, m.ID, ss.selectBrowser(a.Arguments)), true)
 			return
 		}
 	}

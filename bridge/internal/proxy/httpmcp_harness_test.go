@@ -78,7 +78,12 @@ func newHTTPTestProxy(tb testing.TB, opts Options, tweak func(*HTTPOptions)) *te
 	return tp
 }
 
-func (tp *testProxy) public() string { return tp.hs.URL }
+func (tp *testProxy) public() string {
+	if tp.pub != "" {
+		return tp.pub
+	}
+	return tp.hs.URL
+}
 
 // person is someone at a web browser on the proxy's sign-in and consent
 // pages (a cookie jar, forms posted as a page posts them); fields are what

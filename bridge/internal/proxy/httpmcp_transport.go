@@ -89,10 +89,11 @@ func (h *httpEndpoint) post(w http.ResponseWriter, r *http.Request, user string,
 	if !mcphttp.CheckPOSTAccept(w, r) || !mcphttp.CheckContentType(w, r) {
 		return
 	}
-	body, ok := mcphttp.ReadBody(w, r, h.s.opts.MaxMessageSize)
-	if !ok {
+	body, r := h.readBody(w, r, user)
+	if r == nil {
 		return
 	}
+	defer releaseBody(r)
 	var m relaywire.Message
 	kind, perr := m.Decode(body)
 	if perr != nil {
@@ -244,6 +245,7 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 		// of its gateway for the connection); no answer, no session.
 		sink := newPostSink()
 		ss.forward(m, sink)
+		releaseBody(r)
 		if reply := sink.writeTo(w, r, m.ID, ss.done); reply == nil || isErrorReply(reply) {
 			ss.close()
 		}
@@ -365,6 +367,7 @@ func (ss *httpSession) serve(w http.ResponseWriter, r *http.Request, m *relaywir
 	default:
 		sink := newPostSink()
 		ss.request(m, sink)
+		releaseBody(r) // handed on: the body is not needed while the answer comes
 		sink.writeTo(w, r, m.ID, ss.done)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -26,9 +25,18 @@ import (
 // proxy, over the bridge's authenticated relay link (pairing_code), for a
 // one-time sign-in code bound to the link's user; a person types it on the
 // proxy's OAuth sign-in page (field "code"), whose PairingCode check calls
-// RedeemPairingCode. Codes are random (60 bits), stored only as an HMAC
+// RedeemPairingCode. Codes are random (80 bits), stored only as an HMAC
 // under a key of this process, single use, short-lived, few per user, and
 // guessing them is limited per client address and over the whole proxy.
+//
+// The proxy-wide bound counts failed checks only (pairingGate): a valid code
+// cannot be told from a guess before it is checked, so once the bound is
+// reached attempts are not refused but wait their turn, and the turns go
+// first to the addresses that have failed least (a person typing a fresh
+// code has failed not at all; a guesser's addresses fail all the time).
+// Guessing stays bounded in total and slowed, and the owner of a code still
+// signs in during a flood (docs/limits.md, "Pairing codes", has the
+// arithmetic).
 //
 // On a cluster (Options.Cluster) the relay link and the sign-in page may be
 // on different nodes, so the codes live in a JetStream KV bucket,
@@ -36,9 +44,10 @@ import (
 // derived from the deployment's secret, and a code is used up by compare-and-swap, so it works once
 // across all nodes. The limits stay each node's own: the per-user cap of
 // unused codes and the per-user issue rate (a user's bridge talks to one
-// node at a time), the per-address and the global attempt limits. With N
-// nodes the global bound on guesses is N times AttemptsGlobal: still a
-// bound, since each node counts every attempt it is sent.
+// node at a time), the per-address limit and the proxy-wide bound on
+// failed checks. With N nodes the bound on guesses is N times
+// AttemptsGlobal: still a bound, since each node counts every attempt it is
+// sent.
 
 // PairingOptions configure pairing codes. The zero value of each field but
 // MCPURL means the default given.
@@ -58,21 +67,36 @@ type PairingOptions struct {
 	// AttemptsPerIP caps the codes tried per minute from one client address
 	// (an IPv4 address, an IPv6 /64). Default DefaultPairingAttemptsPerIP.
 	AttemptsPerIP int
-	// AttemptsGlobal caps the codes tried per minute over the whole proxy,
-	// whatever the addresses: what bounds a guesser with many. Default
-	// DefaultPairingAttemptsGlobal.
+	// AttemptsGlobal bounds the failed checks per minute over the whole
+	// proxy, whatever the addresses: what bounds a guesser with many. Up to
+	// it, a code is checked at once; past it, attempts wait for their turn
+	// (a token bucket of AttemptsGlobal a minute, as many at once), the
+	// addresses that failed least first. A code that works gives its turn
+	// back. Default DefaultPairingAttemptsGlobal.
 	AttemptsGlobal int
+	// MaxWait bounds how long an attempt waits for its turn; one that waited
+	// this long is answered with a sentence to try again (429). Default
+	// DefaultPairingMaxWait.
+	MaxWait time.Duration
+	// MaxWaiting bounds the attempts waiting at once. When it is reached,
+	// an attempt from an address that failed less than the worst waiting
+	// one takes its place (that one is answered as above); otherwise it is
+	// answered so itself. Default DefaultPairingMaxWaiting.
+	MaxWaiting int
 }
 
-// Defaults of PairingOptions. With 60-bit codes, a few per user and
-// AttemptsGlobal guesses a minute, a year of guessing at the limit finds a
-// code of a million users' with a chance of about 1 in 4,000,000.
+// Defaults of PairingOptions. With 80-bit codes, at most 3 live per user,
+// and AttemptsGlobal failed checks a minute on each of 16 nodes, a year of
+// guessing at the bound finds a live code of a million users' with a
+// chance of about 1 in 8,000,000 (docs/limits.md).
 const (
 	DefaultPairingTTL            = 5 * time.Minute
 	DefaultPairingPerUser        = 3
 	DefaultPairingIssuePerMinute = 10
 	DefaultPairingAttemptsPerIP  = 10
-	DefaultPairingAttemptsGlobal = 600
+	DefaultPairingAttemptsGlobal = 6000
+	DefaultPairingMaxWait        = 30 * time.Second
+	DefaultPairingMaxWaiting     = 4096
 )
 
 // Why RedeemPairingCode refused a code; each error's text is a sentence
@@ -84,8 +108,8 @@ var (
 	// ErrPairingLimited wraps the two rate limits' errors.
 	ErrPairingLimited = errors.New("too many pairing codes tried")
 	errPairingPerIP   = fmt.Errorf("%w from your network: wait a minute, then try again", ErrPairingLimited)
-	errPairingGlobal  = fmt.Errorf("%w on this proxy right now: wait a minute, then try again", ErrPairingLimited)
-	errPairingFormat  = relaywire.ErrPairingCodeFormat
+	errPairingGlobal  = fmt.Errorf("%w on this proxy right now, and yours waited its turn in vain: wait a minute, then try again", ErrPairingLimited)
+	errPairingQueued  = fmt.Errorf("%w from your network: %d of its attempts already wait their turn; wait for their answers, then try again", ErrPairingLimited, maxWaitingPerAddress)
 	// ErrPairingUnavailable: on a cluster, the codes' store (NATS) did not
 	// answer; nothing is wrong with the code.
 	ErrPairingUnavailable = errors.New("pairing codes cannot be checked right now (the proxy's shared store does not answer): try again in a minute")
@@ -116,9 +140,16 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 	if opts.AttemptsGlobal <= 0 {
 		opts.AttemptsGlobal = DefaultPairingAttemptsGlobal
 	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = DefaultPairingMaxWait
+	}
+	if opts.MaxWaiting <= 0 {
+		opts.MaxWaiting = DefaultPairingMaxWaiting
+	}
 	p := s.pairingStore(true)
 	p.mu.Lock()
 	p.opts, p.on = opts, true
+	p.gate.configure(opts.AttemptsGlobal, opts.MaxWaiting, &p.mu, s.opts.Now)
 	if c := s.opts.Cluster; c != nil && c.Conn != nil && p.shared == nil {
 		p.shared = newPairingShared(c)
 	}
@@ -129,20 +160,77 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 // client address clientIP ("" if unknown: such attempts share one count),
 // and returns the user it is bound to: the user whose bridge asked for it,
 // never anyone else. The code is then used up. Each attempt counts against
-// the limits before it is checked, so parallel guesses cannot slip past
-// them; the error is ErrPairingUnknown, ErrPairingExpired, ErrPairingUsed,
-// one wrapping ErrPairingLimited, relaywire.ErrPairingCodeFormat, or, on a
-// cluster whose store does not answer, ErrPairingUnavailable.
+// the per-address limit before it is checked, so parallel guesses cannot
+// slip past it; then it takes a turn of the proxy-wide bound on failed
+// checks (pairingGate), waiting for one if need be, and gives it back if
+// the code works. The error is ErrPairingUnknown, ErrPairingExpired,
+// ErrPairingUsed, one wrapping ErrPairingLimited, one wrapping
+// relaywire.ErrPairingCodeFormat, or, on a cluster whose store does not
+// answer, ErrPairingUnavailable.
 func (s *Server) RedeemPairingCode(code, clientIP string) (userID string, err error) {
 	p := s.pairingStore(false)
 	if p == nil {
 		return "", ErrPairingUnknown
 	}
-	now := s.opts.Now()
-	canonical, shared, err := s.admitPairingAttempt(p, code, clientIP, now)
+	key := ipKey(clientIP)
+	canonical, shared, err := s.admitPairingAttempt(p, code, key, s.opts.Now())
 	if err != nil {
 		return "", err
 	}
+	if err := s.pairingTurn(p, key); err != nil {
+		return "", err
+	}
+	userID, err = s.checkPairingCode(p, canonical, shared)
+	p.mu.Lock()
+	if err == nil || errors.Is(err, ErrPairingUnavailable) {
+		p.gate.giveBack(s.opts.Now()) // no guess failed
+	} else {
+		p.gate.failed(key, s.opts.Now())
+	}
+	p.mu.Unlock()
+	return userID, err
+}
+
+// pairingTurn takes a turn of the proxy-wide bound for an attempt from the
+// address key: at once if one is free and nobody waits, else in the queue,
+// for at most MaxWait.
+func (s *Server) pairingTurn(p *pairing, key string) error {
+	p.mu.Lock()
+	w, err := p.gate.enter(key, s.opts.Now())
+	maxWait := p.opts.MaxWait
+	p.mu.Unlock()
+	if err != nil {
+		s.m.refused.With("pairing_global_limit").Inc()
+		return err
+	}
+	if w == nil {
+		return nil
+	}
+	s.m.refused.With("pairing_queued").Inc()
+	t := time.NewTimer(maxWait)
+	defer t.Stop()
+	select {
+	case err := <-w.turn:
+		if err != nil {
+			s.m.refused.With("pairing_global_limit").Inc()
+		}
+		return err
+	case <-t.C:
+	}
+	p.mu.Lock()
+	granted := p.gate.leave(w)
+	p.mu.Unlock()
+	if granted {
+		return <-w.turn
+	}
+	s.m.refused.With("pairing_global_limit").Inc()
+	return errPairingGlobal
+}
+
+// checkPairingCode uses up the code, in this process or in the cluster's
+// store, and counts why it failed.
+func (s *Server) checkPairingCode(p *pairing, canonical string, shared *pairingShared) (userID string, err error) {
+	now := s.opts.Now()
 	var h [32]byte
 	if shared != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), pairingStoreTimeout)
@@ -174,19 +262,17 @@ func (s *Server) RedeemPairingCode(code, clientIP string) (userID string, err er
 	return "", err
 }
 
-// admitPairingAttempt counts an attempt against the limits and returns the
-// code's canonical form, and the shared store on a cluster (nil: codes are
-// in p).
-func (s *Server) admitPairingAttempt(p *pairing, code, clientIP string, now time.Time) (string, *pairingShared, error) {
+// admitPairingAttempt counts an attempt from the address key against its
+// limit and returns the code's canonical form, and the shared store on a
+// cluster (nil: codes are in p). What is not a code at all is refused here:
+// it can match nothing, so it takes no turn of the proxy-wide bound.
+func (s *Server) admitPairingAttempt(p *pairing, code, key string, now time.Time) (string, *pairingShared, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.on {
 		return "", nil, ErrPairingUnknown
 	}
 	p.sweepLocked(now)
-	// Per address first: one address over its limit must not use up
-	// everyone's.
-	key := ipKey(clientIP)
 	w := p.perIP[key]
 	if w == nil {
 		w = &window{}
@@ -196,14 +282,10 @@ func (s *Server) admitPairingAttempt(p *pairing, code, clientIP string, now time
 		s.m.refused.With("pairing_ip_limit").Inc()
 		return "", nil, errPairingPerIP
 	}
-	if !p.global.allow(now, p.opts.AttemptsGlobal) {
-		s.m.refused.With("pairing_global_limit").Inc()
-		return "", nil, errPairingGlobal
-	}
 	canonical, err := relaywire.NormalizePairingCode(code)
 	if err != nil {
 		s.m.refused.With("pairing_format").Inc()
-		return "", nil, errPairingFormat
+		return "", nil, err
 	}
 	return canonical, p.shared, nil
 }
@@ -254,7 +336,7 @@ func (s *Server) issuePairingCode(userID string) (relaywire.PairingCodeResult, *
 		p.mu.Lock()
 		canonical = newPairingCode()
 		ent.hash = p.hash(canonical)
-		for p.codes[ent.hash] != nil { // 2^-60; but a collision must never bind a code to two users
+		for p.codes[ent.hash] != nil { // 2^-80; but a collision must never bind a code to two users
 			canonical = newPairingCode()
 			ent.hash = p.hash(canonical)
 		}
@@ -330,17 +412,24 @@ func (p *pairing) addUnusedLocked(ent *pairEntry, max int) [][32]byte {
 }
 
 // newPairingCode returns PairingCodeLength random symbols of
-// relaywire.PairingAlphabet: 60 bits of crypto/rand, 5 to a symbol.
+// relaywire.PairingAlphabet: 80 bits of crypto/rand, 5 to a symbol.
 func newPairingCode() string {
-	var b [8]byte
+	var b [relaywire.PairingCodeBits / 8]byte
 	rand.Read(b[:])
-	v := binary.BigEndian.Uint64(b[:])
 	var out [relaywire.PairingCodeLength]byte
 	for i := range out {
-		out[i] = relaywire.PairingAlphabet[v&31]
-		v >>= 5
+		bit := 5 * i
+		v := uint(b[bit/8])<<8 | uint(byteAt(b[:], bit/8+1))
+		out[i] = relaywire.PairingAlphabet[v>>(11-bit%8)&31]
 	}
 	return string(out[:])
+}
+
+func byteAt(b []byte, i int) byte {
+	if i < len(b) {
+		return b[i]
+	}
+	return 0
 }
 
 // pairing is the pairing state of one Server.
@@ -354,7 +443,7 @@ type pairing struct {
 	unused    map[string][]*pairEntry // each user's unused codes, oldest first
 	issued    map[string]*window      // codes asked for, per user
 	perIP     map[string]*window      // codes tried, per client address
-	global    window                  // codes tried, in all
+	gate      pairingGate             // the proxy-wide bound on failed checks
 	lastSweep time.Time
 	shared    *pairingShared // on a cluster: where the codes are; nil: in codes
 }
@@ -434,6 +523,7 @@ func (p *pairing) sweepLocked(now time.Time) {
 			}
 		}
 	}
+	p.gate.sweep(now)
 }
 
 // window counts events in fixed windows of pairingWindow.
@@ -613,7 +703,7 @@ func (ps *pairingShared) issue(ctx context.Context, user string, now time.Time, 
 		}
 		_, err = kv.Create(ctx, name, rec, jetstream.KeyTTL(pairingStoreTTL(2*ttl)))
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			continue // 2^-60; but a collision must never bind a code to two users
+			continue // 2^-80; but a collision must never bind a code to two users
 		}
 		if err != nil {
 			return "", [32]byte{}, fmt.Errorf("pairing codes: storing a code: %w", err)

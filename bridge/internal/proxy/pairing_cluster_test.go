@@ -116,7 +116,7 @@ func TestPairingAcrossNodes(t *testing.T) {
 			code string
 			want error
 		}{
-			{"ABCD-EFGH-JKMN", ErrPairingUnknown},
+			{"ABCD-EFGH-JKMN-PQRS", ErrPairingUnknown},
 			{"ABCD", relaywire.ErrPairingCodeFormat},
 		} {
 			if _, err := b.srv.RedeemPairingCode(tc.code, "192.0.2.2"); !errors.Is(err, tc.want) {
@@ -216,7 +216,7 @@ func TestPairingStoreDown(t *testing.T) {
 	p.mu.Lock()
 	p.shared = ps // as ConfigurePairing sets it on a cluster node
 	p.mu.Unlock()
-	if _, err := srv.RedeemPairingCode("ABCD-EFGH-JKMN", "192.0.2.9"); !errors.Is(err, ErrPairingUnavailable) {
+	if _, err := srv.RedeemPairingCode("ABCD-EFGH-JKMN-PQRS", "192.0.2.9"); !errors.Is(err, ErrPairingUnavailable) {
 		t.Fatalf("redeem with the store down: %v, want ErrPairingUnavailable", err)
 	}
 	if _, rerr := srv.issuePairingCode("alice"); rerr == nil || rerr.Code != relaywire.CodeInternalError {

@@ -28,7 +28,7 @@ func TestPairingSubject(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			check := pairingSubject(func(code, ip string) (string, error) { return tc.user, tc.err })
-			subj, err := check("ABCD-EFGH-JKMN", "203.0.113.9")
+			subj, err := check("ABCD-EFGH-JKMN-PQRS", "203.0.113.9")
 			if (err != nil) != tc.wantErr || subj.ID != tc.wantID {
 				t.Fatalf("got %+v, %v", subj, err)
 			}

@@ -79,7 +79,7 @@ func TestPairingCodes(t *testing.T) {
 	_ = bob
 
 	res := newCode(t, alice, 1)
-	if _, err := relaywire.NormalizePairingCode(res.Code); err != nil || len(res.Code) != 14 || res.Code != strings.ToUpper(res.Code) {
+	if _, err := relaywire.NormalizePairingCode(res.Code); err != nil || len(res.Code) != 19 || res.Code != strings.ToUpper(res.Code) {
 		t.Fatalf("code %q: %v", res.Code, err)
 	}
 	exp, err := time.Parse(time.RFC3339, res.ExpiresAt)
@@ -138,7 +138,8 @@ func TestPairingCodes(t *testing.T) {
 			code string
 			want error
 		}{
-			{"ABCD-EFGH-JKMN", ErrPairingUnknown},
+			{"ABCD-EFGH-JKMN-PQRS", ErrPairingUnknown},
+			{"ABCD-EFGH-JKMN", relaywire.ErrPairingCodeOld},
 			{"not a code", relaywire.ErrPairingCodeFormat},
 			{"", relaywire.ErrPairingCodeFormat},
 		} {
@@ -149,7 +150,7 @@ func TestPairingCodes(t *testing.T) {
 	})
 
 	t.Run("sentences", func(t *testing.T) {
-		for _, err := range []error{ErrPairingUnknown, ErrPairingExpired, ErrPairingUsed, errPairingPerIP, errPairingGlobal, relaywire.ErrPairingCodeFormat} {
+		for _, err := range []error{ErrPairingUnknown, ErrPairingExpired, ErrPairingUsed, errPairingPerIP, errPairingGlobal, errPairingQueued, relaywire.ErrPairingCodeFormat, relaywire.ErrPairingCodeOld} {
 			if msg := err.Error(); len(msg) < 30 || strings.Contains(msg, "%") {
 				t.Errorf("%q is not a sentence", msg)
 			}
@@ -206,7 +207,7 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 		alice := tp.extension(t, "alice", "Chrome").ready(t)
 		good := newCode(t, alice, 1).Code
 		for i := range 5 {
-			if _, err := tp.srv.RedeemPairingCode(fmt.Sprintf("AAAA-AAAA-AAA%d", i), "2001:db8:1:2::1"); !errors.Is(err, ErrPairingUnknown) {
+			if _, err := tp.srv.RedeemPairingCode(fmt.Sprintf("AAAA-AAAA-AAAA-AAA%d", i), "2001:db8:1:2::1"); !errors.Is(err, ErrPairingUnknown) {
 				t.Fatalf("guess %d: %v", i, err)
 			}
 		}
@@ -215,7 +216,7 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 			t.Fatalf("the good code from the guesser's /64: %v, want limited", err)
 		}
 		// Another network is not held back by it.
-		if _, err := tp.srv.RedeemPairingCode("AAAA-AAAA-AAAZ", "2001:db8:1:3::1"); !errors.Is(err, ErrPairingUnknown) {
+		if _, err := tp.srv.RedeemPairingCode("AAAA-AAAA-AAAA-AAAZ", "2001:db8:1:3::1"); !errors.Is(err, ErrPairingUnknown) {
 			t.Fatalf("another /64: %v", err)
 		}
 		clock.advance(pairingWindow)
@@ -226,19 +227,60 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 			t.Fatalf("per-address refusals counted: %s, want 1", n)
 		}
 	})
-	t.Run("over the whole proxy", func(t *testing.T) {
+	t.Run("over the whole proxy: failures only, then turns by fewest failures", func(t *testing.T) {
 		tp, clock := pairingProxy(t, PairingOptions{AttemptsPerIP: 100, AttemptsGlobal: 8})
 		alice := tp.extension(t, "alice", "Chrome").ready(t)
 		good := newCode(t, alice, 1).Code
+		// A code that works uses no turn: eight of them, then eight
+		// failures, all checked at once.
 		for i := range 8 {
-			tp.srv.RedeemPairingCode("AAAA-AAAA-AAAA", fmt.Sprintf("192.0.2.%d", i))
+			if user, err := tp.srv.RedeemPairingCode(newCode(t, alice, 10+i).Code, "203.0.113.1"); err != nil || user != "alice" {
+				t.Fatalf("good code %d: %q %v", i, user, err)
+			}
+			clock.advance(pairingWindow / 9) // the issue rate is 10 a minute
 		}
-		if _, err := tp.srv.RedeemPairingCode(good, "198.51.100.7"); !errors.Is(err, ErrPairingLimited) || !strings.Contains(err.Error(), "this proxy") {
-			t.Fatalf("the good code from a fresh address: %v, want the proxy's limit", err)
+		for i := range 8 {
+			if _, err := tp.srv.RedeemPairingCode("AAAA-AAAA-AAAA-AAAA", fmt.Sprintf("192.0.2.%d", i%2)); !errors.Is(err, ErrPairingUnknown) {
+				t.Fatalf("guess %d within the bound: %v", i, err)
+			}
+		}
+		// Past the bound, attempts wait: two guesses of the guessing
+		// addresses, then the good code from a fresh one.
+		results := make(chan string, 3)
+		redeem := func(code, ip string) {
+			user, err := tp.srv.RedeemPairingCode(code, ip)
+			results <- fmt.Sprintf("%s %s %v", ip, user, err)
+		}
+		go redeem("AAAA-AAAA-AAAA-AAAA", "192.0.2.0")
+		eventually(t, "1 waiting", func() bool { n, _ := gateState(tp); return n == 1 })
+		go redeem("AAAA-AAAA-AAAA-AAAA", "192.0.2.1")
+		eventually(t, "2 waiting", func() bool { n, _ := gateState(tp); return n == 2 })
+		go redeem(good, "198.51.100.7")
+		eventually(t, "3 waiting", func() bool { n, _ := gateState(tp); return n == 3 })
+		// One turn comes back (a minute over eight turns): the good code
+		// goes first, though it came last.
+		clock.advance(pairingWindow / 8)
+		wakeGate(tp)
+		if got := <-results; got != "198.51.100.7 alice <nil>" {
+			t.Fatalf("the first turn went to %q, want the good code", got)
 		}
 		clock.advance(pairingWindow)
-		if user, err := tp.srv.RedeemPairingCode(good, "198.51.100.7"); err != nil || user != "alice" {
-			t.Fatalf("a minute later: %q %v", user, err)
+		wakeGate(tp)
+		for range 2 {
+			if got := <-results; !strings.Contains(got, ErrPairingUnknown.Error()) {
+				t.Fatalf("a waiting guess: %q, want checked (and unknown)", got)
+			}
+		}
+	})
+	t.Run("waiting is bounded", func(t *testing.T) {
+		tp, _ := pairingProxy(t, PairingOptions{AttemptsPerIP: 100, AttemptsGlobal: 1, MaxWait: 50 * time.Millisecond, MaxWaiting: 2})
+		if _, err := tp.srv.RedeemPairingCode("AAAA-AAAA-AAAA-AAAA", "192.0.2.1"); !errors.Is(err, ErrPairingUnknown) {
+			t.Fatal(err)
+		}
+		// The fake clock stands still: no turn comes back, so waiting
+		// ends in MaxWait, with a sentence.
+		if _, err := tp.srv.RedeemPairingCode("AAAA-AAAA-AAAA-AAAA", "192.0.2.2"); !errors.Is(err, ErrPairingLimited) || !strings.Contains(err.Error(), "waited its turn") {
+			t.Fatalf("after MaxWait: %v", err)
 		}
 	})
 	t.Run("an address over its limit does not use up everyone's", func(t *testing.T) {
@@ -246,7 +288,7 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 		alice := tp.extension(t, "alice", "Chrome").ready(t)
 		good := newCode(t, alice, 1).Code
 		for range 50 {
-			tp.srv.RedeemPairingCode("AAAA-AAAA-AAAA", "192.0.2.66")
+			tp.srv.RedeemPairingCode("AAAA-AAAA-AAAA-AAAA", "192.0.2.66")
 		}
 		if user, err := tp.srv.RedeemPairingCode(good, "198.51.100.8"); err != nil || user != "alice" {
 			t.Fatalf("another address: %q %v", user, err)
@@ -277,9 +319,17 @@ func TestPairingOff(t *testing.T) {
 	if code != relaywire.CodeMethodNotFound || !strings.Contains(msg, "--public-url") {
 		t.Fatalf("pairing_code without pairing: %d %q", code, msg)
 	}
-	if _, err := tp.srv.RedeemPairingCode("ABCD-EFGH-JKMN", "192.0.2.1"); !errors.Is(err, ErrPairingUnknown) {
+	if _, err := tp.srv.RedeemPairingCode("ABCD-EFGH-JKMN-PQRS", "192.0.2.1"); !errors.Is(err, ErrPairingUnknown) {
 		t.Fatalf("RedeemPairingCode without pairing: %v", err)
 	}
+}
+
+// wakeGate gives the pairing gate the turns the (fake) clock has brought.
+func wakeGate(tp *testProxy) {
+	p := tp.srv.pairingStore(false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gate.dispatch(p.gate.now())
 }
 
 func refusedCount(tb testing.TB, tp *testProxy, reason string) string {

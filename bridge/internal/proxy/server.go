@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/wsconn"
@@ -93,6 +95,16 @@ type Options struct {
 	// one user; one more is closed 1008 after authenticate. Default
 	// DefaultMaxExtensionsPerUser; negative: unlimited.
 	MaxExtensionsPerUser int
+	// MaxBodyBytesPerUser bounds the bytes of one user's Streamable HTTP
+	// request bodies in flight (bodybudget.go): each body takes its length
+	// before it is read and gives it back once its message is handed on.
+	// A body that finds no room waits up to 10 s, then is refused 429.
+	// Default DefaultMaxBodyBytesPerUser; never less than MaxMessageSize.
+	MaxBodyBytesPerUser int64
+	// MaxBodyBytes bounds the bytes of all users' request bodies in flight
+	// at once; past it (after the same wait), 503. Default
+	// DefaultMaxBodyBytes; never less than MaxBodyBytesPerUser.
+	MaxBodyBytes int64
 	// IdleTimeout is how long Run lets an HTTP keep-alive connection wait
 	// for its next request. WebSockets are not HTTP keep-alive connections:
 	// PongWait governs them. Default 60 s.
@@ -102,6 +114,16 @@ type Options struct {
 	// has been read, so it never cuts a WebSocket. Default 30 s (headers
 	// alone: 10 s).
 	ReadTimeout time.Duration
+	// TrustedProxies are the reverse proxies (Caddy, Traefik) in front of
+	// Run, by address or network: for a request from one of them, the
+	// client is the right-most X-Forwarded-For address that is not itself a
+	// trusted proxy (httpguard's rule, the gateway's trusted_proxies), and
+	// every limit by address (MaxConnsPerIP, pairing and sign-in attempts,
+	// the MCP endpoints' rates) counts that client. Their connections are
+	// not counted at the listener; each request and WebSocket on them is,
+	// under its client. A header from any other peer is ignored. Nil:
+	// trust no one. A prefix of every address is refused.
+	TrustedProxies []netip.Prefix
 	// TLS, if set, makes Run serve wss:// and https:// with it. The
 	// per-address count sits beneath TLS, so a refusal costs no handshake
 	// beyond the one that carries the 429.
@@ -165,6 +187,14 @@ func (o *Options) setDefaults() {
 	if o.MaxExtensionsPerUser == 0 {
 		o.MaxExtensionsPerUser = DefaultMaxExtensionsPerUser
 	}
+	if o.MaxBodyBytesPerUser <= 0 {
+		o.MaxBodyBytesPerUser = DefaultMaxBodyBytesPerUser
+	}
+	o.MaxBodyBytesPerUser = max(o.MaxBodyBytesPerUser, o.MaxMessageSize)
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	o.MaxBodyBytes = max(o.MaxBodyBytes, o.MaxBodyBytesPerUser)
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
@@ -224,7 +254,9 @@ type Server struct {
 	http     *httpEndpoint // nil without Options.HTTP
 	cluster  *clusterNode  // nil without Options.Cluster
 	upgrader websocket.Upgrader
-	connOpts *wsconn.Options // of every connection
+	connOpts *wsconn.Options           // of every connection
+	proxies  *httpguard.TrustedProxies // Options.TrustedProxies; nil: none
+	bodies   *bodyBudget               // request bodies in flight (HTTP)
 	started  time.Time
 	m        serverMetrics
 	keys     atomic.Pointer[token.Keys] // Options.Keys until SetKeys
@@ -274,7 +306,13 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("proxy: Options.Keys is required")
 	}
 	opts.setDefaults()
+	proxies, err := httpguard.NewTrustedProxies(opts.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	s := &Server{
+		proxies: proxies,
+		bodies:  newBodyBudget(opts.MaxBodyBytesPerUser, opts.MaxBodyBytes),
 		opts:    opts,
 		log:     opts.Logger,
 		started: time.Now(),
@@ -391,8 +429,10 @@ func (s *Server) servePublicHealth(w http.ResponseWriter, r *http.Request) {
 // It closes ln. ln is the plain TCP listener: Run counts connections per
 // client address on it (MaxConnsPerIP) and adds TLS (Options.TLS) above.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	lim := newLimitListener(ln, s.opts.MaxConnsPerIP, s.opts.TLS, s)
 	hs := s.httpServer()
-	ln = newLimitListener(ln, s.opts.MaxConnsPerIP, s.opts.TLS, s)
+	hs.Handler = lim.forwardedConns(hs.Handler)
+	ln = lim
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -540,6 +580,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) *wsConn {
 		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 		return nil
 	}
+	holdForwarded(r, wc.Done())
 	c := &wsConn{Conn: wc, s: s, lim: newBucket(s.opts.ConnRate)}
 	if !s.track(c) {
 		wc.Close(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)

@@ -37,6 +37,16 @@ func (b *batchConn) Write(p []byte) (int, error) {
 		return b.Conn.Write(p)
 	}
 	*b.buf = append(*b.buf, p...)
+	if len(*b.buf) >= maxBatch {
+		// A large message goes out as it is framed: the batch never holds
+		// (nor grows to) a copy of it.
+		b.applyDeadline()
+		_, err := b.Conn.Write(*b.buf)
+		*b.buf = (*b.buf)[:0]
+		if err != nil {
+			return 0, err
+		}
+	}
 	return len(p), nil
 }
 

@@ -63,10 +63,15 @@ type procNode struct {
 	out      *syncBuffer
 	exited   chan struct{}
 	ws, http string
+	health   string // http://host:port of --metrics-listen: the whole /health
 }
 
-// servingURL finds the listener's address in the command's log.
-var servingURL = regexp.MustCompile(`msg="browserbridge-proxy serving".* url=(?:ws|http)://([^/\s]+)/`)
+// servingURL finds the listener's address in the command's log, and
+// healthURL the --metrics-listen one.
+var (
+	servingURL = regexp.MustCompile(`msg="browserbridge-proxy serving".* url=(?:ws|http)://([^/\s]+)/`)
+	healthURL  = regexp.MustCompile(` health=(http://[^/\s]+)/health`)
+)
 
 func startProc(tb testing.TB, bin, secretFile, name string, ttl time.Duration, natsURLs ...string) *procNode {
 	tb.Helper()
@@ -75,7 +80,8 @@ func startProc(tb testing.TB, bin, secretFile, name string, ttl time.Duration, n
 	p.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--secret-file", secretFile,
 		"--nats", strings.Join(natsURLs, ","), "--node", name, "--presence-ttl", ttl.String(),
 		"--nats-replicas", fmt.Sprint(clusterReplicas),
-		"--max-conns-per-ip", "0", "--max-mcp-per-user", "0", "--max-extensions-per-user", "0")
+		"--max-conns-per-ip", "0", "--max-mcp-per-user", "0", "--max-extensions-per-user", "0",
+		"--metrics-listen", "127.0.0.1:0")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -101,11 +107,11 @@ func startProc(tb testing.TB, bin, secretFile, name string, ttl time.Duration, n
 			tb.Fatalf("node %s exited: %v\n%s", name, p.cmd.ProcessState, p.out.String())
 		default:
 		}
-		m := servingURL.FindStringSubmatch(p.out.String())
-		if m == nil {
+		m, h := servingURL.FindStringSubmatch(p.out.String()), healthURL.FindStringSubmatch(p.out.String())
+		if m == nil || h == nil {
 			return false, tail(p.out.String(), 5)
 		}
-		p.http, p.ws = "http://"+m[1], "ws://"+m[1]
+		p.http, p.ws, p.health = "http://"+m[1], "ws://"+m[1], h[1]
 		return true, ""
 	})
 	return p
@@ -155,7 +161,7 @@ func TestClusterNodeKilled(t *testing.T) {
 	for i, s := range ns {
 		nodes = append(nodes, startProc(t, bin, secret, fmt.Sprintf("node%d", i+1), ttl, s.ClientURL()))
 	}
-	waitMesh(t, nodes[0].http, nodes[1].http, nodes[2].http)
+	waitMesh(t, nodes[0].health, nodes[1].health, nodes[2].health)
 	victim, survivors := nodes[0], nodes[1:]
 
 	type userSet struct {
@@ -417,7 +423,7 @@ func TestClusterNodeKilled(t *testing.T) {
 			live = append(live, link{rc.node, rc.extNode})
 		}
 	}
-	waitPairs(t, map[string]string{survivors[0].name: survivors[0].http, survivors[1].name: survivors[1].http}, live)
+	waitPairs(t, map[string]string{survivors[0].name: survivors[0].health, survivors[1].name: survivors[1].health}, live)
 
 	ok, failed, crossed, lost, other := steadyTally.snapshot()
 	if len(other) > 0 || len(crossed) > 0 || len(lost) > 0 {
@@ -482,7 +488,7 @@ func TestClusterNATSRestart(t *testing.T) {
 	for i, s := range ns {
 		nodes = append(nodes, startNode(t, keys, fmt.Sprintf("node%d", i+1), clusterReplicas, ttl, s.ClientURL()))
 	}
-	waitMesh(t, nodes[0].http, nodes[1].http, nodes[2].http)
+	waitMesh(t, nodes[0].health, nodes[1].health, nodes[2].health)
 
 	type userSet struct {
 		name    string
@@ -640,7 +646,7 @@ func TestClusterNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	natsUp := time.Since(restart)
-	waitMesh(t, nodes[0].http, nodes[1].http, nodes[2].http)
+	waitMesh(t, nodes[0].health, nodes[1].health, nodes[2].health)
 	meshUp := time.Since(restart)
 
 	// Clients connect again across nodes (they got `disconnected`) and
@@ -666,7 +672,7 @@ func TestClusterNATSRestart(t *testing.T) {
 	// going cut are gone on both sides.
 	bases := map[string]string{}
 	for _, n := range nodes {
-		bases[n.name] = n.http
+		bases[n.name] = n.health
 	}
 	var live []link
 	for _, nc := range slices.Concat(same, cross) {
@@ -704,7 +710,7 @@ func TestClusterConnectWhileNATSDown(t *testing.T) {
 	ns := startNATS(t, 1)
 	a := startNode(t, keys, "a", 1, 2*time.Second, ns[0].ClientURL())
 	b := startNode(t, keys, "b", 1, 2*time.Second, ns[0].ClientURL())
-	waitMesh(t, a.http, b.http)
+	waitMesh(t, a.health, b.health)
 	ext := dialExtension(t, keys, a.ws, a.name, "alice", "Chrome")
 	c := dialClient(t, b.ws, "alice/c")
 	c.handshake(t, mint(t, keys, "alice", token.KindMCP))
@@ -713,7 +719,7 @@ func TestClusterConnectWhileNATSDown(t *testing.T) {
 	ns[0].Stop()
 	// Node b has noticed: it takes no peer for alive.
 	poll(t, deadlockGuard, "node b to see NATS gone", func() (bool, string) {
-		h, err := getHealth(b.http)
+		h, err := getHealth(b.health)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -748,7 +754,7 @@ func TestClusterNodeNATSBlip(t *testing.T) {
 	for i, s := range ns {
 		nodes = append(nodes, startNode(t, keys, fmt.Sprintf("node%d", i+1), clusterReplicas, ttl, s.ClientURL()))
 	}
-	waitMesh(t, nodes[0].http, nodes[1].http, nodes[2].http)
+	waitMesh(t, nodes[0].health, nodes[1].health, nodes[2].health)
 	a, b := nodes[0], nodes[1]
 	extA := dialExtension(t, keys, a.ws, a.name, "alice", "On a")
 	extB := dialExtension(t, keys, b.ws, b.name, "alice", "On b")
@@ -789,7 +795,7 @@ func TestClusterNodeNATSBlip(t *testing.T) {
 	poll(t, deadlockGuard, "node a to reconnect to NATS", func() (bool, string) {
 		return a.nc.Stats().Reconnects > 0 && a.nc.Status() == nats.CONNECTED, fmt.Sprintf("%v, %d reconnects", a.nc.Status(), a.nc.Stats().Reconnects)
 	})
-	waitMesh(t, a.http, b.http, nodes[2].http)
+	waitMesh(t, a.health, b.health, nodes[2].health)
 
 	for i, p := range pairs {
 		lc := lcs[i]
@@ -837,7 +843,7 @@ func TestClusterNodeNATSBlip(t *testing.T) {
 	// connection from node a's client (the new one), not two.
 	b0 := time.Now()
 	poll(t, 4*ttl, "node b to drop the connection node a's client left", func() (bool, string) {
-		h, err := getHealth(b.http)
+		h, err := getHealth(b.health)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats.go"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
@@ -107,6 +108,7 @@ type node struct {
 	nc     *nats.Conn
 	ws     string // ws://host:port
 	http   string // http://host:port
+	health string // http://host:port of the internal handler: the whole /health
 	panics atomic.Bool
 }
 
@@ -129,9 +131,19 @@ func startNode(tb testing.TB, keys *token.Keys, name string, replicas int, ttl t
 	tb.Helper()
 	nc := connectNATS(tb, natsURLs...)
 	tb.Cleanup(nc.Close) // after the proxy's Shutdown below
+	// Each node derives its own keyring from the deployment's secret (the
+	// one its tokens are signed with), as browserbridge-proxy serve does.
+	secrets, err := keys.Secrets()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ring, err := clusterseal.New(secrets)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	srv, err := proxy.New(proxy.Options{
 		Keys: keys, ConnRate: -1, UserRate: -1, MaxMCPPerUser: -1, MaxExtensionsPerUser: -1, Logger: clusterLog(tb),
-		Cluster: &proxy.ClusterOptions{Conn: nc, Node: name, PresenceTTL: ttl, Replicas: replicas},
+		Cluster: &proxy.ClusterOptions{Keyring: ring, Conn: nc, Node: name, PresenceTTL: ttl, Replicas: replicas},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -141,6 +153,8 @@ func startNode(tb testing.TB, keys *token.Keys, name string, replicas int, ttl t
 	n.hs.Config.ErrorLog = log.New(panicWatch{&n.panics}, "", 0)
 	n.hs.Start()
 	n.http = n.hs.URL
+	internal := httptest.NewServer(srv.InternalHandler())
+	n.health = internal.URL
 	n.ws = "ws" + strings.TrimPrefix(n.hs.URL, "http")
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -149,6 +163,7 @@ func startNode(tb testing.TB, keys *token.Keys, name string, replicas int, ttl t
 			tb.Errorf("node %s: shutdown: %v", name, err)
 		}
 		n.hs.Close()
+		internal.Close()
 		if n.panics.Load() {
 			tb.Errorf("node %s: a handler panicked", name)
 		}

@@ -56,7 +56,7 @@ func TestClusterLoad(t *testing.T) {
 	for i, s := range ns {
 		nodes = append(nodes, startNode(t, keys, fmt.Sprintf("node%d", i+1), clusterReplicas, loadTTL, s.ClientURL()))
 	}
-	waitMesh(t, nodes[0].http, nodes[1].http, nodes[2].http)
+	waitMesh(t, nodes[0].health, nodes[1].health, nodes[2].health)
 
 	// Each user's extensions connect to one node, user u's to node u%3.
 	type userSet struct {
@@ -209,7 +209,7 @@ func TestClusterLoad(t *testing.T) {
 	// Each node counts the pairs it holds as they are.
 	bases := map[string]string{}
 	for _, n := range nodes {
-		bases[n.name] = n.http
+		bases[n.name] = n.health
 	}
 	var live []link
 	for _, lc := range lcs {
