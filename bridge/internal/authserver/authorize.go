@@ -138,6 +138,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 			"Too many sign-ins were started from your network in the last minute.", "Wait a minute, then connect again from the app.")
 		return
 	}
+	s.loadPending(ctx)
 	browser := randomToken("")
 	req := &AuthRequest{
 		ID:                  randomToken(""),
@@ -151,6 +152,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		BrowserHash:         hashSecret(browser),
 		CSRF:                randomToken(""),
 		CreatedAt:           s.now(),
+		Address:             s.id.address(r),
 	}
 	// A browser signed in a short while ago goes straight to consent.
 	if subj := s.sessionSubject(r); subj != nil {
@@ -162,6 +164,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		fail("server_error", "The authorization server could not store the request; try again.")
 		return
 	}
+	s.dropRequests(ctx, s.requests.add(req.Address, req.ID, req.CreatedAt, req.CreatedAt.Add(s.requestTTL())))
 	http.SetCookie(w, s.cookie(requestCookiePrefix+req.ID, browser, s.requestTTL()))
 	f := &authFlow{req: req, rev: rev, client: client, resource: resource}
 	if req.Subject != nil {
@@ -446,6 +449,7 @@ func (s *Server) spend(ctx context.Context, w http.ResponseWriter, f *authFlow) 
 		// The spent entry carries no CSRF token, so no form can use it.
 		s.log.Warn("authserver: deleting a spent request", "err", err)
 	}
+	s.requests.remove(f.req.ID)
 	return true
 }
 
@@ -457,7 +461,7 @@ func (s *Server) requestGone(w http.ResponseWriter, err error) {
 			"This sign-in was used in another tab or window at the same moment.", "Go back to the app and connect again.")
 	case errors.Is(err, ErrNotFound):
 		s.errorPageFor(w, http.StatusBadRequest, "This sign-in has ended",
-			"This sign-in request was already used, or it expired.", "Go back to the app and connect again.")
+			"This sign-in request was already used, or it expired, or many newer ones from your network replaced it.", "Go back to the app and connect again.")
 	default:
 		s.log.Error("authserver: writing an authorization request", "err", err)
 		s.errorPageFor(w, http.StatusInternalServerError, "Something went wrong",

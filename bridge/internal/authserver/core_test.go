@@ -497,8 +497,11 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{s.cfg.AccessTokenTTL, s.cfg.RefreshTokenTTL, s.cfg.CodeTTL, s.cfg.ClientIdleTTL, s.cfg.MaxClients}
-	want := []any{time.Hour, 30 * 24 * time.Hour, 2 * time.Minute, 30 * 24 * time.Hour, 1000}
+	l := s.cfg.Limits
+	got := []any{s.cfg.AccessTokenTTL, s.cfg.RefreshTokenTTL, s.cfg.CodeTTL, s.cfg.ClientIdleTTL, l.MaxClients,
+		l.UnusedClientTTL, l.RegistrationsPerMinute, l.MaxSignIns, l.MaxSignInsPerAddress, l.MaxPasswordChecks >= 1, l.PasswordCheckWait}
+	want := []any{time.Hour, 30 * 24 * time.Hour, 2 * time.Minute, 30 * 24 * time.Hour, 1000,
+		time.Hour, 10, 1000, 16, true, 10 * time.Second}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("defaults %v, want %v", got, want)
 	}

@@ -116,20 +116,47 @@ func TestRegister(t *testing.T) {
 	})
 }
 
-// TestRegisterLimit: beyond MaxClients live registrations, 503 with
-// Retry-After; a registration that expires frees its slot.
+// TestRegisterLimit: at MaxClients live registrations, one that never
+// obtained a token makes room; only clients that signed in fill the cap
+// (503 with Retry-After), and one of those frees its slot when it goes
+// unused for ClientIdleTTL. A registration that never obtains a token is
+// gone after UnusedClientTTL.
 func TestRegisterLimit(t *testing.T) {
-	e := newTestEnv(t, func(c *Config) { c.MaxClients = 2 })
+	e := newTestEnv(t, func(c *Config) { c.Limits.MaxClients = 2 })
+	claude := func() testResponse {
+		return e.register(map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none"})
+	}
+	unused := e.registerClaude()
+	e.clock.Advance(time.Minute)
 	e.registerClaude()
-	e.clock.Advance(time.Hour)
-	e.registerClaude()
-	r := e.register(map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none"})
+	// A third pushes out the oldest unused one.
+	third := claude()
+	if third.status != http.StatusCreated {
+		t.Fatalf("a third registration with two unused ones: %d %s", third.status, third.raw)
+	}
+	if r := e.exchange(unused, e.code(unused, e.resA.URI, testVerifier), testVerifier, nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("the pushed-out registration still works: %d %s", r.status, r.raw)
+	}
+	// Two that signed in fill the cap.
+	a := testClient{id: third.str("client_id")}
+	e.tokens(a)
+	b := testClient{id: claude().str("client_id")}
+	e.tokens(b)
+	r := claude()
 	wantOAuthError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
 	if r.header.Get("Retry-After") == "" || !strings.Contains(r.str("error_description"), "maximum of 2") {
 		t.Fatalf("refusal: %v %s", r.header, r.raw)
 	}
-	e.clock.Advance(30*24*time.Hour - time.Hour) // the first one is now unused for 30 days
-	if r := e.register(map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none"}); r.status != 201 {
+	e.clock.Advance(30 * 24 * time.Hour) // both unused for 30 days
+	if r := claude(); r.status != http.StatusCreated {
 		t.Fatalf("after a registration expired: %d %s", r.status, r.raw)
 	}
+
+	t.Run("an unused registration expires", func(t *testing.T) {
+		c := testClient{id: claude().str("client_id")}
+		e.clock.Advance(time.Hour)
+		if r := e.exchange(c, e.code(c, e.resA.URI, testVerifier), testVerifier, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("a registration unused for an hour still works: %d %s", r.status, r.raw)
+		}
+	})
 }
