@@ -89,9 +89,24 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// From here on the redirect URI is the client's own: refusals go back
-	// to the app, which can tell the person what happened.
+	// to the app, which can tell the person what happened. But anyone can
+	// register a client with any redirect URI, so until the person has
+	// seen this app's consent page (and so its name and where it sends
+	// them), refusals stay on this server's page: otherwise a link to
+	// this server would be a way to send people anywhere (RFC 9700
+	// §4.11.2).
 	state := q.Get("state")
+	known := s.consentSeen(ctx, client.ID)
 	fail := func(code, desc string) {
+		if !known {
+			status := http.StatusBadRequest
+			if code == "server_error" {
+				status = http.StatusInternalServerError
+			}
+			s.errorPageFor(w, status, "This sign-in link is broken", desc+" ("+code+")",
+				"Go back to the app and connect again; if this keeps happening, the app has a bug.")
+			return
+		}
 		s.redirectError(w, r, http.StatusFound, redirectURI, state, code, desc)
 	}
 	for _, k := range []string{"response_type", "state", "scope", "code_challenge", "code_challenge_method"} {
@@ -168,10 +183,29 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, s.cookie(requestCookiePrefix+req.ID, browser, s.requestTTL()))
 	f := &authFlow{req: req, rev: rev, client: client, resource: resource}
 	if req.Subject != nil {
-		s.showConsent(w, f)
+		s.showConsent(w, r, f)
 		return
 	}
 	s.showSignIn(w, r, f, http.StatusOK, "", false)
+}
+
+// bucketConsentSeen notes the clients whose consent page a person has
+// seen: sha256(client id) -> "1", for ClientIdleTTL.
+const bucketConsentSeen = "consent_seen"
+
+// consentSeen reports whether a person has seen the consent page of
+// client: only then may a refusal of its authorization request go to its
+// redirect URI. A store that does not answer counts as not seen.
+func (s *Server) consentSeen(ctx context.Context, clientID string) bool {
+	_, _, err := s.kv.Get(ctx, bucketConsentSeen, hashSecret(clientID))
+	return err == nil
+}
+
+func (s *Server) markConsentSeen(ctx context.Context, clientID string) {
+	_, err := s.kv.Create(ctx, bucketConsentSeen, hashSecret(clientID), []byte("1"), s.cfg.ClientIdleTTL)
+	if err != nil && !errors.Is(err, ErrExists) {
+		s.log.Warn("authserver: noting that a consent page was seen", "client", clientID, "err", err)
+	}
 }
 
 // matchRedirectURI picks the redirect URI: the one given if the client

@@ -201,7 +201,7 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.req.Subject != nil {
 		// Signed in already (a second tab, the back button): on to consent.
-		s.showConsent(w, f)
+		s.showConsent(w, r, f)
 		return
 	}
 	switch r.PostForm.Get("action") {
@@ -342,7 +342,7 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, f *authFlow, s
 	if subj.Method != "pairing" {
 		s.startSession(r.Context(), w, subj)
 	}
-	s.showConsent(w, f)
+	s.showConsent(w, r, f)
 }
 
 // sentence makes an error text read as a sentence on a page.

@@ -459,6 +459,26 @@ func TestPagesAuthorizeRefusals(t *testing.T) {
 		{name: "two states", change: func(q url.Values) { q.Add("state", "other") },
 			errCode: "invalid_request", desc: "state appears more than once"},
 	}
+	// Until a person has seen the app's consent page, every refusal is a
+	// page of this server's: anyone can register a client with any
+	// redirect URI, which would make this server an open redirector (RFC
+	// 9700 §4.11.2). Once they have, refusals go back to the app.
+	for _, tc := range cases {
+		t.Run("unseen app: "+tc.name, func(t *testing.T) {
+			q := w.authorizeParams()
+			tc.change(q)
+			p := w.newBrowser().authorize(q)
+			text := tc.text
+			if tc.errCode != "" {
+				text = tc.desc
+			}
+			wantPage(t, p, http.StatusBadRequest, text)
+			if p.header.Get("Location") != "" {
+				t.Fatalf("refused by redirecting to %s", p.header.Get("Location"))
+			}
+		})
+	}
+	w.signIn(w.newBrowser()) // the consent page, seen once
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			q := w.authorizeParams()
@@ -491,8 +511,8 @@ func TestPagesAuthorizeRefusals(t *testing.T) {
 			}
 		})
 	}
-	if n, _ := w.srv.kv.Count(context.Background(), bucketRequests); n != 0 {
-		t.Fatalf("refused requests left %d stored requests", n)
+	if n, _ := w.srv.kv.Count(context.Background(), bucketRequests); n != 1 {
+		t.Fatalf("refused requests left %d stored requests besides the signed-in one", n-1)
 	}
 }
 

@@ -3,7 +3,9 @@ package authserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +161,51 @@ func TestRegisterLimit(t *testing.T) {
 			t.Fatalf("a registration unused for an hour still works: %d %s", r.status, r.raw)
 		}
 	})
+}
+
+// TestOpenRedirectClosed: a client anyone registered, with a redirect URI
+// of their choosing, gets its authorization errors on this server's page,
+// not at that URI, until the person has seen its consent page (RFC 9700
+// §4.11.2); from then on they go back to it, as OAuth says.
+func TestOpenRedirectClosed(t *testing.T) {
+	w := newFlowWorld(t, flowOptions{})
+	reg, _ := json.Marshal(map[string]any{"redirect_uris": []string{"https://attacker.example/next"}, "token_endpoint_auth_method": "none", "client_name": "Totally Claude"})
+	resp, err := http.Post(w.url+"/oauth/register", "application/json", bytes.NewReader(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("register: %d %v %v", resp.StatusCode, body, err)
+	}
+	q := w.authorizeParams()
+	q.Set("client_id", body["client_id"].(string))
+	q.Set("redirect_uri", "https://attacker.example/next")
+	bad := func() url.Values {
+		b := url.Values{}
+		for k, v := range q {
+			b[k] = v
+		}
+		b.Set("response_type", "token")
+		return b
+	}()
+
+	p := w.newBrowser().authorize(bad)
+	wantPage(t, p, http.StatusBadRequest, "This sign-in link is broken", "response_type=code")
+	if loc := p.header.Get("Location"); loc != "" {
+		t.Fatalf("an unseen app's error redirected to %s", loc)
+	}
+
+	b := w.newBrowser()
+	p = b.authorize(q)
+	wantPage(t, p, http.StatusOK, `name="password"`)
+	wantPage(t, b.post("/oauth/signin", formOf(p, "password", flowPassword)), http.StatusOK, "Totally Claude", "https://attacker.example")
+
+	p = w.newBrowser().authorize(bad)
+	if p.status != http.StatusFound || !strings.HasPrefix(p.header.Get("Location"), "https://attacker.example/next?") ||
+		!strings.Contains(p.header.Get("Location"), "error=unsupported_response_type") {
+		t.Fatalf("after its consent page, an error did not go back to the app: %d %q", p.status, p.header.Get("Location"))
+	}
 }
