@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
 )
 
 // Config configures an authorization server.
@@ -77,6 +79,21 @@ type Limits struct {
 	// past it the person is asked to try again (503).
 	MaxPasswordChecks int
 	PasswordCheckWait time.Duration
+}
+
+// LimitsFrom reads the limits of the config's oauth section (the public
+// gateway's) or of the proxy's --oauth-config; Validate has checked them.
+func LimitsFrom(c config.OAuthLimits) Limits {
+	unused, wait := c.Durations()
+	return Limits{
+		MaxClients:             c.MaxClients,
+		UnusedClientTTL:        unused,
+		RegistrationsPerMinute: c.RegistrationsPerMinute,
+		MaxSignIns:             c.MaxPendingSignIns,
+		MaxSignInsPerAddress:   c.MaxPendingSignInsPerAddress,
+		MaxPasswordChecks:      c.MaxPasswordChecks,
+		PasswordCheckWait:      wait,
+	}
 }
 
 // Defaults of Limits' zero values.
