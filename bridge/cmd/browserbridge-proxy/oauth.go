@@ -31,6 +31,10 @@ type oauthFile struct {
 	Users map[string]string `json:"users,omitempty"`
 	// AllowedOrigins are web origins whose pages may call the endpoints.
 	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+	// OAuthLimits bound what anyone can make the sign-in hold or spend
+	// before signing in: the keys of the public gateway's oauth section
+	// (max_clients, unused_client_ttl, …; docs/limits.md).
+	config.OAuthLimits
 }
 
 // httpOptions builds the proxy's Streamable HTTP side from the flags and
@@ -66,7 +70,8 @@ func httpOptions(publicURL, stateFile, configFile string, shared authserver.KV, 
 	if id.OIDC != nil && !hasOIDCUser(f.Users) {
 		log.Warn(`an OIDC provider is set but --oauth-config maps no "oidc:<issuer>#<sub>" subject to a user: an OIDC sign-in reaches nothing`)
 	}
-	ho := &proxy.HTTPOptions{PublicURL: base, Identity: id, Users: f.Users, AllowedOrigins: f.AllowedOrigins}
+	ho := &proxy.HTTPOptions{PublicURL: base, Identity: id, Users: f.Users, AllowedOrigins: f.AllowedOrigins,
+		Limits: authserver.LimitsFrom(f.OAuthLimits)}
 	closeKV := func() {}
 	if shared != nil {
 		ho.KV = shared
@@ -101,6 +106,9 @@ func readOAuthFile(path string) (oauthFile, error) {
 	}
 	if dec.More() {
 		return f, fmt.Errorf("--oauth-config %s: more than one JSON value", path)
+	}
+	if err := f.OAuthLimits.Validate(""); err != nil {
+		return f, fmt.Errorf("--oauth-config %s: %w", path, err)
 	}
 	if f.OIDC != nil && len(f.OIDC.AllowedSubjects) == 0 && len(f.OIDC.AllowedEmails) == 0 {
 		return f, errors.New(`--oauth-config: "oidc" needs allowed_subjects or allowed_emails: without them anyone with an account at the provider could sign in`)

@@ -89,9 +89,24 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// From here on the redirect URI is the client's own: refusals go back
-	// to the app, which can tell the person what happened.
+	// to the app, which can tell the person what happened. But anyone can
+	// register a client with any redirect URI, so until the person has
+	// seen this app's consent page (and so its name and where it sends
+	// them), refusals stay on this server's page: otherwise a link to
+	// this server would be a way to send people anywhere (RFC 9700
+	// §4.11.2).
 	state := q.Get("state")
+	known := s.consentSeen(ctx, client.ID)
 	fail := func(code, desc string) {
+		if !known {
+			status := http.StatusBadRequest
+			if code == "server_error" {
+				status = http.StatusInternalServerError
+			}
+			s.errorPageFor(w, status, "This sign-in link is broken", desc+" ("+code+")",
+				"Go back to the app and connect again; if this keeps happening, the app has a bug.")
+			return
+		}
 		s.redirectError(w, r, http.StatusFound, redirectURI, state, code, desc)
 	}
 	for _, k := range []string{"response_type", "state", "scope", "code_challenge", "code_challenge_method"} {
@@ -138,6 +153,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 			"Too many sign-ins were started from your network in the last minute.", "Wait a minute, then connect again from the app.")
 		return
 	}
+	s.loadPending(ctx)
 	browser := randomToken("")
 	req := &AuthRequest{
 		ID:                  randomToken(""),
@@ -151,6 +167,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		BrowserHash:         hashSecret(browser),
 		CSRF:                randomToken(""),
 		CreatedAt:           s.now(),
+		Address:             s.id.address(r),
 	}
 	// A browser signed in a short while ago goes straight to consent.
 	if subj := s.sessionSubject(r); subj != nil {
@@ -162,13 +179,33 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		fail("server_error", "The authorization server could not store the request; try again.")
 		return
 	}
+	s.dropRequests(ctx, s.requests.add(req.Address, req.ID, req.CreatedAt, req.CreatedAt.Add(s.requestTTL())))
 	http.SetCookie(w, s.cookie(requestCookiePrefix+req.ID, browser, s.requestTTL()))
 	f := &authFlow{req: req, rev: rev, client: client, resource: resource}
 	if req.Subject != nil {
-		s.showConsent(w, f)
+		s.showConsent(w, r, f)
 		return
 	}
 	s.showSignIn(w, r, f, http.StatusOK, "", false)
+}
+
+// bucketConsentSeen notes the clients whose consent page a person has
+// seen: sha256(client id) -> "1", for ClientIdleTTL.
+const bucketConsentSeen = "consent_seen"
+
+// consentSeen reports whether a person has seen the consent page of
+// client: only then may a refusal of its authorization request go to its
+// redirect URI. A store that does not answer counts as not seen.
+func (s *Server) consentSeen(ctx context.Context, clientID string) bool {
+	_, _, err := s.kv.Get(ctx, bucketConsentSeen, hashSecret(clientID))
+	return err == nil
+}
+
+func (s *Server) markConsentSeen(ctx context.Context, clientID string) {
+	_, err := s.kv.Create(ctx, bucketConsentSeen, hashSecret(clientID), []byte("1"), s.cfg.ClientIdleTTL)
+	if err != nil && !errors.Is(err, ErrExists) {
+		s.log.Warn("authserver: noting that a consent page was seen", "client", clientID, "err", err)
+	}
 }
 
 // matchRedirectURI picks the redirect URI: the one given if the client
@@ -446,6 +483,7 @@ func (s *Server) spend(ctx context.Context, w http.ResponseWriter, f *authFlow) 
 		// The spent entry carries no CSRF token, so no form can use it.
 		s.log.Warn("authserver: deleting a spent request", "err", err)
 	}
+	s.requests.remove(f.req.ID)
 	return true
 }
 
@@ -457,7 +495,7 @@ func (s *Server) requestGone(w http.ResponseWriter, err error) {
 			"This sign-in was used in another tab or window at the same moment.", "Go back to the app and connect again.")
 	case errors.Is(err, ErrNotFound):
 		s.errorPageFor(w, http.StatusBadRequest, "This sign-in has ended",
-			"This sign-in request was already used, or it expired.", "Go back to the app and connect again.")
+			"This sign-in request was already used, or it expired, or many newer ones from your network replaced it.", "Go back to the app and connect again.")
 	default:
 		s.log.Error("authserver: writing an authorization request", "err", err)
 		s.errorPageFor(w, http.StatusInternalServerError, "Something went wrong",

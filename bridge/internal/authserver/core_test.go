@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
 )
 
 const claudeCallback = "https://claude.ai/api/mcp/auth_callback"
@@ -497,8 +499,11 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []any{s.cfg.AccessTokenTTL, s.cfg.RefreshTokenTTL, s.cfg.CodeTTL, s.cfg.ClientIdleTTL, s.cfg.MaxClients}
-	want := []any{time.Hour, 30 * 24 * time.Hour, 2 * time.Minute, 30 * 24 * time.Hour, 1000}
+	l := s.cfg.Limits
+	got := []any{s.cfg.AccessTokenTTL, s.cfg.RefreshTokenTTL, s.cfg.CodeTTL, s.cfg.ClientIdleTTL, l.MaxClients,
+		l.UnusedClientTTL, l.RegistrationsPerMinute, l.MaxSignIns, l.MaxSignInsPerAddress, l.MaxPasswordChecks >= 1, l.PasswordCheckWait}
+	want := []any{time.Hour, 30 * 24 * time.Hour, 2 * time.Minute, 30 * 24 * time.Hour, 1000,
+		time.Hour, 10, 1000, 16, true, 10 * time.Second}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("defaults %v, want %v", got, want)
 	}
@@ -508,4 +513,15 @@ func TestDefaults(t *testing.T) {
 // one by hand.
 func basicHeader(id, secret string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte(id+":"+secret))
+}
+
+// TestLimitsFrom: every key of the config's limits reaches its field.
+func TestLimitsFrom(t *testing.T) {
+	got := LimitsFrom(config.OAuthLimits{MaxClients: 5, UnusedClientTTL: "30m", RegistrationsPerMinute: 3,
+		MaxPendingSignIns: 100, MaxPendingSignInsPerAddress: 4, MaxPasswordChecks: 2, PasswordCheckWait: "5s"})
+	want := Limits{MaxClients: 5, UnusedClientTTL: 30 * time.Minute, RegistrationsPerMinute: 3,
+		MaxSignIns: 100, MaxSignInsPerAddress: 4, MaxPasswordChecks: 2, PasswordCheckWait: 5 * time.Second}
+	if got != want {
+		t.Fatalf("LimitsFrom = %+v, want %+v", got, want)
+	}
 }

@@ -201,7 +201,7 @@ func (s *Server) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.req.Subject != nil {
 		// Signed in already (a second tab, the back button): on to consent.
-		s.showConsent(w, f)
+		s.showConsent(w, r, f)
 		return
 	}
 	switch r.PostForm.Get("action") {
@@ -284,7 +284,18 @@ func (s *Server) signInWithSecret(w http.ResponseWriter, r *http.Request, f *aut
 		}
 		subj = got
 	case password != "" && s.id.password != nil:
-		if len(password) > 1024 || !s.id.password.matches(password) {
+		ok, busy := s.checkPassword(r.Context(), password, addr, now)
+		if busy {
+			// Not the person's mistake: give the attempt back.
+			s.id.perRequest.undo(f.req.ID, now)
+			s.id.perAddress.undo(addr, now)
+			s.log.Warn("authserver: password check refused: the checks are busy", "address", addr, "client", f.req.ClientID)
+			w.Header().Set("Retry-After", passwordBusyRetry)
+			s.showSignIn(w, r, f, http.StatusServiceUnavailable,
+				"This server is busy checking other sign-ins. Wait a few seconds, then sign in again.", true)
+			return
+		}
+		if !ok {
 			s.log.Warn("authserver: wrong password", "address", addr, "client", f.req.ClientID)
 			s.showSignIn(w, r, f, http.StatusUnauthorized, "That password is not right. Try again.", false)
 			return
@@ -301,6 +312,25 @@ func (s *Server) signInWithSecret(w http.ResponseWriter, r *http.Request, f *aut
 	s.signedIn(w, r, f, subj)
 }
 
+// passwordBusyRetry is the Retry-After, in seconds, of a password check
+// that did not get its turn.
+const passwordBusyRetry = "5"
+
+// checkPassword checks a password within the bound on checks running at
+// once; busy reports a check that did not get its turn. Its place in the
+// queue is the address's attempts in the last minute (checkGate).
+func (s *Server) checkPassword(ctx context.Context, password, addr string, now time.Time) (ok, busy bool) {
+	if len(password) > 1024 {
+		return false, false
+	}
+	release, err := s.checks.acquire(ctx, s.id.perAddress.count(addr, now), s.cfg.Limits.PasswordCheckWait)
+	if err != nil {
+		return false, true
+	}
+	defer release()
+	return s.id.password.matches(password), false
+}
+
 // signedIn records who signed in on the request, starts a browser
 // session (not for pairing) and shows the consent page.
 func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, f *authFlow, subj Subject) {
@@ -312,7 +342,7 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, f *authFlow, s
 	if subj.Method != "pairing" {
 		s.startSession(r.Context(), w, subj)
 	}
-	s.showConsent(w, f)
+	s.showConsent(w, r, f)
 }
 
 // sentence makes an error text read as a sentence on a page.
@@ -426,6 +456,34 @@ func (l *attemptLimiter) allow(key string, now time.Time) bool {
 	}
 	l.seen[key] = append(kept, now)
 	return true
+}
+
+// count is the number of attempts recorded under key in the window
+// before now.
+func (l *attemptLimiter) count(key string, now time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, t := range l.seen[key] {
+		if now.Sub(t) < l.window {
+			n++
+		}
+	}
+	return n
+}
+
+// undo takes back the attempt allow recorded under key at t: one that was
+// never checked (the checks were busy) should not count against anyone.
+func (l *attemptLimiter) undo(key string, t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	times := l.seen[key]
+	for i := len(times) - 1; i >= 0; i-- {
+		if times[i].Equal(t) {
+			l.seen[key] = append(times[:i], times[i+1:]...)
+			return
+		}
+	}
 }
 
 // sweep drops keys with no attempt in the window.

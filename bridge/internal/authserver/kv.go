@@ -41,6 +41,10 @@ type KV interface {
 	Delete(ctx context.Context, bucket, key string) error
 	// Count returns the number of live entries in a bucket.
 	Count(ctx context.Context, bucket string) (int, error)
+	// List returns the values of every live entry in a bucket, in no
+	// particular order: linear in the bucket's size, for rebuilding an
+	// index of what the bucket holds (each value names its own key).
+	List(ctx context.Context, bucket string) ([][]byte, error)
 	// Close releases the store.
 	Close() error
 }

@@ -245,6 +245,27 @@ func (k *boltKV) Count(ctx context.Context, bucket string) (int, error) {
 	return n, err
 }
 
+func (k *boltKV) List(ctx context.Context, bucket string) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	err := k.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if b == nil {
+			return nil
+		}
+		now := k.now()
+		return b.ForEach(func(_, v []byte) error {
+			if _, val, ok := boltDecode(v, now); ok {
+				out = append(out, append([]byte(nil), val...)) // bbolt's slices die with the transaction
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
 // Close stops the sweeper and closes the file; it is safe to call twice.
 func (k *boltKV) Close() error {
 	k.closeOnce.Do(func() {

@@ -131,4 +131,16 @@ func (m *memoryKV) Count(_ context.Context, bucket string) (int, error) {
 	return n, nil
 }
 
+func (m *memoryKV) List(_ context.Context, bucket string) ([][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out [][]byte
+	for k := range m.buckets[bucket] {
+		if e, ok := m.live(bucket, k); ok {
+			out = append(out, append([]byte(nil), e.value...))
+		}
+	}
+	return out, nil
+}
+
 func (m *memoryKV) Close() error { return nil }

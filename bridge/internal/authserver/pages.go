@@ -204,8 +204,11 @@ func (s *Server) showSignIn(w http.ResponseWriter, r *http.Request, f *authFlow,
 	s.render(w, status, signInPage, d, targets...)
 }
 
-// showConsent shows the consent page of a signed-in request.
-func (s *Server) showConsent(w http.ResponseWriter, f *authFlow) {
+// showConsent shows the consent page of a signed-in request, and notes
+// that the person has now seen this app's: its errors may go back to it
+// from now on (consentSeen).
+func (s *Server) showConsent(w http.ResponseWriter, r *http.Request, f *authFlow) {
+	s.markConsentSeen(r.Context(), f.client.ID)
 	d := s.requestPage(f, "Allow this app?")
 	d.CanSwitch = f.req.Subject != nil && f.req.Subject.Method != "pairing"
 	s.render(w, http.StatusOK, consentPage, d, f.req.RedirectURI)

@@ -98,6 +98,7 @@ type flowOptions struct {
 	clientName string
 	redirects  []string
 	wrap       func(http.Handler) http.Handler // around the server's handler
+	limits     *Limits                         // nil: the defaults
 }
 
 func newFlowWorld(t *testing.T, opt flowOptions) *flowWorld {
@@ -111,6 +112,10 @@ func newFlowWorld(t *testing.T, opt flowOptions) *flowWorld {
 	if opt.identity != nil {
 		id = *opt.identity
 	}
+	var limits Limits
+	if opt.limits != nil {
+		limits = *opt.limits
+	}
 	srv, err := New(Config{
 		Issuer: issuer,
 		KV:     opt.kv,
@@ -121,6 +126,7 @@ func newFlowWorld(t *testing.T, opt flowOptions) *flowWorld {
 			return Resource{}, false
 		},
 		Identity: id,
+		Limits:   limits,
 		Logger:   slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:      w.clock.now,
 	})
@@ -453,6 +459,26 @@ func TestPagesAuthorizeRefusals(t *testing.T) {
 		{name: "two states", change: func(q url.Values) { q.Add("state", "other") },
 			errCode: "invalid_request", desc: "state appears more than once"},
 	}
+	// Until a person has seen the app's consent page, every refusal is a
+	// page of this server's: anyone can register a client with any
+	// redirect URI, which would make this server an open redirector (RFC
+	// 9700 §4.11.2). Once they have, refusals go back to the app.
+	for _, tc := range cases {
+		t.Run("unseen app: "+tc.name, func(t *testing.T) {
+			q := w.authorizeParams()
+			tc.change(q)
+			p := w.newBrowser().authorize(q)
+			text := tc.text
+			if tc.errCode != "" {
+				text = tc.desc
+			}
+			wantPage(t, p, http.StatusBadRequest, text)
+			if p.header.Get("Location") != "" {
+				t.Fatalf("refused by redirecting to %s", p.header.Get("Location"))
+			}
+		})
+	}
+	w.signIn(w.newBrowser()) // the consent page, seen once
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			q := w.authorizeParams()
@@ -485,8 +511,8 @@ func TestPagesAuthorizeRefusals(t *testing.T) {
 			}
 		})
 	}
-	if n, _ := w.srv.kv.Count(context.Background(), bucketRequests); n != 0 {
-		t.Fatalf("refused requests left %d stored requests", n)
+	if n, _ := w.srv.kv.Count(context.Background(), bucketRequests); n != 1 {
+		t.Fatalf("refused requests left %d stored requests besides the signed-in one", n-1)
 	}
 }
 
@@ -724,7 +750,8 @@ func TestPagesRateLimit(t *testing.T) {
 }
 
 // TestPagesOpenRequestsLimit: opening sign-in requests needs no password
-// but stores an entry each, so one address opens a bounded number.
+// but stores an entry each, so one address opens a bounded number a
+// minute, and the store keeps a bounded number of them (its newest).
 func TestPagesOpenRequestsLimit(t *testing.T) {
 	w := newFlowWorld(t, flowOptions{})
 	b := w.newBrowser()
@@ -736,8 +763,8 @@ func TestPagesOpenRequestsLimit(t *testing.T) {
 	if p.header.Get("Location") != "" {
 		t.Fatalf("redirected to %s", p.header.Get("Location"))
 	}
-	if n, _ := w.srv.kv.Count(context.Background(), bucketRequests); n != requestsPerAddress {
-		t.Fatalf("%d requests stored, want %d", n, requestsPerAddress)
+	if n, _ := w.srv.kv.Count(context.Background(), bucketRequests); n != defaultMaxSignInsPerAddress {
+		t.Fatalf("%d requests stored, want %d", n, defaultMaxSignInsPerAddress)
 	}
 	w.clock.add(attemptWindow)
 	wantPage(t, b.authorize(w.authorizeParams()), http.StatusOK)

@@ -35,9 +35,13 @@ const (
 	maxURILen           = 2048
 	maxClientNameRunes  = 100
 	// registrationRetryAfter is the Retry-After, in seconds, of a refusal
-	// at MaxClients: a slot frees when an unused registration expires,
-	// which nothing predicts better than "later".
+	// at MaxClients, which only clients that signed in can fill: a slot
+	// frees when one goes unused for ClientIdleTTL, which nothing predicts
+	// better than "later".
 	registrationRetryAfter = "3600"
+	// registrationRateRetryAfter is the Retry-After, in seconds, of a
+	// refusal by the per-address rate: its window is a minute.
+	registrationRateRetryAfter = "60"
 )
 
 // fetchCIMD resolves a client id that is an https URL through its Client
@@ -65,7 +69,9 @@ func (s *Server) lookupClient(ctx context.Context, clientID string) (*Client, er
 }
 
 // touchClient moves a registration's LastUsedAt and its expiry: a client
-// that keeps getting tokens keeps its registration.
+// that keeps getting tokens keeps its registration. The first token marks
+// it signed in: from then on it lives ClientIdleTTL from its last use, no
+// longer UnusedClientTTL, and no new registration can push it out.
 func (s *Server) touchClient(ctx context.Context, c *Client) {
 	if c.MetadataDocument {
 		return // not stored here: its document is the registration
@@ -79,10 +85,19 @@ func (s *Server) touchClient(ctx context.Context, c *Client) {
 		return
 	}
 	cur.LastUsedAt = s.now()
+	cur.SignedIn = true
 	// A conflict means another request just touched it: that is enough.
 	if _, err := s.updateJSON(ctx, bucketClients, c.ID, cur, rev, s.cfg.ClientIdleTTL); err != nil && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrNotFound) {
 		s.log.Warn("authserver: marking a client used", "client_id", c.ID, "err", err)
+		return
 	}
+	s.pendingClients.remove(c.ID)
+}
+
+// signedIn reports a registration that has obtained a token. One stored
+// before SignedIn existed counts when its LastUsedAt moved.
+func (c *Client) signedIn() bool {
+	return c.SignedIn || c.LastUsedAt.After(c.CreatedAt)
 }
 
 // registrationResponse is RFC 7591 §3.2.1's answer. The SDK's
@@ -109,14 +124,25 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	now := s.now()
+	addr := s.id.address(r)
+	if !s.registrations.allow(addr, now) {
+		s.log.Warn("authserver: registration refused: per-address limit", "address", addr, "per_minute", s.cfg.Limits.RegistrationsPerMinute)
+		w.Header().Set("Retry-After", registrationRateRetryAfter)
+		writeOAuthError(w, &oauthError{status: http.StatusTooManyRequests, code: errTemporarilyUnavailable,
+			description: fmt.Sprintf("Your network registered %d clients with this server in the last minute, which is its limit; wait a minute and try again.",
+				s.cfg.Limits.RegistrationsPerMinute)})
+		return
+	}
+
 	var secret string
 	if c.TokenEndpointAuthMethod != authNone {
 		secret = randomToken("bbs_")
 		c.SecretHash = hashSecret(secret)
 	}
 	c.ID = randomToken("bbcl_")
-	now := s.now()
 	c.CreatedAt, c.LastUsedAt = now, now
+	c.Address = addr
 
 	if oerr := s.storeClient(r.Context(), c); oerr != nil {
 		if oerr.status == http.StatusServiceUnavailable {
@@ -144,29 +170,65 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// storeClient stores a new registration unless MaxClients are live.
+// storeClient stores a new registration. At MaxClients live ones, those
+// that never obtained a token make room (pending.go); only when every one
+// has signed in is the registration refused.
 func (s *Server) storeClient(ctx context.Context, c *Client) *oauthError {
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
-	n, err := s.kv.Count(ctx, bucketClients)
-	if err != nil {
-		s.log.Error("authserver: counting clients", "err", err)
-		return storeErr()
-	}
-	if n >= s.cfg.MaxClients {
-		s.log.Warn("authserver: registration refused: client limit reached", "max_clients", s.cfg.MaxClients)
+	s.loadPending(ctx)
+	max := s.cfg.Limits.MaxClients
+	reloaded := false
+	for {
+		n, err := s.kv.Count(ctx, bucketClients)
+		if err != nil {
+			s.log.Error("authserver: counting clients", "err", err)
+			return storeErr()
+		}
+		if n < max {
+			break
+		}
+		if s.evictClients(ctx, n-max+1) > 0 {
+			continue // count again: an evicted one may have been gone already
+		}
+		if !reloaded {
+			// The index may not know them all: written by another node,
+			// or by a version that kept unused ones for ClientIdleTTL.
+			reloaded = true
+			if err := s.loadClients(ctx); err == nil {
+				continue
+			}
+		}
+		s.log.Warn("authserver: registration refused: every client slot holds a client that signed in", "max_clients", max)
 		// 503, not 400 (nothing is wrong with the metadata) nor 429 (this
 		// caller has not sent too many requests): the server is full for
-		// everyone until an unused registration expires.
+		// everyone until a client that signed in goes unused.
 		return &oauthError{status: http.StatusServiceUnavailable, code: errTemporarilyUnavailable,
-			description: fmt.Sprintf("This server already holds its maximum of %d client registrations; one frees when a registration goes unused for %s. Try again later, or ask its operator to raise the limit.",
-				s.cfg.MaxClients, s.cfg.ClientIdleTTL)}
+			description: fmt.Sprintf("This server already holds its maximum of %d client registrations, all of apps that signed in; one frees when such an app goes unused for %s. Try again later, or ask its operator to raise the limit (max_clients).",
+				max, s.cfg.ClientIdleTTL)}
 	}
-	if _, err := s.createJSON(ctx, bucketClients, c.ID, c, s.cfg.ClientIdleTTL); err != nil {
+	ttl := s.cfg.Limits.UnusedClientTTL
+	if _, err := s.createJSON(ctx, bucketClients, c.ID, c, ttl); err != nil {
 		s.log.Error("authserver: storing a client", "client_id", c.ID, "err", err)
 		return storeErr()
 	}
+	s.pendingClients.add(c.Address, c.ID, c.CreatedAt, c.CreatedAt.Add(ttl))
 	return nil
+}
+
+// evictClients deletes up to n registrations that never obtained a token
+// and returns how many it deleted.
+func (s *Server) evictClients(ctx context.Context, n int) int {
+	ids := s.pendingClients.evict(n, s.now())
+	for _, id := range ids {
+		if err := s.kv.Delete(ctx, bucketClients, id); err != nil {
+			s.log.Warn("authserver: deleting an unused registration", "client_id", id, "err", err)
+		}
+	}
+	if len(ids) > 0 {
+		s.log.Debug("authserver: unused registrations made room for a new one", "deleted", len(ids))
+	}
+	return len(ids)
 }
 
 // readRegistration reads the JSON body of a registration request.

@@ -3,7 +3,9 @@ package authserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -116,20 +118,94 @@ func TestRegister(t *testing.T) {
 	})
 }
 
-// TestRegisterLimit: beyond MaxClients live registrations, 503 with
-// Retry-After; a registration that expires frees its slot.
+// TestRegisterLimit: at MaxClients live registrations, one that never
+// obtained a token makes room; only clients that signed in fill the cap
+// (503 with Retry-After), and one of those frees its slot when it goes
+// unused for ClientIdleTTL. A registration that never obtains a token is
+// gone after UnusedClientTTL.
 func TestRegisterLimit(t *testing.T) {
-	e := newTestEnv(t, func(c *Config) { c.MaxClients = 2 })
+	e := newTestEnv(t, func(c *Config) { c.Limits.MaxClients = 2 })
+	claude := func() testResponse {
+		return e.register(map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none"})
+	}
+	unused := e.registerClaude()
+	e.clock.Advance(time.Minute)
 	e.registerClaude()
-	e.clock.Advance(time.Hour)
-	e.registerClaude()
-	r := e.register(map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none"})
+	// A third pushes out the oldest unused one.
+	third := claude()
+	if third.status != http.StatusCreated {
+		t.Fatalf("a third registration with two unused ones: %d %s", third.status, third.raw)
+	}
+	if r := e.exchange(unused, e.code(unused, e.resA.URI, testVerifier), testVerifier, nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("the pushed-out registration still works: %d %s", r.status, r.raw)
+	}
+	// Two that signed in fill the cap.
+	a := testClient{id: third.str("client_id")}
+	e.tokens(a)
+	b := testClient{id: claude().str("client_id")}
+	e.tokens(b)
+	r := claude()
 	wantOAuthError(t, r, http.StatusServiceUnavailable, "temporarily_unavailable")
 	if r.header.Get("Retry-After") == "" || !strings.Contains(r.str("error_description"), "maximum of 2") {
 		t.Fatalf("refusal: %v %s", r.header, r.raw)
 	}
-	e.clock.Advance(30*24*time.Hour - time.Hour) // the first one is now unused for 30 days
-	if r := e.register(map[string]any{"redirect_uris": []string{claudeCallback}, "token_endpoint_auth_method": "none"}); r.status != 201 {
+	e.clock.Advance(30 * 24 * time.Hour) // both unused for 30 days
+	if r := claude(); r.status != http.StatusCreated {
 		t.Fatalf("after a registration expired: %d %s", r.status, r.raw)
+	}
+
+	t.Run("an unused registration expires", func(t *testing.T) {
+		c := testClient{id: claude().str("client_id")}
+		e.clock.Advance(time.Hour)
+		if r := e.exchange(c, e.code(c, e.resA.URI, testVerifier), testVerifier, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("a registration unused for an hour still works: %d %s", r.status, r.raw)
+		}
+	})
+}
+
+// TestOpenRedirectClosed: a client anyone registered, with a redirect URI
+// of their choosing, gets its authorization errors on this server's page,
+// not at that URI, until the person has seen its consent page (RFC 9700
+// §4.11.2); from then on they go back to it, as OAuth says.
+func TestOpenRedirectClosed(t *testing.T) {
+	w := newFlowWorld(t, flowOptions{})
+	reg, _ := json.Marshal(map[string]any{"redirect_uris": []string{"https://attacker.example/next"}, "token_endpoint_auth_method": "none", "client_name": "Totally Claude"})
+	resp, err := http.Post(w.url+"/oauth/register", "application/json", bytes.NewReader(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("register: %d %v %v", resp.StatusCode, body, err)
+	}
+	q := w.authorizeParams()
+	q.Set("client_id", body["client_id"].(string))
+	q.Set("redirect_uri", "https://attacker.example/next")
+	bad := func() url.Values {
+		b := url.Values{}
+		for k, v := range q {
+			b[k] = v
+		}
+		b.Set("response_type", "token")
+		return b
+	}()
+
+	p := w.newBrowser().authorize(bad)
+	wantPage(t, p, http.StatusBadRequest, "This sign-in link is broken", "response_type=code")
+	if loc := p.header.Get("Location"); loc != "" {
+		t.Fatalf("an unseen app's error redirected to %s", loc)
+	}
+
+	b := w.newBrowser()
+	p = b.authorize(q)
+	wantPage(t, p, http.StatusOK, `name="password"`)
+	wantPage(t, b.post("/oauth/signin", formOf(p, "password", flowPassword)), http.StatusOK, "Totally Claude", "https://attacker.example")
+
+	p = w.newBrowser().authorize(bad)
+	if p.status != http.StatusFound || !strings.HasPrefix(p.header.Get("Location"), "https://attacker.example/next?") ||
+		!strings.Contains(p.header.Get("Location"), "error=unsupported_response_type") {
+		t.Fatalf("after its consent page, an error did not go back to the app: %d %q", p.status, p.header.Get("Location"))
 	}
 }

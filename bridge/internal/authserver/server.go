@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
 )
 
 // Config configures an authorization server.
@@ -35,12 +38,82 @@ type Config struct {
 	RefreshTokenTTL time.Duration // default 30 days, from its last use
 	CodeTTL         time.Duration // default 2 minutes
 	RequestTTL      time.Duration // default 15 minutes: sign-in and consent
-	ClientIdleTTL   time.Duration // default 30 days: unused registrations expire
-	MaxClients      int           // default 1,000 live registrations
+	ClientIdleTTL   time.Duration // default 30 days: a registration that got tokens, unused this long, expires
+
+	// Limits bound what clients that have not signed in can make the
+	// server hold or spend.
+	Limits Limits
 
 	Logger *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+}
+
+// Limits bound what anyone can make the server hold or spend before
+// signing in: registrations, sign-in requests, password checks
+// (docs/limits.md, "OAuth sign-in"). Every zero value means its default;
+// LimitsFrom reads them from the config.
+type Limits struct {
+	// MaxClients bounds the live registrations; 0: 1,000. Registrations
+	// that have not obtained a token make room for a new one (see
+	// UnusedClientTTL), so only clients that signed in can fill it; once
+	// they do, registration answers 503 until one goes unused for
+	// ClientIdleTTL.
+	MaxClients int
+	// UnusedClientTTL is how long a registration that never obtains a
+	// token lives; 0: 1 hour.
+	UnusedClientTTL time.Duration
+	// RegistrationsPerMinute bounds the registrations one address (an IPv4
+	// address, an IPv6 /64) makes a minute; 0: 10.
+	RegistrationsPerMinute int
+	// MaxSignIns bounds the sign-in requests (GET /oauth/authorize) kept
+	// at once, MaxSignInsPerAddress one address's; 0: 1,000 and 16. Past
+	// either, the oldest request of that address, or of the address
+	// holding the most, is dropped (pending.go).
+	MaxSignIns           int
+	MaxSignInsPerAddress int
+	// MaxPasswordChecks bounds the password checks running at once (each
+	// bcrypt check takes about a quarter second of one CPU); 0: half the
+	// CPUs, at least one. The others wait, those from the addresses with
+	// the fewest recent attempts first, up to PasswordCheckWait (0: 10 s);
+	// past it the person is asked to try again (503).
+	MaxPasswordChecks int
+	PasswordCheckWait time.Duration
+}
+
+// LimitsFrom reads the limits of the config's oauth section (the public
+// gateway's) or of the proxy's --oauth-config; Validate has checked them.
+func LimitsFrom(c config.OAuthLimits) Limits {
+	unused, wait := c.Durations()
+	return Limits{
+		MaxClients:             c.MaxClients,
+		UnusedClientTTL:        unused,
+		RegistrationsPerMinute: c.RegistrationsPerMinute,
+		MaxSignIns:             c.MaxPendingSignIns,
+		MaxSignInsPerAddress:   c.MaxPendingSignInsPerAddress,
+		MaxPasswordChecks:      c.MaxPasswordChecks,
+		PasswordCheckWait:      wait,
+	}
+}
+
+// Defaults of Limits' zero values.
+const (
+	defaultMaxClients             = 1000
+	defaultUnusedClientTTL        = time.Hour
+	defaultRegistrationsPerMinute = 10
+	defaultMaxSignIns             = 1000
+	defaultMaxSignInsPerAddress   = 16
+	defaultPasswordCheckWait      = 10 * time.Second
+)
+
+func (l *Limits) setDefaults() {
+	setDefaultInt(&l.MaxClients, defaultMaxClients)
+	setDefault(&l.UnusedClientTTL, defaultUnusedClientTTL)
+	setDefaultInt(&l.RegistrationsPerMinute, defaultRegistrationsPerMinute)
+	setDefaultInt(&l.MaxSignIns, defaultMaxSignIns)
+	setDefaultInt(&l.MaxSignInsPerAddress, defaultMaxSignInsPerAddress)
+	setDefaultInt(&l.MaxPasswordChecks, max(1, runtime.GOMAXPROCS(0)/2))
+	setDefault(&l.PasswordCheckWait, defaultPasswordCheckWait)
 }
 
 // Server is an authorization server. Its Handler serves the endpoints in
@@ -55,6 +128,16 @@ type Server struct {
 	// regMu makes the MaxClients count and the registration after it one
 	// step (on this node).
 	regMu sync.Mutex
+	// registrations counts each address's registrations a minute.
+	registrations *attemptLimiter
+	// pendingClients and requests index what anyone may make the server
+	// store (pending.go), filled from the store by loadPending.
+	pendingClients *pendingSet
+	requests       *pendingSet
+	loadMu         sync.Mutex
+	loaded         bool
+	// checks bounds the password checks running at once.
+	checks *checkGate
 }
 
 // Defaults of Config's zero values.
@@ -63,7 +146,6 @@ const (
 	defaultRefreshTokenTTL = 30 * 24 * time.Hour
 	defaultCodeTTL         = 2 * time.Minute
 	defaultClientIdleTTL   = 30 * 24 * time.Hour
-	defaultMaxClients      = 1000
 )
 
 // New checks cfg, applies the defaults of its zero values and builds
@@ -82,10 +164,14 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.RefreshTokenTTL, defaultRefreshTokenTTL)
 	setDefault(&cfg.CodeTTL, defaultCodeTTL)
 	setDefault(&cfg.ClientIdleTTL, defaultClientIdleTTL)
-	if cfg.MaxClients <= 0 {
-		cfg.MaxClients = defaultMaxClients
+	cfg.Limits.setDefaults()
+	l := cfg.Limits
+	s := &Server{cfg: cfg, kv: cfg.KV, log: cfg.Logger,
+		registrations:  newAttemptLimiter(l.RegistrationsPerMinute, time.Minute),
+		pendingClients: newPendingSet(0, 0),
+		requests:       newPendingSet(l.MaxSignInsPerAddress, l.MaxSignIns),
+		checks:         newCheckGate(l.MaxPasswordChecks, maxCheckQueue),
 	}
-	s := &Server{cfg: cfg, kv: cfg.KV, log: cfg.Logger}
 	s.metadata = s.buildMetadata()
 	if s.kv == nil {
 		s.kv = NewMemoryKV(cfg.Now)
@@ -104,6 +190,12 @@ func New(cfg Config) (*Server, error) {
 func setDefault(d *time.Duration, def time.Duration) {
 	if *d <= 0 {
 		*d = def
+	}
+}
+
+func setDefaultInt(n *int, def int) {
+	if *n <= 0 {
+		*n = def
 	}
 }
 

@@ -170,7 +170,8 @@ func (s *Server) authenticateClient(r *http.Request, form url.Values) (*Client, 
 	c, err := s.lookupClient(r.Context(), id)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return nil, fail("Client %q is not registered here (a registration expires after %s unused); register again.", echo(id), s.cfg.ClientIdleTTL)
+		return nil, fail("Client %q is not registered here (a registration expires %s after it is made if it obtains no token, and %s after its last use if it does); register again.",
+			echo(id), s.cfg.Limits.UnusedClientTTL, s.cfg.ClientIdleTTL)
 	case err != nil && strings.HasPrefix(id, "https://"):
 		// cimd.go's errors are sentences about the document.
 		return nil, fail("%s", capitalize(err.Error()))

@@ -201,7 +201,11 @@ func TestClientAuthentication(t *testing.T) {
 
 // TestRefreshRefusals: the refresh_token grant's checks.
 func TestRefreshRefusals(t *testing.T) {
-	e := newTestEnv(t, func(c *Config) { c.RefreshTokenTTL = 2 * time.Hour })
+	e := newTestEnv(t, func(c *Config) {
+		c.RefreshTokenTTL = 2 * time.Hour
+		// noRefresh gets its first token after the clock moved hours on.
+		c.Limits.UnusedClientTTL = 24 * time.Hour
+	})
 	c := e.registerClaude()
 	other := e.registerClaude()
 	noRefresh := func() testClient {

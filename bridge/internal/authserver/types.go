@@ -42,6 +42,13 @@ type Client struct {
 	// LastUsedAt moves on every token issued; a registration unused for
 	// Config.ClientIdleTTL expires.
 	LastUsedAt time.Time `json:"last_used_at"`
+	// SignedIn is set when the client obtains its first token. Until then
+	// the registration lives Limits.UnusedClientTTL and makes room for
+	// new ones (pending.go).
+	SignedIn bool `json:"signed_in,omitempty"`
+	// Address is where the registration came from (an IPv4 address, an
+	// IPv6 /64), for the per-address bounds.
+	Address string `json:"address,omitempty"`
 	// MetadataDocument is true for a CIMD client (ID is its URL).
 	MetadataDocument bool `json:"metadata_document,omitempty"`
 }
@@ -66,6 +73,8 @@ type AuthRequest struct {
 	// Subject is set once the person has signed in.
 	Subject   *Subject  `json:"subject,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Address is where the request came from, for the per-address bound.
+	Address string `json:"address,omitempty"`
 	// UpstreamState, UpstreamVerifier and UpstreamNonce belong to the
 	// upstream OIDC round trip, when that is how the person signs in.
 	UpstreamState    string `json:"upstream_state,omitempty"`

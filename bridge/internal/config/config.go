@@ -178,6 +178,35 @@ type Gateway struct {
 	// `browserbridge gateway --public-url` overrides it; `serve` (the
 	// local bridge) refuses a config that sets it.
 	PublicURL string `json:"public_url,omitempty"`
+	// MaxConnsPerIP caps the TCP connections a public gateway holds open
+	// at once from one address (an IPv4 address, an IPv6 /64), trusted
+	// proxies (trusted_proxies) excepted; 0 means 256, -1 no cap.
+	// `browserbridge gateway --max-conns-per-ip` overrides it.
+	MaxConnsPerIP int `json:"max_conns_per_ip,omitempty"`
+	// IdleTimeout closes a keep-alive connection that sends no next
+	// request for this long, as a Go duration; "" means 60s on a public
+	// gateway and 2m otherwise. `--idle-timeout` overrides it.
+	IdleTimeout string `json:"idle_timeout,omitempty"`
+}
+
+// DefaultMaxConnsPerIP is gateway.max_conns_per_ip's default, the proxy's.
+const DefaultMaxConnsPerIP = 256
+
+// ConnsPerIP is the cap MaxConnsPerIP sets: 0 for none.
+func (g *Gateway) ConnsPerIP() int {
+	switch {
+	case g.MaxConnsPerIP == 0:
+		return DefaultMaxConnsPerIP
+	case g.MaxConnsPerIP < 0:
+		return 0
+	}
+	return g.MaxConnsPerIP
+}
+
+// Idle is IdleTimeout parsed; 0 when unset (Validate refuses an invalid one).
+func (g *Gateway) Idle() time.Duration {
+	d, _ := parseDuration(g.IdleTimeout)
+	return d
 }
 
 // AggregateWait is AggregateTimeout parsed; 0 (the gateway's default)
@@ -220,6 +249,12 @@ func (g *Gateway) Validate() error {
 	}
 	if d, err := parseDuration(g.AggregateTimeout); err != nil || d < 0 {
 		return fmt.Errorf("config: key \"gateway.aggregate_timeout\": %q is not a duration such as \"2s\"", g.AggregateTimeout)
+	}
+	if d, err := parseDuration(g.IdleTimeout); err != nil || d < 0 {
+		return fmt.Errorf("config: key \"gateway.idle_timeout\": %q is not a duration such as \"60s\"", g.IdleTimeout)
+	}
+	if g.MaxConnsPerIP < -1 {
+		return fmt.Errorf("config: key \"gateway.max_conns_per_ip\": %d: use a number of connections, 0 for the default (%d) or -1 for no cap", g.MaxConnsPerIP, DefaultMaxConnsPerIP)
 	}
 	for _, k := range []struct{ key, val, example string }{
 		{"host_prefix", g.HostPrefix, DefaultHostPrefix},

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/paths"
 )
@@ -52,6 +53,69 @@ type OAuth struct {
 	// the config file's directory's. BROWSERBRIDGE_OAUTH_STATE_FILE
 	// overrides it.
 	StateFile *string `json:"state_file,omitempty"`
+	// OAuthLimits bound what anyone can make the sign-in hold or spend
+	// before signing in; its keys sit in "oauth" itself.
+	OAuthLimits
+}
+
+// OAuthLimits are the sign-in's bounds (docs/limits.md, "OAuth sign-in"):
+// the public gateway's oauth section and the proxy's --oauth-config file
+// both hold them. Every zero value means the default the comment names.
+type OAuthLimits struct {
+	// MaxClients bounds the live client registrations; 0: 1,000.
+	// Registrations that never obtained a token make room, so only apps
+	// that signed in can fill it.
+	MaxClients int `json:"max_clients,omitempty"`
+	// UnusedClientTTL is how long a registration that obtains no token
+	// lives, as a Go duration; "": 1h.
+	UnusedClientTTL string `json:"unused_client_ttl,omitempty"`
+	// RegistrationsPerMinute bounds one address's registrations; 0: 10.
+	RegistrationsPerMinute int `json:"registrations_per_minute,omitempty"`
+	// MaxPendingSignIns bounds the sign-ins started and not finished, of
+	// everyone and of one address; 0: 1,000 and 16.
+	MaxPendingSignIns           int `json:"max_pending_signins,omitempty"`
+	MaxPendingSignInsPerAddress int `json:"max_pending_signins_per_address,omitempty"`
+	// MaxPasswordChecks bounds the password checks running at once; 0:
+	// half the CPUs, at least one. PasswordCheckWait is how long one waits
+	// for its turn, as a Go duration; "": 10s.
+	MaxPasswordChecks int    `json:"max_password_checks,omitempty"`
+	PasswordCheckWait string `json:"password_check_wait,omitempty"`
+}
+
+// Durations returns UnusedClientTTL and PasswordCheckWait parsed; 0 when
+// unset (Validate refuses an invalid one).
+func (l *OAuthLimits) Durations() (unusedClientTTL, passwordCheckWait time.Duration) {
+	unusedClientTTL, _ = parseDuration(l.UnusedClientTTL)
+	passwordCheckWait, _ = parseDuration(l.PasswordCheckWait)
+	return
+}
+
+// Validate checks the limits; prefix is where they sit ("oauth." in the
+// config, "" in the proxy's --oauth-config), for the key in a message.
+func (l *OAuthLimits) Validate(prefix string) error {
+	for _, k := range []struct {
+		key string
+		n   int
+	}{
+		{"max_clients", l.MaxClients},
+		{"registrations_per_minute", l.RegistrationsPerMinute},
+		{"max_pending_signins", l.MaxPendingSignIns},
+		{"max_pending_signins_per_address", l.MaxPendingSignInsPerAddress},
+		{"max_password_checks", l.MaxPasswordChecks},
+	} {
+		if k.n < 0 || k.n > 1_000_000 {
+			return fmt.Errorf("key %q: %d is outside 0-1000000 (0 means the default)", prefix+k.key, k.n)
+		}
+	}
+	for _, k := range []struct{ key, val, example string }{
+		{"unused_client_ttl", l.UnusedClientTTL, "1h"},
+		{"password_check_wait", l.PasswordCheckWait, "10s"},
+	} {
+		if d, err := parseDuration(k.val); err != nil || d < 0 {
+			return fmt.Errorf("key %q: %q is not a duration such as %q", prefix+k.key, k.val, k.example)
+		}
+	}
+	return nil
 }
 
 // OIDC is an OpenID Connect provider people sign in with.
@@ -158,6 +222,9 @@ func (o *OAuth) validate() error {
 	}
 	if o.StateFile != nil && strings.ContainsRune(*o.StateFile, 0) {
 		return errors.New(`config: key "oauth.state_file": the path contains a NUL byte`)
+	}
+	if err := o.OAuthLimits.Validate("oauth."); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	if o.OIDC == nil {
 		return nil

@@ -54,6 +54,7 @@ func TestOAuthConfig(t *testing.T) {
 		{"public with a hash", `{"gateway":{"public_url":"https://mcp.example.com"},"oauth":{"password_hash":"` + hash + `"}}`, ""},
 		{"public with oidc", `{"gateway":{"public_url":"https://mcp.example.com"},"oauth":{"oidc":{"issuer":"https://accounts.example.com","client_id":"c","allowed_emails":["me@example.com"]}}}`, ""},
 		{"state in memory", `{"oauth":{"state_file":":memory:"}}`, ""},
+		{"limits", `{"oauth":{"max_clients":50,"unused_client_ttl":"30m","registrations_per_minute":3,"max_pending_signins":100,"max_pending_signins_per_address":4,"max_password_checks":2,"password_check_wait":"5s"},"gateway":{"max_conns_per_ip":-1,"idle_timeout":"90s"}}`, ""},
 		{"bad public url", `{"gateway":{"public_url":"http://mcp.example.com"}}`, `key "gateway.public_url"`},
 		{"token and public url", `{"token":"t","gateway":{"public_url":"https://mcp.example.com"}}`, `keys "token" and "gateway.public_url"`},
 		{"not a bcrypt hash", `{"oauth":{"password_hash":"hunter2"}}`, `key "oauth.password_hash"`},

@@ -52,6 +52,8 @@ func Run(ctx context.Context, prog string, args []string, stdin io.Reader, stdou
 	listen := fs.String("listen", "", "HTTP address (default "+config.DefaultListen+"; beyond loopback a token is required, BROWSERBRIDGE_TOKEN, unless --public-url is set)")
 	publicURL := fs.String("public-url", "", "public https URL the gateway is reached at through a TLS proxy (https://mcp.example.com): every MCP route then needs an OAuth sign-in (overrides gateway.public_url; see docs/gateway.md)")
 	cfgPath := fs.String("config", "", "config file (default: the per-user config.json, if present)")
+	maxConns := fs.Int("max-conns-per-ip", 0, "with --public-url: TCP connections one address may hold open at once (overrides gateway.max_conns_per_ip; default 256, -1: no cap, for a gateway whose clients all come through one proxy not in trusted_proxies)")
+	idleTimeout := fs.String("idle-timeout", "", "how long a keep-alive connection may wait for its next request, such as 60s (overrides gateway.idle_timeout; default 60s with --public-url, else 2m)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s [flags]\n       %s hash-password   (reads a password on stdin, prints its bcrypt hash for oauth.password_hash)\n\nFlags:\n", prog, prog)
 		fs.PrintDefaults()
@@ -68,6 +70,12 @@ func Run(ctx context.Context, prog string, args []string, stdin io.Reader, stdou
 	}
 	if *publicURL != "" {
 		cfg.Gateway.PublicURL = *publicURL
+	}
+	if *maxConns != 0 {
+		cfg.Gateway.MaxConnsPerIP = *maxConns
+	}
+	if *idleTimeout != "" {
+		cfg.Gateway.IdleTimeout = *idleTimeout
 	}
 	if err := UseServersFile(cfg, *servers); err != nil {
 		return err

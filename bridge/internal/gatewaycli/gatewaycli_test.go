@@ -18,7 +18,7 @@ func TestMainNamesItsCommand(t *testing.T) {
 			if code := Main(context.Background(), prog, []string{"-h"}, strings.NewReader(""), &out, &errOut); code != 0 {
 				t.Fatalf("-h: exit %d", code)
 			}
-			for _, want := range []string{"Usage: " + prog + " [flags]", prog + " hash-password", "-servers", "-listen", "-public-url", "-config"} {
+			for _, want := range []string{"Usage: " + prog + " [flags]", prog + " hash-password", "-servers", "-listen", "-public-url", "-config", "-max-conns-per-ip", "-idle-timeout"} {
 				if !strings.Contains(errOut.String(), want) {
 					t.Errorf("usage lacks %q:\n%s", want, errOut.String())
 				}
@@ -43,5 +43,23 @@ func TestMainNamesItsCommand(t *testing.T) {
 				t.Errorf("the printed hash %q does not match the password: %v", out.String(), err)
 			}
 		})
+	}
+}
+
+// The connection flags reach the config and its checks: a bad value is bad
+// input that names the key.
+func TestConnectionFlags(t *testing.T) {
+	t.Setenv("BROWSERBRIDGE_HOME", t.TempDir())
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--idle-timeout", "soon"}, `gateway.idle_timeout`},
+		{[]string{"--max-conns-per-ip", "-5"}, `gateway.max_conns_per_ip`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := Main(context.Background(), "browserbridge gateway", tc.args, strings.NewReader(""), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut.String(), tc.want)
+		}
 	}
 }

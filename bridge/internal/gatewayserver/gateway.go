@@ -14,12 +14,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/connlimit"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
@@ -73,7 +75,11 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 		ln.Close()
 		return nil, err
 	}
-	g.http = &http.Server{Handler: guarded, ReadHeaderTimeout: HTTPReadHeaderTimeout, ReadTimeout: HTTPReadTimeout, IdleTimeout: HTTPIdleTimeout}
+	idle := cfg.Gateway.Idle()
+	if idle == 0 {
+		idle = HTTPIdleTimeout
+	}
+	g.http = &http.Server{Handler: guarded, ReadHeaderTimeout: HTTPReadHeaderTimeout, ReadTimeout: HTTPReadTimeout, IdleTimeout: idle}
 	return g, nil
 }
 
@@ -91,8 +97,39 @@ func (g *Gateway) startPublic(reg *metrics.Registry) (*Gateway, error) {
 		return nil, err
 	}
 	g.pub = pub
-	g.http = &http.Server{Handler: h, ReadHeaderTimeout: HTTPReadHeaderTimeout, ReadTimeout: HTTPReadTimeout, IdleTimeout: HTTPIdleTimeout}
+	g.ln = connlimit.Listen(g.ln, connlimit.Options{
+		MaxPerAddr: g.cfg.Gateway.ConnsPerIP(),
+		// A reverse proxy carries every client's connections: its own
+		// limits bound them, and the guard counts each client behind it.
+		Exempt:  trustedPeer(g.cfg.TrustedProxyPrefixes()),
+		Refused: reg.NewCounter("browserbridge_gateway_connections_refused_total", "Connections refused for the per-address cap (gateway.max_conns_per_ip).").With().Inc,
+	})
+	idle := g.cfg.Gateway.Idle()
+	if idle == 0 {
+		idle = PublicIdleTimeout
+	}
+	g.http = &http.Server{Handler: h, ReadHeaderTimeout: HTTPReadHeaderTimeout, ReadTimeout: HTTPReadTimeout, IdleTimeout: idle}
 	return g, nil
+}
+
+// PublicIdleTimeout is how long a public gateway keeps a keep-alive
+// connection that sends no next request (gateway.idle_timeout), the
+// proxy's: strangers' idle connections cost a descriptor and buffers each.
+const PublicIdleTimeout = 60 * time.Second
+
+// trustedPeer reports a peer in one of the trusted proxies' prefixes.
+func trustedPeer(proxies []netip.Prefix) func(netip.Addr) bool {
+	if len(proxies) == 0 {
+		return nil
+	}
+	return func(a netip.Addr) bool {
+		for _, p := range proxies {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // oauthConfigured reports an oauth section that says something.

@@ -68,6 +68,9 @@ type HTTPOptions struct {
 	// Pairing configures the pairing codes that `browserbridge pair` asks
 	// for and the sign-in page takes; its MCPURL is set to {PublicURL}/mcp.
 	Pairing PairingOptions
+	// Limits bound what anyone can make the authorization server hold or
+	// spend before signing in; zero values are its defaults.
+	Limits authserver.Limits
 }
 
 func (o *HTTPOptions) setDefaults() {
@@ -139,7 +142,7 @@ func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 		id.PairingCode = s.pairingCode()
 	}
 	as, err := authserver.New(authserver.Config{Issuer: h.base, KV: opts.KV, Resources: h.lookupResource,
-		Identity: id, Logger: s.log, Now: s.opts.Now})
+		Identity: id, Limits: opts.Limits, Logger: s.log, Now: s.opts.Now})
 	if err != nil {
 		return nil, err
 	}

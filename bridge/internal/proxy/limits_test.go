@@ -238,33 +238,6 @@ func TestConnsPerIPCapped(t *testing.T) {
 	}
 }
 
-func TestAddrKey(t *testing.T) {
-	key := func(s string) string {
-		a, err := net.ResolveTCPAddr("tcp", s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return addrKey(a)
-	}
-	for _, tc := range []struct {
-		name string
-		a, b string
-		same bool
-	}{
-		{"one IPv4 address, two ports", "192.0.2.1:1000", "192.0.2.1:2000", true},
-		{"two IPv4 addresses", "192.0.2.1:1000", "192.0.2.2:1000", false},
-		{"IPv4-mapped IPv6 is IPv4", "[::ffff:192.0.2.1]:1000", "192.0.2.1:1000", true},
-		{"one IPv6 /64", "[2001:db8:1:2::1]:1000", "[2001:db8:1:2:ffff::9]:1000", true},
-		{"two IPv6 /64s", "[2001:db8:1:2::1]:1000", "[2001:db8:1:3::1]:1000", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := key(tc.a) == key(tc.b); got != tc.same {
-				t.Fatalf("addrKey(%s) = %q, addrKey(%s) = %q", tc.a, key(tc.a), tc.b, key(tc.b))
-			}
-		})
-	}
-}
-
 // handshakeRefused dials /mcp for user and expects the handshake to be
 // refused for the per-user cap, with the sentence in the error and the
 // close frame.

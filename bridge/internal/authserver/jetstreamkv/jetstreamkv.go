@@ -343,40 +343,58 @@ func (k *store) Delete(ctx context.Context, bucket, key string) error {
 	return nil
 }
 
-// Count reads every live entry of the bucket (a watch of the last value of
-// each key): linear in the bucket's size, fine for its one use, the
-// registration limit (MaxClients, a thousand by default).
+// Count reads every live entry of the bucket (see live): linear in the
+// bucket's size, fine for its one use, the registration limit
+// (MaxClients, a thousand by default).
 func (k *store) Count(ctx context.Context, bucket string) (int, error) {
+	live, err := k.live(ctx, bucket)
+	return len(live), err
+}
+
+// List returns the values of the bucket's live entries (see live).
+func (k *store) List(ctx context.Context, bucket string) ([][]byte, error) {
+	live, err := k.live(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, len(live))
+	for _, v := range live {
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// live reads the last value of each key of the bucket (a watch that ends
+// once caught up) and returns the live ones by key.
+func (k *store) live(ctx context.Context, bucket string) (map[string][]byte, error) {
 	kv, err := k.bucket(ctx, bucket)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return 0, fmt.Errorf("jetstreamkv: listing %s in JetStream: %w", kv.Bucket(), err)
+		return nil, fmt.Errorf("jetstreamkv: listing %s in JetStream: %w", kv.Bucket(), err)
 	}
 	defer w.Stop()
-	// By key: a key written during the watch may come twice.
-	live := map[string]bool{}
+	// By key: a key written during the watch may come twice, and only its
+	// last value counts.
+	live := map[string][]byte{}
 	for {
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		case e, ok := <-w.Updates():
 			if !ok {
-				return 0, fmt.Errorf("jetstreamkv: listing %s in JetStream: the watch ended early", kv.Bucket())
+				return nil, fmt.Errorf("jetstreamkv: listing %s in JetStream: the watch ended early", kv.Bucket())
 			}
 			if e == nil { // caught up
-				n := 0
-				for _, l := range live {
-					if l {
-						n++
-					}
-				}
-				return n, nil
+				return live, nil
 			}
-			_, l := k.open(e)
-			live[e.Key()] = l && e.Operation() == jetstream.KeyValuePut
+			if v, l := k.open(e); l && e.Operation() == jetstream.KeyValuePut {
+				live[e.Key()] = v
+			} else {
+				delete(live, e.Key())
+			}
 		}
 	}
 }

@@ -172,6 +172,48 @@ var contractCases = []struct {
 			t.Fatalf("count of a missing bucket: %d %v", n, err)
 		}
 	}},
+	{"list", func(t *testing.T, kv authserver.KV, clock *Clock) {
+		ctx := context.Background()
+		MustCreate(t, kv, "b", "1", "one", 0)
+		MustCreate(t, kv, "b", "2", "two", time.Minute)
+		rev := MustCreate(t, kv, "b", "3", "three", 0)
+		MustCreate(t, kv, "b", "4", "four", 0)
+		MustCreate(t, kv, "other", "1", "elsewhere", 0)
+		if _, err := kv.Update(ctx, "b", "3", []byte("three again"), rev, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.Delete(ctx, "b", "4"); err != nil {
+			t.Fatal(err)
+		}
+		want := func(vals ...string) {
+			t.Helper()
+			got, err := kv.List(ctx, "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]int{}
+			for _, v := range got {
+				seen[string(v)]++
+			}
+			if len(got) != len(vals) {
+				t.Fatalf("list %q, want %q", got, vals)
+			}
+			for _, v := range vals {
+				if seen[v] != 1 {
+					t.Fatalf("list %q, want %q", got, vals)
+				}
+			}
+		}
+		want("one", "two", "three again")
+		clock.Advance(time.Minute)
+		want("one", "three again")
+		if got, err := kv.List(ctx, "empty"); len(got) != 0 || err != nil {
+			t.Fatalf("list of a missing bucket: %q %v", got, err)
+		}
+		got, _ := kv.List(ctx, "b")
+		got[0][0] = 'X'
+		want("one", "three again") // values are copies
+	}},
 	{"values are copies", func(t *testing.T, kv authserver.KV, _ *Clock) {
 		in := []byte("value")
 		MustCreate(t, kv, "b", "k", string(in), 0)
