@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -419,6 +420,43 @@ func TestClusterForgedValuesDropped(t *testing.T) {
 		}
 		waitRejected(t, b, "presence", w.reason, before)
 	}
+	// Heartbeats: node b's tampered, cut, node a's moved under b's key,
+	// and one of b's from long ago written back. Node a drops each, and
+	// still takes b for alive.
+	kvN, err := js.KeyValue(ctx, "browserbridge_nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hbB, err := kvN.Get(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hbA, err := kvN.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldBeat, _ := json.Marshal(nodeInfo{Node: "b", Started: time.Now(), Links: "x"})
+	tamperedBeat := bytes.Clone(hbB.Value())
+	tamperedBeat[len(tamperedBeat)-2] ^= 1
+	for _, w := range []struct {
+		value  []byte
+		reason string
+	}{
+		{tamperedBeat, "forged"},
+		{hbB.Value()[:8], "malformed"},
+		{hbA.Value(), "forged"},
+		{old.SealValue("browserbridge_nodes/b", oldBeat), "replayed"},
+	} {
+		before := rejected(t, a, "heartbeat", w.reason)
+		if _, err := kvN.Put(ctx, "b", w.value); err != nil {
+			t.Fatal(err)
+		}
+		waitRejected(t, a, "heartbeat", w.reason, before)
+	}
+	if !slices.Contains(a.srv.cluster.alivePeers(), "b") {
+		t.Fatalf("node a lost node b to forged heartbeats: %v", a.srv.cluster.alivePeers())
+	}
+
 	// Still exactly the one real browser, and calls reach it.
 	waitListed(t, c, browserInfo(ext.id, "Chrome"))
 	connectTo(t, c, ext.id)

@@ -418,6 +418,10 @@ func TestSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := append([]byte{kvEnvelopeV1, 0, 0, 0, 0, 0, 0, 0, 0}, `{"subject":{"id":"password:owner"}}`...)
+	// An entry of this deployment's from long ago (a token since revoked),
+	// written back now.
+	past := testRing(t)
+	past.Now = func() time.Time { return time.Now().Add(-time.Hour) }
 	tampered := append([]byte(nil), e.Value()...)
 	tampered[len(tampered)-1] ^= 1
 	for _, tc := range []struct {
@@ -430,6 +434,7 @@ func TestSealed(t *testing.T) {
 		{"moved", e.Value(), "forged"},
 		{"tampered", tampered, "forged"},
 		{"cut", e.Value()[:12], "malformed"},
+		{"written back", past.SealValue(b.Bucket()+"/forged", plain), "replayed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := b.Put(ctx, "forged", tc.value); err != nil {
