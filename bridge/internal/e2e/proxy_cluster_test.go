@@ -87,7 +87,10 @@ func startClusterNode(t *testing.T, natsURL, node, secret, public string) *publi
 	if err := os.Symlink(bin, link); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"serve", "--listen", listen, "--secret-file", secret, "-v", "--nats", natsURL, "--node", node}
+	// The whole /health (node, peers) is on the internal listener only.
+	p.internal = "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	args := []string{"serve", "--listen", listen, "--secret-file", secret, "-v", "--nats", natsURL, "--node", node,
+		"--metrics-listen", strings.TrimPrefix(p.internal, "http://")}
 	if public != "" {
 		// --advertise-url: where the other nodes pass the requests of
 		// this node's Streamable HTTP sessions.
@@ -142,7 +145,7 @@ type clusterPeer struct {
 
 func nodeHealth(p *publicProxy) (clusterHealth, error) {
 	var h clusterHealth
-	resp, err := http.Get(p.public + relaywire.PathHealth)
+	resp, err := http.Get(p.internal + relaywire.PathHealth)
 	if err != nil {
 		return h, err
 	}

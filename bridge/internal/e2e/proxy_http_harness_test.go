@@ -75,9 +75,12 @@ type publicProxy struct {
 	secret string // the token key file
 	public string // http://127.0.0.1:PORT
 	relay  string // ws://127.0.0.1:PORT, the bridges' relay.url
-	cmd    *exec.Cmd
-	out    *testbrowser.SyncBuffer
-	exited chan struct{}
+	// internal is http://127.0.0.1:PORT of --metrics-listen, where the
+	// whole /health is (cluster nodes only).
+	internal string
+	cmd      *exec.Cmd
+	out      *testbrowser.SyncBuffer
+	exited   chan struct{}
 }
 
 // startPublicProxy starts the proxy and waits for its authorization
@@ -223,7 +226,7 @@ func addEverything(t *testing.T, w *world) {
 	})
 }
 
-var pairLine = regexp.MustCompile(`^Code: ([0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}) \(valid until [^)]*single use\)$`)
+var pairLine = regexp.MustCompile(`^Code: ([0-9A-Z]{4}(?:-[0-9A-Z]{4}){3}) \(valid until [^)]*single use\)$`)
 
 // pair runs the built `browserbridge pair` in the world and returns the
 // code of its last line.

@@ -108,7 +108,7 @@ func TestProxyHTTPPairingBrowser(t *testing.T) {
 	if a := g.typeCode(t, code); a.status != http.StatusUnauthorized || !strings.Contains(alertOf(a.body), "already used") {
 		t.Errorf("the code used a second time: %d %q, want 401 saying it was already used", a.status, alertOf(a.body))
 	}
-	if a := g.typeCode(t, "ZZZZ-ZZZZ-ZZZZ"); a.status != http.StatusUnauthorized || !strings.Contains(alertOf(a.body), "not known") {
+	if a := g.typeCode(t, "ZZZZ-ZZZZ-ZZZZ-ZZZZ"); a.status != http.StatusUnauthorized || !strings.Contains(alertOf(a.body), "not known") {
 		t.Errorf("a wrong code: %d %q, want 401 saying it is not known", a.status, alertOf(a.body))
 	}
 
@@ -125,7 +125,7 @@ func TestProxyHTTPPairingBrowser(t *testing.T) {
 		if (i-1)%4 == 0 { // a sign-in allows 5 attempts; open a new one before
 			g = startSignIn(t, p, registerClaude(t, p), endpoint)
 		}
-		guess := "ZZZZ-ZZZZ-" + strings.ToUpper(randomHex(t, 2))
+		guess := "ZZZZ-ZZZZ-ZZZZ-" + strings.ToUpper(randomHex(t, 2))
 		if pairingLimited > 0 && fresh == "" {
 			fresh = pair(t, w)
 			guess = fresh
