@@ -257,8 +257,10 @@ type RelayInfo struct {
 	URL    string `json:"url"`
 	// Name is the name announced to the proxy in authenticate.
 	Name string `json:"name"`
-	// State is connecting, authenticating, connected, auth_failed or
-	// disconnected (waiting to retry).
+	// State is connecting, authenticating, connected, auth_failed,
+	// name_taken (a server whose name another bridge of the user holds at
+	// the proxy; Error is the proxy's sentence) or disconnected (waiting
+	// to retry).
 	State string `json:"state"`
 	// ExtensionID and UserID are what the proxy assigned in authenticated.
 	ExtensionID string `json:"extensionId,omitempty"`

@@ -227,6 +227,12 @@ type AuthenticateResult struct {
 	// Server is the gateway's name for the server (CheckServerName);
 	// required with ExtensionKindServer, refused with any other kind.
 	Server string `json:"server,omitempty"`
+	// Replace, with ExtensionKindServer only, asks to take the server name
+	// over from another bridge of the user that holds it: the holder's
+	// registration is ended (it is told with server_name_taken). Without
+	// it, a name another bridge holds is refused (docs/relay.md, "One
+	// holder per server name").
+	Replace bool `json:"replace,omitempty"`
 }
 
 // AuthenticatedParams are the params of the authenticated notification.

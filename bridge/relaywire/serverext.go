@@ -13,7 +13,11 @@ import (
 // 001, all optional for an extension that does not use them.
 //
 //	ext → proxy   authenticate's result gains kind ("browser", the default,
-//	              or "server") and server (the gateway's name for it)
+//	              or "server"), server (the gateway's name for it) and
+//	              replace (take the name over from the bridge that holds it)
+//	proxy → ext   server_name_taken {server, reason, holder, replaced}, then
+//	              close 1008 (another bridge of the user holds the name, or
+//	              took it over)
 //	proxy → ext   connection_closed {connection_id, reason}   (to a server extension,
 //	              when an MCP connection to it ends)
 //	ext → proxy   {"id":"ext:7","method":"sampling/createMessage","requestId":"conn-<c>:4","params":…}
@@ -46,6 +50,13 @@ const (
 	// (the client disconnected, left, or the proxy is stopping): the
 	// extension ends that client's session.
 	MethodConnectionClosed = "connection_closed"
+	// MethodServerNameTaken (notification, proxy → server extension):
+	// ServerNameTakenParams, sent just before the proxy closes the
+	// connection 1008, because another bridge of the user holds the
+	// server name (the registration is refused) or has taken it over
+	// (Replace). The close frame's reason holds only MaxCloseReason bytes;
+	// this carries the whole sentence.
+	MethodServerNameTaken = "server_name_taken"
 )
 
 // Limits of our additions.
@@ -88,6 +99,34 @@ type ConnectionClosedParams struct {
 	ConnectionID string `json:"connection_id"`
 	Reason       string `json:"reason"`
 }
+
+// ServerNameTakenParams are the params of server_name_taken.
+type ServerNameTakenParams struct {
+	// Server is the server name.
+	Server string `json:"server"`
+	// Reason is a sentence for the person: who holds the name, since
+	// when, and what to do.
+	Reason string `json:"reason"`
+	// Holder is the registration that holds the name now.
+	Holder ServerNameHolder `json:"holder"`
+	// Replaced is true when this extension held the name and Holder took
+	// it over (Replace); false when its own registration was refused.
+	Replaced bool `json:"replaced,omitempty"`
+}
+
+// ServerNameHolder names the server extension that holds a server name.
+type ServerNameHolder struct {
+	// Name is its name as it authenticated ("everything (laptop)": the
+	// server's and its bridge's).
+	Name        string `json:"name"`
+	ExtensionID string `json:"extension_id"`
+	// Since is when it registered the name (RFC 3339, UTC).
+	Since string `json:"since"`
+}
+
+// CloseServerNameTaken starts the reason of the close frame that follows
+// server_name_taken.
+const CloseServerNameTaken = "server name taken: "
 
 // CheckKind checks the kind and server of an authenticate result and
 // returns the kind to record (ExtensionKindBrowser for an empty one).
@@ -178,7 +217,7 @@ func appendRoute(dst []byte, requestID, connectionID string) []byte {
 func IsControlMethod(method string) bool {
 	switch method {
 	case MethodAuthenticate, MethodAuthenticated, MethodHandshake, MethodListExtensions, MethodConnect,
-		MethodDisconnect, MethodStatus, MethodDisconnected, MethodPairingCode, MethodConnectionClosed:
+		MethodDisconnect, MethodStatus, MethodDisconnected, MethodPairingCode, MethodConnectionClosed, MethodServerNameTaken:
 		return true
 	}
 	return false

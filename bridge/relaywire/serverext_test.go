@@ -58,8 +58,12 @@ func TestAuthenticateResultOldExtensionUnchanged(t *testing.T) {
 		t.Fatalf("got %s", b)
 	}
 	var r AuthenticateResult
-	if err := json.Unmarshal([]byte(`{"name":"e","accessToken":"t","kind":"server","server":"everything"}`), &r); err != nil || r.Kind != "server" || r.Server != "everything" {
+	if err := json.Unmarshal([]byte(`{"name":"e","accessToken":"t","kind":"server","server":"everything"}`), &r); err != nil || r.Kind != "server" || r.Server != "everything" || r.Replace {
 		t.Fatalf("got %+v %v", r, err)
+	}
+	b, _ = json.Marshal(AuthenticateResult{Name: "e", AccessToken: "t", Kind: "server", Server: "everything", Replace: true})
+	if string(b) != `{"name":"e","accessToken":"t","kind":"server","server":"everything","replace":true}` {
+		t.Fatalf("got %s", b)
 	}
 }
 
@@ -115,7 +119,7 @@ func TestIsExtIDAndControlMethods(t *testing.T) {
 			t.Errorf("IsExtID(%s) = %v, want %v", tc.raw, got, tc.want)
 		}
 	}
-	for _, m := range []string{MethodAuthenticate, MethodConnect, MethodPairingCode, MethodConnectionClosed, MethodStatus} {
+	for _, m := range []string{MethodAuthenticate, MethodConnect, MethodPairingCode, MethodConnectionClosed, MethodStatus, MethodServerNameTaken} {
 		if !IsControlMethod(m) {
 			t.Errorf("IsControlMethod(%q) = false", m)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
@@ -108,6 +109,12 @@ func printRelayServers(w io.Writer, servers []protocol.RelayInfo) {
 	}
 	fmt.Fprintln(w, "Servers offered through the relay:")
 	for _, r := range servers {
+		if r.State == relay.StateNameTaken {
+			// Another bridge of the user holds the name: the proxy's
+			// sentence says which, since when, and what to do.
+			fmt.Fprintf(w, "  %s as %q: not offered through the relay: %s (the bridge asks again every %s)\n", r.Server, r.Name, r.Error, relay.DefaultMaxBackoff)
+			continue
+		}
 		line := fmt.Sprintf("  %s as %q: %s since %s", r.Server, r.Name, r.State, r.Since)
 		if r.ExtensionID != "" {
 			line += fmt.Sprintf(", %d MCP peer(s), %d call(s) in flight", r.Peers, r.InFlight)

@@ -349,6 +349,13 @@ type Relay struct {
 	// well (docs/relay.md, server extensions). nil means true; false keeps
 	// them on this machine while the browsers are still relayed.
 	Servers *bool `json:"servers,omitempty"`
+	// ReplaceServers lets this bridge take a server name over from
+	// another bridge of the same user that offers a server of that name
+	// through the proxy (docs/relay.md, "One holder per server name"):
+	// that bridge's registration ends. false (the default): the first
+	// bridge keeps the name, and this one's server is not offered while
+	// it does (shown in `browserbridge status`).
+	ReplaceServers bool `json:"replace_servers,omitempty"`
 }
 
 // OffersServers reports whether the relay offers the gateway's servers.
@@ -357,10 +364,13 @@ func (r *Relay) OffersServers() bool { return r.Servers == nil || *r.Servers }
 // Validate checks the relay settings, naming the key at fault.
 func (r *Relay) Validate() error {
 	if r.URL == "" {
-		if r.Token != "" || r.Name != "" || r.Servers != nil {
-			return errors.New(`config: key "relay.url": required when "relay.token", "relay.name" or "relay.servers" is set (e.g. wss://relay.example.com)`)
+		if r.Token != "" || r.Name != "" || r.Servers != nil || r.ReplaceServers {
+			return errors.New(`config: key "relay.url": required when "relay.token", "relay.name", "relay.servers" or "relay.replace_servers" is set (e.g. wss://relay.example.com)`)
 		}
 		return nil
+	}
+	if r.ReplaceServers && !r.OffersServers() {
+		return errors.New(`config: key "relay.replace_servers": has no effect with "relay.servers": false (no server is offered to take a name for)`)
 	}
 	// The proxy's base URL or its /extension endpoint; anything else is
 	// refused here, at start, rather than dialled in a loop.

@@ -29,6 +29,7 @@ func newRelay(cfg *config.Config, log *slog.Logger, links *hostlink.Server, gw *
 	if gw != nil && cfg.Relay.OffersServers() {
 		opts.Servers = gw
 		opts.Aggregate = gateway.AggregateRoute
+		opts.ReplaceServers = cfg.Relay.ReplaceServers
 	}
 	return relay.New(opts)
 }

@@ -171,6 +171,9 @@ type presenceEntry struct {
 	Server string    `json:"server,omitempty"`
 	Node   string    `json:"node"`
 	Since  time.Time `json:"since"`
+	// Replace: a server extension that asked to take its server name
+	// over (servername.go).
+	Replace bool `json:"replace,omitempty"`
 }
 
 // nodeInfo is one node's heartbeat in the nodes bucket.
@@ -401,7 +404,7 @@ func (c *clusterNode) stop() {
 func (c *clusterNode) extensionUp(e *extension) {
 	k := c.presenceKey(c.opts.Node, e.user.id, e.id)
 	c.mu.Lock()
-	c.own[k] = presenceEntry{User: e.user.id, ID: e.id, Name: e.name, Kind: e.kind, Server: e.server, Node: c.opts.Node, Since: e.since}
+	c.own[k] = presenceEntry{User: e.user.id, ID: e.id, Name: e.name, Kind: e.kind, Server: e.server, Node: c.opts.Node, Since: e.since, Replace: e.replace}
 	c.dirty[k] = struct{}{}
 	c.mu.Unlock()
 	c.kick()
@@ -789,6 +792,11 @@ func (c *clusterNode) presenceUpdate(u jetstream.KeyValueEntry) {
 	if arrived && c.s.http != nil {
 		c.s.http.browserArrived(e.User)
 	}
+	if opened && e.Kind == relaywire.ExtensionKindServer && e.Node != c.opts.Node {
+		// Another node's registration of a server name, perhaps one
+		// that this node's registrations of it must yield to.
+		c.s.settleServerName(e.User, e.Server)
+	}
 }
 
 func (c *clusterNode) nodeUpdate(u jetstream.KeyValueEntry) {
@@ -822,12 +830,16 @@ func (c *clusterNode) nodeUpdate(u jetstream.KeyValueEntry) {
 		c.peers[name] = p
 	}
 	if put {
-		wasGone := p.gone
+		wasGone, fresh := p.gone, p.lastSeen.IsZero()
 		reset := p.info.Links != "" && info.Links != p.info.Links
 		p.info, p.lastSeen, p.selfSeq, p.gone = info, time.Now(), c.selfSeq, false
 		c.mu.Unlock()
 		if wasGone {
 			c.log("proxy cluster: node is back", "peer", name)
+		}
+		if wasGone || fresh {
+			// Its registrations count from now on (aliveLocked).
+			c.settleServerNamesOf(name)
 		}
 		if reset && !wasGone {
 			// It ended its cross-node connections (its NATS link
@@ -897,6 +909,25 @@ func (c *clusterNode) sweep() bool {
 	return !stuck
 }
 
+// settleServerNamesOf settles the server names that node's server
+// extensions registered (Server.settleServerName): they count only while
+// the node is alive, so a node seen alive again, or for the first time,
+// may hold names that this node's registrations must yield.
+func (c *clusterNode) settleServerNamesOf(node string) {
+	type name struct{ user, server string }
+	var names []name
+	c.mu.Lock()
+	for _, e := range c.mirror {
+		if e.Node == node && e.Kind == relaywire.ExtensionKindServer {
+			names = append(names, name{e.User, e.Server})
+		}
+	}
+	c.mu.Unlock()
+	for _, n := range names {
+		c.s.settleServerName(n.user, n.server)
+	}
+}
+
 // beatsForDeath is how many of its own heartbeats a node must see come
 // back, after a peer's last, before it takes the peer for gone (with the
 // TTL passed too): five, one TTL's worth.
@@ -938,7 +969,7 @@ func (c *clusterNode) remoteExtensions(user, kind string, skip func(id string) b
 			continue
 		}
 		seen[e.ID] = true
-		out = append(out, &extension{s: c.s, id: e.ID, name: e.Name, kind: e.Kind, server: e.Server, since: e.Since, node: e.Node})
+		out = append(out, &extension{s: c.s, id: e.ID, name: e.Name, kind: e.Kind, server: e.Server, since: e.Since, node: e.Node, replace: e.Replace})
 	}
 	return out
 }

@@ -40,6 +40,13 @@ type extension struct {
 	// claimed is the id this node claimed for it in the cluster (claimID),
 	// released when it leaves; "" if none.
 	claimed string
+	// replace: a server extension that asked to take its server name
+	// over from the bridge holding it (servername.go).
+	replace bool
+	// ended is set when a server extension no longer holds its server
+	// name (another bridge took it over, or held it first): it is being
+	// closed, and no new session goes to it.
+	ended atomic.Bool
 
 	mu     sync.Mutex
 	conns  map[string]*connection // MCP connections to it, by connection id
@@ -409,6 +416,10 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 		fail("accessToken is missing")
 		return
 	}
+	if res.Replace && kind != relaywire.ExtensionKindServer {
+		fail(`replace is given only with kind "server"`)
+		return
+	}
 	name := strings.TrimSpace(res.Name)
 	if name == "" {
 		fail("name is missing")
@@ -422,7 +433,9 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 		fail(err.Error())
 		return
 	}
-	e := &extension{s: s, c: c, name: name, kind: kind, server: res.Server, since: time.Now(), conns: make(map[string]*connection)}
+	// since without a monotonic reading: it is compared with other
+	// nodes' (servername.go), which have none.
+	e := &extension{s: s, c: c, name: name, kind: kind, server: res.Server, replace: res.Replace, since: time.Now().Round(0), conns: make(map[string]*connection)}
 	if s.cluster != nil {
 		// The stable id, unless a browser of the same name holds it on
 		// another node: claimed in the cluster, so that two at once on
@@ -431,7 +444,15 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 		e.claimed = e.id
 	}
 	u, err := s.acquireUser(claims.Subject, sideExtension, e)
+	var taken *serverNameTaken
 	switch {
+	case errors.As(err, &taken):
+		s.m.connRefused.With("server_name").Inc()
+		s.log.Info("server extension refused: another bridge of the user holds the server name",
+			"user", claims.Subject, "server", e.server, "refused", name, "holder", taken.holder.name,
+			"holder_extension", taken.holder.id, "holder_node", s.nodeOf(taken.holder), "holder_since", taken.holder.since)
+		tellServerNameTaken(c, e.server, taken.holder, taken.Error(), false)
+		return
 	case errors.Is(err, errUserLimit):
 		s.m.connRefused.With("per_user_extension").Inc()
 		s.log.Info("extension refused", "user", claims.Subject, "reason", "per-user limit", "limit", s.opts.MaxExtensionsPerUser)
@@ -447,6 +468,13 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 	s.nExt.Add(1)
 	s.m.accepted.With("extension").Inc()
 	s.log.Info("extension authenticated", "user", u.id, "extension", e.id, "name", name, "kind", kind, "server", e.server)
+	if kind == relaywire.ExtensionKindServer {
+		// The registrations e replaces end (before e hears it is
+		// authenticated, so that what it serves next is its own); so
+		// does e, if presence brought another node's holder since it
+		// was checked.
+		s.settleServerName(u.id, e.server)
+	}
 	c.Send(relaywire.AppendNotification(nil, relaywire.MethodAuthenticated, relaywire.MarshalParams(relaywire.AuthenticatedParams{
 		UserID: u.id, ExtensionID: e.id,
 	})))
@@ -720,13 +748,25 @@ func (s *Server) extensionsOf(userID, kind string) []*extension {
 }
 
 // serverExtension returns the user's server extension named server, or
-// nil. Of several (two bridges of the user offering a server of the same
-// name), the one that authenticated last. It takes Server.mu.
+// nil: of the registrations of the bridge that holds the name
+// (servername.go), the one that authenticated last (the bridge's newest
+// connection, while the proxy has not yet seen its old one drop). It
+// takes Server.mu.
 func (s *Server) serverExtension(userID, server string) *extension {
-	var found *extension
+	var regs []serverReg
 	for _, e := range s.extensionsOf(userID, relaywire.ExtensionKindServer) {
-		if e.server == server && (found == nil || e.since.After(found.since)) {
-			found = e
+		if e.server == server && !e.ended.Load() {
+			regs = append(regs, e.reg())
+		}
+	}
+	holder, ok := holderOf(regs)
+	if !ok {
+		return nil
+	}
+	var found *extension
+	for _, r := range regs {
+		if r.name == holder.name && (found == nil || r.since.After(found.since)) {
+			found = r.ext
 		}
 	}
 	return found

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -405,7 +406,9 @@ func (b *fakeBrowser) leave() { b.ws.Close() }
 // call's mapped id) and answers with what the client said.
 type fakeServer struct {
 	*tclient
-	closed chan string // connection ids of connection_closed received
+	closed chan string             // connection ids of connection_closed received
+	inits  atomic.Int32            // initialize requests received
+	taken  chan *relaywire.Message // server_name_taken received
 
 	mu      sync.Mutex
 	waiting map[string]*relaywire.Message // its requests to clients, by id → the call that made them
@@ -414,14 +417,20 @@ type fakeServer struct {
 
 func startServer(tb testing.TB, tp *testProxy, user, server string) *fakeServer {
 	tb.Helper()
+	return startServerAs(tb, tp, user, server, relaywire.AuthenticateResult{Name: "bridge on test"})
+}
+
+// startServerAs is startServer with the name (and replace) of res.
+func startServerAs(tb testing.TB, tp *testProxy, user, server string, res relaywire.AuthenticateResult) *fakeServer {
+	tb.Helper()
 	c := dial(tb, tp.url+relaywire.PathExtension, true)
 	auth := <-c.raw
 	var m relaywire.Message
 	json.Unmarshal(auth, &m)
-	c.send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": relaywire.AuthenticateResult{
-		Name: "bridge on test", AccessToken: tp.token(tb, user, token.KindExtension), Kind: relaywire.ExtensionKindServer, Server: server}})
+	res.AccessToken, res.Kind, res.Server = tp.token(tb, user, token.KindExtension), relaywire.ExtensionKindServer, server
+	c.send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": res})
 	c.note(relaywire.MethodAuthenticated)
-	s := &fakeServer{tclient: c, closed: make(chan string, 100), waiting: map[string]*relaywire.Message{}}
+	s := &fakeServer{tclient: c, closed: make(chan string, 100), taken: make(chan *relaywire.Message, 1), waiting: map[string]*relaywire.Message{}}
 	go s.serve()
 	return s
 }
@@ -434,10 +443,13 @@ func (s *fakeServer) serve() {
 		}
 		switch kind {
 		case relaywire.KindNotification:
-			if m.Method == relaywire.MethodConnectionClosed {
+			switch m.Method {
+			case relaywire.MethodConnectionClosed:
 				var p relaywire.ConnectionClosedParams
 				json.Unmarshal(m.Params, &p)
 				s.closed <- p.ConnectionID
+			case relaywire.MethodServerNameTaken:
+				s.taken <- m
 			}
 		case relaywire.KindReply:
 			id, _ := relaywire.IDString(m.ID)
@@ -465,6 +477,7 @@ func (s *fakeServer) serve() {
 func (s *fakeServer) answer(m *relaywire.Message) {
 	switch m.Method {
 	case "initialize":
+		s.inits.Add(1)
 		var p struct {
 			ProtocolVersion string `json:"protocolVersion"`
 		}

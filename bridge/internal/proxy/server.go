@@ -343,7 +343,7 @@ func New(opts Options) (*Server, error) {
 		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}).With()
 	s.m.bytesIn = r.NewCounter("browserbridge_proxy_received_bytes_total", "Message bytes received.").With()
 	s.m.bytesOut = r.NewCounter("browserbridge_proxy_sent_bytes_total", "Message bytes sent.").With()
-	s.m.connRefused = r.NewCounter("browserbridge_proxy_connections_refused_total", "Connections refused for a connection limit, by limit (per_ip, per_user_mcp, per_user_extension).", "reason")
+	s.m.connRefused = r.NewCounter("browserbridge_proxy_connections_refused_total", "Connections refused for a connection limit, by limit (per_ip, per_user_mcp, per_user_extension), or because another bridge of the user holds a server extension's server name (server_name).", "reason")
 	s.connOpts = s.connOptions()
 	if opts.Cluster != nil {
 		// Checked and defaulted once, here: pairing's shared store reads
@@ -610,12 +610,17 @@ var (
 
 // acquireUser returns the user's state, counting one more connection of
 // the side; errClosing when the proxy is stopping, errUserLimit when the
-// user already has as many connections of that side as allowed. An
-// extension (e, side sideExtension) is given its id and registered with the
-// user in the same step, so that two arriving at once cannot both take the
-// last place.
+// user already has as many connections of that side as allowed, a
+// *serverNameTaken when another bridge of the user holds e's server name.
+// An extension (e, side sideExtension) is given its id and registered with
+// the user in the same step, so that two arriving at once cannot both take
+// the last place, or both a free server name.
 func (s *Server) acquireUser(id string, side int, e *extension) (*user, error) {
-	u, err := s.acquireUserLocking(id, side, e)
+	var remote []serverReg
+	if side == sideExtension && e.kind == relaywire.ExtensionKindServer {
+		remote = s.remoteServerRegs(id, e.server)
+	}
+	u, err := s.acquireUserLocking(id, side, e, remote)
 	if side == sideExtension && s.cluster != nil {
 		if e.claimed != "" && (err != nil || e.id != e.claimed) {
 			// Refused, or given another id here: the claim is not used.
@@ -634,8 +639,9 @@ func (s *Server) acquireUser(id string, side int, e *extension) (*user, error) {
 	return u, err
 }
 
-// acquireUserLocking is acquireUser's step under Server.mu.
-func (s *Server) acquireUserLocking(id string, side int, e *extension) (*user, error) {
+// acquireUserLocking is acquireUser's step under Server.mu; remote are
+// the other nodes' registrations of e's server name.
+func (s *Server) acquireUserLocking(id string, side int, e *extension, remote []serverReg) (*user, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -662,6 +668,14 @@ func (s *Server) acquireUserLocking(id string, side int, e *extension) (*user, e
 		}
 		if _, taken := u.exts[e.id]; taken {
 			e.id = newID(relaywire.PrefixExtension)
+		}
+		if e.kind == relaywire.ExtensionKindServer {
+			if err := checkServerNameLocked(u, e, remote); err != nil {
+				if u.count == 0 { // the holder is on another node
+					delete(s.users, u.id)
+				}
+				return nil, err
+			}
 		}
 		u.exts[e.id] = e
 	}

@@ -46,11 +46,21 @@ func (tp *testProxy) authExtension(tb testing.TB, user string, res relaywire.Aut
 // named server and waits for it to be authenticated.
 func (tp *testProxy) serverExt(tb testing.TB, user, name, server string) *srvExt {
 	tb.Helper()
-	c := tp.authExtension(tb, user, relaywire.AuthenticateResult{Name: name, Kind: relaywire.ExtensionKindServer, Server: server})
+	return tp.serverExtWith(tb, user, relaywire.AuthenticateResult{Name: name, Server: server})
+}
+
+// serverExtWith is serverExt with res (its kind set to server).
+func (tp *testProxy) serverExtWith(tb testing.TB, user string, res relaywire.AuthenticateResult) *srvExt {
+	tb.Helper()
+	res.Kind = relaywire.ExtensionKindServer
+	c := tp.authExtension(tb, user, res)
 	e := &srvExt{tclient: c, user: user, requests: make(chan *relaywire.Message, 256), replies: make(chan *relaywire.Message, 256), notes: make(chan *relaywire.Message, 256)}
 	for data := range c.raw {
 		var m relaywire.Message
 		json.Unmarshal(data, &m)
+		if m.Method == relaywire.MethodServerNameTaken {
+			tb.Fatalf("the server extension was refused: %s", m.Params)
+		}
 		if m.Method == relaywire.MethodAuthenticated {
 			var p relaywire.AuthenticatedParams
 			json.Unmarshal(m.Params, &p)
@@ -166,20 +176,19 @@ func TestServerExtensionKinds(t *testing.T) {
 	tp := newTestProxy(t, Options{})
 	browser := tp.extension(t, "alice", "Chrome").ready(t)
 	everything := tp.serverExt(t, "alice", "everything (laptop)", "everything")
-	older := tp.serverExt(t, "alice", "memory (desktop)", "memory")
-	newer := tp.serverExt(t, "alice", "memory (laptop)", "memory")
+	memory := tp.serverExt(t, "alice", "memory (desktop)", "memory")
 	tp.serverExt(t, "bob", "everything (bob)", "everything")
 
 	all := tp.srv.extensionsOf("alice", "")
-	if len(all) != 4 {
-		t.Fatalf("alice has %d extensions, want 4", len(all))
+	if len(all) != 3 {
+		t.Fatalf("alice has %d extensions, want 3", len(all))
 	}
 	servers := tp.srv.extensionsOf("alice", relaywire.ExtensionKindServer)
 	var names []string
 	for _, e := range servers {
 		names = append(names, e.info().Server+"="+e.info().Name)
 	}
-	if strings.Join(names, ",") != "everything=everything (laptop),memory=memory (desktop),memory=memory (laptop)" {
+	if strings.Join(names, ",") != "everything=everything (laptop),memory=memory (desktop)" {
 		t.Fatalf("alice's servers: %v", names)
 	}
 	browsers := tp.srv.extensionsOf("alice", relaywire.ExtensionKindBrowser)
@@ -194,14 +203,14 @@ func TestServerExtensionKinds(t *testing.T) {
 	for _, e := range listed.Extensions {
 		kinds[e.Name] = e.Kind + "/" + e.Server
 	}
-	if len(listed.Extensions) != 4 || kinds["Chrome"] != "browser/" || kinds["everything (laptop)"] != "server/everything" {
+	if len(listed.Extensions) != 3 || kinds["Chrome"] != "browser/" || kinds["everything (laptop)"] != "server/everything" {
 		t.Fatalf("list_extensions: %+v", listed.Extensions)
 	}
 	if e := tp.srv.serverExtension("alice", "everything"); e == nil || e.id != everything.id {
 		t.Fatalf("serverExtension(alice, everything) = %+v, want %s", e, everything.id)
 	}
-	if e := tp.srv.serverExtension("alice", "memory"); e == nil || e.id != newer.id || e.id == older.id {
-		t.Fatalf("serverExtension(alice, memory) = %+v, want the newer %s", e, newer.id)
+	if e := tp.srv.serverExtension("alice", "memory"); e == nil || e.id != memory.id {
+		t.Fatalf("serverExtension(alice, memory) = %+v, want %s", e, memory.id)
 	}
 	if e := tp.srv.serverExtension("carol", "everything"); e != nil {
 		t.Fatalf("carol has no servers, got %+v", e)
@@ -216,6 +225,7 @@ func TestServerExtensionKinds(t *testing.T) {
 		{"server without a name", relaywire.AuthenticateResult{Name: "x", Kind: "server"}, "server is required"},
 		{"server name with a slash", relaywire.AuthenticateResult{Name: "x", Kind: "server", Server: "a/b"}, "URL paths"},
 		{"browser with a server name", relaywire.AuthenticateResult{Name: "x", Server: "a"}, "only with kind"},
+		{"browser asking to replace", relaywire.AuthenticateResult{Name: "x", Replace: true}, `replace is given only with kind "server"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tp.authExtension(t, "alice", tc.res)

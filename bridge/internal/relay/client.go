@@ -40,7 +40,16 @@ const (
 	StateConnected      = "connected"
 	StateAuthFailed     = "auth_failed"
 	StateDisconnected   = "disconnected"
+	// StateNameTaken: a server extension whose server name another
+	// bridge of the user holds at the proxy (it was refused, or taken
+	// over); the error is the proxy's sentence. It retries only at
+	// MaxBackoff.
+	StateNameTaken = "name_taken"
 )
+
+// DefaultMaxBackoff is Options.MaxBackoff unless set: the longest wait
+// between two connection attempts.
+const DefaultMaxBackoff = 30 * time.Second
 
 // Browsers is what the client needs of the host link.
 type Browsers interface {
@@ -62,7 +71,8 @@ type Options struct {
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// MinBackoff and MaxBackoff bound the reconnect delay, which doubles
-	// from MinBackoff after each failure, with jitter. Defaults 250 ms, 30 s.
+	// from MinBackoff after each failure, with jitter. Defaults 250 ms and
+	// DefaultMaxBackoff. A refused token or server name waits MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// PingPeriod is how often the client pings the proxy; a connection
 	// silent for twice as long is dropped. Default 25 s.
@@ -86,6 +96,14 @@ type Options struct {
 	// with its connections (servers added or removed by a reload);
 	// ServersChanged looks at once. Default 2 s.
 	ServersPoll time.Duration
+	// ReplaceServers asks the proxy to take each server name over from
+	// another bridge of the user that holds it (AuthenticateResult.Replace;
+	// docs/relay.md, "One holder per server name"). A server whose name
+	// another bridge then takes over in turn stops asking, so that two
+	// bridges set to replace do not take a name from each other at every
+	// retry: it gets the name back when the other leaves, or when this
+	// bridge restarts.
+	ReplaceServers bool
 }
 
 // Client keeps one proxy connection per connected browser. Create it with
@@ -112,7 +130,7 @@ func New(opts Options) *Client {
 		opts.MinBackoff = 250 * time.Millisecond
 	}
 	if opts.MaxBackoff <= 0 {
-		opts.MaxBackoff = 30 * time.Second
+		opts.MaxBackoff = DefaultMaxBackoff
 	}
 	if opts.MaxBackoff < opts.MinBackoff {
 		opts.MaxBackoff = opts.MinBackoff
@@ -329,6 +347,11 @@ type agent struct {
 	peers    int
 	attempt  int
 	inflight int
+	// replaced: another bridge took this server's name over; it no
+	// longer asks to replace (Options.ReplaceServers).
+	replaced bool
+	// noted is the proxy's last server_name_taken sentence, logged once.
+	noted string
 }
 
 // setBrowser points the agent at the browser's current link. A new link
@@ -410,12 +433,35 @@ func (a *agent) run(ctx context.Context) {
 		if authFailed {
 			state = StateAuthFailed
 		}
+		var taken *nameTakenError
+		isTaken := errors.As(err, &taken)
+		if isTaken {
+			state = StateNameTaken
+		}
 		a.setState(state, msg)
 		delay := Backoff(a.c.opts.MinBackoff, a.c.opts.MaxBackoff, attempt)
-		if authFailed {
-			delay = a.c.opts.MaxBackoff // a bad token stays bad: do not hammer the proxy
+		if authFailed || isTaken {
+			// A bad token stays bad, and a bridge holding the name
+			// keeps it while it is connected: do not hammer the proxy.
+			delay = a.c.opts.MaxBackoff
 		}
-		log.Warn("relay connection ended; reconnecting", "error", msg, "retry_in", delay.Round(time.Millisecond), "attempt", attempt)
+		if isTaken {
+			a.mu.Lock()
+			first := a.noted != msg
+			a.noted = msg
+			if taken.p.Replaced {
+				a.replaced = true
+			}
+			a.mu.Unlock()
+			if first {
+				log.Warn("a server is not offered through the relay: another bridge of this user holds its name at the proxy",
+					"reason", msg, "holder", taken.p.Holder.Name, "retry_every", delay.Round(time.Second))
+			} else {
+				log.Debug("the proxy still refuses the server's name", "holder", taken.p.Holder.Name, "attempt", attempt)
+			}
+		} else {
+			log.Warn("relay connection ended; reconnecting", "error", msg, "retry_in", delay.Round(time.Millisecond), "attempt", attempt)
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():

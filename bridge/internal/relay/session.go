@@ -60,6 +60,10 @@ type session struct {
 
 	nextCall atomic.Int64
 
+	// taken is the proxy's server_name_taken, which precedes its closing
+	// a server extension's connection: why it ended.
+	taken atomic.Pointer[relaywire.ServerNameTakenParams]
+
 	mu       sync.Mutex
 	inflight map[string]struct{}                // mapped ids being forwarded
 	progress map[string]json.RawMessage         // mapped id → the caller's progress token, while in flight
@@ -124,9 +128,16 @@ func (s *session) readError(err error) error {
 		}
 		return cause
 	}
+	if p := s.taken.Load(); p != nil {
+		return &nameTakenError{p: *p}
+	}
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
 		reason := ce.Text
+		if rest, ok := strings.CutPrefix(reason, relaywire.CloseServerNameTaken); ok && ce.Code == websocket.ClosePolicyViolation && s.gw != nil {
+			// The notification was lost: the close frame's part of it.
+			return &nameTakenError{p: relaywire.ServerNameTakenParams{Server: s.a.server, Reason: rest}}
+		}
 		if reason == "" {
 			reason = fmt.Sprintf("close code %d", ce.Code)
 		}
@@ -137,6 +148,15 @@ func (s *session) readError(err error) error {
 	}
 	return fmt.Errorf("the connection to the proxy was lost: %v", err)
 }
+
+// nameTakenError ends a server extension's connection whose server name
+// another bridge of the user holds at the proxy: its Error is the proxy's
+// sentence.
+type nameTakenError struct {
+	p relaywire.ServerNameTakenParams
+}
+
+func (e *nameTakenError) Error() string { return e.p.Reason }
 
 // send queues a message; it gives up when the connection ends (or the
 // proxy stops reading: see wsconn.Conn.Send).
@@ -165,6 +185,9 @@ func (s *session) handleRequest(m *relaywire.Message) {
 		res := relaywire.AuthenticateResult{Name: s.a.name, AccessToken: s.a.c.opts.Token}
 		if s.a.server != "" {
 			res.Kind, res.Server = relaywire.ExtensionKindServer, s.a.server
+			s.a.mu.Lock()
+			res.Replace = s.a.c.opts.ReplaceServers && !s.a.replaced
+			s.a.mu.Unlock()
 		}
 		s.send(relaywire.AppendResult(nil, m.ID, relaywire.MarshalParams(res)))
 	case !isString || !strings.HasPrefix(id, relaywire.PrefixConnection):
@@ -320,7 +343,7 @@ func (s *session) handleNotification(m *relaywire.Message) {
 		_ = json.Unmarshal(m.Params, &p)
 		s.authed.Store(true)
 		s.a.mu.Lock()
-		s.a.extID, s.a.userID, s.a.attempt = p.ExtensionID, p.UserID, 0
+		s.a.extID, s.a.userID, s.a.attempt, s.a.noted = p.ExtensionID, p.UserID, 0, ""
 		s.a.mu.Unlock()
 		s.a.setState(StateConnected, "")
 		s.log.Info("relay connected", "url", s.a.c.opts.URL, "extension", p.ExtensionID, "name", s.a.name)
@@ -344,6 +367,11 @@ func (s *session) handleNotification(m *relaywire.Message) {
 			return
 		}
 		s.cancelled(m.Params)
+	case relaywire.MethodServerNameTaken:
+		var p relaywire.ServerNameTakenParams
+		if s.gw != nil && json.Unmarshal(m.Params, &p) == nil && p.Reason != "" {
+			s.taken.Store(&p) // the proxy closes the connection next
+		}
 	case relaywire.MethodConnectionClosed:
 		if s.gw != nil {
 			var p relaywire.ConnectionClosedParams
