@@ -21,10 +21,11 @@ import (
 // (or, without one, the largest message) before a byte is read, and gives it
 // back once the message has been handed on to its extension's connection or
 // answered, not when the call ends: a long call holds no budget. A body that
-// finds no room waits for some, up to bodyWait, then is refused.
+// finds no room waits for some, up to Options.BodyWait, then is refused.
 
-// bodyWait bounds how long a request body waits for room in the budget.
-const bodyWait = 10 * time.Second
+// DefaultBodyWait is Options.BodyWait's default: how long a request body
+// waits for room in the budget.
+const DefaultBodyWait = 10 * time.Second
 
 // Defaults of the budget: a user may send two of the largest messages at
 // once, the proxy eight.
@@ -41,6 +42,7 @@ var (
 // bodyBudget counts the body bytes in flight, in all and per user.
 type bodyBudget struct {
 	perUser, total int64
+	wait           time.Duration
 
 	mu     sync.Mutex
 	used   int64
@@ -48,12 +50,12 @@ type bodyBudget struct {
 	change chan struct{} // closed and replaced at every release
 }
 
-func newBodyBudget(perUser, total int64) *bodyBudget {
-	return &bodyBudget{perUser: perUser, total: total, users: make(map[string]int64), change: make(chan struct{})}
+func newBodyBudget(perUser, total int64, wait time.Duration) *bodyBudget {
+	return &bodyBudget{perUser: perUser, total: total, wait: wait, users: make(map[string]int64), change: make(chan struct{})}
 }
 
 // acquire takes n bytes for user, waiting for room until ctx ends or
-// bodyWait passes; it returns the release (safe to call twice) or why not.
+// b.wait passes; it returns the release (safe to call twice) or why not.
 func (b *bodyBudget) acquire(ctx context.Context, user string, n int64) (func(), error) {
 	var timeout <-chan time.Time
 	for {
@@ -76,7 +78,7 @@ func (b *bodyBudget) acquire(ctx context.Context, user string, n int64) (func(),
 		change := b.change
 		b.mu.Unlock()
 		if timeout == nil {
-			t := time.NewTimer(bodyWait)
+			t := time.NewTimer(b.wait)
 			defer t.Stop()
 			timeout = t.C
 		}
@@ -135,11 +137,11 @@ func (h *httpEndpoint) readBody(w http.ResponseWriter, r *http.Request, user str
 		if errors.Is(err, errBodyUser) {
 			mcphttp.WriteError(w, http.StatusTooManyRequests, nil, relaywire.CodeServerError, fmt.Sprintf(
 				"too many request bytes of yours in flight: at most %d at once for one user, and this body of %d waited %v for room; send large messages one after another",
-				h.s.bodies.perUser, n, bodyWait))
+				h.s.bodies.perUser, n, h.s.bodies.wait))
 		} else {
 			mcphttp.WriteError(w, http.StatusServiceUnavailable, nil, relaywire.CodeServerError, fmt.Sprintf(
 				"the proxy is reading %d bytes of request bodies, its limit, and this body of %d waited %v for room; try again in a moment",
-				h.s.bodies.total, n, bodyWait))
+				h.s.bodies.total, n, h.s.bodies.wait))
 		}
 		return nil, nil
 	}

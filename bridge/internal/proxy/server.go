@@ -98,9 +98,12 @@ type Options struct {
 	// MaxBodyBytesPerUser bounds the bytes of one user's Streamable HTTP
 	// request bodies in flight (bodybudget.go): each body takes its length
 	// before it is read and gives it back once its message is handed on.
-	// A body that finds no room waits up to 10 s, then is refused 429.
+	// A body that finds no room waits up to BodyWait, then is refused 429.
 	// Default DefaultMaxBodyBytesPerUser; never less than MaxMessageSize.
 	MaxBodyBytesPerUser int64
+	// BodyWait is how long a body waits for room in those budgets.
+	// Default DefaultBodyWait.
+	BodyWait time.Duration
 	// MaxBodyBytes bounds the bytes of all users' request bodies in flight
 	// at once; past it (after the same wait), 503. Default
 	// DefaultMaxBodyBytes; never less than MaxBodyBytesPerUser.
@@ -195,6 +198,9 @@ func (o *Options) setDefaults() {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	o.MaxBodyBytes = max(o.MaxBodyBytes, o.MaxBodyBytesPerUser)
+	if o.BodyWait <= 0 {
+		o.BodyWait = DefaultBodyWait
+	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
@@ -312,7 +318,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		proxies: proxies,
-		bodies:  newBodyBudget(opts.MaxBodyBytesPerUser, opts.MaxBodyBytes),
+		bodies:  newBodyBudget(opts.MaxBodyBytesPerUser, opts.MaxBodyBytes, opts.BodyWait),
 		opts:    opts,
 		log:     opts.Logger,
 		started: time.Now(),
