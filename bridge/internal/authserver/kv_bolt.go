@@ -225,24 +225,8 @@ func (k *boltKV) Delete(ctx context.Context, bucket, key string) error {
 }
 
 func (k *boltKV) Count(ctx context.Context, bucket string) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	n := 0
-	err := k.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucket))
-		if b == nil {
-			return nil
-		}
-		now := k.now()
-		return b.ForEach(func(_, v []byte) error {
-			if _, _, ok := boltDecode(v, now); ok {
-				n++
-			}
-			return nil
-		})
-	})
-	return n, err
+	live, err := k.List(ctx, bucket)
+	return len(live), err
 }
 
 func (k *boltKV) List(ctx context.Context, bucket string) ([][]byte, error) {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -92,20 +91,7 @@ func runHTTPProxy(t *testing.T, opts Options, tweak func(*HTTPOptions)) *testPro
 		ln.Close()
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(ceiling):
-			t.Errorf("Run did not return")
-		}
-	})
+	serveUntilCleanup(t, srv, ln)
 	return &testProxy{srv: srv, keys: keys, url: "ws://" + ln.Addr().String(), pub: pub}
 }
 

@@ -41,20 +41,7 @@ func runProxy(t *testing.T, opts Options) *testProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(ceiling):
-			t.Errorf("Run did not return")
-		}
-	})
+	serveUntilCleanup(t, srv, ln)
 	return &testProxy{srv: srv, keys: keys, url: "ws://" + ln.Addr().String()}
 }
 
@@ -375,4 +362,24 @@ func TestVanishedExtensionIsNoStrike(t *testing.T) {
 	if code, text := never.closed(); code != websocket.ClosePolicyViolation || !strings.Contains(text, "not connected to an extension") {
 		t.Fatalf("a client never connected, flooding calls: %d %q", code, text)
 	}
+}
+
+// serveUntilCleanup runs srv.Run on ln until the test ends, then stops it
+// and checks that Run returned cleanly.
+func serveUntilCleanup(t *testing.T, srv *Server, ln net.Listener) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(ceiling):
+			t.Errorf("Run did not return")
+		}
+	})
 }
