@@ -136,6 +136,12 @@ type clusterNode struct {
 	peers    map[string]*peerState    // other nodes seen, by name
 	own      map[string]presenceEntry // this node's extensions, by key
 	claims   map[string]int           // id claims of this node (claimKey) → extensions holding it
+	// The keys this node wrote its extensions' entries and claims under,
+	// by user and id: a key holds a keyed hash under the sealing secret,
+	// which a rotation (SIGHUP) changes while the extension lives, so the
+	// key is remembered rather than computed again at the end.
+	ownKeys   map[string]string // userID \x00 extension id → presence key
+	claimKeys map[string]string // userID \x00 id → claim key
 	dirty    map[string]struct{}      // keys to write (put if in own, else delete)
 	remote   map[string]*remoteConn   // this node's clients' links to other nodes, by connection id
 	shadows  map[string]*mcpClient    // other nodes' clients of this node's extensions, by connection id
@@ -225,6 +231,9 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 		peers:   make(map[string]*peerState),
 		own:     make(map[string]presenceEntry),
 		claims:  make(map[string]int),
+
+		ownKeys:   make(map[string]string),
+		claimKeys: make(map[string]string),
 		dirty:   make(map[string]struct{}),
 		remote:  make(map[string]*remoteConn),
 		shadows: make(map[string]*mcpClient),
@@ -346,6 +355,8 @@ func (c *clusterNode) deleteOwnKeys(ctx context.Context) {
 	keys := c.ownKeysLocked()
 	c.own = map[string]presenceEntry{}
 	c.claims = map[string]int{}
+	c.ownKeys = map[string]string{}
+	c.claimKeys = map[string]string{}
 	c.mu.Unlock()
 	for _, k := range keys {
 		if kvP.Delete(ctx, k) != nil {
@@ -404,6 +415,7 @@ func (c *clusterNode) stop() {
 func (c *clusterNode) extensionUp(e *extension) {
 	k := c.presenceKey(c.opts.Node, e.user.id, e.id)
 	c.mu.Lock()
+	c.ownKeys[e.user.id+"\x00"+e.id] = k
 	c.own[k] = presenceEntry{User: e.user.id, ID: e.id, Name: e.name, Kind: e.kind, Server: e.server, Node: c.opts.Node, Since: e.since, Replace: e.replace}
 	c.dirty[k] = struct{}{}
 	c.mu.Unlock()
@@ -411,8 +423,12 @@ func (c *clusterNode) extensionUp(e *extension) {
 }
 
 func (c *clusterNode) extensionDown(e *extension) {
-	k := c.presenceKey(c.opts.Node, e.user.id, e.id)
 	c.mu.Lock()
+	k, ok := c.ownKeys[e.user.id+"\x00"+e.id]
+	if !ok {
+		k = c.presenceKey(c.opts.Node, e.user.id, e.id)
+	}
+	delete(c.ownKeys, e.user.id+"\x00"+e.id)
 	delete(c.own, k)
 	c.dirty[k] = struct{}{}
 	c.mu.Unlock()
@@ -425,12 +441,16 @@ func (c *clusterNode) extensionDown(e *extension) {
 // releaseClaim gives up one hold of this node on the user's id claim; the
 // writer deletes the claim when none is left.
 func (c *clusterNode) releaseClaim(user, id string) {
-	ck := c.claimKey(user, id)
 	c.mu.Lock()
+	ck, ok := c.claimKeys[user+"\x00"+id]
+	if !ok {
+		ck = c.claimKey(user, id)
+	}
 	if n := c.claims[ck]; n > 1 {
 		c.claims[ck] = n - 1
 	} else if n == 1 {
 		delete(c.claims, ck)
+		delete(c.claimKeys, user+"\x00"+id)
 		c.dirty[ck] = struct{}{}
 	}
 	c.mu.Unlock()
@@ -462,8 +482,11 @@ func (c *clusterNode) claimKey(user, id string) string {
 // claimID returns stable if this node could claim it (or NATS did not
 // answer: then it is the best guess), else a random id.
 func (c *clusterNode) claimID(user, stable string) string {
-	k := c.claimKey(user, stable)
 	c.mu.Lock()
+	k, held := c.claimKeys[user+"\x00"+stable]
+	if !held {
+		k = c.claimKey(user, stable)
+	}
 	kv, kvN := c.kvP, c.kvN
 	if c.claims[k] > 0 { // held here already: a second of the name on this node
 		c.mu.Unlock()
@@ -518,6 +541,7 @@ func (c *clusterNode) claimID(user, stable string) string {
 	}
 	c.mu.Lock()
 	c.claims[k]++
+	c.claimKeys[user+"\x00"+stable] = k
 	c.mu.Unlock()
 	return stable
 }

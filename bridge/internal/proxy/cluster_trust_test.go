@@ -552,7 +552,10 @@ func TestClusterRotation(t *testing.T) {
 	for _, name := range names {
 		ring := testRing()
 		rings = append(rings, ring)
-		nodes = append(nodes, newTestProxy(t, Options{Cluster: &ClusterOptions{Keyring: ring, Conn: natsConn(t, url), Node: name, PresenceTTL: testTTL}}))
+		// Rates off: the clients call as fast as the nodes answer, and a
+		// refusal by a rate limit is not what this test counts.
+		nodes = append(nodes, newTestProxy(t, Options{ConnRate: -1, UserRate: -1,
+			Cluster: &ClusterOptions{Keyring: ring, Conn: natsConn(t, url), Node: name, PresenceTTL: testTTL}}))
 	}
 	exts := make([]*fakeExt, 3)
 	for i, n := range nodes {
@@ -604,6 +607,13 @@ func TestClusterRotation(t *testing.T) {
 		}
 	}
 	flowing("before the rotation")
+	// A browser that connects before the rotation and leaves after it:
+	// its presence entry and id claim were written under keys of the old
+	// secret, and must go all the same.
+	leaver := nodes[0].extension(t, "alice", "Leaver").ready(t)
+	watch := nodes[1].mcp(t, "alice")
+	all := []relaywire.ExtensionInfo{browserInfo(exts[0].id, "Chrome a"), browserInfo(exts[1].id, "Chrome b"), browserInfo(exts[2].id, "Chrome c")}
+	waitListed(t, watch, append(all, browserInfo(leaver.id, "Leaver"))...)
 	for _, step := range []struct {
 		name    string
 		secrets [][]byte
@@ -618,6 +628,12 @@ func TestClusterRotation(t *testing.T) {
 			}
 			flowing(fmt.Sprintf("%s, node %s rolled", step.name, names[i]))
 		}
+	}
+	leaver.ws.Close()
+	waitListed(t, watch, all...)
+	// Its id claim went with it: back on another node, it takes its id again.
+	if back := nodes[2].extension(t, "alice", "Leaver").ready(t); back.id != leaver.id {
+		t.Errorf("the browser back after the rotation got %s, not its id %s: its claim was left behind", back.id, leaver.id)
 	}
 	close(stop)
 	wg.Wait()
