@@ -165,13 +165,14 @@ function scopeSelect(c) {
       el('option', { value: o.value, textContent: o.label, selected: o.value === c.scope.scope }),
     ),
   );
-  select.addEventListener('change', () =>
-    updatePolicy((p) => ({ ...p, scopes: { ...(p.scopes || {}), [c.scope.key]: select.value } })),
-  );
+  select.addEventListener('change', () => {
+    const scope = select.value;
+    updatePolicy((p) => ({ ...p, scopes: { ...(p.scopes || {}), [c.scope.key]: scope } }));
+  });
   return el(
     'div',
     { className: 'client-scope' },
-    el('label', { htmlFor: id, textContent: c.scope.remote ? 'May (remote client)' : 'May' }),
+    el('label', { htmlFor: id, textContent: c.scope.remote ? 'Scope (remote)' : 'Scope' }),
     select,
   );
 }
@@ -334,12 +335,16 @@ $('pause').addEventListener('click', async () => {
   await chrome.runtime.sendMessage({ type }).catch(() => {});
   btn.disabled = false;
 });
-$('ask-unlisted').addEventListener('change', (e) =>
-  updatePolicy((p) => ({ ...p, unlisted: e.target.checked ? 'ask' : 'allow' })),
-);
-$('confirm-irreversible').addEventListener('change', (e) =>
-  updatePolicy((p) => ({ ...p, confirmIrreversible: e.target.checked })),
-);
+// Each value is read when the person changes it: a redraw may set the box
+// from storage before the policy is written.
+$('ask-unlisted').addEventListener('change', (e) => {
+  const unlisted = e.target.checked ? 'ask' : 'allow';
+  updatePolicy((p) => ({ ...p, unlisted }));
+});
+$('confirm-irreversible').addEventListener('change', (e) => {
+  const confirmIrreversible = e.target.checked;
+  updatePolicy((p) => ({ ...p, confirmIrreversible }));
+});
 $('reconnect').addEventListener('click', () => chrome.runtime.sendMessage({ type: 'reconnect' }).catch(() => {}));
 $('copy-url').addEventListener('click', async () => {
   const btn = $('copy-url');

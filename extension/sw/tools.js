@@ -143,10 +143,13 @@ export async function call(params, rpcCtx) {
 
   const started = Date.now();
   let result;
+  let checkMs;
   try {
     await sessions.touch(session);
     // The person's policy, pause and approvals (sw/gate.js): nothing runs past this without them.
+    const t0 = performance.now();
     const refused = await gate.check({ tool: name, args, session, signal: ctx.signal, progress: ctx.progress });
+    checkMs = Math.round((performance.now() - t0) * 1000) / 1000;
     if (refused) throw new ToolError(refused);
     result = normalise(await tool.run(args, ctx));
   } catch (err) {
@@ -162,6 +165,7 @@ export async function call(params, rpcCtx) {
     session: session.id,
     client: session.client,
     ms: Date.now() - started,
+    checkMs,
     ok: !result.isError,
     error: result.isError ? firstText(result) : undefined,
   });
