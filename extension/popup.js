@@ -252,9 +252,16 @@ function renderControl(v) {
 
 // The policy is the person's: the popup writes it to chrome.storage.local,
 // where the service worker reads it (sw/gate.js).
-async function updatePolicy(fn) {
-  const got = await chrome.storage.local.get(LOCAL.policy);
-  await chrome.storage.local.set({ [LOCAL.policy]: fn(got[LOCAL.policy] || {}) });
+// One write after another, so that two quick changes both land.
+let writing = Promise.resolve();
+function updatePolicy(fn) {
+  writing = writing
+    .then(async () => {
+      const got = await chrome.storage.local.get(LOCAL.policy);
+      await chrome.storage.local.set({ [LOCAL.policy]: fn(got[LOCAL.policy] || {}) });
+    })
+    .catch((err) => console.error(`saving the policy: ${err.message}`));
+  return writing;
 }
 
 function renderCalls({ rows, total }) {

@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -254,6 +255,39 @@ func TestPolicy(t *testing.T) {
 		}
 		popup.click(t, "#ask-unlisted")
 		popup.waitJS(t, "the policy allows unlisted sites again", popupWait, `chrome.storage.local.get('policy').then((g) => g.policy?.unlisted === 'allow')`)
+	})
+
+	t.Run("site rules made in the options page apply", func(t *testing.T) {
+		popup.setPolicy(t, map[string]any{})
+		options := openExtensionPage(t, dt, "options.html")
+		options.waitText(t, "the options page", "Sites agents may use", "No site has a rule yet.")
+		options.js(t, `document.getElementById('site-pattern').value = 'not a site'`)
+		options.click(t, `#site-add button[type="submit"]`)
+		options.waitText(t, "a bad pattern", `"not a site" is not a site`)
+		options.js(t, `document.getElementById('site-pattern').value = '127.0.0.1'`)
+		options.click(t, `#site-add button[type="submit"]`)
+		options.waitJS(t, "the new rule", popupWait, `!!document.querySelector('li.site-rule[data-pattern="127.0.0.1"]')`)
+		// A new rule asks for everything; the person lets agents read and act, and blocks scripts.
+		for cls, verdict := range map[string]string{"read": "allow", "act": "allow", "script": "block"} {
+			options.js(t, fmt.Sprintf(`(() => { const s = document.getElementById('rule-127.0.0.1-%s'); s.value = %q; s.dispatchEvent(new Event('change')); return s.value; })()`, cls, verdict))
+		}
+		waitFor(t, popupWait, func() (bool, string) {
+			got := options.js(t, `chrome.storage.local.get('policy').then((g) => JSON.stringify(g.policy.sites))`)
+			var rules []map[string]string
+			_ = json.Unmarshal([]byte(got), &rules)
+			want := map[string]string{"pattern": "127.0.0.1", "read": "allow", "act": "allow", "script": "block"}
+			return len(rules) == 1 && maps.Equal(rules[0], want), "the stored rules: " + got
+		})
+		options.screenshot(t, filepath.Join(shots, "14-options-site-rules.png"), 760, 1400)
+		text, _ := local.toolError(t, "javascript_tool", classes[2].args(localTab))
+		if want := `the rule for "127.0.0.1" says script = block`; !strings.Contains(text, want) {
+			t.Errorf("javascript_tool under the options page's rule: %q, want %q", text, want)
+		}
+		if _, err := local.try(bg(callWait), "get_page_text", map[string]any{"tabId": localTab}); err != nil {
+			t.Errorf("get_page_text under the options page's rule: %v", err)
+		}
+		options.click(t, `li.site-rule[data-pattern="127.0.0.1"] button.danger`)
+		options.waitText(t, "the rule removed", "No site has a rule yet.")
 	})
 
 	t.Run("figures: the policy check per call, and the approval round trip", func(t *testing.T) {
