@@ -19,9 +19,12 @@ import * as relay from './sw/relay-methods.js';
 import { readScreenshotResource } from './sw/screenshot.js';
 import * as remote from './sw/remote.js';
 import { RemoteServer } from './remote/client.js';
+import * as gate from './sw/gate.js';
+import * as approvals from './sw/approvals.js';
 
 tools.register(coreTools, pageTools);
-rpc.setExtraMethods(relay.extraMethods ?? relay.default);
+// The relay's direct methods cross the person's policy as tools do (sw/gate.js).
+rpc.setExtraMethods(gate.guardRelay(relay.extraMethods ?? relay.default, rpc.RpcError));
 
 rpc.setTransport({ send: native.send, linkUp: native.linkUp });
 rpc.register('ping', () => ({}));
@@ -79,6 +82,15 @@ chrome.tabs.onRemoved.addListener((tabId) => {
 chrome.tabGroups.onRemoved.addListener((group) => {
   sessions.onGroupRemoved(group).catch((err) => console.warn(`tabGroups.onRemoved: ${err.message}`));
 });
+// The person's control (sw/gate.js, sw/approvals.js): the cached policy
+// follows storage, the notification's buttons answer a waiting call (closing
+// it denies), and the keyboard shortcut pauses or resumes every agent.
+chrome.storage.onChanged.addListener((changes, area) => gate.onStorageChanged(changes, area));
+chrome.notifications.onButtonClicked.addListener((id, button) => approvals.onNotificationButton(id, button));
+chrome.notifications.onClosed.addListener((id, byUser) => approvals.onNotificationClosed(id, byUser));
+chrome.commands.onCommand.addListener((command) => {
+  if (command === 'pause-agents') approvals.togglePause().catch((err) => console.warn(`pause: ${err.message}`));
+});
 chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
   // Only our own pages (popup, options, apps): an extension page open in a tab
   // has sender.tab too, so the URL tells them from content scripts.
@@ -98,6 +110,14 @@ async function pageMessage(msg) {
       const result = await rpc.request('session.close', { session: msg.session });
       return { ok: true, result };
     }
+    case 'approval.answer':
+      return { ok: true, result: await approvals.answer(msg.id, msg.answer) };
+    case 'agents.pause':
+      await approvals.pause();
+      return { ok: true };
+    case 'agents.resume':
+      await approvals.resume();
+      return { ok: true };
     case 'reconnect':
       native.connect();
       return { ok: true };
@@ -122,5 +142,7 @@ async function pageMessage(msg) {
   }
 }
 
+// Waiting calls of a worker that stopped died with its port: drop their records.
+approvals.clearStale().catch((err) => console.error(`approvals: ${err.message}`));
 native.ensureWakeAlarm().catch((err) => console.error(`the wake alarm: ${err.message}`));
 native.connect();

@@ -10,6 +10,7 @@
 // tool calls are history and are titled so.
 
 import { liveSessions } from './sw/sessions.js';
+import { clientKey, normalisePolicy, scopeOf, SCOPE_WORDS } from './sw/policy.js';
 
 /** Chrome's tab group colour names; ui.css maps each to a colour per theme. */
 export const GROUP_COLOURS = Object.freeze([
@@ -288,14 +289,95 @@ export function callsView(calls, records, now = Date.now()) {
   return { rows, total: list.length };
 }
 
+const CLASS_WORDS = { read: 'read', act: 'act on', script: 'run a script on' };
+
+/**
+ * @typedef {object} ApprovalCard
+ * @property {string} id
+ * @property {string} client the client's name, "(remote)" added for remote ones
+ * @property {string} what e.g. "act on https://shop.example"
+ * @property {string} detail the tool and what it acts on
+ * @property {string} siteButton the label of "allow this site for this client"
+ * @property {boolean} irreversible
+ * @property {string} left "1:45 left"
+ * @property {string} colour the client's group colour
+ */
+
+/**
+ * The calls waiting for the person, oldest first.
+ * @param {object[]|undefined} list SESSION.approvals
+ * @param {Record<string, object>|undefined} records SESSION.sessions
+ * @param {number} now
+ * @returns {ApprovalCard[]}
+ */
+export function approvalsView(list, records, now = Date.now()) {
+  return (Array.isArray(list) ? list : [])
+    .filter((a) => a && typeof a.id === 'string')
+    .map((a) => {
+      const secs = Math.max(0, Math.ceil(((a.deadline || now) - now) / 1000));
+      const plan = a.cls === 'plan';
+      const rec = records?.[a.session];
+      return {
+        id: a.id,
+        client: `${a.client || a.session}${a.remote ? ' (remote)' : ''}`,
+        what: plan ? `approve a plan on ${a.site}` : `${CLASS_WORDS[a.cls] || a.cls} ${a.site}`,
+        detail: [a.tool, a.target].filter(Boolean).join(' · '),
+        siteButton: plan ? 'Approve the plan' : `Allow this site for ${a.client || 'this client'}`,
+        irreversible: a.why === 'irreversible',
+        left: `${Math.floor(secs / 60)}:${String(secs % 60).padStart(2, '0')} left`,
+        colour: GROUP_COLOURS.includes(rec?.color) ? rec.color : 'grey',
+      };
+    });
+}
+
+/**
+ * The person's switches: pause, ask on unlisted sites, confirm irreversible clicks.
+ * @param {*} policy chrome.storage.local "policy"
+ * @param {*} paused chrome.storage.local "paused"
+ */
+export function controlView(policy, paused) {
+  const p = normalisePolicy(policy);
+  return {
+    paused: !!paused,
+    pauseLabel: paused ? 'Resume agents' : 'Pause all agents',
+    pausedNote: paused
+      ? 'Agents are paused: every call gets an error saying so until you resume. Tabs stay as they are.'
+      : '',
+    askUnlisted: p.unlisted === 'ask',
+    confirmIrreversible: p.confirmIrreversible,
+    rules: p.sites.length,
+  };
+}
+
+/**
+ * A client's scope, for its card's selector.
+ * @param {*} policy chrome.storage.local "policy"
+ * @param {{id: string, client?: string, remote?: boolean}} rec a session record
+ */
+export function scopeView(policy, rec) {
+  const session = { client: rec.client || rec.id, remote: !!rec.remote || rec.id.startsWith('conn-') };
+  return {
+    key: clientKey(session),
+    scope: scopeOf(normalisePolicy(policy), session),
+    remote: session.remote,
+    options: Object.entries(SCOPE_WORDS).map(([value, label]) => ({ value, label })),
+  };
+}
+
 /**
  * The whole popup.
  * @param {Record<string, any>} s chrome.storage.session's SESSION keys
  * @param {number} now
+ * @param {{policy?: any, paused?: any}} [local] chrome.storage.local's policy and paused
  */
-export function popupView(s, now = Date.now()) {
+export function popupView(s, now = Date.now(), local = {}) {
   const status = statusView(s, now);
   const clients = clientsView(s.sessions, s.bridge, s.recentCalls, now);
+  for (const card of clients.cards) {
+    card.scope = scopeView(local.policy, s.sessions?.[card.id] || { id: card.id, client: card.name });
+  }
+  const approvals = approvalsView(s.approvals, s.sessions, now);
+  const control = controlView(local.policy, local.paused);
   const calls = callsView(s.recentCalls, s.sessions, now);
   let empty = '';
   if (!clients.cards.length) {
@@ -306,5 +388,5 @@ export function popupView(s, now = Date.now()) {
           : 'No MCP client has used this browser yet.'
         : 'No MCP client is connected.';
   }
-  return { status, clients, calls, empty };
+  return { status, clients, calls, empty, approvals, control };
 }

@@ -1,12 +1,13 @@
 // The popup: draws popup-view.js's view of what the service worker keeps in
 // chrome.storage.session (the native port, the host's state with the cause
 // and fix of a failure, the live clients with their tab groups, plans and
-// activity, the recent tool calls) and offers a button per client to
-// disconnect it. Everything comes from storage, so the popup works while the
+// activity, the recent tool calls, the calls waiting for the person's
+// approval) and offers a button per client to disconnect it, a scope per
+// client, the pause button and the policy's two switches. Everything comes from storage, so the popup works while the
 // worker sleeps; it redraws on every storage change, and every 5 s for the
 // "… ago" times.
 
-import { SESSION } from './sw/store.js';
+import { LOCAL, SESSION } from './sw/store.js';
 import { popupView } from './popup-view.js';
 
 const $ = (id) => document.getElementById(id);
@@ -78,6 +79,8 @@ function renderStatus(v) {
 const toggled = new Map();
 
 async function renderClients({ cards, compact }, empty) {
+  // Not under the person's hand: a scope list being chosen from stays until it is left.
+  if (document.activeElement?.matches?.('select.scope')) return;
   $('clients-count').textContent = cards.length ? String(cards.length) : '';
   $('no-clients').textContent = empty;
   $('no-clients').hidden = !empty;
@@ -124,6 +127,7 @@ async function renderClients({ cards, compact }, empty) {
       }
       const li = el('li', { className: 'client card', dataset: { colour: c.colour, session: c.id } }, head);
       if (!compact) li.append(el('p', { className: 'client-meta', textContent: meta }));
+      if (open) li.append(scopeSelect(c));
       if (open) {
         const body = el('div', { className: 'client-body' });
         if (c.activity) body.append(el('span', { className: 'activity', textContent: c.activity }));
@@ -149,6 +153,115 @@ async function renderClients({ cards, compact }, empty) {
     }),
   );
   list.replaceChildren(...items);
+}
+
+// What the client may do: read only, read and act, or everything.
+function scopeSelect(c) {
+  const id = `scope-${c.id}`;
+  const select = el(
+    'select',
+    { id, className: 'scope', dataset: { key: c.scope.key } },
+    ...c.scope.options.map((o) =>
+      el('option', { value: o.value, textContent: o.label, selected: o.value === c.scope.scope }),
+    ),
+  );
+  select.addEventListener('change', () => {
+    const scope = select.value;
+    updatePolicy((p) => ({ ...p, scopes: { ...(p.scopes || {}), [c.scope.key]: scope } }));
+  });
+  return el(
+    'div',
+    { className: 'client-scope' },
+    el('label', { htmlFor: id, textContent: c.scope.remote ? 'Scope (remote)' : 'Scope' }),
+    select,
+  );
+}
+
+// The approvals' ids as last drawn: the cards are rebuilt only when the
+// list changes (a card rebuilt under the person's pointer would lose the
+// click); otherwise only their time left is updated.
+let shownApprovals = '';
+
+function renderApprovals(cards) {
+  $('approvals-section').hidden = cards.length === 0;
+  $('approvals-count').textContent = cards.length ? String(cards.length) : '';
+  const ids = cards.map((a) => a.id).join(' ');
+  if (ids === shownApprovals) {
+    for (const a of cards) {
+      const left = $('approvals').querySelector(`[data-approval="${a.id}"] .approval-left`);
+      if (left) left.textContent = a.left;
+    }
+    return;
+  }
+  shownApprovals = ids;
+  $('approvals').replaceChildren(
+    ...cards.map((a) => {
+      const button = (answer, label, className) => {
+        const b = el('button', { type: 'button', className, textContent: label, dataset: { answer } });
+        b.addEventListener('click', () => answerApproval(a.id, answer, b));
+        return b;
+      };
+      return el(
+        'li',
+        {
+          className: 'approval card',
+          dataset: { colour: a.colour, approval: a.id, irreversible: String(a.irreversible) },
+        },
+        el(
+          'p',
+          { className: 'approval-what' },
+          el('span', { className: 'dot' }),
+          el('strong', { textContent: a.client }),
+          ` wants to ${a.what}`,
+        ),
+        a.irreversible ? el('p', { className: 'approval-warn', textContent: 'This click looks irreversible.' }) : null,
+        el('p', { className: 'approval-detail', textContent: a.detail, title: a.detail }),
+        el(
+          'div',
+          { className: 'approval-actions' },
+          button('once', 'Allow once', 'small primary'),
+          button('site', a.siteButton, 'small'),
+          button('deny', 'Deny', 'small danger'),
+          el('span', { className: 'approval-left', textContent: a.left }),
+        ),
+      );
+    }),
+  );
+}
+
+async function answerApproval(id, answer, btn) {
+  for (const b of btn.parentElement.querySelectorAll('button')) b.disabled = true;
+  const res = await chrome.runtime
+    .sendMessage({ type: 'approval.answer', id, answer })
+    .catch((err) => ({ ok: false, error: err.message }));
+  if (!res?.ok) {
+    for (const b of btn.parentElement.querySelectorAll('button')) b.disabled = false;
+    btn.title = `Failed: ${res?.error || 'no answer from the service worker'}`;
+  }
+}
+
+function renderControl(v) {
+  $('control').dataset.paused = String(v.paused);
+  $('pause').textContent = v.pauseLabel;
+  $('pause').setAttribute('aria-pressed', String(v.paused));
+  $('pause').className = v.paused ? 'pause primary' : 'pause danger';
+  $('paused-note').textContent = v.pausedNote;
+  $('ask-unlisted').checked = v.askUnlisted;
+  $('confirm-irreversible').checked = v.confirmIrreversible;
+}
+
+// The policy is the person's: the popup writes it to chrome.storage.local,
+// where the service worker reads it (sw/gate.js).
+// One write after another, so that two quick changes both land.
+let writing = Promise.resolve();
+function updatePolicy(fn) {
+  writing = writing
+    .then(async () => {
+      const got = await chrome.storage.local.get(LOCAL.policy);
+      await chrome.storage.local.set({ [LOCAL.policy]: fn(got[LOCAL.policy] || {}) });
+    })
+    .catch((err) => console.error(`saving the policy: ${err.message}`));
+  return writing;
 }
 
 function renderCalls({ rows, total }) {
@@ -208,8 +321,11 @@ async function render() {
     do {
       again = false;
       const s = await chrome.storage.session.get(Object.values(SESSION));
-      const v = popupView(s, Date.now());
+      const local = await chrome.storage.local.get([LOCAL.policy, LOCAL.paused]);
+      const v = popupView(s, Date.now(), local);
       renderStatus(v.status);
+      renderControl(v.control);
+      renderApprovals(v.approvals);
       renderCalls(v.calls);
       await renderClients(v.clients, v.empty);
     } while (again);
@@ -219,6 +335,23 @@ async function render() {
   return drawing;
 }
 
+$('pause').addEventListener('click', async () => {
+  const btn = $('pause');
+  btn.disabled = true;
+  const type = btn.getAttribute('aria-pressed') === 'true' ? 'agents.resume' : 'agents.pause';
+  await chrome.runtime.sendMessage({ type }).catch(() => {});
+  btn.disabled = false;
+});
+// Each value is read when the person changes it: a redraw may set the box
+// from storage before the policy is written.
+$('ask-unlisted').addEventListener('change', (e) => {
+  const unlisted = e.target.checked ? 'ask' : 'allow';
+  updatePolicy((p) => ({ ...p, unlisted }));
+});
+$('confirm-irreversible').addEventListener('change', (e) => {
+  const confirmIrreversible = e.target.checked;
+  updatePolicy((p) => ({ ...p, confirmIrreversible }));
+});
 $('reconnect').addEventListener('click', () => chrome.runtime.sendMessage({ type: 'reconnect' }).catch(() => {}));
 $('copy-url').addEventListener('click', async () => {
   const btn = $('copy-url');
@@ -236,7 +369,7 @@ $('copy-url').addEventListener('click', async () => {
 // of at its next alarm; what is shown then updates through storage.
 chrome.runtime.sendMessage({ type: 'reconnect' }).catch(() => {});
 chrome.storage.onChanged.addListener((changes, area) => {
-  if (area === 'session') render();
+  if (area === 'session' || LOCAL.policy in changes || LOCAL.paused in changes) render();
 });
-setInterval(render, 5000); // keeps the "ago" times fresh
+setInterval(render, 1000); // keeps the "ago" times and the approvals' time left fresh
 render();

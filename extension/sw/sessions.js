@@ -105,6 +105,7 @@ async function touchLocked(session) {
   const s = await mutate((m) => {
     const rec = m[session.id] || (m[session.id] = newRecord(m, session.id, session.client));
     if (session.client) rec.client = session.client;
+    if (session.remote) rec.remote = true; // a remote client's card offers the remote scope
     rec.lastActive = Date.now();
   });
   return s[session.id];

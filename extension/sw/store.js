@@ -8,6 +8,8 @@
 export const LOCAL = Object.freeze({
   instanceId: 'instanceId', // string: this profile's id towards the bridge
   settings: 'settings', // see DEFAULT_SETTINGS
+  policy: 'policy', // the person's site policy and client scopes, see sw/policy.js DEFAULT_POLICY
+  paused: 'paused', // {at} while the person has paused all agents (sw/approvals.js)
 });
 
 /** Keys in chrome.storage.session. */
@@ -16,7 +18,9 @@ export const SESSION = Object.freeze({
   hostState: 'hostState', // the last host.state params, plus `at`
   bridge: 'bridge', // {state: pending|ready|error|disconnected, browserId?, bridgeVersion?, mcpUrl?, bridgeInstance?, error?, at}
   sessions: 'sessions', // {[sessionId]: SessionRecord}, see sessions.js
-  recentCalls: 'recentCalls', // [{tool, target, session, client, ms, ok, error?, at}], newest first (target: sw/calltarget.js)
+  recentCalls: 'recentCalls', // [{tool, target, session, client, ms, checkMs, ok, error?, at}], newest first (target: sw/calltarget.js; checkMs: the policy check's time, waiting for the person included)
+  approvals: 'approvals', // [Approval]: calls waiting for the person, oldest first (sw/approvals.js)
+  grants: 'grants', // {[key]: [{site, classes, by, at}]}: sites the person or an approved plan allowed (sw/approvals.js)
 });
 
 /**

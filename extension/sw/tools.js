@@ -7,7 +7,7 @@
 // tool that ran and failed is a result, not a protocol error. Protocol
 // refusals are JSON-RPC errors: an unknown tool or invalid arguments -32602.
 //
-// ctx = {session: {id, client}, requestId, signal, progress(progress, total?, message?),
+// ctx = {session: {id, client, remote}, requestId, signal, progress(progress, total?, message?),
 //        resolveTab(tabId?, {create?}), createTab(url?), sessions}
 // resolveTab without a tabId throws sessions.TabError (shown as it is) when
 // the session has no tab yet; only the tools meant to open one pass create.
@@ -20,6 +20,7 @@ import * as sessions from './sessions.js';
 import * as store from './store.js';
 import { validate } from './schema.js';
 import { callTarget } from './calltarget.js';
+import * as gate from './gate.js';
 
 /** A tool's failure, shown to the model as an isError result with this message. */
 export class ToolError extends Error {
@@ -122,11 +123,7 @@ export async function call(params, rpcCtx) {
     throw new rpc.RpcError(rpc.CODES.invalidParams, `invalid arguments for ${name}: ${problems.join('; ')}`);
   }
 
-  const s = meta['browserbridge/session'];
-  const session =
-    s && typeof s.id === 'string'
-      ? { id: s.id, client: s.client || s.id }
-      : rpcCtx.session || { id: 'default', client: 'Browser Bridge' };
+  const session = callSession(meta['browserbridge/session'], rpcCtx);
   const token = meta.progressToken;
   const ctx = {
     session,
@@ -146,8 +143,14 @@ export async function call(params, rpcCtx) {
 
   const started = Date.now();
   let result;
+  let checkMs;
   try {
     await sessions.touch(session);
+    // The person's policy, pause and approvals (sw/gate.js): nothing runs past this without them.
+    const t0 = performance.now();
+    const refused = await gate.check({ tool: name, args, session, signal: ctx.signal, progress: ctx.progress });
+    checkMs = Math.round((performance.now() - t0) * 1000) / 1000;
+    if (refused) throw new ToolError(refused);
     result = normalise(await tool.run(args, ctx));
   } catch (err) {
     const text =
@@ -162,10 +165,31 @@ export async function call(params, rpcCtx) {
     session: session.id,
     client: session.client,
     ms: Date.now() - started,
+    checkMs,
     ok: !result.isError,
     error: result.isError ? firstText(result) : undefined,
   });
   return result;
+}
+
+/**
+ * Whose call this is: the bridge's _meta session, else the session the
+ * request id names. A call whose id came through the cloud relay ("conn-…")
+ * is remote, whatever its _meta says, and is the relay connection's own
+ * session: a remote client cannot take a local session's tab group, scope
+ * or grants by naming it. The bridge's relay marks its calls remote too
+ * (_meta "remote": true, docs/protocol.md).
+ * @returns {{id: string, client: string, remote: boolean}}
+ */
+export function callSession(s, rpcCtx) {
+  const byId = rpc.sessionFromId(rpcCtx?.id);
+  const viaRelay = !!byId && byId.id.startsWith('conn-');
+  let session =
+    s && typeof s.id === 'string'
+      ? { id: s.id, client: s.client || s.id }
+      : rpcCtx?.session || { id: 'default', client: 'Browser Bridge' };
+  if (viaRelay && !session.id.startsWith('conn-')) session = { id: byId.id, client: session.client };
+  return { id: session.id, client: session.client || session.id, remote: viaRelay || s?.remote === true };
 }
 
 function normalise(r) {

@@ -5,7 +5,7 @@
 // (local and session), chrome.tabs and chrome.tabGroups (tabs, groups,
 // history, load events), chrome.windows, chrome.alarms (with scheduledTime), chrome.identity (the
 // test answers launchWebAuthFlow through fake.onAuthFlow) and a stub of
-// chrome.scripting, and chrome.webNavigation (fake.failUrls makes a load fail). It models what the core relies on, not every detail of
+// chrome.scripting, chrome.notifications, chrome.action's badge, chrome.commands, and chrome.webNavigation (fake.failUrls makes a load fail). It models what the core relies on, not every detail of
 // Chrome: loads finish after a macrotask, a group disappears with its last
 // tab, and errors carry Chrome's wording where the code looks at it.
 
@@ -370,6 +370,37 @@ export function installFakeChrome() {
       return [{ frameId: 0, result: undefined }];
     },
   };
+  // chrome.notifications: fake.notificationsById holds the live ones as
+  // created; the test clicks their buttons or closes them through the events.
+  const notifications = new Map();
+  fake.notifications = {
+    async create(id, options) {
+      notifications.set(id, structuredClone(options));
+      return id;
+    },
+    async clear(id) {
+      return notifications.delete(id);
+    },
+    async getAll() {
+      return Object.fromEntries([...notifications.keys()].map((id) => [id, true]));
+    },
+    onButtonClicked: new FakeEvent(),
+    onClosed: new FakeEvent(),
+  };
+  // chrome.action: the badge and title as last set.
+  fake.badge = { text: '', color: null, title: '' };
+  fake.action = {
+    async setBadgeText({ text }) {
+      fake.badge.text = text;
+    },
+    async setBadgeBackgroundColor({ color }) {
+      fake.badge.color = color;
+    },
+    async setTitle({ title }) {
+      fake.badge.title = title;
+    },
+  };
+  fake.commands = { onCommand: new FakeEvent() };
 
   Object.assign(fake, {
     ports,
@@ -377,6 +408,7 @@ export function installFakeChrome() {
     groupsById: groups,
     windowsById: windows,
     alarmsByName: alarms,
+    notificationsById: notifications,
     lastPort: () => ports[ports.length - 1],
     /** Opens a plain user tab (not in any group). */
     userTab: (url = 'https://user.example/') => tabCopy(createTab({ url })),

@@ -6,7 +6,17 @@
 import { test, mock } from 'node:test';
 import assert from 'node:assert/strict';
 import { installFakeChrome } from './fake-chrome.js';
-import { statusView, clientsView, callsView, popupView, ago, COMPACT_AFTER } from '../popup-view.js';
+import {
+  statusView,
+  clientsView,
+  callsView,
+  popupView,
+  ago,
+  approvalsView,
+  controlView,
+  scopeView,
+  COMPACT_AFTER,
+} from '../popup-view.js';
 import { callTarget } from '../sw/calltarget.js';
 
 const fake = installFakeChrome();
@@ -395,4 +405,113 @@ test('popup.js draws the live sessions only, newest first, the failure, and foll
   } finally {
     mock.timers.reset();
   }
+});
+
+test('the calls waiting for the person: who, what, where, the buttons and the time left', () => {
+  const now = 1_000_000;
+  const cards = approvalsView(
+    [
+      {
+        id: 'a1',
+        session: 'local-x',
+        client: 'Claude Code',
+        tool: 'form_input',
+        cls: 'act',
+        site: 'https://shop.example',
+        target: 'tab 4',
+        why: '',
+        deadline: now + 105_000,
+      },
+      {
+        id: 'a2',
+        session: 'conn-r',
+        client: 'relay',
+        remote: true,
+        tool: 'computer',
+        cls: 'act',
+        site: 'https://bank.example',
+        why: 'irreversible',
+        deadline: now - 5,
+      },
+      {
+        id: 'a3',
+        session: 'local-y',
+        client: 'Cursor',
+        tool: 'update_plan',
+        cls: 'plan',
+        site: 'docs.example, api.example',
+        deadline: now + 1000,
+      },
+      null,
+    ],
+    { 'local-x': { color: 'blue' } },
+    now,
+  );
+  assert.deepEqual(
+    cards.map((c) => [c.client, c.what, c.detail, c.siteButton, c.irreversible, c.left, c.colour]),
+    [
+      [
+        'Claude Code',
+        'act on https://shop.example',
+        'form_input · tab 4',
+        'Allow this site for Claude Code',
+        false,
+        '1:45 left',
+        'blue',
+      ],
+      [
+        'relay (remote)',
+        'act on https://bank.example',
+        'computer',
+        'Allow this site for relay',
+        true,
+        '0:00 left',
+        'grey',
+      ],
+      [
+        'Cursor',
+        'approve a plan on docs.example, api.example',
+        'update_plan',
+        'Approve the plan',
+        false,
+        '0:01 left',
+        'grey',
+      ],
+    ],
+  );
+});
+
+test('the switches and the pause button say what is true now', () => {
+  assert.deepEqual(controlView(undefined, undefined), {
+    paused: false,
+    pauseLabel: 'Pause all agents',
+    pausedNote: '',
+    askUnlisted: false,
+    confirmIrreversible: false,
+    rules: 0,
+  });
+  const v = controlView({ unlisted: 'ask', confirmIrreversible: true, sites: [{ pattern: 'a.example' }] }, { at: 1 });
+  assert.equal(v.pauseLabel, 'Resume agents');
+  assert.match(v.pausedNote, /every call gets an error/);
+  assert.deepEqual([v.askUnlisted, v.confirmIrreversible, v.rules], [true, true, 1]);
+});
+
+test("a client's scope: its own, else the default of local or remote clients", () => {
+  assert.deepEqual(
+    [scopeView({}, { id: 'local-a', client: 'Cursor' }).scope, scopeView({}, { id: 'conn-b', client: 'relay' }).scope],
+    ['full', 'act'],
+  );
+  const set = { scopes: { 'local:Cursor': 'read', 'remote:relay': 'full' } };
+  const local = scopeView(set, { id: 'local-a', client: 'Cursor' });
+  assert.deepEqual([local.key, local.scope, local.remote], ['local:Cursor', 'read', false]);
+  const remote = scopeView(set, { id: 'conn-b', client: 'relay' });
+  assert.deepEqual([remote.key, remote.scope, remote.remote], ['remote:relay', 'full', true]);
+  assert.deepEqual(
+    local.options.map((o) => o.value),
+    ['read', 'act', 'full'],
+  );
+  const v = popupView({ sessions: { 'local-a': { id: 'local-a', client: 'Cursor', createdAt: 1 } } }, 2, {
+    policy: set,
+  });
+  assert.equal(v.clients.cards[0].scope.scope, 'read');
 });

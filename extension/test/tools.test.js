@@ -152,7 +152,7 @@ test('a tool result comes back as a CallToolResult with progress on the way', as
   const progress = sent.find((m) => m.method === 'notifications/progress');
   assert.deepEqual(progress.params, { progressToken: 'local-s1:1', progress: 1, total: 2, message: 'halfway' });
   assert.ok(!('id' in progress));
-  assert.deepEqual(seenCtx.session, session);
+  assert.deepEqual(seenCtx.session, { ...session, remote: false });
   assert.equal(seenCtx.requestId, 'local-s1:1');
   for (const f of ['resolveTab', 'createTab', 'progress']) assert.equal(typeof seenCtx[f], 'function', f);
 });

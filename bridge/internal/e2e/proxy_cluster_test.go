@@ -488,7 +488,7 @@ func TestProxyClusterRelay(t *testing.T) {
 
 	// A client on node b drives the browser on node a.
 	cs := connectVia(t, w, b, b.mint("alice", "mcp"), browserID, "on-b", nil)
-	c := &client{w: w, cs: cs, name: "on-b"}
+	c := &client{w: w, cs: cs, name: "on-b", remote: true}
 	lctx, lcancel := context.WithTimeout(context.Background(), callWait)
 	tools, err := cs.ListTools(lctx, nil)
 	lcancel()
@@ -507,8 +507,8 @@ func TestProxyClusterRelay(t *testing.T) {
 	tab := c.newTab(t, w.pages.url("index.html"))
 	prose := w.pages.url("prose.html")
 	c.navigate(t, tab, prose)
-	if got := c.js(t, tab, "location.href"); got != prose {
-		t.Fatalf("after navigate through node b, location.href = %q, want %q", got, prose)
+	if got := c.tabOf(t, tab).URL; got != prose {
+		t.Fatalf("after navigate through node b, the tab is at %q, want %q", got, prose)
 	}
 	if text := testutil.Text(c.call(t, "get_page_text", map[string]any{"tabId": tab})); !strings.Contains(text, "The last paragraph of the prose page.") {
 		t.Errorf("get_page_text through node b does not have the page's text:\n%s", clip(text, 500))
@@ -707,7 +707,7 @@ func TestProxyClusterHTTP(t *testing.T) {
 	if !strings.HasPrefix(cs.ID(), "b.") {
 		t.Errorf("the session initialized on node b has id %q, want it to begin with \"b.\"", cs.ID())
 	}
-	c := &client{w: w, cs: cs, name: "claude-ai"}
+	c := &client{w: w, cs: cs, name: "claude-ai", remote: true}
 	if got := testutil.Text(c.call(t, "list_browsers", nil)); !strings.Contains(got, browserID) {
 		t.Fatalf("list_browsers at the cluster's /mcp: %q, want alice's browser %s (on node a)", got, browserID)
 	}
@@ -824,7 +824,7 @@ func TestProxyClusterFailover(t *testing.T) {
 	}
 	dialLister(t, b, b.mint("alice", "mcp")).waitListed(browserID)
 	cs := connectVia(t, w, b, b.mint("alice", "mcp"), browserID, "on-b", nil)
-	c := &client{w: w, cs: cs, name: "on-b"}
+	c := &client{w: w, cs: cs, name: "on-b", remote: true}
 	tab := c.newTab(t, w.pages.url("index.html"))
 	waitRemotePairs(t, b, a)
 	t.Logf("browser on node a driven from node b %v after start", time.Since(start).Round(time.Millisecond))

@@ -27,78 +27,13 @@ import (
 // `browserbridge connect` on stdio, spoken to with the Go SDK.
 func TestRelayE2E(t *testing.T) {
 	start := time.Now()
-	keys, err := token.NewHS256([]byte("e2e-relay-secret-0123456789abcdef0123456789"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := proxy.New(proxy.Options{Keys: keys, ShutdownGrace: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxyURL := "ws://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	proxyDone := make(chan error, 1)
-	go func() { proxyDone <- srv.Run(ctx, ln) }()
-	// Registered before the world's, so it runs after the world stopped.
-	t.Cleanup(func() {
-		cancel()
-		if err := <-proxyDone; err != nil {
-			t.Errorf("proxy: %v", err)
-		}
-	})
-	mint := func(kind token.Kind) string {
-		tok, err := keys.MintFor("e2e-user", kind, time.Hour, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
-
+	proxyURL, mint := startTestProxy(t)
 	w := startWorld(t, worldOptions{relay: &relayOptions{url: proxyURL, token: mint(token.KindExtension)}})
 	t.Logf("world up in %v", time.Since(start).Round(time.Millisecond))
-
-	// The bridge registers the browser with the proxy: status shows it.
-	var extID string
-	waitFor(t, 15*time.Second, func() (bool, string) {
-		st, err := w.status()
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, r := range st.Relay {
-			if r.State == relay.StateConnected && r.ExtensionID != "" && r.UserID == "e2e-user" && r.URL == proxyURL {
-				extID = r.ExtensionID
-				return true, ""
-			}
-		}
-		return false, "relay status: " + relayJSON(st.Relay)
-	})
+	extID := relayExtensionID(t, w, proxyURL)
 	t.Logf("relay connected (extension %s) %v after start", extID, time.Since(start).Round(time.Millisecond))
-
-	// The remote client: `browserbridge connect` on stdio.
-	connectErr := &testbrowser.SyncBuffer{}
-	cmd := exec.Command(bins.Bridge, "connect", "--proxy", proxyURL, "--token", mint(token.KindMCP), "--extension", extID)
-	cmd.Env = w.env
-	cmd.Stderr = connectErr
-	mc := mcp.NewClient(&mcp.Implementation{Name: "e2e-relay", Version: "1.0"}, nil)
-	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-	cs, err := mc.Connect(cctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
-	ccancel()
-	if err != nil {
-		w.fatalWithLogs("MCP connect to `browserbridge connect`: %v\nits stderr:\n%s", err, connectErr.String())
-	}
-	w.mu.Lock()
-	w.sessions = append(w.sessions, cs) // the world closes it (and so ends the process) before its leftover check
-	w.mu.Unlock()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("--- browserbridge connect stderr ---\n%s", tail(connectErr.String(), 80))
-		}
-	})
-	c := &client{w: w, cs: cs, name: "relay"}
+	c, cmd := connectRemote(t, w, proxyURL, mint(token.KindMCP), extID)
+	cs := c.cs
 
 	// tools/list: the extension's tools, through the proxy.
 	lctx, lcancel := context.WithTimeout(context.Background(), callWait)
@@ -130,11 +65,14 @@ func TestRelayE2E(t *testing.T) {
 	}
 	c.waitURL(t, tab, index)
 	c.navigate(t, tab, form)
-	if got := c.js(t, tab, "location.href"); got != form {
-		t.Fatalf("after navigate through the relay, location.href = %q, want %q", got, form)
+	if got := c.tabOf(t, tab); got.URL != form || got.Title != "E2E form" {
+		t.Fatalf("after navigate through the relay, the tab is at %q titled %q, want %q titled \"E2E form\"", got.URL, got.Title, form)
 	}
-	if got := c.js(t, tab, "document.title"); got != "E2E form" {
-		t.Errorf("document.title = %q", got)
+	// A remote client's default scope (issue 29) reads and acts but runs no
+	// script until the person allows it in the popup: javascript_tool is a
+	// tool error that says so.
+	if text, _ := c.toolError(t, "javascript_tool", map[string]any{"code": "1 + 1", "tabId": tab}); !strings.Contains(text, "javascript_tool needs the full (scripts, uploads, dev tools) scope, and relay (remote) has the read and act scope") {
+		t.Errorf("javascript_tool from a remote client: %q, want the scope's refusal", text)
 	}
 	t.Logf("navigated through the relay %v after start", time.Since(start).Round(time.Millisecond))
 
@@ -185,6 +123,90 @@ func TestRelayE2E(t *testing.T) {
 		t.Errorf("browserbridge connect still runs after its client closed stdin")
 	}
 	t.Logf("TestRelayE2E %v", time.Since(start).Round(time.Millisecond))
+}
+
+// startTestProxy runs the cloud proxy in this process until the test ends
+// (registered before a world's cleanup, so it stops after the world) and
+// returns its URL and a minter of its tokens for the user "e2e-user".
+func startTestProxy(t *testing.T) (string, func(token.Kind) string) {
+	t.Helper()
+	keys, err := token.NewHS256([]byte("e2e-relay-secret-0123456789abcdef0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(proxy.Options{Keys: keys, ShutdownGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	proxyDone := make(chan error, 1)
+	go func() { proxyDone <- srv.Run(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-proxyDone; err != nil {
+			t.Errorf("proxy: %v", err)
+		}
+	})
+	mint := func(kind token.Kind) string {
+		tok, err := keys.MintFor("e2e-user", kind, time.Hour, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	return "ws://" + ln.Addr().String(), mint
+}
+
+// relayExtensionID waits until the world's bridge has registered its
+// browser with the proxy at proxyURL and returns the proxy's id for it.
+func relayExtensionID(t *testing.T, w *world, proxyURL string) string {
+	t.Helper()
+	var extID string
+	waitFor(t, 15*time.Second, func() (bool, string) {
+		st, err := w.status()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range st.Relay {
+			if r.State == relay.StateConnected && r.ExtensionID != "" && r.UserID == "e2e-user" && r.URL == proxyURL {
+				extID = r.ExtensionID
+				return true, ""
+			}
+		}
+		return false, "relay status: " + relayJSON(st.Relay)
+	})
+	return extID
+}
+
+// connectRemote starts a remote client: the real `browserbridge connect`
+// on stdio, spoken to with the Go SDK, reaching the browser extID through
+// the proxy. The world closes it before its leftover check.
+func connectRemote(t *testing.T, w *world, proxyURL, mcpToken, extID string) (*client, *exec.Cmd) {
+	t.Helper()
+	connectErr := &testbrowser.SyncBuffer{}
+	cmd := exec.Command(bins.Bridge, "connect", "--proxy", proxyURL, "--token", mcpToken, "--extension", extID)
+	cmd.Env = w.env
+	cmd.Stderr = connectErr
+	mc := mcp.NewClient(&mcp.Implementation{Name: "e2e-relay", Version: "1.0"}, nil)
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cs, err := mc.Connect(cctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	ccancel()
+	if err != nil {
+		w.fatalWithLogs("MCP connect to `browserbridge connect`: %v\nits stderr:\n%s", err, connectErr.String())
+	}
+	w.mu.Lock()
+	w.sessions = append(w.sessions, cs)
+	w.mu.Unlock()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- browserbridge connect stderr ---\n%s", tail(connectErr.String(), 80))
+		}
+	})
+	return &client{w: w, cs: cs, name: "relay", remote: true}, cmd
 }
 
 func relayJSON(v []protocol.RelayInfo) string {

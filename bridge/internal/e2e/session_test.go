@@ -23,6 +23,9 @@ type client struct {
 	w    *world
 	cs   *mcp.ClientSession
 	name string
+	// remote is a client through the cloud relay: its default scope in the
+	// extension leaves out scripts, so waitURL reads tabs_context instead.
+	remote bool
 }
 
 func (w *world) client(name string) *client {
@@ -90,9 +93,14 @@ func (c *client) js(t testing.TB, tab int, code string) string {
 }
 
 // waitURL waits (10 s) until the page in tab is at url and loaded, reading
-// location.href and document.readyState in the page itself.
+// location.href and document.readyState in the page itself (a remote
+// client: the tab's URL and status, from tabs_context).
 func (c *client) waitURL(t testing.TB, tab int, url string) {
 	t.Helper()
+	if c.remote {
+		c.waitTabURL(t, tab, url)
+		return
+	}
 	var last string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -108,6 +116,34 @@ func (c *client) waitURL(t testing.TB, tab int, url string) {
 		}
 	}
 	t.Fatalf("tab %d never got to %s (loaded): last saw %q", tab, url, last)
+}
+
+// waitTabURL waits (10 s) until tabs_context shows tab at url, loaded.
+func (c *client) waitTabURL(t testing.TB, tab int, url string) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, ti := range c.tabs(t, "tabs_context") {
+			if ti.TabID == tab {
+				last = ti.URL + " " + ti.Status
+			}
+		}
+		if last == url+" complete" {
+			return
+		}
+	}
+	t.Fatalf("tab %d never got to %s (loaded): tabs_context last showed %q", tab, url, last)
+}
+
+// tabOf is tab as tabs_context describes it (zero if it lists no such tab).
+func (c *client) tabOf(t testing.TB, tab int) tabInfo {
+	t.Helper()
+	for _, ti := range c.tabs(t, "tabs_context") {
+		if ti.TabID == tab {
+			return ti
+		}
+	}
+	return tabInfo{}
 }
 
 // jsValue strips what javascript_tool may wrap a value in: surrounding

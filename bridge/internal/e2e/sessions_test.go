@@ -121,6 +121,8 @@ type tabInfo struct {
 	TabID         int    `json:"tabId"`
 	GroupID       int    `json:"groupId"`
 	URL           string `json:"url"`
+	Title         string `json:"title"`
+	Status        string `json:"status"`
 	Session       string `json:"session"`
 	InThisSession bool   `json:"inThisSession"`
 }

@@ -273,11 +273,22 @@ func (s *session) forward(id, conn string, m *relaywire.Message) {
 	s.send(relaywire.AppendResult(nil, m.ID, res))
 }
 
+// remoteSession is the browserbridge/session _meta of a relayed tools/call:
+// the relay names the session, never the remote client, and marks it
+// remote, so the extension applies the person's scope for remote clients
+// (docs/protocol.md).
+type remoteSession struct {
+	Client string `json:"client"`
+	ID     string `json:"id"`
+	Remote bool   `json:"remote"`
+}
+
 // linkParams returns the params of a relayed request as the browser gets
 // them, and the caller's progress token if it asked for progress. A
-// tools/call without _meta["browserbridge/session"] gets {id: conn, client:
-// "relay"} there, so the extension groups the remote client's tabs as it
-// does a local session's. A _meta.progressToken is replaced by the request's
+// tools/call gets {client: "relay", id: conn, remote: true} as its
+// _meta["browserbridge/session"], replacing any the caller sent, so the
+// extension groups the remote client's tabs as it does a local session's
+// and knows it for a remote one. A _meta.progressToken is replaced by the request's
 // id on the link (the mapped id), which the browser reports progress
 // against, as for local calls (docs/protocol.md); the caller's token is put
 // back on the way out (progressFromBrowser). Other params pass unchanged.
@@ -301,11 +312,11 @@ func linkParams(method string, params json.RawMessage, conn, id string) (json.Ra
 	} else {
 		token = nil
 	}
-	if _, ok := meta[metaSession]; !ok && method == "tools/call" {
+	if method == "tools/call" {
 		if meta == nil {
 			meta = make(map[string]json.RawMessage)
 		}
-		meta[metaSession] = relaywire.MarshalParams(map[string]string{"id": conn, "client": "relay"})
+		meta[metaSession] = relaywire.MarshalParams(remoteSession{Client: "relay", ID: conn, Remote: true})
 		changed = true
 	}
 	if !changed {

@@ -1,0 +1,104 @@
+// The options page's "Sites agents may use": the site rules of the person's
+// policy (sw/policy.js), in chrome.storage.local "policy". Each rule has a
+// verdict per class (allow, ask, block); the service worker reads the policy
+// as it changes (sw/gate.js). The list is drawn again on every change.
+
+import { LOCAL } from './sw/store.js';
+import { CLASSES, VERDICTS, normalisePattern, normalisePolicy } from './sw/policy.js';
+
+const $ = (id) => document.getElementById(id);
+const CLASS_LABELS = { read: 'Read', act: 'Act', script: 'Scripts' };
+
+async function stored() {
+  return (await chrome.storage.local.get(LOCAL.policy))[LOCAL.policy] || {};
+}
+
+// Writes one after another: two changes in quick succession must not each
+// read the policy before the other wrote it.
+let writing = Promise.resolve();
+function writeSites(fn) {
+  writing = writing
+    .then(async () => {
+      const p = await stored();
+      await chrome.storage.local.set({ [LOCAL.policy]: { ...p, sites: fn(normalisePolicy(p).sites) } });
+    })
+    .catch((err) => {
+      $('site-error').textContent = `The rule was not saved: ${err.message}`;
+    });
+  return writing;
+}
+
+function el(tag, { dataset, ...props } = {}, ...children) {
+  const e = Object.assign(document.createElement(tag), props);
+  if (dataset) Object.assign(e.dataset, dataset);
+  for (const c of children) if (c) e.append(c);
+  return e;
+}
+
+async function draw() {
+  const { sites } = normalisePolicy(await stored());
+  const list = $('site-rules');
+  if (!sites.length) {
+    list.replaceChildren(el('li', { className: 'hint', textContent: 'No site has a rule yet.' }));
+    return;
+  }
+  list.replaceChildren(
+    ...sites.map((rule) => {
+      const selects = CLASSES.map((cls) => {
+        const id = `rule-${rule.pattern}-${cls}`;
+        const select = el(
+          'select',
+          { id },
+          ...VERDICTS.map((v) => el('option', { value: v, textContent: v, selected: rule[cls] === v })),
+        );
+        select.addEventListener('change', () => {
+          const verdict = select.value;
+          writeSites((all) => all.map((r) => (r.pattern === rule.pattern ? { ...r, [cls]: verdict } : r)));
+        });
+        return el(
+          'span',
+          { className: 'site-class' },
+          el('label', { htmlFor: id, textContent: CLASS_LABELS[cls] }),
+          select,
+        );
+      });
+      const remove = el('button', {
+        type: 'button',
+        className: 'small danger',
+        textContent: 'Remove',
+        ariaLabel: `Remove the rule for ${rule.pattern}`,
+      });
+      remove.addEventListener('click', () => writeSites((all) => all.filter((r) => r.pattern !== rule.pattern)));
+      return el(
+        'li',
+        { className: 'site-rule', dataset: { pattern: rule.pattern } },
+        el('code', { textContent: rule.pattern }),
+        ...selects,
+        remove,
+      );
+    }),
+  );
+}
+
+$('site-add').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const raw = $('site-pattern').value;
+  const pattern = normalisePattern(raw);
+  if (!pattern) {
+    $('site-error').textContent =
+      `"${raw.trim()}" is not a site: give an origin (https://mail.example.com), a host (mail.example.com) or *.example.com.`;
+    return;
+  }
+  $('site-error').textContent = '';
+  // A new rule asks for everything: the person loosens it from there.
+  await writeSites((all) => [
+    ...all.filter((r) => r.pattern !== pattern),
+    { pattern, read: 'ask', act: 'ask', script: 'ask' },
+  ]);
+  $('site-pattern').value = '';
+});
+
+chrome.storage.onChanged.addListener((changes, area) => {
+  if (area === 'local' && LOCAL.policy in changes) draw();
+});
+draw();
