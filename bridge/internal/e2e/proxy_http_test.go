@@ -83,7 +83,7 @@ func TestProxyHTTPPairingBrowser(t *testing.T) {
 
 	// The browser's tools, a page navigated and read back.
 	cs := connectBearer(t, w, endpoint, second.Access, "claude-ai", nil)
-	c := &client{w: w, cs: cs, name: "claude-ai"}
+	c := &client{w: w, cs: cs, name: "claude-ai", remote: true}
 	at := &mcpAt{cs: cs, url: endpoint}
 	names := strings.Fields(toolNames(t, at))
 	for _, want := range append([]string{"list_browsers", "select_browser"}, spec004Tools...) {
