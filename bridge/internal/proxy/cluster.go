@@ -140,12 +140,12 @@ type clusterNode struct {
 	// by user and id: a key holds a keyed hash under the sealing secret,
 	// which a rotation (SIGHUP) changes while the extension lives, so the
 	// key is remembered rather than computed again at the end.
-	ownKeys   map[string]string // userID \x00 extension id → presence key
-	claimKeys map[string]string // userID \x00 id → claim key
-	dirty    map[string]struct{}      // keys to write (put if in own, else delete)
-	remote   map[string]*remoteConn   // this node's clients' links to other nodes, by connection id
-	shadows  map[string]*mcpClient    // other nodes' clients of this node's extensions, by connection id
-	epoch    time.Time                // when the current watch began
+	ownKeys   map[string]string      // userID \x00 extension id → presence key
+	claimKeys map[string]string      // userID \x00 id → claim key
+	dirty     map[string]struct{}    // keys to write (put if in own, else delete)
+	remote    map[string]*remoteConn // this node's clients' links to other nodes, by connection id
+	shadows   map[string]*mcpClient  // other nodes' clients of this node's extensions, by connection id
+	epoch     time.Time              // when the current watch began
 	// selfSeq counts this node's own heartbeats seen back through the
 	// watch, selfSeen when the last came: a peer is taken for gone only
 	// when this node's beats kept coming while the peer's did not, so a
@@ -223,20 +223,20 @@ func (s *Server) startCluster(opts ClusterOptions) (*clusterNode, error) {
 	}
 	c := &clusterNode{
 		s: s, opts: opts, ring: opts.Keyring, nc: opts.Conn, js: js,
-		log:     func(msg string, args ...any) { s.log.Info(msg, append(args, "node", opts.Node)...) },
-		inbox:   opts.Prefix + ".n." + opts.Node + ".",
-		wake:    make(chan struct{}, 1),
-		mirror:  make(map[string]presenceEntry),
-		byUser:  make(map[string]map[string]struct{}),
-		peers:   make(map[string]*peerState),
-		own:     make(map[string]presenceEntry),
-		claims:  make(map[string]int),
+		log:    func(msg string, args ...any) { s.log.Info(msg, append(args, "node", opts.Node)...) },
+		inbox:  opts.Prefix + ".n." + opts.Node + ".",
+		wake:   make(chan struct{}, 1),
+		mirror: make(map[string]presenceEntry),
+		byUser: make(map[string]map[string]struct{}),
+		peers:  make(map[string]*peerState),
+		own:    make(map[string]presenceEntry),
+		claims: make(map[string]int),
 
 		ownKeys:   make(map[string]string),
 		claimKeys: make(map[string]string),
-		dirty:   make(map[string]struct{}),
-		remote:  make(map[string]*remoteConn),
-		shadows: make(map[string]*mcpClient),
+		dirty:     make(map[string]struct{}),
+		remote:    make(map[string]*remoteConn),
+		shadows:   make(map[string]*mcpClient),
 
 		httpTransport: newClusterTransport(),
 	}
