@@ -10,10 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
@@ -146,7 +144,7 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 	if opts.MaxWaiting <= 0 {
 		opts.MaxWaiting = DefaultPairingMaxWaiting
 	}
-	p := s.pairingStore(true)
+	p := s.pairing
 	p.mu.Lock()
 	p.opts, p.on = opts, true
 	p.gate.configure(opts.AttemptsGlobal, opts.MaxWaiting, &p.mu, s.opts.Now)
@@ -168,10 +166,7 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 // relaywire.ErrPairingCodeFormat, or, on a cluster whose store does not
 // answer, ErrPairingUnavailable.
 func (s *Server) RedeemPairingCode(code, clientIP string) (userID string, err error) {
-	p := s.pairingStore(false)
-	if p == nil {
-		return "", ErrPairingUnknown
-	}
+	p := s.pairing
 	key := ipKey(clientIP)
 	canonical, shared, err := s.admitPairingAttempt(p, code, key, s.opts.Now())
 	if err != nil {
@@ -321,10 +316,7 @@ func (h *extHandler) pairingCode(m *relaywire.Message) {
 
 // issuePairingCode makes a code for the user.
 func (s *Server) issuePairingCode(userID string) (relaywire.PairingCodeResult, *relaywire.Error) {
-	p := s.pairingStore(false)
-	if p == nil {
-		return relaywire.PairingCodeResult{}, relaywire.Errorf(relaywire.CodeMethodNotFound, "%s", errPairingOff)
-	}
+	p := s.pairing
 	now := s.opts.Now()
 	opts, shared, rerr := p.admitIssue(userID, now)
 	if rerr != nil {
@@ -562,29 +554,13 @@ func ipKey(ip string) string {
 	return a.String()
 }
 
-// pairingStores holds each Server's pairing state, keyed weakly so that a
-// Server that is dropped (tests make many) takes its state with it. It
-// stands in for a field of Server, which lives in server.go.
-var pairingStores sync.Map // weak.Pointer[Server] → *pairing
-
-// pairingStore returns s's pairing state, making it if create is set
-// (else nil when there is none).
-func (s *Server) pairingStore(create bool) *pairing {
-	k := weak.Make(s)
-	if v, ok := pairingStores.Load(k); ok {
-		return v.(*pairing)
-	}
-	if !create {
-		return nil
-	}
+// newPairing returns pairing state that is off until ConfigurePairing: a
+// Server holds one from New.
+func newPairing() *pairing {
 	p := &pairing{codes: make(map[[32]byte]*pairEntry), unused: make(map[string][]*pairEntry),
 		issued: make(map[string]*window), perIP: make(map[string]*window)}
 	rand.Read(p.key[:])
-	v, loaded := pairingStores.LoadOrStore(k, p)
-	if !loaded {
-		runtime.AddCleanup(s, func(k weak.Pointer[Server]) { pairingStores.Delete(k) }, k)
-	}
-	return v.(*pairing)
+	return p
 }
 
 // pairingStoreTimeout bounds each use of the shared store, so a NATS that

@@ -16,7 +16,7 @@ import (
 // gateState reads the pairing gate: attempts waiting, and addresses with
 // failures on record.
 func gateState(tp *testProxy) (waiting, failing int) {
-	p := tp.srv.pairingStore(false)
+	p := tp.srv.pairing
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.gate.queue.Len(), len(p.gate.scores)

@@ -326,7 +326,7 @@ func TestPairingOff(t *testing.T) {
 
 // wakeGate gives the pairing gate the turns the (fake) clock has brought.
 func wakeGate(tp *testProxy) {
-	p := tp.srv.pairingStore(false)
+	p := tp.srv.pairing
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gate.dispatch(p.gate.now())
