@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 )
 
 // Pairing codes (docs/relay.md, "Pairing"): `browserbridge pair` asks the
@@ -146,6 +147,12 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 	}
 	p := s.pairing
 	p.mu.Lock()
+	if p.perIP == nil || opts.AttemptsPerIP != p.opts.AttemptsPerIP {
+		p.perIP = perMinute(opts.AttemptsPerIP, s.opts.Now)
+	}
+	if p.issued == nil || opts.IssuePerMinute != p.opts.IssuePerMinute {
+		p.issued = perMinute(opts.IssuePerMinute, s.opts.Now)
+	}
 	p.opts, p.on = opts, true
 	p.gate.configure(opts.AttemptsGlobal, opts.MaxWaiting, &p.mu, s.opts.Now)
 	if c := s.opts.Cluster; c != nil && c.Conn != nil && p.shared == nil {
@@ -167,7 +174,7 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 // answer, ErrPairingUnavailable.
 func (s *Server) RedeemPairingCode(code, clientIP string) (userID string, err error) {
 	p := s.pairing
-	key := ipKey(clientIP)
+	key := httpguard.ClientKey(clientIP)
 	canonical, shared, err := s.admitPairingAttempt(p, code, key, s.opts.Now())
 	if err != nil {
 		return "", err
@@ -268,12 +275,7 @@ func (s *Server) admitPairingAttempt(p *pairing, code, key string, now time.Time
 		return "", nil, ErrPairingUnknown
 	}
 	p.sweepLocked(now)
-	w := p.perIP[key]
-	if w == nil {
-		w = &window{}
-		p.perIP[key] = w
-	}
-	if !w.allow(now, p.opts.AttemptsPerIP) {
+	if !p.perIP.Allow(key) {
 		s.m.refused.With("pairing_ip_limit").Inc()
 		return "", nil, errPairingPerIP
 	}
@@ -376,12 +378,7 @@ func (p *pairing) admitIssue(userID string, now time.Time) (PairingOptions, *pai
 		return PairingOptions{}, nil, relaywire.Errorf(relaywire.CodeMethodNotFound, "%s", errPairingOff)
 	}
 	p.sweepLocked(now)
-	w := p.issued[userID]
-	if w == nil {
-		w = &window{}
-		p.issued[userID] = w
-	}
-	if !w.allow(now, p.opts.IssuePerMinute) {
+	if !p.issued.Allow(userID) {
 		return PairingOptions{}, nil, relaywire.Errorf(relaywire.CodeRateLimited,
 			"too many pairing codes asked for: at most %d a minute for one user; wait a minute", p.opts.IssuePerMinute)
 	}
@@ -431,11 +428,11 @@ type pairing struct {
 	mu        sync.Mutex
 	on        bool
 	opts      PairingOptions
-	codes     map[[32]byte]*pairEntry // live, used and expired codes, by hash
-	unused    map[string][]*pairEntry // each user's unused codes, oldest first
-	issued    map[string]*window      // codes asked for, per user
-	perIP     map[string]*window      // codes tried, per client address
-	gate      pairingGate             // the proxy-wide bound on failed checks
+	codes     map[[32]byte]*pairEntry    // live, used and expired codes, by hash
+	unused    map[string][]*pairEntry    // each user's unused codes, oldest first
+	issued    *httpguard.Limiter[string] // codes asked for, per user
+	perIP     *httpguard.Limiter[string] // codes tried, per client address
+	gate      pairingGate                // the proxy-wide bound on failed checks
 	lastSweep time.Time
 	shared    *pairingShared // on a cluster: where the codes are; nil: in codes
 }
@@ -484,7 +481,7 @@ func (p *pairing) forgetUnusedHashLocked(user string, h [32]byte) {
 
 // sweepLocked, at most once a window, forgets codes expired for longer
 // than their lifetime (until then they are kept to tell "expired" or
-// "used" from "unknown") and idle rate-limit windows.
+// "used" from "unknown").
 func (p *pairing) sweepLocked(now time.Time) {
 	if now.Sub(p.lastSweep) < pairingWindow {
 		return
@@ -508,57 +505,23 @@ func (p *pairing) sweepLocked(now time.Time) {
 			p.unused[u] = kept
 		}
 	}
-	for _, m := range []map[string]*window{p.issued, p.perIP} {
-		for k, w := range m {
-			if now.Sub(w.start) >= pairingWindow {
-				delete(m, k)
-			}
-		}
-	}
 	p.gate.sweep(now)
 }
 
-// window counts events in fixed windows of pairingWindow.
-type window struct {
-	start time.Time
-	n     int
-}
+// pairingMaxKeys bounds the addresses and users each per-minute limit
+// keeps; past it, the one seen longest ago starts afresh (the proxy-wide
+// bound on failed checks still holds for it).
+const pairingMaxKeys = 100_000
 
-// allow counts one event at now and reports whether it is within max for
-// its window.
-func (w *window) allow(now time.Time, max int) bool {
-	if now.Sub(w.start) >= pairingWindow || now.Before(w.start) {
-		w.start, w.n = now, 0
-	}
-	w.n++
-	return w.n <= max
-}
-
-// ipKey groups client addresses as the listener does: an IPv4 address, an
-// IPv6 /64 (one subscriber's); anything unparsable counts as itself.
-func ipKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		if ap, err2 := netip.ParseAddrPort(ip); err2 == nil {
-			a, err = ap.Addr(), nil
-		}
-	}
-	if err != nil {
-		return "?" + ip
-	}
-	a = a.Unmap()
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
+// perMinute is a limit of n events a minute per key (bursts of n).
+func perMinute(n int, now func() time.Time) *httpguard.Limiter[string] {
+	return httpguard.NewLimiter[string](float64(n)/pairingWindow.Seconds(), n, 0, pairingMaxKeys, now)
 }
 
 // newPairing returns pairing state that is off until ConfigurePairing: a
 // Server holds one from New.
 func newPairing() *pairing {
-	p := &pairing{codes: make(map[[32]byte]*pairEntry), unused: make(map[string][]*pairEntry),
-		issued: make(map[string]*window), perIP: make(map[string]*window)}
+	p := &pairing{codes: make(map[[32]byte]*pairEntry), unused: make(map[string][]*pairEntry)}
 	rand.Read(p.key[:])
 	return p
 }

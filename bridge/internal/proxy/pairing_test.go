@@ -215,6 +215,11 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 		if _, err := tp.srv.RedeemPairingCode(good, "[2001:db8:1:2::99]:4433"); !errors.Is(err, ErrPairingLimited) {
 			t.Fatalf("the good code from the guesser's /64: %v, want limited", err)
 		}
+		// The authorization server hands on its key for the address, the
+		// /64 itself: the same client, not a new one.
+		if _, err := tp.srv.RedeemPairingCode(good, "2001:db8:1:2::/64"); !errors.Is(err, ErrPairingLimited) {
+			t.Fatalf("the good code under the authorization server's key for the guesser's /64: %v, want limited", err)
+		}
 		// Another network is not held back by it.
 		if _, err := tp.srv.RedeemPairingCode("AAAA-AAAA-AAAA-AAAZ", "2001:db8:1:3::1"); !errors.Is(err, ErrPairingUnknown) {
 			t.Fatalf("another /64: %v", err)
@@ -223,8 +228,8 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 		if user, err := tp.srv.RedeemPairingCode(good, "2001:db8:1:2::1"); err != nil || user != "alice" {
 			t.Fatalf("a minute later: %q %v", user, err)
 		}
-		if n := refusedCount(t, tp, "pairing_ip_limit"); n != "1" {
-			t.Fatalf("per-address refusals counted: %s, want 1", n)
+		if n := refusedCount(t, tp, "pairing_ip_limit"); n != "2" {
+			t.Fatalf("per-address refusals counted: %s, want 2", n)
 		}
 	})
 	t.Run("over the whole proxy: failures only, then turns by fewest failures", func(t *testing.T) {

@@ -286,7 +286,7 @@ type Server struct {
 type user struct {
 	id    string
 	exts  map[string]*extension // by extension id; guarded by Server.mu
-	lim   *bucket
+	lim   *httpguard.Bucket
 	count int // extensions + authenticated MCP clients; guarded by Server.mu
 	mcp   int // authenticated MCP clients; guarded by Server.mu
 }
