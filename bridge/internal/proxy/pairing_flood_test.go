@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -84,7 +85,7 @@ func TestPairingOwnerSignsInDuringGuessFlood(t *testing.T) {
 
 	// The flood is past the bound: attempts wait their turn, and every
 	// attacking address has failed.
-	eventually(t, "the flood reaching the bound", func() bool {
+	testutil.WaitFor(t, "the flood reaching the bound", func() bool {
 		waiting, failing := gateState(tp)
 		return waiting > 0 && failing >= attackers
 	})

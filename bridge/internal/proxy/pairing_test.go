@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -257,11 +258,11 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 			results <- fmt.Sprintf("%s %s %v", ip, user, err)
 		}
 		go redeem("AAAA-AAAA-AAAA-AAAA", "192.0.2.0")
-		eventually(t, "1 waiting", func() bool { n, _ := gateState(tp); return n == 1 })
+		testutil.WaitFor(t, "1 waiting", func() bool { n, _ := gateState(tp); return n == 1 })
 		go redeem("AAAA-AAAA-AAAA-AAAA", "192.0.2.1")
-		eventually(t, "2 waiting", func() bool { n, _ := gateState(tp); return n == 2 })
+		testutil.WaitFor(t, "2 waiting", func() bool { n, _ := gateState(tp); return n == 2 })
 		go redeem(good, "198.51.100.7")
-		eventually(t, "3 waiting", func() bool { n, _ := gateState(tp); return n == 3 })
+		testutil.WaitFor(t, "3 waiting", func() bool { n, _ := gateState(tp); return n == 3 })
 		// One turn comes back (a minute over eight turns): the good code
 		// goes first, though it came last.
 		clock.advance(pairingWindow / 8)
