@@ -2,6 +2,11 @@ module github.com/browserbridge/browserbridge
 
 go 1.26.8
 
+// The npm test tools (scripts/install-test-tools.sh) install into
+// tools/npm/node_modules, where a dependency ships a Go package: ./... and
+// the cross builds must not walk into it.
+ignore ./tools/npm
+
 require (
 	github.com/coreos/go-oidc/v3 v3.21.0
 	github.com/gorilla/websocket v1.5.3

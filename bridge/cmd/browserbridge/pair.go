@@ -12,9 +12,6 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
-	"github.com/browserbridge/browserbridge/bridge/ipc"
-	"github.com/browserbridge/browserbridge/bridge/nativemsg"
-	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -80,21 +77,6 @@ func printPair(w io.Writer, res relay.PairResult) {
 // queryPair asks the bridge on socket for bridge.pair.
 func queryPair(ctx context.Context, socket string) (relay.PairResult, error) {
 	var res relay.PairResult
-	ctx, cancel := context.WithTimeout(ctx, pairWait)
-	defer cancel()
-	c, err := ipc.Dial(ctx, socket)
-	if err != nil {
-		return res, &bridgeDownError{err}
-	}
-	conn := jsonrpc2.NewConn(ctx, rpcstream.New(c, nativemsg.MaxLink), jsonrpc2.HandlerWithError(
-		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }),
-		jsonrpc2.SetLogger(discardLogger{}))
-	defer conn.Close()
-	err = conn.Call(ctx, protocol.BridgePair, struct{}{}, &res)
+	err := callBridge(ctx, socket, pairWait, protocol.BridgePair, struct{}{}, &res)
 	return res, err
 }
-
-// bridgeDownError: no bridge answers on the socket.
-type bridgeDownError struct{ err error }
-
-func (e *bridgeDownError) Error() string { return e.err.Error() }

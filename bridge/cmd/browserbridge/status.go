@@ -3,41 +3,30 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/sourcegraph/jsonrpc2"
-
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
-	"github.com/browserbridge/browserbridge/bridge/ipc"
-	"github.com/browserbridge/browserbridge/bridge/nativemsg"
-	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
+// statusWait bounds bridge.status, which the bridge answers at once.
+const statusWait = 3 * time.Second
+
 // queryStatus asks the bridge on socket for bridge.status.
 func queryStatus(ctx context.Context, socket string) (*protocol.StatusResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	c, err := ipc.Dial(ctx, socket)
-	if err != nil {
-		return nil, err
-	}
-	conn := jsonrpc2.NewConn(ctx, rpcstream.New(c, nativemsg.MaxLink), jsonrpc2.HandlerWithError(
-		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }),
-		jsonrpc2.SetLogger(discardLogger{}))
-	defer conn.Close()
 	var st protocol.StatusResult
-	if err := conn.Call(ctx, protocol.BridgeStatus, nil, &st); err != nil {
+	if err := callBridge(ctx, socket, statusWait, protocol.BridgeStatus, nil, &st); err != nil {
+		var down *bridgeDownError
+		if errors.As(err, &down) {
+			return nil, down.err
+		}
 		return nil, fmt.Errorf("asking the bridge at %s for its status: %w", socket, err)
 	}
 	return &st, nil
 }
-
-type discardLogger struct{}
-
-func (discardLogger) Printf(string, ...any) {}
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("status", stderr)

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // The floods of issue 27, each from many loopback addresses standing in for
@@ -234,7 +236,7 @@ func TestFloodPasswordSpray(t *testing.T) {
 
 	// The owner arrives once the spray has filled half the queue: checks
 	// take milliseconds, guesses arrive faster.
-	waitFor(t, "the spray to fill the check queue", func() bool {
+	testutil.WaitFor(t, "the spray to fill the check queue", func() bool {
 		w.srv.checks.mu.Lock()
 		defer w.srv.checks.mu.Unlock()
 		return len(w.srv.checks.queue) >= maxCheckQueue/2
@@ -318,18 +320,6 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// waitFor polls cond until it holds, failing the test after floodWait.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(floodWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", floodWait, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestFloodSignInRequests: 100 addresses open 12 sign-ins each (1,200

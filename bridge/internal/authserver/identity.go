@@ -5,15 +5,15 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 )
 
 // ErrSignInLimited marks a refusal by a checker's own attempt limit (see
@@ -171,25 +171,15 @@ func newIdentity(s *Server, cfg IdentityConfig) (*identity, error) {
 	return id, nil
 }
 
-// address is the key the per-address limit counts under: the client's IP,
-// and for IPv6 its /64, which one household or server usually holds whole.
+// address is the key the per-address limit counts under, the one every
+// per-address limit uses ([httpguard.ClientKey]): the client's IP, and for
+// IPv6 its /64. It is handed on to the pairing codes' check as it is.
 func (id *identity) address(r *http.Request) string {
 	raw := r.RemoteAddr
 	if id.clientIP != nil {
 		raw = id.clientIP(r)
-	} else if host, _, err := net.SplitHostPort(raw); err == nil {
-		raw = host
 	}
-	ip, err := netip.ParseAddr(raw)
-	if err != nil {
-		return raw
-	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		p, _ := ip.Prefix(64)
-		return p.String()
-	}
-	return ip.String()
+	return httpguard.ClientKey(raw)
 }
 
 // handleSignIn serves POST /oauth/signin: a password or pairing code

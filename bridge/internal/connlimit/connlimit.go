@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 )
 
 // Refusing a connection over the per-address cap: the refusal reads the
@@ -179,28 +181,15 @@ func refusalText(max int) string {
 	return fmt.Sprintf("too many connections from your address: at most %d may be open at once; close some and retry", max)
 }
 
-// AddrKey is the address connections are counted under: the IP for IPv4
-// (an IPv4-mapped IPv6 address is its IPv4 address), the /64 for IPv6
-// (one host commonly holds a whole /64).
+// AddrKey is the address connections are counted under, the one every
+// per-address limit uses ([httpguard.ClientKey]): the IP for IPv4, the /64
+// for IPv6.
 func AddrKey(a net.Addr) string {
-	var ip net.IP
-	switch a := a.(type) {
-	case *net.TCPAddr:
-		ip = a.IP
-	default:
-		host, _, err := net.SplitHostPort(a.String())
-		if err != nil {
-			return a.String()
-		}
-		ip = net.ParseIP(host)
-		if ip == nil {
-			return host
-		}
+	s := a.String()
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		s = host
 	}
-	if ip4 := ip.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	return httpguard.ClientKey(s)
 }
 
 // countedConn gives its place back when it is closed, once.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // sessionOf returns the session id of process pid, from /proc/pid/stat.
@@ -68,7 +69,7 @@ func TestSetsidGrandchildStopsWithItsServer(t *testing.T) {
 			sid := tg.raw("POST", "/servers/daemon/mcp", initBody, nil).header.Get("Mcp-Session-Id")
 			server := tg.childPID("/servers/daemon/mcp", sid)
 			var grandchild int
-			eventually(t, "read the grandchild's pid", func() bool {
+			testutil.WaitFor(t, "read the grandchild's pid", func() bool {
 				data, err := os.ReadFile(pidFile)
 				grandchild, _ = strconv.Atoi(string(data))
 				return err == nil && grandchild > 0
@@ -82,8 +83,8 @@ func TestSetsidGrandchildStopsWithItsServer(t *testing.T) {
 				t.Fatalf("the grandchild %d is not running in a session of its own", grandchild)
 			}
 			tc.stop(t, tg, sid)
-			eventually(t, "stopped the server", func() bool { return processGone(server) })
-			eventually(t, "stopped and reaped the setsid grandchild", func() bool { return processGone(grandchild) })
+			testutil.WaitFor(t, "stopped the server", func() bool { return processGone(server) })
+			testutil.WaitFor(t, "stopped and reaped the setsid grandchild", func() bool { return processGone(grandchild) })
 		})
 	}
 }

@@ -210,9 +210,7 @@ func TestProgressReachesOnlyItsCaller(t *testing.T) {
 		return len(c.notes)
 	}
 	for i, c := range clients {
-		for deadline := time.Now().Add(2 * time.Second); count(c) < steps[i] && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.WaitFor(t, fmt.Sprintf("client %d's %d progress notifications", i, steps[i]), func() bool { return count(c) >= steps[i] })
 	}
 	time.Sleep(50 * time.Millisecond) // and nothing more arrives
 	for i, c := range clients {
@@ -234,9 +232,7 @@ func TestChildKilledMidCall(t *testing.T) {
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "trigger-long-running-operation", Arguments: map[string]any{"duration": 30, "steps": 3}})
 		errc <- err
 	}()
-	for tg.gw.server("everything").shared.inFlight() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the call in flight", func() bool { return tg.gw.server("everything").shared.inFlight() > 0 })
 	killed := time.Now()
 	child, err := os.FindProcess(st.PID)
 	if err != nil {

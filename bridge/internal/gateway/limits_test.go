@@ -18,6 +18,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // seriesOf returns the label sets of metric name in reg's exposition.
@@ -133,19 +134,6 @@ func (tg *testGateway) childPID(route, sid string) int {
 	return pid
 }
 
-// eventually polls cond every 20 ms until it holds, failing after a
-// ceiling long enough for a loaded CI machine.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // per_session servers run at most max_children processes; beyond, an
 // initialize is refused with 503 and Retry-After; a session that ends by
 // DELETE or by idling out takes its process with it, and frees its place.
@@ -179,9 +167,9 @@ func TestPerSessionChildrenAreCapped(t *testing.T) {
 	if r := tg.raw("DELETE", route, "", map[string]string{"Mcp-Session-Id": sids[0]}); r.status != 204 {
 		t.Fatalf("DELETE: %d %s", r.status, r.body)
 	}
-	eventually(t, "stopped the DELETEd session's process", func() bool { return processGone(pids[0]) })
+	testutil.WaitFor(t, "stopped the DELETEd session's process", func() bool { return processGone(pids[0]) })
 	var third string
-	eventually(t, "admitted a session in the freed place", func() bool {
+	testutil.WaitFor(t, "admitted a session in the freed place", func() bool {
 		r := tg.raw("POST", route, initBody, nil)
 		third = r.header.Get("Mcp-Session-Id")
 		return r.status == 200 && third != ""
@@ -203,9 +191,9 @@ func TestPerSessionChildOfAReapedSessionIsStopped(t *testing.T) {
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"priv": cfg}, Options{SessionTimeout: 3 * time.Second})
 	sid := tg.raw("POST", route, initBody, nil).header.Get("Mcp-Session-Id")
 	pid := tg.childPID(route, sid)
-	eventually(t, "reaped the idle session", func() bool { return tg.gw.Sessions() == 0 })
-	eventually(t, "stopped the reaped session's process", func() bool { return processGone(pid) })
-	eventually(t, "counted the process gone", func() bool {
+	testutil.WaitFor(t, "reaped the idle session", func() bool { return tg.gw.Sessions() == 0 })
+	testutil.WaitFor(t, "stopped the reaped session's process", func() bool { return processGone(pid) })
+	testutil.WaitFor(t, "counted the process gone", func() bool {
 		st, _ := tg.gw.Supervisor().State("priv")
 		return st.Private == 0
 	})
@@ -292,7 +280,7 @@ func TestAggregateLeavesOutServersThatDoNotAnswer(t *testing.T) {
 		})
 	}
 	// The slow server's answer comes in the background: it rejoins.
-	eventually(t, "listed the late server", func() bool {
+	testutil.WaitFor(t, "listed the late server", func() bool {
 		names, _ := tg.aggregateTools(sid)
 		return strings.Join(names, " ") == "good_pid slow_pid"
 	})

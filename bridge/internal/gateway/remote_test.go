@@ -64,7 +64,7 @@ func TestRemoteServersThroughTheGateway(t *testing.T) {
 		RemoteServer{Name: "everything", State: "connected", Tools: []json.RawMessage{tool("shadowed")}})
 	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": everything(t)}, Options{Remote: src})
 	ctx := testutil.Context(t, 30*time.Second)
-	waitFor(t, "the remote list", func() bool { _, ok := tg.gw.remote.get("notion"); return ok })
+	testutil.WaitFor(t, "the remote list", func() bool { _, ok := tg.gw.remote.get("notion"); return ok })
 
 	changed := make(chan struct{}, 10)
 	cs := tg.connect("/servers/notion", sessionEra, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
@@ -123,7 +123,7 @@ func TestRemoteServersThroughTheGateway(t *testing.T) {
 		src.err = errors.New("no browser is connected")
 		src.mu.Unlock()
 		tg.gw.RemotesChanged()
-		waitFor(t, "the remote server to go", func() bool { _, ok := tg.gw.remote.get("notion"); return !ok })
+		testutil.WaitFor(t, "the remote server to go", func() bool { _, ok := tg.gw.remote.get("notion"); return !ok })
 		// The route is gone (404), so the client is told its session is.
 		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search", Arguments: map[string]any{}}); err == nil {
 			t.Fatal("a call with the browser gone succeeded")
@@ -133,15 +133,4 @@ func TestRemoteServersThroughTheGateway(t *testing.T) {
 			t.Fatalf("initialize with the browser gone: %+v", r)
 		}
 	})
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

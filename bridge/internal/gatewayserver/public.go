@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,8 +16,6 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
-	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
-	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // The public gateway (`browserbridge gateway --public-url URL`) serves the
@@ -48,14 +45,11 @@ const prmPath = "/.well-known/oauth-protected-resource"
 
 // publicGateway routes the requests of a public gateway.
 type publicGateway struct {
-	base   string // the public URL, normalized: https://mcp.example.com[:port]
-	host   string // its host[:port], lower case
-	scheme string
-	port   string // the public URL's explicit port, or ""
-	as     *authserver.Server
-	asH    http.Handler
-	gw     *gateway.Gateway
-	log    *slog.Logger
+	pub authserver.PublicOrigin // the public URL
+	as  *authserver.Server
+	asH http.Handler
+	gw  *gateway.Gateway
+	log *slog.Logger
 
 	health, metrics http.Handler
 }
@@ -70,8 +64,11 @@ func newPublicGateway(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger,
 	if err := cfg.OAuth.CheckSignIn(); err != nil {
 		return nil, err
 	}
-	u, _ := url.Parse(base) // NormalizePublicURL made it
-	p := &publicGateway{base: base, host: u.Host, scheme: u.Scheme, port: u.Port(), gw: gw, log: log, health: health, metrics: metrics}
+	pub, err := authserver.NewPublicOrigin(base)
+	if err != nil {
+		return nil, err
+	}
+	p := &publicGateway{pub: pub, gw: gw, log: log, health: health, metrics: metrics}
 
 	stateFile, err := cfg.OAuthStateFile()
 	if err != nil {
@@ -127,7 +124,7 @@ func (p *publicGateway) handler(cfg *config.Config, addr string) (http.Handler, 
 		// it. Its Host check accepts the listen address, the loopback
 		// names, the public host and the subdomains, and nothing else.
 		AuthenticatedBy: "OAuth",
-		AllowedHosts:    append(slices.Clone(cfg.AllowedHosts), p.host),
+		AllowedHosts:    append(slices.Clone(cfg.AllowedHosts), p.pub.Host),
 		HostSuffixes:    hostSuffixes(p.gw),
 		AllowedOrigins:  cfg.AllowedOrigins,
 		Browsers:        p.browserPolicy,
@@ -165,7 +162,7 @@ func (p *publicGateway) handler(cfg *config.Config, addr string) (http.Handler, 
 //     checked as on the local bridge.
 func (p *publicGateway) browserPolicy(r *http.Request) httpguard.BrowserPolicy {
 	path := r.URL.Path
-	if name := p.gw.HostRoute(r.Host); name != "" && !p.isPublicHost(r.Host) {
+	if name := p.gw.HostRoute(r.Host); name != "" && !p.pub.IsHost(r.Host) {
 		switch path {
 		case "/mcp", "/sse", "/message":
 			return httpguard.AnyOrigin
@@ -184,7 +181,7 @@ func (p *publicGateway) browserPolicy(r *http.Request) httpguard.BrowserPolicy {
 
 // route serves a request that passed the guard.
 func (p *publicGateway) route(w http.ResponseWriter, r *http.Request) {
-	if name := p.gw.HostRoute(r.Host); name != "" && !p.isPublicHost(r.Host) {
+	if name := p.gw.HostRoute(r.Host); name != "" && !p.pub.IsHost(r.Host) {
 		p.routeSubdomain(w, r, name)
 		return
 	}
@@ -196,42 +193,42 @@ func (p *publicGateway) route(w http.ResponseWriter, r *http.Request) {
 		p.health.ServeHTTP(w, r)
 	case path == "/metrics":
 		if !isLocal(r) {
-			notFound(w, "/metrics answers only on the gateway's own machine (http://127.0.0.1:PORT/metrics), not through the public URL.")
+			authserver.NotFound(w, "/metrics answers only on the gateway's own machine (http://127.0.0.1:PORT/metrics), not through the public URL.")
 			return
 		}
 		p.metrics.ServeHTTP(w, r)
 	case path == "/servers/":
 		// The listing names every server and quotes their stderr.
 		if !isLocal(r) {
-			notFound(w, "The list of servers is not public; on the gateway's own machine it is at http://127.0.0.1:PORT/servers/.")
+			authserver.NotFound(w, "The list of servers is not public; on the gateway's own machine it is at http://127.0.0.1:PORT/servers/.")
 			return
 		}
 		p.gw.ServeHTTP(w, r)
 	case path == prmPath:
 		// No resource lives at the root of the public host: each endpoint
 		// has its own metadata, which its 401 names.
-		notFound(w, "Each MCP endpoint of this gateway is its own protected resource: its metadata is at "+
-			p.base+prmPath+"/servers/NAME/mcp (a request without a token to the endpoint names it).")
+		authserver.NotFound(w, "Each MCP endpoint of this gateway is its own protected resource: its metadata is at "+
+			p.pub.Base+prmPath+"/servers/NAME/mcp (a request without a token to the endpoint names it).")
 	case strings.HasPrefix(path, prmPath+"/servers/"):
 		name, op, ok := serversRoute(strings.TrimPrefix(path, prmPath))
 		if !ok || op == "message" {
-			notFound(w, "No protected resource here: an endpoint's metadata is at "+prmPath+"/servers/NAME/mcp or "+prmPath+"/servers/NAME/sse.")
+			authserver.NotFound(w, "No protected resource here: an endpoint's metadata is at "+prmPath+"/servers/NAME/mcp or "+prmPath+"/servers/NAME/sse.")
 			return
 		}
 		p.as.ResourceMetadataHandler(p.pathResource(name, op)).ServeHTTP(w, r)
 	case strings.HasPrefix(path, "/servers/"):
 		name, op, ok := serversRoute(path)
 		if !ok {
-			notFound(w, fmt.Sprintf("No route %s %s: a server is reached at /servers/NAME/mcp (Streamable HTTP) or /servers/NAME/sse (HTTP+SSE), and all of them at /servers/all/mcp.", r.Method, path))
+			authserver.NotFound(w, fmt.Sprintf("No route %s %s: a server is reached at /servers/NAME/mcp (Streamable HTTP) or /servers/NAME/sse (HTTP+SSE), and all of them at /servers/all/mcp.", r.Method, path))
 			return
 		}
 		if op == "message" {
 			op = "sse" // the legacy transport's POSTs belong to its stream
 		}
 		res := p.pathResource(name, op)
-		p.as.Protect(res, p.base+authserver.ResourceMetadataPath("/servers/"+name+"/"+op), p.gw).ServeHTTP(w, r)
+		p.as.Protect(res, p.pub.Base+authserver.ResourceMetadataPath("/servers/"+name+"/"+op), p.gw).ServeHTTP(w, r)
 	default:
-		notFound(w, fmt.Sprintf("No route %s %s: servers are reached at /servers/NAME/mcp (Streamable HTTP), /servers/NAME/sse (HTTP+SSE) and /servers/all/mcp, each with an OAuth sign-in.", r.Method, path))
+		authserver.NotFound(w, fmt.Sprintf("No route %s %s: servers are reached at /servers/NAME/mcp (Streamable HTTP), /servers/NAME/sse (HTTP+SSE) and /servers/all/mcp, each with an OAuth sign-in.", r.Method, path))
 	}
 }
 
@@ -256,7 +253,7 @@ func (p *publicGateway) routeSubdomain(w http.ResponseWriter, r *http.Request, n
 	case "/health":
 		p.health.ServeHTTP(w, r)
 	default:
-		notFound(w, fmt.Sprintf("No route %s %s: this host serves one MCP server at /mcp (Streamable HTTP) and /sse (HTTP+SSE); sign-in is at %s.", r.Method, path, p.base))
+		authserver.NotFound(w, fmt.Sprintf("No route %s %s: this host serves one MCP server at /mcp (Streamable HTTP) and /sse (HTTP+SSE); sign-in is at %s.", r.Method, path, p.pub.Base))
 	}
 }
 
@@ -273,31 +270,19 @@ func serversRoute(path string) (name, op string, ok bool) {
 	return name, op, true
 }
 
-// isPublicHost reports whether a Host header names the public URL's host.
-func (p *publicGateway) isPublicHost(host string) bool {
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if host == p.host {
-		return true
-	}
-	// The default port written out.
-	h, port, err := net.SplitHostPort(host)
-	return err == nil && p.port == "" && ((p.scheme == "https" && port == "443") || (p.scheme == "http" && port == "80")) &&
-		strings.TrimSuffix(h, ".") == p.host
-}
-
 // hostOrigin is the origin of server name's own host, in the public URL's
 // scheme and port.
 func (p *publicGateway) hostOrigin(name string) string {
-	o := p.scheme + "://" + name + "." + p.gw.HostSuffix()
-	if p.port != "" {
-		o += ":" + p.port
+	o := p.pub.Scheme + "://" + name + "." + p.gw.HostSuffix()
+	if p.pub.Port != "" {
+		o += ":" + p.pub.Port
 	}
 	return o
 }
 
 // pathResource is {public}/servers/{name}/{op}.
 func (p *publicGateway) pathResource(name, op string) authserver.Resource {
-	return authserver.Resource{URI: p.base + "/servers/" + name + "/" + op, Name: resourceName(name, op)}
+	return authserver.Resource{URI: p.pub.Base + "/servers/" + name + "/" + op, Name: resourceName(name, op)}
 }
 
 // hostResource is https://{name}.{prefix}.{domain}/{op}.
@@ -322,12 +307,12 @@ func resourceName(name, op string) string {
 // without regard to case and a default port; the token is bound to the
 // canonical URL, the one the metadata gives.
 func (p *publicGateway) lookupResource(uri string) (authserver.Resource, bool) {
-	u, err := url.Parse(uri)
-	if err != nil || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || !strings.EqualFold(u.Scheme, p.scheme) {
+	u, ok := p.pub.ResourceURL(uri)
+	if !ok {
 		return authserver.Resource{}, false
 	}
 	host := strings.ToLower(u.Host)
-	if p.isPublicHost(host) {
+	if p.pub.IsHost(host) {
 		name, op, ok := serversRoute(u.EscapedPath())
 		if !ok || op == "message" || !p.exists(name, op) {
 			return authserver.Resource{}, false
@@ -335,7 +320,7 @@ func (p *publicGateway) lookupResource(uri string) (authserver.Resource, bool) {
 		return p.pathResource(name, op), true
 	}
 	name := p.gw.HostRoute(host)
-	if name == "" || (u.Port() != p.port && !(p.port == "" && u.Port() == defaultPort(p.scheme))) {
+	if name == "" || !p.pub.HasPort(u.Port()) {
 		return authserver.Resource{}, false
 	}
 	op := strings.TrimPrefix(u.EscapedPath(), "/")
@@ -343,13 +328,6 @@ func (p *publicGateway) lookupResource(uri string) (authserver.Resource, bool) {
 		return authserver.Resource{}, false
 	}
 	return p.hostResource(name, op), true
-}
-
-func defaultPort(scheme string) string {
-	if scheme == "https" {
-		return "443"
-	}
-	return "80"
 }
 
 // exists reports whether route name serves op now.
@@ -383,11 +361,6 @@ func isLocal(r *http.Request) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsLoopback()
-}
-
-// notFound answers 404 with a JSON-RPC error, as the gateway's routes do.
-func notFound(w http.ResponseWriter, msg string) {
-	mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.InvalidRequest, msg)
 }
 
 // publicHealth is /health for a request that is not local: the status

@@ -863,8 +863,11 @@ func routesForTest(t *testing.T, base string) *publicGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(base)
-	return &publicGateway{base: base, host: u.Host, scheme: u.Scheme, port: u.Port(), gw: gw}
+	pub, err := authserver.NewPublicOrigin(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &publicGateway{pub: pub, gw: gw}
 }
 
 func TestPublicResources(t *testing.T) {
@@ -890,6 +893,9 @@ func TestPublicResources(t *testing.T) {
 		{"a fragment", "https://mcp.example.com", "https://mcp.example.com/servers/memory/mcp#x", ""},
 		{"a trailing slash", "https://mcp.example.com", "https://mcp.example.com/servers/memory/mcp/", ""},
 		{"the root", "https://mcp.example.com", "https://mcp.example.com", ""},
+		{"an IPv6 host", "https://[2001:db8::1]:8443", "https://[2001:DB8::1]:8443/servers/memory/mcp", "https://[2001:db8::1]:8443/servers/memory/mcp"},
+		{"an IPv6 host, default port", "https://[2001:db8::1]", "https://[2001:db8::1]:443/servers/memory/mcp", "https://[2001:db8::1]/servers/memory/mcp"},
+		{"an IPv6 host on another port", "https://[2001:db8::1]", "https://[2001:db8::1]:8443/servers/memory/mcp", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, ok := routesForTest(t, tc.base).lookupResource(tc.uri)

@@ -16,6 +16,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -237,7 +238,7 @@ func TestUnattachedConnectionsTimeOut(t *testing.T) {
 	if _, ok := s.Browser("instance-host"); !ok {
 		t.Fatal("the attached host's browser is not listed")
 	}
-	waitFor(t, "the timeout to be logged", func() bool { return strings.Contains(logs.String(), "did not attach in time") })
+	testutil.WaitFor(t, "the timeout to be logged", func() bool { return strings.Contains(logs.String(), "did not attach in time") })
 }
 
 // serveCounting runs a server whose log the test can read line by line.
@@ -295,7 +296,7 @@ func TestUnattachedConnectionsCapped(t *testing.T) {
 	}
 	// The bridge may close the refused connection before it logs the
 	// refusal: wait for the line, then count.
-	waitFor(t, "the refusal in the log", func() bool { n, _ := refusedLogged(t, logs); return n > 0 })
+	testutil.WaitFor(t, "the refusal in the log", func() bool { n, _ := refusedLogged(t, logs); return n > 0 })
 	if n, _ := refusedLogged(t, logs); n != 1 {
 		t.Fatalf("refusals logged: %d, want 1; log:\n%s", n, logs.String())
 	}
@@ -303,7 +304,7 @@ func TestUnattachedConnectionsCapped(t *testing.T) {
 	// A closed connection frees its slot.
 	held[0].c.Close()
 	var attached *peer
-	waitFor(t, "a freed slot to admit a host", func() bool {
+	testutil.WaitFor(t, "a freed slot to admit a host", func() bool {
 		p := dialPeer(t, socket)
 		m, err := p.call(protocol.HostAttach, attachParams(goodOrigin))
 		if err != nil || m.Error != nil {
@@ -360,7 +361,7 @@ func TestUnattachedFlood(t *testing.T) {
 	if procErr == nil && bridgeHeld > DefaultMaxUnattached+2 {
 		t.Errorf("the bridge holds %d descriptors for a flood capped at %d", bridgeHeld, DefaultMaxUnattached)
 	}
-	waitFor(t, "every refusal to be logged", func() bool { n, _ := refusedLogged(t, logs); return n == flood-served })
+	testutil.WaitFor(t, "every refusal to be logged", func() bool { n, _ := refusedLogged(t, logs); return n == flood-served })
 	// One line per logEvery at most, however many were refused: the bound
 	// follows how long the flood took (a busy machine stretches it), and
 	// stays far below a line per refusal.
@@ -372,7 +373,7 @@ func TestUnattachedFlood(t *testing.T) {
 		p.c.Close()
 	}
 	if procErr == nil {
-		waitFor(t, "the bridge to let go of the flood", func() bool { return fds() <= before })
+		testutil.WaitFor(t, "the bridge to let go of the flood", func() bool { return fds() <= before })
 	}
 	t.Logf("descriptors after the flood closed: %d", fds())
 	if st := s.Status(); st.Hosts != 0 || len(st.Browsers) != 0 {

@@ -121,15 +121,3 @@ func helloParams(instance string) map[string]any {
 	return map[string]any{"instanceId": instance, "browser": map[string]any{"name": "TestBrowser", "version": "1.0"},
 		"extension": map[string]any{"id": "test", "version": "0.0.1"}}
 }
-
-// waitFor polls cond until it holds, failing the test after a long ceiling.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

@@ -262,8 +262,8 @@ type guard struct {
 	proxies   trustedProxies
 
 	// The rate limiters: nil when there is no such limit.
-	remote, loopback *limiter[peerKey]
-	sessions         *limiter[string]
+	remote, loopback *Limiter[peerKey]
+	sessions         *Limiter[string]
 	knownSession     func(*http.Request) (string, bool)
 	sleep            func(ctx context.Context, d time.Duration) bool // replaced in tests
 }
@@ -393,13 +393,13 @@ func New(opts Options, next http.Handler) (http.Handler, error) {
 		now = time.Now
 	}
 	if opts.RatePerSecond > 0 {
-		g.remote = newLimiter[peerKey](opts.RatePerSecond, defaultBurst(opts.RatePerSecond, opts.Burst), opts.MaxWait, maxClients, now)
+		g.remote = NewLimiter[peerKey](opts.RatePerSecond, defaultBurst(opts.RatePerSecond, opts.Burst), opts.MaxWait, maxClients, now)
 	}
 	if opts.LoopbackRatePerSecond > 0 {
-		g.loopback = newLimiter[peerKey](opts.LoopbackRatePerSecond, defaultBurst(opts.LoopbackRatePerSecond, opts.LoopbackBurst), opts.MaxWait, maxClients, now)
+		g.loopback = NewLimiter[peerKey](opts.LoopbackRatePerSecond, defaultBurst(opts.LoopbackRatePerSecond, opts.LoopbackBurst), opts.MaxWait, maxClients, now)
 	}
 	if opts.SessionRatePerSecond > 0 {
-		g.sessions = newLimiter[string](opts.SessionRatePerSecond, defaultBurst(opts.SessionRatePerSecond, opts.SessionBurst), opts.MaxWait, maxClients, now)
+		g.sessions = NewLimiter[string](opts.SessionRatePerSecond, defaultBurst(opts.SessionRatePerSecond, opts.SessionBurst), opts.MaxWait, maxClients, now)
 		g.knownSession = opts.KnownSession
 	}
 	g.sleep = sleep
@@ -604,7 +604,7 @@ func (g *guard) admit(w http.ResponseWriter, r *http.Request) bool {
 	key, lim, who := g.peer(r)
 	var wait time.Duration
 	if lim != nil {
-		d, ok := lim.reserve(key)
+		d, ok := lim.Reserve(key)
 		if !ok {
 			g.tooMany(w, r, d, who, lim.rate)
 			return false
@@ -613,10 +613,10 @@ func (g *guard) admit(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if g.sessions != nil {
 		if id, ok := g.knownSession(r); ok {
-			d, ok := g.sessions.reserve(id)
+			d, ok := g.sessions.Reserve(id)
 			if !ok {
 				if lim != nil {
-					lim.refund(key)
+					lim.Refund(key)
 				}
 				g.tooMany(w, r, d, "in this session: the limit is %s a second per session", g.sessions.rate)
 				return false
@@ -629,7 +629,7 @@ func (g *guard) admit(w http.ResponseWriter, r *http.Request) bool {
 
 // peer returns r's peer key, the limiter of its class (nil when that class
 // has no limit), and the start of a refusal's sentence about it.
-func (g *guard) peer(r *http.Request) (peerKey, *limiter[peerKey], string) {
+func (g *guard) peer(r *http.Request) (peerKey, *Limiter[peerKey], string) {
 	k := peerKey{tokenID: g.tokenID}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
@@ -640,11 +640,7 @@ func (g *guard) peer(r *http.Request) (peerKey, *limiter[peerKey], string) {
 		k.addr = netip.IPv6Loopback() // one bucket for all of 127.0.0.0/8 and ::1
 		return k, g.loopback, "from clients on this machine: the limit is %s a second for all of them together (\"" + configKeyLoopbackRate + "\" in the bridge's config)"
 	}
-	if addr.Is6() {
-		p, _ := addr.WithZone("").Prefix(64) // cannot fail for an IPv6 address and 64
-		addr = p.Addr()
-	}
-	k.addr = addr
+	k.addr = ClientPrefix(addr).Addr()
 	return k, g.remote, "from this address: the limit is %s a second (\"" + configKeyRate + "\" in the bridge's config)"
 }
 

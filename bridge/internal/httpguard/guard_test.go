@@ -634,20 +634,20 @@ func TestRateLimitNoLimit(t *testing.T) {
 func TestLimiterEviction(t *testing.T) {
 	t.Run("the table is bounded and drops the least recently used", func(t *testing.T) {
 		clock := newFakeClock()
-		l := newLimiter[string](1, 1, 0, 100, clock.Now)
-		l.reserve("first")
-		l.reserve("kept")
+		l := NewLimiter[string](1, 1, 0, 100, clock.Now)
+		l.Reserve("first")
+		l.Reserve("kept")
 		for i := range 98 {
-			l.reserve(fmt.Sprint("client-", i))
+			l.Reserve(fmt.Sprint("client-", i))
 		}
 		if n := l.size(); n != 100 {
 			t.Fatalf("size = %d, want 100", n)
 		}
-		if _, ok := l.reserve("kept"); ok { // used again: now the most recent
+		if _, ok := l.Reserve("kept"); ok { // used again: now the most recent
 			t.Fatal("a second request at once passed a burst of 1")
 		}
 		for i := range 150 {
-			l.reserve(fmt.Sprint("new-", i))
+			l.Reserve(fmt.Sprint("new-", i))
 			if n := l.size(); n > 100 {
 				t.Fatalf("size = %d after %d new keys, want at most 100", n, i+1)
 			}
@@ -665,30 +665,30 @@ func TestLimiterEviction(t *testing.T) {
 	})
 	t.Run("a forgotten client starts with a full bucket", func(t *testing.T) {
 		clock := newFakeClock()
-		l := newLimiter[string](1, 2, 0, 2, clock.Now)
-		l.reserve("a")
-		l.reserve("a")
-		if _, ok := l.reserve("a"); ok {
+		l := NewLimiter[string](1, 2, 0, 2, clock.Now)
+		l.Reserve("a")
+		l.Reserve("a")
+		if _, ok := l.Reserve("a"); ok {
 			t.Fatal("third request passed a burst of 2")
 		}
-		l.reserve("b")
-		l.reserve("c") // evicts a
-		if _, ok := l.reserve("a"); !ok {
+		l.Reserve("b")
+		l.Reserve("c") // evicts a
+		if _, ok := l.Reserve("a"); !ok {
 			t.Fatal("a forgotten client was refused")
 		}
 	})
 	t.Run("a clock stepping back refills nothing", func(t *testing.T) {
 		clock := newFakeClock()
-		l := newLimiter[string](1, 1, 0, maxClients, clock.Now)
-		if _, ok := l.reserve("a"); !ok {
+		l := NewLimiter[string](1, 1, 0, maxClients, clock.Now)
+		if _, ok := l.Reserve("a"); !ok {
 			t.Fatal("first request refused")
 		}
 		clock.Advance(-time.Hour)
-		if _, ok := l.reserve("a"); ok {
+		if _, ok := l.Reserve("a"); ok {
 			t.Fatal("a clock stepping back refilled the bucket")
 		}
 		clock.Advance(time.Hour + time.Second)
-		if _, ok := l.reserve("a"); !ok {
+		if _, ok := l.Reserve("a"); !ok {
 			t.Fatal("request refused a second after the first")
 		}
 	})
@@ -696,7 +696,7 @@ func TestLimiterEviction(t *testing.T) {
 
 // checkList checks that the limiter's list runs through every slot once,
 // both ways, and agrees with its index.
-func checkList[K comparable](t *testing.T, l *limiter[K]) {
+func checkList[K comparable](t *testing.T, l *Limiter[K]) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -11,12 +11,64 @@ import (
 // never refuses anyone.
 const maxClients = 10000
 
-// limiter holds one token bucket per key, at most capacity of them, in a
+// The rate limits of the bridge, the gateway, the cloud proxy and its
+// pairing codes are one family of token buckets: [Bucket] for one client
+// (a connection, a user) and [Limiter] for a table of them by key (a client
+// address, a session, a user id).
+
+// A Bucket is one token bucket: rate tokens a second, at most burst of
+// them, full at first. A nil *Bucket allows everything. It is safe for
+// concurrent use.
+type Bucket struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time // zero until first used
+}
+
+// NewBucket returns a full bucket, or nil (no limit) when rate is not
+// positive.
+func NewBucket(rate, burst float64) *Bucket {
+	if rate <= 0 {
+		return nil
+	}
+	return &Bucket{rate: rate, burst: burst, tokens: burst}
+}
+
+// Allow takes a token at now, and reports false if there was none.
+func (b *Bucket) Allow(now time.Time) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.last.IsZero() {
+		b.tokens = refill(b.tokens, now.Sub(b.last), b.rate, b.burst)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// refill is tokens after elapsed at rate, at most burst; a clock that
+// steps back refills nothing.
+func refill(tokens float64, elapsed time.Duration, rate, burst float64) float64 {
+	if elapsed <= 0 {
+		return tokens
+	}
+	return min(burst, tokens+elapsed.Seconds()*rate)
+}
+
+// A Limiter holds one token bucket per key, at most capacity of them, in a
 // table whose slots form a list from the most to the least recently used.
 // A request may borrow a token up to maxWait ahead: it is then admitted
 // after that wait rather than refused, so a client that bursts is slowed.
 // It is safe for concurrent use; no goroutine runs in the background.
-type limiter[K comparable] struct {
+type Limiter[K comparable] struct {
 	rate    float64 // tokens added per second
 	burst   float64 // bucket capacity
 	maxWait time.Duration
@@ -37,25 +89,28 @@ type slot[K comparable] struct {
 	prev, next int32     // towards head and tail; -1 at the ends
 }
 
-func newLimiter[K comparable](rate float64, burst int, maxWait time.Duration, capacity int, now func() time.Time) *limiter[K] {
-	return &limiter[K]{
+// NewLimiter returns a Limiter of rate tokens a second and bursts of burst
+// per key, holding at most capacity keys (past it, the key used longest
+// ago is forgotten: its client starts again with a full bucket, as after a
+// pause), on the clock now.
+func NewLimiter[K comparable](rate float64, burst int, maxWait time.Duration, capacity int, now func() time.Time) *Limiter[K] {
+	return &Limiter[K]{
 		rate: rate, burst: float64(burst), maxWait: maxWait, now: now,
 		index: make(map[K]int32), capacity: capacity, head: -1, tail: -1,
 	}
 }
 
-// reserve takes a token from key's bucket. If there is none it borrows one,
+// Reserve takes a token from key's bucket. If there is none it borrows one,
 // provided it becomes due within maxWait: ok is then true and wait is how
 // long the request must be held first. If not, ok is false and wait is how
 // long until a request would be admitted with no more than maxWait to wait.
-func (l *limiter[K]) reserve(key K) (wait time.Duration, ok bool) {
+func (l *Limiter[K]) Reserve(key K) (wait time.Duration, ok bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.lookup(key, now)
-	if elapsed := now.Sub(s.last); elapsed > 0 {
-		// A clock that steps back refills nothing and moves nothing back.
-		s.tokens = min(l.burst, s.tokens+elapsed.Seconds()*l.rate)
+	if now.After(s.last) { // a clock that steps back moves nothing back
+		s.tokens = refill(s.tokens, now.Sub(s.last), l.rate, l.burst)
 		s.last = now
 	}
 	if s.tokens >= 1 {
@@ -70,9 +125,20 @@ func (l *limiter[K]) reserve(key K) (wait time.Duration, ok bool) {
 	return wait - l.maxWait, false
 }
 
-// refund gives back a token reserve took, for a request refused by a later
+// Allow takes a token from key's bucket if one is there now (it waits for
+// none, whatever maxWait is), and reports whether it did.
+func (l *Limiter[K]) Allow(key K) bool {
+	wait, ok := l.Reserve(key)
+	if ok && wait > 0 {
+		l.Refund(key)
+		return false
+	}
+	return ok
+}
+
+// Refund gives back a token Reserve took, for a request refused by a later
 // check. A key forgotten meanwhile has a full bucket already.
-func (l *limiter[K]) refund(key K) {
+func (l *Limiter[K]) Refund(key K) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if i, ok := l.index[key]; ok {
@@ -80,14 +146,14 @@ func (l *limiter[K]) refund(key K) {
 	}
 }
 
-func (l *limiter[K]) seconds(tokens float64) time.Duration {
+func (l *Limiter[K]) seconds(tokens float64) time.Duration {
 	return time.Duration(tokens / l.rate * float64(time.Second))
 }
 
 // lookup returns key's slot, moved to the head of the list, creating it
 // with a full bucket (in the least recently used slot once the table is
 // full). l.mu must be held.
-func (l *limiter[K]) lookup(key K, now time.Time) *slot[K] {
+func (l *Limiter[K]) lookup(key K, now time.Time) *slot[K] {
 	i, ok := l.index[key]
 	switch {
 	case ok:
@@ -108,7 +174,7 @@ func (l *limiter[K]) lookup(key K, now time.Time) *slot[K] {
 	return &l.slots[i]
 }
 
-func (l *limiter[K]) unlink(i int32) {
+func (l *Limiter[K]) unlink(i int32) {
 	s := &l.slots[i]
 	if s.prev >= 0 {
 		l.slots[s.prev].next = s.next
@@ -122,7 +188,7 @@ func (l *limiter[K]) unlink(i int32) {
 	}
 }
 
-func (l *limiter[K]) pushFront(i int32) {
+func (l *Limiter[K]) pushFront(i int32) {
 	s := &l.slots[i]
 	s.prev, s.next = -1, l.head
 	if l.head >= 0 {
@@ -135,7 +201,7 @@ func (l *limiter[K]) pushFront(i int32) {
 }
 
 // size returns the number of buckets held, for tests.
-func (l *limiter[K]) size() int {
+func (l *Limiter[K]) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.index)

@@ -194,7 +194,7 @@ func TestWaitInsteadOfRefusing(t *testing.T) {
 		waited, refused := 0, 0
 		for range 200 {
 			key, lim, _ := g.peer(&http.Request{RemoteAddr: "192.0.2.1:1"})
-			d, ok := lim.reserve(key)
+			d, ok := lim.Reserve(key)
 			switch {
 			case !ok:
 				refused++

@@ -232,19 +232,14 @@ func TestFastPathCancelAndDuplicateID(t *testing.T) {
 
 func waitCalls(t *testing.T, fe *fakeExtension, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		fe.mu.Lock()
-		got := len(fe.calls)
-		fe.mu.Unlock()
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the extension got %d calls, want %d", got, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("%d calls at the extension", n), func() bool { return callCount(fe) >= n })
+}
+
+// callCount is the number of tools/call the extension has got.
+func callCount(fe *fakeExtension) int {
+	fe.mu.Lock()
+	defer fe.mu.Unlock()
+	return len(fe.calls)
 }
 
 // TestFastPathKeepsSessionAlive: a session used only through the fast path

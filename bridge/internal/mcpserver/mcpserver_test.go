@@ -80,16 +80,11 @@ func TestProgressReachesItsCaller(t *testing.T) {
 			if err != nil || testutil.Text(res) != "done" {
 				t.Fatalf("slow = %v %q, %v", res, testutil.Text(res), err)
 			}
-			deadline := time.Now().Add(2 * time.Second)
-			for {
+			testutil.WaitFor(t, "three progress notifications", func() bool {
 				mu.Lock()
-				n := len(got)
-				mu.Unlock()
-				if n >= 3 || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				defer mu.Unlock()
+				return len(got) >= 3
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			if strings.Join(got, ",") != "tok:1/3,tok:2/3,tok:3/3" {
@@ -107,8 +102,9 @@ func TestCancelReachesTheExtension(t *testing.T) {
 			cs := b.connect(e, nil, "")
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
+			before := callCount(fe)
 			go func() { _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "block"}); done <- err }()
-			time.Sleep(100 * time.Millisecond)
+			waitCalls(t, fe, before+1) // the call reached the extension: cancel it there
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("cancelled call returned %v", err)
@@ -192,6 +188,7 @@ func TestCallWaitsForABrowser(t *testing.T) {
 			fe.Stop(time.Second) // the service worker went away
 			waitNoBrowser(t, b)
 			done := make(chan *mcp.CallToolResult, 1)
+			waiting := b.mcps.stats.WaitedCalls.Load()
 			go func() {
 				res, err := cs.CallTool(testutil.Context(t, 15*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "waited"}})
 				if err != nil {
@@ -199,7 +196,7 @@ func TestCallWaitsForABrowser(t *testing.T) {
 				}
 				done <- res
 			}()
-			time.Sleep(200 * time.Millisecond)
+			testutil.WaitFor(t, "the call waiting for a browser", func() bool { return b.mcps.stats.WaitedCalls.Load() > waiting })
 			fe = b.attach("instance-wait-1") // ...and came back
 			select {
 			case res := <-done:
@@ -234,13 +231,8 @@ func TestCallTimesOutWithoutBrowser(t *testing.T) {
 }
 
 func waitNoBrowser(t *testing.T, b *bridge) {
-	deadline := time.Now().Add(5 * time.Second)
-	for len(b.links.Browsers()) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("browser still registered")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	t.Helper()
+	testutil.WaitFor(t, "the browser to leave", func() bool { return len(b.links.Browsers()) == 0 })
 }
 
 func TestSelectBrowser(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -124,7 +125,7 @@ func TestBigBodiesBounded(t *testing.T) {
 	if status != http.StatusOK || sid == "" {
 		t.Fatalf("initialize: %d %s", status, body)
 	}
-	eventually(t, "the browser registered", func() bool { return len(tp.srv.extensionsOf("alice", relaywire.ExtensionKindBrowser)) == 1 })
+	testutil.WaitFor(t, "the browser registered", func() bool { return len(tp.srv.extensionsOf("alice", relaywire.ExtensionKindBrowser)) == 1 })
 
 	runtime.GC()
 	before := rssBytes(t)

@@ -21,6 +21,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver/jetstreamkv"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // roundRobin stands for the load balancer in front of a cluster (Caddy's
@@ -122,7 +123,7 @@ func TestClusterHTTPBehindLoadBalancer(t *testing.T) {
 		p := (&testProxy{hs: lb}).person(t, passwordFields()) // at the load balancer's URL
 		// The browser shows on every node before the client starts.
 		for _, n := range nodes {
-			waitFor(t, func() bool { return len(n.srv.extensionsOf("alice", "browser")) == 1 })
+			testutil.WaitFor(t, "alice's browser on the node", func() bool { return len(n.srv.extensionsOf("alice", "browser")) == 1 })
 		}
 		cs := sdkClient(t, lb.URL+"/mcp", era, p, nil)
 		for i := 0; i < 12; i++ {
@@ -143,16 +144,4 @@ func TestClusterHTTPBehindLoadBalancer(t *testing.T) {
 			t.Errorf("the browser on node a got no call")
 		}
 	})
-}
-
-// waitFor polls cond until it holds, failing after a generous deadline.
-func waitFor(tb testing.TB, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatal("condition not met in 20 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

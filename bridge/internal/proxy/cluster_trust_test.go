@@ -22,6 +22,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -55,7 +56,7 @@ func rejected(tb testing.TB, tp *testProxy, what, reason string) float64 {
 // waitRejected waits until tp has counted more than before.
 func waitRejected(tb testing.TB, tp *testProxy, what, reason string, before float64) {
 	tb.Helper()
-	waitFor(tb, func() bool { return rejected(tb, tp, what, reason) > before })
+	testutil.WaitFor(tb, "a rejection: "+what+" ("+reason+")", func() bool { return rejected(tb, tp, what, reason) > before })
 }
 
 // noneSeen fails if the extension received anything but the sentinel
@@ -167,7 +168,7 @@ func TestClusterAttackerDrivesNoBrowser(t *testing.T) {
 	noneSeenBefore(t, ext, "sentinel")
 	want := map[string]float64{"malformed": 2, "unknown_key": 1, "forged": 3, "replayed": 1}
 	for reason, n := range want {
-		waitFor(t, func() bool { return rejected(t, a, "message", reason) >= counts[reason]+n })
+		testutil.WaitFor(t, "the rejections: "+reason+"", func() bool { return rejected(t, a, "message", reason) >= counts[reason]+n })
 	}
 	waitRejected(t, b, "message", "forged", 0) // the one moved to node b
 }
@@ -596,7 +597,7 @@ func TestClusterRotation(t *testing.T) {
 	flowing := func(why string) {
 		t.Helper()
 		from := calls.Load()
-		waitFor(t, func() bool { return calls.Load() >= from+30 })
+		testutil.WaitFor(t, "30 more calls", func() bool { return calls.Load() >= from+30 })
 		// A new connection across nodes, made under the keys of now.
 		for i, n := range nodes {
 			c := n.mcp(t, "alice")

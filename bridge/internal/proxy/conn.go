@@ -1,11 +1,11 @@
 package proxy
 
 import (
-	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/wsconn"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
@@ -18,7 +18,7 @@ type wsConn struct {
 	*wsconn.Conn
 	s *Server
 
-	lim *bucket // this connection's rate
+	lim *httpguard.Bucket // this connection's rate
 
 	// reader-only state
 	strikes     int
@@ -68,35 +68,6 @@ func (c *wsConn) answer(id []byte, e *relaywire.Error, reason string) {
 	c.Send(relaywire.AppendError(nil, id, e))
 }
 
-// bucket is a token-bucket rate limiter: rate per second, bursts of twice
-// that. A nil bucket allows everything. Safe for concurrent use.
-type bucket struct {
-	mu     sync.Mutex
-	rate   float64
-	tokens float64
-	last   time.Time
-}
-
-func newBucket(rate float64) *bucket {
-	if rate <= 0 {
-		return nil
-	}
-	return &bucket{rate: rate, tokens: 2 * rate}
-}
-
-func (b *bucket) allow(now time.Time) bool {
-	if b == nil {
-		return true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.last.IsZero() {
-		b.tokens = min(2*b.rate, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
+// newBucket is a connection's or a user's rate limit: rate messages a
+// second, bursts of twice that; nil (none) when rate is not positive.
+func newBucket(rate float64) *httpguard.Bucket { return httpguard.NewBucket(rate, 2*rate) }

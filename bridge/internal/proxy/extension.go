@@ -225,7 +225,7 @@ type extHandler struct {
 func (h *extHandler) handle(data []byte) {
 	s, c := h.s, h.c
 	now := time.Now()
-	if !c.lim.allow(now) {
+	if !c.lim.Allow(now) {
 		// An extension only answers; a flood of answers is abuse.
 		s.m.dropped.With("rate").Inc()
 		if c.strike(now) {

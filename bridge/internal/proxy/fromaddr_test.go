@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -23,20 +22,6 @@ import (
 // many addresses: every connection is a real socket, dialled from an
 // address of 127.0.0.0/8 of the test's choosing (Linux routes all of it
 // to lo).
-
-// eventually waits for cond, polling, up to four times the ceiling: a
-// busy machine is slow, not failing.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(4 * ceiling)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within %v", what, 4*ceiling)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // loopback returns 127.0.0.n, for 1 ≤ n ≤ 254.
 func loopback(n int) string { return netip.AddrFrom4([4]byte{127, 0, 0, byte(n)}).String() }
 

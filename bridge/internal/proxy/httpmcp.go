@@ -102,15 +102,12 @@ const (
 // resource's metadata, and the MCP endpoints behind the Host check, the
 // guard (Origin, CORS, body size) and the bearer check.
 type httpEndpoint struct {
-	s      *Server
-	opts   HTTPOptions
-	base   string // the public URL: scheme://host[:port]
-	host   string // its host[:port], lower case
-	scheme string
-	port   string // its explicit port, or ""
-	as     *authserver.Server
-	asH    http.Handler
-	guard  http.Handler // the guard in front of routeMCP
+	s     *Server
+	opts  HTTPOptions
+	pub   authserver.PublicOrigin // the public URL
+	as    *authserver.Server
+	asH   http.Handler
+	guard http.Handler // the guard in front of routeMCP
 
 	mu        sync.Mutex
 	sessions  map[string]*httpSession   // stateful sessions, by Mcp-Session-Id
@@ -121,35 +118,28 @@ type httpEndpoint struct {
 // newHTTPEndpoint builds the HTTP side of s.
 func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 	opts.setDefaults()
-	u, err := url.Parse(opts.PublicURL)
-	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return nil, fmt.Errorf("proxy: the public URL %q must be scheme://host[:port], with no path, query or user", opts.PublicURL)
+	pub, err := authserver.NewPublicOrigin(opts.PublicURL)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	h := &httpEndpoint{s: s, opts: opts, scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Host), port: u.Port(),
+	h := &httpEndpoint{s: s, opts: opts, pub: pub,
 		sessions: make(map[string]*httpSession), listeners: make(map[*httpSession]struct{})}
-	if h.port == defaultPort(h.scheme) {
-		h.host, h.port = strings.ToLower(u.Hostname()), ""
-		if strings.Contains(h.host, ":") {
-			h.host = "[" + h.host + "]"
-		}
-	}
-	h.base = h.scheme + "://" + h.host
 	pairing := opts.Pairing
-	pairing.MCPURL = h.base + httpMCPPath
+	pairing.MCPURL = h.pub.Base + httpMCPPath
 	s.ConfigurePairing(pairing)
 	id := opts.Identity
 	if id.PairingCode == nil {
 		id.PairingCode = s.pairingCode()
 	}
-	as, err := authserver.New(authserver.Config{Issuer: h.base, KV: opts.KV, Resources: h.lookupResource,
+	as, err := authserver.New(authserver.Config{Issuer: h.pub.Base, KV: opts.KV, Resources: h.lookupResource,
 		Identity: id, Limits: opts.Limits, Logger: s.log, Now: s.opts.Now})
 	if err != nil {
 		return nil, err
 	}
 	h.as, h.asH = as, as.Handler()
-	port := h.port
+	port := h.pub.Port
 	if port == "" {
-		port = defaultPort(h.scheme)
+		port = authserver.DefaultPort(h.pub.Scheme)
 	}
 	h.guard, err = httpguard.New(httpguard.Options{
 		// Every route behind the guard is behind the bearer check: OAuth
@@ -157,8 +147,8 @@ func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 		// a second one (ServeHTTP accepted only the public host before).
 		ListenAddr:      net.JoinHostPort("0.0.0.0", port),
 		AuthenticatedBy: "OAuth",
-		AllowedHosts:    []string{h.host},
-		AllowedOrigins:  append([]string{h.base}, opts.AllowedOrigins...),
+		AllowedHosts:    []string{h.pub.Host},
+		AllowedOrigins:  append([]string{h.pub.Base}, opts.AllowedOrigins...),
 		// A bearer token is no ambient credential a hostile page could
 		// borrow, so any web origin may call (CORS without credentials):
 		// the extension's remote-MCP client and the Inspector need no
@@ -173,21 +163,14 @@ func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 	return h, nil
 }
 
-func defaultPort(scheme string) string {
-	if scheme == "https" {
-		return "443"
-	}
-	return "80"
-}
-
 // ServeHTTP serves everything of the HTTP side but the WebSocket upgrades.
 func (h *httpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.isPublicHost(r.Host) {
+	if !h.pub.IsHost(r.Host) {
 		// DNS rebinding, or a request meant for another site: the
 		// endpoints, their metadata and the sign-in pages exist only
 		// under the public name, which tokens and cookies are bound to.
 		mcphttp.WriteError(w, http.StatusForbidden, nil, rpccode.Unavailable,
-			fmt.Sprintf("Host %q is not this proxy's public host (%s); refusing.", echoHost(r.Host), h.host))
+			fmt.Sprintf("Host %q is not this proxy's public host (%s); refusing.", echoHost(r.Host), h.pub.Host))
 		return
 	}
 	path := r.URL.Path
@@ -201,15 +184,15 @@ func (h *httpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, prmPath+"/"):
 		ep, ok := parseEndpoint(strings.TrimPrefix(path, prmPath))
 		if !ok {
-			notFound(w, "No protected resource here: an endpoint's metadata is at "+prmPath+" followed by its path (/mcp, /browsers/ID/mcp, /servers/NAME/mcp).")
+			authserver.NotFound(w, "No protected resource here: an endpoint's metadata is at "+prmPath+" followed by its path (/mcp, /browsers/ID/mcp, /servers/NAME/mcp).")
 			return
 		}
 		h.as.ResourceMetadataHandler(h.resource(ep)).ServeHTTP(w, r)
 	case path == httpMCPPath || strings.HasPrefix(path, serversPrefix) || strings.HasPrefix(path, browsersPrefix):
 		h.guard.ServeHTTP(w, r)
 	default:
-		notFound(w, fmt.Sprintf("No route %s %s: your browsers are at %s/mcp (one of them at /browsers/ID/mcp) and your local MCP servers at %s/servers/NAME/mcp, each with an OAuth sign-in.",
-			r.Method, path, h.base, h.base))
+		authserver.NotFound(w, fmt.Sprintf("No route %s %s: your browsers are at %s/mcp (one of them at /browsers/ID/mcp) and your local MCP servers at %s/servers/NAME/mcp, each with an OAuth sign-in.",
+			r.Method, path, h.pub.Base, h.pub.Base))
 	}
 }
 
@@ -221,11 +204,11 @@ func (h *httpEndpoint) routeMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	ep, ok := parseEndpoint(r.URL.Path)
 	if !ok {
-		notFound(w, fmt.Sprintf("No route %s %s: your browsers are at /mcp, one of them at /browsers/ID/mcp (ID from list_browsers), a local MCP server of yours at /servers/NAME/mcp (NAME as in your bridge's mcpServers).",
+		authserver.NotFound(w, fmt.Sprintf("No route %s %s: your browsers are at /mcp, one of them at /browsers/ID/mcp (ID from list_browsers), a local MCP server of yours at /servers/NAME/mcp (NAME as in your bridge's mcpServers).",
 			r.Method, r.URL.Path))
 		return
 	}
-	h.as.Protect(h.resource(ep), h.base+authserver.ResourceMetadataPath(ep.path()),
+	h.as.Protect(h.resource(ep), h.pub.Base+authserver.ResourceMetadataPath(ep.path()),
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, ep) })).ServeHTTP(w, r)
 }
 
@@ -291,7 +274,7 @@ func (h *httpEndpoint) resource(ep endpoint) authserver.Resource {
 	case ep.browser != "":
 		name = fmt.Sprintf("your browser %s connected to this Browser Bridge proxy", ep.browser)
 	}
-	return authserver.Resource{URI: h.base + ep.path(), Name: name}
+	return authserver.Resource{URI: h.pub.Base + ep.path(), Name: name}
 }
 
 // lookupResource is the authorization server's Resources: a `resource` a
@@ -300,9 +283,8 @@ func (h *httpEndpoint) resource(ep endpoint) authserver.Resource {
 // well-formed name is a resource; the endpoint answers a name the user has
 // not with 404, the same as for a name nobody has.
 func (h *httpEndpoint) lookupResource(uri string) (authserver.Resource, bool) {
-	u, err := url.Parse(uri)
-	if err != nil || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
-		!strings.EqualFold(u.Scheme, h.scheme) || !h.isPublicHost(u.Host) {
+	u, ok := h.pub.ResourceURL(uri)
+	if !ok || !h.pub.IsHost(u.Host) {
 		return authserver.Resource{}, false
 	}
 	ep, ok := parseEndpoint(u.Path)
@@ -312,38 +294,12 @@ func (h *httpEndpoint) lookupResource(uri string) (authserver.Resource, bool) {
 	return h.resource(ep), true
 }
 
-// isPublicHost reports whether a Host header names the public URL's host
-// (without regard to case, a trailing dot or a default port written out).
-func (h *httpEndpoint) isPublicHost(host string) bool {
-	name, port := splitHost(host, h.scheme)
-	want, wantPort := splitHost(h.host, h.scheme)
-	return name != "" && name == want && port == wantPort
-}
-
-// splitHost splits a Host value into its lower-case name (no brackets, no
-// trailing dot) and its port, "" for none or the scheme's default.
-func splitHost(host, scheme string) (string, string) {
-	name, port, err := net.SplitHostPort(host)
-	if err != nil {
-		name, port = host, ""
-	}
-	if port == defaultPort(scheme) {
-		port = ""
-	}
-	name = strings.TrimSuffix(strings.ToLower(strings.Trim(name, "[]")), ".")
-	return name, port
-}
-
 // echoHost bounds a Host header repeated in a message.
 func echoHost(s string) string {
 	if len(s) > 200 {
 		return s[:200] + "…"
 	}
 	return s
-}
-
-func notFound(w http.ResponseWriter, msg string) {
-	mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.InvalidRequest, msg)
 }
 
 // userOf maps who signed in to the proxy user whose browsers and servers

@@ -212,10 +212,10 @@ func (ss *httpSession) selectBrowser(args json.RawMessage) json.RawMessage {
 		return toolErrorResult(fmt.Sprintf("no browser of yours connected to this proxy has id %q; list_browsers gives the ids", a.Browser))
 	}
 	if ss.ep.browser != "" && a.Browser != ss.ep.browser {
-		return toolErrorResult("this endpoint serves the browser " + ss.ep.browser + " only; connect to " + ss.h.base + browsersPrefix + a.Browser + "/mcp for that one, or to " + ss.h.base + "/mcp to choose")
+		return toolErrorResult("this endpoint serves the browser " + ss.ep.browser + " only; connect to " + ss.h.pub.Base + browsersPrefix + a.Browser + "/mcp for that one, or to " + ss.h.pub.Base + "/mcp to choose")
 	}
 	if ss.stateless {
-		return toolErrorResult("this client is stateless (2026-07-28): connect to " + ss.h.base + browsersPrefix + a.Browser + "/mcp for that browser instead")
+		return toolErrorResult("this client is stateless (2026-07-28): connect to " + ss.h.pub.Base + browsersPrefix + a.Browser + "/mcp for that browser instead")
 	}
 	ss.mu.Lock()
 	ss.browser = chosen.id

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
@@ -31,8 +32,8 @@ type httpSession struct {
 	ep        endpoint
 	server    string // ep.server: "" on a browser endpoint
 	stateless bool
-	lim       *bucket         // the session's rate (Options.ConnRate)
-	out       *mcphttp.Outbox // messages for the GET stream
+	lim       *httpguard.Bucket // the session's rate (Options.ConnRate)
+	out       *mcphttp.Outbox   // messages for the GET stream
 	done      chan struct{}
 
 	mu       sync.Mutex

@@ -341,10 +341,10 @@ func (ss *httpSession) serve(w http.ResponseWriter, r *http.Request, m *relaywir
 	s := ss.h.s
 	now := time.Now()
 	rate, who := s.opts.ConnRate, "session"
-	ok := ss.lim.allow(now)
+	ok := ss.lim.Allow(now)
 	if ok {
 		rate, who = s.opts.UserRate, "user"
-		ok = ss.mc.user.lim.allow(now)
+		ok = ss.mc.user.lim.Allow(now)
 	}
 	if !ok {
 		s.m.refused.With("rate").Inc()

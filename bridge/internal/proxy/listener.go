@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/connlimit"
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
@@ -57,7 +58,7 @@ func (l *limitListener) forwardedConns(next http.Handler) http.Handler {
 			return
 		}
 		r = l.s.proxies.FromProxy(r)
-		release, ok := l.Hold(ipKey(r.RemoteAddr))
+		release, ok := l.Hold(httpguard.ClientKey(r.RemoteAddr))
 		if !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(connlimit.RetryAfter))
 			mcphttp.WriteError(w, http.StatusTooManyRequests, nil, -32000, l.Refusal())

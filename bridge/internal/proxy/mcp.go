@@ -211,11 +211,11 @@ func (mc *mcpClient) handle(data []byte) {
 		c.refuse(m.ID, perr, "invalid")
 		return
 	}
-	if !c.lim.allow(now) {
+	if !c.lim.Allow(now) {
 		mc.rateLimited(m, kind, "rate limit exceeded: more than %.0f messages per second on this connection", s.opts.ConnRate)
 		return
 	}
-	if mc.user != nil && !mc.user.lim.allow(now) {
+	if mc.user != nil && !mc.user.lim.Allow(now) {
 		mc.rateLimited(m, kind, "rate limit exceeded: more than %.0f messages per second for this user", s.opts.UserRate)
 		return
 	}

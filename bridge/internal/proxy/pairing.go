@@ -9,16 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
-	"runtime"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/clusterseal"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 )
 
 // Pairing codes (docs/relay.md, "Pairing"): `browserbridge pair` asks the
@@ -146,8 +145,14 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 	if opts.MaxWaiting <= 0 {
 		opts.MaxWaiting = DefaultPairingMaxWaiting
 	}
-	p := s.pairingStore(true)
+	p := s.pairing
 	p.mu.Lock()
+	if p.perIP == nil || opts.AttemptsPerIP != p.opts.AttemptsPerIP {
+		p.perIP = perMinute(opts.AttemptsPerIP, s.opts.Now)
+	}
+	if p.issued == nil || opts.IssuePerMinute != p.opts.IssuePerMinute {
+		p.issued = perMinute(opts.IssuePerMinute, s.opts.Now)
+	}
 	p.opts, p.on = opts, true
 	p.gate.configure(opts.AttemptsGlobal, opts.MaxWaiting, &p.mu, s.opts.Now)
 	if c := s.opts.Cluster; c != nil && c.Conn != nil && p.shared == nil {
@@ -168,11 +173,8 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 // relaywire.ErrPairingCodeFormat, or, on a cluster whose store does not
 // answer, ErrPairingUnavailable.
 func (s *Server) RedeemPairingCode(code, clientIP string) (userID string, err error) {
-	p := s.pairingStore(false)
-	if p == nil {
-		return "", ErrPairingUnknown
-	}
-	key := ipKey(clientIP)
+	p := s.pairing
+	key := httpguard.ClientKey(clientIP)
 	canonical, shared, err := s.admitPairingAttempt(p, code, key, s.opts.Now())
 	if err != nil {
 		return "", err
@@ -273,12 +275,7 @@ func (s *Server) admitPairingAttempt(p *pairing, code, key string, now time.Time
 		return "", nil, ErrPairingUnknown
 	}
 	p.sweepLocked(now)
-	w := p.perIP[key]
-	if w == nil {
-		w = &window{}
-		p.perIP[key] = w
-	}
-	if !w.allow(now, p.opts.AttemptsPerIP) {
+	if !p.perIP.Allow(key) {
 		s.m.refused.With("pairing_ip_limit").Inc()
 		return "", nil, errPairingPerIP
 	}
@@ -321,10 +318,7 @@ func (h *extHandler) pairingCode(m *relaywire.Message) {
 
 // issuePairingCode makes a code for the user.
 func (s *Server) issuePairingCode(userID string) (relaywire.PairingCodeResult, *relaywire.Error) {
-	p := s.pairingStore(false)
-	if p == nil {
-		return relaywire.PairingCodeResult{}, relaywire.Errorf(relaywire.CodeMethodNotFound, "%s", errPairingOff)
-	}
+	p := s.pairing
 	now := s.opts.Now()
 	opts, shared, rerr := p.admitIssue(userID, now)
 	if rerr != nil {
@@ -384,12 +378,7 @@ func (p *pairing) admitIssue(userID string, now time.Time) (PairingOptions, *pai
 		return PairingOptions{}, nil, relaywire.Errorf(relaywire.CodeMethodNotFound, "%s", errPairingOff)
 	}
 	p.sweepLocked(now)
-	w := p.issued[userID]
-	if w == nil {
-		w = &window{}
-		p.issued[userID] = w
-	}
-	if !w.allow(now, p.opts.IssuePerMinute) {
+	if !p.issued.Allow(userID) {
 		return PairingOptions{}, nil, relaywire.Errorf(relaywire.CodeRateLimited,
 			"too many pairing codes asked for: at most %d a minute for one user; wait a minute", p.opts.IssuePerMinute)
 	}
@@ -439,11 +428,11 @@ type pairing struct {
 	mu        sync.Mutex
 	on        bool
 	opts      PairingOptions
-	codes     map[[32]byte]*pairEntry // live, used and expired codes, by hash
-	unused    map[string][]*pairEntry // each user's unused codes, oldest first
-	issued    map[string]*window      // codes asked for, per user
-	perIP     map[string]*window      // codes tried, per client address
-	gate      pairingGate             // the proxy-wide bound on failed checks
+	codes     map[[32]byte]*pairEntry    // live, used and expired codes, by hash
+	unused    map[string][]*pairEntry    // each user's unused codes, oldest first
+	issued    *httpguard.Limiter[string] // codes asked for, per user
+	perIP     *httpguard.Limiter[string] // codes tried, per client address
+	gate      pairingGate                // the proxy-wide bound on failed checks
 	lastSweep time.Time
 	shared    *pairingShared // on a cluster: where the codes are; nil: in codes
 }
@@ -492,7 +481,7 @@ func (p *pairing) forgetUnusedHashLocked(user string, h [32]byte) {
 
 // sweepLocked, at most once a window, forgets codes expired for longer
 // than their lifetime (until then they are kept to tell "expired" or
-// "used" from "unknown") and idle rate-limit windows.
+// "used" from "unknown").
 func (p *pairing) sweepLocked(now time.Time) {
 	if now.Sub(p.lastSweep) < pairingWindow {
 		return
@@ -516,75 +505,25 @@ func (p *pairing) sweepLocked(now time.Time) {
 			p.unused[u] = kept
 		}
 	}
-	for _, m := range []map[string]*window{p.issued, p.perIP} {
-		for k, w := range m {
-			if now.Sub(w.start) >= pairingWindow {
-				delete(m, k)
-			}
-		}
-	}
 	p.gate.sweep(now)
 }
 
-// window counts events in fixed windows of pairingWindow.
-type window struct {
-	start time.Time
-	n     int
+// pairingMaxKeys bounds the addresses and users each per-minute limit
+// keeps; past it, the one seen longest ago starts afresh (the proxy-wide
+// bound on failed checks still holds for it).
+const pairingMaxKeys = 100_000
+
+// perMinute is a limit of n events a minute per key (bursts of n).
+func perMinute(n int, now func() time.Time) *httpguard.Limiter[string] {
+	return httpguard.NewLimiter[string](float64(n)/pairingWindow.Seconds(), n, 0, pairingMaxKeys, now)
 }
 
-// allow counts one event at now and reports whether it is within max for
-// its window.
-func (w *window) allow(now time.Time, max int) bool {
-	if now.Sub(w.start) >= pairingWindow || now.Before(w.start) {
-		w.start, w.n = now, 0
-	}
-	w.n++
-	return w.n <= max
-}
-
-// ipKey groups client addresses as the listener does: an IPv4 address, an
-// IPv6 /64 (one subscriber's); anything unparsable counts as itself.
-func ipKey(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		if ap, err2 := netip.ParseAddrPort(ip); err2 == nil {
-			a, err = ap.Addr(), nil
-		}
-	}
-	if err != nil {
-		return "?" + ip
-	}
-	a = a.Unmap()
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
-
-// pairingStores holds each Server's pairing state, keyed weakly so that a
-// Server that is dropped (tests make many) takes its state with it. It
-// stands in for a field of Server, which lives in server.go.
-var pairingStores sync.Map // weak.Pointer[Server] → *pairing
-
-// pairingStore returns s's pairing state, making it if create is set
-// (else nil when there is none).
-func (s *Server) pairingStore(create bool) *pairing {
-	k := weak.Make(s)
-	if v, ok := pairingStores.Load(k); ok {
-		return v.(*pairing)
-	}
-	if !create {
-		return nil
-	}
-	p := &pairing{codes: make(map[[32]byte]*pairEntry), unused: make(map[string][]*pairEntry),
-		issued: make(map[string]*window), perIP: make(map[string]*window)}
+// newPairing returns pairing state that is off until ConfigurePairing: a
+// Server holds one from New.
+func newPairing() *pairing {
+	p := &pairing{codes: make(map[[32]byte]*pairEntry), unused: make(map[string][]*pairEntry)}
 	rand.Read(p.key[:])
-	v, loaded := pairingStores.LoadOrStore(k, p)
-	if !loaded {
-		runtime.AddCleanup(s, func(k weak.Pointer[Server]) { pairingStores.Delete(k) }, k)
-	}
-	return v.(*pairing)
+	return p
 }
 
 // pairingStoreTimeout bounds each use of the shared store, so a NATS that

@@ -212,7 +212,7 @@ func TestPairingStoreDown(t *testing.T) {
 	nc.Close() // before first use: the bucket cannot be reached
 	srv := newTestProxy(t, Options{}).srv
 	srv.ConfigurePairing(PairingOptions{})
-	p := srv.pairingStore(false)
+	p := srv.pairing
 	p.mu.Lock()
 	p.shared = ps // as ConfigurePairing sets it on a cluster node
 	p.mu.Unlock()

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
 // gateState reads the pairing gate: attempts waiting, and addresses with
 // failures on record.
 func gateState(tp *testProxy) (waiting, failing int) {
-	p := tp.srv.pairingStore(false)
+	p := tp.srv.pairing
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.gate.queue.Len(), len(p.gate.scores)
@@ -84,7 +85,7 @@ func TestPairingOwnerSignsInDuringGuessFlood(t *testing.T) {
 
 	// The flood is past the bound: attempts wait their turn, and every
 	// attacking address has failed.
-	eventually(t, "the flood reaching the bound", func() bool {
+	testutil.WaitFor(t, "the flood reaching the bound", func() bool {
 		waiting, failing := gateState(tp)
 		return waiting > 0 && failing >= attackers
 	})

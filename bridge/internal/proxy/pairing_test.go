@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -215,6 +216,11 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 		if _, err := tp.srv.RedeemPairingCode(good, "[2001:db8:1:2::99]:4433"); !errors.Is(err, ErrPairingLimited) {
 			t.Fatalf("the good code from the guesser's /64: %v, want limited", err)
 		}
+		// The authorization server hands on its key for the address, the
+		// /64 itself: the same client, not a new one.
+		if _, err := tp.srv.RedeemPairingCode(good, "2001:db8:1:2::/64"); !errors.Is(err, ErrPairingLimited) {
+			t.Fatalf("the good code under the authorization server's key for the guesser's /64: %v, want limited", err)
+		}
 		// Another network is not held back by it.
 		if _, err := tp.srv.RedeemPairingCode("AAAA-AAAA-AAAA-AAAZ", "2001:db8:1:3::1"); !errors.Is(err, ErrPairingUnknown) {
 			t.Fatalf("another /64: %v", err)
@@ -223,8 +229,8 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 		if user, err := tp.srv.RedeemPairingCode(good, "2001:db8:1:2::1"); err != nil || user != "alice" {
 			t.Fatalf("a minute later: %q %v", user, err)
 		}
-		if n := refusedCount(t, tp, "pairing_ip_limit"); n != "1" {
-			t.Fatalf("per-address refusals counted: %s, want 1", n)
+		if n := refusedCount(t, tp, "pairing_ip_limit"); n != "2" {
+			t.Fatalf("per-address refusals counted: %s, want 2", n)
 		}
 	})
 	t.Run("over the whole proxy: failures only, then turns by fewest failures", func(t *testing.T) {
@@ -252,11 +258,11 @@ func TestPairingGuessesAreLimited(t *testing.T) {
 			results <- fmt.Sprintf("%s %s %v", ip, user, err)
 		}
 		go redeem("AAAA-AAAA-AAAA-AAAA", "192.0.2.0")
-		eventually(t, "1 waiting", func() bool { n, _ := gateState(tp); return n == 1 })
+		testutil.WaitFor(t, "1 waiting", func() bool { n, _ := gateState(tp); return n == 1 })
 		go redeem("AAAA-AAAA-AAAA-AAAA", "192.0.2.1")
-		eventually(t, "2 waiting", func() bool { n, _ := gateState(tp); return n == 2 })
+		testutil.WaitFor(t, "2 waiting", func() bool { n, _ := gateState(tp); return n == 2 })
 		go redeem(good, "198.51.100.7")
-		eventually(t, "3 waiting", func() bool { n, _ := gateState(tp); return n == 3 })
+		testutil.WaitFor(t, "3 waiting", func() bool { n, _ := gateState(tp); return n == 3 })
 		// One turn comes back (a minute over eight turns): the good code
 		// goes first, though it came last.
 		clock.advance(pairingWindow / 8)
@@ -326,7 +332,7 @@ func TestPairingOff(t *testing.T) {
 
 // wakeGate gives the pairing gate the turns the (fake) clock has brought.
 func wakeGate(tp *testProxy) {
-	p := tp.srv.pairingStore(false)
+	p := tp.srv.pairing
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gate.dispatch(p.gate.now())

@@ -266,6 +266,7 @@ type Server struct {
 	started  time.Time
 	m        serverMetrics
 	keys     atomic.Pointer[token.Keys] // Options.Keys until SetKeys
+	pairing  *pairing                   // pairing codes; off until ConfigurePairing
 
 	mu          sync.Mutex
 	users       map[string]*user
@@ -285,7 +286,7 @@ type Server struct {
 type user struct {
 	id    string
 	exts  map[string]*extension // by extension id; guarded by Server.mu
-	lim   *bucket
+	lim   *httpguard.Bucket
 	count int // extensions + authenticated MCP clients; guarded by Server.mu
 	mcp   int // authenticated MCP clients; guarded by Server.mu
 }
@@ -324,6 +325,7 @@ func New(opts Options) (*Server, error) {
 		started: time.Now(),
 		users:   make(map[string]*user),
 		conns:   make(map[*wsConn]struct{}),
+		pairing: newPairing(),
 	}
 	s.keys.Store(opts.Keys)
 	// The read buffer lives as long as the connection; write buffers are

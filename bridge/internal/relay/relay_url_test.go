@@ -107,11 +107,13 @@ func TestRelayDialErrorsNameTheDialledURL(t *testing.T) {
 			// The bridge's relay, given the base URL with a slash.
 			ub := startBridgeAt(t, tc.base+"/", "t", "dial-"+tc.name)
 			ub.attach("B")
-			relayErr := poll(t, func() string {
+			var relayErr string
+			testutil.WaitFor(t, "the relay's error", func() bool {
 				for _, r := range ub.b.Links().Status().Relay {
-					return r.Error
+					relayErr = r.Error
+					break
 				}
-				return ""
+				return relayErr != ""
 			})
 			for _, w := range append([]string{"connecting to the proxy at " + tc.base + "/extension:"}, tc.want...) {
 				if !strings.Contains(relayErr, w) {
@@ -125,27 +127,13 @@ func TestRelayDialErrorsNameTheDialledURL(t *testing.T) {
 			done := make(chan struct{})
 			go func() { defer close(done); r.Run(ctx) }()
 			defer func() { cancel(); <-done }()
-			remoteErr := poll(t, r.LastError)
+			var remoteErr string
+			testutil.WaitFor(t, "the remote server's error", func() bool { remoteErr = r.LastError(); return remoteErr != "" })
 			for _, w := range append([]string{"connecting to the proxy at " + tc.base + "/mcp:"}, tc.want...) {
 				if !strings.Contains(remoteErr, w) {
 					t.Errorf("connect error %q does not say %q", remoteErr, w)
 				}
 			}
 		})
-	}
-}
-
-// poll calls f until it returns something, for 15 s at most.
-func poll(t *testing.T, f func() string) string {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if s := f(); s != "" {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing came in 15s")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -39,9 +39,6 @@ const (
 	methodToolsListChanged  = "notifications/tools/list_changed"
 )
 
-// codeMethodNotFound is JSON-RPC's "method not found".
-const codeMethodNotFound = -32601
-
 // neverDeadline stands for "no deadline" where pause wants one.
 const neverDeadline = 100 * 365 * 24 * time.Hour
 
@@ -224,7 +221,7 @@ func (p *proxy) localAnswer(req *jsonrpc.Request) *jsonrpc.Response {
 	case methodDiscover:
 		// A client of the stateless era falls back to initialize, which
 		// the proxy can answer.
-		return errorResponse(req.ID, codeMethodNotFound, "server/discover is not available until the bridge answers: use initialize")
+		return errorResponse(req.ID, rpccode.MethodNotFound, "server/discover is not available until the bridge answers: use initialize")
 	default:
 		return errorResponse(req.ID, CodeBridgeUnavailable, p.notRunning())
 	}

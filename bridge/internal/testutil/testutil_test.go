@@ -79,3 +79,11 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("String() = %q: lost or doubled output", got)
 	}
 }
+
+func TestWaitFor(t *testing.T) {
+	n := 0
+	WaitFor(t, "the third call", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("cond called %d times, want 3", n)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // ErrClosed is returned by a Conn's calls once it has closed, and to calls
@@ -108,7 +110,7 @@ func (c *Conn) read(ctx context.Context) {
 		if !json.Valid(frame) {
 			var v json.RawMessage
 			err := json.Unmarshal(frame, &v) // only for its words: the frame is not JSON
-			c.s.reject(CodeParseError, "message is not valid JSON: "+err.Error())
+			c.s.reject(rpccode.ParseError, "message is not valid JSON: "+err.Error())
 			continue
 		}
 		m, err := parseMessage(frame)
@@ -120,7 +122,7 @@ func (c *Conn) read(ctx context.Context) {
 			}
 		}
 		if err != nil {
-			c.s.reject(CodeInvalidRequest, err.Error())
+			c.s.reject(rpccode.InvalidRequest, err.Error())
 		}
 	}
 }
@@ -230,14 +232,14 @@ func (c *Conn) Notify(method string, params any) error {
 func (c *Conn) Reply(id jsonrpc2.ID, result any) error {
 	enc, err := json.Marshal(result)
 	if err != nil {
-		return c.ReplyWithError(id, &jsonrpc2.Error{Code: CodeInternalError, Message: "encoding the result: " + err.Error()})
+		return c.ReplyWithError(id, &jsonrpc2.Error{Code: rpccode.InternalError, Message: "encoding the result: " + err.Error()})
 	}
 	bp := getBuffer()
 	defer putBuffer(bp)
 	*bp = appendResult((*bp)[:0], id, enc)
 	if len(*bp) > c.s.limit {
 		msg := fmt.Sprintf("the reply of %d bytes exceeds the %d-byte limit of the link", len(*bp), c.s.limit)
-		return c.ReplyWithError(id, &jsonrpc2.Error{Code: CodeInternalError, Message: msg})
+		return c.ReplyWithError(id, &jsonrpc2.Error{Code: rpccode.InternalError, Message: msg})
 	}
 	return c.write(*bp)
 }
@@ -255,7 +257,7 @@ func (c *Conn) ReplyWithError(id jsonrpc2.ID, e *jsonrpc2.Error) error {
 	}
 	if len(b) > c.s.limit {
 		msg := fmt.Sprintf("the error reply of %d bytes exceeds the %d-byte limit of the link (code %d)", len(b), c.s.limit, e.Code)
-		if b, err = appendError(b[:0], id, &jsonrpc2.Error{Code: CodeInternalError, Message: msg}); err != nil {
+		if b, err = appendError(b[:0], id, &jsonrpc2.Error{Code: rpccode.InternalError, Message: msg}); err != nil {
 			return err
 		}
 		*bp = b

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 )
 
@@ -21,7 +22,7 @@ func limitPair(t *testing.T, limit int) (rawPeer, net.Conn) {
 		switch {
 		case req.Notif:
 		case req.Method == "fail-big":
-			_ = c.ReplyWithError(req.ID, &jsonrpc2.Error{Code: CodeInvalidParams, Message: strings.Repeat("m", 2*limit)})
+			_ = c.ReplyWithError(req.ID, &jsonrpc2.Error{Code: rpccode.InvalidParams, Message: strings.Repeat("m", 2*limit)})
 		default:
 			_ = c.Reply(req.ID, "pong")
 		}
@@ -68,7 +69,7 @@ func TestConnOversizedErrorReplyStillAnswers(t *testing.T) {
 	s := New(a, limit)
 	go func() {
 		_ = s.WriteObject(&jsonrpc2.Response{ID: jsonrpc2.ID{Str: "e", IsString: true},
-			Error: &jsonrpc2.Error{Code: CodeInvalidParams, Message: strings.Repeat("m", 2*limit)}})
+			Error: &jsonrpc2.Error{Code: rpccode.InvalidParams, Message: strings.Repeat("m", 2*limit)}})
 	}()
 	if old := (rawPeer{t, b}).recv(); old["id"] != "e" || old["error"] == nil {
 		t.Fatalf("Stream.WriteObject wrote %v, want a short error with id \"e\"", old)
@@ -98,7 +99,7 @@ func TestConnRejectOfLargeIDIsAnswered(t *testing.T) {
 			sendInOrder(raw, frame, `{"jsonrpc":"2.0","id":7,"method":"ping"}`)
 			r := peer.recv()
 			e, _ := r["error"].(map[string]any)
-			if e == nil || e["code"] != float64(CodeInvalidRequest) || r["id"] != nil {
+			if e == nil || e["code"] != float64(rpccode.InvalidRequest) || r["id"] != nil {
 				t.Fatalf("the first frame back is %v: the %d-byte frame with a %d-byte id got no reject (its message quotes the id and exceeded the %d-byte limit)",
 					r, len(frame), len(id), limit)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 )
 
@@ -42,7 +43,7 @@ func newConnPair(t *testing.T, limit int) *connPair {
 		case req.Method == "big":
 			_ = c.Reply(req.ID, strings.Repeat("y", 2*limit))
 		case req.Method == "fail":
-			_ = c.ReplyWithError(req.ID, &jsonrpc2.Error{Code: CodeInvalidParams, Message: "bad <params>"})
+			_ = c.ReplyWithError(req.ID, &jsonrpc2.Error{Code: rpccode.InvalidParams, Message: "bad <params>"})
 		default:
 			_ = c.Reply(req.ID, "pong")
 		}
@@ -80,20 +81,20 @@ func TestConnSurvivesBadInput(t *testing.T) {
 		wantCode float64
 		wantText string
 	}{
-		{"bad JSON", `{"jsonrpc":"2.0",`, CodeParseError, "not valid JSON"},
-		{"only spaces", "  ", CodeParseError, "not valid JSON"},
-		{"empty frame", "", CodeInvalidRequest, "empty message"},
-		{"over the limit", `"` + strings.Repeat("x", 2000) + `"`, CodeInvalidRequest, "exceeds"},
-		{"not JSON-RPC", `{"hello":1}`, CodeInvalidRequest, "not a JSON-RPC"},
-		{"not an object", `"ping"`, CodeInvalidRequest, "not a JSON-RPC"},
-		{"a batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, CodeInvalidRequest, "batches"},
-		{"method and result", `{"jsonrpc":"2.0","id":1,"method":"ping","result":1}`, CodeInvalidRequest, "both"},
-		{"method not a string", `{"jsonrpc":"2.0","id":1,"method":5}`, CodeInvalidRequest, "not a string"},
-		{"fractional request id", `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, CodeInvalidRequest, "neither a string nor an integer"},
-		{"object request id", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, CodeInvalidRequest, "neither a string nor an integer"},
-		{"negative reply id", `{"jsonrpc":"2.0","id":-1,"result":1}`, CodeInvalidRequest, "unsigned integer"},
-		{"error not an object", `{"jsonrpc":"2.0","id":"x","error":"no"}`, CodeInvalidRequest, "its error"},
-		{"null error, no result", `{"jsonrpc":"2.0","id":"x","error":null}`, CodeInvalidRequest, "neither a method"},
+		{"bad JSON", `{"jsonrpc":"2.0",`, rpccode.ParseError, "not valid JSON"},
+		{"only spaces", "  ", rpccode.ParseError, "not valid JSON"},
+		{"empty frame", "", rpccode.InvalidRequest, "empty message"},
+		{"over the limit", `"` + strings.Repeat("x", 2000) + `"`, rpccode.InvalidRequest, "exceeds"},
+		{"not JSON-RPC", `{"hello":1}`, rpccode.InvalidRequest, "not a JSON-RPC"},
+		{"not an object", `"ping"`, rpccode.InvalidRequest, "not a JSON-RPC"},
+		{"a batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, rpccode.InvalidRequest, "batches"},
+		{"method and result", `{"jsonrpc":"2.0","id":1,"method":"ping","result":1}`, rpccode.InvalidRequest, "both"},
+		{"method not a string", `{"jsonrpc":"2.0","id":1,"method":5}`, rpccode.InvalidRequest, "not a string"},
+		{"fractional request id", `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, rpccode.InvalidRequest, "neither a string nor an integer"},
+		{"object request id", `{"jsonrpc":"2.0","id":{},"method":"ping"}`, rpccode.InvalidRequest, "neither a string nor an integer"},
+		{"negative reply id", `{"jsonrpc":"2.0","id":-1,"result":1}`, rpccode.InvalidRequest, "unsigned integer"},
+		{"error not an object", `{"jsonrpc":"2.0","id":"x","error":"no"}`, rpccode.InvalidRequest, "its error"},
+		{"null error, no result", `{"jsonrpc":"2.0","id":"x","error":null}`, rpccode.InvalidRequest, "neither a method"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newConnPair(t, 1024)
@@ -287,8 +288,8 @@ func TestConnReplies(t *testing.T) {
 		wantCode    float64
 		wantText    string
 	}{
-		{"error reply", `{"jsonrpc":"2.0","id":"e","method":"fail"}`, "e", CodeInvalidParams, "bad <params>"},
-		{"oversized reply", `{"jsonrpc":"2.0","id":"big","method":"big"}`, "big", CodeInternalError, "exceeds the 1024-byte limit"},
+		{"error reply", `{"jsonrpc":"2.0","id":"e","method":"fail"}`, "e", rpccode.InvalidParams, "bad <params>"},
+		{"oversized reply", `{"jsonrpc":"2.0","id":"big","method":"big"}`, "big", rpccode.InternalError, "exceeds the 1024-byte limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newConnPair(t, 1024)
@@ -310,7 +311,7 @@ func TestConnReplies(t *testing.T) {
 		defer conn.Close()
 		go peer.send([]byte(`{"jsonrpc":"2.0","id":4,"method":"x"}`))
 		r := peer.recv()
-		if e, _ := r["error"].(map[string]any); r["id"] != float64(4) || e == nil || e["code"] != float64(CodeInternalError) {
+		if e, _ := r["error"].(map[string]any); r["id"] != float64(4) || e == nil || e["code"] != float64(rpccode.InternalError) {
 			t.Fatalf("reply %v, want an internal error with id 4", r)
 		}
 	})

@@ -20,16 +20,8 @@ import (
 
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
-)
-
-// JSON-RPC 2.0 error codes used on the links.
-const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
 )
 
 // Stream is a jsonrpc2.ObjectStream over native-messaging frames. Unlike a
@@ -76,9 +68,9 @@ func (s *Stream) ReadObject(v any) error {
 		}
 		if err := unmarshal(frame, v); err != nil {
 			if !json.Valid(frame) {
-				s.reject(CodeParseError, "message is not valid JSON: "+err.Error())
+				s.reject(rpccode.ParseError, "message is not valid JSON: "+err.Error())
 			} else {
-				s.reject(CodeInvalidRequest, "message is not a JSON-RPC 2.0 request or response: "+err.Error())
+				s.reject(rpccode.InvalidRequest, "message is not a JSON-RPC 2.0 request or response: "+err.Error())
 			}
 			continue
 		}
@@ -102,9 +94,9 @@ func (s *Stream) readFrame() ([]byte, error) {
 			if _, derr := io.CopyN(io.Discard, s.br, int64(tooLarge.Size)); derr != nil {
 				return nil, fmt.Errorf("discarding oversized frame: %w", derr)
 			}
-			s.reject(CodeInvalidRequest, fmt.Sprintf("message of %d bytes exceeds the %d-byte limit of this link", tooLarge.Size, s.limit))
+			s.reject(rpccode.InvalidRequest, fmt.Sprintf("message of %d bytes exceeds the %d-byte limit of this link", tooLarge.Size, s.limit))
 		case errors.Is(err, nativemsg.ErrEmptyFrame):
-			s.reject(CodeInvalidRequest, "empty message: a frame must hold one JSON-RPC message")
+			s.reject(rpccode.InvalidRequest, "empty message: a frame must hold one JSON-RPC message")
 		default:
 			return frame, err
 		}
@@ -148,7 +140,7 @@ func (s *Stream) WriteObject(obj any) error {
 			msg := fmt.Sprintf("the reply of %d bytes exceeds the %d-byte limit of the link", len(b), s.limit)
 			b, _ = json.Marshal(map[string]any{
 				"jsonrpc": "2.0", "id": head.ID,
-				"error": map[string]any{"code": CodeInternalError, "message": msg},
+				"error": map[string]any{"code": rpccode.InternalError, "message": msg},
 			})
 		} else {
 			return &nativemsg.FrameTooLargeError{Size: uint64(len(b)), Limit: s.limit}

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
+	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 )
 
 // rawPeer is the far end of a link, written frame by frame by the test.
@@ -46,10 +48,10 @@ func TestStreamSurvivesBadInput(t *testing.T) {
 		wantCode float64
 		wantText string
 	}{
-		{"bad JSON", []byte(`{"jsonrpc":"2.0",`), CodeParseError, "not valid JSON"},
-		{"not JSON-RPC", []byte(`{"hello":1}`), CodeInvalidRequest, "not a JSON-RPC"},
-		{"empty frame", nil, CodeInvalidRequest, "empty message"},
-		{"over the limit", []byte(`"` + strings.Repeat("x", 2000) + `"`), CodeInvalidRequest, "exceeds"},
+		{"bad JSON", []byte(`{"jsonrpc":"2.0",`), rpccode.ParseError, "not valid JSON"},
+		{"not JSON-RPC", []byte(`{"hello":1}`), rpccode.InvalidRequest, "not a JSON-RPC"},
+		{"empty frame", nil, rpccode.InvalidRequest, "empty message"},
+		{"over the limit", []byte(`"` + strings.Repeat("x", 2000) + `"`), rpccode.InvalidRequest, "exceeds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := net.Pipe()
@@ -96,7 +98,7 @@ func TestStreamAnswersOversizedReplyWithError(t *testing.T) {
 	go peer.send([]byte(`{"jsonrpc":"2.0","id":"big","method":"get"}`))
 	r := peer.recv()
 	e, _ := r["error"].(map[string]any)
-	if r["id"] != "big" || e == nil || e["code"] != float64(CodeInternalError) {
+	if r["id"] != "big" || e == nil || e["code"] != float64(rpccode.InternalError) {
 		t.Fatalf("oversized reply became %v; want an error reply with id \"big\"", r)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // On Linux a grandchild that left the child's session and group (setsid,
@@ -23,7 +25,7 @@ func TestReaperStopsTheFamily(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
 	// setsid(1) execs sleep in the process it was started as (it is not a
 	// group leader), once it has left the group: wait for that.
-	eventually(t, "the grandchild left the child's session", func() bool {
+	testutil.WaitFor(t, "the grandchild left the child's session", func() bool {
 		sid, err := unix.Getsid(grandchild)
 		return err == nil && sid == grandchild
 	})
@@ -34,5 +36,5 @@ func TestReaperStopsTheFamily(t *testing.T) {
 	if e := rp.wait(t); e.State.ExitCode() != 0 || e.Stopped {
 		t.Fatalf("exit %+v (%s), want code 0", e, e.State)
 	}
-	eventually(t, "the setsid grandchild is killed and reaped", func() bool { return processGone(grandchild) })
+	testutil.WaitFor(t, "the setsid grandchild is killed and reaped", func() bool { return processGone(grandchild) })
 }

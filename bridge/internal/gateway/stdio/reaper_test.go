@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // reaped is a child under a reaper, as the tests see it: its output line
@@ -100,18 +102,6 @@ func (rp *reaped) wait(t *testing.T) reaperExit {
 
 // signalOf names the signal that ended the child, or "".
 func signalOf(e reaperExit) string { return exitSignal(e.State) }
-
-// eventually polls cond until it holds, failing the test after a long
-// while: for what the system finishes on its own time (a zombie reaped).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-	}
-}
-
 func TestReaperChildExits(t *testing.T) {
 	rp := startShell(t, `read in; echo "got $in"; echo "to stderr" >&2; exit 3`, time.Hour, nil)
 	if _, err := io.WriteString(rp.Stdin(), "hello\n"); err != nil {
@@ -163,7 +153,7 @@ func TestReaperStop(t *testing.T) {
 			if !e.Stopped || signalOf(e) != tc.signal || e.Cause != nil {
 				t.Fatalf("exit %+v (%s), want stopped by %s", e, e.State, tc.signal)
 			}
-			eventually(t, "the group is gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
+			testutil.WaitFor(t, "the group is gone", func() bool { return len(groupMembers(t, pgid)) == 0 })
 		})
 	}
 }
@@ -227,7 +217,7 @@ func TestReaperKillsTheGroup(t *testing.T) {
 			if e := rp.wait(t); e.Stopped != tc.stop || (!tc.stop && e.State.ExitCode() != 0) {
 				t.Fatalf("exit %+v (%s)", e, e.State)
 			}
-			eventually(t, "the grandchild is killed and reaped", func() bool { return processGone(grandchild) })
+			testutil.WaitFor(t, "the grandchild is killed and reaped", func() bool { return processGone(grandchild) })
 		})
 	}
 }
