@@ -42,7 +42,6 @@ func TestE2E(t *testing.T) {
 		{"upload_image", testUploadImage},
 		{"background_tab", testBackgroundTab},
 		{"small_tools", testSmallTools},
-		{"shortcuts", testShortcuts},
 		{"two_sessions", testTwoSessions},
 		{"host_killed", testHostKilled},
 	} {

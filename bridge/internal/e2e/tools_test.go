@@ -19,7 +19,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
-	"github.com/browserbridge/browserbridge/extension"
 )
 
 func testNavigate(t *testing.T, w *world) {
@@ -626,12 +625,18 @@ func testSmallTools(t *testing.T, w *world) {
 // testShortcuts saves a shortcut the way the options page does (in
 // chrome.storage.local, from a page of the extension), lists it and runs
 // it: its steps really navigate the session's tab.
-func testShortcuts(t *testing.T, w *world) {
+// TestShortcuts: a shortcut saved in the extension's storage (as its
+// options page saves one) is listed and run by the tools. The shortcut is
+// seeded from the options page over DevTools, as the person's own page
+// would: agents may not act on extension pages (the site policy).
+func TestShortcuts(t *testing.T) {
+	w := startWorld(t, worldOptions{})
+	dt := w.restartChromiumWithDevTools()
+	options := openExtensionPage(t, dt, "options.html")
+	options.js(t, `chrome.storage.local.set({shortcuts: [{id: "bb-e2e", name: "Open a page", description: "e2e",
+		steps: [{tool: "navigate", arguments: {url: "{{page}}"}}, {tool: "get_page_text", arguments: {}}]}]}).then(() => "saved")`)
 	c := w.client("e2e-shortcuts")
-	options := "chrome-extension://" + extension.ID() + "/options.html"
-	tab := c.newTab(t, options)
-	c.js(t, tab, `await chrome.storage.local.set({shortcuts: [{id: "bb-e2e", name: "Open a page", description: "e2e",
-		steps: [{tool: "navigate", arguments: {url: "{{page}}"}}, {tool: "get_page_text", arguments: {}}]}]}); "saved"`)
+	tab := c.newTab(t, w.pages.url("index.html"))
 	list := testutil.Text(c.call(t, "shortcuts_list", nil))
 	if !strings.Contains(list, "Open a page") {
 		t.Fatalf("shortcuts_list does not show the saved shortcut:\n%s", list)

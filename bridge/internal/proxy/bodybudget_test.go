@@ -117,7 +117,10 @@ func TestBigBodiesBounded(t *testing.T) {
 	// A wait long enough for the whole burst on a busy machine: the test
 	// measures memory, and that the budget slows a burst rather than
 	// refusing it; how long a body may wait is TestBodyBudgetWaits'.
-	tp := runHTTPProxy(t, Options{BodyWait: 5 * time.Minute}, nil)
+	// The read timeout likewise: a body's read deadline runs from its
+	// request's start, its wait for room included, and under the race
+	// detector with the machine busy a 15 MiB body trickles.
+	tp := runHTTPProxy(t, Options{BodyWait: 5 * time.Minute, ReadTimeout: 5 * time.Minute}, nil)
 	discardingBrowser(t, tp, "alice")
 	tok := tp.person(t, url.Values{"password": {testPassword}}).accessToken(tp.public() + "/mcp")
 	status, h, body := rawPost(t, tp.public()+"/mcp", tok, initBody)
