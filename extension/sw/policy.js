@@ -29,7 +29,7 @@ export const SCOPE_WORDS = Object.freeze({
 /** Today's behaviour for local clients; remote ones cannot run scripts until the person says so. */
 export const DEFAULT_POLICY = Object.freeze({
   unlisted: 'allow', // what a site without a rule gets: allow | ask
-  sites: [], // [{pattern, read, act, script}]
+  sites: [], // [{pattern, read, act, script, secrets}]; secrets: agents may type into the site's password fields
   confirmIrreversible: false, // clicks that look like buy/pay/delete/send/… ask even where allowed
   localScope: 'full',
   remoteScope: 'act',
@@ -337,6 +337,7 @@ export function normalisePolicy(stored) {
       read: pick(r.read, VERDICTS, 'allow'),
       act: pick(r.act, VERDICTS, 'allow'),
       script: pick(r.script, VERDICTS, 'allow'),
+      secrets: r.secrets === true,
     });
   }
   const scopes = {};
@@ -353,6 +354,19 @@ export function normalisePolicy(stored) {
     scopes,
     timeoutMs,
   };
+}
+
+/**
+ * Whether agents may type into password fields on the page at url: the
+ * site's rule has the person's secrets opt-in (acting there is checked
+ * apart, by decide()).
+ * @param {typeof DEFAULT_POLICY} policy normalised
+ * @param {string} url
+ * @returns {boolean}
+ */
+export function secretsAllowed(policy, url) {
+  const rule = ruleFor(policy.sites, siteOf(url));
+  return !!rule && rule.secrets === true;
 }
 
 /**
