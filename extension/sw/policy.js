@@ -35,6 +35,8 @@ export const DEFAULT_POLICY = Object.freeze({
   remoteScope: 'act',
   scopes: {}, // {[clientKey]: scope}, clientKey from clientKey()
   timeoutMs: 120_000, // how long a call waits for the person
+  auditMaxEntries: 1000, // the audit trail keeps at most this many calls (sw/audit.js)
+  auditMaxDays: 7, // and none older than this
 });
 
 /** Tools that need the full scope whatever their class: uploads and dev tools. */
@@ -353,6 +355,8 @@ export function normalisePolicy(stored) {
     remoteScope: pick(s.remoteScope, SCOPES, DEFAULT_POLICY.remoteScope),
     scopes,
     timeoutMs,
+    auditMaxEntries: Number.isInteger(s.auditMaxEntries) ? Math.min(Math.max(s.auditMaxEntries, 10), 100_000) : 1000,
+    auditMaxDays: Number.isFinite(s.auditMaxDays) && s.auditMaxDays > 0 ? Math.min(s.auditMaxDays, 365) : 7,
   };
 }
 

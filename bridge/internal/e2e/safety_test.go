@@ -13,8 +13,11 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -150,6 +153,141 @@ func TestSafety(t *testing.T) {
 		}
 		if text := testutil.Text(c.call(t, "find", map[string]any{"query": "HIDDEN-5", "tabId": tab})); !strings.Contains(text, "No visible element matches") {
 			t.Errorf("find finds hidden text: %s", text)
+		}
+	})
+
+	t.Run("audit trail", func(t *testing.T) {
+		shots := artifactsDir(t)
+		options.setPolicy(t, map[string]any{"auditMaxEntries": 100})
+		old := map[string]any{"at": time.Now().Add(-8 * 24 * time.Hour).UnixMilli(), "client": "old", "tool": "read_page", "outcome": "ok"}
+		options.js(t, fmt.Sprintf(`chrome.storage.local.set({audit: [%s]}).then(() => true)`, mustJSON(old)))
+		a := w.client("e2e-audit")
+		form := w.pages.url("form.html")
+		tab := a.newTab(t, form)
+		a.call(t, "computer", map[string]any{"action": "type", "ref": a.refFor(t, tab, "#name"), "text": "typed-words-123", "tabId": tab})
+		a.call(t, "form_input", map[string]any{"selector": "#email", "value": "filled-value-456@example.org", "tabId": tab})
+		// Blocked by a site rule.
+		options.setPolicy(t, map[string]any{"auditMaxEntries": 100, "sites": []map[string]any{{"pattern": "127.0.0.1", "read": "block", "act": "block", "script": "block"}}})
+		waitFor(t, popupWait, func() (bool, string) {
+			_, err := a.try(bg(callWait), "get_page_text", map[string]any{"tabId": tab})
+			return err != nil && strings.Contains(err.Error(), "blocks get_page_text"), fmt.Sprintf("get_page_text under a block rule: %v", err)
+		})
+		// Asked, and nobody answered: denied.
+		options.setPolicy(t, map[string]any{"auditMaxEntries": 100, "timeoutMs": 1000, "sites": []map[string]any{{"pattern": "127.0.0.1", "read": "ask", "act": "ask", "script": "ask"}}})
+		waitFor(t, popupWait, func() (bool, string) {
+			_, err := a.try(bg(callWait), "find", map[string]any{"query": "Send", "tabId": tab})
+			return err != nil && strings.Contains(err.Error(), "Nobody approved find"), fmt.Sprintf("find under an ask rule: %v", err)
+		})
+		// Paused.
+		options.js(t, `chrome.storage.local.set({paused: {at: Date.now()}}).then(() => true)`)
+		waitFor(t, popupWait, func() (bool, string) {
+			_, err := a.try(bg(callWait), "tabs_context", nil)
+			return err != nil && strings.Contains(err.Error(), "paused"), fmt.Sprintf("tabs_context while paused: %v", err)
+		})
+		options.js(t, `chrome.storage.local.remove('paused').then(() => true)`)
+		options.setPolicy(t, map[string]any{"auditMaxEntries": 100})
+
+		type entry struct {
+			At       int64          `json:"at"`
+			Client   string         `json:"client"`
+			Session  string         `json:"session"`
+			Tool     string         `json:"tool"`
+			Site     string         `json:"site"`
+			Args     map[string]any `json:"args"`
+			Decision string         `json:"decision"`
+			Why      string         `json:"why"`
+			Outcome  string         `json:"outcome"`
+			Ms       *int64         `json:"ms"`
+		}
+		var stored []entry
+		var raw string
+		waitFor(t, popupWait, func() (bool, string) {
+			raw = options.js(t, `chrome.storage.local.get('audit').then((g) => JSON.stringify(g.audit || []))`)
+			stored = nil
+			_ = json.Unmarshal([]byte(raw), &stored)
+			decided := map[string]bool{}
+			for _, e := range stored {
+				decided[e.Decision] = true
+			}
+			return decided["paused"] && decided["denied"] && decided["blocked"], "the stored audit: " + raw
+		})
+		find := func(tool, decision string) *entry {
+			for i := range stored {
+				if stored[i].Client == "e2e-audit" && stored[i].Tool == tool && stored[i].Decision == decision {
+					return &stored[i]
+				}
+			}
+			t.Fatalf("no audit entry of e2e-audit's %s (%s) in %s", tool, decision, raw)
+			return nil
+		}
+		typed := find("computer", "allowed")
+		if typed.Site != origin || typed.Outcome != "ok" || typed.Args["text"] != "[redacted: 15 characters]" || typed.Args["action"] != "type" ||
+			typed.Session == "" || typed.Ms == nil || typed.At < time.Now().Add(-time.Minute).UnixMilli() {
+			t.Errorf("the typing call's entry: %+v", *typed)
+		}
+		if e := find("form_input", "allowed"); e.Args["value"] != "[redacted: 28 characters]" || e.Args["selector"] != "#email" {
+			t.Errorf("the form_input entry: %+v", *e)
+		}
+		if e := find("get_page_text", "blocked"); e.Site != origin || e.Why != "rule" || e.Outcome != "refused" {
+			t.Errorf("the blocked entry: %+v", *e)
+		}
+		if e := find("find", "denied"); e.Why != "timeout" || e.Outcome != "refused" {
+			t.Errorf("the denied entry: %+v", *e)
+		}
+		if e := find("tabs_context", "paused"); e.Outcome != "refused" {
+			t.Errorf("the paused entry: %+v", *e)
+		}
+		for _, secret := range []string{"typed-words-123", "filled-value-456"} {
+			if strings.Contains(raw, secret) {
+				t.Errorf("the audit trail holds what was typed, %q", secret)
+			}
+		}
+		if strings.Contains(raw, `"client":"old"`) {
+			t.Errorf("an entry older than the 7 days is still there")
+		}
+		// The options page shows them, filters them and exports them as JSON Lines.
+		view := openExtensionPage(t, dt, "options.html#audit")
+		view.waitText(t, "the audit view", "What agents did", "e2e-audit", "blocked", "denied", "paused")
+		view.screenshot(t, filepath.Join(shots, "15-options-audit.png"), 900, 900)
+		view.darkScreenshot(t, filepath.Join(shots, "16-options-audit-dark.png"), 900, 900)
+
+		// Bounded by count: 10.
+		options.setPolicy(t, map[string]any{"auditMaxEntries": 10})
+		for range 12 {
+			a.call(t, "tabs_context", nil)
+		}
+		waitFor(t, popupWait, func() (bool, string) {
+			got := options.js(t, `chrome.storage.local.get('audit').then((g) => JSON.stringify(g.audit.map((e) => e.tool)))`)
+			return got == `["tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context"]`, "the tools of the stored audit: " + got
+		})
+		// The bridge logged the decisions.
+		waitFor(t, popupWait, func() (bool, string) {
+			b, _ := os.ReadFile(filepath.Join(w.bbHome, "logs", "bridge.log"))
+			log := string(b)
+			return strings.Contains(log, `msg="tool call decision"`) && strings.Contains(log, "tool=get_page_text site="+origin+" decision=blocked why=rule") &&
+				strings.Contains(log, "decision=paused"), "the bridge log has no blocked get_page_text decision"
+		})
+
+		view.waitText(t, "the bounded audit view", "10 of 10 calls.")
+		view.js(t, `(() => { const s = document.getElementById('audit-decision'); s.value = 'blocked'; s.dispatchEvent(new Event('change')); return true; })()`)
+		view.waitText(t, "the filter", "0 of 10 calls.")
+		view.js(t, `(() => { const s = document.getElementById('audit-decision'); s.value = ''; s.dispatchEvent(new Event('change')); return true; })()`)
+		view.click(t, "#audit-export")
+		var lines string
+		waitFor(t, popupWait, func() (bool, string) {
+			lines = view.js(t, `(() => { const a = document.getElementById('audit-download'); return a.href ? fetch(a.href).then((r) => r.text()) : ''; })()`)
+			return lines != "", "no export yet"
+		})
+		n := 0
+		for _, l := range strings.Split(strings.TrimSuffix(lines, "\n"), "\n") {
+			var e entry
+			if err := json.Unmarshal([]byte(l), &e); err != nil || e.Tool == "" {
+				t.Errorf("export line %d does not parse as an entry (%v): %q", n+1, err, l)
+			}
+			n++
+		}
+		if n != 10 {
+			t.Errorf("the export has %d lines, want 10:\n%s", n, lines)
 		}
 	})
 }
