@@ -36,6 +36,7 @@ function options(select, values) {
 function cell(text, className) {
   const td = document.createElement('td');
   td.textContent = text;
+  td.title = text; // a long refusal is cut on screen
   if (className) td.className = className;
   return td;
 }

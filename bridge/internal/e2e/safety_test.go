@@ -56,8 +56,11 @@ func TestSafety(t *testing.T) {
 			t.Fatalf("the refused calls still put %q into the field", got)
 		}
 
-		// The person opts the site in: acting there and typing secrets.
-		options.setPolicy(t, map[string]any{"sites": []map[string]any{{"pattern": "127.0.0.1", "read": "allow", "act": "allow", "script": "allow", "secrets": true}}})
+		// The person opts the site in, ticking its secrets box in the options page.
+		options.setPolicy(t, map[string]any{"sites": []map[string]any{{"pattern": "127.0.0.1", "read": "allow", "act": "allow", "script": "allow"}}})
+		options.waitJS(t, "the site's secrets box", popupWait, `!!document.getElementById('rule-127.0.0.1-secrets')`)
+		options.click(t, `[id="rule-127.0.0.1-secrets"]`)
+		options.waitJS(t, "the opt-in stored", popupWait, `chrome.storage.local.get('policy').then((g) => g.policy.sites[0].secrets === true)`)
 		var filled *mcp.CallToolResult
 		waitFor(t, popupWait, func() (bool, string) {
 			res, err := c.try(bg(callWait), "form_input", map[string]any{"selector": "#pw-typed", "value": "S3cret-Form-63", "tabId": tab})
