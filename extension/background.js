@@ -21,12 +21,15 @@ import * as remote from './sw/remote.js';
 import { RemoteServer } from './remote/client.js';
 import * as gate from './sw/gate.js';
 import * as approvals from './sw/approvals.js';
+import * as audit from './sw/audit.js';
 
 tools.register(coreTools, pageTools);
 // The relay's direct methods cross the person's policy as tools do (sw/gate.js).
 rpc.setExtraMethods(gate.guardRelay(relay.extraMethods ?? relay.default, rpc.RpcError));
 
 rpc.setTransport({ send: native.send, linkUp: native.linkUp });
+// Each audit entry also goes to the bridge, which logs the decision (docs/protocol.md, audit.decision).
+audit.configure({ notify: (entry) => rpc.notify('audit.decision', entry) });
 rpc.register('ping', () => ({}));
 rpc.register('tools/list', () => tools.list());
 rpc.register('tools/call', (params, ctx) => tools.call(params, ctx));

@@ -62,6 +62,19 @@ async function draw() {
           select,
         );
       });
+      // The secrets opt-in: agents may type into this site's password fields.
+      const secretsId = `rule-${rule.pattern}-secrets`;
+      const secrets = el('input', { type: 'checkbox', id: secretsId, checked: rule.secrets });
+      secrets.addEventListener('change', () => {
+        const on = secrets.checked;
+        writeSites((all) => all.map((r) => (r.pattern === rule.pattern ? { ...r, secrets: on } : r)));
+      });
+      const secretsBox = el(
+        'span',
+        { className: 'site-class', title: 'Let agents type into password fields on this site' },
+        secrets,
+        el('label', { htmlFor: secretsId, textContent: 'secrets' }),
+      );
       const remove = el('button', {
         type: 'button',
         className: 'small danger',
@@ -74,6 +87,7 @@ async function draw() {
         { className: 'site-rule', dataset: { pattern: rule.pattern } },
         el('code', { textContent: rule.pattern }),
         ...selects,
+        secretsBox,
         remove,
       );
     }),
@@ -93,7 +107,7 @@ $('site-add').addEventListener('submit', async (ev) => {
   // A new rule asks for everything: the person loosens it from there.
   await writeSites((all) => [
     ...all.filter((r) => r.pattern !== pattern),
-    { pattern, read: 'ask', act: 'ask', script: 'ask' },
+    { pattern, read: 'ask', act: 'ask', script: 'ask', secrets: false },
   ]);
   $('site-pattern').value = '';
 });

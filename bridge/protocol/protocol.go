@@ -59,7 +59,28 @@ const (
 	// RemoteChanged (notification, extension -> bridge): the remote
 	// servers, their states or tools changed; the bridge lists them again.
 	RemoteChanged = "remote.changed"
+	// AuditDecision (notification, extension -> bridge) is one entry of the
+	// extension's audit trail: a tool call, whose, on which site, what the
+	// person's policy decided (allowed, approved, denied, blocked, paused),
+	// its outcome and duration, typed text redacted. The bridge logs it.
+	AuditDecision = "audit.decision"
 )
+
+// AuditEntry is the params of AuditDecision (the fields the bridge logs;
+// the extension's entry may carry more, such as the redacted arguments).
+type AuditEntry struct {
+	At       int64  `json:"at"` // Unix milliseconds
+	Client   string `json:"client"`
+	Remote   bool   `json:"remote,omitempty"`
+	Session  string `json:"session"`
+	Tool     string `json:"tool"`
+	Site     string `json:"site,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	Why      string `json:"why,omitempty"`
+	Outcome  string `json:"outcome"`
+	Error    string `json:"error,omitempty"`
+	Ms       int64  `json:"ms"`
+}
 
 // Request-id prefixes. Every id on the link is unique among the requests in
 // flight in its direction; the prefix says who made the request, so a

@@ -16,6 +16,7 @@
 export const PAGE_SCRIPTS = [
   'page/base.js',
   'page/refs.js',
+  'page/hidden.js',
   'page/a11y.js',
   'page/snapshot.js',
   'page/text.js',

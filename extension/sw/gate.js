@@ -11,7 +11,17 @@
 
 import * as store from './store.js';
 import * as approvals from './approvals.js';
-import { classify, classifyRelay, decide, looksIrreversible, normalisePolicy, refusal, siteMatters } from './policy.js';
+import * as audit from './audit.js';
+import {
+  classify,
+  classifyRelay,
+  decide,
+  looksIrreversible,
+  normalisePolicy,
+  refusal,
+  siteMatters,
+  siteName,
+} from './policy.js';
 import { callTarget } from './calltarget.js';
 import { getTabScale, imageToCss } from './screenshot.js';
 import { runAgent } from '../content/agent.js';
@@ -47,21 +57,33 @@ export async function policy() {
  * @param {boolean} [c.relay] a method of sw/relay-methods.js
  * @param {AbortSignal} [c.signal]
  * @param {(progress: number, total?: number, message?: string) => any} [c.progress]
+ * @param {{decision?: string, why?: string, site?: string, url?: string|null}} [c.note] filled in for the
+ *   audit trail: the decision (allowed, approved, denied, blocked, paused), why, and the site when it was looked up
  * @returns {Promise<string|null>} null to run the call, else the tool error to answer
  */
-export async function check({ tool, args, session, relay = false, signal, progress }) {
+export async function check({ tool, args, session, relay = false, signal, progress, note = {} }) {
   const { policy: p, paused } = await state();
   const call = relay ? classifyRelay(tool, args) : classify(tool, args);
   let url = call.url;
   if (url === null && call.tab && siteMatters(p, call)) url = await tabUrl(session, args?.tabId);
+  note.url = url;
+  if (url) note.site = siteName(url);
   const irreversible =
     call.click && p.confirmIrreversible && url ? await looksIrreversibleClick(session, tool, args) : false;
   const input = { policy: p, paused, session, call, url, irreversible };
   let d = decide(input);
   if (d.verdict === 'ask') d = decide({ ...input, grants: await approvals.grantsFor(session) });
-  if (d.verdict === 'block') return refusal({ tool, decision: d, call, url, session, policy: p });
+  note.why = d.why;
+  if (d.verdict === 'block') {
+    note.decision = d.why === 'paused' ? 'paused' : 'blocked';
+    return refusal({ tool, decision: d, call, url, session, policy: p });
+  }
   if (d.verdict === 'allow') {
-    return tool === 'update_plan' && !relay ? planCheck(args, session, p, signal, progress) : null;
+    note.decision = 'allowed';
+    if (tool !== 'update_plan' || relay) return null;
+    const refused = await planCheck(args, session, p, signal, progress);
+    if (refused) note.decision = 'denied';
+    return refused;
   }
   const got = await approvals.request({
     session,
@@ -74,6 +96,8 @@ export async function check({ tool, args, session, relay = false, signal, progre
     signal,
     progress,
   });
+  note.why = got;
+  note.decision = got === 'once' || got === 'site' ? 'approved' : got === 'paused' ? 'paused' : 'denied';
   return answered(got, { tool, call, url, session, policy: p });
 }
 
@@ -112,8 +136,11 @@ async function planCheck(args, session, p, signal, progress) {
  * The URL of the tab a call acts on, without touching the session (the
  * tool resolves its tab itself): the named tab, else the session's current
  * tab, else a tab of its group; null when it has none.
+ * @param {{id: string}} session
+ * @param {number} [tabId]
+ * @returns {Promise<string|null>}
  */
-async function tabUrl(session, tabId) {
+export async function tabUrl(session, tabId) {
   const urlOf = (t) => t?.url || t?.pendingUrl || null;
   if (Number.isInteger(tabId)) return urlOf(await chrome.tabs.get(tabId).catch(() => null));
   const rec = (await store.get('session', store.SESSION.sessions, {}))[session.id];
@@ -199,9 +226,32 @@ export function guardRelay(methods, RpcError) {
   for (const [name, fn] of Object.entries(methods)) {
     out[name] = async (params, ctx) => {
       const session = { id: ctx.session?.id || 'relay', client: 'relay', remote: true };
-      const why = await check({ tool: name, args: params, session, relay: true, signal: ctx.signal });
-      if (why) throw new RpcError(-32000, why);
-      return fn(params, ctx);
+      const note = {};
+      const started = Date.now();
+      const why = await check({ tool: name, args: params, session, relay: true, signal: ctx.signal, note });
+      const entry = { at: started, client: 'relay', remote: true, session: session.id, tool: name, args: params };
+      const done = (outcome, error) =>
+        audit.record({
+          ...entry,
+          site: note.site || '',
+          decision: note.decision,
+          why: note.why,
+          outcome,
+          error,
+          ms: Date.now() - started,
+        });
+      if (why) {
+        done('refused', why);
+        throw new RpcError(-32000, why);
+      }
+      try {
+        const res = await fn(params, ctx);
+        done('ok');
+        return res;
+      } catch (err) {
+        done('error', String(err?.message || err).slice(0, 200));
+        throw err;
+      }
     };
   }
   return out;

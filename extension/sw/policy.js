@@ -29,12 +29,14 @@ export const SCOPE_WORDS = Object.freeze({
 /** Today's behaviour for local clients; remote ones cannot run scripts until the person says so. */
 export const DEFAULT_POLICY = Object.freeze({
   unlisted: 'allow', // what a site without a rule gets: allow | ask
-  sites: [], // [{pattern, read, act, script}]
+  sites: [], // [{pattern, read, act, script, secrets}]; secrets: agents may type into the site's password fields
   confirmIrreversible: false, // clicks that look like buy/pay/delete/send/… ask even where allowed
   localScope: 'full',
   remoteScope: 'act',
   scopes: {}, // {[clientKey]: scope}, clientKey from clientKey()
   timeoutMs: 120_000, // how long a call waits for the person
+  auditMaxEntries: 1000, // the audit trail keeps at most this many calls (sw/audit.js)
+  auditMaxDays: 7, // and none older than this
 });
 
 /** Tools that need the full scope whatever their class: uploads and dev tools. */
@@ -337,6 +339,7 @@ export function normalisePolicy(stored) {
       read: pick(r.read, VERDICTS, 'allow'),
       act: pick(r.act, VERDICTS, 'allow'),
       script: pick(r.script, VERDICTS, 'allow'),
+      secrets: r.secrets === true,
     });
   }
   const scopes = {};
@@ -352,7 +355,22 @@ export function normalisePolicy(stored) {
     remoteScope: pick(s.remoteScope, SCOPES, DEFAULT_POLICY.remoteScope),
     scopes,
     timeoutMs,
+    auditMaxEntries: Number.isInteger(s.auditMaxEntries) ? Math.min(Math.max(s.auditMaxEntries, 10), 100_000) : 1000,
+    auditMaxDays: Number.isFinite(s.auditMaxDays) && s.auditMaxDays > 0 ? Math.min(s.auditMaxDays, 365) : 7,
   };
+}
+
+/**
+ * Whether agents may type into password fields on the page at url: the
+ * site's rule has the person's secrets opt-in (acting there is checked
+ * apart, by decide()).
+ * @param {typeof DEFAULT_POLICY} policy normalised
+ * @param {string} url
+ * @returns {boolean}
+ */
+export function secretsAllowed(policy, url) {
+  const rule = ruleFor(policy.sites, siteOf(url));
+  return !!rule && rule.secrets === true;
 }
 
 /**

@@ -10,6 +10,7 @@ export const LOCAL = Object.freeze({
   settings: 'settings', // see DEFAULT_SETTINGS
   policy: 'policy', // the person's site policy and client scopes, see sw/policy.js DEFAULT_POLICY
   paused: 'paused', // {at} while the person has paused all agents (sw/approvals.js)
+  audit: 'audit', // [AuditEntry], oldest first, bounded (sw/audit.js)
 });
 
 /** Keys in chrome.storage.session. */

@@ -21,6 +21,8 @@ import * as store from './store.js';
 import { validate } from './schema.js';
 import { callTarget } from './calltarget.js';
 import * as gate from './gate.js';
+import * as audit from './audit.js';
+import { classify, siteName } from './policy.js';
 
 /** A tool's failure, shown to the model as an isError result with this message. */
 export class ToolError extends Error {
@@ -125,12 +127,17 @@ export async function call(params, rpcCtx) {
 
   const session = callSession(meta['browserbridge/session'], rpcCtx);
   const token = meta.progressToken;
+  const note = {}; // the gate's decision and the tab's URL, for the audit trail
   const ctx = {
     session,
     requestId: rpcCtx.id,
     signal: rpcCtx.signal,
     sessions,
-    resolveTab: (tabId, opts) => sessions.resolveTab(session, tabId, opts),
+    resolveTab: async (tabId, opts) => {
+      const tab = await sessions.resolveTab(session, tabId, opts);
+      note.tabUrl = tab?.url || tab?.pendingUrl || note.tabUrl;
+      return tab;
+    },
     createTab: (url) => sessions.createTab(session, url),
     progress(progress, total, message) {
       if (token === undefined || token === null) return false;
@@ -144,11 +151,12 @@ export async function call(params, rpcCtx) {
   const started = Date.now();
   let result;
   let checkMs;
+  let refused = null;
   try {
     await sessions.touch(session);
     // The person's policy, pause and approvals (sw/gate.js): nothing runs past this without them.
     const t0 = performance.now();
-    const refused = await gate.check({ tool: name, args, session, signal: ctx.signal, progress: ctx.progress });
+    refused = await gate.check({ tool: name, args, session, signal: ctx.signal, progress: ctx.progress, note });
     checkMs = Math.round((performance.now() - t0) * 1000) / 1000;
     if (refused) throw new ToolError(refused);
     result = normalise(await tool.run(args, ctx));
@@ -169,7 +177,37 @@ export async function call(params, rpcCtx) {
     ok: !result.isError,
     error: result.isError ? firstText(result) : undefined,
   });
+  auditCall({ name, args, session, note, started, refused, result });
   return result;
+}
+
+/**
+ * Records a call in the audit trail (sw/audit.js), after the fact and
+ * without holding the call up. The site is the gate's when it looked the
+ * tab up, else that of the tab the tool resolved (no lookup of its own).
+ */
+export function auditCall({ name, args, session, note, started, refused, result }) {
+  const entry = {
+    at: started,
+    client: session.client,
+    remote: !!session.remote,
+    session: session.id,
+    tool: name,
+    args,
+    decision: note.decision,
+    why: note.why,
+    outcome: refused ? 'refused' : result.isError ? 'error' : 'ok',
+    error: result.isError ? firstText(result) : undefined,
+    ms: Date.now() - started,
+  };
+  const site = note.site || (note.tabUrl && classify(name, args).cls ? siteName(note.tabUrl) : '');
+  gate
+    .policy()
+    .then((p) => {
+      audit.configure({ maxEntries: p.auditMaxEntries, maxDays: p.auditMaxDays });
+      audit.record({ ...entry, site });
+    })
+    .catch((err) => console.warn(`audit: ${err.message}`));
 }
 
 /**

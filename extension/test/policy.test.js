@@ -248,7 +248,9 @@ test('the policy as stored is checked: bad patterns and values are dropped', () 
     confirmIrreversible: 'yes',
   });
   assert.equal(p.unlisted, 'allow');
-  assert.deepEqual(p.sites, [{ pattern: 'good.example', read: 'allow', act: 'allow', script: 'block' }]);
+  assert.deepEqual(p.sites, [
+    { pattern: 'good.example', read: 'allow', act: 'allow', script: 'block', secrets: false },
+  ]);
   assert.deepEqual(p.scopes, { 'local:a': 'full' });
   assert.equal(p.timeoutMs, 120000);
   assert.equal(p.confirmIrreversible, false);

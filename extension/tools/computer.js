@@ -17,6 +17,8 @@ import {
 import { runAgent } from '../content/agent.js';
 import { noteAction } from './gif_creator.js';
 import { usePage } from '../sw/pageload.js';
+import * as gate from '../sw/gate.js';
+import { secretsAllowed } from '../sw/policy.js';
 
 export const ACTIONS = [
   'left_click',
@@ -186,6 +188,26 @@ async function target(tabId, coordinate, ref, what = 'the target') {
 
 const round = (n) => Math.round(n * 10) / 10;
 
+/**
+ * Refuses typing into a password field (the ref's element, else the focused
+ * one) unless the person opted the site in to secrets; a page that cannot
+ * be scripted has no field to ask about.
+ */
+async function refuseSecret(tab, ref) {
+  let at;
+  try {
+    at = await runAgent(tab.id, 'secretTarget', { ref: ref || undefined });
+  } catch (e) {
+    if (ref) throw new ToolError(e.message);
+    return;
+  }
+  if (!at.secret || secretsAllowed(await gate.policy(), tab.url || '')) return;
+  throw new ToolError(
+    `${ref ? `${ref} is` : 'the focused element is'} a password field on ${at.origin}, and the person has not let agents type secrets on this site; ` +
+      'ask them to tick "secrets" for it in Browser Bridge\'s options, or to type it themselves.',
+  );
+}
+
 async function screenshotResult(tab, args, { region } = {}) {
   const opts = {
     format: args.format || 'png',
@@ -321,6 +343,7 @@ async function run(args, ctx) {
     }
     case 'type': {
       if (typeof args.text !== 'string') throw new ToolError('type needs text');
+      await refuseSecret(tab, args.ref);
       let where = 'the focused element';
       if (args.ref) {
         const t = await target(tabId, null, args.ref);
@@ -340,6 +363,7 @@ async function run(args, ctx) {
       } catch (e) {
         throw new ToolError(e.message);
       }
+      await refuseSecret(tab, null);
       const n = await guard(() => cdp.pressKeys(tabId, args.text, { repeat: args.repeat || 1, signal: ctx.signal }));
       text = `Pressed ${args.text}${(args.repeat || 1) > 1 ? ` ${args.repeat} times` : ''} (${n} key chord${n === 1 ? '' : 's'}).`;
       break;

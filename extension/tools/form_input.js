@@ -6,6 +6,8 @@
 import { ToolError } from '../sw/tools.js';
 import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
+import * as gate from '../sw/gate.js';
+import { secretsAllowed } from '../sw/policy.js';
 
 /** The most fields one call takes. */
 export const MAX_FIELDS = 100;
@@ -121,7 +123,9 @@ async function run(args, ctx) {
   const tab = await usePage(ctx, args.tabId);
   let results;
   try {
-    results = await runAgent(tab.id, 'fill', { fields });
+    // Password fields take a value only on sites the person opted in (the page agent refuses otherwise).
+    const allowSecrets = secretsAllowed(await gate.policy(), tab.url || '');
+    results = await runAgent(tab.id, 'fill', { fields, allowSecrets });
   } catch (e) {
     throw new ToolError(e.message);
   }
@@ -145,7 +149,8 @@ export default {
     'current value), selects (by option value or text; arrays for multi-selects), checkboxes, radios and switches (true/false), ' +
     'date/time/colour/range inputs, and contenteditable editors. Fires input and change events like a user would, so frameworks ' +
     'such as React see the change. Faster and more reliable than typing; use computer type when the page reacts to each keystroke ' +
-    '(autocomplete). For file inputs use upload_image.',
+    '(autocomplete). For file inputs use upload_image. Password fields are filled only on sites where the person allowed it (their "secrets" opt-in); ' +
+    'their values are never shown.',
   inputSchema,
   annotations: {
     title: 'Fill form fields',

@@ -4,6 +4,9 @@
 import { ToolError } from '../sw/tools.js';
 import * as cdp from '../sw/cdp.js';
 import { usePage } from '../sw/pageload.js';
+import { runAgent } from '../content/agent.js';
+import * as gate from '../sw/gate.js';
+import { scopeOf } from '../sw/policy.js';
 
 export const MAX_RESULT_CHARS = 100000;
 
@@ -99,6 +102,17 @@ async function run(args, ctx) {
     throw new ToolError(`the code threw: ${msg}${d.lineNumber !== undefined ? ` (line ${d.lineNumber + 1})` : ''}`);
   }
   let text = renderResult(r.result);
+  // Under any scope short of full, the values of the page's password fields
+  // are taken out of the result (the page agent knows them; they stay in the page).
+  if (scopeOf(await gate.policy(), ctx.session) !== 'full') {
+    try {
+      text = (await runAgent(tab.id, 'redact', { text })).text;
+    } catch (e) {
+      throw new ToolError(
+        `the script ran, but its result could not be checked for passwords (${e.message}), so it is not shown`,
+      );
+    }
+  }
   let truncated = false;
   if (text.length > MAX_RESULT_CHARS) {
     text = `${text.slice(0, MAX_RESULT_CHARS)}…`;

@@ -294,9 +294,31 @@ func (b *Bridge) handleTools(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"tools": b.mcp.ToolList()})
 }
 
+// logDecision logs an entry of the extension's audit trail: what the
+// person's policy decided about a tool call. Calls it allowed are Debug
+// (there is one per call); every other decision is Info.
+func (b *Bridge) logDecision(br *hostlink.Browser, req *jsonrpc2.Request) {
+	var e protocol.AuditEntry
+	if req.Params == nil || json.Unmarshal(*req.Params, &e) != nil {
+		b.log.Warn("an audit.decision the bridge cannot read", "browser", br.ID())
+		return
+	}
+	level := slog.LevelInfo
+	if e.Decision == "allowed" || e.Decision == "" {
+		level = slog.LevelDebug
+	}
+	b.log.Log(context.Background(), level, "tool call decision", "browser", br.ID(), "client", e.Client, "remote", e.Remote,
+		"session", e.Session, "tool", e.Tool, "site", e.Site, "decision", e.Decision, "why", e.Why,
+		"outcome", e.Outcome, "error", e.Error, "ms", e.Ms)
+}
+
 // handleBrowserMessage takes the extension's remote.changed and the
 // relay's progress; everything else is the MCP server's.
 func (b *Bridge) handleBrowserMessage(ctx context.Context, br *hostlink.Browser, req *jsonrpc2.Request) (any, error) {
+	if req.Method == protocol.AuditDecision {
+		b.logDecision(br, req)
+		return nil, nil
+	}
 	if req.Method == protocol.RemoteChanged {
 		if def, ok := b.links.Default(); ok && def == br {
 			b.gw.RemotesChanged()

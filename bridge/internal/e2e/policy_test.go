@@ -273,9 +273,10 @@ func TestPolicy(t *testing.T) {
 		}
 		waitFor(t, popupWait, func() (bool, string) {
 			got := options.js(t, `chrome.storage.local.get('policy').then((g) => JSON.stringify(g.policy.sites))`)
-			var rules []map[string]string
+			var rules []map[string]any
 			_ = json.Unmarshal([]byte(got), &rules)
-			want := map[string]string{"pattern": "127.0.0.1", "read": "allow", "act": "allow", "script": "block"}
+			// secrets: the opt-in of issue 30, off for a new rule.
+			want := map[string]any{"pattern": "127.0.0.1", "read": "allow", "act": "allow", "script": "block", "secrets": false}
 			return len(rules) == 1 && maps.Equal(rules[0], want), "the stored rules: " + got
 		})
 		options.screenshot(t, filepath.Join(shots, "14-options-site-rules.png"), 760, 1400)

@@ -6,6 +6,9 @@
   const { clean } = P.util;
   const { refOf } = P.refs;
 
+  /** What a password field that holds something shows as its value. */
+  const SECRET_SHOWN = '••••••••';
+
   const INPUT_ROLES = {
     button: 'button',
     submit: 'button',
@@ -229,7 +232,8 @@
       ) {
         return undefined;
       }
-      if (type === 'password') return el.value ? '•'.repeat(Math.min(el.value.length, 12)) : '';
+      // A password field says whether it holds something, never what, nor how long it is.
+      if (P.hidden.isSecret(el)) return el.value ? SECRET_SHOWN : '';
       if (type === 'file') return el.files && el.files.length ? [...el.files].map((f) => f.name).join(', ') : '';
       return el.value;
     }
@@ -240,20 +244,9 @@
     return undefined;
   }
 
+  /** Whether el itself shows (hidden.js says why not); ancestors are the caller's walk's. */
   function isVisible(el) {
-    if (typeof el.checkVisibility === 'function') {
-      if (!el.checkVisibility({ checkVisibilityCSS: true })) return false;
-    } else {
-      const cs = getComputedStyle(el);
-      if (cs.display === 'none' || cs.visibility === 'hidden') return false;
-    }
-    if (el.getAttribute('aria-hidden') === 'true') return false;
-    const r = el.getBoundingClientRect();
-    if (r.width === 0 && r.height === 0 && el.tagName !== 'OPTION') {
-      // display: contents and zero-size wrappers can still hold visible children.
-      return getComputedStyle(el).display === 'contents' || el.children.length > 0;
-    }
-    return true;
+    return !P.hidden.reason(el);
   }
 
   function isInteractive(el, role) {

@@ -28,16 +28,24 @@
    * caller; a promise resolves to one of the two.
    */
   P.run = (op, args) => {
-    const wrapErr = (e) => ({ ok: false, error: String((e && e.message) || e) });
+    const wrapErr = (e) => ({ ok: false, error: scrub(String((e && e.message) || e)) });
     try {
       const fn = Object.hasOwn(P.ops, op) ? P.ops[op] : null;
       if (!fn) throw new Error(`unknown page agent op ${op}`);
       const v = fn(args || {});
-      if (v && typeof v.then === 'function') return v.then((value) => ({ ok: true, value }), wrapErr);
-      return { ok: true, value: v };
+      if (v && typeof v.then === 'function') return v.then((value) => ({ ok: true, value: scrub(value) }), wrapErr);
+      return { ok: true, value: scrub(v) };
     } catch (e) {
       return wrapErr(e);
     }
+  };
+
+  // No result leaves the page with the value of one of its password fields
+  // in it, whatever the op (hidden.js).
+  const scrub = (v) => {
+    const H = P.hidden;
+    if (!H || typeof document === 'undefined') return v;
+    return H.redactDeep(v, H.secretValues());
   };
 
   /** Collapses white space and cuts to max characters (the last one an ellipsis). */

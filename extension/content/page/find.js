@@ -4,11 +4,14 @@
   'use strict';
   const P = globalThis.__browserBridgePage;
   const { elOf } = P.refs;
-  const { roleOf, nameOf, textOf, isVisible, isInteractive, describe, rectOf, inViewport } = P.a11y;
+  const { roleOf, nameOf, textOf, isInteractive, describe, rectOf, inViewport } = P.a11y;
+  // Shown to the person: the element and every ancestor (hidden.js).
+  const isVisible = (el) => !P.hidden.chain(el);
 
   /** args: {query, limit? (10)}. Returns {mode: 'ref'|'selector'|'text', matches, total}. */
   P.ops.find = (args) => {
     const query = String(args.query || '').trim();
+    P.hidden.fresh();
     const limit = args.limit || 10;
     const out = [];
     const pushEl = (el, score) => {

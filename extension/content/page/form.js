@@ -32,9 +32,20 @@
     };
   }
 
-  /** Sets one element to value; label names it in errors (its ref, or the selector). */
-  function setField(el, label, value) {
+  /**
+   * Sets one element to value; label names it in errors (its ref, or the
+   * selector). A password field takes a value only when allowSecrets (the
+   * person's secrets opt-in for the site, sw/secrets.js).
+   */
+  function setField(el, label, value, allowSecrets) {
     const ref = refOf(el);
+    const secret = P.hidden.isSecret(el);
+    if (secret && !allowSecrets) {
+      throw new Error(
+        `${label} is a password field on ${location.origin}, and the person has not let agents type secrets on this site; ` +
+          'ask them to tick "secrets" for it in Browser Bridge\'s options, or to type it themselves',
+      );
+    }
     const role = roleOf(el);
     const tag = el.tagName;
     const type = tag === 'INPUT' ? (el.getAttribute('type') || 'text').toLowerCase() : '';
@@ -122,9 +133,9 @@
         role,
         name: nameOf(el, role),
         before,
-        value: type === 'password' ? '•'.repeat(Math.min(after.length, 12)) : after,
+        value: secret ? valueOf(el, role) : after,
       };
-      if (after !== v) {
+      if (after !== v && !secret) {
         res.note = `the field holds "${after}" after setting "${v}" (the input type or the page normalised it)`;
       }
       return res;
@@ -149,11 +160,11 @@
   }
 
   /** One field: {field, ok: true, ref, role, name, …} or {field, ok: false, error}. */
-  function fillOne(f) {
+  function fillOne(f, allowSecrets) {
     const field = f.ref || f.selector;
     try {
       const { el, note } = fieldElement(f);
-      const r = setField(el, field, f.value);
+      const r = setField(el, field, f.value, allowSecrets);
       if (note) r.note = r.note ? `${note}; ${r.note}` : note;
       return { field, ok: true, ...r };
     } catch (e) {
@@ -175,17 +186,18 @@
     });
 
   /**
-   * args: {fields: [{ref|selector, value}]}. Sets them in order and
-   * returns a result for each, in the same order.
+   * args: {fields: [{ref|selector, value}], allowSecrets?}. Sets them in
+   * order and returns a result for each, in the same order.
    */
   P.ops.fill = (args) => {
     const fields = args.fields || [];
-    if (fields.length <= 1) return fields.map(fillOne);
+    const allow = args.allowSecrets === true;
+    if (fields.length <= 1) return fields.map((f) => fillOne(f, allow));
     return (async () => {
       const results = [];
       for (const [i, f] of fields.entries()) {
         if (i > 0) await nextTask();
-        results.push(fillOne(f));
+        results.push(fillOne(f, allow));
       }
       return results;
     })();

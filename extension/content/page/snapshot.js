@@ -7,7 +7,7 @@
   const P = globalThis.__browserBridgePage;
   const { clean, lineBuffer } = P.util;
   const { refOf, needEl } = P.refs;
-  const { NAME_FROM_CONTENT, roleOf, isVisible, isInteractive, childNodesOf, describe, line } = P.a11y;
+  const { NAME_FROM_CONTENT, roleOf, isInteractive, childNodesOf, describe, line } = P.a11y;
 
   /** The snapshot's budget when the caller gives none, in characters. */
   const DEFAULT_MAX_CHARS = 50000;
@@ -20,13 +20,18 @@
   const INLINE_ROLES = new Set(['generic', 'paragraph', 'listitem', 'cell', 'code', 'blockquote']);
 
   const whole = (s) => clean(s, Infinity);
+  // Whether an inline run holds hidden text, which its innerText would show.
+  const hiddenInside = (el) => [...el.querySelectorAll('*')].some((e) => P.hidden.reason(e));
   const quote = (s) => s.replace(/"/g, '\\"');
   // A name clean() cut to its 120 characters: the element's text is longer.
   const cutName = (name) => name.length >= 120 && name.endsWith('…');
 
   /**
-   * args: {filter: 'all'|'interactive', ref?, depth? (40), maxChars? (50,000)}.
-   * Returns {url, title, filter, nodes, truncated, cut, viewport, text};
+   * args: {filter: 'all'|'interactive', ref?, depth? (40), maxChars? (50,000), includeHidden?}.
+   * Returns {url, origin, title, filter, nodes, truncated, cut, viewport, text, hidden};
+   * hidden is {count, reasons} of the hidden elements (hidden.js), left out,
+   * or with includeHidden kept and marked "[hidden: why]".
+   *
    * cut, when truncated, is {chars, inside: [{ref, role, name}]}: the
    * elements (outermost first) whose content the budget cut.
    */
@@ -38,6 +43,10 @@
     const open = []; // the emitted elements the walk is inside, outermost first
     let count = 0;
     let cut = null;
+    const includeHidden = !!args.includeHidden;
+    const hiddenFound = [];
+    const mark = (why) => (why ? ` [hidden: ${why}]` : '');
+    P.hidden.fresh();
     const push = (s) => {
       if (out.push(s)) return true;
       if (!cut) {
@@ -46,24 +55,33 @@
       return false;
     };
 
-    const walk = (node, indent, depth, suppressText) => {
+    // hiddenWhy: why an ancestor is hidden, when includeHidden keeps it.
+    const walk = (node, indent, depth, suppressText, hiddenWhy) => {
       if (out.truncated) return;
       if (node.nodeType === 3) {
         if (filter === 'all' && !suppressText) {
           const t = whole(node.textContent);
-          if (t) push(`${'  '.repeat(indent)}- text "${quote(t)}"`);
+          if (t) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(hiddenWhy)}`);
         }
         return;
       }
       if (node.nodeType === 11) {
-        for (const k of node.childNodes) walk(k, indent, depth, suppressText);
+        for (const k of node.childNodes) walk(k, indent, depth, suppressText, hiddenWhy);
         return;
       }
       if (node.nodeType !== 1) return;
       const el = node;
       const tag = el.tagName;
       if (SKIP.has(tag)) return;
-      if (!isVisible(el)) return;
+      let why = hiddenWhy;
+      if (!why) {
+        const r = P.hidden.reason(el);
+        if (r) {
+          hiddenFound.push({ el, why: r });
+          if (!includeHidden) return;
+          why = r;
+        }
+      }
       if (depth > maxDepth) {
         push(`${'  '.repeat(indent)}- … (deeper content omitted; read_page with ref=${refOf(el)})`);
         return;
@@ -74,7 +92,7 @@
       if (filter === 'interactive') {
         if (isInteractive(el, role)) {
           count++;
-          push(line(describe(el, { valueMax: Infinity }), 0));
+          push(line(describe(el, { valueMax: Infinity }), 0) + mark(why));
         }
         if (role === 'combobox' && tag === 'SELECT') return;
       } else {
@@ -86,22 +104,23 @@
           INLINE_ROLES.has(role) &&
           el.children.length &&
           !el.shadowRoot &&
-          !el.querySelector(RICH)
+          !el.querySelector(RICH) &&
+          (why || !hiddenInside(el))
         ) {
           // Only inline text inside: one line instead of a line per text node.
-          const t = whole(el.innerText);
+          const t = whole(why ? el.textContent : el.innerText);
           if (!t) return;
           if (meaningful) {
             const d = describe(el, { valueMax: Infinity });
             count++;
-            push(`${line(d, indent)}: "${quote(t)}"`);
-          } else push(`${'  '.repeat(indent)}- text "${quote(t)}"`);
+            push(`${line(d, indent)}${mark(why)}: "${quote(t)}"`);
+          } else push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
           return;
         }
         if (meaningful || interactive || (el === root && args.ref)) {
           const d = describe(el, { valueMax: Infinity });
           count++;
-          push(line(d, indent));
+          push(line(d, indent) + mark(why));
           emitted = d;
           // The name already says the text, unless it had to be cut.
           if (NAME_FROM_CONTENT.has(role) && d.name && !cutName(d.name)) childSuppress = true;
@@ -112,7 +131,7 @@
               if (o.selected) od.props = ['selected'];
               if (o.disabled) od.props = [...(od.props || []), 'disabled'];
               count++;
-              push(line(od, indent + 1));
+              push(line(od, indent + 1) + mark(why));
             }
             return;
           }
@@ -121,20 +140,22 @@
       }
       const nextIndent = emitted && filter === 'all' ? indent + 1 : indent;
       if (emitted) open.push(emitted);
-      for (const k of childNodesOf(el)) walk(k, nextIndent, depth + 1, childSuppress);
+      for (const k of childNodesOf(el)) walk(k, nextIndent, depth + 1, childSuppress, why);
       if (tag === 'IFRAME' && emitted && filter === 'all') {
         try {
           const doc = el.contentDocument;
-          if (doc && doc.body) walk(doc.body, nextIndent, depth + 1, false);
+          if (doc && doc.body) walk(doc.body, nextIndent, depth + 1, false, why);
         } catch {
           /* cross-origin */
         }
       }
       if (emitted) open.pop();
     };
-    walk(root, 0, 0, false);
+    walk(root, 0, 0, false, '');
     return {
       url: location.href,
+      origin: location.origin,
+      hidden: P.hidden.summary(hiddenFound),
       title: document.title,
       filter,
       nodes: count,

@@ -1,0 +1,249 @@
+// What the person cannot see, and what they must never have read out:
+// hidden text (the commonest carrier of prompt injection: instructions in
+// white on white, off screen, clipped, aria-hidden) and the values of
+// password fields. read_page and get_page_text leave hidden text out unless
+// asked (include_hidden), and every op's result is scrubbed of the page's
+// password values before it leaves the page (base.js run()).
+//
+// The rules look at one element at a time (its computed style and box);
+// the walks in snapshot.js and text.js go top-down, so an element under a
+// hidden one is hidden too.
+(() => {
+  'use strict';
+  const P = globalThis.__browserBridgePage;
+
+  /** What stands in for a secret in any result. */
+  const SECRET_MARK = '[password hidden]';
+  /** Shorter values are masked in their own field, but not searched for in other text (they would match ordinary words). */
+  const MIN_SCAN = 4;
+
+  /** Parses a computed colour, "rgb(1, 2, 3)" or "rgba(1, 2, 3, 0.5)", to [r, g, b, a]; null for others. */
+  function parseColour(s) {
+    const m = /^rgba?\(\s*([\d.]+)[,\s]+([\d.]+)[,\s]+([\d.]+)(?:\s*[,/]\s*([\d.]+%?))?\s*\)$/.exec(
+      String(s || '').trim(),
+    );
+    if (!m) return null;
+    let a = m[4] === undefined ? 1 : parseFloat(m[4]);
+    if (m[4] && m[4].endsWith('%')) a /= 100;
+    return [Number(m[1]), Number(m[2]), Number(m[3]), a];
+  }
+
+  /** Whether text of colour fg is unreadable on bg: transparent, or (nearly) the same colour. */
+  function unreadable(fg, bg) {
+    if (!fg) return false;
+    if (fg[3] === 0) return true;
+    if (!bg) return false;
+    const d = Math.abs(fg[0] - bg[0]) + Math.abs(fg[1] - bg[1]) + Math.abs(fg[2] - bg[2]);
+    return d < 24;
+  }
+
+  /**
+   * Why an element is hidden, from its computed style and box alone (no
+   * ancestors): '' when it shows. s: {display, visibility, opacity,
+   * fontSize, clip, clipPath, overflow, textIndent, position}; box: {width,
+   * height, left, top, right, bottom} in page coordinates; page: {width}.
+   * hasChildren: a zero-size box can still show its children.
+   */
+  function reasonFromStyle(s, box, page, hasChildren) {
+    if (s.display === 'none') return 'display:none';
+    if (s.visibility === 'hidden' || s.visibility === 'collapse') return 'visibility:hidden';
+    if (parseFloat(s.opacity) === 0) return 'opacity:0';
+    const clips = s.overflow && s.overflow !== 'visible';
+    if (/^rect\(\s*0(px)?[,\s]+0(px)?[,\s]+0(px)?[,\s]+0(px)?\s*\)$/.test(s.clip || '')) return 'clipped';
+    if (/inset\(\s*(50|100)%/.test(s.clipPath || '') || /circle\(\s*0(px)?[\s)]/.test(s.clipPath || '')) {
+      return 'clipped';
+    }
+    if (clips && box.width <= 1 && box.height <= 1) return 'clipped';
+    if (box.width === 0 && box.height === 0 && !hasChildren && s.display !== 'contents') return 'zero-size';
+    if (clips && (box.width === 0 || box.height === 0)) return 'zero-size';
+    if (parseFloat(s.fontSize) < 1) return 'font-size:0';
+    if (parseFloat(s.textIndent) <= -999) return 'off-screen';
+    if (box.width > 0 || box.height > 0) {
+      if (box.right <= 0 || box.bottom <= 0 || (page.width > 0 && box.left >= page.width)) return 'off-screen';
+    }
+    return '';
+  }
+
+  // One walk's memory: the effective background of an element.
+  let bgCache = new WeakMap();
+
+  /** The colour behind an element's text: the first ancestor's opaque background; null when an image may be behind it. */
+  function backgroundOf(el) {
+    const chain = [];
+    let bg = null;
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement || (e.parentNode && e.parentNode.host)) {
+      if (bgCache.has(e)) {
+        bg = bgCache.get(e);
+        break;
+      }
+      chain.push(e);
+      const cs = getComputedStyle(e);
+      if (cs.backgroundImage && cs.backgroundImage !== 'none') {
+        bg = null;
+        break;
+      }
+      const c = parseColour(cs.backgroundColor);
+      if (c && c[3] >= 0.9) {
+        bg = c;
+        break;
+      }
+      if (e === document.documentElement) bg = [255, 255, 255, 1]; // the canvas
+    }
+    for (const e of chain) bgCache.set(e, bg);
+    return bg;
+  }
+
+  const hasOwnText = (el) => [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+
+  /** Why el itself is hidden from the person ('' when it shows); its ancestors are not looked at. */
+  function reason(el) {
+    if (el.getAttribute && el.getAttribute('aria-hidden') === 'true') return 'aria-hidden';
+    const cs = getComputedStyle(el);
+    if (typeof el.checkVisibility === 'function' && !el.checkVisibility({ checkVisibilityCSS: true })) {
+      return cs.visibility === 'hidden' || cs.visibility === 'collapse' ? 'visibility:hidden' : 'display:none';
+    }
+    if (el.tagName === 'OPTION') return '';
+    const r = el.getBoundingClientRect();
+    const box = {
+      width: r.width,
+      height: r.height,
+      left: r.left + scrollX,
+      top: r.top + scrollY,
+      right: r.right + scrollX,
+      bottom: r.bottom + scrollY,
+    };
+    const page = { width: document.documentElement.scrollWidth };
+    const why = reasonFromStyle(cs, box, page, el.children.length > 0);
+    if (why) return why;
+    if (hasOwnText(el) && unreadable(parseColour(cs.color), backgroundOf(el))) return 'same colour as background';
+    return '';
+  }
+
+  /** Why el or an ancestor up to root is hidden ('' when it all shows). */
+  function chain(el, root) {
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      const why = reason(e);
+      if (why) return why;
+      if (e === root) break;
+    }
+    return '';
+  }
+
+  /** The hidden elements under root, topmost only: [{el, why}]. */
+  function hiddenUnder(root, skip) {
+    const out = [];
+    const visit = (el) => {
+      for (const k of el.children) {
+        if (skip && skip.has(k.tagName)) continue;
+        const why = reason(k);
+        if (why) {
+          out.push({ el: k, why });
+          continue;
+        }
+        visit(k);
+        if (k.shadowRoot) visit(k.shadowRoot);
+      }
+    };
+    visit(root);
+    return out;
+  }
+
+  /** Starts a walk: forgets the backgrounds of the last one (the page may have changed). */
+  function fresh() {
+    bgCache = new WeakMap();
+  }
+
+  /** {count, reasons: {why: n}} of a list of hidden elements. */
+  function summary(list) {
+    const reasons = {};
+    for (const h of list) reasons[h.why] = (reasons[h.why] || 0) + 1;
+    return { count: list.length, reasons };
+  }
+
+  // --- secrets ---
+
+  /** Whether el holds a secret: a password field, or one the page marks as a password (autocomplete). */
+  function isSecret(el) {
+    if (!el || el.tagName !== 'INPUT') return false;
+    if ((el.getAttribute('type') || '').toLowerCase() === 'password') return true;
+    return /\b(current|new)-password\b/i.test(el.getAttribute('autocomplete') || '');
+  }
+
+  /** The values of the document's password fields (its own, its open shadow roots' and same-origin frames'). */
+  function secretValues(doc = document) {
+    const out = new Set();
+    const scan = (root) => {
+      for (const el of root.querySelectorAll('input')) if (isSecret(el) && el.value) out.add(el.value);
+      for (const f of root.querySelectorAll('iframe,frame')) {
+        try {
+          if (f.contentDocument) scan(f.contentDocument);
+        } catch {
+          /* another origin: not ours to read */
+        }
+      }
+    };
+    scan(doc);
+    // Open shadow roots: a field in a web component is still a field.
+    if (typeof doc.createTreeWalker !== 'function') return [...out];
+    const walker = doc.createTreeWalker(doc.documentElement || doc, 1);
+    let n = 0;
+    for (let e = walker.currentNode; e && n < 50000; e = walker.nextNode(), n++) if (e.shadowRoot) scan(e.shadowRoot);
+    return [...out];
+  }
+
+  /** s with every secret (of MIN_SCAN characters or more) replaced by SECRET_MARK. */
+  function redactString(s, secrets) {
+    let out = s;
+    for (const v of secrets) {
+      if (v.length >= MIN_SCAN && out.includes(v)) out = out.split(v).join(SECRET_MARK);
+    }
+    return out;
+  }
+
+  /** A copy of a JSON-like value with every string (keys too) scrubbed of secrets. */
+  function redactDeep(v, secrets) {
+    if (!secrets.length) return v;
+    if (typeof v === 'string') return redactString(v, secrets);
+    if (Array.isArray(v)) return v.map((x) => redactDeep(x, secrets));
+    if (v && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) {
+      const o = {};
+      for (const [k, x] of Object.entries(v)) o[redactString(k, secrets)] = redactDeep(x, secrets);
+      return o;
+    }
+    return v;
+  }
+
+  P.hidden = {
+    SECRET_MARK,
+    MIN_SCAN,
+    parseColour,
+    unreadable,
+    reasonFromStyle,
+    reason,
+    chain,
+    hiddenUnder,
+    fresh,
+    summary,
+    isSecret,
+    secretValues,
+    redactString,
+    redactDeep,
+  };
+
+  /** args: {ref?}: whether typing now would go into a password field (the ref's element, else the focused one). */
+  P.ops.secretTarget = (args) => {
+    let el = args.ref ? P.refs.needEl(args.ref) : document.activeElement;
+    while (!args.ref && el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+    if (!args.ref && el && el.tagName === 'IFRAME') {
+      try {
+        el = el.contentDocument.activeElement;
+      } catch {
+        /* another origin */
+      }
+    }
+    return { secret: isSecret(el), origin: location.origin };
+  };
+
+  /** args: {text}: the text with the page's password values replaced (javascript_tool's results). */
+  P.ops.redact = (args) => ({ text: redactString(String(args.text || ''), secretValues()) });
+})();
