@@ -522,21 +522,7 @@ func hashHex(s string) string {
 // load balancer's) that the nodes serve.
 func nodePost(tb testing.TB, n *testProxy, lb *httptest.Server, path, tok, body string, header ...string) (int, http.Header, string) {
 	tb.Helper()
-	req, _ := http.NewRequest(http.MethodPost, n.hs.URL+path, strings.NewReader(body))
-	req.Host = strings.TrimPrefix(lb.URL, "http://")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatalf("POST %s: %v", n.hs.URL+path, err)
-	}
-	return resp.StatusCode, resp.Header, readAll(resp)
+	return rawPostAs(tb, n.hs.URL+path, strings.TrimPrefix(lb.URL, "http://"), tok, body, header...)
 }
 
 // TestClusterRotation: three nodes roll to a new secret one at a time, in

@@ -505,7 +505,16 @@ func (s *fakeServer) answer(m *relaywire.Message) {
 // (name, value pairs) and returns the status, the headers and the body.
 func rawPost(tb testing.TB, url, tok, body string, header ...string) (int, http.Header, string) {
 	tb.Helper()
+	return rawPostAs(tb, url, "", tok, body, header...)
+}
+
+// rawPostAs is rawPost with the request's Host set to host ("": url's).
+func rawPostAs(tb testing.TB, url, host, tok, body string, header ...string) (int, http.Header, string) {
+	tb.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if host != "" {
+		req.Host = host
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if tok != "" {
