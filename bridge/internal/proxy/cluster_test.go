@@ -1496,11 +1496,7 @@ func pendingExtension(tb testing.TB, tp *testProxy, user, name string) (*fakeExt
 // either direction; under the connection's own user it would.
 func TestClusterSubjectsCheckTheUser(t *testing.T) {
 	url := startNATS(t)
-	a := joinCluster(t, url, "a", Options{}, testTTL)
-	b := joinCluster(t, url, "b", Options{}, testTTL)
-	ext := a.extension(t, "alice", "Chrome").ready(t)
-	c := b.mcp(t, "alice")
-	waitListed(t, c, browserInfo(ext.id, "Chrome"))
+	a, b, ext, c := acrossNodes(t, url)
 	conn := connectTo(t, c, ext.id)
 	bus := natsConn(t, url)
 	// Sealed with the deployment's secret, as a node's would be: this is

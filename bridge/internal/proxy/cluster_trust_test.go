@@ -79,11 +79,7 @@ func noneSeenBefore(tb testing.TB, e *fakeExt, sentinel string) {
 // every one is counted, and the real client's calls go on.
 func TestClusterAttackerDrivesNoBrowser(t *testing.T) {
 	url := startNATS(t)
-	a := joinCluster(t, url, "a", Options{}, testTTL)
-	b := joinCluster(t, url, "b", Options{}, testTTL)
-	ext := a.extension(t, "alice", "Chrome").ready(t)
-	c := b.mcp(t, "alice")
-	waitListed(t, c, browserInfo(ext.id, "Chrome"))
+	a, b, ext, c := acrossNodes(t, url)
 	conn := connectTo(t, c, ext.id)
 
 	bad := attacker(t, url)
@@ -380,11 +376,7 @@ func TestClusterAttackerReadsNothing(t *testing.T) {
 // open is taken over: the cluster keeps serving.
 func TestClusterForgedValuesDropped(t *testing.T) {
 	url := startNATS(t)
-	a := joinCluster(t, url, "a", Options{}, testTTL)
-	b := joinCluster(t, url, "b", Options{}, testTTL)
-	ext := a.extension(t, "alice", "Chrome").ready(t)
-	c := b.mcp(t, "alice")
-	waitListed(t, c, browserInfo(ext.id, "Chrome"))
+	a, b, ext, c := acrossNodes(t, url)
 
 	ctx := context.Background()
 	js, _ := jetstream.New(attacker(t, url))
@@ -501,11 +493,7 @@ func TestClusterEmbeddedNATSRefusesStrangers(t *testing.T) {
 	}
 	u, pw := ring.NATSUser()
 	url := strings.Replace(srv.ClientURL(), "nats://", "nats://"+u+":"+pw+"@", 1)
-	a := joinCluster(t, url, "a", Options{}, testTTL)
-	b := joinCluster(t, url, "b", Options{}, testTTL)
-	ext := a.extension(t, "alice", "Chrome").ready(t)
-	c := b.mcp(t, "alice")
-	waitListed(t, c, browserInfo(ext.id, "Chrome"))
+	_, _, ext, c := acrossNodes(t, url)
 	connectTo(t, c, ext.id)
 	if r := c.call(1, "x", nil); r.Error != nil {
 		t.Fatal(r.Error)
@@ -637,4 +625,16 @@ func TestClusterRotation(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls across nodes during the rotation, none lost", calls.Load())
+}
+
+// acrossNodes starts nodes a and b on the NATS at url, alice's browser
+// "Chrome" on a and a client of alice's on b that lists it.
+func acrossNodes(tb testing.TB, url string) (a, b *testProxy, ext *fakeExt, c *tclient) {
+	tb.Helper()
+	a = joinCluster(tb, url, "a", Options{}, testTTL)
+	b = joinCluster(tb, url, "b", Options{}, testTTL)
+	ext = a.extension(tb, "alice", "Chrome").ready(tb)
+	c = b.mcp(tb, "alice")
+	waitListed(tb, c, browserInfo(ext.id, "Chrome"))
+	return a, b, ext, c
 }
