@@ -391,12 +391,22 @@ func TestFlowClaude(t *testing.T) {
 	}
 }
 
-// TestMetadata checks the RFC 8414 document at both paths, and that the
-// Go SDK's client accepts it.
+// TestMetadata checks the RFC 8414 document, that the Go SDK's client
+// accepts it, and that no OIDC discovery document stands in for it (issue
+// 33: one without jwks_uri and the other fields OIDC requires is invalid).
 func TestMetadata(t *testing.T) {
 	e := newTestEnv(t, nil)
 	iss := e.ts.URL
-	for _, path := range []string{"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+	t.Run("no openid-configuration", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", iss+"/.well-known/openid-configuration", nil)
+		if r := e.do(req); r.status != http.StatusNotFound {
+			t.Fatalf("/.well-known/openid-configuration: %d %s, want 404", r.status, r.raw)
+		}
+		if Paths("/.well-known/openid-configuration") {
+			t.Error("Paths claims the OIDC discovery path")
+		}
+	})
+	for _, path := range []string{"/.well-known/oauth-authorization-server"} {
 		t.Run(path, func(t *testing.T) {
 			req, _ := http.NewRequest("GET", iss+path, nil)
 			r := e.do(req)

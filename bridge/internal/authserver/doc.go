@@ -6,7 +6,6 @@
 // What it serves, under the issuer (the public URL):
 //
 //	GET  /.well-known/oauth-authorization-server   RFC 8414 metadata
-//	GET  /.well-known/openid-configuration         the same, OIDC discovery alias
 //	POST /oauth/register                           RFC 7591 registration
 //	GET  /oauth/authorize                          sign-in page (authorization code + PKCE S256)
 //	POST /oauth/signin                             form: request, csrf, password (or code)

@@ -228,7 +228,6 @@ func checkIssuer(raw string) (string, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.handleMetadata)
-	mux.HandleFunc("GET /.well-known/openid-configuration", s.handleMetadata)
 	mux.HandleFunc("POST /oauth/register", s.handleRegister)
 	mux.HandleFunc("GET /oauth/authorize", s.handleAuthorize)
 	mux.HandleFunc("POST /oauth/signin", s.handleSignIn)
@@ -243,8 +242,7 @@ func (s *Server) Handler() http.Handler {
 // can send it there.
 func Paths(path string) bool {
 	switch path {
-	case "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration",
-		"/oauth/register", "/oauth/authorize", "/oauth/signin", "/oauth/oidc/callback",
+	case "/.well-known/oauth-authorization-server", "/oauth/register", "/oauth/authorize", "/oauth/signin", "/oauth/oidc/callback",
 		"/oauth/consent", "/oauth/token", "/oauth/revoke":
 		return true
 	}
