@@ -160,7 +160,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		ClientID:            client.ID,
 		RedirectURI:         redirectURI,
 		State:               state,
-		Scope:               q.Get("scope"),
+		Scope:               grantScope(q.Get("scope")),
 		Resource:            resource.URI,
 		CodeChallenge:       q.Get("code_challenge"),
 		CodeChallengeMethod: "S256",

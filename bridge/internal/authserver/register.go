@@ -382,6 +382,17 @@ func knownScopes(scope string) string {
 	return strings.Join(keep, " ")
 }
 
+// grantScope is the scope a sign-in grants for the one requested (RFC
+// 6749 §3.3): the scopes this server knows, once each, and "mcp" when
+// none is left. An unknown scope ("admin") is not granted; the token
+// response's scope says what was, so the client is not misled.
+func grantScope(requested string) string {
+	if s := knownScopes(requested); s != "" {
+		return s
+	}
+	return scopeMCP
+}
+
 func dedupe(list []string) []string {
 	var out []string
 	for _, v := range list {

@@ -243,7 +243,7 @@ func (s *Server) exchangeCode(ctx context.Context, client *Client, form url.Valu
 
 	// Claim the code: of two exchanges racing here, one update wins.
 	fam := &Family{ID: randomToken("bbf_"), ClientID: client.ID, Subject: e.Subject, Resource: e.Resource,
-		Scope: e.Scope, CreatedAt: now}
+		Scope: grantScope(e.Scope), CreatedAt: now}
 	e.FamilyID = fam.ID
 	if _, err := s.updateJSON(ctx, bucketCodes, key, e, rev, s.cfg.CodeTTL); err != nil {
 		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
@@ -330,7 +330,9 @@ func (s *Server) refresh(ctx context.Context, client *Client, form url.Values) (
 				return nil, oauthErr(errInvalidScope, "Scope %q was not granted at sign-in; a refresh can only narrow the scope.", echo(sc))
 			}
 		}
-		scope = strings.Join(strings.Fields(req[0]), " ")
+		if narrowed := strings.Join(strings.Fields(req[0]), " "); narrowed != "" {
+			scope = narrowed
+		}
 	}
 
 	next := randomToken("bbr_")
