@@ -61,6 +61,12 @@ type IdentityConfig struct {
 	// error a person can read.
 	PairingCode func(code, clientIP string) (Subject, error)
 
+	// Admit, when set, decides whether a person who proved who they are
+	// may have a token here at all (the proxy admits only subjects it maps
+	// to one of its users). Its error's text is shown on the sign-in page
+	// (403) and nothing is issued. Nil: everyone who signs in.
+	Admit func(Subject) error
+
 	// SessionTTL is how long a browser stays signed in after a password or
 	// OIDC sign-in, so that connecting the next app asks only for consent.
 	// Zero means 8 hours; negative means never (sign in every time). The
@@ -113,6 +119,7 @@ type identity struct {
 	password *passwordCheck
 	pairing  func(code, clientIP string) (Subject, error)
 	oidc     *upstream
+	admit    func(Subject) error
 
 	sessionTTL time.Duration
 	// epoch changes with the sign-in configuration; a session from
@@ -137,6 +144,7 @@ func newIdentity(s *Server, cfg IdentityConfig) (*identity, error) {
 	}
 	id := &identity{
 		pairing:      cfg.PairingCode,
+		admit:        cfg.Admit,
 		sessionTTL:   cfg.SessionTTL,
 		clientIP:     cfg.ClientIP,
 		perRequest:   newAttemptLimiter(attemptsPerRequest, attemptWindow),
@@ -324,6 +332,14 @@ func (s *Server) checkPassword(ctx context.Context, password, addr string, now t
 // signedIn records who signed in on the request, starts a browser
 // session (not for pairing) and shows the consent page.
 func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, f *authFlow, subj Subject) {
+	if err := s.admitted(subj); err != nil {
+		// Refused here, before any token: a client given a token that
+		// every endpoint then refuses (403) gives up for good (mcp-remote
+		// exits), while this page lets the person sign in another way.
+		s.log.Warn("authserver: signed in but not admitted", "method", subj.Method, "subject", subj.ID, "client", f.req.ClientID)
+		s.showSignIn(w, r, f, http.StatusForbidden, sentence(err.Error()), false)
+		return
+	}
 	f.req.Subject = &subj
 	if !s.saveRequest(r.Context(), w, f) {
 		return
@@ -333,6 +349,14 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, f *authFlow, s
 		s.startSession(r.Context(), w, subj)
 	}
 	s.showConsent(w, r, f)
+}
+
+// admitted is IdentityConfig.Admit's answer for subj (nil when unset).
+func (s *Server) admitted(subj Subject) error {
+	if s.id.admit == nil {
+		return nil
+	}
+	return s.id.admit(subj)
 }
 
 // sentence makes an error text read as a sentence on a page.
