@@ -346,7 +346,9 @@ func TestFlowClaude(t *testing.T) {
 		t.Fatalf("call with the refreshed token: %d %s", r.status, r.raw)
 	}
 
-	// The old refresh token again: a reuse, and the family ends.
+	// The old refresh token again, past the reuse grace: a reuse, and the
+	// family ends.
+	e.clock.Advance(defaultRefreshGrace + time.Second)
 	wantOAuthError(t, e.refresh(c, refresh1, nil), http.StatusBadRequest, "invalid_grant")
 	for _, tok := range []string{access1, access2} {
 		if r := e.call("/a/mcp", tok); r.status != http.StatusUnauthorized {

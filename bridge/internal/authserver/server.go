@@ -39,6 +39,10 @@ type Config struct {
 	CodeTTL         time.Duration // default 2 minutes
 	RequestTTL      time.Duration // default 15 minutes: sign-in and consent
 	ClientIdleTTL   time.Duration // default 30 days: a registration that got tokens, unused this long, expires
+	// RefreshReuseGrace is how long after a refresh the same client may
+	// present the refresh token it replaced and get the same new pair
+	// (grace.go); default 10 seconds, negative: none (any reuse revokes).
+	RefreshReuseGrace time.Duration
 
 	// Limits bound what clients that have not signed in can make the
 	// server hold or spend.
@@ -146,6 +150,7 @@ const (
 	defaultRefreshTokenTTL = 30 * 24 * time.Hour
 	defaultCodeTTL         = 2 * time.Minute
 	defaultClientIdleTTL   = 30 * 24 * time.Hour
+	defaultRefreshGrace    = 10 * time.Second
 )
 
 // New checks cfg, applies the defaults of its zero values and builds
@@ -164,6 +169,9 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.RefreshTokenTTL, defaultRefreshTokenTTL)
 	setDefault(&cfg.CodeTTL, defaultCodeTTL)
 	setDefault(&cfg.ClientIdleTTL, defaultClientIdleTTL)
+	if cfg.RefreshReuseGrace == 0 {
+		cfg.RefreshReuseGrace = defaultRefreshGrace
+	}
 	cfg.Limits.setDefaults()
 	l := cfg.Limits
 	s := &Server{cfg: cfg, kv: cfg.KV, log: cfg.Logger,
