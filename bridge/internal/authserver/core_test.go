@@ -512,9 +512,9 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := s.cfg.Limits
-	got := []any{s.cfg.AccessTokenTTL, s.cfg.RefreshTokenTTL, s.cfg.CodeTTL, s.cfg.ClientIdleTTL, l.MaxClients,
+	got := []any{s.cfg.AccessTokenTTL, s.cfg.RefreshTokenTTL, s.cfg.CodeTTL, s.cfg.ClientIdleTTL, s.cfg.RefreshReuseGrace, l.MaxClients,
 		l.UnusedClientTTL, l.RegistrationsPerMinute, l.MaxSignIns, l.MaxSignInsPerAddress, l.MaxPasswordChecks >= 1, l.PasswordCheckWait}
-	want := []any{time.Hour, 30 * 24 * time.Hour, 2 * time.Minute, 30 * 24 * time.Hour, 1000,
+	want := []any{time.Hour, 30 * 24 * time.Hour, 2 * time.Minute, 30 * 24 * time.Hour, 10 * time.Second, 1000,
 		time.Hour, 10, 1000, 16, true, 10 * time.Second}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("defaults %v, want %v", got, want)
@@ -535,5 +535,41 @@ func TestLimitsFrom(t *testing.T) {
 		MaxSignIns: 100, MaxSignInsPerAddress: 4, MaxPasswordChecks: 2, PasswordCheckWait: 5 * time.Second}
 	if got != want {
 		t.Fatalf("LimitsFrom = %+v, want %+v", got, want)
+	}
+}
+
+// TestLifetimes: configured lifetimes are what the tokens and codes live
+// (issue 33, item 7), and a registration outlives refresh tokens that
+// live longer than its default.
+func TestLifetimes(t *testing.T) {
+	var cfgSeen Config
+	e := newTestEnv(t, func(c *Config) {
+		c.SetLifetimes(config.Lifetimes{AccessToken: 10 * time.Minute, RefreshToken: 90 * 24 * time.Hour, Code: 30 * time.Second})
+		cfgSeen = *c
+	})
+	if cfgSeen.RefreshReuseGrace != 0 || e.s.cfg.ClientIdleTTL != 90*24*time.Hour || e.s.cfg.RefreshReuseGrace != defaultRefreshGrace {
+		t.Fatalf("client idle %v, grace %v: want the refresh tokens' 90 days and the default grace", e.s.cfg.ClientIdleTTL, e.s.cfg.RefreshReuseGrace)
+	}
+	c := e.registerClaude()
+	r := e.exchange(c, e.code(c, e.resA.URI, testVerifier), testVerifier, nil)
+	if r.status != http.StatusOK || r.body["expires_in"] != float64(600) {
+		t.Fatalf("exchange: %d %s, want expires_in 600", r.status, r.raw)
+	}
+	access, refresh := r.str("access_token"), r.str("refresh_token")
+	e.clock.Advance(10*time.Minute + time.Second)
+	if r := e.call("/a/mcp", access); r.status != http.StatusUnauthorized {
+		t.Fatalf("an access token past its 10 minutes: %d", r.status)
+	}
+	e.clock.Advance(60 * 24 * time.Hour) // past the default 30 days, within the 90
+	if r := e.refresh(c, refresh, nil); r.status != http.StatusOK {
+		t.Fatalf("refresh 60 days later with 90-day refresh tokens: %d %s", r.status, r.raw)
+	}
+	code := e.code(c, e.resA.URI, testVerifier)
+	e.clock.Advance(31 * time.Second)
+	wantOAuthError(t, e.exchange(c, code, testVerifier, nil), http.StatusBadRequest, "invalid_grant")
+
+	off := newTestEnv(t, func(c *Config) { c.SetLifetimes(config.Lifetimes{RefreshReuseGrace: -1}) })
+	if off.s.cfg.RefreshReuseGrace >= 0 {
+		t.Fatalf("grace %v, want none", off.s.cfg.RefreshReuseGrace)
 	}
 }

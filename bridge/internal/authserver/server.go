@@ -100,6 +100,17 @@ func LimitsFrom(c config.OAuthLimits) Limits {
 	}
 }
 
+// SetLifetimes sets the lifetimes of the config's oauth section (the
+// public gateway's) or of the proxy's --oauth-config; Validate has
+// checked them, and zero values keep New's defaults.
+func (cfg *Config) SetLifetimes(l config.Lifetimes) {
+	cfg.AccessTokenTTL = l.AccessToken
+	cfg.RefreshTokenTTL = l.RefreshToken
+	cfg.CodeTTL = l.Code
+	cfg.ClientIdleTTL = l.ClientIdle
+	cfg.RefreshReuseGrace = l.RefreshReuseGrace
+}
+
 // Defaults of Limits' zero values.
 const (
 	defaultMaxClients             = 1000
@@ -168,7 +179,9 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.AccessTokenTTL, defaultAccessTokenTTL)
 	setDefault(&cfg.RefreshTokenTTL, defaultRefreshTokenTTL)
 	setDefault(&cfg.CodeTTL, defaultCodeTTL)
-	setDefault(&cfg.ClientIdleTTL, defaultClientIdleTTL)
+	// A registration outlives its refresh tokens, or the app would have
+	// to register again while signed in.
+	setDefault(&cfg.ClientIdleTTL, max(defaultClientIdleTTL, cfg.RefreshTokenTTL))
 	if cfg.RefreshReuseGrace == 0 {
 		cfg.RefreshReuseGrace = defaultRefreshGrace
 	}

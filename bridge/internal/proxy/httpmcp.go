@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
@@ -71,6 +72,9 @@ type HTTPOptions struct {
 	// Limits bound what anyone can make the authorization server hold or
 	// spend before signing in; zero values are its defaults.
 	Limits authserver.Limits
+	// Lifetimes of tokens, codes and registrations; zero values are the
+	// authorization server's defaults.
+	Lifetimes config.Lifetimes
 }
 
 func (o *HTTPOptions) setDefaults() {
@@ -134,8 +138,10 @@ func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 	if id.Admit == nil {
 		id.Admit = func(subj authserver.Subject) error { _, err := h.subjectUser(subj); return err }
 	}
-	as, err := authserver.New(authserver.Config{Issuer: h.pub.Base, KV: opts.KV, Resources: h.lookupResource,
-		Identity: id, Limits: opts.Limits, Logger: s.log, Now: s.opts.Now})
+	asCfg := authserver.Config{Issuer: h.pub.Base, KV: opts.KV, Resources: h.lookupResource,
+		Identity: id, Limits: opts.Limits, Logger: s.log, Now: s.opts.Now}
+	asCfg.SetLifetimes(opts.Lifetimes)
+	as, err := authserver.New(asCfg)
 	if err != nil {
 		return nil, err
 	}
