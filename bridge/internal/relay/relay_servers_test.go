@@ -26,10 +26,10 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/daemon"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
-	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
