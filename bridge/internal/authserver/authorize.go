@@ -146,7 +146,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if !s.id.opened.allow(s.id.address(r), s.now()) {
+	if !s.id.opened.Allow(s.id.address(r)) {
 		s.log.Warn("authserver: authorization requests limited", "address", s.id.address(r))
 		w.Header().Set("Retry-After", "60")
 		s.errorPageFor(w, http.StatusTooManyRequests, "Too many sign-ins",

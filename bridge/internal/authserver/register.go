@@ -126,7 +126,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 
 	now := s.now()
 	addr := s.id.address(r)
-	if !s.registrations.allow(addr, now) {
+	if !s.registrations.Allow(addr) {
 		s.log.Warn("authserver: registration refused: per-address limit", "address", addr, "per_minute", s.cfg.Limits.RegistrationsPerMinute)
 		w.Header().Set("Retry-After", registrationRateRetryAfter)
 		writeOAuthError(w, &oauthError{status: http.StatusTooManyRequests, code: errTemporarilyUnavailable,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 )
 
 // Config configures an authorization server.
@@ -144,7 +145,7 @@ type Server struct {
 	// step (on this node).
 	regMu sync.Mutex
 	// registrations counts each address's registrations a minute.
-	registrations *attemptLimiter
+	registrations *httpguard.Limiter[string]
 	// pendingClients and requests index what anyone may make the server
 	// store (pending.go), filled from the store by loadPending.
 	pendingClients *pendingSet
@@ -188,11 +189,11 @@ func New(cfg Config) (*Server, error) {
 	cfg.Limits.setDefaults()
 	l := cfg.Limits
 	s := &Server{cfg: cfg, kv: cfg.KV, log: cfg.Logger,
-		registrations:  newAttemptLimiter(l.RegistrationsPerMinute, time.Minute),
 		pendingClients: newPendingSet(0, 0),
 		requests:       newPendingSet(l.MaxSignInsPerAddress, l.MaxSignIns),
 		checks:         newCheckGate(l.MaxPasswordChecks, maxCheckQueue),
 	}
+	s.registrations = httpguard.NewPerPeriod[string](l.RegistrationsPerMinute, time.Minute, maxLimiterKeys, s.now)
 	s.metadata = s.buildMetadata()
 	if s.kv == nil {
 		s.kv = NewMemoryKV(cfg.Now)
