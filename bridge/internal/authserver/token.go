@@ -354,11 +354,11 @@ func (s *Server) refresh(ctx context.Context, client *Client, form url.Values) (
 		if errors.Is(err, ErrConflict) {
 			// Another request rotated (or revoked) the family since it was
 			// read: this token is no longer the current one.
-			var now Family
-			if _, err := s.getJSON(ctx, bucketFamilies, famID, &now); err != nil {
+			var cur Family
+			if _, err := s.getJSON(ctx, bucketFamilies, famID, &cur); err != nil {
 				return nil, s.refreshReused(ctx, client, famID)
 			}
-			return s.reusedRefresh(ctx, client, &now, token)
+			return s.reusedRefresh(ctx, client, &cur, token)
 		}
 		if errors.Is(err, ErrNotFound) {
 			return nil, oauthErr(errInvalidGrant, "The refresh token has expired; sign in again.")
