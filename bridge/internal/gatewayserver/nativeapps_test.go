@@ -411,3 +411,17 @@ func TestPublicGatewayLifetimes(t *testing.T) {
 		t.Fatalf("token response %d %+v %v: want expires_in 420 (access_token_ttl 7m) and scope mcp", resp.StatusCode, tok, err)
 	}
 }
+
+// TestMCPRemoteGateway: mcp-remote (npm), the stdio bridge many clients
+// use to reach remote servers, signs in to the public gateway (discovery
+// from the 401, registration, its own loopback callback, PKCE), and a tool
+// call goes through it.
+func TestMCPRemoteGateway(t *testing.T) {
+	lg := startLoopbackGateway(t, nil)
+	cs := testutil.MCPRemote(t, lg.base+"/servers/everything/mcp", lg.approve)
+	ctx := testutil.Context(t, 2*time.Minute)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "through mcp-remote"}})
+	if err != nil || testutil.Text(res) != "Echo: through mcp-remote" {
+		t.Fatalf("echo through mcp-remote: %v %q", err, testutil.Text(res))
+	}
+}

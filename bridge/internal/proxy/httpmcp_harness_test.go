@@ -112,6 +112,15 @@ var hiddenField = regexp.MustCompile(`name="(request|csrf)" value="([^"]*)"`)
 // approve takes an authorization URL through sign-in and consent and
 // returns the redirect to the app (its query: code, state, iss).
 func (p *person) approve(authURL string) (url.Values, error) {
+	loc, err := p.approveURL(authURL)
+	if err != nil {
+		return nil, err
+	}
+	return loc.Query(), nil
+}
+
+// approveURL is approve returning the whole redirect.
+func (p *person) approveURL(authURL string) (*url.URL, error) {
 	resp, err := p.client.Get(authURL)
 	if err != nil {
 		return nil, err
@@ -140,7 +149,7 @@ func (p *person) approve(authURL string) (url.Values, error) {
 	if status != http.StatusSeeOther || loc == nil {
 		return nil, fmt.Errorf("approving answered %d: %s", status, body)
 	}
-	return loc.Query(), nil
+	return loc, nil
 }
 
 func (p *person) post(path string, form url.Values) (string, int, *url.URL, error) {
