@@ -113,6 +113,7 @@ func TestServeFlags(t *testing.T) {
 		{"a pairing subject mapped", []string{"--public-url", "https://p.example.com", "--oauth-config", oauthConfig(t, `{"users":{"pair:bob":"alice"}}`)}, "bound to its user already"},
 		{"an unknown kind of subject", []string{"--public-url", "https://p.example.com", "--oauth-config", oauthConfig(t, `{"users":{"owner":"alice"}}`)}, `"password:owner" or "oidc:<issuer>#<sub>"`},
 		{"a bad sign-in limit", []string{"--public-url", "https://p.example.com", "--oauth-config", oauthConfig(t, `{"unused_client_ttl":"an hour"}`)}, `key "unused_client_ttl"`},
+		{"an access token living a week", []string{"--public-url", "https://p.example.com", "--oauth-config", oauthConfig(t, `{"access_token_ttl":"168h"}`)}, `key "access_token_ttl": 168h is outside 1m–24h`},
 		{"OIDC without an allow list", []string{"--public-url", "https://p.example.com", "--oauth-config", oauthConfig(t, `{"oidc":{"issuer":"https://id.example.com","client_id":"c"}}`)}, "needs allowed_subjects or allowed_emails"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,6 +35,9 @@ type oauthFile struct {
 	// before signing in: the keys of the public gateway's oauth section
 	// (max_clients, unused_client_ttl, …; docs/limits.md).
 	config.OAuthLimits
+	// OAuthLifetimes say how long tokens, codes and registrations live:
+	// the public gateway's keys too (access_token_ttl, …; docs/limits.md).
+	config.OAuthLifetimes
 }
 
 // httpOptions builds the proxy's Streamable HTTP side from the flags and
@@ -71,7 +74,7 @@ func httpOptions(publicURL, stateFile, configFile string, shared authserver.KV, 
 		log.Warn(`an OIDC provider is set but --oauth-config maps no "oidc:<issuer>#<sub>" subject to a user: an OIDC sign-in reaches nothing`)
 	}
 	ho := &proxy.HTTPOptions{PublicURL: base, Identity: id, Users: f.Users, AllowedOrigins: f.AllowedOrigins,
-		Limits: authserver.LimitsFrom(f.OAuthLimits)}
+		Limits: authserver.LimitsFrom(f.OAuthLimits), Lifetimes: f.OAuthLifetimes.Parsed()}
 	closeKV := func() {}
 	if shared != nil {
 		ho.KV = shared
@@ -108,6 +111,9 @@ func readOAuthFile(path string) (oauthFile, error) {
 		return f, fmt.Errorf("--oauth-config %s: more than one JSON value", path)
 	}
 	if err := f.OAuthLimits.Validate(""); err != nil {
+		return f, fmt.Errorf("--oauth-config %s: %w", path, err)
+	}
+	if err := f.OAuthLifetimes.Validate(""); err != nil {
 		return f, fmt.Errorf("--oauth-config %s: %w", path, err)
 	}
 	if f.OIDC != nil && len(f.OIDC.AllowedSubjects) == 0 && len(f.OIDC.AllowedEmails) == 0 {

@@ -146,7 +146,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if !s.id.opened.allow(s.id.address(r), s.now()) {
+	if !s.id.opened.Allow(s.id.address(r)) {
 		s.log.Warn("authserver: authorization requests limited", "address", s.id.address(r))
 		w.Header().Set("Retry-After", "60")
 		s.errorPageFor(w, http.StatusTooManyRequests, "Too many sign-ins",
@@ -160,7 +160,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		ClientID:            client.ID,
 		RedirectURI:         redirectURI,
 		State:               state,
-		Scope:               q.Get("scope"),
+		Scope:               grantScope(q.Get("scope")),
 		Resource:            resource.URI,
 		CodeChallenge:       q.Get("code_challenge"),
 		CodeChallengeMethod: "S256",
@@ -170,7 +170,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		Address:             s.id.address(r),
 	}
 	// A browser signed in a short while ago goes straight to consent.
-	if subj := s.sessionSubject(r); subj != nil {
+	if subj := s.sessionSubject(r); subj != nil && s.admitted(*subj) == nil {
 		req.Subject = subj
 	}
 	rev, err := s.createJSON(ctx, bucketRequests, req.ID, req, s.requestTTL())
@@ -424,6 +424,10 @@ func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.req.Subject == nil {
 		s.showSignIn(w, r, f, http.StatusForbidden, "Sign in before you approve or deny.", false)
+		return
+	}
+	if err := s.admitted(*f.req.Subject); err != nil && decision == "approve" {
+		s.showSignIn(w, r, f, http.StatusForbidden, sentence(err.Error()), false)
 		return
 	}
 	if !s.spend(ctx, w, f) {

@@ -274,9 +274,9 @@ func TestCIMDRefusedDocuments(t *testing.T) {
 		{"http redirect URI off loopback", func(w http.ResponseWriter, r *http.Request, id string) {
 			serveJSON(w, cimdDoc(id, func(d map[string]any) { d["redirect_uris"] = []string{"http://app.example/cb"} }))
 		}, "in redirect_uris: Redirect URI \"http://app.example/cb\" uses http on a host other than this machine's loopback"},
-		{"custom scheme redirect URI", func(w http.ResponseWriter, r *http.Request, id string) {
-			serveJSON(w, cimdDoc(id, func(d map[string]any) { d["redirect_uris"] = []string{"myapp://callback"} }))
-		}, `uses the scheme "myapp"`},
+		{"javascript redirect URI", func(w http.ResponseWriter, r *http.Request, id string) {
+			serveJSON(w, cimdDoc(id, func(d map[string]any) { d["redirect_uris"] = []string{"javascript:alert(1)"} }))
+		}, `uses the scheme "javascript", which names no app`},
 		{"client_credentials", func(w http.ResponseWriter, r *http.Request, id string) {
 			serveJSON(w, cimdDoc(id, func(d map[string]any) { d["grant_types"] = []string{"authorization_code", "client_credentials"} }))
 		}, `its grant_types include "client_credentials"`},

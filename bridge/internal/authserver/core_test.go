@@ -346,7 +346,9 @@ func TestFlowClaude(t *testing.T) {
 		t.Fatalf("call with the refreshed token: %d %s", r.status, r.raw)
 	}
 
-	// The old refresh token again: a reuse, and the family ends.
+	// The old refresh token again, past the reuse grace: a reuse, and the
+	// family ends.
+	e.clock.Advance(defaultRefreshGrace + time.Second)
 	wantOAuthError(t, e.refresh(c, refresh1, nil), http.StatusBadRequest, "invalid_grant")
 	for _, tok := range []string{access1, access2} {
 		if r := e.call("/a/mcp", tok); r.status != http.StatusUnauthorized {
@@ -391,12 +393,22 @@ func TestFlowClaude(t *testing.T) {
 	}
 }
 
-// TestMetadata checks the RFC 8414 document at both paths, and that the
-// Go SDK's client accepts it.
+// TestMetadata checks the RFC 8414 document, that the Go SDK's client
+// accepts it, and that no OIDC discovery document stands in for it (issue
+// 33: one without jwks_uri and the other fields OIDC requires is invalid).
 func TestMetadata(t *testing.T) {
 	e := newTestEnv(t, nil)
 	iss := e.ts.URL
-	for _, path := range []string{"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+	t.Run("no openid-configuration", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", iss+"/.well-known/openid-configuration", nil)
+		if r := e.do(req); r.status != http.StatusNotFound {
+			t.Fatalf("/.well-known/openid-configuration: %d %s, want 404", r.status, r.raw)
+		}
+		if Paths("/.well-known/openid-configuration") {
+			t.Error("Paths claims the OIDC discovery path")
+		}
+	})
+	for _, path := range []string{"/.well-known/oauth-authorization-server"} {
 		t.Run(path, func(t *testing.T) {
 			req, _ := http.NewRequest("GET", iss+path, nil)
 			r := e.do(req)
@@ -500,9 +512,9 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := s.cfg.Limits
-	got := []any{s.cfg.AccessTokenTTL, s.cfg.RefreshTokenTTL, s.cfg.CodeTTL, s.cfg.ClientIdleTTL, l.MaxClients,
+	got := []any{s.cfg.AccessTokenTTL, s.cfg.RefreshTokenTTL, s.cfg.CodeTTL, s.cfg.ClientIdleTTL, s.cfg.RefreshReuseGrace, l.MaxClients,
 		l.UnusedClientTTL, l.RegistrationsPerMinute, l.MaxSignIns, l.MaxSignInsPerAddress, l.MaxPasswordChecks >= 1, l.PasswordCheckWait}
-	want := []any{time.Hour, 30 * 24 * time.Hour, 2 * time.Minute, 30 * 24 * time.Hour, 1000,
+	want := []any{time.Hour, 30 * 24 * time.Hour, 2 * time.Minute, 30 * 24 * time.Hour, 10 * time.Second, 1000,
 		time.Hour, 10, 1000, 16, true, 10 * time.Second}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("defaults %v, want %v", got, want)
@@ -523,5 +535,41 @@ func TestLimitsFrom(t *testing.T) {
 		MaxSignIns: 100, MaxSignInsPerAddress: 4, MaxPasswordChecks: 2, PasswordCheckWait: 5 * time.Second}
 	if got != want {
 		t.Fatalf("LimitsFrom = %+v, want %+v", got, want)
+	}
+}
+
+// TestLifetimes: configured lifetimes are what the tokens and codes live
+// (issue 33, item 7), and a registration outlives refresh tokens that
+// live longer than its default.
+func TestLifetimes(t *testing.T) {
+	var cfgSeen Config
+	e := newTestEnv(t, func(c *Config) {
+		c.SetLifetimes(config.Lifetimes{AccessToken: 10 * time.Minute, RefreshToken: 90 * 24 * time.Hour, Code: 30 * time.Second})
+		cfgSeen = *c
+	})
+	if cfgSeen.RefreshReuseGrace != 0 || e.s.cfg.ClientIdleTTL != 90*24*time.Hour || e.s.cfg.RefreshReuseGrace != defaultRefreshGrace {
+		t.Fatalf("client idle %v, grace %v: want the refresh tokens' 90 days and the default grace", e.s.cfg.ClientIdleTTL, e.s.cfg.RefreshReuseGrace)
+	}
+	c := e.registerClaude()
+	r := e.exchange(c, e.code(c, e.resA.URI, testVerifier), testVerifier, nil)
+	if r.status != http.StatusOK || r.body["expires_in"] != float64(600) {
+		t.Fatalf("exchange: %d %s, want expires_in 600", r.status, r.raw)
+	}
+	access, refresh := r.str("access_token"), r.str("refresh_token")
+	e.clock.Advance(10*time.Minute + time.Second)
+	if r := e.call("/a/mcp", access); r.status != http.StatusUnauthorized {
+		t.Fatalf("an access token past its 10 minutes: %d", r.status)
+	}
+	e.clock.Advance(60 * 24 * time.Hour) // past the default 30 days, within the 90
+	if r := e.refresh(c, refresh, nil); r.status != http.StatusOK {
+		t.Fatalf("refresh 60 days later with 90-day refresh tokens: %d %s", r.status, r.raw)
+	}
+	code := e.code(c, e.resA.URI, testVerifier)
+	e.clock.Advance(31 * time.Second)
+	wantOAuthError(t, e.exchange(c, code, testVerifier, nil), http.StatusBadRequest, "invalid_grant")
+
+	off := newTestEnv(t, func(c *Config) { c.SetLifetimes(config.Lifetimes{RefreshReuseGrace: -1}) })
+	if off.s.cfg.RefreshReuseGrace >= 0 {
+		t.Fatalf("grace %v, want none", off.s.cfg.RefreshReuseGrace)
 	}
 }

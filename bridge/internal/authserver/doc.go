@@ -6,7 +6,6 @@
 // What it serves, under the issuer (the public URL):
 //
 //	GET  /.well-known/oauth-authorization-server   RFC 8414 metadata
-//	GET  /.well-known/openid-configuration         the same, OIDC discovery alias
 //	POST /oauth/register                           RFC 7591 registration
 //	GET  /oauth/authorize                          sign-in page (authorization code + PKCE S256)
 //	POST /oauth/signin                             form: request, csrf, password (or code)
@@ -22,7 +21,9 @@
 // Tokens are opaque random strings; the store keeps only their SHA-256.
 // An access token is bound to one resource (RFC 8707): a token for one
 // server is refused by every other. Refresh tokens rotate on use; a refresh
-// token used twice revokes its whole family (every token of that sign-in).
+// token used twice revokes its whole family (every token of that sign-in),
+// unless its own client presents it again within a few seconds of its
+// rotation (grace.go), which gets the same new pair.
 //
 // State lives in a KV (kv.go): an embedded one for one node (memory, or a
 // bbolt file that survives restarts); its shape (buckets, create-only puts,

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -61,6 +60,12 @@ type IdentityConfig struct {
 	// error a person can read.
 	PairingCode func(code, clientIP string) (Subject, error)
 
+	// Admit, when set, decides whether a person who proved who they are
+	// may have a token here at all (the proxy admits only subjects it maps
+	// to one of its users). Its error's text is shown on the sign-in page
+	// (403) and nothing is issued. Nil: everyone who signs in.
+	Admit func(Subject) error
+
 	// SessionTTL is how long a browser stays signed in after a password or
 	// OIDC sign-in, so that connecting the next app asks only for consent.
 	// Zero means 8 hours; negative means never (sign in every time). The
@@ -96,6 +101,10 @@ const (
 	bucketSessions    = "sessions" // sha256(session cookie) -> signInSession
 	sessionCookie     = "bb_session"
 
+	// maxLimiterKeys bounds the keys (addresses, requests) each attempt
+	// limit holds; past it newcomers share one bucket.
+	maxLimiterKeys = 50_000
+
 	// Sign-in attempts (password or pairing code) allowed per minute: per
 	// request, so one page cannot be used to guess, and per client
 	// address across all its requests, since requests are free to open.
@@ -113,6 +122,7 @@ type identity struct {
 	password *passwordCheck
 	pairing  func(code, clientIP string) (Subject, error)
 	oidc     *upstream
+	admit    func(Subject) error
 
 	sessionTTL time.Duration
 	// epoch changes with the sign-in configuration; a session from
@@ -120,9 +130,11 @@ type identity struct {
 	epoch    string
 	clientIP func(*http.Request) string
 
-	perRequest *attemptLimiter
-	perAddress *attemptLimiter
-	opened     *attemptLimiter // requests opened per address
+	// The attempt limits, httpguard's limiter for guesses: a full table
+	// makes newcomers share a bucket rather than forget anyone's.
+	perRequest *httpguard.Limiter[string]
+	perAddress *httpguard.Limiter[string]
+	opened     *httpguard.Limiter[string] // requests opened per address
 
 	basePath     string // the issuer's path, "" at the root
 	cookiePath   string // basePath + "/oauth/"
@@ -137,11 +149,12 @@ func newIdentity(s *Server, cfg IdentityConfig) (*identity, error) {
 	}
 	id := &identity{
 		pairing:      cfg.PairingCode,
+		admit:        cfg.Admit,
 		sessionTTL:   cfg.SessionTTL,
 		clientIP:     cfg.ClientIP,
-		perRequest:   newAttemptLimiter(attemptsPerRequest, attemptWindow),
-		perAddress:   newAttemptLimiter(attemptsPerAddress, attemptWindow),
-		opened:       newAttemptLimiter(requestsPerAddress, attemptWindow),
+		perRequest:   httpguard.NewPerPeriod[string](attemptsPerRequest, attemptWindow, maxLimiterKeys, s.now),
+		perAddress:   httpguard.NewPerPeriod[string](attemptsPerAddress, attemptWindow, maxLimiterKeys, s.now),
+		opened:       httpguard.NewPerPeriod[string](requestsPerAddress, attemptWindow, maxLimiterKeys, s.now),
 		basePath:     strings.TrimSuffix(iss.Path, "/"),
 		secure:       iss.Scheme == "https",
 		issuerOrigin: iss.Scheme + "://" + iss.Host,
@@ -221,16 +234,15 @@ func (s *Server) signInWithSecret(w http.ResponseWriter, r *http.Request, f *aut
 		s.showSignIn(w, r, f, http.StatusBadRequest, msg, false)
 		return
 	}
-	now := s.now()
 	addr := s.id.address(r)
-	if !s.id.perRequest.allow(f.req.ID, now) {
+	if !s.id.perRequest.Allow(f.req.ID) {
 		s.log.Warn("authserver: sign-in attempts limited", "limit", "request", "address", addr, "client", f.req.ClientID)
 		w.Header().Set("Retry-After", "60")
 		s.showSignIn(w, r, f, http.StatusTooManyRequests,
 			"Too many attempts on this sign-in. Wait a minute, then try again.", true)
 		return
 	}
-	if !s.id.perAddress.allow(addr, now) {
+	if !s.id.perAddress.Allow(addr) {
 		s.log.Warn("authserver: sign-in attempts limited", "limit", "address", "address", addr)
 		w.Header().Set("Retry-After", "60")
 		s.showSignIn(w, r, f, http.StatusTooManyRequests,
@@ -274,11 +286,11 @@ func (s *Server) signInWithSecret(w http.ResponseWriter, r *http.Request, f *aut
 		}
 		subj = got
 	case password != "" && s.id.password != nil:
-		ok, busy := s.checkPassword(r.Context(), password, addr, now)
+		ok, busy := s.checkPassword(r.Context(), password, addr)
 		if busy {
 			// Not the person's mistake: give the attempt back.
-			s.id.perRequest.undo(f.req.ID, now)
-			s.id.perAddress.undo(addr, now)
+			s.id.perRequest.Refund(f.req.ID)
+			s.id.perAddress.Refund(addr)
 			s.log.Warn("authserver: password check refused: the checks are busy", "address", addr, "client", f.req.ClientID)
 			w.Header().Set("Retry-After", passwordBusyRetry)
 			s.showSignIn(w, r, f, http.StatusServiceUnavailable,
@@ -309,11 +321,11 @@ const passwordBusyRetry = "5"
 // checkPassword checks a password within the bound on checks running at
 // once; busy reports a check that did not get its turn. Its place in the
 // queue is the address's attempts in the last minute (checkGate).
-func (s *Server) checkPassword(ctx context.Context, password, addr string, now time.Time) (ok, busy bool) {
+func (s *Server) checkPassword(ctx context.Context, password, addr string) (ok, busy bool) {
 	if len(password) > 1024 {
 		return false, false
 	}
-	release, err := s.checks.acquire(ctx, s.id.perAddress.count(addr, now), s.cfg.Limits.PasswordCheckWait)
+	release, err := s.checks.acquire(ctx, s.id.perAddress.Spent(addr), s.cfg.Limits.PasswordCheckWait)
 	if err != nil {
 		return false, true
 	}
@@ -324,6 +336,14 @@ func (s *Server) checkPassword(ctx context.Context, password, addr string, now t
 // signedIn records who signed in on the request, starts a browser
 // session (not for pairing) and shows the consent page.
 func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, f *authFlow, subj Subject) {
+	if err := s.admitted(subj); err != nil {
+		// Refused here, before any token: a client given a token that
+		// every endpoint then refuses (403) gives up for good (mcp-remote
+		// exits), while this page lets the person sign in another way.
+		s.log.Warn("authserver: signed in but not admitted", "method", subj.Method, "subject", subj.ID, "client", f.req.ClientID)
+		s.showSignIn(w, r, f, http.StatusForbidden, sentence(err.Error()), false)
+		return
+	}
 	f.req.Subject = &subj
 	if !s.saveRequest(r.Context(), w, f) {
 		return
@@ -333,6 +353,14 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, f *authFlow, s
 		s.startSession(r.Context(), w, subj)
 	}
 	s.showConsent(w, r, f)
+}
+
+// admitted is IdentityConfig.Admit's answer for subj (nil when unset).
+func (s *Server) admitted(subj Subject) error {
+	if s.id.admit == nil {
+		return nil
+	}
+	return s.id.admit(subj)
 }
 
 // sentence makes an error text read as a sentence on a page.
@@ -397,90 +425,4 @@ func (s *Server) endSession(ctx context.Context, w http.ResponseWriter, r *http.
 		}
 	}
 	http.SetCookie(w, s.cookie(sessionCookie, "", -1))
-}
-
-// attemptLimiter allows limit events per key in any window-long span. It
-// keeps at most maxKeys keys; past that (addresses sprayed from a large
-// IPv6 block, say) the untracked ones share one budget, so spreading
-// guesses over many addresses does not buy more of them.
-type attemptLimiter struct {
-	mu        sync.Mutex
-	limit     int
-	window    time.Duration
-	seen      map[string][]time.Time
-	lastSweep time.Time
-}
-
-const maxLimiterKeys = 50_000
-
-func newAttemptLimiter(limit int, window time.Duration) *attemptLimiter {
-	return &attemptLimiter{limit: limit, window: window, seen: map[string][]time.Time{}}
-}
-
-// allow records an attempt under key at now, unless key has had limit
-// attempts in the window before now.
-func (l *attemptLimiter) allow(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.seen[key]; !ok && len(l.seen) >= maxLimiterKeys {
-		// At most one sweep per tenth of a window: under a flood of
-		// addresses the sweep would otherwise run on every attempt.
-		if now.Sub(l.lastSweep) >= l.window/10 {
-			l.sweep(now)
-			l.lastSweep = now
-		}
-		if len(l.seen) >= maxLimiterKeys {
-			key = "\x00shared"
-		}
-	}
-	times := l.seen[key]
-	kept := times[:0]
-	for _, t := range times {
-		if now.Sub(t) < l.window {
-			kept = append(kept, t)
-		}
-	}
-	if len(kept) >= l.limit {
-		l.seen[key] = kept
-		return false
-	}
-	l.seen[key] = append(kept, now)
-	return true
-}
-
-// count is the number of attempts recorded under key in the window
-// before now.
-func (l *attemptLimiter) count(key string, now time.Time) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, t := range l.seen[key] {
-		if now.Sub(t) < l.window {
-			n++
-		}
-	}
-	return n
-}
-
-// undo takes back the attempt allow recorded under key at t: one that was
-// never checked (the checks were busy) should not count against anyone.
-func (l *attemptLimiter) undo(key string, t time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	times := l.seen[key]
-	for i := len(times) - 1; i >= 0; i-- {
-		if times[i].Equal(t) {
-			l.seen[key] = append(times[:i], times[i+1:]...)
-			return
-		}
-	}
-}
-
-// sweep drops keys with no attempt in the window.
-func (l *attemptLimiter) sweep(now time.Time) {
-	for k, times := range l.seen {
-		if len(times) == 0 || now.Sub(times[len(times)-1]) >= l.window {
-			delete(l.seen, k)
-		}
-	}
 }

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -201,45 +199,6 @@ func TestIdentityPasswordAndCode(t *testing.T) {
 			wantPage(t, b.post("/oauth/signin", formOf(p, tc.fields...)), tc.status, tc.text)
 		})
 	}
-}
-
-func TestIdentityAttemptLimiter(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := newAttemptLimiter(3, time.Minute)
-	for i, tc := range []struct {
-		at   time.Duration
-		key  string
-		want bool
-	}{
-		{0, "a", true},
-		{10 * time.Second, "a", true},
-		{20 * time.Second, "a", true},
-		{30 * time.Second, "a", false},
-		{30 * time.Second, "b", true}, // keys are apart
-		{59 * time.Second, "a", false},
-		{60 * time.Second, "a", true}, // the first attempt left the window
-		{61 * time.Second, "a", false},
-		{80 * time.Second, "a", true},
-	} {
-		if got := l.allow(tc.key, t0.Add(tc.at)); got != tc.want {
-			t.Fatalf("step %d (%s at %v): allow = %v, want %v", i, tc.key, tc.at, got, tc.want)
-		}
-	}
-
-	t.Run("full: new keys share one budget", func(t *testing.T) {
-		l := newAttemptLimiter(2, time.Minute)
-		for i := range maxLimiterKeys {
-			l.seen[strconv.Itoa(i)] = []time.Time{t0}
-		}
-		if !l.allow("new-1", t0) || !l.allow("new-2", t0) || l.allow("new-3", t0) {
-			t.Fatal("past maxLimiterKeys, new keys do not share one budget")
-		}
-		// Once the window has passed, the sweep frees room again.
-		later := t0.Add(time.Minute)
-		if !l.allow("new-4", later) || len(l.seen) != 1 {
-			t.Fatalf("after the window: %d keys kept", len(l.seen))
-		}
-	})
 }
 
 func TestIdentityAddress(t *testing.T) {

@@ -71,8 +71,11 @@ func (s *Server) buildMetadata() []byte {
 	return b
 }
 
-// handleMetadata serves RFC 8414 metadata, also at the OIDC discovery
-// path, which some clients try first.
+// handleMetadata serves RFC 8414 metadata. It is not served at the OIDC
+// discovery path as well: this server issues no ID tokens, so the document
+// would lack what OIDC discovery requires (jwks_uri,
+// subject_types_supported, id_token_signing_alg_values_supported), and
+// MCP clients read the RFC 8414 path first.
 func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

@@ -182,6 +182,9 @@ func redirectHost(uri string) string {
 	if err != nil {
 		return uri
 	}
+	if u.Host == "" {
+		return u.Scheme + ":" // an app's own scheme without a host (com.example.app:/cb)
+	}
 	return u.Scheme + "://" + u.Host
 }
 

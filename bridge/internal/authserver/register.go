@@ -126,7 +126,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 
 	now := s.now()
 	addr := s.id.address(r)
-	if !s.registrations.allow(addr, now) {
+	if !s.registrations.Allow(addr) {
 		s.log.Warn("authserver: registration refused: per-address limit", "address", addr, "per_minute", s.cfg.Limits.RegistrationsPerMinute)
 		w.Header().Set("Retry-After", registrationRateRetryAfter)
 		writeOAuthError(w, &oauthError{status: http.StatusTooManyRequests, code: errTemporarilyUnavailable,
@@ -346,9 +346,48 @@ func checkRedirectURI(raw string) string {
 			return "" // a native app's loopback listener (RFC 8252 §7.3)
 		}
 		return fmt.Sprintf("Redirect URI %q uses http on a host other than this machine's loopback; use https (http is accepted only for 127.0.0.1, [::1] and localhost).", echo(raw))
-	default:
-		return fmt.Sprintf("Redirect URI %q uses the scheme %q. Only https URLs, and http on 127.0.0.1, [::1] or localhost, are accepted: any app on a device can claim a custom scheme, so the authorization code could reach the wrong app.", echo(raw), echo(u.Scheme))
 	}
+	return checkPrivateUseScheme(raw, u)
+}
+
+// refusedSchemes are schemes that name no native app: a browser runs,
+// reads or shows them itself (RFC 8252 §8.4 asks the server to refuse
+// redirects that could run script or reach other content).
+var refusedSchemes = []string{"javascript", "vbscript", "data", "file", "about", "blob", "filesystem",
+	"view-source", "ws", "wss", "ftp", "mailto", "tel", "sms", "intent", "chrome", "chrome-extension",
+	"moz-extension", "edge", "opera", "resource", "jar"}
+
+// checkPrivateUseScheme accepts a native app's private-use URI scheme
+// (RFC 8252 §7.1), as Cursor (cursor://…) and VS Code (vscode://…) sign in
+// to MCP servers: a scheme of RFC 3986 syntax naming no browser-handled
+// content. Any app on a device may claim such a scheme, which is why the
+// code is worth nothing without its PKCE verifier (S256 is required of
+// every client here, RFC 8252 §8.1).
+func checkPrivateUseScheme(raw string, u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	if slices.Contains(refusedSchemes, scheme) || !validScheme(scheme) {
+		return fmt.Sprintf("Redirect URI %q uses the scheme %q, which names no app: use https, http on 127.0.0.1, [::1] or localhost, or an app's own scheme (com.example.app:/callback, cursor://…).", echo(raw), echo(u.Scheme))
+	}
+	if u.Opaque != "" && !strings.HasPrefix(u.Opaque, "/") {
+		// "app:callback" has no path an app could route on.
+		return fmt.Sprintf("Redirect URI %q has no path after its scheme; write it as %s:/path or %s://host/path (RFC 8252 §7.1).", echo(raw), echo(u.Scheme), echo(u.Scheme))
+	}
+	return ""
+}
+
+// validScheme: RFC 3986 §3.1, ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ),
+// already lower-cased; at most 64 characters.
+func validScheme(s string) bool {
+	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // cleanClientName bounds a client's self-chosen name, which the consent
@@ -380,6 +419,17 @@ func knownScopes(scope string) string {
 		}
 	}
 	return strings.Join(keep, " ")
+}
+
+// grantScope is the scope a sign-in grants for the one requested (RFC
+// 6749 §3.3): the scopes this server knows, once each, and "mcp" when
+// none is left. An unknown scope ("admin") is not granted; the token
+// response's scope says what was, so the client is not misled.
+func grantScope(requested string) string {
+	if s := knownScopes(requested); s != "" {
+		return s
+	}
+	return scopeMCP
 }
 
 func dedupe(list []string) []string {

@@ -77,8 +77,23 @@ func TestRegister(t *testing.T) {
 
 		{name: "no redirect_uris", meta: map[string]any{"client_name": "x"}, status: 400, err: "invalid_redirect_uri", desc: "required"},
 		{name: "http on a public host", meta: redirect("http://example.com/cb"), status: 400, err: "invalid_redirect_uri", desc: "use https"},
-		{name: "custom scheme", meta: redirect("cursor://anysphere.cursor-retrieval/oauth/callback"), status: 400, err: "invalid_redirect_uri", desc: "any app on a device can claim a custom scheme"},
-		{name: "javascript", meta: redirect("javascript:alert(1)"), status: 400, err: "invalid_redirect_uri", desc: "scheme"},
+		// Native apps' private-use schemes (RFC 8252 §7.1; issue 33, item 1).
+		{name: "cursor", meta: redirect("cursor://anysphere.cursor-retrieval/oauth/callback"), status: 201, check: func(t *testing.T, r testResponse) {
+			if joinList(r.body["redirect_uris"]) != "cursor://anysphere.cursor-retrieval/oauth/callback" {
+				t.Fatalf("redirect_uris: %s", r.raw)
+			}
+		}},
+		{name: "vscode", meta: redirect("vscode://vscode.mcp-auth/callback?server=x"), status: 201},
+		{name: "reverse domain", meta: redirect("com.example.app:/oauth2redirect"), status: 201},
+		{name: "javascript", meta: redirect("javascript:alert(1)"), status: 400, err: "invalid_redirect_uri", desc: "names no app"},
+		{name: "javascript upper case", meta: redirect("JavaScript:alert(1)"), status: 400, err: "invalid_redirect_uri", desc: "names no app"},
+		{name: "data", meta: redirect("data:text/html,<script>alert(1)</script>"), status: 400, err: "invalid_redirect_uri", desc: "names no app"},
+		{name: "file", meta: redirect("file:///etc/passwd"), status: 400, err: "invalid_redirect_uri", desc: "names no app"},
+		{name: "about", meta: redirect("about:blank"), status: 400, err: "invalid_redirect_uri", desc: "names no app"},
+		{name: "blob", meta: redirect("blob:https://claude.ai/0b5c5d2e"), status: 400, err: "invalid_redirect_uri", desc: "names no app"},
+		{name: "vbscript", meta: redirect("vbscript:msgbox(1)"), status: 400, err: "invalid_redirect_uri", desc: "names no app"},
+		{name: "no path", meta: redirect("com.example.app:callback"), status: 400, err: "invalid_redirect_uri", desc: "no path"},
+		{name: "custom scheme with user info", meta: redirect("cursor://user@anysphere.cursor-retrieval/cb"), status: 400, err: "invalid_redirect_uri", desc: "user info"},
 		{name: "fragment", meta: redirect("https://claude.ai/cb#frag"), status: 400, err: "invalid_redirect_uri", desc: "fragment"},
 		{name: "relative", meta: redirect("/callback"), status: 400, err: "invalid_redirect_uri", desc: "absolute"},
 		{name: "user info", meta: redirect("https://user:pw@claude.ai/cb"), status: 400, err: "invalid_redirect_uri", desc: "user info"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 )
 
 // Config configures an authorization server.
@@ -39,6 +40,10 @@ type Config struct {
 	CodeTTL         time.Duration // default 2 minutes
 	RequestTTL      time.Duration // default 15 minutes: sign-in and consent
 	ClientIdleTTL   time.Duration // default 30 days: a registration that got tokens, unused this long, expires
+	// RefreshReuseGrace is how long after a refresh the same client may
+	// present the refresh token it replaced and get the same new pair
+	// (grace.go); default 10 seconds, negative: none (any reuse revokes).
+	RefreshReuseGrace time.Duration
 
 	// Limits bound what clients that have not signed in can make the
 	// server hold or spend.
@@ -96,6 +101,17 @@ func LimitsFrom(c config.OAuthLimits) Limits {
 	}
 }
 
+// SetLifetimes sets the lifetimes of the config's oauth section (the
+// public gateway's) or of the proxy's --oauth-config; Validate has
+// checked them, and zero values keep New's defaults.
+func (cfg *Config) SetLifetimes(l config.Lifetimes) {
+	cfg.AccessTokenTTL = l.AccessToken
+	cfg.RefreshTokenTTL = l.RefreshToken
+	cfg.CodeTTL = l.Code
+	cfg.ClientIdleTTL = l.ClientIdle
+	cfg.RefreshReuseGrace = l.RefreshReuseGrace
+}
+
 // Defaults of Limits' zero values.
 const (
 	defaultMaxClients             = 1000
@@ -129,7 +145,7 @@ type Server struct {
 	// step (on this node).
 	regMu sync.Mutex
 	// registrations counts each address's registrations a minute.
-	registrations *attemptLimiter
+	registrations *httpguard.Limiter[string]
 	// pendingClients and requests index what anyone may make the server
 	// store (pending.go), filled from the store by loadPending.
 	pendingClients *pendingSet
@@ -146,6 +162,7 @@ const (
 	defaultRefreshTokenTTL = 30 * 24 * time.Hour
 	defaultCodeTTL         = 2 * time.Minute
 	defaultClientIdleTTL   = 30 * 24 * time.Hour
+	defaultRefreshGrace    = 10 * time.Second
 )
 
 // New checks cfg, applies the defaults of its zero values and builds
@@ -163,15 +180,20 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.AccessTokenTTL, defaultAccessTokenTTL)
 	setDefault(&cfg.RefreshTokenTTL, defaultRefreshTokenTTL)
 	setDefault(&cfg.CodeTTL, defaultCodeTTL)
-	setDefault(&cfg.ClientIdleTTL, defaultClientIdleTTL)
+	// A registration outlives its refresh tokens, or the app would have
+	// to register again while signed in.
+	setDefault(&cfg.ClientIdleTTL, max(defaultClientIdleTTL, cfg.RefreshTokenTTL))
+	if cfg.RefreshReuseGrace == 0 {
+		cfg.RefreshReuseGrace = defaultRefreshGrace
+	}
 	cfg.Limits.setDefaults()
 	l := cfg.Limits
 	s := &Server{cfg: cfg, kv: cfg.KV, log: cfg.Logger,
-		registrations:  newAttemptLimiter(l.RegistrationsPerMinute, time.Minute),
 		pendingClients: newPendingSet(0, 0),
 		requests:       newPendingSet(l.MaxSignInsPerAddress, l.MaxSignIns),
 		checks:         newCheckGate(l.MaxPasswordChecks, maxCheckQueue),
 	}
+	s.registrations = httpguard.NewPerPeriod[string](l.RegistrationsPerMinute, time.Minute, maxLimiterKeys, s.now)
 	s.metadata = s.buildMetadata()
 	if s.kv == nil {
 		s.kv = NewMemoryKV(cfg.Now)
@@ -228,7 +250,6 @@ func checkIssuer(raw string) (string, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.handleMetadata)
-	mux.HandleFunc("GET /.well-known/openid-configuration", s.handleMetadata)
 	mux.HandleFunc("POST /oauth/register", s.handleRegister)
 	mux.HandleFunc("GET /oauth/authorize", s.handleAuthorize)
 	mux.HandleFunc("POST /oauth/signin", s.handleSignIn)
@@ -243,8 +264,7 @@ func (s *Server) Handler() http.Handler {
 // can send it there.
 func Paths(path string) bool {
 	switch path {
-	case "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration",
-		"/oauth/register", "/oauth/authorize", "/oauth/signin", "/oauth/oidc/callback",
+	case "/.well-known/oauth-authorization-server", "/oauth/register", "/oauth/authorize", "/oauth/signin", "/oauth/oidc/callback",
 		"/oauth/consent", "/oauth/token", "/oauth/revoke":
 		return true
 	}

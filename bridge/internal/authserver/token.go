@@ -243,7 +243,7 @@ func (s *Server) exchangeCode(ctx context.Context, client *Client, form url.Valu
 
 	// Claim the code: of two exchanges racing here, one update wins.
 	fam := &Family{ID: randomToken("bbf_"), ClientID: client.ID, Subject: e.Subject, Resource: e.Resource,
-		Scope: e.Scope, CreatedAt: now}
+		Scope: grantScope(e.Scope), CreatedAt: now}
 	e.FamilyID = fam.ID
 	if _, err := s.updateJSON(ctx, bucketCodes, key, e, rev, s.cfg.CodeTTL); err != nil {
 		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
@@ -287,7 +287,10 @@ func (s *Server) codeReused(ctx context.Context, client *Client, familyID string
 
 // refresh is the refresh_token grant: each refresh token works once and
 // is replaced by a new one; a second use of one is taken as theft and
-// ends the whole family (OAuth 2.1 §4.3.1, refresh token rotation).
+// ends the whole family (OAuth 2.1 §4.3.1, refresh token rotation), except
+// for the same client within Config.RefreshReuseGrace of the rotation,
+// which gets the same new pair again (grace.go): two windows of one app,
+// or a retry after a lost answer, refresh with one token at once.
 func (s *Server) refresh(ctx context.Context, client *Client, form url.Values) (*tokenResponse, *oauthError) {
 	token := form.Get("refresh_token")
 	if token == "" {
@@ -314,10 +317,12 @@ func (s *Server) refresh(ctx context.Context, client *Client, form url.Values) (
 	switch {
 	case fam.Revoked:
 		return nil, oauthErr(errInvalidGrant, "The refresh token was revoked; sign in again.")
+	case fam.Current != hash:
+		// A replaced token: from another client, or after the grace, it
+		// ends the family whoever sends it.
+		return s.reusedRefresh(ctx, client, &fam, token)
 	case fam.ClientID != client.ID:
 		return nil, oauthErr(errInvalidGrant, "The refresh token was issued to another client.")
-	case fam.Current != hash:
-		return nil, s.refreshReused(ctx, client, famID)
 	}
 	if oerr := s.checkResource(form, fam.Resource); oerr != nil {
 		return nil, oerr
@@ -330,16 +335,30 @@ func (s *Server) refresh(ctx context.Context, client *Client, form url.Values) (
 				return nil, oauthErr(errInvalidScope, "Scope %q was not granted at sign-in; a refresh can only narrow the scope.", echo(sc))
 			}
 		}
-		scope = strings.Join(strings.Fields(req[0]), " ")
+		if narrowed := strings.Join(strings.Fields(req[0]), " "); narrowed != "" {
+			scope = narrowed
+		}
 	}
 
+	// The new pair is stored before the family names it, so that a
+	// request replaying it in the grace finds both tokens in place.
 	next := randomToken("bbr_")
+	resp, oerr := s.issueTokens(ctx, &fam, next, scope)
+	if oerr != nil {
+		return nil, oerr
+	}
 	fam.Current = hashSecret(next)
+	fam.Rotation = s.newRotation(hash, token, resp)
 	if _, err := s.updateJSON(ctx, bucketFamilies, famID, fam, rev, s.familyTTL()); err != nil {
+		s.dropTokens(ctx, resp)
 		if errors.Is(err, ErrConflict) {
 			// Another request rotated (or revoked) the family since it was
 			// read: this token is no longer the current one.
-			return nil, s.refreshReused(ctx, client, famID)
+			var cur Family
+			if _, err := s.getJSON(ctx, bucketFamilies, famID, &cur); err != nil {
+				return nil, s.refreshReused(ctx, client, famID)
+			}
+			return s.reusedRefresh(ctx, client, &cur, token)
 		}
 		if errors.Is(err, ErrNotFound) {
 			return nil, oauthErr(errInvalidGrant, "The refresh token has expired; sign in again.")
@@ -347,7 +366,22 @@ func (s *Server) refresh(ctx context.Context, client *Client, form url.Values) (
 		s.log.Error("authserver: rotating a refresh token", "family", famID, "err", err)
 		return nil, storeErr()
 	}
-	return s.issueTokens(ctx, &fam, next, scope)
+	return resp, nil
+}
+
+// reusedRefresh answers a refresh token that is no longer its family's
+// current one: the pair it was replaced by, for the same client within
+// the grace, else the family's end.
+func (s *Server) reusedRefresh(ctx context.Context, client *Client, fam *Family, token string) (*tokenResponse, *oauthError) {
+	if fam.Revoked {
+		return nil, oauthErr(errInvalidGrant, "The refresh token was revoked; sign in again.")
+	}
+	if resp := s.replayRotation(fam, client, token); resp != nil {
+		s.log.Info("authserver: refresh token reused within its grace; the same new tokens are sent again",
+			"client_id", client.ID, "family", fam.ID)
+		return resp, nil
+	}
+	return nil, s.refreshReused(ctx, client, fam.ID)
 }
 
 // refreshReused answers a use of a refresh token that is no longer the
@@ -396,6 +430,20 @@ func (s *Server) issueTokens(ctx context.Context, fam *Family, refresh, scope st
 		RefreshToken: refresh, Scope: scope}, nil
 }
 
+// dropTokens deletes a pair issueTokens stored that will not be handed
+// out (the rotation it was for lost a race); no one holds it, so a
+// failure only leaves entries that expire.
+func (s *Server) dropTokens(ctx context.Context, resp *tokenResponse) {
+	for bucket, tok := range map[string]string{bucketAccess: resp.AccessToken, bucketRefresh: resp.RefreshToken} {
+		if tok == "" {
+			continue
+		}
+		if err := s.kv.Delete(ctx, bucket, hashSecret(tok)); err != nil && !errors.Is(err, ErrNotFound) {
+			s.log.Warn("authserver: deleting tokens of a lost rotation", "bucket", bucket, "err", err)
+		}
+	}
+}
+
 // familyTTL is how long a family outlives its last use: as long as its
 // refresh token, and at least as long as an access token of it.
 func (s *Server) familyTTL() time.Duration {
@@ -424,6 +472,7 @@ func (s *Server) revokeFamily(ctx context.Context, id string) error {
 		}
 		fam.Revoked = true
 		fam.Current = ""
+		fam.Rotation = nil
 		if _, err = s.updateJSON(ctx, bucketFamilies, id, fam, rev, s.familyTTL()); errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
 			continue
 		}

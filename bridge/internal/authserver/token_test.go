@@ -299,47 +299,152 @@ func TestIdleRegistration(t *testing.T) {
 	wantOAuthError(t, e.refresh(c, refresh, nil), http.StatusUnauthorized, "invalid_client")
 }
 
-// TestConcurrentRefresh: two uses of one refresh token at the same moment;
-// exactly one gets new tokens, the other is a reuse (invalid_grant),
-// which ends the family as a later reuse would.
+// TestConcurrentRefresh: two uses of one refresh token at the same moment
+// by its client (two windows of one app). Within the reuse grace both get
+// the same new pair, which works; with the grace off, exactly one gets
+// new tokens and the other is a reuse (invalid_grant), which ends the
+// family as a later reuse would.
 func TestConcurrentRefresh(t *testing.T) {
-	e := newTestEnv(t, nil)
-	c := e.registerClaude()
-	for round := range 20 {
-		_, refresh := e.tokens(c)
-		var (
-			wg    sync.WaitGroup
-			start = make(chan struct{})
-			res   [2]testResponse
-		)
-		for i := range res {
-			wg.Go(func() {
-				<-start
-				res[i] = e.refresh(c, refresh, nil)
-			})
-		}
-		close(start)
-		wg.Wait()
-		ok, grant := 0, 0
-		var access string
-		for _, r := range res {
-			switch {
-			case r.status == 200:
-				ok++
-				access = r.str("access_token")
-			case r.status == 400 && r.str("error") == "invalid_grant":
-				grant++
-			default:
-				t.Fatalf("round %d: %d %s", round, r.status, r.raw)
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+	}{
+		{"grace", 0},
+		{"no grace", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t, func(c *Config) { c.RefreshReuseGrace = tc.grace })
+			c := e.registerClaude()
+			for round := range 20 {
+				_, refresh := e.tokens(c)
+				var (
+					wg    sync.WaitGroup
+					start = make(chan struct{})
+					res   [2]testResponse
+				)
+				for i := range res {
+					wg.Go(func() {
+						<-start
+						res[i] = e.refresh(c, refresh, nil)
+					})
+				}
+				close(start)
+				wg.Wait()
+				ok, grant := 0, 0
+				var access []string
+				for _, r := range res {
+					switch {
+					case r.status == 200:
+						ok++
+						access = append(access, r.str("access_token"))
+					case r.status == 400 && r.str("error") == "invalid_grant":
+						grant++
+					default:
+						t.Fatalf("round %d: %d %s", round, r.status, r.raw)
+					}
+				}
+				if tc.grace < 0 {
+					if ok != 1 || grant != 1 {
+						t.Fatalf("round %d: %d won and %d got invalid_grant, want 1 and 1", round, ok, grant)
+					}
+					if r := e.call("/a/mcp", access[0]); r.status != http.StatusUnauthorized {
+						t.Fatalf("round %d: the family survived a reuse: %d", round, r.status)
+					}
+					continue
+				}
+				if ok != 2 || res[0].str("refresh_token") != res[1].str("refresh_token") || access[0] != access[1] {
+					t.Fatalf("round %d: %s and %s; want the same new pair twice", round, res[0].raw, res[1].raw)
+				}
+				if r := e.call("/a/mcp", access[0]); r.status != http.StatusOK {
+					t.Fatalf("round %d: the pair both got does not work: %d %s", round, r.status, r.raw)
+				}
+				if r := e.refresh(c, res[0].str("refresh_token"), nil); r.status != http.StatusOK {
+					t.Fatalf("round %d: the shared new refresh token does not refresh: %d %s", round, r.status, r.raw)
+				}
 			}
-		}
-		if ok != 1 || grant != 1 {
-			t.Fatalf("round %d: %d won and %d got invalid_grant, want 1 and 1", round, ok, grant)
-		}
+		})
+	}
+}
+
+// TestRefreshReuseGrace: the grace is for the same client, within its
+// seconds, presenting the token the last rotation replaced; anything else
+// is a reuse that ends the family. The store never holds the pair in the
+// clear.
+func TestRefreshReuseGrace(t *testing.T) {
+	const grace = 5 * time.Second
+	e := newTestEnv(t, func(c *Config) { c.RefreshReuseGrace = grace })
+	c := e.registerClaude()
+	revoked := func(t *testing.T, access string) {
+		t.Helper()
 		if r := e.call("/a/mcp", access); r.status != http.StatusUnauthorized {
-			t.Fatalf("round %d: the family survived a reuse: %d", round, r.status)
+			t.Fatalf("the family survived a reuse: %d", r.status)
 		}
 	}
+	rotate := func(t *testing.T, refresh string) testResponse {
+		t.Helper()
+		r := e.refresh(c, refresh, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("refresh: %d %s", r.status, r.raw)
+		}
+		return r
+	}
+
+	t.Run("same client within the grace: the same pair, again and again", func(t *testing.T) {
+		_, a := e.tokens(c)
+		first := rotate(t, a)
+		for _, after := range []time.Duration{0, grace / 2, grace / 2} {
+			e.clock.Advance(after)
+			again := rotate(t, a)
+			if again.str("access_token") != first.str("access_token") || again.str("refresh_token") != first.str("refresh_token") ||
+				again.str("scope") != first.str("scope") {
+				t.Fatalf("within the grace: %s, want the pair of %s", again.raw, first.raw)
+			}
+			if again.body["expires_in"].(float64) > first.body["expires_in"].(float64) {
+				t.Fatalf("the replayed access token lives longer than it did: %s", again.raw)
+			}
+		}
+		for _, tok := range []string{first.str("access_token")} {
+			if r := e.call("/a/mcp", tok); r.status != http.StatusOK {
+				t.Fatalf("the pair does not work: %d", r.status)
+			}
+		}
+		raw, _ := e.s.kv.List(context.Background(), bucketFamilies)
+		for _, v := range raw {
+			if strings.Contains(string(v), first.str("refresh_token")) || strings.Contains(string(v), first.str("access_token")) {
+				t.Fatalf("a family holds a token in the clear: %s", v)
+			}
+		}
+	})
+	t.Run("same client after the grace: revoked", func(t *testing.T) {
+		_, a := e.tokens(c)
+		b := rotate(t, a)
+		e.clock.Advance(grace + time.Second)
+		wantOAuthError(t, e.refresh(c, a, nil), http.StatusBadRequest, "invalid_grant")
+		revoked(t, b.str("access_token"))
+	})
+	t.Run("another client within the grace: revoked", func(t *testing.T) {
+		_, a := e.tokens(c)
+		b := rotate(t, a)
+		other := e.registerClaude()
+		wantOAuthError(t, e.refresh(other, a, nil), http.StatusBadRequest, "invalid_grant")
+		revoked(t, b.str("access_token"))
+		wantOAuthError(t, e.refresh(c, b.str("refresh_token"), nil), http.StatusBadRequest, "invalid_grant")
+	})
+	t.Run("a token two rotations old: revoked", func(t *testing.T) {
+		_, a := e.tokens(c)
+		b := rotate(t, a)
+		cc := rotate(t, b.str("refresh_token"))
+		wantOAuthError(t, e.refresh(c, a, nil), http.StatusBadRequest, "invalid_grant")
+		revoked(t, cc.str("access_token"))
+	})
+	t.Run("within the grace after a revocation: nothing", func(t *testing.T) {
+		_, a := e.tokens(c)
+		b := rotate(t, a)
+		if r := e.revoke(c, b.str("refresh_token"), "refresh_token"); r.status != http.StatusOK {
+			t.Fatalf("revoke: %d %s", r.status, r.raw)
+		}
+		wantOAuthError(t, e.refresh(c, a, nil), http.StatusBadRequest, "invalid_grant")
+	})
 }
 
 // TestConcurrentExchange: two exchanges of one code at the same moment;

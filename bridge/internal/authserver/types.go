@@ -106,6 +106,19 @@ type Family struct {
 	// Current is the hash of the one refresh token of this family that
 	// may be used; a use of any other one is a reuse.
 	Current string `json:"current"`
+	// Rotation is the last refresh, kept for its reuse grace (grace.go);
+	// nil when the grace is off.
+	Rotation *Rotation `json:"rotation,omitempty"`
+}
+
+// Rotation is a family's last refresh: the token it replaced and the pair
+// it issued, sealed with a key derived from the replaced token, so that
+// only that token's holder can open it and the store holds no usable
+// token.
+type Rotation struct {
+	Previous string    `json:"previous"` // hash of the replaced refresh token
+	At       time.Time `json:"at"`
+	Sealed   []byte    `json:"sealed"`
 }
 
 // Grant is what a valid access token stands for: Verify's answer.

@@ -56,6 +56,9 @@ type OAuth struct {
 	// OAuthLimits bound what anyone can make the sign-in hold or spend
 	// before signing in; its keys sit in "oauth" itself.
 	OAuthLimits
+	// OAuthLifetimes say how long tokens, codes and registrations live;
+	// its keys sit in "oauth" itself.
+	OAuthLifetimes
 }
 
 // OAuthLimits are the sign-in's bounds (docs/limits.md, "OAuth sign-in"):
@@ -224,6 +227,9 @@ func (o *OAuth) validate() error {
 		return errors.New(`config: key "oauth.state_file": the path contains a NUL byte`)
 	}
 	if err := o.OAuthLimits.Validate("oauth."); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := o.OAuthLifetimes.Validate("oauth."); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if o.OIDC == nil {

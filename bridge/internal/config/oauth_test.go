@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hash is a well-formed bcrypt hash (of "correct horse battery staple").
@@ -160,6 +161,52 @@ func TestOAuthEnvironment(t *testing.T) {
 			got, err := load(t, tc.json).OAuthStateFile()
 			if err != nil || got != tc.want {
 				t.Fatalf("OAuthStateFile = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestOAuthLifetimes: the lifetimes of tokens, codes and registrations
+// are keys of the oauth section within sane bounds; a value outside them
+// is refused with a sentence naming the key and the bounds (issue 33,
+// item 7).
+func TestOAuthLifetimes(t *testing.T) {
+	for _, tc := range []struct {
+		name, json, err string
+		want            Lifetimes
+	}{
+		{"defaults", `{"oauth":{}}`, "", Lifetimes{}},
+		{"all set", `{"oauth":{"access_token_ttl":"15m","refresh_token_ttl":"2160h","code_ttl":"1m","client_idle_ttl":"4320h","refresh_reuse_grace":"30s"}}`, "",
+			Lifetimes{AccessToken: 15 * time.Minute, RefreshToken: 2160 * time.Hour, Code: time.Minute, ClientIdle: 4320 * time.Hour, RefreshReuseGrace: 30 * time.Second}},
+		{"no reuse grace", `{"oauth":{"refresh_reuse_grace":"0s"}}`, "", Lifetimes{RefreshReuseGrace: -1}},
+		{"at the bounds", `{"oauth":{"access_token_ttl":"24h","refresh_token_ttl":"8760h","code_ttl":"10s","client_idle_ttl":"8760h","refresh_reuse_grace":"1m"}}`, "",
+			Lifetimes{AccessToken: 24 * time.Hour, RefreshToken: 8760 * time.Hour, Code: 10 * time.Second, ClientIdle: 8760 * time.Hour, RefreshReuseGrace: time.Minute}},
+		{"access token too long", `{"oauth":{"access_token_ttl":"48h"}}`, `key "oauth.access_token_ttl": 48h is outside 1m–24h`, Lifetimes{}},
+		{"access token too short", `{"oauth":{"access_token_ttl":"30s"}}`, `key "oauth.access_token_ttl": 30s is outside 1m–24h`, Lifetimes{}},
+		{"refresh token too long", `{"oauth":{"refresh_token_ttl":"10000h"}}`, `key "oauth.refresh_token_ttl": 10000h is outside 1h–8760h`, Lifetimes{}},
+		{"code too long", `{"oauth":{"code_ttl":"1h"}}`, `key "oauth.code_ttl": 1h is outside 10s–10m`, Lifetimes{}},
+		{"grace too long", `{"oauth":{"refresh_reuse_grace":"5m"}}`, `key "oauth.refresh_reuse_grace": 5m is outside 0s–1m`, Lifetimes{}},
+		{"negative grace", `{"oauth":{"refresh_reuse_grace":"-1s"}}`, `key "oauth.refresh_reuse_grace"`, Lifetimes{}},
+		{"not a duration", `{"oauth":{"access_token_ttl":"an hour"}}`, `key "oauth.access_token_ttl": "an hour" is not a duration such as "1h"`, Lifetimes{}},
+		{"days are not a Go duration", `{"oauth":{"refresh_token_ttl":"30d"}}`, `key "oauth.refresh_token_ttl"`, Lifetimes{}},
+		{"registrations outlived by refresh tokens", `{"oauth":{"refresh_token_ttl":"2160h","client_idle_ttl":"720h"}}`,
+			`key "oauth.client_idle_ttl": 720h is shorter than "oauth.refresh_token_ttl" (2160h): a registration would expire while its refresh tokens still live`, Lifetimes{}},
+		{"registrations outlived by the default refresh tokens", `{"oauth":{"client_idle_ttl":"24h"}}`,
+			`key "oauth.client_idle_ttl": 24h is shorter than "oauth.refresh_token_ttl" (720h, its default)`, Lifetimes{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Decode(strings.NewReader(tc.json))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Decode(%s): %v; want an error containing %q", tc.json, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode(%s): %v", tc.json, err)
+			}
+			if got := c.OAuth.OAuthLifetimes.Parsed(); got != tc.want {
+				t.Fatalf("lifetimes %+v, want %+v", got, tc.want)
 			}
 		})
 	}

@@ -230,6 +230,25 @@ func alive(pid int) bool {
 	return i < 0 || !strings.HasPrefix(s[i+1:], " Z")
 }
 
+// register registers a public client with a loopback redirect URI and
+// returns its client id.
+func (g *publicGateway) register(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Post(g.public+"/oauth/register", "application/json",
+		strings.NewReader(`{"client_name":"another app","redirect_uris":["http://127.0.0.1:9/cb"],"token_endpoint_auth_method":"none"}`))
+	if err != nil {
+		t.Fatalf("POST /oauth/register: %v", err)
+	}
+	defer resp.Body.Close()
+	var reg struct {
+		ClientID string `json:"client_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("registering another client: %d %v", resp.StatusCode, err)
+	}
+	return reg.ClientID
+}
+
 // postToken posts a form to the token endpoint and returns the status and
 // the decoded body.
 func (g *publicGateway) postToken(t *testing.T, form url.Values) (int, map[string]any) {

@@ -47,8 +47,9 @@ import (
 // to the sign-in page (password, Approve), exchanges the code; tools/list
 // and echo work. Then the access token is made to look expired on the
 // client and the next call goes through with a refreshed, rotated token;
-// the replaced refresh token is refused afterwards and its reuse ends the
-// sign-in (RFC 9700's refresh-token rotation); no secret is logged.
+// the replaced refresh token is refused afterwards to another client and
+// its reuse ends the sign-in (RFC 9700's refresh-token rotation); no
+// secret is logged.
 func TestGatewayOAuthGoSDK(t *testing.T) {
 	gw := startPublicGateway(t, gatewayOptions{})
 	browser := startSignInBrowser(t)
@@ -100,7 +101,7 @@ func TestGatewayOAuthGoSDK(t *testing.T) {
 	if len(asked) != 1 {
 		t.Fatalf("the SDK sent the person to %d authorization URLs; want 1: %q", len(asked), asked)
 	}
-	authURL := checkAuthorizationURL(t, gw, asked[0], endpoint, catcher.url)
+	checkAuthorizationURL(t, gw, asked[0], endpoint, catcher.url)
 	if !strings.Contains(consentText, gatewayServer) {
 		t.Errorf("the consent page does not name the server %q a person is approving: %q", gatewayServer, clip(consentText, 300))
 	}
@@ -138,11 +139,14 @@ func TestGatewayOAuthGoSDK(t *testing.T) {
 	_ = cs.Close()
 	closed = true
 
-	// The replaced refresh token is refused, and using it revokes the
-	// sign-in: the newest access token stops working too.
+	// The replaced refresh token, from another client, is refused, and
+	// using it revokes the sign-in: the newest access token stops working
+	// too. (From its own client within seconds of the rotation it would
+	// get the same new pair: the reuse grace, which the authserver and
+	// gatewayserver tests hold on their own clocks.)
 	status, body := gw.postToken(t, url.Values{
 		"grant_type": {"refresh_token"}, "refresh_token": {seen[0].RefreshToken},
-		"client_id": {authURL.Query().Get("client_id")}, "resource": {endpoint},
+		"client_id": {gw.register(t)}, "resource": {endpoint},
 	})
 	if status != http.StatusBadRequest || body["error"] != "invalid_grant" {
 		t.Errorf("reusing a rotated refresh token answered %d %v; want 400 invalid_grant", status, body)

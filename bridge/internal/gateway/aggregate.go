@@ -113,7 +113,7 @@ func (a *aggregate) prefetch(s *Session, as *aggSession) {
 }
 
 func (a *aggregate) discover(context.Context) (json.RawMessage, error) {
-	return discoverResult(a.initResult())
+	return discoverResult(a.initResult(), "browserbridge-gateway")
 }
 
 // backend returns the session's backend on server name, attaching it on

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,11 @@ func TestEveryEraReachesTheServer(t *testing.T) {
 			t.Run(strings.TrimPrefix(route, "/")+"/"+e.name, func(t *testing.T) {
 				ctx := testutil.Context(t, 30*time.Second)
 				cs := tg.connect(route, e, nil)
+				// Every era learns who the server is: from initialize, or
+				// in 2026-07-28 from server/discover's _meta (issue 33).
+				if ir := cs.InitializeResult(); ir == nil || ir.ServerInfo == nil || ir.ServerInfo.Name == "" {
+					t.Fatalf("no serverInfo: %+v", ir)
+				}
 				tools, err := cs.ListTools(ctx, nil)
 				if err != nil {
 					t.Fatal(err)
@@ -47,6 +53,23 @@ func TestEveryEraReachesTheServer(t *testing.T) {
 	}
 	if st, _ := tg.gw.Supervisor().State("everything"); st.Restarts != 0 || st.Private != 0 {
 		t.Fatalf("one shared child expected: %+v", st)
+	}
+}
+
+// TestDiscoverCarriesServerInfo: a stateless client (the Go SDK's
+// default, server/discover) gets the same serverInfo a session's
+// initialize gives, on a server's route and on the aggregate's (issue 33,
+// item 5: it had none, and the Go SDK client's ServerInfo was nil).
+func TestDiscoverCarriesServerInfo(t *testing.T) {
+	tg := newTestGateway(t, map[string]stdio.ServerConfig{"everything": everything(t)}, Options{})
+	for _, route := range []string{"/servers/everything", "/servers/all"} {
+		t.Run(route, func(t *testing.T) {
+			session := tg.connect(route, sessionEra, nil).InitializeResult().ServerInfo
+			stateless := tg.connect(route, eras[len(eras)-1], nil).InitializeResult().ServerInfo
+			if session == nil || stateless == nil || !reflect.DeepEqual(stateless, session) {
+				t.Fatalf("serverInfo from server/discover %+v, from initialize %+v; want the same", stateless, session)
+			}
+		})
 	}
 }
 

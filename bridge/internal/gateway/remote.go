@@ -206,7 +206,7 @@ func (t remoteTarget) open(context.Context, *Session, json.RawMessage) (json.Raw
 }
 
 func (t remoteTarget) discover(context.Context) (json.RawMessage, error) {
-	return discoverResult(t.initResult())
+	return discoverResult(t.initResult(), "remote/"+t.server)
 }
 
 func (t remoteTarget) request(ctx context.Context, s *Session, e *envelope, sink sink) {

@@ -113,14 +113,21 @@ func (t serverTarget) discover(ctx context.Context) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return discoverResult(init)
+	return discoverResult(init, t.name())
 }
 
-// discoverResult builds a server/discover result from an initialize one.
-func discoverResult(init json.RawMessage) (json.RawMessage, error) {
+// metaServerInfo is where a 2026-07-28 result carries the server's
+// Implementation: a stateless client has no initialize result to read it
+// from (the Go SDK leaves ServerInfo nil without it).
+const metaServerInfo = "io.modelcontextprotocol/serverInfo"
+
+// discoverResult builds a server/discover result from an initialize one;
+// name stands in for a serverInfo the initialize result lacks.
+func discoverResult(init json.RawMessage, name string) (json.RawMessage, error) {
 	var ir struct {
 		Capabilities json.RawMessage `json:"capabilities"`
 		Instructions string          `json:"instructions,omitempty"`
+		ServerInfo   json.RawMessage `json:"serverInfo"`
 	}
 	if err := json.Unmarshal(init, &ir); err != nil {
 		return nil, err
@@ -128,11 +135,16 @@ func discoverResult(init json.RawMessage) (json.RawMessage, error) {
 	if ir.Capabilities == nil {
 		ir.Capabilities = json.RawMessage("{}")
 	}
+	var info any = ir.ServerInfo
+	if len(ir.ServerInfo) == 0 || ir.ServerInfo[0] != '{' {
+		info = map[string]string{"name": name, "version": "unknown"}
+	}
 	return json.Marshal(map[string]any{
 		"resultType":        "complete",
 		"supportedVersions": supportedVersions,
 		"capabilities":      ir.Capabilities,
 		"instructions":      ir.Instructions,
+		"_meta":             map[string]any{metaServerInfo: info},
 	})
 }
 

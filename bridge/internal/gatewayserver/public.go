@@ -95,8 +95,10 @@ func newPublicGateway(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger,
 	// The sign-in's per-address limits count the client the guard found,
 	// behind a trusted proxy the one X-Forwarded-For names.
 	id.ClientIP = httpguard.ClientIP
-	as, err := authserver.New(authserver.Config{Issuer: base, KV: kv, Resources: p.lookupResource, Identity: id,
-		Limits: authserver.LimitsFrom(cfg.OAuth.OAuthLimits), Logger: log})
+	asCfg := authserver.Config{Issuer: base, KV: kv, Resources: p.lookupResource, Identity: id,
+		Limits: authserver.LimitsFrom(cfg.OAuth.OAuthLimits), Logger: log}
+	asCfg.SetLifetimes(cfg.OAuth.OAuthLifetimes.Parsed())
+	as, err := authserver.New(asCfg)
 	if err != nil {
 		if kv != nil {
 			kv.Close()

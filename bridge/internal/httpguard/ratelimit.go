@@ -1,6 +1,7 @@
 package httpguard
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -80,6 +81,11 @@ type Limiter[K comparable] struct {
 	capacity int
 	head     int32 // most recently used slot, or -1
 	tail     int32 // least recently used slot, or -1
+
+	// shareWhenFull (NewPerPeriod): a full table forgets a key only once
+	// its bucket is full again; until then newcomers share spill.
+	shareWhenFull bool
+	spill         slot[K]
 }
 
 type slot[K comparable] struct {
@@ -98,6 +104,40 @@ func NewLimiter[K comparable](rate float64, burst int, maxWait time.Duration, ca
 		rate: rate, burst: float64(burst), maxWait: maxWait, now: now,
 		index: make(map[K]int32), capacity: capacity, head: -1, tail: -1,
 	}
+}
+
+// NewPerPeriod returns a Limiter of n events per period for each key, in
+// bursts of n, that waits for nothing: for limits on guesses (sign-in
+// attempts, registrations). When its table of capacity keys is full it
+// forgets the key used longest ago only once that key's bucket is full
+// again, which changes nothing for it; until then a new key shares one
+// bucket with every other that found no room, so spreading attempts over
+// more keys than the table holds buys no more of them.
+func NewPerPeriod[K comparable](n int, period time.Duration, capacity int, now func() time.Time) *Limiter[K] {
+	l := NewLimiter[K](float64(n)/period.Seconds(), n, 0, capacity, now)
+	l.shareWhenFull = true
+	l.spill = slot[K]{tokens: l.burst, prev: -1, next: -1}
+	return l
+}
+
+// Spent is how many tokens key's bucket lacks now: about the events of key
+// in the last burst/rate seconds. A key that shares the overflow bucket
+// (NewPerPeriod) reads that bucket's; an unknown key, 0.
+func (l *Limiter[K]) Spent(key K) int {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &l.spill
+	if i, ok := l.index[key]; ok {
+		s = &l.slots[i]
+	} else if !l.shareWhenFull || len(l.slots) < l.capacity {
+		return 0
+	}
+	tokens := s.tokens
+	if now.After(s.last) {
+		tokens = refill(tokens, now.Sub(s.last), l.rate, l.burst)
+	}
+	return int(math.Ceil(l.burst - tokens))
 }
 
 // Reserve takes a token from key's bucket. If there is none it borrows one,
@@ -143,6 +183,8 @@ func (l *Limiter[K]) Refund(key K) {
 	defer l.mu.Unlock()
 	if i, ok := l.index[key]; ok {
 		l.slots[i].tokens = min(l.burst, l.slots[i].tokens+1)
+	} else if l.shareWhenFull && len(l.slots) == l.capacity {
+		l.spill.tokens = min(l.burst, l.spill.tokens+1)
 	}
 }
 
@@ -163,6 +205,9 @@ func (l *Limiter[K]) lookup(key K, now time.Time) *slot[K] {
 		l.slots = append(l.slots, slot[K]{})
 	default:
 		i = l.tail
+		if t := &l.slots[i]; l.shareWhenFull && refill(t.tokens, now.Sub(t.last), l.rate, l.burst) < l.burst {
+			return &l.spill // no key can be forgotten without a gift of tokens
+		}
 		l.unlink(i)
 		delete(l.index, l.slots[i].key)
 	}

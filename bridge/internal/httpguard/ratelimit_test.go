@@ -376,3 +376,59 @@ func TestLoopbackClientNeverRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestPerPeriod: NewPerPeriod's limiter, the one for guesses: n a period
+// per key, Spent counting what a key used, Refund giving one back, and a
+// full table that forgets a key only once its bucket has refilled, so
+// more keys than it holds share one bucket instead of each getting a
+// fresh one.
+func TestPerPeriod(t *testing.T) {
+	t.Run("n a period", func(t *testing.T) {
+		clock := newFakeClock()
+		l := NewPerPeriod[string](5, time.Minute, 100, clock.Now)
+		for i := range 5 {
+			if !l.Allow("a") {
+				t.Fatalf("attempt %d of 5 refused", i+1)
+			}
+		}
+		if l.Allow("a") || l.Spent("a") != 5 || l.Spent("b") != 0 {
+			t.Fatalf("a sixth attempt passed, or spent a=%d b=%d; want 5 and 0", l.Spent("a"), l.Spent("b"))
+		}
+		l.Refund("a")
+		if l.Spent("a") != 4 || !l.Allow("a") {
+			t.Fatalf("after a refund: spent %d, want 4 and one more attempt", l.Spent("a"))
+		}
+		clock.Advance(time.Minute)
+		if l.Spent("a") != 0 {
+			t.Fatalf("a period later: spent %d, want 0", l.Spent("a"))
+		}
+	})
+	t.Run("a full table shares one bucket among newcomers", func(t *testing.T) {
+		clock := newFakeClock()
+		l := NewPerPeriod[string](2, time.Minute, 3, clock.Now)
+		for _, k := range []string{"a", "b", "c"} {
+			l.Allow(k)
+		}
+		// The table is full of keys whose buckets are not full: every new
+		// key draws on the one shared bucket, 2 in all, not 2 each.
+		allowed := 0
+		for i := range 10 {
+			if l.Allow(fmt.Sprint("spray-", i)) {
+				allowed++
+			}
+		}
+		if allowed != 2 || l.size() != 3 || l.Spent("spray-99") != 2 {
+			t.Fatalf("%d of 10 new keys allowed (table %d, shared spent %d); want 2, 3 and 2", allowed, l.size(), l.Spent("spray-99"))
+		}
+		if !l.Allow("a") {
+			t.Fatal("a key in the table lost its own bucket to the spray")
+		}
+		// Once the oldest key's bucket has refilled, forgetting it costs
+		// nothing: a newcomer takes its place with a bucket of its own.
+		clock.Advance(time.Minute)
+		if !l.Allow("new") || !l.Allow("new") || l.Spent("new") != 2 {
+			t.Fatalf("after the buckets refilled, a newcomer did not get a bucket of its own (spent %d)", l.Spent("new"))
+		}
+		checkList(t, l)
+	})
+}

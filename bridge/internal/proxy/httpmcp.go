@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
@@ -71,6 +72,9 @@ type HTTPOptions struct {
 	// Limits bound what anyone can make the authorization server hold or
 	// spend before signing in; zero values are its defaults.
 	Limits authserver.Limits
+	// Lifetimes of tokens, codes and registrations; zero values are the
+	// authorization server's defaults.
+	Lifetimes config.Lifetimes
 }
 
 func (o *HTTPOptions) setDefaults() {
@@ -131,8 +135,13 @@ func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 	if id.PairingCode == nil {
 		id.PairingCode = s.pairingCode()
 	}
-	as, err := authserver.New(authserver.Config{Issuer: h.pub.Base, KV: opts.KV, Resources: h.lookupResource,
-		Identity: id, Limits: opts.Limits, Logger: s.log, Now: s.opts.Now})
+	if id.Admit == nil {
+		id.Admit = func(subj authserver.Subject) error { _, err := h.subjectUser(subj); return err }
+	}
+	asCfg := authserver.Config{Issuer: h.pub.Base, KV: opts.KV, Resources: h.lookupResource,
+		Identity: id, Limits: opts.Limits, Logger: s.log, Now: s.opts.Now}
+	asCfg.SetLifetimes(opts.Lifetimes)
+	as, err := authserver.New(asCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -309,14 +318,22 @@ func (h *httpEndpoint) userOf(g *authserver.Grant) (string, error) {
 	if g == nil {
 		return "", errors.New("the request carries no grant") // Protect always sets one
 	}
-	if u, ok := strings.CutPrefix(g.Subject.ID, pairSubjectPrefix); ok && g.Subject.Method == "pairing" && u != "" {
+	return h.subjectUser(g.Subject)
+}
+
+// subjectUser is userOf for a subject: the authorization server asks it
+// at sign-in (IdentityConfig.Admit), so that a subject mapped to no user
+// is refused on the sign-in page rather than given a token every endpoint
+// refuses; the endpoints ask it again, as the mapping may have changed.
+func (h *httpEndpoint) subjectUser(subj authserver.Subject) (string, error) {
+	if u, ok := strings.CutPrefix(subj.ID, pairSubjectPrefix); ok && subj.Method == "pairing" && u != "" {
 		return u, nil
 	}
-	if u := h.opts.Users[g.Subject.ID]; u != "" {
+	if u := h.opts.Users[subj.ID]; u != "" {
 		return u, nil
 	}
 	return "", fmt.Errorf("you are signed in as %s (%s), which this proxy maps to no user; sign in with a pairing code from `browserbridge pair` on your machine, or ask the proxy's operator to map %q to your user",
-		displayOf(g.Subject), g.Subject.Method, g.Subject.ID)
+		displayOf(subj), subj.Method, subj.ID)
 }
 
 func displayOf(s authserver.Subject) string {

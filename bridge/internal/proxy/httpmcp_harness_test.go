@@ -112,6 +112,15 @@ var hiddenField = regexp.MustCompile(`name="(request|csrf)" value="([^"]*)"`)
 // approve takes an authorization URL through sign-in and consent and
 // returns the redirect to the app (its query: code, state, iss).
 func (p *person) approve(authURL string) (url.Values, error) {
+	loc, err := p.approveURL(authURL)
+	if err != nil {
+		return nil, err
+	}
+	return loc.Query(), nil
+}
+
+// approveURL is approve returning the whole redirect.
+func (p *person) approveURL(authURL string) (*url.URL, error) {
 	resp, err := p.client.Get(authURL)
 	if err != nil {
 		return nil, err
@@ -140,7 +149,7 @@ func (p *person) approve(authURL string) (url.Values, error) {
 	if status != http.StatusSeeOther || loc == nil {
 		return nil, fmt.Errorf("approving answered %d: %s", status, body)
 	}
-	return loc.Query(), nil
+	return loc, nil
 }
 
 func (p *person) post(path string, form url.Values) (string, int, *url.URL, error) {
@@ -220,6 +229,17 @@ func sdkClient(tb testing.TB, endpoint, era string, p *person, opts *mcp.ClientO
 func (p *person) accessToken(resource string) string {
 	tb := p.tb
 	tb.Helper()
+	tok, err := p.tryAccessToken(resource)
+	if err != nil {
+		tb.Fatalf("signing in for %s: %v", resource, err)
+	}
+	return tok
+}
+
+// tryAccessToken is accessToken, with the sign-in's refusal as an error.
+func (p *person) tryAccessToken(resource string) (string, error) {
+	tb := p.tb
+	tb.Helper()
 	base := p.tp.public()
 	reg, _ := json.Marshal(map[string]any{"redirect_uris": []string{redirectURI}, "client_name": "proxy test (by hand)",
 		"token_endpoint_auth_method": "none"})
@@ -240,7 +260,7 @@ func (p *person) accessToken(resource string) string {
 		"code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])}, "code_challenge_method": {"S256"}}
 	got, err := p.approve(base + "/oauth/authorize?" + q.Encode())
 	if err != nil {
-		tb.Fatalf("signing in for %s: %v", resource, err)
+		return "", err
 	}
 	resp, err = http.PostForm(base+"/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {got.Get("code")},
 		"code_verifier": {verifier}, "redirect_uri": {redirectURI}, "client_id": {client.ClientID}, "resource": {resource}})
@@ -254,7 +274,7 @@ func (p *person) accessToken(resource string) string {
 	if json.Unmarshal([]byte(body), &tok) != nil || tok.AccessToken == "" {
 		tb.Fatalf("token: %d %s", resp.StatusCode, body)
 	}
-	return tok.AccessToken
+	return tok.AccessToken, nil
 }
 
 // pairingCode asks the proxy for a pairing code over ext's relay link, as

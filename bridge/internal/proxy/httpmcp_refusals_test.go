@@ -103,14 +103,22 @@ func TestHTTPRefusals(t *testing.T) {
 }
 
 // TestHTTPUnmappedSubject: a password sign-in the operator mapped to no
-// user gets its token, but the endpoint refuses it (403), naming the
-// subject to map.
+// user is refused on the sign-in page (403), naming the subject to map,
+// and gets no token (issue 33, item 8: it used to get one that every
+// endpoint then refused, and mcp-remote exited on the 403); the same page
+// then takes a pairing code, whose user needs no mapping.
 func TestHTTPUnmappedSubject(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, func(o *HTTPOptions) { o.Users = nil })
-	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
-	status, _, body := rawPost(t, tp.public()+"/mcp", tok, initBody)
-	if status != http.StatusForbidden || !strings.Contains(body, `which this proxy maps to no user`) || !strings.Contains(body, `\"password:owner\"`) {
-		t.Errorf("%d %s", status, body)
+	_, err := tp.person(t, passwordFields()).tryAccessToken(tp.public() + "/mcp")
+	if err == nil || !strings.Contains(err.Error(), "signing in answered 403") ||
+		!strings.Contains(err.Error(), "which this proxy maps to no user") || !strings.Contains(err.Error(), "&#34;password:owner&#34;") ||
+		!strings.Contains(err.Error(), `name="password"`) {
+		t.Fatalf("a password sign-in mapped to no user: %v; want the sign-in page again, 403, naming the subject", err)
+	}
+	alice := startBrowser(t, tp, "alice", "Chrome")
+	tok := tp.person(t, pairingCode(t, alice.tclient)).accessToken(tp.public() + "/mcp")
+	if status, _, body := rawPost(t, tp.public()+"/mcp", tok, initBody); status != http.StatusOK {
+		t.Fatalf("a pairing-code sign-in on the same proxy: initialize %d %s", status, body)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/daemon"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
@@ -304,6 +305,21 @@ func TestRelayServersEndToEnd(t *testing.T) {
 			if !strings.Contains(string(m.Result), `"name":`+tool) {
 				t.Fatalf("tools/list has no %s: %.300s %s", tool, m.Result, m.Error)
 			}
+		}
+	})
+
+	t.Run("server/discover names the server", func(t *testing.T) {
+		// What the proxy forwards from /servers/{name}/mcp for a stateless
+		// (2026-07-28) client: the answer carries serverInfo in _meta,
+		// which such a client has no initialize to read from (issue 33).
+		m := a.call("server/discover", map[string]any{"_meta": map[string]any{mcphttp.MetaProtocolVersion: mcphttp.VersionStateless}})
+		var res struct {
+			Meta map[string]struct {
+				Name string `json:"name"`
+			} `json:"_meta"`
+		}
+		if m.Error != nil || json.Unmarshal(m.Result, &res) != nil || res.Meta["io.modelcontextprotocol/serverInfo"].Name == "" {
+			t.Fatalf("server/discover: %s %s", m.Result, m.Error)
 		}
 	})
 
