@@ -394,6 +394,21 @@ export function secretsAllowed(policy, url) {
 }
 
 /**
+ * Why typing into a password field on the page at url is refused, the end
+ * of the tool error's sentence: who decided (the person, or their
+ * organization's managed rule for the site) and what can be done.
+ * @param {typeof DEFAULT_POLICY} policy normalised, or sw/managed.js mergePolicy()'s
+ * @param {string} url
+ * @returns {string}
+ */
+export function secretsRefusal(policy, url) {
+  if (ruleFor(policy.sites, siteOf(url))?.managed) {
+    return "the person's organization does not let agents type secrets on this site (a managed policy); ask the person to type it themselves";
+  }
+  return 'the person has not let agents type secrets on this site; ask them to tick "secrets" for it in Browser Bridge\'s options, or to type it themselves';
+}
+
+/**
  * Whether a grant list covers a site and class. A grant is {site, classes}:
  * site a pattern (an origin from an approval, a host from a plan).
  * @param {Array<{site: string, classes: string[]}>|undefined} grants

@@ -7,7 +7,16 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { installFakeChrome } from './fake-chrome.js';
 import { SETTINGS, SETTING_WORDS, mergePolicy, normaliseManaged, pauseState, read } from '../sw/managed.js';
-import { DEFAULT_POLICY, decide, classify, refusal, scopeManaged, scopeOf, secretsAllowed } from '../sw/policy.js';
+import {
+  DEFAULT_POLICY,
+  decide,
+  classify,
+  refusal,
+  scopeManaged,
+  scopeOf,
+  secretsAllowed,
+  secretsRefusal,
+} from '../sw/policy.js';
 import { controlView, scopeView } from '../popup-view.js';
 
 const LOCAL = { id: 'local-s1', client: 'Claude Code' };
@@ -116,6 +125,14 @@ test("managed site rules are consulted before the person's, even less specific o
       policy: p,
     }),
     `The organization's site policy blocks javascript_tool (script) on https://mail.corp.example: its rule for "*.corp.example" says script = block. Tell the person why; their organization's policy sets this, and only their IT department can change it.`,
+  );
+  assert.match(
+    secretsRefusal(p, 'https://mail.corp.example/login'),
+    /^the person's organization does not let agents type secrets/,
+  );
+  assert.match(
+    secretsRefusal(p, 'https://news.example/'),
+    /^the person has not let agents type secrets .* tick "secrets"/,
   );
   // A managed rule may allow secrets: the person cannot take that back with a rule of their own.
   const allowed = mergePolicy(

@@ -80,7 +80,7 @@ func TestManagedPolicy(t *testing.T) {
 		}
 		// The person's secrets opt-in does not reach past the organization's rule.
 		text, _ = c.toolError(t, "form_input", map[string]any{"selector": "#pw-typed", "value": "S3cret-Managed-1", "tabId": tab})
-		if !strings.Contains(text, "has not let agents type secrets on this site") {
+		if !strings.Contains(text, "#pw-typed is a password field on "+origin+", and the person's organization does not let agents type secrets on this site (a managed policy)") {
 			t.Errorf("form_input into a password field with the person's opt-in under the managed rule without: %q", text)
 		}
 		if res := c.call(t, "get_page_text", map[string]any{"tabId": tab}); res.IsError {
