@@ -97,6 +97,10 @@ export async function check({ tool, args, session, relay = false, signal, progre
   });
   note.why = got;
   note.decision = got === 'once' || got === 'site' ? 'approved' : got === 'paused' ? 'paused' : 'denied';
+  if (got === 'paused' && (await state()).pausedBy === 'organization') {
+    note.why = 'pausedByOrganization'; // the organization's pause ended the wait (approvals.onManagedChanged)
+    return refusal({ tool, decision: { why: 'pausedByOrganization' }, call, url, session, policy: p });
+  }
   return answered(got, { tool, call, url, session, policy: p });
 }
 

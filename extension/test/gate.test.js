@@ -257,7 +257,10 @@ test("the organization's policy (chrome.storage.managed) wins, and the gate foll
   const waiting = start('read_page', { tabId: other });
   await waitFor(async () => (await pending()).length === 1, 'the call waits under the managed ask');
   await fake.storage.managed.set({ paused: true });
-  assert.match(text(await waiting), /paused all agents in Browser Bridge while read_page/);
+  assert.match(
+    text(await waiting),
+    /The person's organization paused all agents in Browser Bridge \(a managed policy\), so read_page/,
+  );
   await waitFor(() => fake.badge.text === '||', 'the badge says paused');
   assert.match(
     text(await start('tabs_context')),
