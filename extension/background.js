@@ -88,7 +88,11 @@ chrome.tabGroups.onRemoved.addListener((group) => {
 // The person's control (sw/gate.js, sw/approvals.js): the cached policy
 // follows storage, the notification's buttons answer a waiting call (closing
 // it denies), and the keyboard shortcut pauses or resumes every agent.
-chrome.storage.onChanged.addListener((changes, area) => gate.onStorageChanged(changes, area));
+chrome.storage.onChanged.addListener((changes, area) => {
+  gate.onStorageChanged(changes, area);
+  // The organization's policy changed (sw/managed.js): its pause ends waiting calls, the badge follows.
+  if (area === 'managed') approvals.onManagedChanged().catch((err) => console.warn(`managed policy: ${err.message}`));
+});
 chrome.notifications.onButtonClicked.addListener((id, button) => approvals.onNotificationButton(id, button));
 chrome.notifications.onClosed.addListener((id, byUser) => approvals.onNotificationClosed(id, byUser));
 chrome.commands.onCommand.addListener((command) => {

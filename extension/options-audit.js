@@ -5,7 +5,7 @@
 
 import { LOCAL } from './sw/store.js';
 import { matches, toJsonLines } from './sw/audit.js';
-import { normalisePolicy } from './sw/policy.js';
+import { mergePolicy, readManaged } from './sw/managed.js';
 
 const $ = (id) => document.getElementById(id);
 /** Rows drawn at most; the count and the export have them all. */
@@ -80,11 +80,13 @@ function drawRows() {
 }
 
 async function load() {
-  const got = await chrome.storage.local.get([LOCAL.audit, LOCAL.policy]);
+  const [got, managed] = await Promise.all([chrome.storage.local.get([LOCAL.audit, LOCAL.policy]), readManaged()]);
   entries = got[LOCAL.audit] || [];
-  const p = normalisePolicy(got[LOCAL.policy]);
+  const p = mergePolicy(got[LOCAL.policy], managed);
+  const byOrg = p.managed.includes('auditMaxEntries') || p.managed.includes('auditMaxDays');
   $('audit-bounds').textContent =
-    `The newest ${p.auditMaxEntries.toLocaleString()} calls are kept, none older than ${p.auditMaxDays} days.`;
+    `The newest ${p.auditMaxEntries.toLocaleString()} calls are kept, none older than ${p.auditMaxDays} days` +
+    `${byOrg ? ' (set by your organization)' : ''}.`;
   options($('audit-client'), [...new Set(entries.map((e) => e.client))].sort());
   options($('audit-tool'), [...new Set(entries.map((e) => e.tool))].sort());
   drawRows();
@@ -104,6 +106,6 @@ $('audit-export').addEventListener('click', () => {
   a.click();
 });
 chrome.storage.onChanged.addListener((changes, area) => {
-  if (area === 'local' && (LOCAL.audit in changes || LOCAL.policy in changes)) load();
+  if ((area === 'local' && (LOCAL.audit in changes || LOCAL.policy in changes)) || area === 'managed') load();
 });
 load();

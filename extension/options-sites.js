@@ -1,10 +1,13 @@
 // The options page's "Sites agents may use": the site rules of the person's
 // policy (sw/policy.js), in chrome.storage.local "policy". Each rule has a
 // verdict per class (allow, ask, block); the service worker reads the policy
-// as it changes (sw/gate.js). The list is drawn again on every change.
+// as it changes (sw/gate.js). The organization's rules (chrome.storage.managed,
+// sw/managed.js) come first, shown but not editable. The list is drawn again
+// on every change.
 
 import { LOCAL } from './sw/store.js';
 import { CLASSES, VERDICTS, normalisePattern, normalisePolicy } from './sw/policy.js';
+import { mergePolicy, readManaged } from './sw/managed.js';
 
 const $ = (id) => document.getElementById(id);
 const CLASS_LABELS = { read: 'Read', act: 'Act', script: 'Scripts' };
@@ -35,15 +38,30 @@ function el(tag, { dataset, ...props } = {}, ...children) {
   return e;
 }
 
+// An organization's rule: its verdicts as text, marked, nothing to change.
+function managedRule(rule) {
+  return el(
+    'li',
+    { className: 'site-rule managed', dataset: { pattern: rule.pattern, managed: 'true' } },
+    el('code', { textContent: rule.pattern }),
+    ...CLASSES.map((cls) => el('span', { className: 'site-class', textContent: `${CLASS_LABELS[cls]}: ${rule[cls]}` })),
+    el('span', { className: 'site-class', textContent: rule.secrets ? 'secrets allowed' : 'no secrets' }),
+    el('span', { className: 'managed-mark', textContent: 'Set by your organization' }),
+  );
+}
+
 async function draw() {
-  const { sites } = normalisePolicy(await stored());
+  const [own, managed] = await Promise.all([stored(), readManaged()]);
+  const sites = mergePolicy(own, managed).sites;
   const list = $('site-rules');
+  $('site-managed-hint').hidden = !sites.some((r) => r.managed);
   if (!sites.length) {
     list.replaceChildren(el('li', { className: 'hint', textContent: 'No site has a rule yet.' }));
     return;
   }
   list.replaceChildren(
     ...sites.map((rule) => {
+      if (rule.managed) return managedRule(rule);
       const selects = CLASSES.map((cls) => {
         const id = `rule-${rule.pattern}-${cls}`;
         const select = el(
@@ -113,6 +131,6 @@ $('site-add').addEventListener('submit', async (ev) => {
 });
 
 chrome.storage.onChanged.addListener((changes, area) => {
-  if (area === 'local' && LOCAL.policy in changes) draw();
+  if ((area === 'local' && LOCAL.policy in changes) || area === 'managed') draw();
 });
 draw();

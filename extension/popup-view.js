@@ -10,7 +10,8 @@
 // tool calls are history and are titled so.
 
 import { liveSessions } from './sw/sessions.js';
-import { clientKey, normalisePolicy, scopeOf, SCOPE_WORDS } from './sw/policy.js';
+import { clientKey, scopeManaged, scopeOf, SCOPE_WORDS } from './sw/policy.js';
+import { mergePolicy, pauseState, SETTING_WORDS } from './sw/managed.js';
 
 /** Chrome's tab group colour names; ui.css maps each to a colour per theme. */
 export const GROUP_COLOURS = Object.freeze([
@@ -330,36 +331,55 @@ export function approvalsView(list, records, now = Date.now()) {
     });
 }
 
+/** What the popup says beside a setting the organization manages. */
+export const MANAGED_MARK = 'Set by your organization';
+
 /**
- * The person's switches: pause, ask on unlisted sites, confirm irreversible clicks.
+ * The person's switches: pause, ask on unlisted sites, confirm irreversible
+ * clicks; each one the organization manages is locked (sw/managed.js), and
+ * managedNote names every managed setting.
  * @param {*} policy chrome.storage.local "policy"
  * @param {*} paused chrome.storage.local "paused"
+ * @param {*} [managed] chrome.storage.managed's contents
  */
-export function controlView(policy, paused) {
-  const p = normalisePolicy(policy);
+export function controlView(policy, paused, managed) {
+  const p = mergePolicy(policy, managed);
+  const pause = pauseState(paused, managed);
+  const byOrg = pause.by === 'organization';
+  const words = p.managed.map((k) => SETTING_WORDS[k]);
   return {
-    paused: !!paused,
-    pauseLabel: paused ? 'Resume agents' : 'Pause all agents',
-    pausedNote: paused
-      ? 'Agents are paused: every call gets an error saying so until you resume. Tabs stay as they are.'
-      : '',
+    paused: pause.paused,
+    pauseLabel: byOrg ? 'Paused by your organization' : pause.paused ? 'Resume agents' : 'Pause all agents',
+    pausedNote: byOrg
+      ? 'Your organization paused agents: every call gets an error saying so. Only your IT department can resume them.'
+      : pause.paused
+        ? 'Agents are paused: every call gets an error saying so until you resume. Tabs stay as they are.'
+        : '',
+    pauseLocked: byOrg,
     askUnlisted: p.unlisted === 'ask',
+    askUnlistedLocked: p.managed.includes('unlisted'),
     confirmIrreversible: p.confirmIrreversible,
+    confirmIrreversibleLocked: p.managed.includes('confirmIrreversible'),
     rules: p.sites.length,
+    managedNote: words.length ? `${MANAGED_MARK}: ${words.join(', ')}.` : '',
   };
 }
 
 /**
- * A client's scope, for its card's selector.
+ * A client's scope, for its card's selector; locked when the organization
+ * sets it.
  * @param {*} policy chrome.storage.local "policy"
  * @param {{id: string, client?: string, remote?: boolean}} rec a session record
+ * @param {*} [managed] chrome.storage.managed's contents
  */
-export function scopeView(policy, rec) {
+export function scopeView(policy, rec, managed) {
   const session = { client: rec.client || rec.id, remote: !!rec.remote || rec.id.startsWith('conn-') };
+  const p = mergePolicy(policy, managed);
   return {
     key: clientKey(session),
-    scope: scopeOf(normalisePolicy(policy), session),
+    scope: scopeOf(p, session),
     remote: session.remote,
+    locked: scopeManaged(p, session),
     options: Object.entries(SCOPE_WORDS).map(([value, label]) => ({ value, label })),
   };
 }
@@ -368,16 +388,17 @@ export function scopeView(policy, rec) {
  * The whole popup.
  * @param {Record<string, any>} s chrome.storage.session's SESSION keys
  * @param {number} now
- * @param {{policy?: any, paused?: any}} [local] chrome.storage.local's policy and paused
+ * @param {{policy?: any, paused?: any, managed?: any}} [local] chrome.storage.local's policy and paused, and
+ *   chrome.storage.managed's contents
  */
 export function popupView(s, now = Date.now(), local = {}) {
   const status = statusView(s, now);
   const clients = clientsView(s.sessions, s.bridge, s.recentCalls, now);
   for (const card of clients.cards) {
-    card.scope = scopeView(local.policy, s.sessions?.[card.id] || { id: card.id, client: card.name });
+    card.scope = scopeView(local.policy, s.sessions?.[card.id] || { id: card.id, client: card.name }, local.managed);
   }
   const approvals = approvalsView(s.approvals, s.sessions, now);
-  const control = controlView(local.policy, local.paused);
+  const control = controlView(local.policy, local.paused, local.managed);
   const calls = callsView(s.recentCalls, s.sessions, now);
   let empty = '';
   if (!clients.cards.length) {

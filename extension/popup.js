@@ -3,12 +3,14 @@
 // and fix of a failure, the live clients with their tab groups, plans and
 // activity, the recent tool calls, the calls waiting for the person's
 // approval) and offers a button per client to disconnect it, a scope per
-// client, the pause button and the policy's two switches. Everything comes from storage, so the popup works while the
-// worker sleeps; it redraws on every storage change, and every 5 s for the
+// client, the pause button and the policy's two switches (locked, and
+// marked, where the organization's managed policy sets them: sw/managed.js).
+// Everything comes from storage, so the popup works while the worker sleeps; it redraws on every storage change, and every 5 s for the
 // "… ago" times.
 
 import { LOCAL, SESSION } from './sw/store.js';
-import { popupView } from './popup-view.js';
+import { MANAGED_MARK, popupView } from './popup-view.js';
+import { readManaged } from './sw/managed.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -169,11 +171,13 @@ function scopeSelect(c) {
     const scope = select.value;
     updatePolicy((p) => ({ ...p, scopes: { ...(p.scopes || {}), [c.scope.key]: scope } }));
   });
+  select.disabled = c.scope.locked;
   return el(
     'div',
     { className: 'client-scope' },
     el('label', { htmlFor: id, textContent: c.scope.remote ? 'Scope (remote)' : 'Scope' }),
     select,
+    c.scope.locked ? el('span', { className: 'managed-mark', textContent: MANAGED_MARK }) : null,
   );
 }
 
@@ -245,9 +249,19 @@ function renderControl(v) {
   $('pause').textContent = v.pauseLabel;
   $('pause').setAttribute('aria-pressed', String(v.paused));
   $('pause').className = v.paused ? 'pause primary' : 'pause danger';
+  $('pause').disabled = v.pauseLocked;
   $('paused-note').textContent = v.pausedNote;
-  $('ask-unlisted').checked = v.askUnlisted;
-  $('confirm-irreversible').checked = v.confirmIrreversible;
+  // A setting the organization manages shows its value and cannot be changed here.
+  for (const [id, checked, locked] of [
+    ['ask-unlisted', v.askUnlisted, v.askUnlistedLocked],
+    ['confirm-irreversible', v.confirmIrreversible, v.confirmIrreversibleLocked],
+  ]) {
+    $(id).checked = checked;
+    $(id).disabled = locked;
+    $(`${id}-managed`).hidden = !locked;
+  }
+  $('managed-note').textContent = v.managedNote;
+  $('managed-note').hidden = !v.managedNote;
 }
 
 // The policy is the person's: the popup writes it to chrome.storage.local,
@@ -321,8 +335,11 @@ async function render() {
     do {
       again = false;
       const s = await chrome.storage.session.get(Object.values(SESSION));
-      const local = await chrome.storage.local.get([LOCAL.policy, LOCAL.paused]);
-      const v = popupView(s, Date.now(), local);
+      const [local, managed] = await Promise.all([
+        chrome.storage.local.get([LOCAL.policy, LOCAL.paused]),
+        readManaged(),
+      ]);
+      const v = popupView(s, Date.now(), { ...local, managed });
       renderStatus(v.status);
       renderControl(v.control);
       renderApprovals(v.approvals);
@@ -369,7 +386,7 @@ $('copy-url').addEventListener('click', async () => {
 // of at its next alarm; what is shown then updates through storage.
 chrome.runtime.sendMessage({ type: 'reconnect' }).catch(() => {});
 chrome.storage.onChanged.addListener((changes, area) => {
-  if (area === 'session' || LOCAL.policy in changes || LOCAL.paused in changes) render();
+  if (area === 'session' || area === 'managed' || LOCAL.policy in changes || LOCAL.paused in changes) render();
 });
 setInterval(render, 1000); // keeps the "ago" times and the approvals' time left fresh
 render();

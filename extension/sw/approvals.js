@@ -16,10 +16,12 @@
 // "client:<clientKey>" for "allow this site for this client" (until the
 // browser quits) and "session:<id>" for the sites of an approved plan.
 // Pause (LOCAL.paused, {at} or absent) survives a browser restart: the
-// person resumes by hand.
+// person resumes by hand. An organization's pause (chrome.storage.managed
+// "paused", sw/managed.js) wins: the person cannot resume it.
 
 import * as store from './store.js';
 import { clientKey, siteName } from './policy.js';
+import * as managed from './managed.js';
 
 /** How often a waiting call tells its client it is still waiting. */
 export const PROGRESS_EVERY_MS = 5_000;
@@ -174,9 +176,14 @@ export async function grantsFor(session) {
   return [...(all[`client:${clientKey(session)}`] || []), ...(all[`session:${session.id}`] || [])];
 }
 
-/** Whether the person paused agents. */
+/** Whether agents are paused, by the person or their organization. */
 export async function paused() {
-  return !!(await store.get('local', store.LOCAL.paused, null));
+  return (await pauseState()).paused;
+}
+
+async function pauseState() {
+  const [own, m] = await Promise.all([store.get('local', store.LOCAL.paused, null), managed.readManaged()]);
+  return managed.pauseState(own, m);
 }
 
 /**
@@ -189,15 +196,29 @@ export async function pause() {
   await showState();
 }
 
-/** Lets agents work again. */
+/** Lets agents work again, unless the organization paused them. */
 export async function resume() {
+  if ((await pauseState()).by === 'organization') {
+    throw new Error('Your organization paused agents (a managed policy): only your IT department can resume them.');
+  }
   await chrome.storage.local.remove(store.LOCAL.paused);
+  await showState();
+}
+
+/**
+ * chrome.storage.onChanged for the managed area: the organization's pause
+ * ends the calls waiting for the person, as the person's own does.
+ */
+export async function onManagedChanged() {
+  if ((await pauseState()).by === 'organization') for (const settle of waiters.values()) settle('paused');
   await showState();
 }
 
 /** Pauses or resumes (the keyboard shortcut). */
 export async function togglePause() {
-  if (await paused()) await resume();
+  const state = await pauseState();
+  if (state.by === 'organization') return; // nothing the person can change
+  if (state.paused) await resume();
   else await pause();
 }
 

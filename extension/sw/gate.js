@@ -4,45 +4,43 @@
 // the call, finds the site it acts on, asks sw/policy.js and, for an ask,
 // waits for the person (sw/approvals.js).
 //
-// The policy and the pause switch are read from chrome.storage.local once
-// and kept in memory until they change (background.js passes storage
+// The policy and the pause switch are read from chrome.storage.local, with
+// the organization's over them from chrome.storage.managed (sw/managed.js),
+// once and kept in memory until they change (background.js passes storage
 // changes to onStorageChanged): under the default policy a call costs no
 // storage read and no tab lookup.
 
 import * as store from './store.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
-import {
-  classify,
-  classifyRelay,
-  decide,
-  looksIrreversible,
-  normalisePolicy,
-  refusal,
-  siteMatters,
-  siteName,
-} from './policy.js';
+import * as managed from './managed.js';
+import { classify, classifyRelay, decide, looksIrreversible, refusal, siteMatters, siteName } from './policy.js';
 import { callTarget } from './calltarget.js';
 import { getTabScale, imageToCss } from './screenshot.js';
 import { runAgent } from '../content/agent.js';
 
-let cache = null; // {policy, paused}
+let cache = null; // {policy, paused, pausedBy}
+let generation = 0; // counts changes: a read that a change overtook is not kept
 
 async function state() {
   if (cache) return cache;
-  const got = await chrome.storage.local.get([store.LOCAL.policy, store.LOCAL.paused]);
-  cache = { policy: normalisePolicy(got[store.LOCAL.policy]), paused: !!got[store.LOCAL.paused] };
-  return cache;
+  const gen = generation;
+  const got = await managed.read();
+  const read = { policy: got.policy, paused: got.paused, pausedBy: got.pausedBy };
+  if (gen === generation) cache = read;
+  return read;
 }
 
-/** chrome.storage.onChanged: forget the cached policy when it or the pause switch changes. */
+/** chrome.storage.onChanged: forget the cached policy when it, the pause switch or the managed policy changes. */
 export function onStorageChanged(changes, area) {
-  if (area === 'local' && (store.LOCAL.policy in changes || store.LOCAL.paused in changes)) cache = null;
+  if (!managed.policyChanged(changes, area)) return;
+  cache = null;
+  generation++;
 }
 
 /**
- * The person's policy, normalised.
- * @returns {Promise<ReturnType<typeof normalisePolicy>>}
+ * The policy in force: the person's with the organization's over it.
+ * @returns {Promise<ReturnType<typeof managed.mergePolicy>>}
  */
 export async function policy() {
   return (await state()).policy;
@@ -62,7 +60,7 @@ export async function policy() {
  * @returns {Promise<string|null>} null to run the call, else the tool error to answer
  */
 export async function check({ tool, args, session, relay = false, signal, progress, note = {} }) {
-  const { policy: p, paused } = await state();
+  const { policy: p, paused, pausedBy } = await state();
   const call = relay ? classifyRelay(tool, args) : classify(tool, args);
   let url = call.url;
   if (url === null && call.tab && siteMatters(p, call)) url = await tabUrl(session, args?.tabId);
@@ -73,9 +71,10 @@ export async function check({ tool, args, session, relay = false, signal, progre
   const input = { policy: p, paused, session, call, url, irreversible };
   let d = decide(input);
   if (d.verdict === 'ask') d = decide({ ...input, grants: await approvals.grantsFor(session) });
+  if (d.why === 'paused' && pausedBy === 'organization') d = { ...d, why: 'pausedByOrganization' };
   note.why = d.why;
   if (d.verdict === 'block') {
-    note.decision = d.why === 'paused' ? 'paused' : 'blocked';
+    note.decision = d.why.startsWith('paused') ? 'paused' : 'blocked';
     return refusal({ tool, decision: d, call, url, session, policy: p });
   }
   if (d.verdict === 'allow') {
@@ -98,6 +97,10 @@ export async function check({ tool, args, session, relay = false, signal, progre
   });
   note.why = got;
   note.decision = got === 'once' || got === 'site' ? 'approved' : got === 'paused' ? 'paused' : 'denied';
+  if (got === 'paused' && (await state()).pausedBy === 'organization') {
+    note.why = 'pausedByOrganization'; // the organization's pause ended the wait (approvals.onManagedChanged)
+    return refusal({ tool, decision: { why: 'pausedByOrganization' }, call, url, session, policy: p });
+  }
   return answered(got, { tool, call, url, session, policy: p });
 }
 

@@ -273,15 +273,22 @@ export function matchScore(pattern, site) {
 const defaultPort = (site) => (site.origin.startsWith('https:') ? '443' : '80');
 
 /**
- * The rule of the site, the most specific one that matches.
- * @param {Array<{pattern: string}>} sites
+ * The rule of the site: the most specific of the organization's rules
+ * (marked managed, sw/managed.js) that matches, else the most specific of
+ * the person's.
+ * @param {Array<{pattern: string, managed?: boolean}>} sites
  * @param {{origin: string, host: string}|null} site
  * @returns {object|null}
  */
 export function ruleFor(sites, site) {
+  return bestRule(sites, site, true) || bestRule(sites, site, false);
+}
+
+function bestRule(sites, site, managed) {
   let best = null;
   let score = 0;
   for (const r of sites || []) {
+    if (!!r.managed !== managed) continue;
     const s = matchScore(r.pattern, site);
     if (s > score) {
       best = r;
@@ -313,6 +320,19 @@ export function scopeOf(policy, session) {
   const own = policy.scopes?.[clientKey(session)];
   if (SCOPES.includes(own)) return own;
   return session?.remote ? policy.remoteScope : policy.localScope;
+}
+
+/**
+ * Whether a client's scope is the organization's (sw/managed.js): set for
+ * the client, or for its side (local or remote) with no per-client scope.
+ * @param {{scopes: object, managed?: string[], managedScopes?: string[]}} policy mergePolicy()'s
+ * @param {{client?: string, remote?: boolean}} session
+ */
+export function scopeManaged(policy, session) {
+  const key = clientKey(session);
+  if (policy.managedScopes?.includes(key)) return true;
+  if (SCOPES.includes(policy.scopes?.[key])) return false;
+  return !!policy.managed?.includes(session?.remote ? 'remoteScope' : 'localScope');
 }
 
 /** The scope a call needs. */
@@ -371,6 +391,21 @@ export function normalisePolicy(stored) {
 export function secretsAllowed(policy, url) {
   const rule = ruleFor(policy.sites, siteOf(url));
   return !!rule && rule.secrets === true;
+}
+
+/**
+ * Why typing into a password field on the page at url is refused, the end
+ * of the tool error's sentence: who decided (the person, or their
+ * organization's managed rule for the site) and what can be done.
+ * @param {typeof DEFAULT_POLICY} policy normalised, or sw/managed.js mergePolicy()'s
+ * @param {string} url
+ * @returns {string}
+ */
+export function secretsRefusal(policy, url) {
+  if (ruleFor(policy.sites, siteOf(url))?.managed) {
+    return "the person's organization does not let agents type secrets on this site (a managed policy); ask the person to type it themselves";
+  }
+  return 'the person has not let agents type secrets on this site; ask them to tick "secrets" for it in Browser Bridge\'s options, or to type it themselves';
 }
 
 /**
@@ -461,19 +496,29 @@ export function refusal({ tool, decision, call, url, session, policy }) {
   const site = siteName(url);
   const what = cls ? `${tool} (${cls}) on ${site}` : tool;
   const tell = 'Tell the person why; they can change it in the Browser Bridge popup.';
+  // What the organization set (sw/managed.js) only the organization changes.
+  const tellOrg =
+    "Tell the person why; their organization's policy sets this, and only their IT department can change it.";
   switch (decision.why) {
     case 'paused':
       return `The person paused all agents in Browser Bridge, so ${tool} was not run. Wait until they resume (the popup's Resume button or the keyboard shortcut), then try again.`;
+    case 'pausedByOrganization':
+      return `The person's organization paused all agents in Browser Bridge (a managed policy), so ${tool} was not run. ${tellOrg}`;
     case 'scope': {
       const scope = scopeOf(policy, session);
       const who = `${session?.client || 'this client'}${session?.remote ? ' (remote)' : ''}`;
-      return `${tool} needs the ${SCOPE_WORDS[scopeNeeded(call)]} scope, and ${who} has the ${SCOPE_WORDS[scope]} scope in Browser Bridge, so it was not run. ${tell}`;
+      const managed = scopeManaged(policy, session);
+      return `${tool} needs the ${SCOPE_WORDS[scopeNeeded(call)]} scope, and ${who} has the ${SCOPE_WORDS[scope]} scope in Browser Bridge${managed ? ", set by the person's organization" : ''}, so it was not run. ${managed ? tellOrg : tell}`;
     }
     case 'internal':
       return `Browser Bridge never lets agents act on browser-internal pages, the web store or extension pages, so ${tool} on ${url} was not run.`;
     case 'rule':
+      if (decision.rule.managed) {
+        return `The organization's site policy blocks ${what}: its rule for "${decision.rule.pattern}" says ${cls} = block. ${tellOrg}`;
+      }
       return `The person's site policy blocks ${what}: the rule for "${decision.rule.pattern}" says ${cls} = block. ${tell}`;
     case 'unlisted':
+      if (policy?.managed?.includes('unlisted')) return `The organization's site policy blocks ${what}. ${tellOrg}`;
       return `The person's site policy blocks ${what}. ${tell}`;
     case 'denied':
       return `The person denied ${what} in Browser Bridge, so it was not run. Ask them before trying it again.`;

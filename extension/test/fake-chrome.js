@@ -204,7 +204,13 @@ export function installFakeChrome() {
     sendMessage: async () => undefined,
     getURL: (path = '') => `chrome-extension://${fake.runtime.id}/${String(path).replace(/^\//, '')}`,
   };
-  fake.storage = { local: storageArea(onChanged, 'local'), session: storageArea(onChanged, 'session'), onChanged };
+  // managed stands for the organization's policy, which Chrome fills (read-only to the extension); tests set it.
+  fake.storage = {
+    local: storageArea(onChanged, 'local'),
+    session: storageArea(onChanged, 'session'),
+    managed: storageArea(onChanged, 'managed'),
+    onChanged,
+  };
   // alarmsByName keeps each alarm's create() info as given; get() and
   // getAll() answer Chrome's Alarm shape, with the scheduledTime that
   // create() set (creating an alarm again reschedules it, as in Chrome).

@@ -237,6 +237,47 @@ test('pause ends the waiting calls and refuses new ones until resume; the shortc
   await approvals.resume();
 });
 
+test("the organization's policy (chrome.storage.managed) wins, and the gate follows its changes", async () => {
+  // background.js passes every storage change, the managed area's too, to the gate and to approvals.
+  fake.storage.onChanged.addListener((c, area) => {
+    if (area === 'managed') approvals.onManagedChanged();
+  });
+  await setPolicy({ sites: [{ pattern: 'corp.example', read: 'allow', act: 'allow', script: 'allow' }] });
+  const tab = await userTabIn(LOCAL, 'https://corp.example/');
+  assert.equal((await start('javascript_tool', { tabId: tab })).result.isError, undefined);
+  // IT pushes a rule: it is consulted before the person's, from the next call on.
+  await fake.storage.managed.set({ sites: [{ pattern: '*.example', read: 'allow', act: 'allow', script: 'block' }] });
+  assert.match(
+    text(await start('javascript_tool', { tabId: tab })),
+    /The organization's site policy blocks javascript_tool \(script\) on https:\/\/corp\.example: its rule for "\*\.example"/,
+  );
+  // IT asks on every site: a waiting call; then IT pauses agents, which ends it.
+  await fake.storage.managed.set({ sites: [], unlisted: 'ask' });
+  const other = await userTabIn(LOCAL, 'https://elsewhere.test/');
+  const waiting = start('read_page', { tabId: other });
+  await waitFor(async () => (await pending()).length === 1, 'the call waits under the managed ask');
+  await fake.storage.managed.set({ paused: true });
+  assert.match(
+    text(await waiting),
+    /The person's organization paused all agents in Browser Bridge \(a managed policy\), so read_page/,
+  );
+  await waitFor(() => fake.badge.text === '||', 'the badge says paused');
+  assert.match(
+    text(await start('tabs_context')),
+    /The person's organization paused all agents in Browser Bridge \(a managed policy\)/,
+  );
+  // The person can neither resume nor toggle it off.
+  await assert.rejects(approvals.resume(), /Your organization paused agents/);
+  await approvals.togglePause();
+  assert.match(text(await start('tabs_context')), /organization paused/);
+  const audit = await import('../sw/audit.js');
+  await audit.flush();
+  const last = (await store.get('local', store.LOCAL.audit, [])).at(-1);
+  assert.deepEqual([last.tool, last.decision, last.why], ['tabs_context', 'paused', 'pausedByOrganization']);
+  await fake.storage.managed.remove(['paused', 'sites', 'unlisted']);
+  assert.equal((await start('tabs_context')).result.isError, undefined);
+});
+
 test('remote clients: marked by the request id, act scope by default, no borrowing a local session', async () => {
   const tab = await userTabIn(LOCAL, 'https://a.example/');
   // A relay call that names a local session in its _meta is still the relay connection's, and remote.

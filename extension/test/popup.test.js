@@ -486,9 +486,13 @@ test('the switches and the pause button say what is true now', () => {
     paused: false,
     pauseLabel: 'Pause all agents',
     pausedNote: '',
+    pauseLocked: false,
     askUnlisted: false,
+    askUnlistedLocked: false,
     confirmIrreversible: false,
+    confirmIrreversibleLocked: false,
     rules: 0,
+    managedNote: '',
   });
   const v = controlView({ unlisted: 'ask', confirmIrreversible: true, sites: [{ pattern: 'a.example' }] }, { at: 1 });
   assert.equal(v.pauseLabel, 'Resume agents');

@@ -18,7 +18,7 @@ import { runAgent } from '../content/agent.js';
 import { noteAction } from './gif_creator.js';
 import { usePage } from '../sw/pageload.js';
 import * as gate from '../sw/gate.js';
-import { secretsAllowed } from '../sw/policy.js';
+import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
 
 export const ACTIONS = [
   'left_click',
@@ -201,10 +201,10 @@ async function refuseSecret(tab, ref) {
     if (ref) throw new ToolError(e.message);
     return;
   }
-  if (!at.secret || secretsAllowed(await gate.policy(), tab.url || '')) return;
+  const policy = await gate.policy();
+  if (!at.secret || secretsAllowed(policy, tab.url || '')) return;
   throw new ToolError(
-    `${ref ? `${ref} is` : 'the focused element is'} a password field on ${at.origin}, and the person has not let agents type secrets on this site; ` +
-      'ask them to tick "secrets" for it in Browser Bridge\'s options, or to type it themselves.',
+    `${ref ? `${ref} is` : 'the focused element is'} a password field on ${at.origin}, and ${secretsRefusal(policy, tab.url || '')}.`,
   );
 }
 

@@ -7,7 +7,7 @@ import { ToolError } from '../sw/tools.js';
 import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
 import * as gate from '../sw/gate.js';
-import { secretsAllowed } from '../sw/policy.js';
+import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
 
 /** The most fields one call takes. */
 export const MAX_FIELDS = 100;
@@ -124,8 +124,10 @@ async function run(args, ctx) {
   let results;
   try {
     // Password fields take a value only on sites the person opted in (the page agent refuses otherwise).
-    const allowSecrets = secretsAllowed(await gate.policy(), tab.url || '');
-    results = await runAgent(tab.id, 'fill', { fields, allowSecrets });
+    const policy = await gate.policy();
+    const allowSecrets = secretsAllowed(policy, tab.url || '');
+    const secretsWhy = allowSecrets ? '' : secretsRefusal(policy, tab.url || '');
+    results = await runAgent(tab.id, 'fill', { fields, allowSecrets, secretsWhy });
   } catch (e) {
     throw new ToolError(e.message);
   }

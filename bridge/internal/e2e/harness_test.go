@@ -45,13 +45,14 @@ const echoHostName = "com.browserbridge.echo"
 // (`browserbridge serve`), headless Chromium with the unpacked extension
 // (which starts the real host), and the test pages.
 type world struct {
-	tb      testing.TB
-	dir     string // everything of this world; short, for the socket's sun_path
-	home    string
-	bbHome  string // BROWSERBRIDGE_HOME: config, logs, state
-	profile string // Chromium's --user-data-dir
-	socket  string
-	env     []string // what the CLI, the bridge and Chromium (hence the host) run with
+	tb        testing.TB
+	policyDir string // worldOptions.policyDir
+	dir       string // everything of this world; short, for the socket's sun_path
+	home      string
+	bbHome    string // BROWSERBRIDGE_HOME: config, logs, state
+	profile   string // Chromium's --user-data-dir
+	socket    string
+	env       []string // what the CLI, the bridge and Chromium (hence the host) run with
 
 	serve     *exec.Cmd
 	serveOut  *testbrowser.SyncBuffer
@@ -75,6 +76,12 @@ type worldOptions struct {
 	// hostStartsBridge lets the host start the real bridge when none
 	// answers, as in real life; otherwise it must reach the world's own.
 	hostStartsBridge bool
+	// policyDir, when set, is what Chromium sees as /etc/chromium, where
+	// it reads enterprise policy (policies/managed/*.json): it runs in a
+	// mount namespace of its own with policyDir bind-mounted there, so
+	// that the machine's /etc, which other tests share, is never written.
+	// managedPolicyDir makes one; startWorld fails the test if it cannot.
+	policyDir string
 }
 
 // relayOptions is the "relay" block of the bridge's config.json: the
@@ -92,12 +99,13 @@ func startWorld(tb testing.TB, opts worldOptions) *world {
 		tb.Fatal(err)
 	}
 	w := &world{
-		tb:      tb,
-		dir:     dir,
-		home:    filepath.Join(dir, "home"),
-		bbHome:  filepath.Join(dir, "bb"),
-		profile: filepath.Join(dir, "profile"),
-		socket:  filepath.Join(dir, "run", "bridge.sock"),
+		tb:        tb,
+		policyDir: opts.policyDir,
+		dir:       dir,
+		home:      filepath.Join(dir, "home"),
+		bbHome:    filepath.Join(dir, "bb"),
+		profile:   filepath.Join(dir, "profile"),
+		socket:    filepath.Join(dir, "run", "bridge.sock"),
 	}
 	tb.Cleanup(w.stop)
 	for _, d := range []string{w.home, filepath.Join(w.bbHome, "config"), w.profile} {
@@ -257,8 +265,22 @@ func chromiumFlags(profile string, exts []string, extra ...string) []string {
 
 func (w *world) startChromium() {
 	w.tb.Helper()
+	w.runChromium(w.chromiumArgs()...)
+}
+
+// runChromium starts the world's Chromium with args, in its own process
+// group, its output in chromeOut. With a policyDir it runs in a private
+// mount namespace where policyDir is /etc/chromium: unshare(1) execs sh,
+// which mounts and execs Chromium, so the process started is Chromium's.
+func (w *world) runChromium(args ...string) {
+	w.tb.Helper()
 	w.chromeOut = &testbrowser.SyncBuffer{}
-	w.chrome = exec.Command(chromiumBin, w.chromiumArgs()...)
+	if w.policyDir == "" {
+		w.chrome = exec.Command(chromiumBin, args...)
+	} else {
+		w.chrome = exec.Command("unshare", append([]string{"--mount", "--propagation", "private",
+			"sh", "-c", `mount --bind "$0" /etc/chromium && exec "$@"`, w.policyDir, chromiumBin}, args...)...)
+	}
 	// Chrome passes its environment on to the native hosts it starts, so
 	// the host finds this world's socket.
 	w.chrome.Env = w.env
@@ -560,14 +582,7 @@ func (w *world) startChromiumWithDevTools() devtoolsAddr {
 	w.tb.Helper()
 	portFile := filepath.Join(w.profile, "DevToolsActivePort")
 	_ = os.Remove(portFile)
-	w.chromeOut = &testbrowser.SyncBuffer{}
-	w.chrome = exec.Command(chromiumBin, w.chromiumArgs("--remote-debugging-port=0")...)
-	w.chrome.Env = w.env
-	w.chrome.Stdout, w.chrome.Stderr = w.chromeOut, w.chromeOut
-	w.chrome.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := w.chrome.Start(); err != nil {
-		w.tb.Fatal(err)
-	}
+	w.runChromium(w.chromiumArgs("--remote-debugging-port=0")...)
 	var addr devtoolsAddr
 	waitFor(w.tb, devtoolsWait, func() (bool, string) {
 		b, err := os.ReadFile(portFile)

@@ -45,7 +45,7 @@ func TestPolicy(t *testing.T) {
 	extID := relayExtensionID(t, w, proxyURL)
 	popup := openExtensionPage(t, dt, "popup.html")
 	popup.waitText(t, "connected", "Connected to the bridge", "Pause all agents")
-	shots := artifactsDir(t)
+	shots := artifactsDir(t, "popup")
 
 	form := w.pages.url("form.html")
 	origin := w.pages.URL

@@ -9,8 +9,8 @@ package e2e
 // invalid config: the host starts the real bridge, which fails); back to
 // connected with no stale error; dark theme (prefers-color-scheme emulated).
 // Each state's visible text is checked and a PNG of it saved into
-// $BROWSERBRIDGE_ARTIFACTS (default artifacts/popup/ at the repository's
-// root), for a person to look at; so is the options page.
+// popup/ under $BROWSERBRIDGE_ARTIFACTS (default artifacts/ at the
+// repository's root), for a person to look at; so is the options page.
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestPopup(t *testing.T) {
 	// Runs before w.stop: Chromium first, then the bridges the host started.
 	t.Cleanup((&restartWorld{world: w}).stopBridges)
 	dt := w.restartChromiumWithDevTools()
-	shots := artifactsDir(t)
+	shots := artifactsDir(t, "popup")
 
 	popup := openExtensionPage(t, dt, "popup.html")
 	popup.waitText(t, "connected, no client", "Connected to the bridge", "No MCP client has used this browser yet.")
@@ -151,15 +151,16 @@ func TestPopup(t *testing.T) {
 	options.darkScreenshot(t, filepath.Join(shots, "10-options-dark.png"), 760, 1400)
 }
 
-// artifactsDir is $BROWSERBRIDGE_ARTIFACTS, else artifacts/popup at the
-// repository's root; created if missing.
-func artifactsDir(t *testing.T) string {
+// artifactsDir is the folder sub (popup, audit, managed) of
+// $BROWSERBRIDGE_ARTIFACTS, else of artifacts/ at the repository's root
+// (gitignored); created if missing.
+func artifactsDir(t *testing.T, sub string) string {
 	t.Helper()
-	dir := os.Getenv("BROWSERBRIDGE_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "artifacts", "popup")
+	root := os.Getenv("BROWSERBRIDGE_ARTIFACTS")
+	if root == "" {
+		root = filepath.Join("..", "..", "..", "artifacts")
 	}
-	dir, err := filepath.Abs(dir)
+	dir, err := filepath.Abs(filepath.Join(root, sub))
 	if err != nil {
 		t.Fatal(err)
 	}

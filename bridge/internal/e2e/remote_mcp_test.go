@@ -504,28 +504,34 @@ type extPage struct {
 // in a new tab and connects to it.
 func openExtensionPage(t *testing.T, dt devtoolsAddr, file string) *extPage {
 	t.Helper()
+	return openTab(t, dt, extension.Origin()+file)
+}
+
+// openTab opens url in a new tab and connects to it.
+func openTab(tb testing.TB, dt devtoolsAddr, url string) *extPage {
+	tb.Helper()
 	browser, err := dialCDP("ws://" + dt.host + dt.browserPath)
 	if err != nil {
-		t.Fatalf("DevTools: %v", err)
+		tb.Fatalf("DevTools: %v", err)
 	}
 	defer browser.close()
 	var target struct {
 		TargetID string `json:"targetId"`
 	}
-	if err := browser.call("Target.createTarget", map[string]any{"url": extension.Origin() + file}, &target); err != nil {
-		t.Fatalf("DevTools: opening %s: %v", file, err)
+	if err := browser.call("Target.createTarget", map[string]any{"url": url}, &target); err != nil {
+		tb.Fatalf("DevTools: opening %s: %v", url, err)
 	}
 	conn, err := dialCDP("ws://" + dt.host + "/devtools/page/" + target.TargetID)
 	if err != nil {
-		t.Fatalf("DevTools: connecting to the %s tab: %v", file, err)
+		tb.Fatalf("DevTools: connecting to the %s tab: %v", url, err)
 	}
-	t.Cleanup(conn.close)
+	tb.Cleanup(conn.close)
 	return &extPage{conn: conn}
 }
 
 // evalInto evaluates a JavaScript expression in the page (awaiting a
 // promise, as a user gesture) and decodes its JSON value into out.
-func (p *extPage) evalInto(t *testing.T, expr string, out any) {
+func (p *extPage) evalInto(t testing.TB, expr string, out any) {
 	t.Helper()
 	var r struct {
 		Result struct {
@@ -557,7 +563,7 @@ func (p *extPage) evalInto(t *testing.T, expr string, out any) {
 
 // js evaluates expr and returns its value as text (strings as they are,
 // other values as JSON).
-func (p *extPage) js(t *testing.T, expr string) string {
+func (p *extPage) js(t testing.TB, expr string) string {
 	t.Helper()
 	var v json.RawMessage
 	p.evalInto(t, expr, &v)

@@ -160,7 +160,7 @@ func TestSafety(t *testing.T) {
 	})
 
 	t.Run("audit trail", func(t *testing.T) {
-		shots := artifactsDir(t)
+		shots := artifactsDir(t, "audit")
 		options.setPolicy(t, map[string]any{"auditMaxEntries": 100})
 		old := map[string]any{"at": time.Now().Add(-8 * 24 * time.Hour).UnixMilli(), "client": "old", "tool": "read_page", "outcome": "ok"}
 		options.js(t, fmt.Sprintf(`chrome.storage.local.set({audit: [%s]}).then(() => true)`, mustJSON(old)))
@@ -251,8 +251,8 @@ func TestSafety(t *testing.T) {
 		// The options page shows them, filters them and exports them as JSON Lines.
 		view := openExtensionPage(t, dt, "options.html#audit")
 		view.waitText(t, "the audit view", "What agents did", "e2e-audit", "blocked", "denied", "paused")
-		view.screenshot(t, filepath.Join(shots, "15-options-audit.png"), 900, 900)
-		view.darkScreenshot(t, filepath.Join(shots, "16-options-audit-dark.png"), 900, 900)
+		view.screenshot(t, filepath.Join(shots, "options-audit-light.png"), 1240, 900)
+		view.darkScreenshot(t, filepath.Join(shots, "options-audit-dark.png"), 1240, 900)
 
 		// Bounded by count: 10.
 		options.setPolicy(t, map[string]any{"auditMaxEntries": 10})

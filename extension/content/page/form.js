@@ -35,15 +35,17 @@
   /**
    * Sets one element to value; label names it in errors (its ref, or the
    * selector). A password field takes a value only when allowSecrets (the
-   * person's secrets opt-in for the site, sw/secrets.js).
+   * site's secrets opt-in, sw/policy.js secretsAllowed); secretsWhy is the
+   * refusal's reason as the worker words it (sw/policy.js secretsRefusal).
    */
-  function setField(el, label, value, allowSecrets) {
+  function setField(el, label, value, allowSecrets, secretsWhy) {
     const ref = refOf(el);
     const secret = P.hidden.isSecret(el);
     if (secret && !allowSecrets) {
       throw new Error(
-        `${label} is a password field on ${location.origin}, and the person has not let agents type secrets on this site; ` +
-          'ask them to tick "secrets" for it in Browser Bridge\'s options, or to type it themselves',
+        `${label} is a password field on ${location.origin}, and ` +
+          (secretsWhy ||
+            'the person has not let agents type secrets on this site; ask them to tick "secrets" for it in Browser Bridge\'s options, or to type it themselves'),
       );
     }
     const role = roleOf(el);
@@ -160,11 +162,11 @@
   }
 
   /** One field: {field, ok: true, ref, role, name, …} or {field, ok: false, error}. */
-  function fillOne(f, allowSecrets) {
+  function fillOne(f, allowSecrets, secretsWhy) {
     const field = f.ref || f.selector;
     try {
       const { el, note } = fieldElement(f);
-      const r = setField(el, field, f.value, allowSecrets);
+      const r = setField(el, field, f.value, allowSecrets, secretsWhy);
       if (note) r.note = r.note ? `${note}; ${r.note}` : note;
       return { field, ok: true, ...r };
     } catch (e) {
@@ -186,18 +188,19 @@
     });
 
   /**
-   * args: {fields: [{ref|selector, value}], allowSecrets?}. Sets them in
+   * args: {fields: [{ref|selector, value}], allowSecrets?, secretsWhy?}. Sets them in
    * order and returns a result for each, in the same order.
    */
   P.ops.fill = (args) => {
     const fields = args.fields || [];
     const allow = args.allowSecrets === true;
-    if (fields.length <= 1) return fields.map((f) => fillOne(f, allow));
+    const why = typeof args.secretsWhy === 'string' ? args.secretsWhy : '';
+    if (fields.length <= 1) return fields.map((f) => fillOne(f, allow, why));
     return (async () => {
       const results = [];
       for (const [i, f] of fields.entries()) {
         if (i > 0) await nextTask();
-        results.push(fillOne(f, allow));
+        results.push(fillOne(f, allow, why));
       }
       return results;
     })();

@@ -95,6 +95,23 @@
 
   const hasOwnText = (el) => [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
 
+  // The page's width and scroll offsets, read once per task: a walk asks
+  // for every element, and the root's scrollWidth read beside each
+  // element's box and style cost Chromium most of the walk (read_page and
+  // get_page_text took 20 to 50 times as long as without the filter;
+  // BenchmarkPageSafety). Forgotten at the next microtask, so no later op
+  // sees a stale page.
+  let geometry = null;
+  function pageGeometry() {
+    if (!geometry) {
+      geometry = { width: document.documentElement.scrollWidth, scrollX, scrollY };
+      queueMicrotask(() => {
+        geometry = null;
+      });
+    }
+    return geometry;
+  }
+
   /** Why el itself is hidden from the person ('' when it shows); its ancestors are not looked at. */
   function reason(el) {
     if (el.getAttribute && el.getAttribute('aria-hidden') === 'true') return 'aria-hidden';
@@ -104,15 +121,15 @@
     }
     if (el.tagName === 'OPTION') return '';
     const r = el.getBoundingClientRect();
+    const page = pageGeometry();
     const box = {
       width: r.width,
       height: r.height,
-      left: r.left + scrollX,
-      top: r.top + scrollY,
-      right: r.right + scrollX,
-      bottom: r.bottom + scrollY,
+      left: r.left + page.scrollX,
+      top: r.top + page.scrollY,
+      right: r.right + page.scrollX,
+      bottom: r.bottom + page.scrollY,
     };
-    const page = { width: document.documentElement.scrollWidth };
     const why = reasonFromStyle(cs, box, page, el.children.length > 0);
     if (why) return why;
     if (hasOwnText(el) && unreadable(parseColour(cs.color), backgroundOf(el))) return 'same colour as background';
