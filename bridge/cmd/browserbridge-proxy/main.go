@@ -261,13 +261,23 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if opts.HTTP != nil {
 		log.Info("MCP over Streamable HTTP, with OAuth sign-in", "mcp_http", opts.HTTP.PublicURL+"/mcp",
 			"servers", opts.HTTP.PublicURL+"/servers/NAME/mcp", "password", opts.HTTP.Identity.PasswordHash != "" || opts.HTTP.Identity.Password != "",
-			"oidc", opts.HTTP.Identity.OIDC != nil, "mapped_subjects", len(opts.HTTP.Users))
+			"oidc", opts.HTTP.Identity.OIDC != nil, "mapped_subjects", len(opts.HTTP.Users),
+			"listen", ln.Addr().String(), "reach", listenReach(ln.Addr()))
 	}
 	if err := srv.Run(ctx, ln); err != nil {
 		return err
 	}
 	log.Info("browserbridge-proxy stopped")
 	return nil
+}
+
+// listenReach says who can reach the listener at addr, for the start-up
+// log: written from the address actually bound, never assumed.
+func listenReach(addr net.Addr) string {
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return "loopback only: this machine's reverse proxy (TLS) carries the public traffic"
+	}
+	return "beyond loopback: OAuth authenticates every request; TLS (--tls-cert, or a reverse proxy) must carry it"
 }
 
 // loadKeys reads --secret-file: the token keys, the new one first during a
