@@ -40,7 +40,14 @@ echo '{"listen":"127.0.0.1:0"}' > "$BROWSERBRIDGE_HOME/config/config.json"
 bb="$PREFIX/bin/browserbridge"
 
 out=$("$repo/scripts/install.sh" --browser chromium 2>&1) || fail "install.sh exited $?: $out"
-for f in browserbridge browserbridge-host; do [ -x "$PREFIX/bin/$f" ] || fail "$PREFIX/bin/$f missing"; done
+for f in browserbridge browserbridge-host browserbridge-proxy; do [ -x "$PREFIX/bin/$f" ] || fail "$PREFIX/bin/$f missing"; done
+# A fresh install starts the bridge without first saying it is not running;
+# with BINDIR off PATH the steps name the program by its full path, after
+# the PATH hint (issue 31, item 9).
+grep -q "The bridge is not running" <<<"$out" && fail "a fresh install says the bridge is not running: $out"
+grep -qF "$BINDIR/browserbridge clients add all" <<<"$out" || fail "the steps name a bare browserbridge that is not on PATH: $out"
+[ "$(grep -n "is not on your PATH" <<<"$out" | cut -d: -f1)" -lt "$(grep -n "Next steps" <<<"$out" | cut -d: -f1)" ] || fail "the PATH hint comes after the steps: $out"
+grep -qF "$PREFIX/bin/browserbridge-proxy init" <<<"$out" || fail "the steps do not say where browserbridge-proxy is: $out"
 [ -f "$PREFIX/extension/manifest.json" ] || fail "extension not copied"
 [ ! -e "$PREFIX/extension/test" ] || fail "the extension's tests were installed"
 [ -L "$BINDIR/browserbridge" ] || fail "no link in $BINDIR"

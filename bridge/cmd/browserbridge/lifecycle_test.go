@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
@@ -57,8 +58,18 @@ func TestStartStopRestartWithoutServiceManager(t *testing.T) {
 	w := newWorld(t)
 	w.killBridgeAtEnd()
 
-	out, code := w.cli("start")
+	// A first restart (what install.sh runs) starts the bridge without
+	// first saying it is not running, which reads as a failure.
+	out, code := w.cli("restart")
 	m := startedPID.FindStringSubmatch(out)
+	if code != 0 || m == nil || strings.Contains(out, "not running") {
+		t.Fatalf("restart with no bridge: exit %d\n%s", code, out)
+	}
+	if out, code := w.cli("stop"); code != 0 || !strings.Contains(out, "stopped the bridge (pid "+m[1]+")") {
+		t.Fatalf("stop: exit %d\n%s", code, out)
+	}
+	out, code = w.cli("start")
+	m = startedPID.FindStringSubmatch(out)
 	if code != 0 || m == nil {
 		t.Fatalf("start: exit %d\n%s", code, out)
 	}
@@ -293,4 +304,30 @@ func homeSnapshot(t *testing.T, home string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// When a browser's host started a new bridge before restart's own start
+// (the host sees its bridge go and starts one at once), restart says the
+// bridge is running again, not "already running" after "stopped", which
+// read as a failure (issue 31, item 9).
+func TestRestartWhenAHostStartedTheBridgeFirst(t *testing.T) {
+	w := newWorld(t)
+	w.killBridgeAtEnd()
+	out, code := w.cli("start")
+	m := startedPID.FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	// The state restart is in once its stop ended bridge pid-1 and a host
+	// started pid: the running bridge is not the one it stopped.
+	var buf bytes.Buffer
+	lc := &lifecycle{cfg: &config.Config{Socket: w.socket}, stdout: &buf, stderr: &buf, restarting: true, stoppedPID: pid + 100000}
+	if err := lc.start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("The bridge is running again (pid %d): a browser's host started it", pid)
+	if got := buf.String(); !strings.Contains(got, want) || strings.Contains(got, "already running") {
+		t.Fatalf("restart's start said %q, want %q", got, want)
+	}
 }
