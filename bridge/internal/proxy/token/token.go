@@ -33,6 +33,10 @@ type Kind string
 const (
 	KindExtension Kind = "extension"
 	KindMCP       Kind = "mcp"
+	// KindOperator admits the operator's own requests to a running proxy
+	// (`browserbridge-proxy invite`): minted for a minute by whoever holds
+	// the secret, never handed to a client, so ParseKind does not name it.
+	KindOperator Kind = "operator"
 )
 
 // ParseKind returns the Kind named s.
@@ -74,6 +78,9 @@ type Claims struct {
 	// URL is the proxy's WebSocket URL, for MCP clients (spec 001: the
 	// connection URL is embedded in the token). Optional.
 	URL string `json:"url,omitempty"`
+	// ID names this token among the user's, so that it can be revoked
+	// alone (a bridge's credential from enrolment). Optional.
+	ID string `json:"jti,omitempty"`
 }
 
 // Keys signs and verifies tokens with one algorithm.
@@ -228,7 +235,7 @@ func (k *Keys) Mint(c Claims) (string, error) {
 	if c.Subject == "" {
 		return "", fmt.Errorf("%w: sub is empty", ErrClaims)
 	}
-	if _, err := ParseKind(string(c.Kind)); err != nil {
+	if _, err := ParseKind(string(c.Kind)); err != nil && c.Kind != KindOperator {
 		return "", err
 	}
 	header, _ := json.Marshal(struct {
