@@ -1,5 +1,12 @@
 package relaywire
 
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
 // Enrolment: how a bridge gets its own credential for the proxy without
 // anyone copying a token (docs/relay.md, "Enrolment"). Plain HTTPS with
 // JSON bodies, beside the WebSockets:
@@ -65,4 +72,41 @@ type EnrolLeaveResult struct {
 // credentials, 429 too many attempts, 503 try later).
 type EnrolError struct {
 	Error string `json:"error"`
+}
+
+// EnrolBaseURL checks a proxy's URL for the enrolment endpoints: https://,
+// or http:// to a loopback address (secrets travel in every request); it
+// returns the base, scheme://host[:port], without a trailing slash.
+func EnrolBaseURL(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+		return "", fmt.Errorf("%q is not a proxy's base URL like https://proxy.example.com", raw)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !loopbackHost(u.Hostname()) {
+			return "", fmt.Errorf("%q would send secrets over plain http beyond this machine: use https:// (plain http works only on loopback)", raw)
+		}
+	default:
+		return "", fmt.Errorf("%q: the scheme is https (or http on loopback)", raw)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// RelayURLFor is the relay.url a bridge enrolled at the proxy base uses:
+// the same host over WebSocket (wss:// for https://).
+func RelayURLFor(base string) string {
+	if rest, ok := strings.CutPrefix(base, "https://"); ok {
+		return "wss://" + rest + "/"
+	}
+	return "ws://" + strings.TrimPrefix(base, "http://") + "/"
 }
