@@ -85,7 +85,7 @@ func EnrolBaseURL(raw string) (string, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !loopbackHost(u.Hostname()) {
+		if !LoopbackHost(u.Hostname()) {
 			return "", fmt.Errorf("%q would send secrets over plain http beyond this machine: use https:// (plain http works only on loopback)", raw)
 		}
 	default:
@@ -94,7 +94,9 @@ func EnrolBaseURL(raw string) (string, error) {
 	return u.Scheme + "://" + u.Host, nil
 }
 
-func loopbackHost(h string) bool {
+// LoopbackHost reports whether the host name h (no port) is this
+// machine's: localhost or a loopback address.
+func LoopbackHost(h string) bool {
 	if h == "localhost" {
 		return true
 	}

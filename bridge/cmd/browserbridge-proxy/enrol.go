@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,6 +40,7 @@ func initProxy(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", defaultDir(), "the folder for the secret (and the revoked credentials' file serve keeps)")
 	force := fs.Bool("force", false, "replace an existing secret: every token and bridge credential signed with it stops working")
 	publicURL := fs.String("public-url", "", "the proxy's public https:// URL, for the commands printed (optional)")
+	listen := fs.String("listen", "127.0.0.1:8787", "the address serve will listen on, for the commands printed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,24 +63,29 @@ func initProxy(args []string, stdout, stderr io.Writer) error {
 	if err := writeFile0600(secret, []byte(base64.RawURLEncoding.EncodeToString(b[:])+"\n")); err != nil {
 		return fmt.Errorf("init: writing the secret: %w", err)
 	}
-	pub := *publicURL
-	listen := "127.0.0.1:8787"
-	serveURL := ""
-	if pub != "" {
-		serveURL = " --public-url " + pub
-	} else {
-		pub = "https://proxy.example.com"
+	serveLine := fmt.Sprintf("browserbridge-proxy serve --listen %s --secret-file %s --revoked %s", *listen, secret, filepath.Join(abs, "revoked.json"))
+	inviteLine := fmt.Sprintf("browserbridge-proxy invite --secret-file %s", secret)
+	if host, _, err := net.SplitHostPort(*listen); err == nil && relaywire.LoopbackHost(host) {
+		inviteLine += " --proxy http://" + *listen
+	} else if *publicURL != "" {
+		inviteLine += " --proxy " + *publicURL
+	}
+	join := "https://proxy.example.com"
+	if *publicURL != "" {
+		serveLine += " --public-url " + *publicURL
+		inviteLine += " --url " + *publicURL
+		join = *publicURL
 	}
 	fmt.Fprintf(stdout, `wrote a new secret to %s (mode 0600): it signs every credential; keep it private and backed up.
 
 Next:
-  1. Run the proxy on loopback, behind a reverse proxy that serves https:// (Caddy, Traefik):
-       browserbridge-proxy serve --listen %s --secret-file %s --revoked %s%s
-     (or reachable directly with --listen :8787 --tls-cert FILE --tls-key FILE; plain http works only on loopback)
+  1. Run the proxy (on loopback behind a reverse proxy that serves https://, such as Caddy or Traefik;
+     or beyond loopback with --tls-cert FILE --tls-key FILE: plain http works only on loopback):
+       %s
   2. Invite a person, on this machine:
-       browserbridge-proxy invite --secret-file %s --user alice --url %s
+       %s --user alice
      and give them the one command it prints: browserbridge relay join %s --code …
-`, secret, listen, secret, filepath.Join(abs, "revoked.json"), serveURL, secret, pub, pub)
+`, secret, serveLine, inviteLine, join)
 	return nil
 }
 

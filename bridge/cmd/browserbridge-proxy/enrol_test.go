@@ -33,7 +33,7 @@ func TestInit(t *testing.T) {
 		t.Fatalf("serve would not load it: %v", err)
 	}
 	for _, want := range []string{"browserbridge-proxy serve --listen 127.0.0.1:8787 --secret-file " + secret + " --revoked " + filepath.Join(dir, "revoked.json"),
-		"browserbridge-proxy invite --secret-file " + secret + " --user alice", "browserbridge relay join", "plain http works only on loopback"} {
+		"browserbridge-proxy invite --secret-file " + secret + " --proxy http://127.0.0.1:8787 --user alice", "browserbridge relay join", "plain http works only on loopback"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("init does not print %q:\n%s", want, out.String())
 		}
