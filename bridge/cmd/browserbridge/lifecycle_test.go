@@ -102,7 +102,7 @@ func TestStartStopRestartWithoutServiceManager(t *testing.T) {
 		t.Fatalf("bridge %d alive after stop", pid2)
 	}
 	out, code = w.cli("status")
-	if code != 1 || !strings.Contains(out, "Start it with `browserbridge start`") || strings.Contains(out, "service start") {
+	if code != 1 || !strings.Contains(out, "Run `browserbridge start` to start it again") || strings.Contains(out, "service start") {
 		t.Fatalf("status after stop: exit %d\n%s", code, out)
 	}
 	if out, code := w.cli("stop"); code != 0 || !strings.Contains(out, "not running") {
@@ -329,5 +329,33 @@ func TestRestartWhenAHostStartedTheBridgeFirst(t *testing.T) {
 	want := fmt.Sprintf("The bridge is running again (pid %d): a browser's host started it", pid)
 	if got := buf.String(); !strings.Contains(got, want) || strings.Contains(got, "already running") {
 		t.Fatalf("restart's start said %q, want %q", got, want)
+	}
+}
+
+// A bridge stopped with `browserbridge stop` is one problem in doctor,
+// not three (bridge, service, extension), and status says it was stopped
+// on purpose and how to start it, as the popup does (issue 31, item 8).
+func TestDoctorAndStatusAfterStop(t *testing.T) {
+	w := newWorld(t)
+	w.killBridgeAtEnd()
+	w.chromiumProfile()
+	if out, code := w.cli("install", "--browser", "chromium", "--no-service"); code != 0 {
+		t.Fatalf("install: %s", out)
+	}
+	if out, code := w.cli("start"); code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	if out, code := w.cli("stop"); code != 0 {
+		t.Fatalf("stop: exit %d\n%s", code, out)
+	}
+	out, code := w.cli("doctor")
+	if code != 1 || !strings.Contains(out, "\n1 problem(s) found.") || !strings.Contains(out, "FAIL  bridge             stopped on purpose with `browserbridge stop`") ||
+		!strings.Contains(out, "fix: `browserbridge start` starts it again") {
+		t.Fatalf("doctor after stop: exit %d\n%s", code, out)
+	}
+	out, code = w.cli("status")
+	if code != 1 || !strings.Contains(out, "The bridge is stopped: stopped with `browserbridge stop` at ") || !strings.Contains(out, "on purpose. Run `browserbridge start` to start it again") ||
+		strings.Contains(out, "not running") {
+		t.Fatalf("status after stop: exit %d\n%s", code, out)
 	}
 }
