@@ -234,6 +234,9 @@ func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	// The clients' entries before the program goes (and the state folder,
+	// where clients add noted the files it created).
+	removeFromClients(ctx, stdout, stderr)
 	removed, err := installer.UninstallWith(installer.UninstallOptions{
 		Stop: func(rec *installer.Record) error { return u.stopAndClean(ctx, rec) },
 	})

@@ -359,3 +359,66 @@ func TestDoctorAndStatusAfterStop(t *testing.T) {
 		t.Fatalf("status after stop: exit %d\n%s", code, out)
 	}
 }
+
+// clients remove takes away the ~/.cursor and mcp.json that clients add
+// created, and clients list no longer calls Cursor installed; uninstall
+// takes the bridge out of every client's config before removing the
+// program, and says what stays and why (issue 31, item 7).
+func TestUninstallAndRemoveTakeClientEntries(t *testing.T) {
+	w := newWorld(t)
+	w.chromiumProfile()
+	cfgFile := filepath.Join(w.home, "bb", "config", "config.json")
+	if err := os.WriteFile(cfgFile, []byte(`{"listen":"127.0.0.1:3999"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cursorDir := filepath.Join(w.home, ".cursor")
+	if out, code := w.cli("clients", "add", "cursor"); code != 0 {
+		t.Fatalf("clients add cursor: exit %d\n%s", code, out)
+	}
+	out, code := w.cli("clients", "remove", "cursor")
+	if code != 0 || !strings.Contains(out, "deleted "+filepath.Join(cursorDir, "mcp.json")+", "+cursorDir) {
+		t.Fatalf("clients remove cursor: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(cursorDir); !os.IsNotExist(err) {
+		t.Fatalf("~/.cursor outlived clients remove: %v", err)
+	}
+	if out, _ := w.cli("clients", "list"); !strings.Contains(out, "cursor          no") {
+		t.Fatalf("clients list after remove:\n%s", out)
+	}
+
+	// The user's own Claude Desktop config, and Claude Code's file with
+	// the bridge's entry while its CLI is not on PATH.
+	desktop := filepath.Join(w.home, ".config", "Claude", "claude_desktop_config.json")
+	os.MkdirAll(filepath.Dir(desktop), 0o700)
+	mine := "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"npx\", \"args\": [\"server-filesystem\"]}\n  }\n}\n"
+	os.WriteFile(desktop, []byte(mine), 0o600)
+	os.WriteFile(filepath.Join(w.home, ".claude.json"), []byte(`{"mcpServers": {"browserbridge": {"type": "http", "url": "http://127.0.0.1:3999/mcp"}}}`), 0o600)
+	for _, c := range []string{"cursor", "claude-desktop"} {
+		if out, code := w.cli("clients", "add", c); code != 0 {
+			t.Fatalf("clients add %s: exit %d\n%s", c, code, out)
+		}
+	}
+	if out, code := w.cli("install", "--browser", "chromium", "--no-service"); code != 0 {
+		t.Fatalf("install: %s", out)
+	}
+	out, code = w.cli("uninstall")
+	if code != 0 {
+		t.Fatalf("uninstall: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{
+		"cursor: browserbridge removed", "claude-desktop: browserbridge removed",
+		"claude-code: browserbridge stays (the claude CLI is not on PATH); remove it with: claude mcp remove --scope user browserbridge",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("uninstall does not say %q:\n%s", want, out)
+		}
+	}
+	if got, _ := os.ReadFile(desktop); string(got) != mine {
+		t.Errorf("Claude Desktop's config after uninstall:\n%s\nwant the user's as it was:\n%s", got, mine)
+	}
+	for _, gone := range []string{cursorDir, desktop + ".bak"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s outlived uninstall: %v", gone, err)
+		}
+	}
+}

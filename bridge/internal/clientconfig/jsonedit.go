@@ -535,3 +535,20 @@ func RemoveMember(name string, src []byte, key, member string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// onlyEmpty reports whether the document holds nothing but key, an empty
+// object (or nothing at all): what is left of a file Add created once its
+// entry is gone.
+func (d *document) onlyEmpty(key string) bool {
+	top, c, found, err := d.container(key)
+	if err != nil {
+		return false
+	}
+	switch len(top.members) {
+	case 0:
+		return true
+	case 1:
+		return found && len(c.members) == 0
+	}
+	return false
+}
