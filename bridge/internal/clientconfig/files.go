@@ -276,6 +276,7 @@ func realAndMode(path string) (string, os.FileMode, error) {
 	}
 	return real, st.Mode().Perm(), nil
 }
+
 // ReplaceFile writes data to path atomically, with mode: a temporary file
 // in the same directory, synced, then renamed over path, so that readers
 // see the old file or the new one, never a part. `servers import` shares it.
