@@ -2,7 +2,7 @@ package relaywire
 
 import (
 	"fmt"
-	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -100,8 +100,8 @@ func LoopbackHost(h string) bool {
 	if h == "localhost" {
 		return true
 	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // RelayURLFor is the relay.url a bridge enrolled at the proxy base uses:
