@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs Browser Bridge for this user and starts it:
-#   builds bin/browserbridge and bin/browserbridge-host, then
-#   `browserbridge install --prefix` copies them and the extension's runtime
+#   builds bin/browserbridge, bin/browserbridge-host and bin/browserbridge-proxy,
+#   then `browserbridge install --prefix` copies them and the extension's runtime
 #   files to $PREFIX (default ~/.local/share/browserbridge), links
 #   `browserbridge` into $BINDIR (default ~/.local/bin), registers the native
 #   host with every browser found (or as the arguments say:
@@ -50,6 +50,19 @@ else
      turn on Developer mode, click \"Load unpacked\" and pick:
        $PREFIX/extension"
 fi
+# The steps name a command that runs as typed: the bare name only when
+# $BINDIR is on PATH, and the PATH hint comes first, not after them.
+name=browserbridge
+case ":$PATH:" in
+  *":$BINDIR:"*) ;;
+  *) name="$BINDIR/browserbridge"
+     say ""
+     say "$BINDIR is not on your PATH: the steps below name browserbridge by its full path."
+     say "Add it to run it by name:  export PATH=\"$BINDIR:\$PATH\"  (in ~/.profile to keep it)";;
+esac
+proxy_note="The cloud proxy, for reaching browsers from other machines (docs/relay.md):
+  $PREFIX/bin/browserbridge-proxy init"
+[ -x "$PREFIX/bin/browserbridge-proxy" ] || proxy_note="browserbridge-proxy (the cloud proxy) was not installed: see above why."
 cat <<NEXT
 
 Browser Bridge is installed and running at ${url:-http://127.0.0.1:3456/mcp}.
@@ -57,8 +70,8 @@ Browser Bridge is installed and running at ${url:-http://127.0.0.1:3456/mcp}.
 Next steps:
   1. $step1
   2. Add it to your MCP clients:
-       browserbridge clients add all   (or claude-code, claude-desktop, cursor, vscode)
+       $name clients add all   (or claude-code, claude-desktop, cursor, vscode)
   3. Check every hop:
-       browserbridge doctor
+       $name doctor
+$proxy_note
 NEXT
-case ":$PATH:" in *":$BINDIR:"*) ;; *) say "(add $BINDIR to your PATH to run browserbridge by name)";; esac

@@ -40,7 +40,14 @@ echo '{"listen":"127.0.0.1:0"}' > "$BROWSERBRIDGE_HOME/config/config.json"
 bb="$PREFIX/bin/browserbridge"
 
 out=$("$repo/scripts/install.sh" --browser chromium 2>&1) || fail "install.sh exited $?: $out"
-for f in browserbridge browserbridge-host; do [ -x "$PREFIX/bin/$f" ] || fail "$PREFIX/bin/$f missing"; done
+for f in browserbridge browserbridge-host browserbridge-proxy; do [ -x "$PREFIX/bin/$f" ] || fail "$PREFIX/bin/$f missing"; done
+# A fresh install starts the bridge without first saying it is not running;
+# with BINDIR off PATH the steps name the program by its full path, after
+# the PATH hint (issue 31, item 9).
+grep -q "The bridge is not running" <<<"$out" && fail "a fresh install says the bridge is not running: $out"
+grep -qF "$BINDIR/browserbridge clients add all" <<<"$out" || fail "the steps name a bare browserbridge that is not on PATH: $out"
+[ "$(grep -n "is not on your PATH" <<<"$out" | cut -d: -f1)" -lt "$(grep -n "Next steps" <<<"$out" | cut -d: -f1)" ] || fail "the PATH hint comes after the steps: $out"
+grep -qF "$PREFIX/bin/browserbridge-proxy init" <<<"$out" || fail "the steps do not say where browserbridge-proxy is: $out"
 [ -f "$PREFIX/extension/manifest.json" ] || fail "extension not copied"
 [ ! -e "$PREFIX/extension/test" ] || fail "the extension's tests were installed"
 [ -L "$BINDIR/browserbridge" ] || fail "no link in $BINDIR"
@@ -71,7 +78,8 @@ grep -q "stopped the bridge (pid $pid2)" <<<"$out" || fail "stop: $out"
 alive "$pid2" && fail "bridge $pid2 still running after stop"
 "$bb" status >/dev/null 2>&1 && fail "status answers after stop"
 out=$("$bb" status 2>&1) && fail "status exits 0 with no bridge"
-grep -q "Start it with \`browserbridge start\`" <<<"$out" || grep -q "Start it with \`$bb start\`" <<<"$out" || fail "status hint: $out"
+grep -q "Run \`browserbridge start\` to start it again" <<<"$out" || grep -q "Run \`$bb start\` to start it again" <<<"$out" || fail "status hint: $out"
+grep -q "on purpose" <<<"$out" || fail "status does not say the bridge was stopped on purpose: $out"
 grep -q "service start" <<<"$out" && fail "status points to the service without a service manager: $out"
 out=$("$bb" stop 2>&1) || fail "stop with no bridge exited $?: $out"
 grep -q "not running" <<<"$out" || fail "stop with no bridge: $out"

@@ -1,9 +1,11 @@
 // Command browserbridge-proxy is the cloud relay of spec 001: it lets MCP
 // clients reach their user's browsers from anywhere (see docs/relay.md).
 //
-//	browserbridge-proxy serve --listen ADDR [--tls-cert F --tls-key F] --secret-file F [limits]
+//	browserbridge-proxy init [--dir DIR] [--force]
+//	browserbridge-proxy serve --listen ADDR [--tls-cert F --tls-key F] --secret-file F [--revoked F] [limits]
 //	    [--public-url URL [--oauth-state F] [--oauth-config F]]
 //	    [--nats URLS|embedded --node NAME [NATS options]]
+//	browserbridge-proxy invite --user U [--secret-file F] [--proxy URL]
 //	browserbridge-proxy token --secret-file F --user U --kind extension|mcp [--ttl 720h] [--url URL]
 //
 // With --public-url it is also an MCP server over Streamable HTTP for
@@ -38,7 +40,9 @@ import (
 )
 
 var usage = fmt.Sprintf(`usage:
+  browserbridge-proxy init [--dir DIR] [--force] [--public-url URL]
   browserbridge-proxy serve --listen ADDR [--tls-cert FILE --tls-key FILE] --secret-file FILE
+      [--revoked FILE] [--invite-ttl %v] [--credential-ttl %v]
       [--max-conns-per-ip %d] [--max-mcp-per-user %d] [--max-extensions-per-user %d]
       [--idle-timeout %v] [--read-timeout %v] [--trusted-proxies CIDR,...]
       [--max-body-bytes-per-user N] [--max-body-bytes N]
@@ -47,10 +51,17 @@ var usage = fmt.Sprintf(`usage:
        | --nats embedded [--nats-listen HOST:PORT] [--nats-store DIR] [--nats-routes URLS --nats-cluster-listen HOST:PORT]]
       [--node NAME] [--advertise-url http://NODE:8787] [--nats-replicas 1] [--nats-prefix browserbridge] [--presence-ttl %v]
       [--metrics-listen HOST:PORT]
+  browserbridge-proxy invite --user USER [--secret-file FILE] [--proxy http://127.0.0.1:8787] [--url URL]
   browserbridge-proxy token --secret-file FILE --user USER --kind extension|mcp [--ttl 720h] [--url URL]
   browserbridge-proxy nats-user --secret-file FILE
   browserbridge-proxy version
 
+init writes a new secret (0600) and prints the commands that follow. invite asks
+the running proxy for a one-time enrolment code bound to a user (it works once,
+for --invite-ttl); on that user's computer, `+"`browserbridge relay join URL --code CODE`"+`
+exchanges it for the bridge's own credential, which `+"`browserbridge relay leave`"+`
+revokes (kept in --revoked across restarts; a cluster keeps revocations in JetStream).
+Enrolment needs https:// (TLS here or at a reverse proxy); plain http only on loopback.
 --secret-file holds an HS256 secret (at least 32 bytes) or an Ed25519 key in PEM
 (PRIVATE KEY to sign and verify; PUBLIC KEY lets serve verify only). During a
 rotation it holds the new key first and the old after it (secrets separated by a
@@ -68,7 +79,7 @@ each node --advertise-url so that a session's requests reach the node that holds
 A cluster's traffic and state on NATS are sealed with keys derived from --secret-file;
 nats-user prints the NATS user and password derived from it, which --nats embedded
 requires and which a node signs in to a NATS URL with (docs/proxy-cluster.md, "Trust").
-`, proxy.DefaultMaxConnsPerIP, proxy.DefaultMaxMCPPerUser, proxy.DefaultMaxExtensionsPerUser,
+`, proxy.DefaultEnrolCodeTTL, proxy.DefaultCredentialTTL, proxy.DefaultMaxConnsPerIP, proxy.DefaultMaxMCPPerUser, proxy.DefaultMaxExtensionsPerUser,
 	proxy.DefaultIdleTimeout, proxy.DefaultReadTimeout, proxy.DefaultPresenceTTL, config.EnvOAuthPassword)
 
 func main() {
@@ -92,6 +103,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stderr)
+	case "init":
+		return initProxy(args[1:], stdout, stderr)
+	case "invite":
+		return invite(ctx, args[1:], stdout, stderr)
 	case "token":
 		return mint(args[1:], stdout, stderr)
 	case "nats-user":
@@ -127,6 +142,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	bodyTotal := fs.Int64("max-body-bytes", proxy.DefaultMaxBodyBytes, "with --public-url: bytes of all request bodies in flight at once; more wait up to 10 s, then get 503")
 	trusted := fs.String("trusted-proxies", "", "reverse proxies in front (Caddy, Traefik), comma-separated addresses or CIDR networks (10.0.0.0/8): for their requests the client is the X-Forwarded-For address they vouch for, and each client keeps its own per-address limits")
 	oauthConfig := fs.String("oauth-config", "", "with --public-url: a JSON file with password_hash, oidc, users (sign-in subject to proxy user) and allowed_origins")
+	revoked := fs.String("revoked", "", "the file that keeps the bridge credentials revoked by `browserbridge relay leave` across restarts (default: in memory; a cluster keeps them in JetStream)")
+	inviteTTL := fs.Duration("invite-ttl", proxy.DefaultEnrolCodeTTL, "how long an enrolment code from `browserbridge-proxy invite` works")
+	credentialTTL := fs.Duration("credential-ttl", proxy.DefaultCredentialTTL, "the lifetime of the credential a bridge gets for an enrolment code")
 	metricsListen := fs.String("metrics-listen", "", "also serve /metrics and the whole /health (counts, cluster peers and their internal URLs) on this host:port, for the operator's private network; the public listener's /health says the status alone")
 	var cf clusterFlags
 	cf.register(fs)
@@ -150,7 +168,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
-	}{{"idle-timeout", *idle}, {"read-timeout", *readTimeout}} {
+	}{{"idle-timeout", *idle}, {"read-timeout", *readTimeout}, {"invite-ttl", *inviteTTL}, {"credential-ttl", *credentialTTL}} {
 		if f.v <= 0 {
 			return fmt.Errorf("serve: --%s %v must be positive", f.name, f.v)
 		}
@@ -180,7 +198,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	opts := proxy.Options{Keys: keys, Logger: log,
 		MaxConnsPerIP: noLimit(*perIP), MaxMCPPerUser: noLimit(*perUserMCP), MaxExtensionsPerUser: noLimit(*perUserExt),
 		IdleTimeout: *idle, ReadTimeout: *readTimeout, TrustedProxies: proxies,
-		MaxBodyBytesPerUser: *bodyPerUser, MaxBodyBytes: *bodyTotal}
+		MaxBodyBytesPerUser: *bodyPerUser, MaxBodyBytes: *bodyTotal,
+		Enrol: proxy.EnrolOptions{CodeTTL: *inviteTTL, CredentialTTL: *credentialTTL, RevokedFile: *revoked}}
 	scheme := "ws"
 	if *cert != "" {
 		pair, err := tls.LoadX509KeyPair(*cert, *key)
@@ -196,6 +215,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	var shared authserver.KV
 	var ring *clusterseal.Keyring
+	if cf.nats != "" && *revoked != "" {
+		return errors.New("serve: --revoked does not go with --nats: a cluster keeps revoked credentials in JetStream, where every node reads them")
+	}
+	if cf.nats == "" && *revoked == "" {
+		log.Warn("credentials revoked by `browserbridge relay leave` are kept in memory: a restart forgets them (--revoked FILE keeps them)")
+	}
 	if cf.nats != "" {
 		secrets, err := keys.Secrets()
 		if err != nil {
@@ -257,17 +282,28 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	log.Info("browserbridge-proxy serving", "version", buildinfo.String(), "url", base+"/",
-		"extensions", base+relaywire.PathExtension, "mcp", base+relaywire.PathMCP, "alg", keys.Alg())
+		"extensions", base+relaywire.PathExtension, "mcp", base+relaywire.PathMCP, "alg", keys.Alg(),
+		"enrol", "http"+strings.TrimPrefix(base, "ws")+relaywire.PathEnrol)
 	if opts.HTTP != nil {
 		log.Info("MCP over Streamable HTTP, with OAuth sign-in", "mcp_http", opts.HTTP.PublicURL+"/mcp",
 			"servers", opts.HTTP.PublicURL+"/servers/NAME/mcp", "password", opts.HTTP.Identity.PasswordHash != "" || opts.HTTP.Identity.Password != "",
-			"oidc", opts.HTTP.Identity.OIDC != nil, "mapped_subjects", len(opts.HTTP.Users))
+			"oidc", opts.HTTP.Identity.OIDC != nil, "mapped_subjects", len(opts.HTTP.Users),
+			"listen", ln.Addr().String(), "reach", listenReach(ln.Addr()))
 	}
 	if err := srv.Run(ctx, ln); err != nil {
 		return err
 	}
 	log.Info("browserbridge-proxy stopped")
 	return nil
+}
+
+// listenReach says who can reach the listener at addr, for the start-up
+// log: written from the address actually bound, never assumed.
+func listenReach(addr net.Addr) string {
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return "loopback only: this machine's reverse proxy (TLS) carries the public traffic"
+	}
+	return "beyond loopback: OAuth authenticates every request; TLS (--tls-cert, or a reverse proxy) must carry it"
 }
 
 // loadKeys reads --secret-file: the token keys, the new one first during a

@@ -215,6 +215,12 @@ func TestServePublicURL(t *testing.T) {
 	if _, err := os.Stat(state); err != nil {
 		t.Errorf("the OAuth state file: %v", err)
 	}
+	// The log names the address bound (loopback here), never an
+	// all-interfaces address nobody listens on (issue 31, item 6).
+	if l := logs.String(); strings.Contains(l, "0.0.0.0") || strings.Contains(l, "beyond loopback") ||
+		!strings.Contains(l, "listen="+addr) || !strings.Contains(l, `reach="loopback only`) {
+		t.Errorf("serve's log does not say truthfully where it listens (%s):\n%s", addr, l)
+	}
 	do := func(method, path, host string) (*http.Response, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))

@@ -26,7 +26,8 @@ const clientsUsage = `usage: browserbridge clients add|remove|list [flags] [clie
         changes nothing; the previous file is kept as <file>.bak);
         --sse also adds Claude Code's legacy HTTP+SSE entry, browserbridge-sse
   remove CLIENT [--force] [--config FILE]
-        take out what add wrote, and nothing else
+        take out what add wrote, and nothing else: a file or folder add
+        created goes with its last entry, a .bak once the file is as it was
   list [--config FILE]
         show each client, whether it is installed, and its browserbridge entries
 
@@ -134,6 +135,9 @@ func printResults(w io.Writer, results []clientconfig.Result) {
 			if r.Detail != "" {
 				line += "; previous version kept in " + r.Detail
 			}
+			if len(r.Deleted) > 0 {
+				line += "; deleted " + strings.Join(r.Deleted, ", ") + " (made by clients add, or a backup no longer needed)"
+			}
 			fmt.Fprintln(w, line)
 		}
 	}
@@ -220,4 +224,35 @@ func tokenInFile(path, t string) bool {
 		Token string `json:"token"`
 	}
 	return json.Unmarshal(data, &c) == nil && c.Token == t
+}
+
+// removeFromClients takes the bridge out of every MCP client's config, as
+// `clients remove all` does, for uninstall: the clients would otherwise
+// point at a program about to be removed. It says what stays and why.
+func removeFromClients(ctx context.Context, stdout, stderr io.Writer) {
+	b, err := clientBridge("")
+	if err != nil {
+		// A config the clients cannot be pointed at (port 0) still lets
+		// its entries be known by their shape (isOurs).
+		b = clientconfig.Bridge{}
+	}
+	env := clientconfig.FromOS()
+	for _, name := range clientconfig.Clients {
+		results, err := clientconfig.Remove(ctx, env, name, b, clientconfig.Options{})
+		if err != nil {
+			fmt.Fprintf(stderr, "warning: %s: %v; its browserbridge entry stays\n", name, err)
+			continue
+		}
+		for _, r := range results {
+			switch r.Action {
+			case clientconfig.Absent:
+			case clientconfig.RunThis:
+				fmt.Fprintf(stdout, "%s: %s stays (the claude CLI is not on PATH); remove it with: %s\n", r.Client, r.Entry, r.Detail)
+			case clientconfig.NotOurs:
+				fmt.Fprintf(stdout, "%s: %s\n", r.Client, r.Detail)
+			default:
+				printResults(stdout, []clientconfig.Result{r})
+			}
+		}
+	}
 }

@@ -288,3 +288,50 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// Claude Code 2.1.197 (what Node 20's npm installs) answers `claude mcp
+// add-json --scope user NAME -` with "Invalid configuration" and exit 1;
+// `clients add claude-code` then adds the entry with `claude mcp add
+// --transport http`, and the real CLI connects to it with the bridge's
+// token (issue 31, item 4). The CLI here (tools/npm) takes add-json, so
+// the old release's refusal is stood in for by a wrapper that answers
+// add-json as 2.1.197 does and hands every other command to the real CLI.
+func TestClientsAddClaudeCodeFallsBackFromAddJSON(t *testing.T) {
+	real := claudeCLI(t)
+	w := newWorld(t)
+	addr := freeLoopbackAddr(t)
+	cfgFile := filepath.Join(w.home, "bb", "config", "config.json")
+	if err := os.WriteFile(cfgFile, []byte(`{"listen":"`+addr+`","token":"tok-fallback-test"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.serve()
+	shim := t.TempDir()
+	refused := filepath.Join(shim, "add-json-refused")
+	script := "#!/bin/sh\n" +
+		"# Claude Code 2.1.197's answer to add-json with the entry on stdin.\n" +
+		"if [ \"$1 $2\" = \"mcp add-json\" ]; then touch '" + refused + "'; echo 'Invalid configuration' >&2; exit 1; fi\n" +
+		"exec '" + filepath.Join(real, "claude") + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(shim, "claude"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.env = append(w.env, "PATH="+shim+":"+filepath.Dir(bins.Bridge)+":/usr/bin:/bin",
+		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1")
+
+	out, code := w.cli("clients", "add", "claude-code")
+	if code != 0 || !strings.Contains(out, "claude-code: browserbridge added") {
+		t.Fatalf("clients add claude-code: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(refused); err != nil {
+		t.Fatal("add-json was never tried, so the fallback was not exercised")
+	}
+	list := w.claude(t, real, "mcp", "list")
+	if line := lineWith(list, "browserbridge: http://"+addr+"/mcp (HTTP)"); !strings.Contains(line, "Connected") {
+		t.Fatalf("claude mcp list: the entry added by `claude mcp add` is not connected:\n%s", list)
+	}
+	// What the fallback wrote is what add-json would have: adding again
+	// through the wrapper changes nothing.
+	out, code = w.cli("clients", "add", "claude-code")
+	if code != 0 || !strings.Contains(out, "claude-code: browserbridge already configured") {
+		t.Fatalf("clients add claude-code again: exit %d\n%s", code, out)
+	}
+}

@@ -81,20 +81,27 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 	// 3. The bridge answering on its socket.
 	st, statusErr := queryStatus(ctx, cfg.Socket)
-	if statusErr != nil {
+	stopped, onPurpose := stoppedAt(cfg.Socket)
+	switch {
+	case statusErr != nil && onPurpose:
+		add(checkResult{checkFail, "bridge", fmt.Sprintf("stopped on purpose with `%s` at %s; the browsers' hosts do not start it meanwhile", stopHint(), stopped.Format("15:04 MST, Jan 2")),
+			"`" + startHint() + "` starts it again"})
+	case statusErr != nil:
 		add(checkResult{checkFail, "bridge", fmt.Sprintf("no bridge answers at %s (%v)", cfg.Socket, statusErr),
 			"start it with `" + startHint() + "` (it says why if it cannot), or run `" + cliName() + " serve` in a terminal"})
-	} else {
+	default:
 		add(checkResult{checkOK, "bridge", fmt.Sprintf("version %s, pid %d, socket %s", st.Version, st.PID, st.Socket), ""})
 	}
 
-	// 4. The service that keeps the bridge running.
-	add(serviceCheck(statusErr == nil))
+	// 4. The service that keeps the bridge running (one stopped on
+	// purpose is not the service's failure: the bridge's line says so).
+	add(serviceCheck(statusErr == nil, onPurpose))
 
 	// 5. A browser connected through its host.
 	switch {
 	case statusErr != nil:
-		add(checkResult{checkFail, "extension", "cannot tell: the bridge is not running", "fix the bridge first"})
+		// The bridge's own line is the problem; this one follows from it.
+		add(checkResult{checkWarn, "extension", "cannot tell while the bridge is not running", ""})
 	case len(st.Browsers) == 0:
 		add(checkResult{checkFail, "extension", fmt.Sprintf("no browser is connected (%d hosts attached)", st.Hosts),
 			"open the browser with the Browser Bridge extension loaded (chrome://extensions, Developer mode, Load unpacked: the extension folder); its popup shows the host's state"})
@@ -136,7 +143,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func serviceCheck(bridgeUp bool) checkResult {
+func serviceCheck(bridgeUp, stoppedOnPurpose bool) checkResult {
 	self, err := selfPath()
 	if err != nil {
 		return checkResult{checkWarn, "service", err.Error(), ""}
@@ -144,24 +151,22 @@ func serviceCheck(bridgeUp bool) checkResult {
 	state, err := service.Status(self)
 	switch {
 	case service.Available() != nil:
-		// The one place that tells the whole story.
-		lvl := checkWarn
-		if !bridgeUp {
-			lvl = checkFail
+		// Not a problem: the bridge runs without one (the browser's host
+		// starts it on demand). Whether it runs is the bridge's line.
+		lvl, fix := checkOK, ""
+		if !bridgeUp && !stoppedOnPurpose {
+			lvl, fix = checkWarn, "`"+startHint()+"` starts it now; `"+stopHint()+"` and `"+restartHint()+"` work here too"
 		}
-		return checkResult{lvl, "service", fmt.Sprintf("no autostart service, so nothing starts the bridge at login: %v", service.Available()),
-			"`" + startHint() + "` starts it now; `" + stopHint() + "` and `" + restartHint() + "` work here too"}
+		return checkResult{lvl, "service", fmt.Sprintf("none (%v): nothing starts the bridge at login; the browser's host starts it when the browser opens", service.Available()), fix}
 	case err != nil:
 		return checkResult{checkWarn, "service", err.Error(), ""}
 	case state == service.StateRunning:
 		return checkResult{checkOK, "service", "running", ""}
 	case state == service.StateNotInstalled:
-		lvl := checkWarn
-		if !bridgeUp {
-			lvl = checkFail
-		}
-		return checkResult{lvl, "service", "not installed: the bridge will not start at login",
+		return checkResult{checkWarn, "service", "not installed: the bridge will not start at login",
 			cliName() + " service install && " + startHint()}
+	case stoppedOnPurpose:
+		return checkResult{checkWarn, "service", "installed, " + state.String() + " with the bridge (`" + stopHint() + "`)", ""}
 	default:
 		return checkResult{checkFail, "service", "installed but " + state.String(), startHint() + " (it says why if it cannot)"}
 	}

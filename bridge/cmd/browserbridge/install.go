@@ -34,6 +34,20 @@ func hostPath() (string, error) {
 	return filepath.Join(filepath.Dir(self), name), nil
 }
 
+// proxyPath is the cloud proxy's program beside this one (make build puts
+// it there), for install --prefix to install with the others.
+func proxyPath() (string, error) {
+	host, err := hostPath()
+	if err != nil {
+		return "", err
+	}
+	name := "browserbridge-proxy"
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	return filepath.Join(filepath.Dir(host), name), nil
+}
+
 func selfPath() (string, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -145,9 +159,18 @@ func installFiles(prefix, bindir, extSrc, host, self string, stdout io.Writer) (
 	if extSrc, err = abs(extSrc); err != nil {
 		return "", "", err
 	}
+	exes := []string{self, host}
+	// The proxy is for whoever runs one (an operator), so a build without
+	// it installs the rest and says where it would have come from.
+	proxyExe, perr := proxyPath()
+	if perr == nil && fileExists(proxyExe) {
+		exes = append(exes, proxyExe)
+	} else if perr == nil && !fileExists(proxyExe) {
+		fmt.Fprintf(stdout, "not installing browserbridge-proxy (the cloud proxy, for running one): there is none at %s; `make build` builds it there\n", proxyExe)
+	}
 	res, err := installer.InstallFiles(installer.Files{
 		Prefix:       prefix,
-		Executables:  []string{self, host},
+		Executables:  exes,
 		ExtensionSrc: extSrc,
 		BinDir:       bindir,
 		Link:         filepath.Base(self),
@@ -155,7 +178,11 @@ func installFiles(prefix, bindir, extSrc, host, self string, stdout io.Writer) (
 	if err != nil {
 		return "", "", err
 	}
-	fmt.Fprintf(stdout, "installed %s and %s into %s\n", filepath.Base(self), filepath.Base(host), res.Bin)
+	names := make([]string, len(exes))
+	for i, e := range exes {
+		names[i] = filepath.Base(e)
+	}
+	fmt.Fprintf(stdout, "installed %s into %s\n", strings.Join(names, ", "), res.Bin)
 	if res.Extension != "" {
 		fmt.Fprintf(stdout, "installed the extension into %s\n", res.Extension)
 		if res.ExtensionReplaced {
@@ -207,6 +234,9 @@ func runUninstall(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	// The clients' entries before the program goes (and the state folder,
+	// where clients add noted the files it created).
+	removeFromClients(ctx, stdout, stderr)
 	removed, err := installer.UninstallWith(installer.UninstallOptions{
 		Stop: func(rec *installer.Record) error { return u.stopAndClean(ctx, rec) },
 	})

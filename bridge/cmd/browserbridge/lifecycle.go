@@ -49,6 +49,9 @@ type lifecycle struct {
 	self    string
 	stdout  io.Writer
 	stderr  io.Writer
+	// restarting is set by restart: stop then start say one story.
+	restarting bool
+	stoppedPID int // the bridge restart stopped, 0 if none
 }
 
 func newLifecycle(name string, args []string, stdout, stderr io.Writer) (*lifecycle, error) {
@@ -123,9 +126,12 @@ func runRestart(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if _, err := lc.stop(ctx); err != nil {
+	lc.restarting = true
+	stopped, err := lc.stop(ctx)
+	if err != nil {
 		return err
 	}
+	lc.stoppedPID = stopped
 	return lc.start(ctx)
 }
 
@@ -159,7 +165,9 @@ func (lc *lifecycle) stop(ctx context.Context) (int, error) {
 	}
 	st, err := queryStatus(ctx, lc.cfg.Socket)
 	if err != nil {
-		if !stoppedService {
+		// Within a restart, start says what happened next; "not running"
+		// before "started" reads as a failure.
+		if !stoppedService && !lc.restarting {
 			fmt.Fprintln(lc.stdout, "The bridge is not running.")
 		}
 		return 0, nil
@@ -223,6 +231,12 @@ func (lc *lifecycle) start(ctx context.Context) error {
 		return err
 	}
 	if st, err := queryStatus(ctx, lc.cfg.Socket); err == nil {
+		if lc.restarting && st.PID != lc.stoppedPID {
+			// A browser's host saw its bridge go and started a new one
+			// first: the restart happened all the same.
+			fmt.Fprintf(lc.stdout, "The bridge is running again (pid %d): a browser's host started it as soon as the old one stopped.\n", st.PID)
+			return nil
+		}
 		fmt.Fprintf(lc.stdout, "The bridge is already running (pid %d).\n", st.PID)
 		return nil
 	}

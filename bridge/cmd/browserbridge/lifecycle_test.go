@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
@@ -57,8 +58,18 @@ func TestStartStopRestartWithoutServiceManager(t *testing.T) {
 	w := newWorld(t)
 	w.killBridgeAtEnd()
 
-	out, code := w.cli("start")
+	// A first restart (what install.sh runs) starts the bridge without
+	// first saying it is not running, which reads as a failure.
+	out, code := w.cli("restart")
 	m := startedPID.FindStringSubmatch(out)
+	if code != 0 || m == nil || strings.Contains(out, "not running") {
+		t.Fatalf("restart with no bridge: exit %d\n%s", code, out)
+	}
+	if out, code := w.cli("stop"); code != 0 || !strings.Contains(out, "stopped the bridge (pid "+m[1]+")") {
+		t.Fatalf("stop: exit %d\n%s", code, out)
+	}
+	out, code = w.cli("start")
+	m = startedPID.FindStringSubmatch(out)
 	if code != 0 || m == nil {
 		t.Fatalf("start: exit %d\n%s", code, out)
 	}
@@ -91,7 +102,7 @@ func TestStartStopRestartWithoutServiceManager(t *testing.T) {
 		t.Fatalf("bridge %d alive after stop", pid2)
 	}
 	out, code = w.cli("status")
-	if code != 1 || !strings.Contains(out, "Start it with `browserbridge start`") || strings.Contains(out, "service start") {
+	if code != 1 || !strings.Contains(out, "Run `browserbridge start` to start it again") || strings.Contains(out, "service start") {
 		t.Fatalf("status after stop: exit %d\n%s", code, out)
 	}
 	if out, code := w.cli("stop"); code != 0 || !strings.Contains(out, "not running") {
@@ -293,4 +304,121 @@ func homeSnapshot(t *testing.T, home string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// When a browser's host started a new bridge before restart's own start
+// (the host sees its bridge go and starts one at once), restart says the
+// bridge is running again, not "already running" after "stopped", which
+// read as a failure (issue 31, item 9).
+func TestRestartWhenAHostStartedTheBridgeFirst(t *testing.T) {
+	w := newWorld(t)
+	w.killBridgeAtEnd()
+	out, code := w.cli("start")
+	m := startedPID.FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	// The state restart is in once its stop ended bridge pid-1 and a host
+	// started pid: the running bridge is not the one it stopped.
+	var buf bytes.Buffer
+	lc := &lifecycle{cfg: &config.Config{Socket: w.socket}, stdout: &buf, stderr: &buf, restarting: true, stoppedPID: pid + 100000}
+	if err := lc.start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("The bridge is running again (pid %d): a browser's host started it", pid)
+	if got := buf.String(); !strings.Contains(got, want) || strings.Contains(got, "already running") {
+		t.Fatalf("restart's start said %q, want %q", got, want)
+	}
+}
+
+// A bridge stopped with `browserbridge stop` is one problem in doctor,
+// not three (bridge, service, extension), and status says it was stopped
+// on purpose and how to start it, as the popup does (issue 31, item 8).
+func TestDoctorAndStatusAfterStop(t *testing.T) {
+	w := newWorld(t)
+	w.killBridgeAtEnd()
+	w.chromiumProfile()
+	if out, code := w.cli("install", "--browser", "chromium", "--no-service"); code != 0 {
+		t.Fatalf("install: %s", out)
+	}
+	if out, code := w.cli("start"); code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	if out, code := w.cli("stop"); code != 0 {
+		t.Fatalf("stop: exit %d\n%s", code, out)
+	}
+	out, code := w.cli("doctor")
+	if code != 1 || !strings.Contains(out, "\n1 problem(s) found.") || !strings.Contains(out, "FAIL  bridge             stopped on purpose with `browserbridge stop`") ||
+		!strings.Contains(out, "fix: `browserbridge start` starts it again") {
+		t.Fatalf("doctor after stop: exit %d\n%s", code, out)
+	}
+	out, code = w.cli("status")
+	if code != 1 || !strings.Contains(out, "The bridge is stopped: stopped with `browserbridge stop` at ") || !strings.Contains(out, "on purpose. Run `browserbridge start` to start it again") ||
+		strings.Contains(out, "not running") {
+		t.Fatalf("status after stop: exit %d\n%s", code, out)
+	}
+}
+
+// clients remove takes away the ~/.cursor and mcp.json that clients add
+// created, and clients list no longer calls Cursor installed; uninstall
+// takes the bridge out of every client's config before removing the
+// program, and says what stays and why (issue 31, item 7).
+func TestUninstallAndRemoveTakeClientEntries(t *testing.T) {
+	w := newWorld(t)
+	w.chromiumProfile()
+	cfgFile := filepath.Join(w.home, "bb", "config", "config.json")
+	if err := os.WriteFile(cfgFile, []byte(`{"listen":"127.0.0.1:3999"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cursorDir := filepath.Join(w.home, ".cursor")
+	if out, code := w.cli("clients", "add", "cursor"); code != 0 {
+		t.Fatalf("clients add cursor: exit %d\n%s", code, out)
+	}
+	out, code := w.cli("clients", "remove", "cursor")
+	if code != 0 || !strings.Contains(out, "deleted "+filepath.Join(cursorDir, "mcp.json")+", "+cursorDir) {
+		t.Fatalf("clients remove cursor: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(cursorDir); !os.IsNotExist(err) {
+		t.Fatalf("~/.cursor outlived clients remove: %v", err)
+	}
+	if out, _ := w.cli("clients", "list"); !strings.Contains(out, "cursor          no") {
+		t.Fatalf("clients list after remove:\n%s", out)
+	}
+
+	// The user's own Claude Desktop config, and Claude Code's file with
+	// the bridge's entry while its CLI is not on PATH.
+	desktop := filepath.Join(w.home, ".config", "Claude", "claude_desktop_config.json")
+	os.MkdirAll(filepath.Dir(desktop), 0o700)
+	mine := "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"npx\", \"args\": [\"server-filesystem\"]}\n  }\n}\n"
+	os.WriteFile(desktop, []byte(mine), 0o600)
+	os.WriteFile(filepath.Join(w.home, ".claude.json"), []byte(`{"mcpServers": {"browserbridge": {"type": "http", "url": "http://127.0.0.1:3999/mcp"}}}`), 0o600)
+	for _, c := range []string{"cursor", "claude-desktop"} {
+		if out, code := w.cli("clients", "add", c); code != 0 {
+			t.Fatalf("clients add %s: exit %d\n%s", c, code, out)
+		}
+	}
+	if out, code := w.cli("install", "--browser", "chromium", "--no-service"); code != 0 {
+		t.Fatalf("install: %s", out)
+	}
+	out, code = w.cli("uninstall")
+	if code != 0 {
+		t.Fatalf("uninstall: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{
+		"cursor: browserbridge removed", "claude-desktop: browserbridge removed",
+		"claude-code: browserbridge stays (the claude CLI is not on PATH); remove it with: claude mcp remove --scope user browserbridge",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("uninstall does not say %q:\n%s", want, out)
+		}
+	}
+	if got, _ := os.ReadFile(desktop); string(got) != mine {
+		t.Errorf("Claude Desktop's config after uninstall:\n%s\nwant the user's as it was:\n%s", got, mine)
+	}
+	for _, gone := range []string{cursorDir, desktop + ".bak"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s outlived uninstall: %v", gone, err)
+		}
+	}
 }

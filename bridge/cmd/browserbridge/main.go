@@ -11,6 +11,7 @@
 //	browserbridge service    install|uninstall|start|stop|restart|status
 //	browserbridge servers    import|list the gateway's stdio MCP servers
 //	browserbridge clients    add|remove|list the bridge in MCP clients' configs
+//	browserbridge relay      join|status|leave a cloud proxy (enrolment code from its operator)
 //	browserbridge gateway    run the stdio gateway alone (server deployments)
 //	browserbridge version
 package main
@@ -56,6 +57,7 @@ func commands() []command {
 		{"uninstall", "stop the bridge and remove what install wrote and the service (--purge: the config and logs too)", runUninstall},
 		{"service", "install|uninstall|start|stop|restart|status the per-user service", runService},
 		{"connect", "serve a browser reached through a cloud proxy as a stdio MCP server", runConnect},
+		{"relay", "join|status|leave a cloud proxy, so your browsers are reached from other machines", runRelay},
 		{"pair", "print a one-time code that signs a remote MCP client in to the cloud proxy as you", runPair},
 		{"stdio", "serve the bridge's MCP tools over stdio (for clients that only speak stdio)", runStdio},
 		{"gateway", "run the stdio-server gateway alone, without the browser (server deployments)", runGateway},

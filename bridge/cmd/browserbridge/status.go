@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
+	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -45,6 +47,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if *asJSON {
 			_ = json.NewEncoder(stdout).Encode(map[string]any{"running": false, "socket": cfg.Socket, "error": err.Error()})
 		}
+		if at, ok := stoppedAt(cfg.Socket); ok {
+			fmt.Fprintf(stderr, "%s\n", stoppedSentence(at))
+			return errSilent
+		}
 		fmt.Fprintf(stderr, "The bridge is not running (%v).\nStart it with `%s`, or run `%s doctor`.\n", err, startHint(), cliName())
 		return errSilent
 	}
@@ -55,6 +61,23 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	printStatus(stdout, st)
 	return nil
+}
+
+// stoppedAt reports whether the bridge of socket was stopped on purpose
+// (`browserbridge stop` left its marker) and when.
+func stoppedAt(socket string) (time.Time, bool) {
+	fi, err := os.Stat(paths.StopMarker(socket))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return fi.ModTime(), true
+}
+
+// stoppedSentence says the bridge was stopped on purpose, as the popup
+// does: not a failure, and how to start it.
+func stoppedSentence(at time.Time) string {
+	return fmt.Sprintf("The bridge is stopped: stopped with `%s` at %s, on purpose. Run `%s` to start it again; the browser does not start it meanwhile.",
+		stopHint(), at.Format("15:04 MST, Jan 2"), startHint())
 }
 
 func printStatus(w io.Writer, st *protocol.StatusResult) {

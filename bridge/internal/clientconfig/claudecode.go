@@ -120,13 +120,41 @@ func (c claudeCode) add(ctx context.Context, b Bridge, opts Options) ([]Result, 
 			if err != nil {
 				return results, err
 			}
-			if err := c.run(ctx, cli, value, "mcp", "add-json", "--scope", "user", e.name, "-"); err != nil {
+			if err := c.addEntry(ctx, cli, e, value); err != nil {
 				return results, err
 			}
 		}
 		results = append(results, r)
 	}
 	return results, nil
+}
+
+// addEntry adds one entry with `claude mcp add-json … -` (the entry on
+// stdin, so its token stays out of the process list). Some Claude Code
+// releases (2.1.197, which Node 20's npm installs) read "-" as the JSON
+// itself and answer "Invalid configuration": then the entry is added with
+// `claude mcp add --transport …`, which every release takes, the token
+// (if any) on its command line for that moment.
+func (c claudeCode) addEntry(ctx context.Context, cli string, e claudeEntry, value []byte) error {
+	errJSON := c.run(ctx, cli, value, "mcp", "add-json", "--scope", "user", e.name, "-")
+	if errJSON == nil {
+		return nil
+	}
+	args := []string{"mcp", "add", "--scope", "user", "--transport", e.transport, e.name, e.value.URL}
+	if h := e.value.Headers["Authorization"]; h != "" {
+		args = append(args, "--header", "Authorization: "+h)
+	}
+	// add-json may have written the entry before failing: add refuses a
+	// name that exists.
+	if cur, err := c.current(); err == nil && cur[e.name] != nil {
+		if err := c.run(ctx, cli, nil, "mcp", "remove", "--scope", "user", e.name); err != nil {
+			return fmt.Errorf("%w; and removing what it left: %w", errJSON, err)
+		}
+	}
+	if errAdd := c.run(ctx, cli, nil, args...); errAdd != nil {
+		return fmt.Errorf("this claude takes neither way of adding a server (Claude Code 2.1.332 takes both; `claude update`): %w; then %w", errJSON, errAdd)
+	}
+	return nil
 }
 
 func (c claudeCode) remove(ctx context.Context, b Bridge, opts Options) ([]Result, error) {

@@ -29,6 +29,8 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+
+	"github.com/browserbridge/browserbridge/bridge/paths"
 )
 
 // Entry names the bridge uses in clients' configs.
@@ -86,6 +88,10 @@ type Env struct {
 	ClaudeConfigDir string
 	// LookPath finds the claude CLI; nil means exec.LookPath.
 	LookPath func(file string) (string, error)
+	// Record is the file where Add notes the config files and folders it
+	// created, so that Remove takes them away with their last entry (and
+	// uninstall with it). "" notes nothing: such files stay, emptied.
+	Record string
 }
 
 // FromOS returns the current user's Env.
@@ -97,7 +103,17 @@ func FromOS() Env {
 		AppData:         os.Getenv("APPDATA"),
 		XDGConfigHome:   os.Getenv("XDG_CONFIG_HOME"),
 		ClaudeConfigDir: os.Getenv("CLAUDE_CONFIG_DIR"),
+		Record:          recordPath(),
 	}
+}
+
+// recordPath is where the bridge keeps Env.Record: its state folder.
+func recordPath() string {
+	dir, err := paths.StateDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "clients-created.json")
 }
 
 func (e Env) goos() string {
@@ -154,6 +170,10 @@ type Result struct {
 	// Detail says why an entry was left alone or a client skipped, names
 	// the backup, or is the command to run (RunThis).
 	Detail string
+	// Deleted are the files and folders Remove took away with the entry:
+	// a config file and folders Add created, or the backup of a file that
+	// is back as it was before Add.
+	Deleted []string
 }
 
 // Failed reports whether the result leaves the client not as asked.

@@ -191,14 +191,19 @@ func TestFileClientsAddRemove(t *testing.T) {
 			}
 
 			res, err = Remove(ctx, env, f.client, testBridge, Options{})
-			if err != nil || res[0].Action != Removed {
+			if err != nil || res[0].Action != Removed || res[0].Detail != "" || !reflect.DeepEqual(res[0].Deleted, []string{path + ".bak"}) {
 				t.Fatalf("remove: %+v, %v", res, err)
 			}
 			if got := mustRead(t, path); got != f.src {
 				t.Fatalf("after remove:\n%s\nwant the user's file as it was:\n%s", got, f.src)
 			}
-			if mustRead(t, path+".bak") != written {
-				t.Fatal("remove did not keep the previous version")
+			// The file is back as it was: its backup has served (issue 31,
+			// item 7), and the file keeps its mode.
+			if _, err := os.Stat(path + ".bak"); !os.IsNotExist(err) {
+				t.Fatalf("the backup outlived the file's return to what it was: %v", err)
+			}
+			if st, err := os.Stat(path); runtime.GOOS != "windows" && (err != nil || st.Mode().Perm() != 0o640) {
+				t.Errorf("after remove: mode %v (%v), want the file's 0640", st.Mode().Perm(), err)
 			}
 			res, err = Remove(ctx, env, f.client, testBridge, Options{})
 			if err != nil || res[0].Action != Absent {
@@ -395,4 +400,58 @@ func TestClaudeCodeWithoutCLI(t *testing.T) {
 	if st := List(env, b)[0]; st.Found || st.Note != "claude is not on PATH" {
 		t.Errorf("list: %+v", st)
 	}
+}
+
+// A config file and folders that Add created go with the file's last
+// entry, and the client no longer looks installed; a file Add created that
+// the user added to since stays, without the bridge's entry (issue 31,
+// item 7).
+func TestRemoveTakesWhatAddCreated(t *testing.T) {
+	ctx := context.Background()
+	env := newHome(t)
+	env.Record = filepath.Join(env.Home, "state", "clients-created.json")
+	cursor := filepath.Join(env.Home, ".cursor", "mcp.json")
+	if res, err := Add(ctx, env, Cursor, testBridge, Options{}); err != nil || res[0].Action != Added {
+		t.Fatalf("add cursor: %+v, %v", res, err)
+	}
+	res, err := Remove(ctx, env, Cursor, testBridge, Options{})
+	if err != nil || res[0].Action != Removed || !reflect.DeepEqual(res[0].Deleted, []string{cursor, filepath.Dir(cursor)}) {
+		t.Fatalf("remove cursor: %+v, %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Dir(cursor)); !os.IsNotExist(err) {
+		t.Fatalf("~/.cursor outlived remove: %v", err)
+	}
+	if entriesOf(List(env, testBridge), Cursor) != nil || statusOf(List(env, testBridge), Cursor).Found {
+		t.Fatal("list calls Cursor installed after remove")
+	}
+	if _, err := os.Stat(env.Record); !os.IsNotExist(err) {
+		t.Fatalf("the record outlived what it recorded: %v", err)
+	}
+
+	// VS Code's file, created by add, then given a server of the user's.
+	vscode := filepath.Join(env.Home, ".config", "Code", "User", "mcp.json")
+	if _, err := Add(ctx, env, VSCode, testBridge, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	src := mustRead(t, vscode)
+	mine := strings.Replace(src, `"servers": {`, `"servers": {"github": {"type": "http", "url": "https://api.githubcopilot.com/mcp/"},`, 1)
+	if err := os.WriteFile(vscode, []byte(mine), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err = Remove(ctx, env, VSCode, testBridge, Options{})
+	if err != nil || res[0].Action != Removed || len(res[0].Deleted) != 0 {
+		t.Fatalf("remove vscode: %+v, %v", res, err)
+	}
+	if got := mustRead(t, vscode); !strings.Contains(got, "githubcopilot") || strings.Contains(got, EntryName) {
+		t.Fatalf("the user's server went, or the bridge's stayed:\n%s", got)
+	}
+}
+
+func statusOf(sts []Status, client string) Status {
+	for _, st := range sts {
+		if st.Client == client {
+			return st
+		}
+	}
+	return Status{}
 }

@@ -11,6 +11,7 @@ import (
 
 // fileClient is a client configured by a JSON file of its own.
 type fileClient struct {
+	env  Env
 	name string
 	// path is the config file and dir the directory whose presence says
 	// the client is installed; err when the OS's location is unknown.
@@ -22,7 +23,7 @@ type fileClient struct {
 }
 
 func fileClientFor(e Env, name string) fileClient {
-	c := fileClient{name: name, key: "mcpServers"}
+	c := fileClient{env: e, name: name, key: "mcpServers"}
 	switch name {
 	case ClaudeDesktop:
 		dir, err := e.appConfigDir("Claude")
@@ -138,7 +139,9 @@ func (c fileClient) add(_ context.Context, b Bridge, opts Options) ([]Result, er
 	if err != nil {
 		return nil, err
 	}
+	var madeDirs []string
 	if !exists {
+		madeDirs = missingDirs(c.dir)
 		if err := os.MkdirAll(c.dir, 0o700); err != nil {
 			return nil, err
 		}
@@ -146,6 +149,11 @@ func (c fileClient) add(_ context.Context, b Bridge, opts Options) ([]Result, er
 	backup, err := writeFile(c.path, old, exists, out)
 	if err != nil {
 		return nil, fmt.Errorf("writing %s: %w", c.path, err)
+	}
+	if !exists {
+		if err := c.env.recordCreated(c.path, madeDirs); err != nil {
+			return nil, fmt.Errorf("recording that %s is the bridge's: %w", c.path, err)
+		}
 	}
 	return c.result(action, backup), nil
 }
@@ -170,6 +178,32 @@ func (c fileClient) remove(_ context.Context, b Bridge, opts Options) ([]Result,
 	out, err := doc.Remove(c.key, EntryName)
 	if err != nil {
 		return nil, err
+	}
+	// A file Add created goes with its last entry, with the folders Add
+	// made for it.
+	if c.env.createdByAdd(c.path) {
+		if left, err := parseDocument(c.path, out, c.jsonc); err == nil && left.onlyEmpty(c.key) {
+			gone, err := c.env.dropCreated(c.path)
+			if err != nil {
+				return nil, fmt.Errorf("removing %s, which add created: %w", c.path, err)
+			}
+			r := c.result(Removed, "")
+			r[0].Deleted = gone
+			return r, nil
+		}
+	}
+	// The user's file back as it was before add: the backup of it has
+	// served, and goes.
+	if bak, ok, _ := readFile(c.path + ".bak"); ok && string(bak) == string(out) {
+		if err := rewriteFile(c.path, out); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", c.path, err)
+		}
+		if err := os.Remove(c.path + ".bak"); err != nil {
+			return nil, err
+		}
+		r := c.result(Removed, "")
+		r[0].Deleted = []string{c.path + ".bak"}
+		return r, nil
 	}
 	backup, err := writeFile(c.path, old, true, out)
 	if err != nil {
@@ -206,23 +240,41 @@ func (c fileClient) status(b Bridge) Status {
 // new one, never a part. A new file gets mode 0600: it may hold the token.
 // It returns the backup's path, or "".
 func writeFile(path string, old []byte, exists bool, data []byte) (string, error) {
-	real, mode := path, os.FileMode(0o600)
-	backup := ""
-	if exists {
-		if r, err := filepath.EvalSymlinks(path); err == nil {
-			real = r
-		}
-		st, err := os.Stat(real)
-		if err != nil {
-			return "", err
-		}
-		mode = st.Mode().Perm()
-		backup = path + ".bak"
-		if err := ReplaceFile(backup, old, mode); err != nil {
-			return "", fmt.Errorf("keeping the previous version: %w", err)
-		}
+	if !exists {
+		return "", ReplaceFile(path, data, 0o600)
+	}
+	real, mode, err := realAndMode(path)
+	if err != nil {
+		return "", err
+	}
+	backup := path + ".bak"
+	if err := ReplaceFile(backup, old, mode); err != nil {
+		return "", fmt.Errorf("keeping the previous version: %w", err)
 	}
 	return backup, ReplaceFile(real, data, mode)
+}
+
+// rewriteFile replaces the existing file at path (through a symbolic
+// link) with data, in its mode, keeping no backup.
+func rewriteFile(path string, data []byte) error {
+	real, mode, err := realAndMode(path)
+	if err != nil {
+		return err
+	}
+	return ReplaceFile(real, data, mode)
+}
+
+// realAndMode is the file a path names, through links, and its mode.
+func realAndMode(path string) (string, os.FileMode, error) {
+	real := path
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		real = r
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", 0, err
+	}
+	return real, st.Mode().Perm(), nil
 }
 
 // ReplaceFile writes data to path atomically, with mode: a temporary file

@@ -509,3 +509,46 @@ func blankTrailingCommas(src []byte) []byte {
 	}
 	return b
 }
+
+// SetMember returns the JSON document src (named name in errors) with
+// member set to value in the object under the top-level key, every other
+// byte as it was: the edit `browserbridge relay join` makes to the
+// bridge's config. A missing key is added.
+func SetMember(name string, src []byte, key, member string, value any) ([]byte, error) {
+	d, err := parseDocument(name, src, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.Set(key, member, value)
+}
+
+// RemoveMember returns src without member in the object under the
+// top-level key, or src itself when there is no such member.
+func RemoveMember(name string, src []byte, key, member string) ([]byte, error) {
+	d, err := parseDocument(name, src, false)
+	if err != nil {
+		return nil, err
+	}
+	out, err := d.Remove(key, member)
+	if err != nil || out == nil {
+		return src, err
+	}
+	return out, nil
+}
+
+// onlyEmpty reports whether the document holds nothing but key, an empty
+// object (or nothing at all): what is left of a file Add created once its
+// entry is gone.
+func (d *document) onlyEmpty(key string) bool {
+	top, c, found, err := d.container(key)
+	if err != nil {
+		return false
+	}
+	switch len(top.members) {
+	case 0:
+		return true
+	case 1:
+		return found && len(c.members) == 0
+	}
+	return false
+}

@@ -96,14 +96,23 @@ func startPublicProxy(t *testing.T) *publicProxy {
 	}
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	p.public, p.relay = "http://"+listen, "ws://"+listen
+	p.launch(bin, "serve", "--listen", listen, "--secret-file", p.secret, "-v",
+		"--public-url", p.public, "--oauth-state", filepath.Join(p.dir, "oauth.db"))
+	return p
+}
+
+// launch runs the proxy binary bin with args (serve and its flags) and
+// waits for its authorization server's metadata at p.public.
+func (p *publicProxy) launch(bin string, args ...string) {
+	t := p.t
+	t.Helper()
 	// Run through a link in the proxy's own directory: the worlds' leftover
 	// checks kill whatever names binDir, and the proxy outlives the worlds.
 	link := filepath.Join(p.dir, "browserbridge-proxy")
 	if err := os.Symlink(bin, link); err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(link, "serve", "--listen", listen, "--secret-file", p.secret, "-v",
-		"--public-url", p.public, "--oauth-state", filepath.Join(p.dir, "oauth.db"))
+	p.cmd = exec.Command(link, args...)
 	p.cmd.Dir = p.dir
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -125,7 +134,6 @@ func startPublicProxy(t *testing.T) *publicProxy {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
-	return p
 }
 
 func (p *publicProxy) stop() {

@@ -132,6 +132,13 @@ type Options struct {
 	// accepted, since a token is then required anyway.
 	ListenAddr string
 
+	// ListenAddrAssumed says ListenAddr stands for a listener the caller
+	// opens after New (the cloud proxy builds its guard before it
+	// listens): the guard then does not log a start-up line naming it,
+	// which could name an address nobody listens on; the caller logs the
+	// real one. False: ListenAddr is the listener's actual address.
+	ListenAddrAssumed bool
+
 	// AllowedHosts are extra Host header values accepted, compared without
 	// regard to case, for instance a name the machine is reached by through
 	// a reverse proxy. An entry "host:port" matches exactly that; an entry
@@ -403,7 +410,7 @@ func New(opts Options, next http.Handler) (http.Handler, error) {
 		g.knownSession = opts.KnownSession
 	}
 	g.sleep = sleep
-	if opts.AuthenticatedBy != "" && !isLoopbackHost(lh) && g.log != nil {
+	if opts.AuthenticatedBy != "" && !isLoopbackHost(lh) && g.log != nil && !opts.ListenAddrAssumed {
 		g.log.Info("httpguard: serving beyond loopback without the guard's token: "+opts.AuthenticatedBy+" authenticates the requests",
 			"listen", opts.ListenAddr)
 	}

@@ -340,7 +340,7 @@ func TestClusterAttackerReadsNothing(t *testing.T) {
 	if r := c.call(1, "tools/call", map[string]any{"name": "type", "arguments": map[string]string{"text": argument}}); r.Error != nil || !strings.Contains(string(r.Result), "secret argument") {
 		t.Fatalf("the call: %s %s", r.Result, r.Error)
 	}
-	ps := newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: natsConn(t, url), Prefix: "browserbridge"})
+	ps := newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: natsConn(t, url), Prefix: "browserbridge"}, "pairing")
 	code, _, err := ps.issue(context.Background(), user, time.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)

@@ -429,6 +429,9 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 		name = name[:256]
 	}
 	claims, err := s.keys.Load().Verify(res.AccessToken, token.KindExtension, s.opts.Now())
+	if err == nil {
+		err = s.checkRevoked(claims)
+	}
 	if err != nil {
 		fail(err.Error())
 		return

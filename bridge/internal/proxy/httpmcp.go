@@ -154,10 +154,14 @@ func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 		// Every route behind the guard is behind the bearer check: OAuth
 		// stands where the guard's static token would. The Host check is
 		// a second one (ServeHTTP accepted only the public host before).
-		ListenAddr:      net.JoinHostPort("0.0.0.0", port),
-		AuthenticatedBy: "OAuth",
-		AllowedHosts:    []string{h.pub.Host},
-		AllowedOrigins:  append([]string{h.pub.Base}, opts.AllowedOrigins...),
+		// The listener is opened after New, so its address is not known
+		// here: the guard is told the public port on every interface,
+		// and Run logs where the proxy really listens.
+		ListenAddr:        net.JoinHostPort("0.0.0.0", port),
+		ListenAddrAssumed: true,
+		AuthenticatedBy:   "OAuth",
+		AllowedHosts:      []string{h.pub.Host},
+		AllowedOrigins:    append([]string{h.pub.Base}, opts.AllowedOrigins...),
 		// A bearer token is no ambient credential a hostile page could
 		// borrow, so any web origin may call (CORS without credentials):
 		// the extension's remote-MCP client and the Inspector need no

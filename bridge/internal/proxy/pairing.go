@@ -124,6 +124,11 @@ const pairingWindow = time.Minute
 // serving (again later only to change MCPURL: the codes and counts are
 // kept).
 func (s *Server) ConfigurePairing(opts PairingOptions) {
+	s.configureCodes(s.pairing, opts)
+}
+
+// configureCodes turns the codes of p on with opts (defaults filled in).
+func (s *Server) configureCodes(p *pairing, opts PairingOptions) {
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultPairingTTL
 	}
@@ -145,7 +150,6 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 	if opts.MaxWaiting <= 0 {
 		opts.MaxWaiting = DefaultPairingMaxWaiting
 	}
-	p := s.pairing
 	p.mu.Lock()
 	if p.perIP == nil || opts.AttemptsPerIP != p.opts.AttemptsPerIP {
 		p.perIP = perMinute(opts.AttemptsPerIP, s.opts.Now)
@@ -156,7 +160,7 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 	p.opts, p.on = opts, true
 	p.gate.configure(opts.AttemptsGlobal, opts.MaxWaiting, &p.mu, s.opts.Now)
 	if c := s.opts.Cluster; c != nil && c.Conn != nil && p.shared == nil {
-		p.shared = newPairingShared(c)
+		p.shared = newPairingShared(c, p.label)
 	}
 	p.mu.Unlock()
 }
@@ -173,7 +177,11 @@ func (s *Server) ConfigurePairing(opts PairingOptions) {
 // relaywire.ErrPairingCodeFormat, or, on a cluster whose store does not
 // answer, ErrPairingUnavailable.
 func (s *Server) RedeemPairingCode(code, clientIP string) (userID string, err error) {
-	p := s.pairing
+	return s.redeemCode(s.pairing, code, clientIP)
+}
+
+// redeemCode is RedeemPairingCode for the codes of p.
+func (s *Server) redeemCode(p *pairing, code, clientIP string) (userID string, err error) {
 	key := httpguard.ClientKey(clientIP)
 	canonical, shared, err := s.admitPairingAttempt(p, code, key, s.opts.Now())
 	if err != nil {
@@ -202,19 +210,19 @@ func (s *Server) pairingTurn(p *pairing, key string) error {
 	maxWait := p.opts.MaxWait
 	p.mu.Unlock()
 	if err != nil {
-		s.m.refused.With("pairing_global_limit").Inc()
+		s.m.refused.With(p.label + "_global_limit").Inc()
 		return err
 	}
 	if w == nil {
 		return nil
 	}
-	s.m.refused.With("pairing_queued").Inc()
+	s.m.refused.With(p.label + "_queued").Inc()
 	t := time.NewTimer(maxWait)
 	defer t.Stop()
 	select {
 	case err := <-w.turn:
 		if err != nil {
-			s.m.refused.With("pairing_global_limit").Inc()
+			s.m.refused.With(p.label + "_global_limit").Inc()
 		}
 		return err
 	case <-t.C:
@@ -225,7 +233,7 @@ func (s *Server) pairingTurn(p *pairing, key string) error {
 	if granted {
 		return <-w.turn
 	}
-	s.m.refused.With("pairing_global_limit").Inc()
+	s.m.refused.With(p.label + "_global_limit").Inc()
 	return errPairingGlobal
 }
 
@@ -248,17 +256,17 @@ func (s *Server) checkPairingCode(p *pairing, canonical string, shared *pairingS
 	}
 	switch {
 	case errors.Is(err, ErrPairingUnknown):
-		s.m.refused.With("pairing_unknown").Inc()
+		s.m.refused.With(p.label + "_unknown").Inc()
 	case errors.Is(err, ErrPairingUsed):
-		s.m.refused.With("pairing_used").Inc()
+		s.m.refused.With(p.label + "_used").Inc()
 	case errors.Is(err, ErrPairingExpired):
-		s.m.refused.With("pairing_expired").Inc()
+		s.m.refused.With(p.label + "_expired").Inc()
 	case err != nil:
-		s.m.refused.With("pairing_store").Inc()
-		s.log.Error("pairing code store", "err", err)
+		s.m.refused.With(p.label + "_store").Inc()
+		s.log.Error(p.what+" store", "err", err)
 		return "", ErrPairingUnavailable
 	default:
-		s.log.Info("pairing code redeemed", "user", userID)
+		s.log.Info(p.what+" redeemed", "user", userID)
 		return userID, nil
 	}
 	return "", err
@@ -276,12 +284,12 @@ func (s *Server) admitPairingAttempt(p *pairing, code, key string, now time.Time
 	}
 	p.sweepLocked(now)
 	if !p.perIP.Allow(key) {
-		s.m.refused.With("pairing_ip_limit").Inc()
+		s.m.refused.With(p.label + "_ip_limit").Inc()
 		return "", nil, errPairingPerIP
 	}
 	canonical, err := relaywire.NormalizePairingCode(code)
 	if err != nil {
-		s.m.refused.With("pairing_format").Inc()
+		s.m.refused.With(p.label + "_format").Inc()
 		return "", nil, err
 	}
 	return canonical, p.shared, nil
@@ -318,7 +326,11 @@ func (h *extHandler) pairingCode(m *relaywire.Message) {
 
 // issuePairingCode makes a code for the user.
 func (s *Server) issuePairingCode(userID string) (relaywire.PairingCodeResult, *relaywire.Error) {
-	p := s.pairing
+	return s.issueCode(s.pairing, userID)
+}
+
+// issueCode makes a code of p for the user.
+func (s *Server) issueCode(p *pairing, userID string) (relaywire.PairingCodeResult, *relaywire.Error) {
 	now := s.opts.Now()
 	opts, shared, rerr := p.admitIssue(userID, now)
 	if rerr != nil {
@@ -345,7 +357,7 @@ func (s *Server) issuePairingCode(userID string) (relaywire.PairingCodeResult, *
 		var err error
 		canonical, ent.hash, err = shared.issue(ctx, userID, now, opts.TTL)
 		if err != nil {
-			s.log.Error("pairing code store", "err", err)
+			s.log.Error(p.what+" store", "err", err)
 			return relaywire.PairingCodeResult{}, relaywire.Errorf(relaywire.CodeInternalError, "%s", ErrPairingUnavailable)
 		}
 		p.mu.Lock()
@@ -355,11 +367,11 @@ func (s *Server) issuePairingCode(userID string) (relaywire.PairingCodeResult, *
 			// A replaced code that stays (NATS failed just now) still
 			// expires with its lifetime.
 			if err := shared.dropUnused(ctx, h); err != nil {
-				s.log.Warn("pairing code store: dropping a replaced code", "err", err)
+				s.log.Warn(p.what+" store: dropping a replaced code", "err", err)
 			}
 		}
 	}
-	s.log.Info("pairing code issued", "user", userID, "expires", ent.expires.UTC().Format(time.RFC3339))
+	s.log.Info(p.what+" issued", "user", userID, "expires", ent.expires.UTC().Format(time.RFC3339))
 	return relaywire.PairingCodeResult{
 		Code:       relaywire.FormatPairingCode(canonical),
 		ExpiresAt:  ent.expires.UTC().Format(time.RFC3339),
@@ -375,12 +387,12 @@ func (p *pairing) admitIssue(userID string, now time.Time) (PairingOptions, *pai
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.on {
-		return PairingOptions{}, nil, relaywire.Errorf(relaywire.CodeMethodNotFound, "%s", errPairingOff)
+		return PairingOptions{}, nil, relaywire.Errorf(relaywire.CodeMethodNotFound, "%s", p.off)
 	}
 	p.sweepLocked(now)
 	if !p.issued.Allow(userID) {
 		return PairingOptions{}, nil, relaywire.Errorf(relaywire.CodeRateLimited,
-			"too many pairing codes asked for: at most %d a minute for one user; wait a minute", p.opts.IssuePerMinute)
+			"too many %ss asked for: at most %d a minute for one user; wait a minute", p.what, p.opts.IssuePerMinute)
 	}
 	return p.opts, p.shared, nil
 }
@@ -421,9 +433,14 @@ func byteAt(b []byte, i int) byte {
 	return 0
 }
 
-// pairing is the pairing state of one Server.
+// pairing is the state of one kind of one-time code of a Server: the
+// pairing codes of sign-ins, and the enrolment codes of bridges
+// (enrol.go), each with its own codes, limits and store.
 type pairing struct {
-	key [32]byte // HMAC key: codes are stored as HMAC-SHA-256(key, code)
+	key   [32]byte // HMAC key: codes are stored as HMAC-SHA-256(key, code)
+	what  string   // "pairing code", for logs and sentences
+	label string   // "pairing": the metrics' refusal label prefix, the cluster bucket's suffix
+	off   error    // why issuing is refused before configureCodes
 
 	mu        sync.Mutex
 	on        bool
@@ -521,7 +538,13 @@ func perMinute(n int, now func() time.Time) *httpguard.Limiter[string] {
 // newPairing returns pairing state that is off until ConfigurePairing: a
 // Server holds one from New.
 func newPairing() *pairing {
-	p := &pairing{codes: make(map[[32]byte]*pairEntry), unused: make(map[string][]*pairEntry)}
+	return newCodes("pairing code", "pairing", errPairingOff)
+}
+
+// newCodes returns the state of one kind of code, off until
+// configureCodes.
+func newCodes(what, label string, off error) *pairing {
+	p := &pairing{what: what, label: label, off: off, codes: make(map[[32]byte]*pairEntry), unused: make(map[string][]*pairEntry)}
 	rand.Read(p.key[:])
 	return p
 }
@@ -561,9 +584,9 @@ type pairingRecord struct {
 }
 
 // newPairingShared takes the cluster's options with their defaults (New
-// set them).
-func newPairingShared(c *ClusterOptions) *pairingShared {
-	return &pairingShared{conn: c.Conn, ring: c.Keyring, bucket: c.Prefix + "_pairing", replicas: c.Replicas}
+// set them); the bucket is prefix_label.
+func newPairingShared(c *ClusterOptions, label string) *pairingShared {
+	return &pairingShared{conn: c.Conn, ring: c.Keyring, bucket: c.Prefix + "_" + label, replicas: c.Replicas}
 }
 
 // open returns the bucket, making it on first use; a failure is retried at
@@ -583,7 +606,7 @@ func (ps *pairingShared) open(ctx context.Context) (jetstream.KeyValue, error) {
 	}
 	kv, err := ps.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:         ps.bucket,
-		Description:    "browserbridge pairing codes (HMACs), shared by the proxy's nodes",
+		Description:    "browserbridge one-time codes (HMACs), shared by the proxy's nodes",
 		History:        1,
 		Storage:        jetstream.FileStorage,
 		Replicas:       ps.replicas,

@@ -154,7 +154,7 @@ func TestPairingSharedKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		stores[i] = newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: nc, Prefix: "keytest"})
+		stores[i] = newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: nc, Prefix: "keytest"}, "pairing")
 	}
 	ctx := context.Background()
 	now := time.Now()
@@ -208,7 +208,7 @@ func TestPairingStoreDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: nc})
+	ps := newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: nc}, "pairing")
 	nc.Close() // before first use: the bucket cannot be reached
 	srv := newTestProxy(t, Options{}).srv
 	srv.ConfigurePairing(PairingOptions{})
@@ -246,7 +246,7 @@ func TestPairingReplicated(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		stores[i] = newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: nc, Prefix: "r3", Replicas: 3})
+		stores[i] = newPairingShared(&ClusterOptions{Keyring: testRing(), Conn: nc, Prefix: "r3", Replicas: 3}, "pairing")
 	}
 	now := time.Now()
 	for round := range 5 {
@@ -309,7 +309,7 @@ func TestPairingSharedSealed(t *testing.T) {
 	var mu sync.Mutex
 	counted := map[string]int{}
 	ring.OnReject(func(what, reason string) { mu.Lock(); counted[what+"/"+reason]++; mu.Unlock() })
-	ps := newPairingShared(&ClusterOptions{Keyring: ring, Conn: natsConn(t, url), Prefix: "sealtest"})
+	ps := newPairingShared(&ClusterOptions{Keyring: ring, Conn: natsConn(t, url), Prefix: "sealtest"}, "pairing")
 	ctx := context.Background()
 	now := time.Now()
 	kv, err := ps.open(ctx)

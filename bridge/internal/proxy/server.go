@@ -148,6 +148,10 @@ type Options struct {
 	// /servers/{name}/mcp, with the authorization server's endpoints, and
 	// turns pairing codes on. Nil: WebSockets only.
 	HTTP *HTTPOptions
+	// Enrol configures enrolment: the codes `browserbridge-proxy invite`
+	// asks for and bridges exchange for their credential (enrol.go). Its
+	// zero value means its defaults.
+	Enrol EnrolOptions
 	// Cluster, if set, joins the proxy to a cluster of proxies over NATS
 	// (cluster.go). Nil: one process, no NATS in the path.
 	Cluster *ClusterOptions
@@ -267,6 +271,10 @@ type Server struct {
 	m        serverMetrics
 	keys     atomic.Pointer[token.Keys] // Options.Keys until SetKeys
 	pairing  *pairing                   // pairing codes; off until ConfigurePairing
+	enrol    *pairing                   // enrolment codes (enrol.go)
+
+	enrolOpts EnrolOptions
+	revoked   revocations // credentials `relay leave` revoked
 
 	mu          sync.Mutex
 	users       map[string]*user
@@ -326,6 +334,7 @@ func New(opts Options) (*Server, error) {
 		users:   make(map[string]*user),
 		conns:   make(map[*wsConn]struct{}),
 		pairing: newPairing(),
+		enrol:   newCodes("enrolment code", "enrol", errEnrolOff),
 	}
 	s.keys.Store(opts.Keys)
 	// The read buffer lives as long as the connection; write buffers are
@@ -361,6 +370,9 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		s.opts.Cluster = &c
+	}
+	if err := s.configureEnrol(opts.Enrol); err != nil {
+		return nil, err
 	}
 	if opts.HTTP != nil {
 		h, err := newHTTPEndpoint(s, *opts.HTTP)
@@ -400,6 +412,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(relaywire.PathExtension, s.serveExtension)
 	mux.HandleFunc(relaywire.PathMCP, s.serveMCP)
 	mux.HandleFunc("GET "+relaywire.PathHealth, s.servePublicHealth)
+	mux.HandleFunc(relaywire.PathEnrol, s.serveEnrol)
+	mux.HandleFunc(relaywire.PathEnrolInvite, s.serveEnrolInvite)
+	mux.HandleFunc(relaywire.PathEnrolLeave, s.serveEnrolLeave)
 	if s.http != nil {
 		mux.Handle("/", s.http)
 	}

@@ -70,6 +70,9 @@ type Remote struct {
 	ready   chan struct{}
 	conn    relaywire.ConnectResult
 	lastErr string
+
+	refused    chan struct{} // closed when the proxy refused the token: Run has stopped
+	refusedErr error
 }
 
 // NewRemote returns a Remote; Run connects it.
@@ -93,7 +96,27 @@ func NewRemote(opts RemoteOptions) *Remote {
 		opts.Dialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, Proxy: http.ProxyFromEnvironment}
 	}
 	opts.URL = strings.TrimRight(opts.URL, "/")
-	return &Remote{opts: opts, log: opts.Logger.With("component", "relay-remote"), ready: make(chan struct{})}
+	return &Remote{opts: opts, log: opts.Logger.With("component", "relay-remote"), ready: make(chan struct{}), refused: make(chan struct{})}
+}
+
+// Refused returns a channel closed once the proxy refused the token (the
+// wrong kind, expired, signed with another key): the token is fixed for
+// the Remote's life, so Run stops instead of asking again forever, and
+// RefusedErr says why.
+func (r *Remote) Refused() <-chan struct{} { return r.refused }
+
+// RefusedErr is why the proxy refused the token, once Refused is closed.
+func (r *Remote) RefusedErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refusedErr
+}
+
+// authRefusal reports whether err is the proxy's refusal of the token in
+// mcp_handshake (relaywire.MsgAuthFailed).
+func authRefusal(err error) bool {
+	var re *relaywire.Error
+	return errors.As(err, &re) && re.Code == relaywire.CodeServerError && strings.HasPrefix(re.Message, relaywire.MsgAuthFailed)
 }
 
 // Connected returns the current connection to an extension, if any.
@@ -151,6 +174,14 @@ func (r *Remote) Run(ctx context.Context) {
 		}
 		attempt++
 		r.setNotReady(nil, err.Error())
+		if authRefusal(err) {
+			r.mu.Lock()
+			r.refusedErr = err
+			r.mu.Unlock()
+			close(r.refused)
+			r.log.Error("the proxy refused the token; not retrying", "error", err)
+			return
+		}
 		d := Backoff(r.opts.MinBackoff, r.opts.MaxBackoff, attempt)
 		r.log.Warn("proxy connection ended; reconnecting", "error", err, "retry_in", d.Round(time.Millisecond))
 		t := time.NewTimer(d)

@@ -33,6 +33,10 @@ type Kind string
 const (
 	KindExtension Kind = "extension"
 	KindMCP       Kind = "mcp"
+	// KindOperator admits the operator's own requests to a running proxy
+	// (`browserbridge-proxy invite`): minted for a minute by whoever holds
+	// the secret, never handed to a client, so ParseKind does not name it.
+	KindOperator Kind = "operator"
 )
 
 // ParseKind returns the Kind named s.
@@ -74,6 +78,9 @@ type Claims struct {
 	// URL is the proxy's WebSocket URL, for MCP clients (spec 001: the
 	// connection URL is embedded in the token). Optional.
 	URL string `json:"url,omitempty"`
+	// ID names this token among the user's, so that it can be revoked
+	// alone (a bridge's credential from enrolment). Optional.
+	ID string `json:"jti,omitempty"`
 }
 
 // Keys signs and verifies tokens with one algorithm.
@@ -228,7 +235,7 @@ func (k *Keys) Mint(c Claims) (string, error) {
 	if c.Subject == "" {
 		return "", fmt.Errorf("%w: sub is empty", ErrClaims)
 	}
-	if _, err := ParseKind(string(c.Kind)); err != nil {
+	if _, err := ParseKind(string(c.Kind)); err != nil && c.Kind != KindOperator {
 		return "", err
 	}
 	header, _ := json.Marshal(struct {
@@ -339,4 +346,24 @@ func (k *Keys) verifySignature(tok string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: payload is not base64url", ErrMalformed)
 	}
 	return pb, nil
+}
+
+// Unverified returns the claims tok carries without checking its signature
+// or times: for a holder of the token to read what it is for (its kind,
+// its user, its URL) and say so before using it. Never base a decision
+// of trust on them; the proxy's Verify does that.
+func Unverified(tok string) (*Claims, error) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("%w: want 3 dot-separated parts, got %d", ErrMalformed, len(parts))
+	}
+	payload, err := b64.DecodeString(parts[1])
+	if err != nil {
+		return nil, fmt.Errorf("%w: payload is not base64url", ErrMalformed)
+	}
+	var c Claims
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return nil, fmt.Errorf("%w: payload is not JSON", ErrMalformed)
+	}
+	return &c, nil
 }
