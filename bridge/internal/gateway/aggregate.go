@@ -80,7 +80,7 @@ func (a *aggregate) state(s *Session) *aggSession {
 
 func (a *aggregate) initResult() json.RawMessage {
 	out, _ := json.Marshal(map[string]any{
-		"protocolVersion": latestSessionVersion,
+		"protocolVersion": mcphttp.VersionLatestSession,
 		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
 		"serverInfo":      map[string]any{"name": "browserbridge-gateway", "title": "Browser Bridge: every server", "version": a.g.opts.Version},
 		"instructions":    "The tools of every server on this gateway, named {server}_{tool}.",

@@ -282,7 +282,7 @@ func (b *backend) forward(ctx context.Context, s *Session, e *envelope, sink sin
 		return
 	}
 	params := e.Params
-	token := metaField(params, "progressToken")
+	token := mcphttp.MetaField(params, "progressToken")
 	b.mu.Lock()
 	b.nextID++
 	gid := b.nextID

@@ -163,7 +163,7 @@ func New(opts Options) (*Gateway, error) {
 		stop:     make(chan struct{}),
 	}
 	g.gatewayInit, _ = json.Marshal(map[string]any{
-		"protocolVersion": latestSessionVersion,
+		"protocolVersion": mcphttp.VersionLatestSession,
 		// Sampling and elicitation are routed to the client whose call
 		// asked; roots are per client, so only private children get them
 		// (from their own client's initialize).

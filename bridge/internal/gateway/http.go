@@ -119,7 +119,7 @@ func (g *Gateway) readMessage(w http.ResponseWriter, r *http.Request) (*envelope
 }
 
 func (g *Gateway) serveStreamable(w http.ResponseWriter, r *http.Request, t target) {
-	if !mcphttp.CheckVersion(w, r, nil, supportedVersions) {
+	if !mcphttp.CheckVersion(w, r, nil, mcphttp.Versions) {
 		return
 	}
 	switch r.Method {
@@ -177,8 +177,8 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(appendResponse(nil, e.ID, res, nil))
 		return
-	case isStateless(r, e):
-		if msg := checkStandardHeaders(r, e); msg != "" {
+	case mcphttp.IsStatelessRequest(r.Header, e.Params):
+		if msg := mcphttp.CheckStandardHeaders(r.Header, e.kind() == kindRequest, e.Method, e.Params); msg != "" {
 			mcphttp.WriteError(w, http.StatusBadRequest, e.ID, rpccode.InvalidRequest, msg)
 			return
 		}
@@ -196,33 +196,6 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, t target) {
 	ps := newPostSink()
 	s.handle(ctx, e, ps)
 	ps.writeTo(w, r, e.ID, s.done)
-}
-
-// isStateless tells a 2026-07-28 request: no session, the version in
-// params._meta or the header.
-func isStateless(r *http.Request, e *envelope) bool {
-	return r.Header.Get(mcphttp.HeaderProtocolVersion) == mcphttp.VersionStateless || metaField(e.Params, mcphttp.MetaProtocolVersion) != nil
-}
-
-// checkStandardHeaders checks the 2026-07-28 Mcp-Method and Mcp-Name
-// headers against the body; "" when they agree.
-func checkStandardHeaders(r *http.Request, e *envelope) string {
-	if r.Header.Get(mcphttp.HeaderProtocolVersion) < mcphttp.VersionStateless || e.kind() != kindRequest {
-		return ""
-	}
-	if m := r.Header.Get(mcphttp.HeaderMethod); m != e.Method {
-		return fmt.Sprintf("the %s header (%q) must name the body's method %q", mcphttp.HeaderMethod, m, e.Method)
-	}
-	if e.Method == "tools/call" || e.Method == "resources/read" || e.Method == "prompts/get" {
-		want, _ := e.paramName()
-		if e.Method == "resources/read" {
-			want, _ = e.paramURI()
-		}
-		if n := r.Header.Get(mcphttp.HeaderName); n != want {
-			return fmt.Sprintf("the %s header (%q) must name the body's %q", mcphttp.HeaderName, n, want)
-		}
-	}
-	return ""
 }
 
 // stateless serves one 2026-07-28 request: a session that lives as long as

@@ -190,7 +190,7 @@ func (t remoteTarget) initResult() json.RawMessage {
 		title = s.Name
 	}
 	out, _ := json.Marshal(map[string]any{
-		"protocolVersion": latestSessionVersion,
+		"protocolVersion": mcphttp.VersionLatestSession,
 		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
 		"serverInfo":      map[string]any{"name": "remote/" + t.server, "title": title, "version": t.r.g.opts.Version},
 		"instructions":    fmt.Sprintf("Tools of the remote MCP server %s, called by the browser with its own sign-in.", s.URL),

@@ -130,7 +130,7 @@ func discoverResult(init json.RawMessage) (json.RawMessage, error) {
 	}
 	return json.Marshal(map[string]any{
 		"resultType":        "complete",
-		"supportedVersions": supportedVersions,
+		"supportedVersions": mcphttp.Versions,
 		"capabilities":      ir.Capabilities,
 		"instructions":      ir.Instructions,
 	})

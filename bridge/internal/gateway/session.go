@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,10 +154,7 @@ func (s *Session) readCaps(params json.RawMessage) {
 	for k := range p.Capabilities {
 		s.caps[k] = true
 	}
-	s.version = latestSessionVersion
-	if slices.Contains(supportedVersions, p.ProtocolVersion) && p.ProtocolVersion != mcphttp.VersionStateless {
-		s.version = p.ProtocolVersion
-	}
+	s.version = mcphttp.Negotiate(p.ProtocolVersion, mcphttp.Versions)
 }
 
 // initialize opens the session on its target and returns the initialize

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
@@ -168,21 +167,6 @@ func appendResponse(b []byte, id json.RawMessage, result, rpcErr json.RawMessage
 	return append(b, '}')
 }
 
-// metaField returns params._meta[key], if any, without decoding the rest
-// of params beyond its top level.
-func metaField(params json.RawMessage, key string) json.RawMessage {
-	if len(params) == 0 || !bytes.Contains(params, []byte(key)) {
-		return nil
-	}
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return nil
-	}
-	return p.Meta[key]
-}
-
 // setMetaField returns params with _meta[key] set to value (nil: removed).
 // Only params' top level and its _meta are decoded.
 func setMetaField(params json.RawMessage, key string, value json.RawMessage) (json.RawMessage, error) {
@@ -240,9 +224,3 @@ func setField(obj json.RawMessage, key string, value any) (json.RawMessage, erro
 
 // idKey turns a raw JSON-RPC id into a map key that tells 1 from "1".
 func idKey(id json.RawMessage) string { return string(bytes.TrimSpace(id)) }
-
-// Protocol versions the gateway speaks with clients. A client asking for one
-// of these gets it back; any other gets the newest.
-var supportedVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", mcphttp.VersionStateless}
-
-const latestSessionVersion = "2025-11-25"

@@ -16,6 +16,12 @@
 // [ResponseQueue] a POST's answer queue (notifications bounded, the response
 // itself never dropped).
 //
+// The protocol versions, for every endpoint: [Versions] (the go-sdk's
+// list), [Negotiate] (what initialize answers), [IsStateless] (the one
+// rule for "is this the stateless era": the version is 2026-07-28 or
+// later), [IsStatelessRequest] and [CheckStandardHeaders] (a stateless
+// request's Mcp-Method and Mcp-Name against its body).
+//
 // # Negotiation (docs/protocol.md, "MCP over HTTP")
 //
 //   - A Streamable HTTP POST must accept both application/json and

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -57,7 +58,7 @@ func browserInitResult(version string) json.RawMessage {
 func browserDiscoverResult() json.RawMessage {
 	return relaywire.MarshalParams(map[string]any{
 		"resultType":        "complete",
-		"supportedVersions": httpVersions,
+		"supportedVersions": mcphttp.StreamableVersions,
 		"capabilities":      browserCapabilities,
 		"instructions":      browserInstructions,
 		"_meta":             map[string]any{"io.modelcontextprotocol/serverInfo": serverInfo()},

@@ -113,7 +113,7 @@ func (g *gwConns) request(id string, c *gwConn, m *relaywire.Message) {
 	switch {
 	case m.Method == "initialize":
 		answer = g.initialize(c, m)
-	case isStatelessRequest(m.Params):
+	case mcphttp.MetaField(m.Params, mcphttp.MetaProtocolVersion) != nil:
 		// The 2026-07-28 era: no session, the request stands alone.
 		answer = g.call(c, "", "", id, m)
 	default:
@@ -564,18 +564,6 @@ func rebuildReply(id json.RawMessage, m *relaywire.Message) []byte {
 		return relaywire.AppendResult(nil, id, m.Result)
 	}
 	return relaywire.AppendErrorRaw(nil, id, m.Error)
-}
-
-// isStatelessRequest tells a request of the 2026-07-28 era: its params
-// carry the protocol version in _meta.
-func isStatelessRequest(params json.RawMessage) bool {
-	if !bytes.Contains(params, []byte(mcphttp.MetaProtocolVersion)) {
-		return false
-	}
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	return json.Unmarshal(params, &p) == nil && p.Meta[mcphttp.MetaProtocolVersion] != nil
 }
 
 // serverAgentName is what a server extension announces: the server's name
