@@ -66,7 +66,7 @@ func browserDiscoverResult() json.RawMessage {
 }
 
 // browserRequest serves a request on the browser endpoint.
-func (ss *httpSession) browserRequest(m *relaywire.Message, sink *postSink) {
+func (ss *httpSession) browserRequest(m *relaywire.Message, sink *mcphttp.PostSink) {
 	switch m.Method {
 	case "tools/list":
 		ss.toolsList(m, sink)
@@ -85,14 +85,14 @@ func (ss *httpSession) browserRequest(m *relaywire.Message, sink *postSink) {
 		_ = json.Unmarshal(m.Params, &p)
 		switch p.Name {
 		case toolListBrowsers:
-			sink.send(relaywire.AppendResult(nil, m.ID, ss.listBrowsers()), true)
+			sink.Send(relaywire.AppendResult(nil, m.ID, ss.listBrowsers()), true)
 			return
 		case toolSelectBrowser:
 			var a struct {
 				Arguments json.RawMessage `json:"arguments"`
 			}
 			_ = json.Unmarshal(m.Params, &a)
-			sink.send(relaywire.AppendResult(nil, m.ID, ss.selectBrowser(a.Arguments)), true)
+			sink.Send(relaywire.AppendResult(nil, m.ID, ss.selectBrowser(a.Arguments)), true)
 			return
 		}
 	}
@@ -102,17 +102,17 @@ func (ss *httpSession) browserRequest(m *relaywire.Message, sink *postSink) {
 // toolsList answers tools/list: the browser's tools (forwarded, with the
 // own tools put first on the first page), or the own tools alone when no
 // browser can be reached.
-func (ss *httpSession) toolsList(m *relaywire.Message, sink *postSink) {
+func (ss *httpSession) toolsList(m *relaywire.Message, sink *mcphttp.PostSink) {
 	var p struct {
 		Cursor *string `json:"cursor"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
 	first := p.Cursor == nil
 	if err := ss.connect(); err != nil {
-		sink.send(relaywire.AppendResult(nil, m.ID, mergeTools(nil, first)), true)
+		sink.Send(relaywire.AppendResult(nil, m.ID, mergeTools(nil, first)), true)
 		return
 	}
-	sink.finalize = func(reply []byte) []byte {
+	sink.Finalize = func(reply []byte) []byte {
 		var r relaywire.Message
 		if _, perr := r.Decode(reply); perr != nil || r.Result == nil {
 			// The browser could not list its tools (it left, it failed):

@@ -148,7 +148,7 @@ func (h *httpEndpoint) open(w http.ResponseWriter, r *http.Request, id json.RawM
 	mc := &mcpClient{s: s, user: u, id: newID(relaywire.PrefixMCPClient)}
 	ss := &httpSession{h: h, mc: mc, ep: ep, server: ep.server, stateless: stateless, lim: newBucket(s.opts.ConnRate),
 		out: mcphttp.NewOutbox(h.opts.ReplayBytes), done: make(chan struct{}),
-		waiting: make(map[string]*pendingCall), progress: make(map[string]*postSink), lastUsed: time.Now(),
+		waiting: make(map[string]*pendingCall), progress: make(map[string]*mcphttp.PostSink), lastUsed: time.Now(),
 		browser: ep.browser}
 	if ss.browser == "" && ep.server == "" {
 		// As on the bridge; but an OAuth client that checks the resource
@@ -195,10 +195,10 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 	if ep.server != "" {
 		// The server answers initialize itself (the relay opens a session
 		// of its gateway for the connection); no answer, no session.
-		sink := newPostSink()
+		sink := &mcphttp.PostSink{}
 		ss.forward(m, sink)
 		releaseBody(r)
-		if reply := sink.writeTo(w, r, m.ID, ss.done); reply == nil || isErrorReply(reply) {
+		if reply := sink.WriteTo(w, r, m.ID, ss.done); reply == nil || isErrorReply(reply) {
 			ss.close()
 		}
 		return
@@ -313,10 +313,10 @@ func (ss *httpSession) serve(w http.ResponseWriter, r *http.Request, m *relaywir
 		}
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		sink := newPostSink()
+		sink := &mcphttp.PostSink{}
 		ss.request(m, sink)
 		releaseBody(r) // handed on: the body is not needed while the answer comes
-		sink.writeTo(w, r, m.ID, ss.done)
+		sink.WriteTo(w, r, m.ID, ss.done)
 	}
 }
 
@@ -335,12 +335,12 @@ func (ss *httpSession) notification(m *relaywire.Message) {
 }
 
 // request serves a client request; the answer reaches sink.
-func (ss *httpSession) request(m *relaywire.Message, sink *postSink) {
+func (ss *httpSession) request(m *relaywire.Message, sink *mcphttp.PostSink) {
 	switch m.Method {
 	case "initialize":
-		sink.send(mcphttp.ErrorBody(m.ID, rpccode.InvalidRequest, "this session is already initialized; start a new session to initialize again"), true)
+		sink.Send(mcphttp.ErrorBody(m.ID, rpccode.InvalidRequest, "this session is already initialized; start a new session to initialize again"), true)
 	case "ping":
-		sink.send(relaywire.AppendResult(nil, m.ID, json.RawMessage("{}")), true)
+		sink.Send(relaywire.AppendResult(nil, m.ID, json.RawMessage("{}")), true)
 	default:
 		if ss.server != "" {
 			ss.forward(m, sink)
@@ -471,21 +471,21 @@ func (h *httpEndpoint) stopStreams() {
 		ss.mu.Lock()
 		l := ss.listen
 		ss.mu.Unlock()
-		l.sink.send(relaywire.AppendResult(nil, l.id, listenResult(l.id)), true)
+		l.sink.Send(relaywire.AppendResult(nil, l.id, listenResult(l.id)), true)
 	}
 }
 
 // subscribe serves subscriptions/listen (2026-07-28): the stream stays
 // open, carrying tools/list_changed when asked for, until the client
 // leaves or the proxy stops (then the result ends it).
-func (ss *httpSession) subscribe(m *relaywire.Message, sink *postSink) {
+func (ss *httpSession) subscribe(m *relaywire.Message, sink *mcphttp.PostSink) {
 	var p struct {
 		Notifications *struct {
 			ToolsListChanged bool `json:"toolsListChanged"`
 		} `json:"notifications"`
 	}
 	if json.Unmarshal(m.Params, &p) != nil || p.Notifications == nil {
-		sink.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "subscriptions/listen needs params.notifications")), true)
+		sink.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "subscriptions/listen needs params.notifications")), true)
 		return
 	}
 	want := p.Notifications.ToolsListChanged
@@ -493,10 +493,10 @@ func (ss *httpSession) subscribe(m *relaywire.Message, sink *postSink) {
 	if want {
 		agreed["toolsListChanged"] = true
 	}
-	sink.send(relaywire.AppendNotification(nil, "notifications/subscriptions/acknowledged", relaywire.MarshalParams(map[string]any{
+	sink.Send(relaywire.AppendNotification(nil, "notifications/subscriptions/acknowledged", relaywire.MarshalParams(map[string]any{
 		"notifications": agreed, "_meta": map[string]json.RawMessage{metaSubscriptionID: m.ID}})), false)
 	if !want {
-		sink.send(relaywire.AppendResult(nil, m.ID, listenResult(m.ID)), true)
+		sink.Send(relaywire.AppendResult(nil, m.ID, listenResult(m.ID)), true)
 		return
 	}
 	id := append(json.RawMessage(nil), m.ID...)
@@ -511,7 +511,7 @@ func (ss *httpSession) subscribe(m *relaywire.Message, sink *postSink) {
 	}
 	h.mu.Unlock()
 	if stopping {
-		sink.send(relaywire.AppendResult(nil, id, listenResult(id)), true)
+		sink.Send(relaywire.AppendResult(nil, id, listenResult(id)), true)
 		return
 	}
 	// Connected, so that the browser's list_changed and its leaving reach

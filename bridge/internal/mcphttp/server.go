@@ -1,0 +1,786 @@
+package mcphttp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
+)
+
+// The Streamable HTTP server (and the legacy HTTP+SSE one), written for a
+// pass-through: messages are relayed as raw bytes to a Target, which
+// answers what it serves; the Server does what every endpoint does the
+// same way: the header rules, the session table, the POST's answer, the
+// GET stream, DELETE, the stateless era's one-request sessions and idle
+// reaping. docs/protocol.md ("One session engine") draws it.
+
+// A Target is what an endpoint serves to its sessions: a stdio server, the
+// gateway's aggregate of them, a browser. The Server calls it with each
+// session's messages; ping, initialize on an initialized session and
+// server/discover it answers itself (the latter through Discover).
+//
+// Open is called once per session before anything else of it, Close once
+// after everything else (a request still running when the session ends
+// sees ctx or Session.Done end). The other methods may be called
+// concurrently, for one session as for several.
+type Target interface {
+	// Name is the route's name, for messages and lookups: a session is
+	// found only on the route it was opened on.
+	Name() string
+	// Open attaches a new session. A stateful one comes with the client's
+	// initialize params and gets the initialize result the client is
+	// answered with; a stateless one (Session.Stateless) with nil params,
+	// its result unused. An error ends the session: a *Refusal (or a
+	// *sessionlimit.Refusal) is answered with its status and Retry-After,
+	// any other with a JSON-RPC error saying why the server is unavailable.
+	Open(ctx context.Context, s *Session, initParams json.RawMessage) (json.RawMessage, error)
+	// Request handles a client request; its answer, and the notifications
+	// and server requests that come before it, reach reply. ctx ends when
+	// the client stops waiting.
+	Request(ctx context.Context, s *Session, m *Message, reply Sink)
+	// Notification handles a client notification.
+	Notification(s *Session, m *Message)
+	// Response handles a client's answer to a server→client request.
+	Response(s *Session, m *Message) error
+	// Close detaches the session.
+	Close(s *Session)
+	// Discover answers server/discover (2026-07-28).
+	Discover(ctx context.Context) (json.RawMessage, error)
+}
+
+// Busy may be implemented by a Target whose sessions have work of their
+// own in flight (calls forwarded and not yet answered): a busy session is
+// not idle, whatever its last use.
+type Busy interface {
+	Busy(s *Session) bool
+}
+
+// A Sink takes the messages that answer one request: notifications and
+// server requests (final false), then the response (final true), after
+// which nothing more is taken. Send never blocks.
+type Sink interface {
+	Send(msg []byte, final bool)
+}
+
+// A Refusal is an error of Target.Open that refuses the session with an
+// HTTP status, a Retry-After and a JSON-RPC error.
+type Refusal struct {
+	Status     int
+	RetryAfter time.Duration // 0: no Retry-After
+	Code       int
+	Message    string
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// ServerOptions configure a Server. Zero values are documented.
+type ServerOptions struct {
+	// Versions are the protocol versions the endpoint speaks; nil means
+	// Versions.
+	Versions []string
+	// Sessions admits every session opened, with its client key (peer
+	// address and clientInfo.name); nil admits all.
+	Sessions *sessionlimit.Table
+	// SessionTimeout ends sessions idle this long (no request being
+	// served, no stream open, not Busy); 0 means 30 minutes.
+	SessionTimeout time.Duration
+	// ReplayBytes bounds each session's delivered messages kept for
+	// Last-Event-ID resumption; 0 means 64 KiB.
+	ReplayBytes int
+	// MaxBodyBytes bounds a request body; 0 means 4 MiB.
+	MaxBodyBytes int64
+	// PingInterval is the keep-alive period of open streams (an SSE
+	// comment line); 0 means 30 s, negative turns it off.
+	PingInterval time.Duration
+	// AnyContentType lets a posted body without Content-Type pass (one
+	// with another type than application/json is still refused): a
+	// gateway relays for clients that send none.
+	AnyContentType bool
+	// Name is how messages name the endpoint ("this gateway"); "" means
+	// "this endpoint".
+	Name string
+	// NewState, if set, makes each session's State as the session is made,
+	// before any message of it reaches its Target.
+	NewState func(s *Session) any
+	// Opened, if set, is told of each session that opened, with its
+	// transport: "streamable" or "sse".
+	Opened func(s *Session, transport string)
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+func (o *ServerOptions) defaults() {
+	if o.Versions == nil {
+		o.Versions = Versions
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 30 * time.Minute
+	}
+	if o.ReplayBytes == 0 {
+		o.ReplayBytes = 64 << 10
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.PingInterval == 0 {
+		o.PingInterval = 30 * time.Second
+	}
+	if o.Name == "" {
+		o.Name = "this endpoint"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// A Server serves Streamable HTTP (ServeStreamable) and legacy HTTP+SSE
+// (ServeSSE, ServeMessage) to Targets, keeping the sessions of every
+// route in one table. Its methods are safe for concurrent use.
+type Server struct {
+	opts ServerOptions
+	log  *slog.Logger
+	stop chan struct{}
+
+	mu       sync.RWMutex
+	sessions map[string]*Session
+	stopping bool
+}
+
+// NewServer returns a Server with no sessions.
+func NewServer(opts ServerOptions) *Server {
+	opts.defaults()
+	return &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), sessions: make(map[string]*Session)}
+}
+
+// Close ends every session and every stream; sessions opened later are
+// refused. It is safe to call twice.
+func (srv *Server) Close() {
+	srv.mu.Lock()
+	if !srv.stopping {
+		srv.stopping = true
+		close(srv.stop)
+	}
+	list := make([]*Session, 0, len(srv.sessions))
+	for _, s := range srv.sessions {
+		list = append(list, s)
+	}
+	srv.mu.Unlock()
+	for _, s := range list {
+		s.Close()
+	}
+}
+
+// Sessions calls f with each session in the table (stateful and legacy
+// SSE ones: a stateless request's session is in no table).
+func (srv *Server) Sessions(f func(*Session)) {
+	srv.mu.RLock()
+	list := make([]*Session, 0, len(srv.sessions))
+	for _, s := range srv.sessions {
+		list = append(list, s)
+	}
+	srv.mu.RUnlock()
+	for _, s := range list {
+		f(s)
+	}
+}
+
+// Lookup finds the session id of the route named route; nil if there is
+// none (another route's session is none).
+func (srv *Server) Lookup(id, route string) *Session {
+	if id == "" {
+		return nil
+	}
+	srv.mu.RLock()
+	s := srv.sessions[id]
+	srv.mu.RUnlock()
+	if s == nil || s.t.Name() != route {
+		return nil
+	}
+	return s
+}
+
+// add puts s in the table and starts its idle timer; false when the
+// server is closing.
+func (srv *Server) add(s *Session, transport string) bool {
+	srv.mu.Lock()
+	if srv.stopping {
+		srv.mu.Unlock()
+		return false
+	}
+	srv.sessions[s.ID] = s
+	s.mu.Lock()
+	if !s.closed {
+		s.timer = time.AfterFunc(srv.opts.SessionTimeout, s.reap)
+	}
+	s.mu.Unlock()
+	srv.mu.Unlock()
+	if srv.opts.Opened != nil {
+		srv.opts.Opened(s, transport)
+	}
+	return true
+}
+
+func (srv *Server) drop(s *Session) {
+	srv.mu.Lock()
+	if srv.sessions[s.ID] == s {
+		delete(srv.sessions, s.ID)
+	}
+	srv.mu.Unlock()
+}
+
+// A Session is one MCP client session: a Streamable HTTP session
+// (Mcp-Session-Id), a legacy SSE stream, or one stateless request of the
+// 2026-07-28 era.
+type Session struct {
+	// ID is the Mcp-Session-Id; "" for a stateless request.
+	ID string
+	// Stateless marks a session that lives for one request.
+	Stateless bool
+	// Version is the negotiated protocol version: the Target's Open sets
+	// it (Negotiate); VersionStateless for a stateless request.
+	Version string
+	// Init is the client's initialize params, as sent: what a backend
+	// needs to be initialized again for this client.
+	Init json.RawMessage
+	// Out is the session's own stream: messages that ride on no request.
+	Out *Outbox
+	// State is the Target's own: ServerOptions.NewState's.
+	State any
+
+	t   Target
+	srv *Server
+	// initStarted and ready guard the legacy transport, where initialize
+	// arrives on a stream that already exists.
+	initStarted, ready atomic.Bool
+	lastUsed           atomic.Int64
+
+	mu     sync.Mutex
+	active int                   // HTTP requests and streams of the session being served
+	adm    *sessionlimit.Session // its place in the admission table; nil if none
+	timer  *time.Timer           // the idle reaper; nil for a stateless session
+	closed bool
+	done   chan struct{}
+}
+
+func (srv *Server) newSession(t Target, stateless bool) *Session {
+	s := &Session{t: t, srv: srv, Stateless: stateless, Out: NewOutbox(srv.opts.ReplayBytes), done: make(chan struct{})}
+	if !stateless {
+		// A stateless session lives for one request and is never looked
+		// up: it needs no id, and each request would otherwise read the
+		// system's random source.
+		s.ID = rand.Text()
+	}
+	s.touch()
+	if srv.opts.NewState != nil {
+		s.State = srv.opts.NewState(s)
+	}
+	return s
+}
+
+// Target is the target the session was opened on.
+func (s *Session) Target() Target { return s.t }
+
+// Done is closed when the session ends.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Notify queues a message that belongs to no request of the session
+// (list_changed, a server request whose call has ended, log messages) on
+// its stream.
+func (s *Session) Notify(msg []byte) { s.Out.Push(msg) }
+
+func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
+
+// begin marks an HTTP request (or stream) of the session as being served,
+// so that neither the reaper nor the admission table's eviction ends the
+// session however long it takes. It reports false if the session has
+// ended.
+func (s *Session) begin() bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	s.active++
+	adm := s.adm
+	s.mu.Unlock()
+	if adm != nil {
+		adm.Begin()
+	}
+	return true
+}
+
+// end undoes begin; the idle time counts from now.
+func (s *Session) end() {
+	s.touch()
+	s.mu.Lock()
+	s.active--
+	adm := s.adm
+	s.mu.Unlock()
+	if adm != nil {
+		adm.End()
+	}
+}
+
+// Closed reports whether the session has ended.
+func (s *Session) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close ends the session once: the Target's Close, its stream ended, its
+// place in the tables given back.
+func (s *Session) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.markClosedLocked()
+	s.mu.Unlock()
+	s.finish()
+}
+
+func (s *Session) markClosedLocked() {
+	s.closed = true
+	close(s.done)
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+// reap ends the session if it has been idle for the session timeout (no
+// request being served, no stream open, not busy), else looks again when
+// it could be. The check and the end are one step, so that a request
+// beginning meanwhile finds the session either alive or gone.
+func (s *Session) reap() {
+	timeout := s.srv.opts.SessionTimeout
+	busy := s.Out.Streaming()
+	if b, ok := s.t.(Busy); ok && !busy {
+		busy = b.Busy(s)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	idle := time.Duration(time.Now().UnixNano() - s.lastUsed.Load())
+	if busy || s.active > 0 || idle < timeout {
+		s.timer.Reset(max(timeout-idle, min(timeout/4, time.Second)))
+		s.mu.Unlock()
+		return
+	}
+	s.markClosedLocked()
+	s.mu.Unlock()
+	s.srv.log.Info("idle session reaped", "route", s.t.Name(), "session", s.ID)
+	s.finish()
+}
+
+// finish releases what a closed session holds.
+func (s *Session) finish() {
+	s.t.Close(s)
+	s.Out.Close()
+	if !s.Stateless { // never in the table: no need for its write lock
+		s.srv.drop(s)
+	}
+	s.mu.Lock()
+	adm := s.adm
+	s.mu.Unlock()
+	if adm != nil {
+		adm.Release()
+	}
+}
+
+// handle processes one client message; requests are answered through
+// reply.
+func (s *Session) handle(ctx context.Context, m *Message, reply Sink) {
+	s.touch()
+	switch m.Kind() {
+	case KindRequest:
+		switch m.Method {
+		case "initialize":
+			reply.Send(ErrorBody(m.ID, rpccode.InvalidRequest, "this session is already initialized; start a new session to initialize again"), true)
+		case "ping":
+			reply.Send(AppendResponse(nil, m.ID, json.RawMessage("{}"), nil), true)
+		case "server/discover":
+			res, err := s.t.Discover(ctx)
+			if err != nil {
+				reply.Send(ErrorBody(m.ID, rpccode.Unavailable, err.Error()), true)
+				return
+			}
+			reply.Send(AppendResponse(nil, m.ID, res, nil), true)
+		default:
+			s.t.Request(ctx, s, m, reply)
+		}
+	case KindNotification:
+		s.t.Notification(s, m)
+	case KindResponse:
+		if err := s.t.Response(s, m); err != nil {
+			s.srv.log.Info("client answer not delivered", "route", s.t.Name(), "id", string(m.ID), "err", err)
+		}
+	}
+}
+
+// open opens a stateful session on its target: the result the client
+// gets, or the error Open gave (the session is then closed).
+func (s *Session) open(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	s.Init = params
+	res, err := s.t.Open(ctx, s, params)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.ready.Store(true)
+	return res, nil
+}
+
+// admit takes a place for the new session s in the admission table; s is
+// then being served (never evicted) until the caller's s.end(). Without a
+// place, admit answers the refusal (429 for this client's cap, 503 for
+// the server's, Retry-After, a JSON-RPC error) and reports false.
+func (srv *Server) admit(w http.ResponseWriter, r *http.Request, s *Session, id json.RawMessage, client string) bool {
+	if srv.opts.Sessions == nil {
+		return s.begin()
+	}
+	adm, err := srv.opts.Sessions.Admit(sessionlimit.ClientKey(peerHost(r), "", client), s.Close)
+	if err == nil {
+		s.mu.Lock()
+		s.adm = adm
+		s.mu.Unlock()
+		if s.begin() {
+			return true
+		}
+		// Evicted before it began: another initialize of the same client
+		// took its place in that instant.
+		adm.Release()
+		err = &sessionlimit.Refusal{Status: http.StatusServiceUnavailable, RetryAfter: sessionlimit.DefaultRetryAfter,
+			Message: "the session was ended to make room for another session of this client as it opened; try again"}
+	}
+	writeOpenError(w, id, err)
+	return false
+}
+
+// writeOpenError answers a request whose session could not open: a
+// refusal with its status and Retry-After, anything else as a JSON-RPC
+// error saying why the server is unavailable.
+func writeOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
+	var ref *Refusal
+	var lim *sessionlimit.Refusal
+	switch {
+	case errors.As(err, &ref):
+		if ref.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(ref.RetryAfter.Round(time.Second)/time.Second))))
+		}
+		WriteError(w, ref.Status, id, ref.Code, ref.Message)
+	case errors.As(err, &lim):
+		w.Header().Set("Retry-After", lim.RetryAfterSeconds())
+		WriteError(w, lim.Status, id, rpccode.Unavailable, lim.Message)
+	default:
+		WriteError(w, http.StatusOK, id, rpccode.Unavailable, err.Error())
+	}
+}
+
+// clientName is clientInfo.name of initialize params, or "".
+func clientName(params json.RawMessage) string {
+	var p struct {
+		ClientInfo struct {
+			Name string `json:"name"`
+		} `json:"clientInfo"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.ClientInfo.Name
+}
+
+// peerHost is the client's address without its port: one client makes
+// connections from many ports.
+func peerHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// readMessage reads and parses a posted message within the size limit,
+// answering bad input itself.
+func (srv *Server) readMessage(w http.ResponseWriter, r *http.Request) (*Message, bool) {
+	if !(srv.opts.AnyContentType && r.Header.Get("Content-Type") == "") && !CheckContentType(w, r) {
+		return nil, false
+	}
+	body, ok := ReadBody(w, r, srv.opts.MaxBodyBytes)
+	if !ok {
+		return nil, false
+	}
+	m, code, err := ParseMessage(body)
+	if err != nil {
+		var id json.RawMessage
+		if m != nil && ValidID(m.ID) {
+			id = m.ID
+		}
+		WriteError(w, http.StatusBadRequest, id, code, err.Error())
+		return nil, false
+	}
+	return m, true
+}
+
+// ServeStreamable serves t over Streamable HTTP: POST (messages), GET (a
+// session's stream) and DELETE (end a session).
+func (srv *Server) ServeStreamable(w http.ResponseWriter, r *http.Request, t Target) {
+	if !CheckVersion(w, r, nil, srv.opts.Versions) {
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		srv.post(w, r, t)
+	case http.MethodGet:
+		srv.getStream(w, r, t)
+	case http.MethodDelete:
+		sid := r.Header.Get(HeaderSessionID)
+		s := srv.Lookup(sid, t.Name())
+		if s == nil {
+			WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q: it has ended or never existed", sid, t.Name()))
+			return
+		}
+		s.Close()
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "Streamable HTTP takes POST (messages), GET (the session's stream) and DELETE (end the session)")
+	}
+}
+
+func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
+	if !CheckPOSTAccept(w, r) {
+		return
+	}
+	m, ok := srv.readMessage(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	sid := r.Header.Get(HeaderSessionID)
+	var s *Session
+	switch {
+	case sid != "":
+		if s = srv.Lookup(sid, t.Name()); s == nil || !s.begin() {
+			srv.writeNotFound(w, m.ID, sid, t)
+			return
+		}
+		defer s.end()
+	case m.Method == "initialize" && m.Kind() == KindRequest:
+		srv.initialize(w, r, t, m)
+		return
+	case IsStatelessRequest(r.Header, m.Params):
+		if msg := CheckStandardHeaders(r.Header, m.Kind() == KindRequest, m.Method, m.Params); msg != "" {
+			WriteError(w, http.StatusBadRequest, m.ID, rpccode.InvalidRequest, msg)
+			return
+		}
+		srv.stateless(w, r, t, m)
+		return
+	default:
+		WriteError(w, http.StatusBadRequest, m.ID, rpccode.InvalidRequest, "missing "+HeaderSessionID+" header: send initialize first (or, in the 2026-07-28 era, put the protocol version in params._meta)")
+		return
+	}
+	if m.Kind() != KindRequest {
+		s.handle(ctx, m, nil)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	var reply PostSink
+	s.handle(ctx, m, &reply)
+	reply.WriteTo(w, r, m.ID, s.done)
+}
+
+func (srv *Server) writeNotFound(w http.ResponseWriter, id json.RawMessage, sid string, t Target) {
+	WriteError(w, http.StatusNotFound, id, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.Name()))
+}
+
+// initialize opens a Streamable HTTP session: admitted, opened on t, in
+// the table, its id in Mcp-Session-Id.
+func (srv *Server) initialize(w http.ResponseWriter, r *http.Request, t Target, m *Message) {
+	s := srv.newSession(t, false)
+	if !srv.admit(w, r, s, m.ID, clientName(m.Params)) {
+		return
+	}
+	defer s.end()
+	res, err := s.open(r.Context(), m.Params)
+	if err != nil {
+		writeOpenError(w, m.ID, err)
+		return
+	}
+	if !srv.add(s, "streamable") {
+		s.Close()
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusServiceUnavailable, m.ID, rpccode.Unavailable, srv.opts.Name+" is shutting down; try again in a moment")
+		return
+	}
+	w.Header().Set(HeaderSessionID, s.ID)
+	w.Header().Set("Content-Type", ContentTypeJSON)
+	_, _ = w.Write(AppendResponse(nil, m.ID, res, nil))
+}
+
+// stateless serves one 2026-07-28 request: a session that lives as long as
+// the request; the client's leaving cancels it.
+func (srv *Server) stateless(w http.ResponseWriter, r *http.Request, t Target, m *Message) {
+	ctx := r.Context()
+	if m.Kind() != KindRequest {
+		// Nothing outlives the request a notification or answer could be
+		// about.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	s := srv.newSession(t, true)
+	s.Version = VersionStateless
+	if m.Method != "server/discover" {
+		if _, err := t.Open(ctx, s, nil); err != nil {
+			writeOpenError(w, m.ID, err)
+			return
+		}
+		defer s.Close()
+	}
+	var reply PostSink
+	s.handle(ctx, m, &reply)
+	reply.WriteTo(w, r, m.ID, s.done)
+}
+
+// getStream serves a session's own stream (Streamable HTTP GET): messages
+// that belong to no request, numbered for Last-Event-ID resumption.
+func (srv *Server) getStream(w http.ResponseWriter, r *http.Request, t Target) {
+	if !CheckGETAccept(w, r) {
+		return
+	}
+	sid := r.Header.Get(HeaderSessionID)
+	if sid == "" {
+		WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "GET needs the "+HeaderSessionID+" header of an initialized session")
+		return
+	}
+	s := srv.Lookup(sid, t.Name())
+	if s == nil || !s.begin() {
+		srv.writeNotFound(w, nil, sid, t)
+		return
+	}
+	defer s.end()
+	from, ok := AttachGET(w, r, s.Out, "this session's stream is already open; one GET stream per session", srv.opts.Name)
+	if !ok {
+		return
+	}
+	defer s.Out.Detach()
+	srv.pump(w, r, s, from)
+}
+
+// pump writes the session's outbox to its stream until the client leaves,
+// the session ends or the server closes.
+func (srv *Server) pump(w http.ResponseWriter, r *http.Request, s *Session, from uint64, preface ...string) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		WriteError(w, http.StatusInternalServerError, nil, rpccode.InternalError, "streaming is not supported by this connection")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeSSE)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	for _, p := range preface {
+		_, _ = io.WriteString(w, p)
+	}
+	fl.Flush()
+	s.Out.Pump(r.Context(), w, fl, from, srv.opts.PingInterval, srv.stop, s.touch)
+}
+
+// ServeSSE serves the legacy transport's GET: the session lives as long as
+// this stream; its first event names where to POST (messagePath).
+func (srv *Server) ServeSSE(w http.ResponseWriter, r *http.Request, t Target, messagePath string) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "GET opens the event stream; messages go to POST "+messagePath+"?sessionId=…")
+		return
+	}
+	s := srv.newSession(t, false)
+	// The same client key as the bridge's own /sse: a legacy client sends
+	// no clientInfo before its stream is open.
+	if !srv.admit(w, r, s, nil, "legacy-sse") {
+		return
+	}
+	defer s.end() // a connected stream is never evicted
+	s.Out.Attach()
+	if !srv.add(s, "sse") {
+		s.Close()
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusServiceUnavailable, nil, rpccode.Unavailable, srv.opts.Name+" is shutting down; try again in a moment")
+		return
+	}
+	defer s.Close()
+	endpoint := messagePath + "?sessionId=" + url.QueryEscape(s.ID)
+	srv.pump(w, r, s, 0, string(AppendEvent(nil, Event{Name: "endpoint", Data: []byte(endpoint)})))
+}
+
+// outboxSink sends everything to the session's stream (legacy SSE).
+type outboxSink struct{ s *Session }
+
+func (o outboxSink) Send(msg []byte, _ bool) { o.s.Out.Push(msg) }
+
+// legacyInitTimeout bounds a legacy session's initialize, which runs off
+// its POST: a gateway's handshake with a starting child (30 s), and some.
+const legacyInitTimeout = 35 * time.Second
+
+// ServeMessage serves the legacy transport's POST: 202 at once, the answer
+// on the session's stream.
+func (srv *Server) ServeMessage(w http.ResponseWriter, r *http.Request, t Target) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "POST a JSON-RPC message here; GET the sse endpoint for the stream")
+		return
+	}
+	sid := r.URL.Query().Get("sessionId")
+	s := srv.Lookup(sid, t.Name())
+	if s == nil {
+		WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf("SSE session %q not found on %q: open the stream again", sid, t.Name()))
+		return
+	}
+	m, ok := srv.readMessage(w, r)
+	if !ok {
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+	sink := outboxSink{s}
+	if m.Method == "initialize" && m.Kind() == KindRequest {
+		// The answer may need the server started: off the POST.
+		go func() {
+			if !s.initStarted.CompareAndSwap(false, true) {
+				sink.Send(ErrorBody(m.ID, rpccode.InvalidRequest, "this session is already initialized"), true)
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), legacyInitTimeout)
+			defer cancel()
+			s.Init = m.Params
+			res, err := s.t.Open(ctx, s, m.Params)
+			if err != nil {
+				sink.Send(ErrorBody(m.ID, rpccode.Unavailable, err.Error()), true)
+				return
+			}
+			s.ready.Store(true)
+			sink.Send(AppendResponse(nil, m.ID, res, nil), true)
+		}()
+		return
+	}
+	if !s.ready.Load() && m.Kind() == KindRequest && m.Method != "ping" {
+		sink.Send(ErrorBody(m.ID, rpccode.InvalidRequest, "send initialize first"), true)
+		return
+	}
+	// The request may have to wait for the server: never hold the POST.
+	go s.handle(context.Background(), m, sink)
+}
