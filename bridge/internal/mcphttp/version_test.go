@@ -3,6 +3,8 @@ package mcphttp
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -83,6 +85,32 @@ func TestCheckStandardHeaders(t *testing.T) {
 			got := CheckStandardHeaders(h, tc.isRequest, tc.bodyMethod, tc.params)
 			if (got == "") != (tc.wantErrSubstring == "") || !strings.Contains(got, tc.wantErrSubstring) {
 				t.Errorf("CheckStandardHeaders = %q, want one with %q", got, tc.wantErrSubstring)
+			}
+		})
+	}
+}
+
+// TestWriteError holds the bytes of a refusal, the same from every
+// endpoint and from the guard in front of them.
+func TestWriteError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		id   []byte
+		want string
+	}{
+		{"no id", nil, `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"a \"quoted\" \u003cmessage\u003e"}}`},
+		{"the request's id", []byte(`"a-1"`), `{"jsonrpc":"2.0","id":"a-1","error":{"code":-32000,"message":"a \"quoted\" \u003cmessage\u003e"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			WriteError(rec, http.StatusRequestEntityTooLarge, tc.id, -32000, `a "quoted" <message>`)
+			if rec.Code != 413 || rec.Body.String() != tc.want {
+				t.Errorf("got %d %s, want 413 %s", rec.Code, rec.Body, tc.want)
+			}
+			for k, v := range map[string]string{"Content-Type": "application/json", "Content-Length": strconv.Itoa(len(tc.want)), "X-Content-Type-Options": "nosniff"} {
+				if got := rec.Header().Get(k); got != v {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
 			}
 		})
 	}
