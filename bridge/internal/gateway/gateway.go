@@ -404,6 +404,17 @@ func (g *Gateway) routeFor(name string) target {
 	return nil
 }
 
+// Route is what the route name serves, for an in-process client (the
+// relay): the session engine and its target; ok is false when there is
+// no such route (the browser's is none: it is the bridge's own endpoint).
+func (g *Gateway) Route(name string) (engine *mcphttp.Server, t mcphttp.Target, ok bool) {
+	rt := g.routeFor(name)
+	if rt == nil {
+		return nil, nil, false
+	}
+	return g.engine, route{rt}, true
+}
+
 // ServeHTTP serves /servers/{name}/{mcp,sse,message} and the aliases
 // /{name}/sse and /{name}/message. Mount it at "/servers/"; Alias tells
 // whether a path is an alias the bridge should hand over too.

@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -31,41 +32,77 @@ func (p *PostSink) WriteTo(w http.ResponseWriter, r *http.Request, id json.RawMe
 	streaming := false
 	fl, _ := w.(http.Flusher)
 	for {
-		q, final := p.q.Take()
-		if final && len(q) > 0 && p.Finalize != nil {
-			q[len(q)-1] = p.Finalize(q[len(q)-1])
+		q, final, ok := p.next(r.Context(), id, &sessionDone)
+		if !ok {
+			return nil
 		}
-		if len(q) > 0 {
-			if !streaming && final && len(q) == 1 {
-				w.Header().Set("Content-Type", ContentTypeJSON)
-				w.Header().Set("Content-Length", strconv.Itoa(len(q[0])))
-				_, _ = w.Write(q[0])
-				return q[0]
+		if !streaming && final && len(q) == 1 {
+			w.Header().Set("Content-Type", ContentTypeJSON)
+			w.Header().Set("Content-Length", strconv.Itoa(len(q[0])))
+			_, _ = w.Write(q[0])
+			return q[0]
+		}
+		if !streaming {
+			streaming = true
+			SetStreamHeaders(w.Header())
+			w.WriteHeader(http.StatusOK)
+		}
+		for _, m := range q {
+			if WriteEvent(w, Event{Name: "message", Data: m}) != nil {
+				return nil
 			}
-			if !streaming {
-				streaming = true
-				SetStreamHeaders(w.Header())
-				w.WriteHeader(http.StatusOK)
-			}
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		if final {
+			return q[len(q)-1]
+		}
+	}
+}
+
+// Drain is WriteTo for an in-process client: each message that comes
+// before the response goes to each, and the response is returned (nil if
+// ctx ended first).
+func (p *PostSink) Drain(ctx context.Context, id json.RawMessage, sessionDone <-chan struct{}, each func(msg []byte)) []byte {
+	for {
+		q, final, ok := p.next(ctx, id, &sessionDone)
+		if !ok {
+			return nil
+		}
+		if final {
+			q, last := q[:len(q)-1], q[len(q)-1]
 			for _, m := range q {
-				if WriteEvent(w, Event{Name: "message", Data: m}) != nil {
-					return nil
-				}
+				each(m)
 			}
-			if fl != nil {
-				fl.Flush()
+			return last
+		}
+		for _, m := range q {
+			each(m)
+		}
+	}
+}
+
+// next waits for the messages sent since its last call (at least one) and
+// reports whether the last of them is the response; ok is false when ctx
+// ended first. When *sessionDone is closed meanwhile, it sends the error
+// saying so as the response, and stops watching it.
+func (p *PostSink) next(ctx context.Context, id json.RawMessage, sessionDone *<-chan struct{}) (q [][]byte, final, ok bool) {
+	for {
+		q, final = p.q.Take()
+		if len(q) > 0 {
+			if final && p.Finalize != nil {
+				q[len(q)-1] = p.Finalize(q[len(q)-1])
 			}
-			if final {
-				return q[len(q)-1]
-			}
+			return q, final, true
 		}
 		select {
 		case <-p.q.Wake():
-		case <-r.Context().Done():
-			return nil
-		case <-sessionDone:
+		case <-ctx.Done():
+			return nil, false, false
+		case <-*sessionDone:
 			p.Send(ErrorBody(id, rpccode.InternalError, "the session ended before the server answered"), true)
-			sessionDone = nil
+			*sessionDone = nil
 		}
 	}
 }

@@ -452,25 +452,35 @@ func (s *Session) open(ctx context.Context, params json.RawMessage) (json.RawMes
 // place, admit answers the refusal (429 for this client's cap, 503 for
 // the server's, Retry-After, a JSON-RPC error) and reports false.
 func (srv *Server) admit(w http.ResponseWriter, r *http.Request, s *Session, id json.RawMessage, client string) bool {
+	if err := srv.admitKey(s, sessionlimit.ClientKey(peerHost(r), "", client)); err != nil {
+		writeOpenError(w, id, err)
+		return false
+	}
+	return true
+}
+
+// admitKey admits s under the client key key and begins it; the error is
+// a *sessionlimit.Refusal.
+func (srv *Server) admitKey(s *Session, key string) error {
 	if srv.opts.Sessions == nil {
-		return s.begin()
+		s.begin()
+		return nil
 	}
-	adm, err := srv.opts.Sessions.Admit(sessionlimit.ClientKey(peerHost(r), "", client), s.Close)
-	if err == nil {
-		s.mu.Lock()
-		s.adm = adm
-		s.mu.Unlock()
-		if s.begin() {
-			return true
-		}
-		// Evicted before it began: another initialize of the same client
-		// took its place in that instant.
-		adm.Release()
-		err = &sessionlimit.Refusal{Status: http.StatusServiceUnavailable, RetryAfter: sessionlimit.DefaultRetryAfter,
-			Message: "the session was ended to make room for another session of this client as it opened; try again"}
+	adm, err := srv.opts.Sessions.Admit(key, s.Close)
+	if err != nil {
+		return err
 	}
-	writeOpenError(w, id, err)
-	return false
+	s.mu.Lock()
+	s.adm = adm
+	s.mu.Unlock()
+	if s.begin() {
+		return nil
+	}
+	// Evicted before it began: another initialize of the same client took
+	// its place in that instant.
+	adm.Release()
+	return &sessionlimit.Refusal{Status: http.StatusServiceUnavailable, RetryAfter: sessionlimit.DefaultRetryAfter,
+		Message: "the session was ended to make room for another session of this client as it opened; try again"}
 }
 
 // writeOpenError answers a request whose session could not open: a

@@ -221,3 +221,46 @@ func TestServerReapsIdleSessions(t *testing.T) {
 		t.Fatalf("the reaped session was closed on its target %d times, want 1", closed)
 	}
 }
+
+func TestServerLocalClient(t *testing.T) {
+	srv := NewServer(ServerOptions{Sessions: sessionlimit.New(sessionlimit.Options{})})
+	t.Cleanup(srv.Close)
+	target := &echoTarget{}
+	ctx := context.Background()
+	s, answer := srv.OpenLocal(ctx, target, "conn-1", &Message{JSONRPC: "2.0", ID: json.RawMessage("1"), Method: "initialize", Params: json.RawMessage(`{"clientInfo":{"name":"c"}}`)})
+	if s == nil || !strings.Contains(string(answer), `"name":"echo"`) || srv.Lookup(s.ID, "echo") != s {
+		t.Fatalf("OpenLocal: %v %s", s, answer)
+	}
+	var before []string
+	got := srv.Call(ctx, s, target, &Message{JSONRPC: "2.0", ID: json.RawMessage("2"), Method: "tools/call", Params: json.RawMessage(`{"name":"progress"}`)},
+		func(msg []byte) { before = append(before, string(msg)) })
+	if string(got) != `{"jsonrpc":"2.0","id":2,"result":{"name":"progress"}}` || len(before) != 1 || !strings.Contains(before[0], "notifications/progress") {
+		t.Fatalf("Call: %s, before it %q", got, before)
+	}
+
+	heard := make(chan string, 1)
+	listenCtx, stop := context.WithCancel(ctx)
+	ended := make(chan bool)
+	go func() { ended <- s.Listen(listenCtx, func(msg []byte) { heard <- string(msg) }) }()
+	s.Notify([]byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	select {
+	case msg := <-heard:
+		if !strings.Contains(msg, "list_changed") {
+			t.Fatalf("Listen heard %s", msg)
+		}
+	case <-time.After(testutil.WaitLimit):
+		t.Fatal("Listen never heard the session's notification")
+	}
+	stop()
+	if !<-ended {
+		t.Fatal("Listen found the stream taken")
+	}
+
+	s.Close()
+	if got := srv.Call(ctx, s, target, &Message{JSONRPC: "2.0", ID: json.RawMessage("3"), Method: "ping"}, nil); !strings.Contains(string(got), `"code":-32001`) {
+		t.Fatalf("a call on the ended session: %s", got)
+	}
+	if got := srv.Call(ctx, nil, target, &Message{JSONRPC: "2.0", ID: json.RawMessage("4"), Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)}, nil); string(got) != `{"jsonrpc":"2.0","id":4,"result":{"name":"x"}}` {
+		t.Fatalf("a stateless call: %s", got)
+	}
+}
