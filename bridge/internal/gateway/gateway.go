@@ -52,17 +52,14 @@ type Options struct {
 	Metrics *metrics.Registry
 	// Version is reported as the aggregate endpoint's server version.
 	Version string
-	// SessionTimeout reaps Streamable HTTP sessions idle this long with no
-	// stream open; 0 means 30 minutes.
+	// SessionTimeout, ReplayBytes, MaxBodyBytes and PingInterval are the
+	// session engine's (mcphttp.ServerOptions, zero values included): idle
+	// sessions reaped after 30 minutes, 64 KiB kept for Last-Event-ID
+	// resumption, 4 MiB bodies, a keep-alive every 30 s.
 	SessionTimeout time.Duration
-	// ReplayBytes bounds each session's delivered messages kept for
-	// Last-Event-ID resumption; 0 means 64 KiB.
-	ReplayBytes int
-	// MaxBodyBytes bounds a request body; 0 means 4 MiB.
-	MaxBodyBytes int64
-	// PingInterval is the keep-alive period of open streams (an SSE
-	// comment line); 0 means 30 s, negative turns it off.
-	PingInterval time.Duration
+	ReplayBytes    int
+	MaxBodyBytes   int64
+	PingInterval   time.Duration
 	// HostPrefix and HostDomain turn on host-based routing: a request to
 	// {name}.{HostPrefix}.{HostDomain} goes to server name at /mcp, /sse
 	// and /message. Empty HostDomain: off.
@@ -95,20 +92,8 @@ type BrowserRoutes struct {
 }
 
 func (o *Options) defaults() {
-	if o.SessionTimeout == 0 {
-		o.SessionTimeout = 30 * time.Minute
-	}
-	if o.ReplayBytes == 0 {
-		o.ReplayBytes = 64 << 10
-	}
-	if o.MaxBodyBytes == 0 {
-		o.MaxBodyBytes = 4 << 20
-	}
 	if o.AggregateTimeout <= 0 {
 		o.AggregateTimeout = DefaultAggregateTimeout
-	}
-	if o.PingInterval == 0 {
-		o.PingInterval = 30 * time.Second
 	}
 	if o.HostPrefix == "" {
 		o.HostPrefix = "mcp"
