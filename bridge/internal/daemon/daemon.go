@@ -22,7 +22,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
 	"github.com/browserbridge/browserbridge/bridge/internal/gatewayserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
-	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcpserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
@@ -147,7 +147,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Bridge, error) {
 	mux.HandleFunc("GET /tools", b.handleTools)
 	mux.Handle("GET /metrics", gatewayserver.MetricsHandler(b.metrics, b.gw))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpguard.WriteError(w, http.StatusNotFound, -32000, fmt.Sprintf("no route %s %s: MCP clients use /mcp (Streamable HTTP) or /sse (HTTP+SSE), and /servers/{name}/mcp for the stdio servers", r.Method, r.URL.Path))
+		mcphttp.WriteError(w, http.StatusNotFound, nil, -32000, fmt.Sprintf("no route %s %s: MCP clients use /mcp (Streamable HTTP) or /sse (HTTP+SSE), and /servers/{name}/mcp for the stdio servers", r.Method, r.URL.Path))
 	})
 
 	guarded, err := gatewayserver.Guard(cfg, httpLn.Addr().String(), b.gw, log, b.instrument(gatewayserver.Routes(b.gw, mux)))

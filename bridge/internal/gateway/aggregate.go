@@ -80,7 +80,7 @@ func (a *aggregate) state(s *Session) *aggSession {
 
 func (a *aggregate) initResult() json.RawMessage {
 	out, _ := json.Marshal(map[string]any{
-		"protocolVersion": latestSessionVersion,
+		"protocolVersion": mcphttp.VersionLatestSession,
 		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
 		"serverInfo":      map[string]any{"name": "browserbridge-gateway", "title": "Browser Bridge: every server", "version": a.g.opts.Version},
 		"instructions":    "The tools of every server on this gateway, named {server}_{tool}.",
@@ -93,7 +93,7 @@ func (a *aggregate) open(ctx context.Context, s *Session, initParams json.RawMes
 	a.mu.Lock()
 	a.sessions[s] = as
 	a.mu.Unlock()
-	if !s.stateless {
+	if !s.Stateless {
 		go a.prefetch(s, as)
 	}
 	return a.initResult(), nil
@@ -482,42 +482,42 @@ func (b *backend) invalidateTools() {
 	b.g.agg.gen.Add(1)
 }
 
-func (a *aggregate) request(ctx context.Context, s *Session, e *envelope, sink sink) {
+func (a *aggregate) request(ctx context.Context, s *Session, e *mcphttp.Message, sink mcphttp.Sink) {
 	as := a.state(s)
 	if as == nil {
-		sink.send(mcphttp.ErrorBody(e.ID, rpccode.InternalError, "the aggregate session is not open"), true)
+		sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InternalError, "the aggregate session is not open"), true)
 		return
 	}
 	switch e.Method {
 	case "tools/list":
 		c, err := a.catalogFor(ctx, s, as)
 		if err != nil {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InternalError, err.Error()), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InternalError, err.Error()), true)
 			return
 		}
 		res, _ := json.Marshal(map[string]any{"tools": c.tools})
-		sink.send(appendResponse(nil, e.ID, res, nil), true)
+		sink.Send(mcphttp.AppendResponse(nil, e.ID, res, nil), true)
 	case "tools/call":
 		var p map[string]json.RawMessage
 		var name string
 		if json.Unmarshal(e.Params, &p) != nil || json.Unmarshal(p["name"], &name) != nil || name == "" {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, "tools/call needs params.name, the tool to call"), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, "tools/call needs params.name, the tool to call"), true)
 			return
 		}
 		c, err := a.catalogFor(ctx, s, as)
 		if err != nil {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InternalError, err.Error()), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InternalError, err.Error()), true)
 			return
 		}
 		rt, ok := c.routes[name]
 		if !ok {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, fmt.Sprintf("no tool %q on the aggregate endpoint: tools/list names them {server}_{tool}", name)), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, fmt.Sprintf("no tool %q on the aggregate endpoint: tools/list names them {server}_{tool}", name)), true)
 			return
 		}
 		p["name"], _ = json.Marshal(rt.tool)
 		params, _ := json.Marshal(p)
 		if rt.remote {
-			remoteTarget{a.g.remote, rt.server}.request(ctx, s, &envelope{JSONRPC: "2.0", ID: e.ID, Method: e.Method, Params: params}, sink)
+			remoteTarget{a.g.remote, rt.server}.request(ctx, s, &mcphttp.Message{JSONRPC: "2.0", ID: e.ID, Method: e.Method, Params: params}, sink)
 			return
 		}
 		if rt.server == BrowserRoute {
@@ -526,32 +526,32 @@ func (a *aggregate) request(ctx context.Context, s *Session, e *envelope, sink s
 		}
 		b, err := a.backend(s, as, rt.server)
 		if err != nil {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
 			return
 		}
 		fwd := *e
 		fwd.Params = params
 		b.forward(ctx, s, &fwd, sink)
 	default:
-		sink.send(mcphttp.ErrorBody(e.ID, rpccode.MethodNotFound, fmt.Sprintf("method %q is not served by the aggregate endpoint, which serves tools only; use /servers/{name}/mcp for the rest", e.Method)), true)
+		sink.Send(mcphttp.ErrorBody(e.ID, rpccode.MethodNotFound, fmt.Sprintf("method %q is not served by the aggregate endpoint, which serves tools only; use /servers/{name}/mcp for the rest", e.Method)), true)
 	}
 }
 
-func (a *aggregate) callBrowser(ctx context.Context, as *aggSession, id, params json.RawMessage, sink sink) {
+func (a *aggregate) callBrowser(ctx context.Context, as *aggSession, id, params json.RawMessage, sink mcphttp.Sink) {
 	as.mu.Lock()
 	cl := as.browser
 	as.mu.Unlock()
 	if cl == nil {
-		sink.send(mcphttp.ErrorBody(id, rpccode.Unavailable, "the browser is not reachable from the aggregate endpoint"), true)
+		sink.Send(mcphttp.ErrorBody(id, rpccode.Unavailable, "the browser is not reachable from the aggregate endpoint"), true)
 		return
 	}
 	go func() {
 		res, err := cl.CallTool(ctx, params)
 		if err != nil {
-			sink.send(mcphttp.ErrorBody(id, rpccode.InternalError, err.Error()), true)
+			sink.Send(mcphttp.ErrorBody(id, rpccode.InternalError, err.Error()), true)
 			return
 		}
-		sink.send(appendResponse(nil, id, res, nil), true)
+		sink.Send(mcphttp.AppendResponse(nil, id, res, nil), true)
 	}()
 }
 
@@ -563,7 +563,7 @@ func (a *aggregate) backendsOf(s *Session) []*backend {
 	return as.all()
 }
 
-func (a *aggregate) notification(s *Session, e *envelope) {
+func (a *aggregate) notification(s *Session, e *mcphttp.Message) {
 	if e.Method == "notifications/cancelled" {
 		for _, b := range a.backendsOf(s) {
 			b.cancel(s, e.Params)
@@ -571,7 +571,7 @@ func (a *aggregate) notification(s *Session, e *envelope) {
 	}
 }
 
-func (a *aggregate) response(s *Session, e *envelope) error {
+func (a *aggregate) response(s *Session, e *mcphttp.Message) error {
 	for _, b := range a.backendsOf(s) {
 		if b.answer(s, e) == nil {
 			return nil
@@ -620,6 +620,6 @@ func (g *Gateway) toolsChanged() {
 	g.agg.mu.Unlock()
 	msg := appendNotification(nil, "notifications/tools/list_changed", nil)
 	for _, s := range targets {
-		s.notify(msg)
+		s.Notify(msg)
 	}
 }

@@ -37,7 +37,7 @@ const askWait = 2 * time.Second
 
 type ask struct {
 	c     *stdio.Conn
-	e     *envelope
+	e     *mcphttp.Message
 	need  string
 	cands map[int64]*call
 	last  *call // the last candidate to finish
@@ -50,9 +50,9 @@ type resolvedAsk struct {
 	s  *Session
 }
 
-func (b *backend) routeRequest(c *stdio.Conn, e *envelope) {
+func (b *backend) routeRequest(c *stdio.Conn, e *mcphttp.Message) {
 	if e.Method == "ping" {
-		_ = c.Send(appendResponse(nil, e.ID, json.RawMessage("{}"), nil))
+		_ = c.Send(mcphttp.AppendResponse(nil, e.ID, json.RawMessage("{}"), nil))
 		return
 	}
 	need := capability(e.Method)
@@ -183,7 +183,7 @@ func (b *backend) askTimedOut(a *ask) {
 func (b *backend) deliverAsks(rs []resolvedAsk) {
 	for _, r := range rs {
 		e, c := r.a.e, r.a.c
-		if r.s == nil || r.s.isClosed() {
+		if r.s == nil || r.s.Closed() {
 			why := fmt.Sprintf("no client session of %q that supports %s is waiting on this server", b.srv.name, e.Method)
 			if r.a.need == "roots" && !b.private {
 				why = fmt.Sprintf("roots are per client, and %q is shared by several: set \"per_session\": true for it", b.srv.name)
@@ -201,9 +201,9 @@ func (b *backend) deliverAsks(rs []resolvedAsk) {
 		b.srv.metrics.serverRequest(e.Method)
 		out := appendRequest(nil, json.RawMessage(strconv.Quote(id)), e.Method, e.Params)
 		if live {
-			r.cl.sink.send(out, false)
+			r.cl.sink.Send(out, false)
 		} else {
-			r.s.notify(out)
+			r.s.Notify(out)
 		}
 	}
 }

@@ -73,7 +73,7 @@ type call struct {
 	token  json.RawMessage // the client's progress token, if any
 	method string
 	params json.RawMessage // as the client sent them
-	sink   sink
+	sink   mcphttp.Sink    // Send never blocks: the child's reader, which serves every session, calls it
 	start  time.Time
 }
 
@@ -83,13 +83,6 @@ type srvReq struct {
 	childID json.RawMessage
 	conn    *stdio.Conn
 	sess    *Session
-}
-
-// sink receives what belongs to one client request: related notifications
-// and server→client requests, then the response (final). send never blocks:
-// it is called from the child's reader, which serves every session.
-type sink interface {
-	send(msg []byte, final bool)
 }
 
 func newBackend(g *Gateway, srv *serverEntry, private bool) *backend {
@@ -217,7 +210,7 @@ func (b *backend) start(ctx context.Context) error {
 // chanSink is the sink of the gateway's own requests.
 type chanSink chan []byte
 
-func (s chanSink) send(msg []byte, final bool) {
+func (s chanSink) Send(msg []byte, final bool) {
 	if final {
 		select {
 		case s <- msg:
@@ -241,7 +234,7 @@ func (b *backend) internalCall(ctx context.Context, c *stdio.Conn, method string
 	}
 	select {
 	case msg := <-ch:
-		var e envelope
+		var e mcphttp.Message
 		if err := json.Unmarshal(msg, &e); err != nil {
 			return nil, err
 		}
@@ -275,14 +268,14 @@ func (b *backend) take(gid int64) *call {
 }
 
 // forward sends a client request to the child; the reply reaches sink.
-func (b *backend) forward(ctx context.Context, s *Session, e *envelope, sink sink) {
+func (b *backend) forward(ctx context.Context, s *Session, e *mcphttp.Message, sink mcphttp.Sink) {
 	c, _, err := b.ready(ctx)
 	if err != nil {
-		sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
+		sink.Send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
 		return
 	}
 	params := e.Params
-	token := metaField(params, "progressToken")
+	token := mcphttp.MetaField(params, "progressToken")
 	b.mu.Lock()
 	b.nextID++
 	gid := b.nextID
@@ -292,7 +285,7 @@ func (b *backend) forward(ctx context.Context, s *Session, e *envelope, sink sin
 		// Progress tokens are the client's choice, so two clients may pick
 		// the same one: the child sees the gateway id instead.
 		if params, err = setMetaField(params, "progressToken", gidRaw); err != nil {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, err.Error()), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, err.Error()), true)
 			return
 		}
 	}
@@ -300,14 +293,14 @@ func (b *backend) forward(ctx context.Context, s *Session, e *envelope, sink sin
 	b.mu.Lock()
 	if !s.remember(b, e.ID, gid) {
 		b.mu.Unlock()
-		sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidRequest, fmt.Sprintf("a request with id %s is already in flight in this session", e.ID)), true)
+		sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InvalidRequest, fmt.Sprintf("a request with id %s is already in flight in this session", e.ID)), true)
 		return
 	}
 	b.calls[gid] = cl
 	b.mu.Unlock()
 	if err := c.Send(appendRequest(make([]byte, 0, 64+len(e.Method)+len(params)), gidRaw, e.Method, params)); err != nil {
 		if b.take(gid) != nil {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, b.exitMessage(c, "before the request could be sent")), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, b.exitMessage(c, "before the request could be sent")), true)
 		}
 	}
 }
@@ -337,7 +330,7 @@ func (b *backend) cancel(s *Session, params json.RawMessage) {
 }
 
 // answer forwards a client's response to a server→client request.
-func (b *backend) answer(s *Session, e *envelope) error {
+func (b *backend) answer(s *Session, e *mcphttp.Message) error {
 	b.mu.Lock()
 	r := b.srvReqs[idKey(e.ID)]
 	if r != nil && r.sess == s {
@@ -347,7 +340,7 @@ func (b *backend) answer(s *Session, e *envelope) error {
 	if r == nil || r.sess != s {
 		return fmt.Errorf("no request with id %s is waiting for this session's answer", e.ID)
 	}
-	return r.conn.Send(appendResponse(nil, r.childID, e.Result, e.Error))
+	return r.conn.Send(mcphttp.AppendResponse(nil, r.childID, e.Result, e.Error))
 }
 
 // read routes everything the child writes until it exits, then fails the
@@ -361,24 +354,24 @@ func (b *backend) read(c *stdio.Conn) {
 }
 
 func (b *backend) route(c *stdio.Conn, msg []byte) {
-	var e envelope
+	var e mcphttp.Message
 	if err := json.Unmarshal(msg, &e); err != nil {
 		b.g.log.Warn("stdio server wrote a line that is not a JSON-RPC message", "server", b.srv.name, "err", err, "bytes", len(msg))
 		return
 	}
-	switch e.kind() {
-	case kindResponse:
+	switch e.Kind() {
+	case mcphttp.KindResponse:
 		b.routeResponse(&e, msg)
-	case kindRequest:
+	case mcphttp.KindRequest:
 		b.routeRequest(c, &e)
-	case kindNotification:
+	case mcphttp.KindNotification:
 		b.routeNotification(&e, msg)
 	default:
 		b.g.log.Warn("stdio server wrote an invalid JSON-RPC message", "server", b.srv.name, "bytes", len(msg))
 	}
 }
 
-func (b *backend) routeResponse(e *envelope, raw []byte) {
+func (b *backend) routeResponse(e *mcphttp.Message, raw []byte) {
 	gid, err := strconv.ParseInt(string(e.ID), 10, 64)
 	if err != nil {
 		b.g.log.Warn("stdio server answered an id the gateway never sent", "server", b.srv.name, "id", string(e.ID))
@@ -389,7 +382,7 @@ func (b *backend) routeResponse(e *envelope, raw []byte) {
 		return // cancelled, or its session ended
 	}
 	if cl.sess == nil {
-		cl.sink.send(raw, true)
+		cl.sink.Send(raw, true)
 		return
 	}
 	b.srv.metrics.answered(cl.method, e.Error != nil, time.Since(cl.start))
@@ -397,7 +390,7 @@ func (b *backend) routeResponse(e *envelope, raw []byte) {
 	if cl.method == "tools/list" && e.Error == nil && b.srv.filter != nil {
 		result = b.srv.filter.apply(result)
 	}
-	cl.sink.send(appendResponse(make([]byte, 0, 48+len(cl.id)+len(result)+len(e.Error)), cl.id, result, e.Error), true)
+	cl.sink.Send(mcphttp.AppendResponse(make([]byte, 0, 48+len(cl.id)+len(result)+len(e.Error)), cl.id, result, e.Error), true)
 }
 
 // capability names the client capability a server→client request needs.
@@ -413,7 +406,7 @@ func capability(method string) string {
 	return ""
 }
 
-func (b *backend) routeNotification(e *envelope, raw []byte) {
+func (b *backend) routeNotification(e *mcphttp.Message, raw []byte) {
 	switch e.Method {
 	case "notifications/progress":
 		tok := metaFieldTop(e.Params, "progressToken")
@@ -431,7 +424,7 @@ func (b *backend) routeNotification(e *envelope, raw []byte) {
 		if err != nil {
 			return
 		}
-		cl.sink.send(appendNotification(nil, e.Method, params), false)
+		cl.sink.Send(appendNotification(nil, e.Method, params), false)
 	case "notifications/cancelled":
 		// The child gives up on one of its requests to a client.
 		var p struct {
@@ -454,7 +447,7 @@ func (b *backend) routeNotification(e *envelope, raw []byte) {
 		b.mu.Unlock()
 		if target != nil {
 			out, _ := json.Marshal(map[string]any{"requestId": json.RawMessage(id), "reason": p.Reason})
-			target.notify(appendNotification(nil, e.Method, out))
+			target.Notify(appendNotification(nil, e.Method, out))
 		}
 	case "notifications/resources/updated":
 		var p struct {
@@ -468,7 +461,7 @@ func (b *backend) routeNotification(e *envelope, raw []byte) {
 		}
 		b.mu.Unlock()
 		for _, s := range targets {
-			s.notify(raw)
+			s.Notify(raw)
 		}
 	case "notifications/tools/list_changed":
 		b.invalidateTools()
@@ -498,7 +491,7 @@ func (b *backend) broadcast(msg []byte) {
 	}
 	b.mu.Unlock()
 	for _, s := range targets {
-		s.notify(msg)
+		s.Notify(msg)
 	}
 }
 
@@ -561,9 +554,9 @@ func (b *backend) childGone(c *stdio.Conn) {
 	for _, cl := range failed {
 		if cl.sess != nil {
 			b.srv.metrics.answered(cl.method, true, time.Since(cl.start))
-			cl.sink.send(mcphttp.ErrorBody(cl.id, rpccode.InternalError, msg), true)
+			cl.sink.Send(mcphttp.ErrorBody(cl.id, rpccode.InternalError, msg), true)
 		} else {
-			cl.sink.send(mcphttp.ErrorBody(nil, rpccode.InternalError, msg), true)
+			cl.sink.Send(mcphttp.ErrorBody(nil, rpccode.InternalError, msg), true)
 		}
 	}
 	if len(failed) > 0 {

@@ -52,17 +52,14 @@ type Options struct {
 	Metrics *metrics.Registry
 	// Version is reported as the aggregate endpoint's server version.
 	Version string
-	// SessionTimeout reaps Streamable HTTP sessions idle this long with no
-	// stream open; 0 means 30 minutes.
+	// SessionTimeout, ReplayBytes, MaxBodyBytes and PingInterval are the
+	// session engine's (mcphttp.ServerOptions, zero values included): idle
+	// sessions reaped after 30 minutes, 64 KiB kept for Last-Event-ID
+	// resumption, 4 MiB bodies, a keep-alive every 30 s.
 	SessionTimeout time.Duration
-	// ReplayBytes bounds each session's delivered messages kept for
-	// Last-Event-ID resumption; 0 means 64 KiB.
-	ReplayBytes int
-	// MaxBodyBytes bounds a request body; 0 means 4 MiB.
-	MaxBodyBytes int64
-	// PingInterval is the keep-alive period of open streams (an SSE
-	// comment line); 0 means 30 s, negative turns it off.
-	PingInterval time.Duration
+	ReplayBytes    int
+	MaxBodyBytes   int64
+	PingInterval   time.Duration
 	// HostPrefix and HostDomain turn on host-based routing: a request to
 	// {name}.{HostPrefix}.{HostDomain} goes to server name at /mcp, /sse
 	// and /message. Empty HostDomain: off.
@@ -95,20 +92,8 @@ type BrowserRoutes struct {
 }
 
 func (o *Options) defaults() {
-	if o.SessionTimeout == 0 {
-		o.SessionTimeout = 30 * time.Minute
-	}
-	if o.ReplayBytes == 0 {
-		o.ReplayBytes = 64 << 10
-	}
-	if o.MaxBodyBytes == 0 {
-		o.MaxBodyBytes = 4 << 20
-	}
 	if o.AggregateTimeout <= 0 {
 		o.AggregateTimeout = DefaultAggregateTimeout
-	}
-	if o.PingInterval == 0 {
-		o.PingInterval = 30 * time.Second
 	}
 	if o.HostPrefix == "" {
 		o.HostPrefix = "mcp"
@@ -138,9 +123,10 @@ type Gateway struct {
 	stop        chan struct{}
 	stopOnce    sync.Once
 
-	mu       sync.RWMutex
-	servers  map[string]*serverEntry
-	sessions map[string]*Session
+	engine *mcphttp.Server // every route's sessions
+
+	mu      sync.RWMutex
+	servers map[string]*serverEntry
 }
 
 // New checks the servers and prepares the gateway; no process starts yet.
@@ -158,12 +144,25 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		opts: opts, log: opts.Logger, sup: sup, m: newGatewayMetrics(opts.Metrics),
-		servers:  make(map[string]*serverEntry),
-		sessions: make(map[string]*Session),
-		stop:     make(chan struct{}),
+		servers: make(map[string]*serverEntry),
+		stop:    make(chan struct{}),
 	}
+	g.engine = mcphttp.NewServer(mcphttp.ServerOptions{
+		Sessions:       opts.Sessions,
+		SessionTimeout: opts.SessionTimeout,
+		ReplayBytes:    opts.ReplayBytes,
+		MaxBodyBytes:   opts.MaxBodyBytes,
+		PingInterval:   opts.PingInterval,
+		AnyContentType: true, // the gateway relays for any client
+		Name:           "this gateway",
+		NewState:       g.newState,
+		Opened: func(s *mcphttp.Session, transport string) {
+			g.m.transport.With(s.Target().Name(), transport).Inc()
+		},
+		Logger: opts.Logger,
+	})
 	g.gatewayInit, _ = json.Marshal(map[string]any{
-		"protocolVersion": latestSessionVersion,
+		"protocolVersion": mcphttp.VersionLatestSession,
 		// Sampling and elicitation are routed to the client whose call
 		// asked; roots are per client, so only private children get them
 		// (from their own client's initialize).
@@ -188,11 +187,9 @@ func checkName(name string) error {
 	return nil
 }
 
-// Start starts the supervisor (boot servers start now) and the reaper of
-// idle sessions.
+// Start starts the supervisor (boot servers start now).
 func (g *Gateway) Start() {
 	g.sup.Start()
-	go g.reap()
 	if g.remote != nil {
 		go g.remote.run()
 		g.RemotesChanged()
@@ -205,15 +202,7 @@ func (g *Gateway) Supervisor() *stdio.Supervisor { return g.sup }
 // Shutdown ends every session and stops every child (process groups).
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.stopOnce.Do(func() { close(g.stop) })
-	g.mu.Lock()
-	sessions := make([]*Session, 0, len(g.sessions))
-	for _, s := range g.sessions {
-		sessions = append(sessions, s)
-	}
-	g.mu.Unlock()
-	for _, s := range sessions {
-		s.close()
-	}
+	g.engine.Close()
 	return g.sup.Shutdown(ctx)
 }
 
@@ -231,17 +220,13 @@ func (g *Gateway) Reload(servers map[string]stdio.ServerConfig) (stdio.ReloadRes
 		return res, err
 	}
 	g.mu.Lock()
-	var ended []*Session
+	removed := map[string]bool{}
 	for _, name := range res.Removed {
 		if srv := g.servers[name]; srv != nil {
 			srv.shared.markRemoved()
 			delete(g.servers, name)
 		}
-		for _, s := range g.sessions {
-			if s.t.name() == name {
-				ended = append(ended, s)
-			}
-		}
+		removed[name] = true
 	}
 	for _, name := range append(append([]string{}, res.Restarted...), res.Updated...) {
 		if srv := g.servers[name]; srv != nil {
@@ -256,9 +241,11 @@ func (g *Gateway) Reload(servers map[string]stdio.ServerConfig) (stdio.ReloadRes
 		g.servers[name] = g.newServerEntry(cfg)
 	}
 	g.mu.Unlock()
-	for _, s := range ended {
-		s.close()
-	}
+	g.engine.Sessions(func(s *mcphttp.Session) {
+		if removed[s.Target().Name()] {
+			s.Close()
+		}
+	})
 	if len(res.Added)+len(res.Removed)+len(res.Restarted)+len(res.Updated) > 0 {
 		g.toolsChanged()
 	}
@@ -290,61 +277,6 @@ func (g *Gateway) Names() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-func (g *Gateway) addSession(s *Session, transport string) {
-	g.mu.Lock()
-	g.sessions[s.id] = s
-	g.mu.Unlock()
-	g.m.transport.With(s.t.name(), transport).Inc()
-}
-
-func (g *Gateway) dropSession(s *Session) {
-	g.mu.Lock()
-	if g.sessions[s.id] == s {
-		delete(g.sessions, s.id)
-	}
-	g.mu.Unlock()
-}
-
-// lookupSession finds a session of route name.
-func (g *Gateway) lookupSession(id, name string) *Session {
-	g.mu.RLock()
-	s := g.sessions[id]
-	g.mu.RUnlock()
-	if s == nil || s.t.name() != name {
-		return nil
-	}
-	return s
-}
-
-// reap ends Streamable HTTP sessions idle for SessionTimeout, with no
-// stream open and nothing in flight: abandoned clients never pile up.
-func (g *Gateway) reap() {
-	every := min(g.opts.SessionTimeout/4, time.Minute)
-	t := time.NewTicker(max(every, 10*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-g.stop:
-			return
-		case <-t.C:
-		}
-		cutoff := time.Now().Add(-g.opts.SessionTimeout).UnixNano()
-		var old []*Session
-		g.mu.RLock()
-		for _, s := range g.sessions {
-			if s.lastUsed.Load() < cutoff {
-				old = append(old, s)
-			}
-		}
-		g.mu.RUnlock()
-		for _, s := range old {
-			if s.closeIfIdle(cutoff) {
-				g.log.Info("idle session reaped", "route", s.t.name(), "session", s.id)
-			}
-		}
-	}
 }
 
 // ServerHealth is one server in /health.
@@ -411,19 +343,15 @@ func (g *Gateway) PublicHealth() []ServerHealth {
 
 func (g *Gateway) sessionCounts() map[string]int {
 	counts := map[string]int{}
-	g.mu.RLock()
-	for _, s := range g.sessions {
-		counts[s.t.name()]++
-	}
-	g.mu.RUnlock()
+	g.engine.Sessions(func(s *mcphttp.Session) { counts[s.Target().Name()]++ })
 	return counts
 }
 
 // Sessions reports the open sessions of every route.
 func (g *Gateway) Sessions() int {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return len(g.sessions)
+	n := 0
+	g.engine.Sessions(func(*mcphttp.Session) { n++ })
+	return n
 }
 
 // UpdateGauges refreshes the per-server gauges; call it before /metrics
@@ -459,6 +387,17 @@ func (g *Gateway) routeFor(name string) target {
 		}
 	}
 	return nil
+}
+
+// Route is what the route name serves, for an in-process client (the
+// relay): the session engine and its target; ok is false when there is
+// no such route (the browser's is none: it is the bridge's own endpoint).
+func (g *Gateway) Route(name string) (engine *mcphttp.Server, t mcphttp.Target, ok bool) {
+	rt := g.routeFor(name)
+	if rt == nil {
+		return nil, nil, false
+	}
+	return g.engine, route{rt}, true
 }
 
 // ServeHTTP serves /servers/{name}/{mcp,sse,message} and the aliases
@@ -539,15 +478,15 @@ func (g *Gateway) serveRoute(w http.ResponseWriter, r *http.Request, name, op, b
 	}
 	switch op {
 	case "mcp":
-		g.serveStreamable(w, r, t)
+		g.engine.ServeStreamable(w, r, route{t})
 	case "sse":
 		if t == g.agg {
 			mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.InvalidRequest, "the aggregate endpoint speaks Streamable HTTP only: use /servers/all/mcp")
 			return
 		}
-		g.serveSSE(w, r, t, base+"/message")
+		g.engine.ServeSSE(w, r, route{t}, base+"/message")
 	case "message":
-		g.serveMessage(w, r, t)
+		g.engine.ServeMessage(w, r, route{t})
 	default:
 		mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.InvalidRequest, fmt.Sprintf("no route %s %s: a server is reached at %s/mcp (Streamable HTTP) or %s/sse (HTTP+SSE)", r.Method, r.URL.Path, base, base))
 	}

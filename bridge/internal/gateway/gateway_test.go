@@ -282,14 +282,13 @@ func TestChildKilledMidCall(t *testing.T) {
 		t.Fatalf("restarts %d", up.Restarts)
 	}
 	var got string
-	for range 100 { // the restart is due; the child may still be handshaking
-		if got, err = echo(ctx, cs, "after"); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The restart is due; the child may still be handshaking.
+	testutil.WaitFor(t, "an echo through the restarted child", func() bool {
+		got, err = echo(ctx, cs, "after")
+		return err == nil
+	})
 	if got != "Echo: after" {
-		t.Fatalf("the session did not survive the restart: %q %v", got, err)
+		t.Fatalf("the session did not survive the restart: %q", got)
 	}
 }
 
@@ -364,14 +363,13 @@ func TestReloadRestartsOnlyWhatChanged(t *testing.T) {
 	}
 	// The edited server serves its new directory.
 	var text string
-	for range 100 {
+	testutil.WaitFor(t, "files serving its new directory", func() bool {
 		r, err := files.CallTool(ctx, &mcp.CallToolParams{Name: "read_text_file", Arguments: map[string]any{"path": filepath.Join(dirB, "b.txt")}})
 		if err == nil && !r.IsError {
 			text = testutil.Text(r)
-			break
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return text != ""
+	})
 	if text != "in b" {
 		t.Fatalf("files after reload: %q", text)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
@@ -69,7 +70,7 @@ func checkErrorObject(t *testing.T, body []byte) {
 		t.Fatalf(`"jsonrpc" is not "2.0": %q`, body)
 	case len(top) != 3 || top["error"] == nil:
 		t.Fatalf("not exactly jsonrpc, id and error: %q", body)
-	case id != "null" && !validID(top["id"]):
+	case id != "null" && !mcphttp.ValidID(top["id"]):
 		t.Fatalf("bad id: %q", body)
 	case json.Unmarshal(top["error"], &errObj) != nil || errObj.Code == nil || errObj.Message == nil || *errObj.Message == "":
 		t.Fatalf("the error has no code or no message: %q", body)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -115,19 +116,11 @@ func (r *remotes) apply(list []RemoteServer, err error) {
 	}
 	r.g.toolsChanged()
 	msg := appendNotification(nil, "notifications/tools/list_changed", nil)
-	r.g.mu.RLock()
-	var targets []*Session
-	for _, s := range r.g.sessions {
-		for _, name := range changed {
-			if s.t.name() == name {
-				targets = append(targets, s)
-			}
+	r.g.engine.Sessions(func(s *mcphttp.Session) {
+		if slices.Contains(changed, s.Target().Name()) {
+			s.Notify(msg)
 		}
-	}
-	r.g.mu.RUnlock()
-	for _, s := range targets {
-		s.notify(msg)
-	}
+	})
 }
 
 func sameTools(a, b []json.RawMessage) bool {
@@ -190,7 +183,7 @@ func (t remoteTarget) initResult() json.RawMessage {
 		title = s.Name
 	}
 	out, _ := json.Marshal(map[string]any{
-		"protocolVersion": latestSessionVersion,
+		"protocolVersion": mcphttp.VersionLatestSession,
 		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": true}},
 		"serverInfo":      map[string]any{"name": "remote/" + t.server, "title": title, "version": t.r.g.opts.Version},
 		"instructions":    fmt.Sprintf("Tools of the remote MCP server %s, called by the browser with its own sign-in.", s.URL),
@@ -209,10 +202,10 @@ func (t remoteTarget) discover(context.Context) (json.RawMessage, error) {
 	return discoverResult(t.initResult(), "remote/"+t.server)
 }
 
-func (t remoteTarget) request(ctx context.Context, s *Session, e *envelope, sink sink) {
+func (t remoteTarget) request(ctx context.Context, s *Session, e *mcphttp.Message, sink mcphttp.Sink) {
 	srv, ok := t.r.get(t.server)
 	if !ok {
-		sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, fmt.Sprintf("remote server %q is no longer available (browser gone or server disabled)", t.server)), true)
+		sink.Send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, fmt.Sprintf("remote server %q is no longer available (browser gone or server disabled)", t.server)), true)
 		return
 	}
 	switch e.Method {
@@ -222,24 +215,24 @@ func (t remoteTarget) request(ctx context.Context, s *Session, e *envelope, sink
 			tools = []json.RawMessage{}
 		}
 		res, _ := json.Marshal(map[string]any{"tools": tools})
-		sink.send(appendResponse(nil, e.ID, res, nil), true)
+		sink.Send(mcphttp.AppendResponse(nil, e.ID, res, nil), true)
 	case "tools/call":
 		go func() {
 			res, err := t.r.src.Call(ctx, t.server, e.Params)
 			if err != nil {
-				sink.send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
+				sink.Send(mcphttp.ErrorBody(e.ID, rpccode.Unavailable, err.Error()), true)
 				return
 			}
-			sink.send(appendResponse(nil, e.ID, res, nil), true)
+			sink.Send(mcphttp.AppendResponse(nil, e.ID, res, nil), true)
 		}()
 	default:
-		sink.send(mcphttp.ErrorBody(e.ID, rpccode.MethodNotFound, fmt.Sprintf("method %q is not relayed to remote servers: only tools/list and tools/call", e.Method)), true)
+		sink.Send(mcphttp.ErrorBody(e.ID, rpccode.MethodNotFound, fmt.Sprintf("method %q is not relayed to remote servers: only tools/list and tools/call", e.Method)), true)
 	}
 }
 
-func (t remoteTarget) notification(*Session, *envelope) {}
+func (t remoteTarget) notification(*Session, *mcphttp.Message) {}
 
-func (t remoteTarget) response(_ *Session, e *envelope) error {
+func (t remoteTarget) response(_ *Session, e *mcphttp.Message) error {
 	return fmt.Errorf("remote servers send no requests; nothing waits for id %s", e.ID)
 }
 

@@ -58,36 +58,36 @@ func (t serverTarget) open(ctx context.Context, s *Session, initParams json.RawM
 	return init, nil
 }
 
-func (t serverTarget) request(ctx context.Context, s *Session, e *envelope, sink sink) {
+func (t serverTarget) request(ctx context.Context, s *Session, e *mcphttp.Message, sink mcphttp.Sink) {
 	b := t.backendOf(s)
 	switch e.Method {
 	case "tools/call":
-		name, err := e.paramName()
+		name, err := e.ParamName()
 		if err != nil || name == "" {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, "tools/call needs params.name, the tool to call"), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, "tools/call needs params.name, the tool to call"), true)
 			return
 		}
 		if !t.srv.filter.allows(name) {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, fmt.Sprintf("tool %q is not available on %q: the gateway's configuration does not allow it", name, t.srv.name)), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, fmt.Sprintf("tool %q is not available on %q: the gateway's configuration does not allow it", name, t.srv.name)), true)
 			return
 		}
 	case "resources/subscribe", "resources/unsubscribe":
-		uri, err := e.paramURI()
+		uri, err := e.ParamURI()
 		if err != nil || uri == "" {
-			sink.send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, e.Method+" needs params.uri"), true)
+			sink.Send(mcphttp.ErrorBody(e.ID, rpccode.InvalidParams, e.Method+" needs params.uri"), true)
 			return
 		}
 		// The child holds one subscription per uri for all sessions:
 		// only the first subscriber and the last to leave reach it.
 		if !b.subscribe(s, uri, e.Method == "resources/subscribe") {
-			sink.send(appendResponse(nil, e.ID, json.RawMessage("{}"), nil), true)
+			sink.Send(mcphttp.AppendResponse(nil, e.ID, json.RawMessage("{}"), nil), true)
 			return
 		}
 	}
 	b.forward(ctx, s, e, sink)
 }
 
-func (t serverTarget) notification(s *Session, e *envelope) {
+func (t serverTarget) notification(s *Session, e *mcphttp.Message) {
 	b := t.backendOf(s)
 	switch e.Method {
 	case "notifications/cancelled":
@@ -102,7 +102,7 @@ func (t serverTarget) notification(s *Session, e *envelope) {
 	}
 }
 
-func (t serverTarget) response(s *Session, e *envelope) error {
+func (t serverTarget) response(s *Session, e *mcphttp.Message) error {
 	return t.backendOf(s).answer(s, e)
 }
 
@@ -141,7 +141,7 @@ func discoverResult(init json.RawMessage, name string) (json.RawMessage, error) 
 	}
 	return json.Marshal(map[string]any{
 		"resultType":        "complete",
-		"supportedVersions": supportedVersions,
+		"supportedVersions": mcphttp.Versions,
 		"capabilities":      ir.Capabilities,
 		"instructions":      ir.Instructions,
 		"_meta":             map[string]any{metaServerInfo: info},

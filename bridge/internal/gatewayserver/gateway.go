@@ -23,7 +23,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/connlimit"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
-	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/metrics"
 )
 
@@ -68,7 +68,7 @@ func Start(cfg *config.Config, log *slog.Logger) (*Gateway, error) {
 	mux.HandleFunc("GET /health", g.handleHealth)
 	mux.Handle("GET /metrics", MetricsHandler(reg, gw))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpguard.WriteError(w, http.StatusNotFound, -32000, fmt.Sprintf("no route %s %s: servers are reached at /servers/{name}/mcp (Streamable HTTP), /servers/{name}/sse (HTTP+SSE) and /servers/all/mcp", r.Method, r.URL.Path))
+		mcphttp.WriteError(w, http.StatusNotFound, nil, -32000, fmt.Sprintf("no route %s %s: servers are reached at /servers/{name}/mcp (Streamable HTTP), /servers/{name}/sse (HTTP+SSE) and /servers/all/mcp", r.Method, r.URL.Path))
 	})
 	guarded, err := Guard(cfg, ln.Addr().String(), gw, log, Routes(gw, mux))
 	if err != nil {
@@ -190,7 +190,7 @@ type Health struct {
 func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		httpguard.WriteError(w, http.StatusMethodNotAllowed, -32000, "/health answers GET")
+		mcphttp.WriteError(w, http.StatusMethodNotAllowed, nil, -32000, "/health answers GET")
 		return
 	}
 	h := Health{Status: "ok", Version: buildinfo.String(), Uptime: time.Since(g.started).Seconds(), Sessions: g.gw.Sessions(), Servers: g.gw.PublicHealth()}

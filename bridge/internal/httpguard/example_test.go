@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 func Example() {
@@ -15,7 +16,7 @@ func Example() {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	mux.HandleFunc("POST /mcp", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadAll(r.Body); httpguard.IsTooLarge(err) {
-			httpguard.WriteError(w, http.StatusRequestEntityTooLarge, httpguard.CodeRefused, "The request body is too large.")
+			mcphttp.WriteError(w, http.StatusRequestEntityTooLarge, nil, httpguard.CodeRefused, "The request body is too large.")
 			return
 		}
 		io.WriteString(w, "handled")

@@ -21,7 +21,7 @@
 // from X-Forwarded-For; from any other peer that header is ignored.
 //
 // Every refusal is a JSON-RPC error object with a null id and code -32000
-// (see WriteError), so MCP clients can show the message to a person.
+// (see mcphttp.WriteError), so MCP clients can show the message to a person.
 package httpguard
 
 import (
@@ -37,6 +37,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // DefaultMaxBodyBytes is the largest request body accepted when
@@ -730,7 +732,7 @@ func (g *guard) refuse(w http.ResponseWriter, r *http.Request, status int, level
 		}
 		g.log.LogAttrs(r.Context(), level, "httpguard: request refused", attrs...)
 	}
-	WriteError(w, status, CodeRefused, msg)
+	mcphttp.WriteError(w, status, nil, CodeRefused, msg)
 }
 
 // isHealthProbe reports whether r is exempt from the token.

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 const (
@@ -44,16 +46,16 @@ func (n *nextHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n.calls++
 	n.mu.Unlock()
 	if _, ok := w.(http.Flusher); !ok {
-		WriteError(w, http.StatusInternalServerError, -32603, "the guard hid http.Flusher")
+		mcphttp.WriteError(w, http.StatusInternalServerError, nil, -32603, "the guard hid http.Flusher")
 		return
 	}
 	b, err := io.ReadAll(r.Body)
 	if IsTooLarge(err) {
-		WriteError(w, http.StatusRequestEntityTooLarge, CodeRefused, "too large: "+err.Error())
+		mcphttp.WriteError(w, http.StatusRequestEntityTooLarge, nil, CodeRefused, "too large: "+err.Error())
 		return
 	}
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, CodeRefused, err.Error())
+		mcphttp.WriteError(w, http.StatusBadRequest, nil, CodeRefused, err.Error())
 		return
 	}
 	fmt.Fprintf(w, "ok %d", len(b))
@@ -831,21 +833,6 @@ func TestLogging(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), request{headers: map[string]string{"Authorization": "Bearer " + testToken}}.build())
 	if buf.Len() != 0 {
 		t.Errorf("an accepted request was logged: %q", buf.String())
-	}
-}
-
-func TestWriteError(t *testing.T) {
-	rec := httptest.NewRecorder()
-	WriteError(rec, http.StatusRequestEntityTooLarge, CodeRefused, `a "quoted" <message>`)
-	if rec.Code != 413 {
-		t.Errorf("status = %d, want 413", rec.Code)
-	}
-	want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"a \"quoted\" \u003cmessage\u003e"}}` + "\n"
-	if got := rec.Body.String(); got != want {
-		t.Errorf("body = %s, want %s", got, want)
-	}
-	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type = %q", ct)
 	}
 }
 

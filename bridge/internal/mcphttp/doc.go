@@ -7,7 +7,7 @@
 // standard-library leaf. The bridge's own endpoints (mcpserver), the stdio
 // gateway (gateway), the cloud proxy's Streamable HTTP endpoint (proxy) and
 // the gateway benchmark's clients (gwbench) use it; mcphttp imports only the
-// standard library and rpccode.
+// standard library, rpccode and sessionlimit.
 //
 // A session's streams, shared by the gateway and the proxy: [Outbox] is the
 // replayable event log of a session's GET stream (ids, a replay budget of
@@ -15,6 +15,23 @@
 // [AttachGET] the GET's attach / 409 / Last-Event-ID part, and
 // [ResponseQueue] a POST's answer queue (notifications bounded, the response
 // itself never dropped).
+//
+// The protocol versions, for every endpoint: [Versions] (the go-sdk's
+// list), [Negotiate] (what initialize answers), [IsStateless] (the one
+// rule for "is this the stateless era": the version is 2026-07-28 or
+// later), [IsStatelessRequest] and [CheckStandardHeaders] (a stateless
+// request's Mcp-Method and Mcp-Name against its body).
+//
+// The session engine: [Server] serves Streamable HTTP (POST, the GET
+// stream, DELETE, the stateless era's one-request sessions) and legacy
+// HTTP+SSE to a [Target], the seam an endpoint fills with what it serves
+// (Open, Request, Notification, Response, Close, Discover). The Server
+// keeps the session table: admission through sessionlimit, begin/end
+// around each request (a session being served is never evicted or
+// reaped), idle reaping; a POST's answer is a [PostSink]. [Message] is the
+// head every endpoint reads of a message (id, method, raw params). The
+// gateway's routes are its targets; docs/protocol.md ("One session
+// engine") draws the flow.
 //
 // # Negotiation (docs/protocol.md, "MCP over HTTP")
 //

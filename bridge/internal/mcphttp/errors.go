@@ -26,9 +26,15 @@ func ErrorBody(id []byte, code int, msg string) []byte {
 }
 
 // WriteError answers with HTTP status and a JSON-RPC error body
-// ([ErrorBody]). Headers already set on w (Allow, Retry-After) go with it.
+// ([ErrorBody]): the one way every HTTP endpoint of the project refuses a
+// request, the guard's refusals included. Headers already set on w
+// (Allow, Retry-After) go with it.
 func WriteError(w http.ResponseWriter, status int, id []byte, code int, msg string) {
-	w.Header().Set("Content-Type", ContentTypeJSON)
+	body := ErrorBody(id, code, msg)
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeJSON)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, _ = w.Write(ErrorBody(id, code, msg))
+	_, _ = w.Write(body)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/internal/jsonscan"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg/rpcstream"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
@@ -213,7 +214,7 @@ func clientName(ss *mcp.ServerSession) string {
 }
 
 func isStateless(req *mcp.CallToolRequest) bool {
-	return req.ProtocolVersion() >= "2026-07-28"
+	return mcphttp.IsStateless(req.ProtocolVersion())
 }
 
 // chosenBrowserID is the browser a request asked for: ?browser= on the URL,

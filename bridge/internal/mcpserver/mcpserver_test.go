@@ -135,17 +135,21 @@ func TestToolListChanged(t *testing.T) {
 				changed <- struct{}{}
 			}}, "")
 			cs.ListTools(testutil.Context(t, 5*time.Second), nil)
-			time.Sleep(50 * time.Millisecond) // let a 2026 client's subscription settle
 			name := "new_tool_" + strings.ReplaceAll(e.name, ".", "_")
 			fe.mu.Lock()
 			fe.tools = append(append([]map[string]any{}, fe.tools...), map[string]any{"name": name, "description": "new", "inputSchema": map[string]any{"type": "object"}})
 			fe.mu.Unlock()
-			fe.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-			select {
-			case <-changed:
-			case <-time.After(5 * time.Second):
-				t.Fatal("no notifications/tools/list_changed after the extension's tools changed")
-			}
+			// A 2026 client's subscription (its subscriptions/listen) may
+			// not be open yet: the extension tells again until it is.
+			testutil.WaitFor(t, "notifications/tools/list_changed after the extension's tools changed", func() bool {
+				fe.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+				select {
+				case <-changed:
+					return true
+				case <-time.After(100 * time.Millisecond):
+					return false
+				}
+			})
 			b.waitTools(name)
 			tools, _ := cs.ListTools(testutil.Context(t, 5*time.Second), nil)
 			found := false

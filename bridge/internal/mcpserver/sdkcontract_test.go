@@ -7,6 +7,8 @@ package mcpserver
 // SDK upgrade that changes one of them fails here, by name, rather than
 // making the fast path's answers differ from the SDK's for clients:
 //
+//   - the protocol versions it speaks (mcphttp.Versions, every endpoint's
+//     table) and the one it answers an initialize with (mcphttp.Negotiate);
 //   - which Accept headers it takes (mcphttp.Accepts, the bridge's rule);
 //   - its event ids, "<stream>_<index>" from 0, the priming event first
 //     from 2025-11-25, stored empty so that indices line up, and the
@@ -21,9 +23,11 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +93,36 @@ func sdkSession(t *testing.T, h http.Handler, version string) string {
 // whose Accept mcphttp.Accepts refuses (the bridge answers them itself,
 // before the fast path or the SDK sees them), over every pair of a set of
 // media ranges, in one header line and in two.
+func TestSDKVersions(t *testing.T) {
+	sdk := slices.Sorted(slices.Values(mcp.SupportedProtocolVersions()))
+	if !slices.Equal(sdk, mcphttp.Versions) {
+		t.Fatalf("the SDK speaks %q, mcphttp.Versions lists %q: update the table (and what the endpoints answer)", sdk, mcphttp.Versions)
+	}
+	// The SDK's initialize answers its newest version with sessions to a
+	// version it does not speak, as mcphttp.Negotiate does.
+	for _, requested := range []string{"1999-01-01", mcphttp.VersionStateless, "2025-06-18", ""} {
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+			return mcp.NewServer(&mcp.Implementation{Name: "contract", Version: "1"}, nil)
+		}, &mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
+		srv := httptest.NewServer(h)
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`, requested)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		want := fmt.Sprintf(`"protocolVersion":%q`, mcphttp.Negotiate(requested, mcphttp.Versions))
+		if !strings.Contains(string(got), want) {
+			t.Errorf("initialize asking for %q: the SDK answered %s; mcphttp.Negotiate says %s", requested, got, want)
+		}
+	}
+}
+
 func TestSDKAcceptRule(t *testing.T) {
 	_, h := sdkHandler(nil, 0, nil)
 	ranges := []string{"", "application/json", "text/event-stream", "application/*", "text/*", "*/*", "text/html",

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // TestSessionCaps: a flood of initializes from one client never holds
@@ -30,9 +31,9 @@ func TestSessionCaps(t *testing.T) {
 	if st := table.Stats(); st.Sessions > 9 || st.Evicted < 1990 {
 		t.Fatalf("after the flood: %+v; want at most 8 flood sessions + 1", st)
 	}
-	if n := len(b.st.live.all()); n > 9 {
-		t.Fatalf("%d sessions live after the flood", n)
-	}
+	// An evicted session leaves the live index when the SDK has closed
+	// it, which may be a moment after the table let it go.
+	testutil.WaitFor(t, "at most 9 sessions live after the flood", func() bool { return len(b.st.live.all()) <= 9 })
 	if r := keeper.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); r.status != http.StatusOK {
 		t.Fatalf("the other client's session did not survive the flood: %d %s", r.status, r.body)
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,7 +74,7 @@ func (h *Streamable) createSession(w http.ResponseWriter, r *http.Request, head 
 		LinkID:     ls.bridge.id,
 		Client:     client,
 		Initialize: params,
-		Negotiated: negotiated(params.ProtocolVersion),
+		Negotiated: mcphttp.Negotiate(params.ProtocolVersion, mcphttp.Versions),
 		Created:    time.Now(),
 	}
 	ls.mu.Lock()
@@ -351,22 +350,6 @@ func peerHost(r *http.Request) string {
 	return host
 }
 
-// negotiated is the protocol version the SDK answers an initialize with:
-// the client's if the bridge speaks it (before the stateless era), else
-// the newest stateful one.
-func negotiated(requested string) string {
-	supported := mcp.SupportedProtocolVersions()
-	if slices.Contains(supported, requested) && requested < mcphttp.VersionStateless {
-		return requested
-	}
-	for _, v := range supported {
-		if v < mcphttp.VersionStateless {
-			return v
-		}
-	}
-	return requested
-}
-
 // versionContext gives a request the protocol version the SDK's transport
 // reads from its context (priming events from 2025-11-25, batch refusal
 // from 2025-06-18). Only the SDK's own handler can put it there, under an
@@ -423,9 +406,6 @@ func (discardResponse) WriteHeader(int)             {}
 // stateless era or later goes on to the SDK's stateless handler, which
 // answers a version it does not know itself.
 func checkVersion(w http.ResponseWriter, r *http.Request, id json.RawMessage) bool {
-	return r.Header.Get(mcphttp.HeaderProtocolVersion) >= mcphttp.VersionStateless ||
-		mcphttp.CheckVersion(w, r, id, sdkVersions)
+	return mcphttp.IsStateless(r.Header.Get(mcphttp.HeaderProtocolVersion)) ||
+		mcphttp.CheckVersion(w, r, id, mcphttp.Versions)
 }
-
-// sdkVersions are the protocol versions the SDK speaks.
-var sdkVersions = mcp.SupportedProtocolVersions()

@@ -198,7 +198,7 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ls.startPOST()
 		defer ls.endPOST()
 		ls.transport.ServeHTTP(w, h.version.with(r))
-	case head.stateless() || r.Header.Get(mcphttp.HeaderProtocolVersion) >= mcphttp.VersionStateless:
+	case head.stateless() || mcphttp.IsStateless(r.Header.Get(mcphttp.HeaderProtocolVersion)):
 		h.stateless.ServeHTTP(w, r)
 	case head.Method == "initialize":
 		if h.stopping.Load() {

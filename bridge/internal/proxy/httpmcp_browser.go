@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/browserbridge/browserbridge/bridge/buildinfo"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -57,7 +58,7 @@ func browserInitResult(version string) json.RawMessage {
 func browserDiscoverResult() json.RawMessage {
 	return relaywire.MarshalParams(map[string]any{
 		"resultType":        "complete",
-		"supportedVersions": httpVersions,
+		"supportedVersions": mcphttp.StreamableVersions,
 		"capabilities":      browserCapabilities,
 		"instructions":      browserInstructions,
 		"_meta":             map[string]any{"io.modelcontextprotocol/serverInfo": serverInfo()},
@@ -65,7 +66,7 @@ func browserDiscoverResult() json.RawMessage {
 }
 
 // browserRequest serves a request on the browser endpoint.
-func (ss *httpSession) browserRequest(m *relaywire.Message, sink *postSink) {
+func (ss *httpSession) browserRequest(m *relaywire.Message, sink *mcphttp.PostSink) {
 	switch m.Method {
 	case "tools/list":
 		ss.toolsList(m, sink)
@@ -84,14 +85,14 @@ func (ss *httpSession) browserRequest(m *relaywire.Message, sink *postSink) {
 		_ = json.Unmarshal(m.Params, &p)
 		switch p.Name {
 		case toolListBrowsers:
-			sink.send(relaywire.AppendResult(nil, m.ID, ss.listBrowsers()), true)
+			sink.Send(relaywire.AppendResult(nil, m.ID, ss.listBrowsers()), true)
 			return
 		case toolSelectBrowser:
 			var a struct {
 				Arguments json.RawMessage `json:"arguments"`
 			}
 			_ = json.Unmarshal(m.Params, &a)
-			sink.send(relaywire.AppendResult(nil, m.ID, ss.selectBrowser(a.Arguments)), true)
+			sink.Send(relaywire.AppendResult(nil, m.ID, ss.selectBrowser(a.Arguments)), true)
 			return
 		}
 	}
@@ -101,17 +102,17 @@ func (ss *httpSession) browserRequest(m *relaywire.Message, sink *postSink) {
 // toolsList answers tools/list: the browser's tools (forwarded, with the
 // own tools put first on the first page), or the own tools alone when no
 // browser can be reached.
-func (ss *httpSession) toolsList(m *relaywire.Message, sink *postSink) {
+func (ss *httpSession) toolsList(m *relaywire.Message, sink *mcphttp.PostSink) {
 	var p struct {
 		Cursor *string `json:"cursor"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
 	first := p.Cursor == nil
 	if err := ss.connect(); err != nil {
-		sink.send(relaywire.AppendResult(nil, m.ID, mergeTools(nil, first)), true)
+		sink.Send(relaywire.AppendResult(nil, m.ID, mergeTools(nil, first)), true)
 		return
 	}
-	sink.finalize = func(reply []byte) []byte {
+	sink.Finalize = func(reply []byte) []byte {
 		var r relaywire.Message
 		if _, perr := r.Decode(reply); perr != nil || r.Result == nil {
 			// The browser could not list its tools (it left, it failed):

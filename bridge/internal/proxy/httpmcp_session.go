@@ -3,8 +3,6 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -37,19 +35,19 @@ type httpSession struct {
 	done      chan struct{}
 
 	mu       sync.Mutex
-	waiting  map[string]*pendingCall // the client's requests forwarded and not yet answered, by id (JSON text)
-	progress map[string]*postSink    // progress token (JSON text) → the stream of its request
-	browser  string                  // the extension select_browser (or ?browser=) chose; "" for the default
-	listen   *listener               // a stateless request's subscriptions/listen stream, if it is one
-	timer    *time.Timer             // reaps the session when idle; nil when stateless
-	active   int                     // HTTP requests of the session being served
+	waiting  map[string]*pendingCall      // the client's requests forwarded and not yet answered, by id (JSON text)
+	progress map[string]*mcphttp.PostSink // progress token (JSON text) → the stream of its request
+	browser  string                       // the extension select_browser (or ?browser=) chose; "" for the default
+	listen   *listener                    // a stateless request's subscriptions/listen stream, if it is one
+	timer    *time.Timer                  // reaps the session when idle; nil when stateless
+	active   int                          // HTTP requests of the session being served
 	lastUsed time.Time
 	closed   bool
 }
 
 // pendingCall is a forwarded request: where its answer goes.
 type pendingCall struct {
-	sink  *postSink
+	sink  *mcphttp.PostSink
 	token string // its progress token, if it registered one
 }
 
@@ -99,7 +97,7 @@ func (ss *httpSession) deliver(msg []byte) {
 			s.m.dropped.With("http_unknown_id").Inc()
 			return
 		}
-		p.sink.send(msg, true)
+		p.sink.Send(msg, true)
 	case relaywire.KindNotification:
 		switch {
 		case m.Method == relaywire.MethodProgress:
@@ -111,7 +109,7 @@ func (ss *httpSession) deliver(msg []byte) {
 				s.m.dropped.With("http_progress_unrouted").Inc()
 				return
 			}
-			sink.send(msg, false)
+			sink.Send(msg, false)
 		case isListChanged(m.Method):
 			ss.notify(msg)
 		case m.Method == relaywire.MethodDisconnected:
@@ -141,7 +139,7 @@ func (ss *httpSession) deliver(msg []byte) {
 // The relay drops which call it was about; a client reads messages from
 // every stream of its session alike.
 func (ss *httpSession) toClient(msg []byte) {
-	var sink *postSink
+	var sink *mcphttp.PostSink
 	ss.mu.Lock()
 	if len(ss.waiting) == 1 {
 		for _, p := range ss.waiting {
@@ -150,7 +148,7 @@ func (ss *httpSession) toClient(msg []byte) {
 	}
 	ss.mu.Unlock()
 	if sink != nil {
-		sink.send(msg, false)
+		sink.Send(msg, false)
 		return
 	}
 	if ss.stateless {
@@ -177,13 +175,13 @@ func (ss *httpSession) notify(msg []byte) {
 	if l == nil || func() bool { _, err := m.Decode(msg); return err != nil }() || m.Method != relaywire.MethodToolsListChanged {
 		return
 	}
-	l.sink.send(relaywire.AppendNotification(nil, m.Method, withSubscriptionID(m.Params, l.id)), false)
+	l.sink.Send(relaywire.AppendNotification(nil, m.Method, withSubscriptionID(m.Params, l.id)), false)
 }
 
 // listener is a subscriptions/listen request (2026-07-28): the stream its
 // notifications go on, and its id, which marks each of them.
 type listener struct {
-	sink *postSink
+	sink *mcphttp.PostSink
 	id   json.RawMessage
 }
 
@@ -245,18 +243,18 @@ func progressTokenOf(params json.RawMessage, request bool) string {
 // connection; the answer reaches sink (transformed by the sink's final
 // function, if any). A request whose id is still in flight in the session
 // is refused here: its answer would otherwise be taken for the first's.
-func (ss *httpSession) forward(m *relaywire.Message, sink *postSink) {
+func (ss *httpSession) forward(m *relaywire.Message, sink *mcphttp.PostSink) {
 	key := string(m.ID)
 	tok := progressTokenOf(m.Params, true)
 	ss.mu.Lock()
 	if ss.closed {
 		ss.mu.Unlock()
-		sink.send(mcphttp.ErrorBody(m.ID, rpccode.InternalError, "the session ended before the request could be forwarded"), true)
+		sink.Send(mcphttp.ErrorBody(m.ID, rpccode.InternalError, "the session ended before the request could be forwarded"), true)
 		return
 	}
 	if ss.waiting[key] != nil {
 		ss.mu.Unlock()
-		sink.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeDuplicateID, "a request with id %s is still in flight in this session", key)), true)
+		sink.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeDuplicateID, "a request with id %s is still in flight in this session", key)), true)
 		return
 	}
 	p := &pendingCall{sink: sink}
@@ -285,7 +283,7 @@ func (ss *httpSession) settle(id json.RawMessage, msg []byte) {
 	}
 	ss.mu.Unlock()
 	if p != nil {
-		p.sink.send(msg, true)
+		p.sink.Send(msg, true)
 	}
 }
 
@@ -445,64 +443,4 @@ func (ss *httpSession) finish(waiting map[string]*pendingCall) {
 	ss.out.Close()
 	ss.h.drop(ss)
 	ss.h.s.m.conns.With("mcp_http").Dec()
-}
-
-// postSink carries one POST's answer: the response alone as
-// application/json, or, when notifications (progress) come first, an
-// event stream of them ending with the response.
-type postSink struct {
-	q mcphttp.ResponseQueue
-	// finalize, if set, rewrites the response before it is written (on the
-	// POST's goroutine, not the extension reader's that delivered it).
-	finalize func([]byte) []byte
-}
-
-func newPostSink() *postSink { return &postSink{} }
-
-func (p *postSink) send(msg []byte, final bool) { p.q.Send(msg, final) }
-
-// writeTo writes the answer to the request id as it comes, until it has
-// been written, the client leaves, or the session ends. It returns the
-// answer, or nil if none was written.
-func (p *postSink) writeTo(w http.ResponseWriter, r *http.Request, id json.RawMessage, sessionDone <-chan struct{}) []byte {
-	streaming := false
-	fl, _ := w.(http.Flusher)
-	for {
-		q, final := p.q.Take()
-		if final && len(q) > 0 && p.finalize != nil {
-			q[len(q)-1] = p.finalize(q[len(q)-1])
-		}
-		if len(q) > 0 {
-			if !streaming && final && len(q) == 1 {
-				w.Header().Set("Content-Type", mcphttp.ContentTypeJSON)
-				w.Header().Set("Content-Length", strconv.Itoa(len(q[0])))
-				_, _ = w.Write(q[0])
-				return q[0]
-			}
-			if !streaming {
-				streaming = true
-				mcphttp.SetStreamHeaders(w.Header())
-				w.WriteHeader(http.StatusOK)
-			}
-			for _, m := range q {
-				if mcphttp.WriteEvent(w, mcphttp.Event{Name: "message", Data: m}) != nil {
-					return nil
-				}
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-			if final {
-				return q[len(q)-1]
-			}
-		}
-		select {
-		case <-p.q.Wake():
-		case <-r.Context().Done():
-			return nil
-		case <-sessionDone:
-			p.send(mcphttp.ErrorBody(id, rpccode.InternalError, "the session ended before the answer came"), true)
-			sessionDone = nil
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
@@ -20,13 +19,6 @@ import (
 // rules every MCP endpoint of the project shares (mcphttp). Messages are
 // read with relaywire's parser, the one the WebSocket side uses, and travel
 // as raw bytes.
-
-// httpVersions are the protocol versions the endpoints speak.
-var httpVersions = []string{"2025-03-26", "2025-06-18", "2025-11-25", mcphttp.VersionStateless}
-
-// latestSessionVersion is what initialize answers a client asking for a
-// version the endpoints do not speak.
-const latestSessionVersion = "2025-11-25"
 
 // serve serves a request to the endpoint ep from a person the bearer
 // check let through.
@@ -42,7 +34,7 @@ func (h *httpEndpoint) serve(w http.ResponseWriter, r *http.Request, ep endpoint
 		mcphttp.WriteError(w, http.StatusServiceUnavailable, nil, relaywire.CodeShuttingDown, "The proxy is shutting down; try again in a moment.")
 		return
 	}
-	if !mcphttp.CheckVersion(w, r, nil, httpVersions) {
+	if !mcphttp.CheckVersion(w, r, nil, mcphttp.StreamableVersions) {
 		return
 	}
 	switch r.Method {
@@ -123,8 +115,8 @@ func (h *httpEndpoint) post(w http.ResponseWriter, r *http.Request, user string,
 		ss.serve(w, r, &m, kind)
 	case kind == relaywire.KindRequest && m.Method == "initialize":
 		h.initialize(w, r, user, ep, &m)
-	case isStatelessRequest(r, &m):
-		if msg := checkStandardHeaders(r, &m, kind); msg != "" {
+	case mcphttp.IsStatelessRequest(r.Header, m.Params):
+		if msg := mcphttp.CheckStandardHeaders(r.Header, kind == relaywire.KindRequest, m.Method, m.Params); msg != "" {
 			mcphttp.WriteError(w, http.StatusBadRequest, m.ID, rpccode.InvalidRequest, msg)
 			return
 		}
@@ -133,46 +125,6 @@ func (h *httpEndpoint) post(w http.ResponseWriter, r *http.Request, user string,
 		mcphttp.WriteError(w, http.StatusBadRequest, m.ID, rpccode.InvalidRequest,
 			"missing "+mcphttp.HeaderSessionID+" header: send initialize first (or, in the 2026-07-28 era, put the protocol version in params._meta)")
 	}
-}
-
-// isStatelessRequest tells a 2026-07-28 request: no session, the version
-// in the header or in params._meta.
-func isStatelessRequest(r *http.Request, m *relaywire.Message) bool {
-	if r.Header.Get(mcphttp.HeaderProtocolVersion) >= mcphttp.VersionStateless {
-		return true
-	}
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	_ = json.Unmarshal(m.Params, &p)
-	_, ok := p.Meta[mcphttp.MetaProtocolVersion]
-	return ok
-}
-
-// checkStandardHeaders checks the 2026-07-28 Mcp-Method and Mcp-Name
-// headers against the body; "" when they agree.
-func checkStandardHeaders(r *http.Request, m *relaywire.Message, kind relaywire.Kind) string {
-	if r.Header.Get(mcphttp.HeaderProtocolVersion) < mcphttp.VersionStateless || kind != relaywire.KindRequest {
-		return ""
-	}
-	if got := r.Header.Get(mcphttp.HeaderMethod); got != m.Method {
-		return fmt.Sprintf("the %s header (%q) must name the body's method %q", mcphttp.HeaderMethod, got, m.Method)
-	}
-	if m.Method == "tools/call" || m.Method == "resources/read" || m.Method == "prompts/get" {
-		var p struct {
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		want := p.Name
-		if m.Method == "resources/read" {
-			want = p.URI
-		}
-		if got := r.Header.Get(mcphttp.HeaderName); got != want {
-			return fmt.Sprintf("the %s header (%q) must name the body's %q", mcphttp.HeaderName, got, want)
-		}
-	}
-	return ""
 }
 
 // open makes a session of user on the endpoint ep, counted among the
@@ -196,7 +148,7 @@ func (h *httpEndpoint) open(w http.ResponseWriter, r *http.Request, id json.RawM
 	mc := &mcpClient{s: s, user: u, id: newID(relaywire.PrefixMCPClient)}
 	ss := &httpSession{h: h, mc: mc, ep: ep, server: ep.server, stateless: stateless, lim: newBucket(s.opts.ConnRate),
 		out: mcphttp.NewOutbox(h.opts.ReplayBytes), done: make(chan struct{}),
-		waiting: make(map[string]*pendingCall), progress: make(map[string]*postSink), lastUsed: time.Now(),
+		waiting: make(map[string]*pendingCall), progress: make(map[string]*mcphttp.PostSink), lastUsed: time.Now(),
 		browser: ep.browser}
 	if ss.browser == "" && ep.server == "" {
 		// As on the bridge; but an OAuth client that checks the resource
@@ -243,20 +195,29 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 	if ep.server != "" {
 		// The server answers initialize itself (the relay opens a session
 		// of its gateway for the connection); no answer, no session.
-		sink := newPostSink()
+		sink := &mcphttp.PostSink{}
 		ss.forward(m, sink)
 		releaseBody(r)
-		if reply := sink.writeTo(w, r, m.ID, ss.done); reply == nil || isErrorReply(reply) {
+		if reply := sink.WriteTo(w, r, m.ID, ss.done); reply == nil || isErrorReply(reply) {
 			ss.close()
 		}
 		return
 	}
-	version := negotiateVersion(m.Params)
+	version := mcphttp.Negotiate(requestedVersion(m.Params), mcphttp.StreamableVersions)
 	// Connected from the start when a browser is there, so that its
 	// list_changed reaches the session's stream.
 	_ = ss.connect()
 	w.Header().Set("Content-Type", mcphttp.ContentTypeJSON)
 	_, _ = w.Write(relaywire.AppendResult(nil, m.ID, browserInitResult(version)))
+}
+
+// requestedVersion is the protocolVersion an initialize asks for.
+func requestedVersion(params json.RawMessage) string {
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.ProtocolVersion
 }
 
 // isErrorReply reports whether a JSON-RPC reply carries an error.
@@ -293,19 +254,6 @@ func endpointNotFound(w http.ResponseWriter, id json.RawMessage, ep endpoint) {
 		msg = fmt.Sprintf("no browser of yours with id %q is connected to this proxy; list_browsers at /mcp gives the ids", ep.browser)
 	}
 	mcphttp.WriteError(w, http.StatusNotFound, id, rpccode.InvalidRequest, msg)
-}
-
-// negotiateVersion is the version initialize answers: the client's if the
-// endpoints speak it, else the latest.
-func negotiateVersion(params json.RawMessage) string {
-	var p struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	_ = json.Unmarshal(params, &p)
-	if p.ProtocolVersion != mcphttp.VersionStateless && slices.Contains(httpVersions, p.ProtocolVersion) {
-		return p.ProtocolVersion
-	}
-	return latestSessionVersion
 }
 
 // stateless serves one 2026-07-28 request: a session that lives as long
@@ -365,10 +313,10 @@ func (ss *httpSession) serve(w http.ResponseWriter, r *http.Request, m *relaywir
 		}
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		sink := newPostSink()
+		sink := &mcphttp.PostSink{}
 		ss.request(m, sink)
 		releaseBody(r) // handed on: the body is not needed while the answer comes
-		sink.writeTo(w, r, m.ID, ss.done)
+		sink.WriteTo(w, r, m.ID, ss.done)
 	}
 }
 
@@ -387,12 +335,12 @@ func (ss *httpSession) notification(m *relaywire.Message) {
 }
 
 // request serves a client request; the answer reaches sink.
-func (ss *httpSession) request(m *relaywire.Message, sink *postSink) {
+func (ss *httpSession) request(m *relaywire.Message, sink *mcphttp.PostSink) {
 	switch m.Method {
 	case "initialize":
-		sink.send(mcphttp.ErrorBody(m.ID, rpccode.InvalidRequest, "this session is already initialized; start a new session to initialize again"), true)
+		sink.Send(mcphttp.ErrorBody(m.ID, rpccode.InvalidRequest, "this session is already initialized; start a new session to initialize again"), true)
 	case "ping":
-		sink.send(relaywire.AppendResult(nil, m.ID, json.RawMessage("{}")), true)
+		sink.Send(relaywire.AppendResult(nil, m.ID, json.RawMessage("{}")), true)
 	default:
 		if ss.server != "" {
 			ss.forward(m, sink)
@@ -523,21 +471,21 @@ func (h *httpEndpoint) stopStreams() {
 		ss.mu.Lock()
 		l := ss.listen
 		ss.mu.Unlock()
-		l.sink.send(relaywire.AppendResult(nil, l.id, listenResult(l.id)), true)
+		l.sink.Send(relaywire.AppendResult(nil, l.id, listenResult(l.id)), true)
 	}
 }
 
 // subscribe serves subscriptions/listen (2026-07-28): the stream stays
 // open, carrying tools/list_changed when asked for, until the client
 // leaves or the proxy stops (then the result ends it).
-func (ss *httpSession) subscribe(m *relaywire.Message, sink *postSink) {
+func (ss *httpSession) subscribe(m *relaywire.Message, sink *mcphttp.PostSink) {
 	var p struct {
 		Notifications *struct {
 			ToolsListChanged bool `json:"toolsListChanged"`
 		} `json:"notifications"`
 	}
 	if json.Unmarshal(m.Params, &p) != nil || p.Notifications == nil {
-		sink.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "subscriptions/listen needs params.notifications")), true)
+		sink.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "subscriptions/listen needs params.notifications")), true)
 		return
 	}
 	want := p.Notifications.ToolsListChanged
@@ -545,10 +493,10 @@ func (ss *httpSession) subscribe(m *relaywire.Message, sink *postSink) {
 	if want {
 		agreed["toolsListChanged"] = true
 	}
-	sink.send(relaywire.AppendNotification(nil, "notifications/subscriptions/acknowledged", relaywire.MarshalParams(map[string]any{
+	sink.Send(relaywire.AppendNotification(nil, "notifications/subscriptions/acknowledged", relaywire.MarshalParams(map[string]any{
 		"notifications": agreed, "_meta": map[string]json.RawMessage{metaSubscriptionID: m.ID}})), false)
 	if !want {
-		sink.send(relaywire.AppendResult(nil, m.ID, listenResult(m.ID)), true)
+		sink.Send(relaywire.AppendResult(nil, m.ID, listenResult(m.ID)), true)
 		return
 	}
 	id := append(json.RawMessage(nil), m.ID...)
@@ -563,7 +511,7 @@ func (ss *httpSession) subscribe(m *relaywire.Message, sink *postSink) {
 	}
 	h.mu.Unlock()
 	if stopping {
-		sink.send(relaywire.AppendResult(nil, id, listenResult(id)), true)
+		sink.Send(relaywire.AppendResult(nil, id, listenResult(id)), true)
 		return
 	}
 	// Connected, so that the browser's list_changed and its leaving reach

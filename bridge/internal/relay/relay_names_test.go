@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -29,30 +28,44 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
-// whoGateway is a gateway with one server, "notes", that answers every
-// request with the name of its bridge.
-type whoGateway struct{ who string }
+// whoGateway stands in for a bridge's gateway with one server, "notes",
+// that answers every request with the name of its bridge; it is served by
+// the real session engine.
+type whoGateway struct {
+	engine *mcphttp.Server
+	who    string
+}
+
+func newWhoGateway(t *testing.T, who string) whoGateway {
+	e := mcphttp.NewServer(mcphttp.ServerOptions{})
+	t.Cleanup(e.Close)
+	return whoGateway{engine: e, who: who}
+}
 
 func (whoGateway) Names() []string { return []string{"notes"} }
 
-func (g whoGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.WriteHeader(http.StatusMethodNotAllowed)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	m, kind, perr := relaywire.Parse(body)
-	if perr != nil || kind != relaywire.KindRequest {
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	result := map[string]any{"who": g.who}
-	if m.Method == "initialize" {
-		w.Header().Set(mcphttp.HeaderSessionID, "session-"+g.who)
-		result = map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "serverInfo": map[string]string{"name": g.who, "version": "1"}}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(relaywire.AppendResult(nil, m.ID, relaywire.MarshalParams(result)))
+func (g whoGateway) Route(name string) (*mcphttp.Server, mcphttp.Target, bool) {
+	return g.engine, whoTarget{g.who}, name == "notes"
+}
+
+// whoTarget is whoGateway's "notes".
+type whoTarget struct{ who string }
+
+func (whoTarget) Name() string { return "notes" }
+
+func (w whoTarget) Open(context.Context, *mcphttp.Session, json.RawMessage) (json.RawMessage, error) {
+	return relaywire.MarshalParams(map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "serverInfo": map[string]string{"name": w.who, "version": "1"}}), nil
+}
+
+func (w whoTarget) Request(_ context.Context, _ *mcphttp.Session, m *mcphttp.Message, reply mcphttp.Sink) {
+	reply.Send(relaywire.AppendResult(nil, m.ID, relaywire.MarshalParams(map[string]any{"who": w.who})), true)
+}
+
+func (whoTarget) Notification(*mcphttp.Session, *mcphttp.Message)   {}
+func (whoTarget) Response(*mcphttp.Session, *mcphttp.Message) error { return nil }
+func (whoTarget) Close(*mcphttp.Session)                            {}
+func (w whoTarget) Discover(context.Context) (json.RawMessage, error) {
+	return relaywire.MarshalParams(map[string]any{"who": w.who}), nil
 }
 
 type noBrowsers struct{}
@@ -72,7 +85,7 @@ func startNamedRelay(t *testing.T, url, tok, host string, replace bool, maxBacko
 	if testing.Verbose() {
 		w = io.MultiWriter(logs, logWriter{t, "relay-" + host})
 	}
-	c := relay.New(relay.Options{URL: url, Token: tok, Links: noBrowsers{}, Servers: whoGateway{who: host}, Host: host,
+	c := relay.New(relay.Options{URL: url, Token: tok, Links: noBrowsers{}, Servers: newWhoGateway(t, host), Host: host,
 		ReplaceServers: replace, MinBackoff: time.Millisecond, MaxBackoff: maxBackoff, ServersPoll: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx, cancel := context.WithCancel(context.Background())

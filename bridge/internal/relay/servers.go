@@ -5,26 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"mime"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
 // ServerSource is the bridge's stdio gateway as the relay sees it: the
-// names of its servers, and its handler, which serves each at
-// /servers/{name}/mcp (Streamable HTTP). *gateway.Gateway is one.
+// names of its servers, and the route of each, which the relay reaches in
+// this process through the session engine (mcphttp), as a local client of
+// /servers/{name}/mcp would over HTTP. *gateway.Gateway is one.
 type ServerSource interface {
 	Names() []string
-	http.Handler
+	Route(name string) (engine *mcphttp.Server, t mcphttp.Target, ok bool)
 }
 
 // A server extension (docs/relay.md, "Server extensions") forwards each
@@ -42,10 +38,6 @@ type ServerSource interface {
 // elicitation, roots) go to the proxy as "ext:<n>" requests, and the
 // client's answer is posted back to the session with the gateway's id.
 
-// gatewayBase is the URL the in-process requests are made to; only its
-// path matters to the gateway.
-const gatewayBase = "http://bridge.relay.invalid/servers/"
-
 // implicitInit opens a session for a client that sent no initialize (it
 // called tools/list straight away, as `browserbridge connect` does a
 // browser): it declares no capabilities, so the server asks it nothing.
@@ -56,7 +48,6 @@ type gwConns struct {
 	s      *session
 	src    ServerSource
 	server string
-	path   string // /servers/{name}/mcp, escaped
 
 	nextAsk atomic.Int64
 
@@ -70,11 +61,10 @@ type gwConn struct {
 	id string
 
 	mu      sync.Mutex
-	sid     string        // Mcp-Session-Id; "" before initialize
-	version string        // the negotiated protocol version
-	opening chan struct{} // non-nil while initialize runs; closed after
+	sess    *mcphttp.Session // nil before initialize
+	opening chan struct{}    // non-nil while initialize runs; closed after
 	closed  bool
-	stop    context.CancelFunc // ends the session's GET stream
+	stop    context.CancelFunc // ends the relay of the session's own stream
 }
 
 // gwAsk is a server request sent to the proxy, awaiting the client.
@@ -84,8 +74,7 @@ type gwAsk struct {
 }
 
 func newGWConns(s *session, src ServerSource, server string) *gwConns {
-	return &gwConns{s: s, src: src, server: server, path: gatewayBase + url.PathEscape(server) + "/mcp",
-		conns: make(map[string]*gwConn), asks: make(map[string]*gwAsk)}
+	return &gwConns{s: s, src: src, server: server, conns: make(map[string]*gwConn), asks: make(map[string]*gwAsk)}
 }
 
 // conn returns the connection's state, made on first use if create is
@@ -113,16 +102,16 @@ func (g *gwConns) request(id string, c *gwConn, m *relaywire.Message) {
 	switch {
 	case m.Method == "initialize":
 		answer = g.initialize(c, m)
-	case isStatelessRequest(m.Params):
+	case mcphttp.MetaField(m.Params, mcphttp.MetaProtocolVersion) != nil:
 		// The 2026-07-28 era: no session, the request stands alone.
-		answer = g.call(c, "", "", id, m)
+		answer = g.call(c, nil, id, m)
 	default:
-		sid, version, err := g.session(c)
+		sess, err := g.session(c)
 		if err != nil {
 			answer = relaywire.AppendError(nil, m.ID, err)
 			break
 		}
-		answer = g.call(c, sid, version, id, m)
+		answer = g.call(c, sess, id, m)
 	}
 	if answer != nil {
 		s.send(answer)
@@ -131,14 +120,14 @@ func (g *gwConns) request(id string, c *gwConn, m *relaywire.Message) {
 
 // session returns the connection's gateway session: waiting for an
 // initialize under way, or opening one with implicitInit.
-func (g *gwConns) session(c *gwConn) (sid, version string, err *relaywire.Error) {
+func (g *gwConns) session(c *gwConn) (*mcphttp.Session, *relaywire.Error) {
 	for {
 		c.mu.Lock()
 		switch {
-		case c.sid != "":
-			sid, version = c.sid, c.version
+		case c.sess != nil:
+			sess := c.sess
 			c.mu.Unlock()
-			return sid, version, nil
+			return sess, nil
 		case c.opening != nil:
 			wait := c.opening
 			c.mu.Unlock()
@@ -146,26 +135,26 @@ func (g *gwConns) session(c *gwConn) (sid, version string, err *relaywire.Error)
 			case <-wait:
 				continue
 			case <-g.s.ctx.Done():
-				return "", "", relaywire.Errorf(relaywire.CodeExtensionGone, "the relay connection to the proxy is closing")
+				return nil, relaywire.Errorf(relaywire.CodeExtensionGone, "the relay connection to the proxy is closing")
 			}
 		}
 		closed := c.closed
 		c.mu.Unlock()
 		if closed {
-			return "", "", relaywire.Errorf(relaywire.CodeExtensionGone, "the client's connection to this server has ended")
+			return nil, relaywire.Errorf(relaywire.CodeExtensionGone, "the client's connection to this server has ended")
 		}
 		res := g.initialize(c, &relaywire.Message{ID: json.RawMessage(`"relay-init"`), Method: "initialize", Params: implicitInit})
 		c.mu.Lock()
-		sid, version = c.sid, c.version
+		sess := c.sess
 		c.mu.Unlock()
-		if sid != "" { // this open's, or a concurrent one's
-			return sid, version, nil
+		if sess != nil { // this open's, or a concurrent one's
+			return sess, nil
 		}
 		e := relaywire.Errorf(relaywire.CodeInternalError, "the gateway opened no session on %q", g.server)
 		if m, _, perr := relaywire.Parse(res); perr == nil && m.Error != nil {
 			_ = json.Unmarshal(m.Error, e)
 		}
-		return "", "", e
+		return nil, e
 	}
 }
 
@@ -189,11 +178,10 @@ func (g *gwConns) initialize(c *gwConn, m *relaywire.Message) []byte {
 		c.mu.Unlock()
 		return relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the client's connection to this server has ended"))
 	}
-	if c.sid != "" {
-		sid, version := c.sid, c.version
+	if sess := c.sess; sess != nil {
 		c.mu.Unlock()
 		id, _ := relaywire.IDString(m.ID)
-		return g.call(c, sid, version, id, m)
+		return g.call(c, sess, id, m)
 	}
 	done := make(chan struct{})
 	c.opening = done
@@ -205,149 +193,102 @@ func (g *gwConns) initialize(c *gwConn, m *relaywire.Message) []byte {
 		close(done)
 	}()
 
-	resp, err := g.do(g.s.ctx, http.MethodPost, c, "", "", relaywire.AppendRequestRawID(nil, m.ID, m.Method, m.Params))
-	if err != nil {
-		return relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInternalError, "the gateway could not open a session on %q: %v", g.server, err))
+	engine, t, ok := g.src.Route(g.server)
+	if !ok {
+		return relaywire.AppendError(nil, m.ID, g.gone())
 	}
-	defer resp.Body.Close()
-	reply, rerr := g.readReply(c, resp, m.ID, "")
+	// The client key is the connection id: each remote client counts as
+	// one client in the bridge's session table.
+	sess, answer := engine.OpenLocal(g.s.ctx, t, c.id, &mcphttp.Message{JSONRPC: "2.0", ID: m.ID, Method: m.Method, Params: m.Params})
+	reply, rerr := g.parseReply(answer)
 	if rerr != nil {
+		if sess != nil {
+			sess.Close()
+		}
 		return relaywire.AppendError(nil, m.ID, rerr)
 	}
-	sid := resp.Header.Get(mcphttp.HeaderSessionID)
-	if reply.Result == nil || sid == "" {
+	if sess == nil {
 		return rebuildReply(m.ID, reply)
 	}
-	var init struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	_ = json.Unmarshal(reply.Result, &init)
 	c.mu.Lock()
 	if c.closed {
 		// The client left while its session opened: end it.
 		c.mu.Unlock()
-		g.deleteSession(sid)
+		sess.Close()
 		return rebuildReply(m.ID, reply)
 	}
 	ctx, stop := context.WithCancel(g.s.ctx)
-	c.sid, c.version, c.stop = sid, init.ProtocolVersion, stop
+	c.sess, c.stop = sess, stop
 	c.mu.Unlock()
 	g.s.wg.Add(1)
 	go func() {
 		defer g.s.wg.Done()
-		g.listen(ctx, c, sid, init.ProtocolVersion)
+		// The session's own stream: notifications and server requests
+		// that belong to no request of the client, about its connection.
+		sess.Listen(ctx, func(msg []byte) { g.relay(c, "", msg) })
 	}()
 	return rebuildReply(m.ID, reply)
 }
 
-// call posts a request to the session sid (none: stateless) and relays
-// what comes back on its answer until the reply, which it returns.
-func (g *gwConns) call(c *gwConn, sid, version, mapped string, m *relaywire.Message) []byte {
-	resp, err := g.do(g.s.ctx, http.MethodPost, c, sid, version, relaywire.AppendRequestRawID(nil, m.ID, m.Method, m.Params))
-	if err != nil {
-		return relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInternalError, "the bridge could not reach its gateway: %v", err))
+// gone says that the server's route is no longer on the gateway.
+func (g *gwConns) gone() *relaywire.Error {
+	return relaywire.Errorf(relaywire.CodeInternalError, "no server named %q on this bridge's gateway any more", g.server)
+}
+
+// call sends a request to the session sess (nil: stateless) and relays
+// what comes before its answer about the request mapped (the proxy's id
+// for it; "" for the relay's own initialize); it returns the answer.
+func (g *gwConns) call(c *gwConn, sess *mcphttp.Session, mapped string, m *relaywire.Message) []byte {
+	engine, t, ok := g.src.Route(g.server)
+	if !ok {
+		return relaywire.AppendError(nil, m.ID, g.gone())
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound && sid != "" {
+	answer := engine.Call(g.s.ctx, sess, t, &mcphttp.Message{JSONRPC: "2.0", ID: m.ID, Method: m.Method, Params: m.Params},
+		func(msg []byte) { g.relay(c, mapped, msg) })
+	if sess != nil && sess.Closed() {
 		// The session ended (the server was removed or restarted, or the
 		// session expired): the next request opens a new one.
 		c.mu.Lock()
-		if c.sid == sid {
-			c.sid = ""
+		if c.sess == sess {
+			c.sess = nil
 			if c.stop != nil {
 				c.stop()
 			}
 		}
 		c.mu.Unlock()
 	}
-	reply, rerr := g.readReply(c, resp, m.ID, mapped)
+	if answer == nil {
+		return nil // the proxy connection dropped: nobody to answer
+	}
+	reply, rerr := g.parseReply(answer)
 	if rerr != nil {
-		if g.s.ctx.Err() != nil {
-			return nil // the proxy connection dropped: nobody to answer
-		}
 		return relaywire.AppendError(nil, m.ID, rerr)
 	}
 	return rebuildReply(m.ID, reply)
 }
 
-// readReply reads the gateway's answer to the request with id: a JSON
-// body, or a stream of events ending with it, whose other messages are
-// relayed about the request mapped (the proxy's id for it; "" for the
-// relay's own initialize, whose stream carries nothing else).
-func (g *gwConns) readReply(c *gwConn, resp *http.Response, id json.RawMessage, mapped string) (*relaywire.Message, *relaywire.Error) {
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if ct != "text/event-stream" {
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 4*relaywire.MaxMessageSize))
-		if err != nil {
-			return nil, relaywire.Errorf(relaywire.CodeInternalError, "reading the gateway's answer: %v", err)
-		}
-		m, kind, perr := relaywire.Parse(body)
-		if perr != nil || kind != relaywire.KindReply {
-			return nil, relaywire.Errorf(relaywire.CodeInternalError, "the gateway answered HTTP %d without a JSON-RPC reply", resp.StatusCode)
-		}
-		return m, nil
+// parseReply reads the gateway's answer.
+func (g *gwConns) parseReply(answer []byte) (*relaywire.Message, *relaywire.Error) {
+	m, kind, perr := relaywire.Parse(answer)
+	if perr != nil || kind != relaywire.KindReply {
+		return nil, relaywire.Errorf(relaywire.CodeInternalError, "the gateway's answer is not a JSON-RPC reply")
 	}
-	r := mcphttp.NewSSEReader(resp.Body, 4*relaywire.MaxMessageSize)
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			if g.s.ctx.Err() != nil {
-				return nil, relaywire.Errorf(relaywire.CodeExtensionGone, "the relay connection to the proxy dropped")
-			}
-			return nil, relaywire.Errorf(relaywire.CodeInternalError, "the gateway's answer stream ended before the reply: %v", err)
-		}
-		if len(ev.Data) == 0 {
-			continue
-		}
-		m, kind, perr := relaywire.Parse(bytes.Clone(ev.Data))
-		if perr != nil {
-			g.s.log.Warn("the gateway sent a message that is not JSON-RPC", "server", g.server, "error", perr.Message)
-			continue
-		}
-		switch kind {
-		case relaywire.KindReply:
-			if string(m.ID) == string(id) {
-				return m, nil
-			}
-		case relaywire.KindNotification:
-			g.relayNotification(c, mapped, m)
-		case relaywire.KindRequest:
-			g.relayRequest(c, mapped, m)
-		}
-	}
+	return m, nil
 }
 
-// listen relays the session's own stream (GET): notifications and server
-// requests that belong to no request of the client, about its connection.
-func (g *gwConns) listen(ctx context.Context, c *gwConn, sid, version string) {
-	resp, err := g.do(ctx, http.MethodGet, c, sid, version, nil)
-	if err != nil {
+// relay passes a message of the gateway session that is no answer to the
+// proxy: about the request mapped, or else about the connection.
+func (g *gwConns) relay(c *gwConn, mapped string, msg []byte) {
+	m, kind, perr := relaywire.Parse(bytes.Clone(msg))
+	if perr != nil {
+		g.s.log.Warn("the gateway sent a message that is not JSON-RPC", "server", g.server, "error", perr.Message)
 		return
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		g.s.log.Debug("the gateway refused the session's stream", "server", g.server, "status", resp.StatusCode)
-		return
-	}
-	r := mcphttp.NewSSEReader(resp.Body, 4*relaywire.MaxMessageSize)
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			return
-		}
-		if len(ev.Data) == 0 {
-			continue
-		}
-		m, kind, perr := relaywire.Parse(bytes.Clone(ev.Data))
-		if perr != nil {
-			continue
-		}
-		switch kind {
-		case relaywire.KindNotification:
-			g.relayNotification(c, "", m)
-		case relaywire.KindRequest:
-			g.relayRequest(c, "", m)
-		}
+	switch kind {
+	case relaywire.KindNotification:
+		g.relayNotification(c, mapped, m)
+	case relaywire.KindRequest:
+		g.relayRequest(c, mapped, m)
 	}
 }
 
@@ -431,15 +372,15 @@ func (g *gwConns) answer(m *relaywire.Message) bool {
 		body = relaywire.AppendErrorRaw(nil, a.gid, m.Error)
 	}
 	a.conn.mu.Lock()
-	sid, version := a.conn.sid, a.conn.version
+	sess := a.conn.sess
 	a.conn.mu.Unlock()
-	if sid == "" {
+	if sess == nil {
 		return true
 	}
 	g.s.wg.Add(1)
 	go func() {
 		defer g.s.wg.Done()
-		g.post(a.conn, sid, version, body)
+		g.post(sess, body)
 	}()
 	return true
 }
@@ -453,24 +394,24 @@ func (g *gwConns) notify(conn string, m *relaywire.Message) {
 		return
 	}
 	c.mu.Lock()
-	sid, version := c.sid, c.version
+	sess := c.sess
 	c.mu.Unlock()
-	if sid == "" {
+	if sess == nil {
 		return
 	}
-	g.post(c, sid, version, relaywire.AppendNotification(nil, m.Method, m.Params))
+	g.post(sess, relaywire.AppendNotification(nil, m.Method, m.Params))
 }
 
-// post sends a message that is answered 202 (a notification, an answer).
-func (g *gwConns) post(c *gwConn, sid, version string, body []byte) {
-	resp, err := g.do(g.s.ctx, http.MethodPost, c, sid, version, body)
+// post passes a message that gets no answer (a notification, a client's
+// answer) to the session.
+func (g *gwConns) post(sess *mcphttp.Session, body []byte) {
+	m, _, err := mcphttp.ParseMessage(body)
 	if err != nil {
+		g.s.log.Debug("not passed to the gateway", "server", g.server, "error", err)
 		return
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		g.s.log.Debug("the gateway did not accept a message", "server", g.server, "status", resp.StatusCode)
+	if engine, t, ok := g.src.Route(g.server); ok {
+		engine.Call(g.s.ctx, sess, t, m, nil)
 	}
 }
 
@@ -489,14 +430,14 @@ func (g *gwConns) closeConn(conn string) {
 		return
 	}
 	c.mu.Lock()
-	sid, stop := c.sid, c.stop
-	c.sid, c.closed = "", true
+	sess, stop := c.sess, c.stop
+	c.sess, c.closed = nil, true
 	c.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
-	if sid != "" {
-		g.deleteSession(sid)
+	if sess != nil {
+		sess.Close()
 	}
 }
 
@@ -514,68 +455,12 @@ func (g *gwConns) closeAll() {
 	}
 }
 
-func (g *gwConns) deleteSession(sid string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	resp, err := g.do(ctx, http.MethodDelete, nil, sid, "", nil)
-	if err == nil {
-		resp.Body.Close()
-	}
-}
-
-// do makes one request to the gateway's route for the server. The client
-// address is the connection id, so that each remote client counts as one
-// client in the bridge's session table.
-func (g *gwConns) do(ctx context.Context, method string, c *gwConn, sid, version string, body []byte) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, g.path, rd)
-	if err != nil {
-		return nil, err
-	}
-	req.RemoteAddr = "relay:0"
-	if c != nil {
-		req.RemoteAddr = c.id + ":0"
-	}
-	switch method {
-	case http.MethodPost:
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-	case http.MethodGet:
-		req.Header.Set("Accept", "text/event-stream")
-	}
-	if sid != "" {
-		req.Header.Set(mcphttp.HeaderSessionID, sid)
-	}
-	if version != "" {
-		req.Header.Set(mcphttp.HeaderProtocolVersion, version)
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	return serveInProcess(g.src, req), nil
-}
-
 // rebuildReply writes the gateway's reply with the proxy's id.
 func rebuildReply(id json.RawMessage, m *relaywire.Message) []byte {
 	if m.Result != nil {
 		return relaywire.AppendResult(nil, id, m.Result)
 	}
 	return relaywire.AppendErrorRaw(nil, id, m.Error)
-}
-
-// isStatelessRequest tells a request of the 2026-07-28 era: its params
-// carry the protocol version in _meta.
-func isStatelessRequest(params json.RawMessage) bool {
-	if !bytes.Contains(params, []byte(mcphttp.MetaProtocolVersion)) {
-		return false
-	}
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	return json.Unmarshal(params, &p) == nil && p.Meta[mcphttp.MetaProtocolVersion] != nil
 }
 
 // serverAgentName is what a server extension announces: the server's name

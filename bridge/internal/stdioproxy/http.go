@@ -99,7 +99,7 @@ func (p *proxy) post(ctx context.Context, sid string, msg jsonrpc.Message) (*htt
 	if sid != "" {
 		req.Header.Set(mcphttp.HeaderSessionID, sid)
 	}
-	if r, ok := msg.(*jsonrpc.Request); ok && p.protoVersion() >= mcphttp.VersionStateless {
+	if r, ok := msg.(*jsonrpc.Request); ok && mcphttp.IsStateless(p.protoVersion()) {
 		req.Header.Set(mcphttp.HeaderMethod, r.Method)
 		if name := nameOf(r); name != "" {
 			req.Header.Set(mcphttp.HeaderName, name)
@@ -272,7 +272,7 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Header.Get(mcphttp.HeaderProtocolVersion) == "" {
 		// Requests in a session, and every request of the stateless era,
 		// name the negotiated version. A new session's initialize does not.
-		if v := t.version(); v != "" && (req.Header.Get(mcphttp.HeaderSessionID) != "" || v >= mcphttp.VersionStateless) {
+		if v := t.version(); v != "" && (req.Header.Get(mcphttp.HeaderSessionID) != "" || mcphttp.IsStateless(v)) {
 			version = v
 		}
 	}

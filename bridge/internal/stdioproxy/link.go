@@ -190,7 +190,7 @@ func (p *proxy) connect(deadline time.Time) (*link, string, error) {
 		p.log.Warn("the bridge no longer has the session; starting a new one", "session", sid, "error", err)
 		p.forgetSession(sid)
 	}
-	if init == nil || p.protoVersion() >= mcphttp.VersionStateless {
+	if init == nil || mcphttp.IsStateless(p.protoVersion()) {
 		if err := p.probe(actx); err != nil {
 			return nil, "", err
 		}

@@ -529,7 +529,7 @@ func (p *proxy) notify(n *jsonrpc.Request) {
 		p.mu.Unlock()
 	case methodCancelled:
 		p.forgetCancelled(n)
-		if p.protoVersion() >= mcphttp.VersionStateless {
+		if mcphttp.IsStateless(p.protoVersion()) {
 			// There is no session to tell: closing the call's request,
 			// which forgetCancelled did, is how it is cancelled.
 			return

@@ -41,7 +41,7 @@ var errStreamEnded = errors.New("the bridge ended the GET stream")
 // the server sends after that is lost.
 func (p *proxy) openStream(l *link) {
 	sid := p.sessionOf(l)
-	if sid == "" || p.protoVersion() >= mcphttp.VersionStateless {
+	if sid == "" || mcphttp.IsStateless(p.protoVersion()) {
 		return // no session, or the stateless era: no GET stream
 	}
 	resp, err := p.getStream(l.ctx, sid, "", attemptTimeout)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -120,7 +119,7 @@ func (p *proxy) awaitBridge() <-chan linkResult {
 // session for it): the caller waits again.
 func (p *proxy) bridgeArrived(l *link) bool {
 	p.mu.Lock()
-	if l.dead || p.closing || (p.initReq != nil && l.sid == "" && p.protoVersion() < mcphttp.VersionStateless) {
+	if l.dead || p.closing || (p.initReq != nil && l.sid == "" && !mcphttp.IsStateless(p.protoVersion())) {
 		l.dead = true
 		p.mu.Unlock()
 		l.cancel()
@@ -197,7 +196,7 @@ func (p *proxy) localAnswer(req *jsonrpc.Request) *jsonrpc.Response {
 		if again {
 			return errorResponse(req.ID, rpccode.InvalidRequest, "the session is initialized already")
 		}
-		version := negotiatedVersion(params.ProtocolVersion)
+		version := mcphttp.Negotiate(params.ProtocolVersion, mcphttp.Versions)
 		p.setProtoVersion(version)
 		p.log.Info("answered the client's initialize while waiting for the bridge", "protocol", version)
 		result = &mcp.InitializeResult{
@@ -242,20 +241,4 @@ func (p *proxy) serverVersion() string {
 		return p.opts.Version
 	}
 	return "dev"
-}
-
-// negotiatedVersion is the protocol version the SDK's server answers an
-// initialize asking for v with (the bridge will answer the same): v if
-// supported, else the newest version that has initialize.
-func negotiatedVersion(v string) string {
-	supported := mcp.SupportedProtocolVersions()
-	if v < mcphttp.VersionStateless && slices.Contains(supported, v) {
-		return v
-	}
-	for _, s := range supported {
-		if s < mcphttp.VersionStateless {
-			return s
-		}
-	}
-	return "2025-11-25"
 }

@@ -1,0 +1,519 @@
+package mcphttp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
+)
+
+// The Streamable HTTP server (and the legacy HTTP+SSE one), written for a
+// pass-through: messages are relayed as raw bytes to a Target, which
+// answers what it serves; the Server does what every endpoint does the
+// same way: the header rules, the session table, the POST's answer, the
+// GET stream, DELETE, the stateless era's one-request sessions and idle
+// reaping. docs/protocol.md ("One session engine") draws it.
+
+// A Target is what an endpoint serves to its sessions: a stdio server, the
+// gateway's aggregate of them, a browser. The Server calls it with each
+// session's messages; ping, initialize on an initialized session and
+// server/discover it answers itself (the latter through Discover).
+//
+// Open is called once per session before anything else of it, Close once
+// after everything else (a request still running when the session ends
+// sees ctx or Session.Done end). The other methods may be called
+// concurrently, for one session as for several.
+type Target interface {
+	// Name is the route's name, for messages and lookups: a session is
+	// found only on the route it was opened on.
+	Name() string
+	// Open attaches a new session. A stateful one comes with the client's
+	// initialize params and gets the initialize result the client is
+	// answered with; a stateless one (Session.Stateless) with nil params,
+	// its result unused. An error ends the session: a *Refusal (or a
+	// *sessionlimit.Refusal) is answered with its status and Retry-After,
+	// any other with a JSON-RPC error saying why the server is unavailable.
+	Open(ctx context.Context, s *Session, initParams json.RawMessage) (json.RawMessage, error)
+	// Request handles a client request; its answer, and the notifications
+	// and server requests that come before it, reach reply. ctx ends when
+	// the client stops waiting.
+	Request(ctx context.Context, s *Session, m *Message, reply Sink)
+	// Notification handles a client notification.
+	Notification(s *Session, m *Message)
+	// Response handles a client's answer to a server→client request.
+	Response(s *Session, m *Message) error
+	// Close detaches the session.
+	Close(s *Session)
+	// Discover answers server/discover (2026-07-28).
+	Discover(ctx context.Context) (json.RawMessage, error)
+}
+
+// Busy may be implemented by a Target whose sessions have work of their
+// own in flight (calls forwarded and not yet answered): a busy session is
+// not idle, whatever its last use.
+type Busy interface {
+	Busy(s *Session) bool
+}
+
+// A Sink takes the messages that answer one request: notifications and
+// server requests (final false), then the response (final true), after
+// which nothing more is taken. Send never blocks.
+type Sink interface {
+	Send(msg []byte, final bool)
+}
+
+// A Refusal is an error of Target.Open that refuses the session with an
+// HTTP status, a Retry-After and a JSON-RPC error.
+type Refusal struct {
+	Status     int
+	RetryAfter time.Duration // 0: no Retry-After
+	Code       int
+	Message    string
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// ServerOptions configure a Server. Zero values are documented.
+type ServerOptions struct {
+	// Versions are the protocol versions the endpoint speaks; nil means
+	// Versions.
+	Versions []string
+	// Sessions admits every session opened, with its client key (peer
+	// address and clientInfo.name); nil admits all.
+	Sessions *sessionlimit.Table
+	// SessionTimeout ends sessions idle this long (no request being
+	// served, no stream open, not Busy); 0 means 30 minutes.
+	SessionTimeout time.Duration
+	// ReplayBytes bounds each session's delivered messages kept for
+	// Last-Event-ID resumption; 0 means 64 KiB.
+	ReplayBytes int
+	// MaxBodyBytes bounds a request body; 0 means 4 MiB.
+	MaxBodyBytes int64
+	// PingInterval is the keep-alive period of open streams (an SSE
+	// comment line); 0 means 30 s, negative turns it off.
+	PingInterval time.Duration
+	// AnyContentType lets a posted body without Content-Type pass (one
+	// with another type than application/json is still refused): a
+	// gateway relays for clients that send none.
+	AnyContentType bool
+	// Name is how messages name the endpoint ("this gateway"); "" means
+	// "this endpoint".
+	Name string
+	// NewState, if set, makes each session's State as the session is made,
+	// before any message of it reaches its Target.
+	NewState func(s *Session) any
+	// Opened, if set, is told of each session that opened, with its
+	// transport: "streamable" or "sse".
+	Opened func(s *Session, transport string)
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+func (o *ServerOptions) defaults() {
+	if o.Versions == nil {
+		o.Versions = Versions
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 30 * time.Minute
+	}
+	if o.ReplayBytes == 0 {
+		o.ReplayBytes = 64 << 10
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.PingInterval == 0 {
+		o.PingInterval = 30 * time.Second
+	}
+	if o.Name == "" {
+		o.Name = "this endpoint"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// A Server serves Streamable HTTP (ServeStreamable) and legacy HTTP+SSE
+// (ServeSSE, ServeMessage) to Targets, keeping the sessions of every
+// route in one table. Its methods are safe for concurrent use.
+type Server struct {
+	opts ServerOptions
+	log  *slog.Logger
+	stop chan struct{}
+
+	mu       sync.RWMutex
+	sessions map[string]*Session
+	stopping bool
+}
+
+// NewServer returns a Server with no sessions.
+func NewServer(opts ServerOptions) *Server {
+	opts.defaults()
+	return &Server{opts: opts, log: opts.Logger, stop: make(chan struct{}), sessions: make(map[string]*Session)}
+}
+
+// Close ends every session and every stream; sessions opened later are
+// refused. It is safe to call twice.
+func (srv *Server) Close() {
+	srv.mu.Lock()
+	if !srv.stopping {
+		srv.stopping = true
+		close(srv.stop)
+	}
+	list := make([]*Session, 0, len(srv.sessions))
+	for _, s := range srv.sessions {
+		list = append(list, s)
+	}
+	srv.mu.Unlock()
+	for _, s := range list {
+		s.Close()
+	}
+}
+
+// Sessions calls f with each session in the table (stateful and legacy
+// SSE ones: a stateless request's session is in no table).
+func (srv *Server) Sessions(f func(*Session)) {
+	srv.mu.RLock()
+	list := make([]*Session, 0, len(srv.sessions))
+	for _, s := range srv.sessions {
+		list = append(list, s)
+	}
+	srv.mu.RUnlock()
+	for _, s := range list {
+		f(s)
+	}
+}
+
+// Lookup finds the session id of the route named route; nil if there is
+// none (another route's session is none).
+func (srv *Server) Lookup(id, route string) *Session {
+	if id == "" {
+		return nil
+	}
+	srv.mu.RLock()
+	s := srv.sessions[id]
+	srv.mu.RUnlock()
+	if s == nil || s.t.Name() != route {
+		return nil
+	}
+	return s
+}
+
+// add puts s in the table and starts its idle timer; false when the
+// server is closing.
+func (srv *Server) add(s *Session, transport string) bool {
+	srv.mu.Lock()
+	if srv.stopping {
+		srv.mu.Unlock()
+		return false
+	}
+	srv.sessions[s.ID] = s
+	s.mu.Lock()
+	if !s.closed {
+		s.timer = time.AfterFunc(srv.opts.SessionTimeout, s.reap)
+	}
+	s.mu.Unlock()
+	srv.mu.Unlock()
+	if srv.opts.Opened != nil {
+		srv.opts.Opened(s, transport)
+	}
+	return true
+}
+
+func (srv *Server) drop(s *Session) {
+	srv.mu.Lock()
+	if srv.sessions[s.ID] == s {
+		delete(srv.sessions, s.ID)
+	}
+	srv.mu.Unlock()
+}
+
+func (srv *Server) newSession(t Target, stateless bool) *Session {
+	s := &Session{t: t, srv: srv, Stateless: stateless, Out: NewOutbox(srv.opts.ReplayBytes), done: make(chan struct{})}
+	if !stateless {
+		// A stateless session lives for one request and is never looked
+		// up: it needs no id, and each request would otherwise read the
+		// system's random source.
+		s.ID = rand.Text()
+	}
+	s.touch()
+	if srv.opts.NewState != nil {
+		s.State = srv.opts.NewState(s)
+	}
+	return s
+}
+
+// admit takes a place for the new session s in the admission table; s is
+// then being served (never evicted) until the caller's s.end(). Without a
+// place, admit answers the refusal (429 for this client's cap, 503 for
+// the server's, Retry-After, a JSON-RPC error) and reports false.
+func (srv *Server) admit(w http.ResponseWriter, r *http.Request, s *Session, id json.RawMessage, client string) bool {
+	if err := srv.admitKey(s, sessionlimit.ClientKey(peerHost(r), "", client)); err != nil {
+		writeOpenError(w, id, err)
+		return false
+	}
+	return true
+}
+
+// admitKey admits s under the client key key and begins it; the error is
+// a *sessionlimit.Refusal.
+func (srv *Server) admitKey(s *Session, key string) error {
+	if srv.opts.Sessions == nil {
+		s.begin()
+		return nil
+	}
+	adm, err := srv.opts.Sessions.Admit(key, s.Close)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.adm = adm
+	s.mu.Unlock()
+	if s.begin() {
+		return nil
+	}
+	// Evicted before it began: another initialize of the same client took
+	// its place in that instant.
+	adm.Release()
+	return &sessionlimit.Refusal{Status: http.StatusServiceUnavailable, RetryAfter: sessionlimit.DefaultRetryAfter,
+		Message: "the session was ended to make room for another session of this client as it opened; try again"}
+}
+
+// writeOpenError answers a request whose session could not open: a
+// refusal with its status and Retry-After, anything else as a JSON-RPC
+// error saying why the server is unavailable.
+func writeOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
+	var ref *Refusal
+	var lim *sessionlimit.Refusal
+	switch {
+	case errors.As(err, &ref):
+		if ref.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(ref.RetryAfter.Round(time.Second)/time.Second))))
+		}
+		WriteError(w, ref.Status, id, ref.Code, ref.Message)
+	case errors.As(err, &lim):
+		w.Header().Set("Retry-After", lim.RetryAfterSeconds())
+		WriteError(w, lim.Status, id, rpccode.Unavailable, lim.Message)
+	default:
+		WriteError(w, http.StatusOK, id, rpccode.Unavailable, err.Error())
+	}
+}
+
+// clientName is clientInfo.name of initialize params, or "".
+func clientName(params json.RawMessage) string {
+	var p struct {
+		ClientInfo struct {
+			Name string `json:"name"`
+		} `json:"clientInfo"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.ClientInfo.Name
+}
+
+// peerHost is the client's address without its port: one client makes
+// connections from many ports.
+func peerHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// readMessage reads and parses a posted message within the size limit,
+// answering bad input itself.
+func (srv *Server) readMessage(w http.ResponseWriter, r *http.Request) (*Message, bool) {
+	if !(srv.opts.AnyContentType && r.Header.Get("Content-Type") == "") && !CheckContentType(w, r) {
+		return nil, false
+	}
+	body, ok := ReadBody(w, r, srv.opts.MaxBodyBytes)
+	if !ok {
+		return nil, false
+	}
+	m, code, err := ParseMessage(body)
+	if err != nil {
+		var id json.RawMessage
+		if m != nil && ValidID(m.ID) {
+			id = m.ID
+		}
+		WriteError(w, http.StatusBadRequest, id, code, err.Error())
+		return nil, false
+	}
+	return m, true
+}
+
+// ServeStreamable serves t over Streamable HTTP: POST (messages), GET (a
+// session's stream) and DELETE (end a session).
+func (srv *Server) ServeStreamable(w http.ResponseWriter, r *http.Request, t Target) {
+	if !CheckVersion(w, r, nil, srv.opts.Versions) {
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		srv.post(w, r, t)
+	case http.MethodGet:
+		srv.getStream(w, r, t)
+	case http.MethodDelete:
+		sid := r.Header.Get(HeaderSessionID)
+		s := srv.Lookup(sid, t.Name())
+		if s == nil {
+			WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q: it has ended or never existed", sid, t.Name()))
+			return
+		}
+		s.Close()
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "Streamable HTTP takes POST (messages), GET (the session's stream) and DELETE (end the session)")
+	}
+}
+
+func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
+	if !CheckPOSTAccept(w, r) {
+		return
+	}
+	m, ok := srv.readMessage(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	sid := r.Header.Get(HeaderSessionID)
+	var s *Session
+	switch {
+	case sid != "":
+		if s = srv.Lookup(sid, t.Name()); s == nil || !s.begin() {
+			srv.writeNotFound(w, m.ID, sid, t)
+			return
+		}
+		defer s.end()
+	case m.Method == "initialize" && m.Kind() == KindRequest:
+		srv.initialize(w, r, t, m)
+		return
+	case IsStatelessRequest(r.Header, m.Params):
+		if msg := CheckStandardHeaders(r.Header, m.Kind() == KindRequest, m.Method, m.Params); msg != "" {
+			WriteError(w, http.StatusBadRequest, m.ID, rpccode.InvalidRequest, msg)
+			return
+		}
+		srv.stateless(w, r, t, m)
+		return
+	default:
+		WriteError(w, http.StatusBadRequest, m.ID, rpccode.InvalidRequest, "missing "+HeaderSessionID+" header: send initialize first (or, in the 2026-07-28 era, put the protocol version in params._meta)")
+		return
+	}
+	if m.Kind() != KindRequest {
+		s.handle(ctx, m, nil)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	var reply PostSink
+	s.handle(ctx, m, &reply)
+	reply.WriteTo(w, r, m.ID, s.done)
+}
+
+func (srv *Server) writeNotFound(w http.ResponseWriter, id json.RawMessage, sid string, t Target) {
+	WriteError(w, http.StatusNotFound, id, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.Name()))
+}
+
+// initialize opens a Streamable HTTP session: admitted, opened on t, in
+// the table, its id in Mcp-Session-Id.
+func (srv *Server) initialize(w http.ResponseWriter, r *http.Request, t Target, m *Message) {
+	s := srv.newSession(t, false)
+	if !srv.admit(w, r, s, m.ID, clientName(m.Params)) {
+		return
+	}
+	defer s.end()
+	res, err := s.open(r.Context(), m.Params)
+	if err != nil {
+		writeOpenError(w, m.ID, err)
+		return
+	}
+	if !srv.add(s, "streamable") {
+		s.Close()
+		w.Header().Set("Retry-After", "5")
+		WriteError(w, http.StatusServiceUnavailable, m.ID, rpccode.Unavailable, srv.opts.Name+" is shutting down; try again in a moment")
+		return
+	}
+	w.Header().Set(HeaderSessionID, s.ID)
+	w.Header().Set("Content-Type", ContentTypeJSON)
+	_, _ = w.Write(AppendResponse(nil, m.ID, res, nil))
+}
+
+// stateless serves one 2026-07-28 request: a session that lives as long as
+// the request; the client's leaving cancels it.
+func (srv *Server) stateless(w http.ResponseWriter, r *http.Request, t Target, m *Message) {
+	ctx := r.Context()
+	if m.Kind() != KindRequest {
+		// Nothing outlives the request a notification or answer could be
+		// about.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	s := srv.newSession(t, true)
+	s.Version = VersionStateless
+	if m.Method != "server/discover" {
+		if _, err := t.Open(ctx, s, nil); err != nil {
+			writeOpenError(w, m.ID, err)
+			return
+		}
+		defer s.Close()
+	}
+	var reply PostSink
+	s.handle(ctx, m, &reply)
+	reply.WriteTo(w, r, m.ID, s.done)
+}
+
+// getStream serves a session's own stream (Streamable HTTP GET): messages
+// that belong to no request, numbered for Last-Event-ID resumption.
+func (srv *Server) getStream(w http.ResponseWriter, r *http.Request, t Target) {
+	if !CheckGETAccept(w, r) {
+		return
+	}
+	sid := r.Header.Get(HeaderSessionID)
+	if sid == "" {
+		WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "GET needs the "+HeaderSessionID+" header of an initialized session")
+		return
+	}
+	s := srv.Lookup(sid, t.Name())
+	if s == nil || !s.begin() {
+		srv.writeNotFound(w, nil, sid, t)
+		return
+	}
+	defer s.end()
+	from, ok := AttachGET(w, r, s.Out, "this session's stream is already open; one GET stream per session", srv.opts.Name)
+	if !ok {
+		return
+	}
+	defer s.Out.Detach()
+	srv.pump(w, r, s, from)
+}
+
+// pump writes the session's outbox to its stream until the client leaves,
+// the session ends or the server closes.
+func (srv *Server) pump(w http.ResponseWriter, r *http.Request, s *Session, from uint64, preface ...string) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		WriteError(w, http.StatusInternalServerError, nil, rpccode.InternalError, "streaming is not supported by this connection")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeSSE)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	for _, p := range preface {
+		_, _ = io.WriteString(w, p)
+	}
+	fl.Flush()
+	s.Out.Pump(r.Context(), w, fl, from, srv.opts.PingInterval, srv.stop, s.touch)
+}
