@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -300,7 +299,8 @@ type toolCall struct {
 	header   http.Header        // the HTTP request's: ?browser= arrives in BrowserHeader
 	name     string
 	args     json.RawMessage
-	progress any // the client's progress token; nil for none
+	progress any    // the client's progress token; nil for none
+	version  string // the protocol version the call is answered in (eras.go)
 }
 
 // linkCallParams is what the extension gets for a tools/call (fields in
@@ -351,7 +351,7 @@ type browserInfoMeta struct {
 // callBrowserTool is the SDK's handler for the browser's tools.
 func (s *Server) callBrowserTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.stats.Calls.Add(1)
-	c := toolCall{sess: s.session(req.Session, req), name: req.Params.Name, args: req.Params.Arguments}
+	c := toolCall{sess: s.session(req.Session, req), name: req.Params.Name, args: req.Params.Arguments, version: requestVersion(req)}
 	if req.Extra != nil {
 		c.header = req.Extra.Header
 	}
@@ -424,7 +424,7 @@ func (s *Server) callBrowser(ctx context.Context, c toolCall) (browserAnswer, *m
 
 	raw, err := b.Call(ctx, id, "tools/call", params.encode())
 	if err != nil {
-		res, err := s.callFailed(ctx, b, id, err)
+		res, err := s.callFailed(ctx, b, id, c.version, err)
 		return browserAnswer{}, res, err
 	}
 	return browserAnswer{browser: b, raw: raw}, nil, nil
@@ -544,7 +544,7 @@ func scanTextResult(raw []byte, text func(token []byte) bool) (isError, ok bool)
 }
 
 // callFailed turns a failed link call into what the client should see.
-func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id string, err error) (*mcp.CallToolResult, error) {
+func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id, version string, err error) (*mcp.CallToolResult, error) {
 	s.stats.CallErrors.Add(1)
 	var rpcErr *jsonrpc2.Error
 	switch {
@@ -561,9 +561,9 @@ func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id string,
 			"Check the page (read it again) before repeating the action."), nil
 	case errors.As(err, &rpcErr):
 		// Protocol-level refusals keep their JSON-RPC code (an unknown tool,
-		// bad arguments); anything else is a failed tool run.
+		// bad arguments before 2025-11-25); anything else is a failed tool run.
 		if rpcErr.Code == jsonrpc2.CodeInvalidParams || rpcErr.Code == jsonrpc2.CodeMethodNotFound {
-			return nil, &jsonrpc.Error{Code: rpcErr.Code, Message: rpcErr.Message}
+			return refusal(rpcErr, version)
 		}
 		return toolError(rpcErr.Message), nil
 	}
