@@ -181,6 +181,30 @@ func (s *Server) register(ss *mcp.ServerSession, st *session) *session {
 	return st
 }
 
+// stoppingSentence answers a call that the bridge's own stop (for a
+// restart, most often) cut short, in the process that stops.
+const stoppingSentence = "Browser Bridge is restarting (or was stopped) while this call was running, so its answer was lost and the action may or may not have happened. " +
+	"A restarted bridge carries the session on: check the page (read it again) before repeating the action."
+
+// WaitCalls waits until no call of a stateful session is in flight, or
+// ctx ends: a stopping bridge lets the calls its closed links cut short
+// answer before it closes their sessions.
+func (s *Server) WaitCalls(ctx context.Context) {
+	s.sessMu.Lock()
+	waits := make([]<-chan struct{}, 0, len(s.sessions))
+	for _, st := range s.sessions {
+		waits = append(waits, st.idle())
+	}
+	s.sessMu.Unlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // Stopping marks the server as shutting down: sessions that close from
 // now on are not reported ended to the browsers (their records and tab
 // groups stay for the next bridge process).
@@ -555,6 +579,10 @@ func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id, versio
 		defer cancel()
 		_ = b.Notify(nctx, "notifications/cancelled", map[string]any{"requestId": id, "reason": "the MCP client cancelled the call"})
 		return nil, ctx.Err()
+	case errors.Is(err, hostlink.ErrBrowserGone) && s.stopping.Load():
+		// The bridge closed the link because it is stopping (a restart).
+		s.stats.BrowserGone.Add(1)
+		return toolError(stoppingSentence), nil
 	case errors.Is(err, hostlink.ErrBrowserGone):
 		s.stats.BrowserGone.Add(1)
 		return toolError("The browser disconnected before answering, so the action may or may not have happened. " +
