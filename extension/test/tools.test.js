@@ -136,7 +136,10 @@ test('invalid arguments are -32602 errors that name the argument', async () => {
     assert.match(reply.error.message, re);
     // The problems ride in data, which the bridge turns into a tool error
     // from MCP 2025-11-25 on.
-    assert.ok(reply.error.data?.argumentErrors?.some((p) => re.test(p)), JSON.stringify(reply.error.data));
+    assert.ok(
+      reply.error.data?.argumentErrors?.some((p) => re.test(p)),
+      JSON.stringify(reply.error.data),
+    );
   }
 });
 
