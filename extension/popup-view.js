@@ -219,8 +219,12 @@ const ACTIVITY = { answering: 'Answering', idle: 'Idle', working: 'Working' };
  * @property {string} activity e.g. "Answering: summary", or ''
  * @property {ReturnType<typeof planView>} plan
  * @property {number} calls how many of the recent calls are its
+ * @property {boolean} remote a client through the cloud relay (its name says so too)
  * @property {boolean} canDisconnect a local MCP session (the bridge can end it)
  */
+
+/** Whether a session record or a recent call is a remote client's (through the cloud relay). */
+const isRemote = (x) => !!x?.remote || String(x?.session || x?.id || '').startsWith('conn-');
 
 /**
  * The client cards: the live sessions, newest first.
@@ -237,7 +241,8 @@ export function clientsView(records, bridge, calls, now = Date.now()) {
       : '';
     return {
       id: s.id,
-      name: s.client || s.id,
+      name: `${s.client || s.id}${isRemote(s) ? ' (remote)' : ''}`,
+      remote: isRemote(s),
       colour: GROUP_COLOURS.includes(s.color) ? s.color : 'grey',
       groupId: Number.isInteger(s.groupId) && s.groupId >= 0 ? s.groupId : null,
       lastActive: ago(s.lastActive, now),
@@ -282,7 +287,7 @@ export function callsView(calls, records, now = Date.now()) {
       outcome: `${c.ok ? 'ok' : 'failed'}${ms ? ` · ${ms}` : ''}`,
       error: c.ok ? '' : String(c.error || ''),
       when: ago(c.at, now),
-      client: String(c.client || c.session || ''),
+      client: `${c.client || c.session || ''}${isRemote(c) ? ' (remote)' : ''}`,
       colour: GROUP_COLOURS.includes(rec?.color) ? rec.color : 'grey',
     };
   });

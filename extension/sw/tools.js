@@ -176,6 +176,7 @@ export async function call(params, rpcCtx) {
     target: callTarget(name, args),
     session: session.id,
     client: session.client,
+    ...(session.remote ? { remote: true } : {}),
     ms: Date.now() - started,
     checkMs,
     ok: !result.isError,

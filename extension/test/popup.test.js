@@ -214,7 +214,7 @@ test('clients: cards with group colours, plan and activity; compact past three',
   assert.deepEqual(
     v.cards.map((c) => [c.name, c.colour, c.canDisconnect]),
     [
-      ['relay conn-r', 'green', false],
+      ['relay conn-r (remote)', 'green', false],
       ['Cursor', 'grey', true],
       ['Claude Code', 'blue', true],
     ],
@@ -366,7 +366,7 @@ test('popup.js draws the live sessions only, newest first, the failure, and foll
   try {
     await import('../popup.js');
     await flush();
-    assert.deepEqual(names(), ['Newest', 'relay conn-r', 'Oldest']);
+    assert.deepEqual(names(), ['Newest', 'relay conn-r (remote)', 'Oldest']);
     assert.equal(byId.get('no-clients').hidden, true);
     assert.equal(byId.get('status').dataset.tone, 'ok');
     assert.equal(byId.get('problem').hidden, true);
@@ -514,4 +514,24 @@ test("a client's scope: its own, else the default of local or remote clients", (
     policy: set,
   });
   assert.equal(v.clients.cards[0].scope.scope, 'read');
+});
+
+test('remote clients carry their own name, marked remote, in cards and recent calls (issue 31)', () => {
+  const records = {
+    'conn-kabc': { id: 'conn-kabc', client: 'claude.ai', remote: true, color: 'red', lastActive: 1, createdAt: 1 },
+    'local-a': { id: 'local-a', client: 'Claude Code', color: 'blue', lastActive: 2, createdAt: 2 },
+  };
+  const calls = [
+    { tool: 'navigate', session: 'conn-kabc', client: 'claude.ai', remote: true, ok: true, at: 1 },
+    { tool: 'navigate', session: 'local-a', client: 'Claude Code', ok: true, at: 2 },
+  ];
+  assert.deepEqual(
+    callsView(calls, records, 10).rows.map((r) => r.client),
+    ['claude.ai (remote)', 'Claude Code'],
+  );
+  const cards = clientsView(records, undefined, calls, 10).cards;
+  assert.deepEqual(cards.map((c) => [c.name, c.remote, c.canDisconnect]).sort(), [
+    ['Claude Code', false, true],
+    ['claude.ai (remote)', true, false],
+  ]);
 });
