@@ -336,6 +336,9 @@ func (b *Bridge) handleBrowserMessage(ctx context.Context, br *hostlink.Browser,
 		b.logDecision(br, req)
 		return nil, nil
 	}
+	if req.Method == protocol.RelayStatus {
+		return b.relayStatus(br), nil
+	}
 	if req.Method == protocol.RemoteChanged {
 		if def, ok := b.links.Default(); ok && def == br {
 			b.gw.RemotesChanged()
