@@ -117,6 +117,10 @@ async function pageMessage(msg) {
       const result = await rpc.request('session.close', { session: msg.session });
       return { ok: true, result };
     }
+    case 'relay.status':
+      // The popup shows the bridge's cloud relay; no bridge, nothing to show.
+      if (!native.linkUp()) return { ok: true, result: null };
+      return { ok: true, result: await rpc.request('relay.status', {}, { timeoutMs: 5000 }) };
     case 'approval.answer':
       return { ok: true, result: await approvals.answer(msg.id, msg.answer) };
     case 'agents.pause':

@@ -10,6 +10,7 @@
 
 import { LOCAL, getSettings } from './sw/store.js';
 import { CONFIG_KEY, STATES_KEY } from './sw/remote.js';
+import { offHint } from './options-remote.js';
 
 const form = document.getElementById('form');
 
@@ -233,6 +234,7 @@ function renderServer(s) {
       el('span', { className: `state ${STATE_CLASS[state] || 'warn'}`, textContent: stateText }),
     ),
     extra.length ? el('p', { className: 'hint', textContent: extra.join('; ') }) : null,
+    s.enabled ? null : el('p', { className: 'hint off-hint', textContent: offHint(s) }),
     tools,
   );
 }

@@ -180,8 +180,8 @@ export function statusView({ native, hostState, bridge } = {}, now = Date.now())
     });
   }
   if (bridge?.state !== 'ready') return view('wait', 'Registering with the bridge…');
+  // The MCP URL has its own line above the details, with its Copy button.
   const facts = [];
-  if (bridge.mcpUrl) facts.push({ label: 'MCP URL', value: bridge.mcpUrl, code: true });
   if (bridge.bridgeVersion) facts.push({ label: 'Bridge', value: `version ${bridge.bridgeVersion}` });
   if (bridge.browserId) facts.push({ label: 'Browser id', value: bridge.browserId, code: true });
   if (hs.socket) facts.push({ label: 'Socket', value: hs.socket, code: true });
@@ -190,6 +190,46 @@ export function statusView({ native, hostState, bridge } = {}, now = Date.now())
     facts,
     mcpUrl: bridge.mcpUrl || '',
   });
+}
+
+const RELAY_STATES = {
+  connecting: 'connecting…',
+  authenticating: 'signing in…',
+  connected: 'connected',
+  auth_failed: 'refused by the proxy',
+  name_taken: 'name taken by another bridge',
+  disconnected: 'not connected (trying again)',
+};
+
+/**
+ * The cloud relay as the bridge reports it for this browser (relay.status):
+ * which proxy, as which user, the state, and the servers offered there.
+ * @param {object|null|undefined} relay relay.status's result; null while unknown
+ * @returns {{shown: boolean, tone: 'ok'|'wait'|'error', summary: string, facts: Fact[]}}
+ */
+export function relayView(relay) {
+  if (!relay?.configured) return { shown: false, tone: 'wait', summary: '', facts: [] };
+  const b = relay.browser;
+  const state = b?.state || 'connecting';
+  const tone = state === 'connected' ? 'ok' : ['auth_failed', 'name_taken'].includes(state) ? 'error' : 'wait';
+  let host = relay.url || b?.url || '';
+  try {
+    host = new URL(host).host || host;
+  } catch {
+    /* shown as it is */
+  }
+  const summary =
+    state === 'connected'
+      ? `Remote access through ${host}${b.userId ? ` as ${b.userId}` : ''}`
+      : `Remote access through ${host}: ${RELAY_STATES[state] || state}`;
+  const facts = [{ label: 'Proxy', value: relay.url || b?.url || '', code: true }];
+  if (b?.userId) facts.push({ label: 'User', value: b.userId });
+  if (b?.extensionId) facts.push({ label: 'This browser', value: `${b.name || ''} (${b.extensionId})`.trim() });
+  if (b) facts.push({ label: 'Remote clients', value: String(b.peers || 0) });
+  if (b?.error && state !== 'connected') facts.push({ label: 'Last error', value: b.error });
+  const servers = (relay.servers || []).map((s) => `${s.server} (${RELAY_STATES[s.state] || s.state})`);
+  facts.push({ label: 'Servers offered', value: servers.length ? servers.join(', ') : 'none' });
+  return { shown: true, tone, summary, facts };
 }
 
 /**
@@ -220,8 +260,12 @@ const ACTIVITY = { answering: 'Answering', idle: 'Idle', working: 'Working' };
  * @property {string} activity e.g. "Answering: summary", or ''
  * @property {ReturnType<typeof planView>} plan
  * @property {number} calls how many of the recent calls are its
+ * @property {boolean} remote a client through the cloud relay (its name says so too)
  * @property {boolean} canDisconnect a local MCP session (the bridge can end it)
  */
+
+/** Whether a session record or a recent call is a remote client's (through the cloud relay). */
+const isRemote = (x) => !!x?.remote || String(x?.session || x?.id || '').startsWith('conn-');
 
 /**
  * The client cards: the live sessions, newest first.
@@ -229,23 +273,26 @@ const ACTIVITY = { answering: 'Answering', idle: 'Idle', working: 'Working' };
  * @param {object|undefined} bridge SESSION.bridge
  * @param {object[]|undefined} calls SESSION.recentCalls
  * @param {number} now
+ * @param {boolean} [linked] whether the bridge is connected (the status is ok)
  * @returns {{cards: ClientCard[], compact: boolean}}
  */
-export function clientsView(records, bridge, calls, now = Date.now()) {
+export function clientsView(records, bridge, calls, now = Date.now(), linked = true) {
   const cards = liveSessions(records, bridge).map((s) => {
     const act = s.activity?.state
       ? `${ACTIVITY[s.activity.state] || s.activity.state}${s.activity.summary ? `: ${s.activity.summary}` : ''}`
       : '';
     return {
       id: s.id,
-      name: s.client || s.id,
+      name: `${s.client || s.id}${isRemote(s) ? ' (remote)' : ''}`,
+      remote: isRemote(s),
       colour: GROUP_COLOURS.includes(s.color) ? s.color : 'grey',
       groupId: Number.isInteger(s.groupId) && s.groupId >= 0 ? s.groupId : null,
       lastActive: ago(s.lastActive, now),
       activity: act,
       plan: planView(s.plan),
       calls: (calls || []).filter((c) => c.session === s.id).length,
-      canDisconnect: s.id.startsWith('local-'),
+      // Only a running bridge can end a session: no button while it is away.
+      canDisconnect: linked && s.id.startsWith('local-'),
     };
   });
   return { cards, compact: cards.length > COMPACT_AFTER };
@@ -283,7 +330,7 @@ export function callsView(calls, records, now = Date.now()) {
       outcome: `${c.ok ? 'ok' : 'failed'}${ms ? ` · ${ms}` : ''}`,
       error: c.ok ? '' : String(c.error || ''),
       when: ago(c.at, now),
-      client: String(c.client || c.session || ''),
+      client: `${c.client || c.session || ''}${isRemote(c) ? ' (remote)' : ''}`,
       colour: GROUP_COLOURS.includes(rec?.color) ? rec.color : 'grey',
     };
   });
@@ -393,7 +440,7 @@ export function scopeView(policy, rec, managed) {
  */
 export function popupView(s, now = Date.now(), local = {}) {
   const status = statusView(s, now);
-  const clients = clientsView(s.sessions, s.bridge, s.recentCalls, now);
+  const clients = clientsView(s.sessions, s.bridge, s.recentCalls, now, status.tone === 'ok');
   for (const card of clients.cards) {
     card.scope = scopeView(local.policy, s.sessions?.[card.id] || { id: card.id, client: card.name }, local.managed);
   }

@@ -9,7 +9,7 @@
 // "… ago" times.
 
 import { LOCAL, SESSION } from './sw/store.js';
-import { MANAGED_MARK, popupView } from './popup-view.js';
+import { MANAGED_MARK, popupView, relayView } from './popup-view.js';
 import { readManaged } from './sw/managed.js';
 
 const $ = (id) => document.getElementById(id);
@@ -75,6 +75,23 @@ function renderStatus(v) {
   $('mcp-url-text').textContent = v.mcpUrl;
   $('details').hidden = !v.facts.length;
   $('facts').replaceChildren(...facts(v.facts));
+}
+
+// The bridge's relay.status for this browser, asked now and then while the
+// popup is open (it is the bridge's state, not in storage); null while unknown.
+let relayStatus = null;
+async function refreshRelay() {
+  const res = await chrome.runtime.sendMessage({ type: 'relay.status' }).catch(() => null);
+  relayStatus = res?.ok ? res.result : null;
+  render();
+}
+
+function renderRelay(relay) {
+  const v = relayView(relay);
+  $('relay').hidden = !v.shown;
+  $('relay').dataset.tone = v.tone;
+  $('relay-summary').textContent = v.summary;
+  $('relay-facts').replaceChildren(...facts(v.facts));
 }
 
 // Cards opened or closed by hand, kept across redraws.
@@ -341,6 +358,7 @@ async function render() {
       ]);
       const v = popupView(s, Date.now(), { ...local, managed });
       renderStatus(v.status);
+      renderRelay(v.status.tone === 'ok' ? relayStatus : null);
       renderControl(v.control);
       renderApprovals(v.approvals);
       renderCalls(v.calls);
@@ -389,4 +407,6 @@ chrome.storage.onChanged.addListener((changes, area) => {
   if (area === 'session' || area === 'managed' || LOCAL.policy in changes || LOCAL.paused in changes) render();
 });
 setInterval(render, 1000); // keeps the "ago" times and the approvals' time left fresh
+setInterval(refreshRelay, 5000);
 render();
+refreshRelay();

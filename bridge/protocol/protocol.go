@@ -64,6 +64,9 @@ const (
 	// person's policy decided (allowed, approved, denied, blocked, paused),
 	// its outcome and duration, typed text redacted. The bridge logs it.
 	AuditDecision = "audit.decision"
+	// RelayStatus (request, extension -> bridge): {} -> RelayStatusResult,
+	// the cloud relay as it concerns this browser, for the popup.
+	RelayStatus = "relay.status"
 )
 
 // AuditEntry is the params of AuditDecision (the fields the bridge logs;
@@ -266,6 +269,16 @@ type StatusResult struct {
 	// RelayServers are the relay's connections for the gateway's stdio
 	// servers, one per server (RelayInfo.Server set, BrowserID empty).
 	RelayServers []RelayInfo `json:"relayServers,omitempty"`
+}
+
+// RelayStatusResult answers RelayStatus: whether the bridge has a relay,
+// the proxy it goes to, this browser's connection there (absent while it
+// has none yet) and the gateway servers the bridge offers through it.
+type RelayStatusResult struct {
+	Configured bool        `json:"configured"`
+	URL        string      `json:"url,omitempty"`
+	Browser    *RelayInfo  `json:"browser,omitempty"`
+	Servers    []RelayInfo `json:"servers"`
 }
 
 // RelayInfo is one browser's connection to the cloud proxy (spec 001),

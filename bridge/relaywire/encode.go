@@ -24,6 +24,14 @@ func AppendRequestRawID(dst []byte, id json.RawMessage, method string, params js
 	return appendMethod(dst, method, params)
 }
 
+// AppendClient adds the member "client": client (Message.Client, valid
+// JSON) to msg, one complete message as the encoders here append it.
+func AppendClient(msg []byte, client json.RawMessage) []byte {
+	msg = append(msg[:len(msg)-1], `,"client":`...)
+	msg = append(msg, client...)
+	return append(msg, '}')
+}
+
 // AppendNotification appends a notification.
 func AppendNotification(dst []byte, method string, params json.RawMessage) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0"`...)

@@ -103,6 +103,7 @@ const (
 	fieldError
 	fieldConnectionID
 	fieldRequestID
+	fieldClient
 )
 
 var fieldNames = [...]string{
@@ -114,6 +115,7 @@ var fieldNames = [...]string{
 	fieldError:        "error",
 	fieldConnectionID: "connectionId",
 	fieldRequestID:    "requestId",
+	fieldClient:       "client",
 }
 
 // foldedFieldNames are fieldNames folded as encoding/json folds keys.
@@ -144,6 +146,8 @@ func field(key []byte) int {
 		return fieldConnectionID
 	case "requestId":
 		return fieldRequestID
+	case "client":
+		return fieldClient
 	}
 	var buf [32]byte
 	folded := appendFoldedName(buf[:0], key)
@@ -180,6 +184,8 @@ func (m *Message) assign(key []byte, escaped bool, v []byte) string {
 		m.Error = v
 	case fieldRequestID:
 		m.RequestID = v
+	case fieldClient:
+		m.Client = v
 	case fieldJSONRPC, fieldMethod, fieldConnectionID:
 		switch v[0] {
 		case 'n': // null: unchanged

@@ -344,6 +344,11 @@ type Message struct {
 	// about one request (MethodProgress): that request's mapped id. The
 	// proxy checks and strips it.
 	RequestID json.RawMessage `json:"requestId,omitempty"`
+	// Client is our routing field on requests the proxy forwards from its
+	// HTTP sessions: the ClientMeta of the client that made them, which
+	// the proxy knows (clientInfo of initialize, the session). The proxy
+	// drops any an MCP client sends; it costs no copy of the params.
+	Client json.RawMessage `json:"client,omitempty"`
 }
 
 // Kind says what a Message is.
@@ -447,3 +452,39 @@ func UnmapIDBytes(mapped []byte) (connectionID, original []byte, ok bool) {
 
 // Timestamp formats t for StatusParams.
 func Timestamp(t time.Time) string { return t.Format(TimestampLayout) }
+
+// MetaClient is the _meta key of a tools/call that names the remote
+// client (our addition, docs/relay.md): ClientMeta. `browserbridge connect`
+// sets it on its calls; the proxy names the clients of its HTTP sessions in
+// Message.Client instead, which takes precedence. The bridge's relay takes
+// it out and names the browser's session after the client.
+const MetaClient = "browserbridge/client"
+
+// ClientMeta is the value of MetaClient and of Message.Client.
+type ClientMeta struct {
+	// Name is the client's clientInfo.name, for tab group titles and the
+	// popup; "" when it gave none.
+	Name string `json:"name,omitempty"`
+	// Key, if set, stays the same for every call of one client session,
+	// across the extension's reconnections (a bridge restart), so that the
+	// browser keeps the session's tabs: at most MaxClientKeyBytes of
+	// [0-9a-z]. It is no secret of the session's (the proxy hashes its
+	// session id into it).
+	Key string `json:"key,omitempty"`
+}
+
+// MaxClientKeyBytes bounds ClientMeta.Key.
+const MaxClientKeyBytes = 64
+
+// ValidClientKey reports whether key may be a ClientMeta.Key.
+func ValidClientKey(key string) bool {
+	if key == "" || len(key) > MaxClientKeyBytes {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}

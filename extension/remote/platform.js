@@ -68,23 +68,3 @@ export function checkPlatform(platform) {
   if (missing.length) throw new TypeError(`platform: missing or wrong ${missing.join(', ')}`);
   return platform;
 }
-
-/**
- * Storage backed by a Map, for tests and the conformance wrapper.
- * @param {Map<string, any>} [map]
- */
-export function memoryStorage(map = new Map()) {
-  const copy = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
-  return {
-    map,
-    async get(key) {
-      return copy(map.get(key));
-    },
-    async set(key, value) {
-      map.set(key, copy(value));
-    },
-    async remove(key) {
-      map.delete(key);
-    },
-  };
-}

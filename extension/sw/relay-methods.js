@@ -7,6 +7,7 @@
 // ctx = {session: {id: "conn-…", client}, resolveTab(tabId?), createTab(url?), sessions, signal}
 
 import * as cdp from './cdp.js';
+import * as history from './history.js';
 import { captureTab, DEFAULT_MAX_EDGE, DEFAULT_BUDGET } from './screenshot.js';
 import { runAgent } from '../content/agent.js';
 
@@ -192,12 +193,12 @@ export const extraMethods = {
 
   async goBack(params, ctx) {
     const tab = await useTab(ctx, params);
-    return navigateAndWait(tab.id, () => chrome.tabs.goBack(tab.id), params.timeoutMs || 30000);
+    return navigateAndWait(tab.id, () => history.step(tab.id, -1), params.timeoutMs || 30000);
   },
 
   async goForward(params, ctx) {
     const tab = await useTab(ctx, params);
-    return navigateAndWait(tab.id, () => chrome.tabs.goForward(tab.id), params.timeoutMs || 30000);
+    return navigateAndWait(tab.id, () => history.step(tab.id, 1), params.timeoutMs || 30000);
   },
 
   async forwardCDPCommand(params, ctx) {

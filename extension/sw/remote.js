@@ -524,7 +524,7 @@ export class RemoteManager {
   #developerMode = false; // last value read from the config, for platform.developerMode
   #notifyTimer = null;
   #lastSent = null; // signature of the last view announced with remote.changed
-  #work = new Set(); // background work in flight, for idle()
+  #onWork;
 
   /**
    * @param {object} deps
@@ -532,18 +532,23 @@ export class RemoteManager {
    * @param {(id: string, developerMode: () => boolean) => object} [deps.platformFor] the platform of one server
    * @param {(method: string) => (boolean|void)} [deps.notify] sends a notification to the bridge; false when it could not
    * @param {() => number} [deps.now]
+   * @param {(work: Promise<void>) => void} [deps.onWork] told of each piece of background work (state
+   *   records, alarms, a remote.changed waiting for its delay), a promise that settles, never rejects, when
+   *   it is done: the tests wait for them (test/remote/work.js)
    */
   constructor({
     RemoteServer,
     platformFor = defaultPlatformFor,
     notify = (method) => rpc.notify(method),
     now = () => Date.now(),
+    onWork = () => {},
   } = {}) {
     if (typeof RemoteServer !== 'function') throw new Error('remote: init needs the RemoteServer class');
     this.#RemoteServer = RemoteServer;
     this.#platformFor = platformFor;
     this.#notify = notify;
     this.#now = now;
+    this.#onWork = onWork;
   }
 
   // --- what the bridge calls ------------------------------------------------
@@ -811,27 +816,12 @@ export class RemoteManager {
     return this.#callOn(cfg, conf, name, args ?? {});
   }
 
-  /**
-   * Resolves when no background work (state records, alarms, notifications)
-   * is pending; a remote.changed that waits for its delay is sent now. For tests.
-   */
-  async idle() {
-    for (let i = 0; i < 100 && (this.#work.size || this.#notifyTimer); i++) {
-      if (this.#notifyTimer) {
-        clearTimeout(this.#notifyTimer);
-        this.#track(this.#flushNotify());
-      }
-      await Promise.all([...this.#work]);
-    }
-  }
-
   // --- storage --------------------------------------------------------------
 
-  /** Background work: its failure is logged, and idle() waits for it. */
+  /** Background work: its failure is logged, and onWork is told of it. */
   #track(p) {
     const q = Promise.resolve(p).catch((err) => console.warn(`remote: ${err?.message || err}`));
-    this.#work.add(q);
-    q.finally(() => this.#work.delete(q));
+    this.#onWork(q);
     return q;
   }
 
@@ -1109,7 +1099,13 @@ export class RemoteManager {
   // differs from the last one announced.
   #scheduleNotify() {
     if (this.#notifyTimer) return;
-    this.#notifyTimer = setTimeout(() => this.#track(this.#flushNotify()), NOTIFY_DELAY_MS);
+    // The wait is background work too, so that whoever waits for the work
+    // (the tests) also waits for the remote.changed it ends with.
+    this.#track(
+      new Promise((resolve) => {
+        this.#notifyTimer = setTimeout(() => resolve(this.#flushNotify()), NOTIFY_DELAY_MS);
+      }),
+    );
   }
 
   async #flushNotify() {

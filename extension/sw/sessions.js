@@ -155,10 +155,20 @@ async function addToGroup(session, tab) {
     color = r.color;
   });
   await chrome.tabGroups.update(groupId, {
-    title: rec?.client || session.client || session.id,
+    title: groupTitle(rec || session),
     color: color || 'grey',
   });
   return groupId;
+}
+
+/**
+ * A session's tab group title: its client's name, marked when the client is
+ * remote (through the cloud relay), so the person can tell it from a local one.
+ * @param {{id: string, client?: string, remote?: boolean}} s a session or its record
+ */
+export function groupTitle(s) {
+  const name = s.client || s.id;
+  return s.remote || s.id?.startsWith('conn-') ? `${name} (remote)` : name;
 }
 
 /** Whether the active tab of a window belongs to a session other than selfId. */

@@ -19,7 +19,7 @@ export const SESSION = Object.freeze({
   hostState: 'hostState', // the last host.state params, plus `at`
   bridge: 'bridge', // {state: pending|ready|error|disconnected, browserId?, bridgeVersion?, mcpUrl?, bridgeInstance?, error?, at}
   sessions: 'sessions', // {[sessionId]: SessionRecord}, see sessions.js
-  recentCalls: 'recentCalls', // [{tool, target, session, client, ms, checkMs, ok, error?, at}], newest first (target: sw/calltarget.js; checkMs: the policy check's time, waiting for the person included)
+  recentCalls: 'recentCalls', // [{tool, target, session, client, remote?, ms, checkMs, ok, error?, at}], newest first (target: sw/calltarget.js; checkMs: the policy check's time, waiting for the person included)
   approvals: 'approvals', // [Approval]: calls waiting for the person, oldest first (sw/approvals.js)
   grants: 'grants', // {[key]: [{site, classes, by, at}]}: sites the person or an approved plan allowed (sw/approvals.js)
 });

@@ -122,7 +122,11 @@ export async function call(params, rpcCtx) {
   }
   const problems = validate(args, tool.inputSchema);
   if (problems.length) {
-    throw new rpc.RpcError(rpc.CODES.invalidParams, `invalid arguments for ${name}: ${problems.join('; ')}`);
+    // The problems in data tell the bridge these are bad arguments, which
+    // from MCP 2025-11-25 reach the model as a tool error (SEP-1303).
+    throw new rpc.RpcError(rpc.CODES.invalidParams, `invalid arguments for ${name}: ${problems.join('; ')}`, {
+      argumentErrors: problems,
+    });
   }
 
   const session = callSession(meta['browserbridge/session'], rpcCtx);
@@ -172,6 +176,7 @@ export async function call(params, rpcCtx) {
     target: callTarget(name, args),
     session: session.id,
     client: session.client,
+    ...(session.remote ? { remote: true } : {}),
     ms: Date.now() - started,
     checkMs,
     ok: !result.isError,

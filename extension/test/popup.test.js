@@ -16,6 +16,7 @@ import {
   controlView,
   scopeView,
   COMPACT_AFTER,
+  relayView,
 } from '../popup-view.js';
 import { callTarget } from '../sw/calltarget.js';
 
@@ -214,7 +215,7 @@ test('clients: cards with group colours, plan and activity; compact past three',
   assert.deepEqual(
     v.cards.map((c) => [c.name, c.colour, c.canDisconnect]),
     [
-      ['relay conn-r', 'green', false],
+      ['relay conn-r (remote)', 'green', false],
       ['Cursor', 'grey', true],
       ['Claude Code', 'blue', true],
     ],
@@ -366,11 +367,15 @@ test('popup.js draws the live sessions only, newest first, the failure, and foll
   try {
     await import('../popup.js');
     await flush();
-    assert.deepEqual(names(), ['Newest', 'relay conn-r', 'Oldest']);
+    assert.deepEqual(names(), ['Newest', 'relay conn-r (remote)', 'Oldest']);
     assert.equal(byId.get('no-clients').hidden, true);
     assert.equal(byId.get('status').dataset.tone, 'ok');
     assert.equal(byId.get('problem').hidden, true);
-    assert.deepEqual(sent, [{ type: 'reconnect' }], 'opening the popup did not wake the worker');
+    assert.deepEqual(
+      sent,
+      [{ type: 'reconnect' }, { type: 'relay.status' }],
+      'opening the popup did not wake the worker and ask for the relay',
+    );
 
     // Sessions end: the service worker deletes their records, the popup follows.
     await chrome.storage.session.set({ sessions: {} });
@@ -518,4 +523,66 @@ test("a client's scope: its own, else the default of local or remote clients", (
     policy: set,
   });
   assert.equal(v.clients.cards[0].scope.scope, 'read');
+});
+
+test('remote clients carry their own name, marked remote, in cards and recent calls (issue 31)', () => {
+  const records = {
+    'conn-kabc': { id: 'conn-kabc', client: 'claude.ai', remote: true, color: 'red', lastActive: 1, createdAt: 1 },
+    'local-a': { id: 'local-a', client: 'Claude Code', color: 'blue', lastActive: 2, createdAt: 2 },
+  };
+  const calls = [
+    { tool: 'navigate', session: 'conn-kabc', client: 'claude.ai', remote: true, ok: true, at: 1 },
+    { tool: 'navigate', session: 'local-a', client: 'Claude Code', ok: true, at: 2 },
+  ];
+  assert.deepEqual(
+    callsView(calls, records, 10).rows.map((r) => r.client),
+    ['claude.ai (remote)', 'Claude Code'],
+  );
+  const cards = clientsView(records, undefined, calls, 10).cards;
+  assert.deepEqual(cards.map((c) => [c.name, c.remote, c.canDisconnect]).sort(), [
+    ['Claude Code', false, true],
+    ['claude.ai (remote)', true, false],
+  ]);
+});
+
+test('issue 31: no disconnect while the bridge is stopped; the MCP URL once; the relay shown', () => {
+  const sessions = { 'local-a': { id: 'local-a', client: 'Claude Code', color: 'blue', lastActive: 1, createdAt: 1 } };
+  const ready = { state: 'ready', mcpUrl: 'http://127.0.0.1:8787/mcp', bridgeVersion: '1.2', browserId: 'b1' };
+  const up = popupView(
+    { native: { port: 'connected' }, hostState: { state: 'connected' }, bridge: ready, sessions },
+    10,
+  );
+  assert.equal(up.clients.cards[0].canDisconnect, true);
+  assert.equal(up.status.mcpUrl, ready.mcpUrl);
+  assert.ok(!up.status.facts.some((f) => f.value === ready.mcpUrl), 'Connection details repeat the MCP URL');
+  const stopped = popupView(
+    { native: { port: 'connected' }, hostState: { state: 'stopped' }, bridge: ready, sessions },
+    10,
+  );
+  assert.equal(stopped.clients.cards.length, 1);
+  assert.equal(stopped.clients.cards[0].canDisconnect, false, 'a disconnect button while the bridge is stopped');
+
+  assert.equal(relayView(null).shown, false);
+  assert.equal(relayView({ configured: false, servers: [] }).shown, false);
+  const r = relayView({
+    configured: true,
+    url: 'wss://proxy.example/extension',
+    browser: { state: 'connected', userId: 'alice', extensionId: 'ext-1', name: 'Chrome #abc', peers: 2 },
+    servers: [{ server: 'everything', state: 'connected' }],
+  });
+  assert.equal(r.tone, 'ok');
+  assert.equal(r.summary, 'Remote access through proxy.example as alice');
+  const facts = Object.fromEntries(r.facts.map((f) => [f.label, f.value]));
+  assert.equal(facts.Proxy, 'wss://proxy.example/extension');
+  assert.equal(facts.User, 'alice');
+  assert.equal(facts['Servers offered'], 'everything (connected)');
+  const refused = relayView({
+    configured: true,
+    url: 'wss://proxy.example/extension',
+    browser: { state: 'auth_failed', error: 'token expired' },
+    servers: [],
+  });
+  assert.equal(refused.tone, 'error');
+  assert.match(refused.summary, /refused by the proxy/);
+  assert.ok(refused.facts.some((f) => f.label === 'Last error' && f.value === 'token expired'));
 });

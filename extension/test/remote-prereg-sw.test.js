@@ -6,6 +6,7 @@ import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { installFakeChrome } from './fake-chrome.js';
 import * as remote from '../sw/remote.js';
+import { workTracker } from './remote/work.js';
 
 class FakeServer {
   static instances = [];
@@ -34,7 +35,12 @@ class FakeServer {
 }
 
 const SECRET = 'pre-registered s3cret';
-const manager = () => new remote.RemoteManager({ RemoteServer: FakeServer, notify: () => {} });
+const manager = () => {
+  const work = workTracker();
+  const mgr = new remote.RemoteManager({ RemoteServer: FakeServer, notify: () => {}, onWork: work.onWork });
+  mgr.idle = work.idle; // the test's, not the extension's (test/remote/work.js)
+  return mgr;
+};
 const config = async () => (await chrome.storage.local.get(remote.CONFIG_KEY))[remote.CONFIG_KEY];
 
 beforeEach(() => {

@@ -6,6 +6,7 @@ import { test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { installFakeChrome } from './fake-chrome.js';
 import * as remote from '../sw/remote.js';
+import { workTracker } from './remote/work.js';
 import * as rpc from '../sw/rpc.js';
 import { checkUrl } from '../remote/ssrf.js';
 import { checkAppMessage, createAppBridge } from '../apps.js';
@@ -115,7 +116,9 @@ let fake;
 let notes;
 let managers = [];
 const manager = () => {
-  const mgr = new remote.RemoteManager({ RemoteServer: FakeServer, notify: (m) => notes.push(m) });
+  const work = workTracker();
+  const mgr = new remote.RemoteManager({ RemoteServer: FakeServer, notify: (m) => notes.push(m), onWork: work.onWork });
+  mgr.idle = work.idle; // the test's, not the extension's (test/remote/work.js)
   managers.push(mgr);
   return mgr;
 };

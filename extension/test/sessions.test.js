@@ -322,3 +322,12 @@ test('ended and released sessions leave no record for the popup to list', async 
     ['local-b'],
   );
 });
+
+test("a remote client's group carries its own name, marked remote (issue 31)", async () => {
+  const R = { id: 'conn-kabc123', client: 'claude.ai', remote: true };
+  await sessions.touch(R);
+  const t = await sessions.createTab(R, 'https://r.example/');
+  assert.equal(fake.groupsById.get(fake.tabsById.get(t.id).groupId).title, 'claude.ai (remote)');
+  assert.equal(sessions.groupTitle({ id: 'conn-1', client: 'Cursor' }), 'Cursor (remote)');
+  assert.equal(sessions.groupTitle(A), 'Claude Code');
+});

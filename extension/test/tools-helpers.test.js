@@ -17,7 +17,7 @@ import {
 } from '../sw/screenshot.js';
 import { paginate } from '../tools/get_page_text.js';
 import { needsWrap, renderResult, wrapAsFunction } from '../tools/javascript_tool.js';
-import { summarize, nativeEchoBenchmark } from '../tools/dev_utils.js';
+import { summarize, nativeEchoBenchmark } from './overlay/tools/dev_utils_extra.js';
 import { substitute, pickShortcut } from '../tools/shortcuts.js';
 import { loadPageAgent } from './page-scripts.js';
 

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import * as tools from '../sw/tools.js';
 import { validate } from '../sw/schema.js';
 import pageTools from '../tools/page.js';
+import devExtra from './overlay/tools/dev_utils_extra.js';
 
 const EXPECTED = [
   'computer',
@@ -108,8 +109,9 @@ test('argument edge cases are checked by the schemas', () => {
   ok('read_console_messages', { level: 'warning+', pattern: 'err', clear: true });
   ok('update_plan', { plan: [{ step: 'open the site', status: 'in_progress' }] });
   bad('update_plan', { plan: [{ step: 'x', status: 'doing' }] });
-  ok('dev_utils', { action: 'native_echo_benchmark', host: 'com.browserbridge.echo', count: 10, size: 1024 });
-  bad('dev_utils', { action: 'native_echo_benchmark', host: 'Bad Host' });
+  // The installed extension has no native_echo_benchmark: only the tests'
+  // build adds it (test/overlay), with its own arguments.
+  bad('dev_utils', { action: 'native_echo_benchmark', host: 'com.browserbridge.echo' });
   ok('dev_utils', { action: 'echo', message: { any: ['thing'] } });
   ok('gif_creator', { action: 'export', frame_delay_ms: 500 });
   ok('upload_image', { ref: 'ref_9', screenshot_id: 'shot_abc_1' });
@@ -120,4 +122,17 @@ test('argument edge cases are checked by the schemas', () => {
   bad('resize_window', { width: 800 });
   ok('javascript_tool', { code: 'document.title' });
   bad('javascript_tool', {});
+});
+
+test("the tests' dev_utils overlay: native_echo_benchmark's arguments", () => {
+  const schema = {
+    type: 'object',
+    properties: { action: { type: 'string' }, ...devExtra.native_echo_benchmark.properties },
+    additionalProperties: false,
+  };
+  assert.deepEqual(
+    validate({ action: 'native_echo_benchmark', host: 'com.browserbridge.echo', count: 10, size: 1024 }, schema),
+    [],
+  );
+  assert.notDeepEqual(validate({ action: 'native_echo_benchmark', host: 'Bad Host' }, schema), []);
 });

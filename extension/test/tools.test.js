@@ -134,6 +134,12 @@ test('invalid arguments are -32602 errors that name the argument', async () => {
     assert.equal(reply.error?.code, -32602, JSON.stringify(args));
     assert.match(reply.error.message, /^invalid arguments for echo: /);
     assert.match(reply.error.message, re);
+    // The problems ride in data, which the bridge turns into a tool error
+    // from MCP 2025-11-25 on.
+    assert.ok(
+      reply.error.data?.argumentErrors?.some((p) => re.test(p)),
+      JSON.stringify(reply.error.data),
+    );
   }
 });
 
@@ -141,6 +147,7 @@ test('an unknown tool is a -32602 error', async () => {
   const reply = await callTool('nope', {});
   assert.equal(reply.error.code, -32602);
   assert.match(reply.error.message, /unknown tool "nope"/);
+  assert.equal(reply.error.data, undefined, 'an unknown tool is no argument error');
 });
 
 test('a tool result comes back as a CallToolResult with progress on the way', async () => {

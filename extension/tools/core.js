@@ -4,6 +4,7 @@
 
 import { ToolError } from '../sw/tools.js';
 import { trackTab, mainDocument } from '../sw/cdp.js';
+import { HistoryEnd, step as stepHistory } from '../sw/history.js';
 import { ABORTED, errorPage, httpErrorText, httpStatusLine, isHttpError, loadFailedText } from '../sw/pageload.js';
 
 /** How long navigate waits for a page to finish loading by default. */
@@ -213,10 +214,11 @@ const navigate = {
     // without one gets it here, in its group (sw/sessions.js, resolveTab).
     const tab = await ctx.resolveTab(args.tabId, { create: target !== null });
     await trackTab(tab.id).catch(() => {}); // capture from the moment the tab is in use
+    let stepped = null; // back/forward: the history entries moved between
     const go =
       {
-        back: () => chrome.tabs.goBack(tab.id),
-        forward: () => chrome.tabs.goForward(tab.id),
+        back: async () => (stepped = await stepHistory(tab.id, -1)),
+        forward: async () => (stepped = await stepHistory(tab.id, 1)),
         reload: () => chrome.tabs.reload(tab.id),
       }[action] || (() => chrome.tabs.update(tab.id, { url: target }));
     const timeoutMs = args.timeoutMs ?? NAVIGATE_TIMEOUT_MS;
@@ -290,8 +292,9 @@ const navigate = {
       };
     }
     const what = action ? { back: 'Went back', forward: 'Went forward', reload: 'Reloaded' }[action] : 'Navigated';
+    const entry = stepped ? ` (history entry ${stepped.to + 1} of ${stepped.entries})` : '';
     const text =
-      `${what} in tab ${tab.id}: ${done.url || target} — "${done.title || ''}"` +
+      `${what} in tab ${tab.id}: ${done.url || target} — "${done.title || ''}"${entry}` +
       (timedOut ? `. The page had not finished loading after ${timeoutMs} ms; it may still be loading.` : '.');
     return {
       content: [{ type: 'text', text }],
@@ -302,6 +305,7 @@ const navigate = {
         status: done.status || 'unknown',
         timedOut,
         ...(doc?.status ? { httpStatus: doc.status } : {}),
+        ...(stepped ? { historyEntry: stepped.to + 1, historyLength: stepped.entries } : {}),
       },
     };
   },
@@ -400,7 +404,9 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
       .then(go)
       .catch((err) => {
         const msg = err?.message || String(err);
-        if (/history/i.test(msg)) {
+        if (err instanceof HistoryEnd) {
+          finish(reject, new ToolError(msg));
+        } else if (/history/i.test(msg)) {
           finish(
             reject,
             new ToolError(`There is no ${what === 'back' ? 'earlier' : 'later'} page in tab ${tabId}'s history.`),

@@ -1,102 +1,14 @@
 // dev_utils: developer utilities for testing the chain itself. The original
 // product's dev_utils was internal; here it echoes (a no-op round trip through
-// bridge, host and extension), measures raw native messaging against an echo
-// host for comparison, and reports the extension's internal state.
+// bridge, host and extension) and reports the extension's internal state. The
+// tests' build of the extension adds actions (dev_utils_extra.js).
 
 import { ToolError } from '../sw/tools.js';
 import { captureStats } from '../sw/cdp.js';
 import { listScreenshots } from '../sw/screenshot.js';
+import extra from './dev_utils_extra.js';
 
-/** Summary statistics (ms) of a list of durations: {count, min, max, mean, median, p95, p99}. */
-export function summarize(times) {
-  const a = [...times].sort((x, y) => x - y);
-  const n = a.length;
-  if (!n) return { count: 0 };
-  const q = (p) => a[Math.min(n - 1, Math.max(0, Math.ceil(p * n) - 1))];
-  const r3 = (v) => Math.round(v * 1000) / 1000;
-  return {
-    count: n,
-    min: r3(a[0]),
-    max: r3(a[n - 1]),
-    mean: r3(a.reduce((s, v) => s + v, 0) / n),
-    median: r3(n % 2 ? a[(n - 1) / 2] : (a[n / 2 - 1] + a[n / 2]) / 2),
-    p95: r3(q(0.95)),
-    p99: r3(q(0.99)),
-  };
-}
-
-/** Round trips of count messages of about size bytes to a native echo host. */
-export async function nativeEchoBenchmark({
-  host,
-  count,
-  size,
-  warmup = 3,
-  timeoutMs = 5000,
-  signal,
-  connect = (h) => chrome.runtime.connectNative(h),
-}) {
-  const port = connect(host);
-  const payload = 'x'.repeat(Math.max(0, size));
-  let waiting = null;
-  let closed = null;
-  port.onMessage.addListener((msg) => {
-    if (waiting) {
-      const w = waiting;
-      waiting = null;
-      w.resolve(msg);
-    }
-  });
-  port.onDisconnect.addListener(() => {
-    const err =
-      (typeof chrome !== 'undefined' &&
-        chrome.runtime &&
-        chrome.runtime.lastError &&
-        chrome.runtime.lastError.message) ||
-      'the host closed the port';
-    closed = new Error(`native host ${host}: ${err}`);
-    if (waiting) {
-      const w = waiting;
-      waiting = null;
-      w.reject(closed);
-    }
-  });
-  const roundTrip = (seq) =>
-    new Promise((resolve, reject) => {
-      if (closed) return reject(closed);
-      const timer = setTimeout(() => {
-        waiting = null;
-        reject(new Error(`native host ${host}: no reply within ${timeoutMs} ms`));
-      }, timeoutMs);
-      waiting = {
-        resolve: (m) => {
-          clearTimeout(timer);
-          resolve(m);
-        },
-        reject: (e) => {
-          clearTimeout(timer);
-          reject(e);
-        },
-      };
-      port.postMessage({ seq, payload });
-    });
-  const times = [];
-  try {
-    for (let i = 0; i < warmup + count; i++) {
-      if (signal && signal.aborted) throw new Error('cancelled');
-      const t0 = performance.now();
-      await roundTrip(i);
-      const dt = performance.now() - t0;
-      if (i >= warmup) times.push(dt);
-    }
-  } finally {
-    try {
-      port.disconnect();
-    } catch {
-      /* already closed */
-    }
-  }
-  return { host, size, warmup, ...summarize(times) };
-}
+const extraProperties = Object.assign({}, ...Object.values(extra).map((a) => a.properties || {}));
 
 export default {
   name: 'dev_utils',
@@ -104,42 +16,20 @@ export default {
   description:
     "Utilities for testing Browser Bridge itself (the original product's dev_utils was internal; this is its nearest useful meaning). " +
     'action "echo": returns message unchanged (a no-op that measures the MCP client → bridge → host → extension round trip). ' +
-    'action "native_echo_benchmark": opens a native-messaging port to an echo host (default com.browserbridge.echo) and times count ' +
-    'round trips of size-byte messages, returning median/p95/p99 in ms, to compare the whole chain with raw native messaging. ' +
+    Object.entries(extra)
+      .map(([name, a]) => `action "${name}": ${a.description} `)
+      .join('') +
     'action "state": the extension\'s internal state (attached tabs, capture buffer sizes, stored screenshots).',
   inputSchema: {
     type: 'object',
     properties: {
       action: {
         type: 'string',
-        enum: ['echo', 'native_echo_benchmark', 'state'],
+        enum: ['echo', ...Object.keys(extra), 'state'],
         description: 'Which utility to run.',
       },
       message: { description: 'echo: any JSON value to send back.' },
-      host: {
-        type: 'string',
-        pattern: '^[a-z0-9_]+(\\.[a-z0-9_]+)*$',
-        maxLength: 200,
-        description: 'native_echo_benchmark: the native host name (default com.browserbridge.echo).',
-      },
-      count: {
-        type: 'integer',
-        minimum: 1,
-        maximum: 100000,
-        description: 'native_echo_benchmark: how many timed round trips (default 100).',
-      },
-      size: {
-        type: 'integer',
-        minimum: 0,
-        maximum: 50000000,
-        description: 'native_echo_benchmark: payload bytes per message (default 64).',
-      },
-      warmup: {
-        type: 'integer',
-        minimum: 0,
-        maximum: 1000,
-        description: 'native_echo_benchmark: untimed round trips first (default 3).',
-      },
+      ...extraProperties,
     },
     required: ['action'],
     additionalProperties: false,
@@ -158,30 +48,6 @@ export default {
           content: [{ type: 'text', text: JSON.stringify(args.message ?? null) }],
           structuredContent: { message: args.message ?? null },
         };
-      case 'native_echo_benchmark': {
-        const host = args.host || 'com.browserbridge.echo';
-        let r;
-        try {
-          r = await nativeEchoBenchmark({
-            host,
-            count: args.count || 100,
-            size: args.size ?? 64,
-            warmup: args.warmup ?? 3,
-            signal: ctx.signal,
-          });
-        } catch (e) {
-          throw new ToolError(`native echo benchmark failed: ${e.message}`);
-        }
-        return {
-          content: [
-            {
-              type: 'text',
-              text: `${r.count} round trips of ${r.size} B to ${host}: median ${r.median} ms, p95 ${r.p95} ms, p99 ${r.p99} ms (min ${r.min}, max ${r.max}).`,
-            },
-          ],
-          structuredContent: r,
-        };
-      }
       case 'state': {
         const st = {
           extension: { id: chrome.runtime.id, version: chrome.runtime.getManifest().version },
@@ -191,8 +57,15 @@ export default {
         };
         return { content: [{ type: 'text', text: JSON.stringify(st, null, 2) }], structuredContent: st };
       }
-      default:
-        throw new ToolError(`unknown action ${args.action}`);
+      default: {
+        const action = Object.hasOwn(extra, args.action) ? extra[args.action] : null;
+        if (!action) throw new ToolError(`unknown action ${args.action}`);
+        try {
+          return await action.run(args, ctx);
+        } catch (e) {
+          throw new ToolError(`${args.action} failed: ${e.message}`);
+        }
+      }
     }
   },
 };

@@ -169,6 +169,11 @@ func (b *Bridge) Addr() string { return b.httpLn.Addr().String() }
 
 func (b *Bridge) baseURL() string { return "http://" + b.httpLn.Addr().String() }
 
+// callsDrainWait bounds how long a stopping bridge waits for the calls its
+// closed links cut short to answer; they fail at once, so this is only
+// for a machine too busy to run them.
+const callsDrainWait = 2 * time.Second
+
 // Run serves until ctx ends, then stops the HTTP server and the link and
 // releases the socket. It returns nil after a clean stop.
 func (b *Bridge) Run(ctx context.Context) error {
@@ -180,7 +185,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 		reloaded = b.relay.ServersChanged
 	}
 	g.Go(func() error { gatewayserver.WatchServers(gctx, b.cfg, b.gw, b.gwFile, b.log, reloaded); return nil })
-	g.Go(func() error { return b.links.Serve(gctx, b.sock) })
+	// The browsers' links close only once the MCP server knows the bridge
+	// is stopping, so that a call they cut short is answered with a
+	// sentence naming the restart, not as a browser that went away.
+	linkCtx, stopLinks := context.WithCancel(context.Background())
+	defer stopLinks()
+	g.Go(func() error { return b.links.Serve(linkCtx, b.sock) })
 	g.Go(func() error { b.expireRecords(gctx); return nil })
 	if b.relay != nil {
 		g.Go(func() error { b.relay.Run(gctx); return nil })
@@ -193,6 +203,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		<-gctx.Done()
+		b.mcp.Stopping()
+		stopLinks()
+		// Calls the closed links cut short answer before their sessions
+		// close (a stream closed first would lose the answer).
+		wctx, wcancel := context.WithTimeout(context.Background(), callsDrainWait)
+		b.mcp.WaitCalls(wctx)
+		wcancel()
 		// End MCP sessions first: their open GET and SSE streams would
 		// otherwise hold Shutdown for its whole grace period. Streamable
 		// HTTP sessions keep their records: the next bridge resumes them.
@@ -318,6 +335,9 @@ func (b *Bridge) handleBrowserMessage(ctx context.Context, br *hostlink.Browser,
 	if req.Method == protocol.AuditDecision {
 		b.logDecision(br, req)
 		return nil, nil
+	}
+	if req.Method == protocol.RelayStatus {
+		return b.relayStatus(br), nil
 	}
 	if req.Method == protocol.RemoteChanged {
 		if def, ok := b.links.Default(); ok && def == br {

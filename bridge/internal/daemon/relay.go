@@ -55,3 +55,20 @@ func (b *Bridge) handlePair(ctx context.Context, _ *jsonrpc2.Request) (any, erro
 	b.log.Info("pairing code issued by the proxy", "user", res.UserID, "expires", res.ExpiresAt)
 	return res, nil
 }
+
+// relayStatus answers the extension's relay.status: the relay as it
+// concerns that browser, for its popup.
+func (b *Bridge) relayStatus(br *hostlink.Browser) protocol.RelayStatusResult {
+	res := protocol.RelayStatusResult{Servers: []protocol.RelayInfo{}}
+	if b.relay == nil {
+		return res
+	}
+	res.Configured, res.URL = true, b.cfg.Relay.URL
+	for _, info := range b.relay.Status() {
+		if info.BrowserID == br.ID() {
+			res.Browser = &info
+		}
+	}
+	res.Servers = append(res.Servers, b.relay.ServerStatus()...)
+	return res
+}

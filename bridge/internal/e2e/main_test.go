@@ -21,7 +21,7 @@ var (
 	bins    testbrowser.Binaries
 	echoBin string // testdata/echohost, a raw native-messaging echo
 	binDir  string // where the binaries live; unique to this run, so pgrep can find exactly ours
-	extDir  string // the unpacked extension
+	extDir  string // the unpacked extension: the tests' build (testbrowser.BuildExtension)
 )
 
 func TestMain(m *testing.M) {
@@ -34,19 +34,26 @@ func run(m *testing.M) int {
 		return 1
 	}
 	var err error
-	extDir = os.Getenv("BROWSERBRIDGE_E2E_EXTENSION") // another unpacked extension with the same key, to debug the harness
-	if extDir == "" {
-		extDir = filepath.Join("..", "..", "..", "extension")
-	}
-	if extDir, err = filepath.Abs(extDir); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
 	if binDir, err = os.MkdirTemp("", "bbe2e-bin"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	defer os.RemoveAll(binDir)
+	extDir = os.Getenv("BROWSERBRIDGE_E2E_EXTENSION") // another unpacked extension with the same key, to debug the harness
+	if extDir == "" {
+		// The extension as installed, plus the tests' own files
+		// (extension/test/overlay: native_echo_benchmark, which the
+		// installed extension does not ship).
+		extDir = filepath.Join(binDir, "extension")
+		if err := testbrowser.BuildExtension(filepath.Join("..", "..", "..", "extension"), extDir); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+	}
+	if extDir, err = filepath.Abs(extDir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	if bins, err = testbrowser.Build(binDir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

@@ -35,6 +35,7 @@ func TestNavigateErrors(t *testing.T) {
 		{"net_errors", testNetErrors},
 		{"http_errors", testHTTPErrors},
 		{"screenshot_one_id", testScreenshotOneID},
+		{"history_steps", testHistorySteps},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, w, errPages) })
 	}
@@ -318,4 +319,77 @@ func testScreenshotOneID(t *testing.T, w *world, _ *httptest.Server) {
 	}
 	// upload_image takes the same id.
 	c.call(t, "upload_image", map[string]any{"screenshot_id": id, "ref": c.refFor(t, tab, "#file"), "tabId": tab, "filename": "full.png"})
+}
+
+// testHistorySteps (issue 31, item 3): back and forward move exactly one
+// entry of the history the agent made, in a tab nobody clicked in (where
+// chrome.tabs.goBack finds no earlier page: it skips entries made without
+// a user gesture), through a 404 page too, and say so truthfully at
+// either end.
+func testHistorySteps(t *testing.T, w *world, errPages *httptest.Server) {
+	c := w.client("e2e-history")
+	pages := []string{w.pages.url("index.html?p=1"), w.pages.url("index.html?p=2"), w.pages.url("index.html?p=3"), errPages.URL + "/missing"}
+	var tab int
+	for i, u := range pages {
+		res, err := c.try(bg(callWait), "navigate", map[string]any{"url": u})
+		if i == len(pages)-1 {
+			if res == nil || !res.IsError {
+				t.Fatalf("navigate to the 404 page: %v, %s", err, describe(res))
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		tab, _ = tabIDOf(res)
+	}
+	// step goes back or forward and returns where it arrived: the URL and
+	// the history entry the result names.
+	step := func(action string) (url string, entry, length int) {
+		t.Helper()
+		res, err := c.cs.CallTool(bg(callWait), &mcp.CallToolParams{Name: "navigate", Arguments: map[string]any{"action": action, "tabId": tab}})
+		if err != nil {
+			t.Fatalf("navigate %s: %v", action, err)
+		}
+		m, _ := structured(res)
+		url, _ = m["url"].(string)
+		e, _ := m["historyEntry"].(float64)
+		n, _ := m["historyLength"].(float64)
+		if res.IsError && e == 0 {
+			return "", 0, 0 // the end of the history (or a failed load: the caller checks)
+		}
+		return url, int(e), int(n)
+	}
+	// Back from the 404 page, one page at a time, to the first.
+	last := -1
+	for i := len(pages) - 2; i >= 0; i-- {
+		url, entry, n := step("back")
+		if url != pages[i] {
+			t.Fatalf("back to %s: arrived at %q (entry %d of %d)", pages[i], url, entry, n)
+		}
+		if last >= 0 && entry != last-1 {
+			t.Fatalf("back from entry %d went to entry %d, not one entry", last, entry)
+		}
+		last = entry
+	}
+	if last == 1 {
+		text, _ := c.toolError(t, "navigate", map[string]any{"action": "back", "tabId": tab})
+		if !strings.Contains(text, "no earlier page") || !strings.Contains(text, "entry 1 of") {
+			t.Fatalf("back from the first entry says %q", text)
+		}
+	}
+	// Forward again, one page at a time, to the 404 page, which is an
+	// error that names its status, and then the end.
+	for i := 1; i < len(pages); i++ {
+		res, _ := c.cs.CallTool(bg(callWait), &mcp.CallToolParams{Name: "navigate", Arguments: map[string]any{"action": "forward", "tabId": tab}})
+		m, _ := structured(res)
+		if url, _ := m["url"].(string); url != pages[i] {
+			t.Fatalf("forward to %s: %s", pages[i], describe(res))
+		}
+		if i == len(pages)-1 && (!res.IsError || !strings.Contains(testutil.Text(res), "404")) {
+			t.Fatalf("forward to the 404 page: %s", describe(res))
+		}
+	}
+	text, _ := c.toolError(t, "navigate", map[string]any{"action": "forward", "tabId": tab})
+	if !strings.Contains(text, "no later page") {
+		t.Fatalf("forward from the last entry says %q", text)
+	}
 }

@@ -80,7 +80,7 @@ func TestPolicy(t *testing.T) {
 
 	t.Run("scopes refuse what they exclude", func(t *testing.T) {
 		text, _ := remote.toolError(t, "javascript_tool", classes[2].args(remoteTab))
-		if !strings.Contains(text, "javascript_tool needs the full (scripts, uploads, dev tools) scope, and relay (remote) has the read and act scope") {
+		if !strings.Contains(text, "javascript_tool needs the full (scripts, uploads, dev tools) scope, and e2e-relay (remote) has the read and act scope") {
 			t.Errorf("a remote client's script under the default scope: %q", text)
 		}
 		// The person makes the local client read-only in the popup.
@@ -98,7 +98,7 @@ func TestPolicy(t *testing.T) {
 		popup.chooseScope(t, "e2e-policy-local", "full")
 		// And gives the remote client the full scope, so that the site policy
 		// below is all that stands between either client and the page.
-		popup.chooseScope(t, "relay", "full")
+		popup.chooseScope(t, "e2e-relay", "full")
 		waitFor(t, popupWait, func() (bool, string) {
 			_, err := remote.try(bg(callWait), "javascript_tool", classes[2].args(remoteTab))
 			return err == nil, fmt.Sprintf("javascript_tool from the remote client with the full scope: %v", err)
@@ -432,10 +432,11 @@ func (p *extPage) waitApproval(t *testing.T, client string, parts ...string) {
 // as a person does with the list: focus, choose, leave.
 func (p *extPage) chooseScope(t *testing.T, name, scope string) {
 	t.Helper()
+	// A remote client's card says "<name> (remote)"; its scope is kept under its name.
 	p.waitJS(t, "the scope list of "+name, popupWait, fmt.Sprintf(
-		`[...document.querySelectorAll('#clients > li')].some((li) => li.querySelector('.name')?.textContent === %s && li.querySelector('select.scope'))`, jsString(name)))
+		`[...document.querySelectorAll('#clients > li')].some((li) => [%[1]s, %[1]s + ' (remote)'].includes(li.querySelector('.name')?.textContent) && li.querySelector('select.scope'))`, jsString(name)))
 	p.front(t)
-	p.js(t, fmt.Sprintf(`(() => { const li = [...document.querySelectorAll('#clients > li')].find((l) => l.querySelector('.name')?.textContent === %s);
+	p.js(t, fmt.Sprintf(`(() => { const li = [...document.querySelectorAll('#clients > li')].find((l) => [%[1]s, %[1]s + ' (remote)'].includes(l.querySelector('.name')?.textContent));
 		const s = li.querySelector('select.scope'); s.focus(); s.value = %s; s.dispatchEvent(new Event('change')); s.blur(); return s.value; })()`,
 		jsString(name), jsString(scope)))
 	p.waitJS(t, name+"'s scope stored", popupWait, fmt.Sprintf(

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 )
 
 // Time limits of the popup test.
@@ -291,4 +293,60 @@ func (p *extPage) darkScreenshot(t *testing.T, file string, width, maxHeight int
 		t.Errorf("with prefers-color-scheme: dark the page's background is %q, not dark", bg)
 	}
 	p.screenshot(t, file, width, maxHeight)
+}
+
+// TestPopupRelayAndStopped (issue 31, item 12): with a cloud relay, the
+// popup says which proxy and user the browser is reachable through and the
+// servers offered there; "Connection details" does not repeat the MCP URL;
+// once the bridge is stopped the client cards lose their disconnect
+// button; the options page says what turning a preset remote server on does.
+func TestPopupRelayAndStopped(t *testing.T) {
+	p := startPublicProxy(t)
+	w := startWorld(t, worldOptions{
+		relay:            &relayOptions{url: p.relay, token: p.mint("alice", "extension")},
+		listen:           "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		hostStartsBridge: true,
+	})
+	t.Cleanup((&restartWorld{world: w}).stopBridges)
+	dt := w.restartChromiumWithDevTools()
+	waitFor(t, relayWait, func() (bool, string) {
+		st, err := w.status()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range st.Relay {
+			if r.State == relay.StateConnected && r.UserID == "alice" {
+				return true, ""
+			}
+		}
+		return false, "relay status: " + relayJSON(st.Relay)
+	})
+
+	popup := openExtensionPage(t, dt, "popup.html")
+	c := w.client("Claude Code")
+	c.call(t, "tabs_context_mcp", nil)
+	popup.waitJS(t, "the relay's line", popupWait,
+		`!document.getElementById('relay').hidden && document.getElementById('relay-summary').textContent.includes(' as alice')`)
+	popup.js(t, `document.getElementById('relay').open = true`)
+	facts := popup.js(t, `document.getElementById('relay-facts').innerText`)
+	for _, want := range []string{p.relay, "alice", "Servers offered"} {
+		if !strings.Contains(facts, want) {
+			t.Errorf("the relay's details lack %q:\n%s", want, facts)
+		}
+	}
+	if details := popup.js(t, `document.getElementById('facts').textContent`); strings.Contains(details, "/mcp") {
+		t.Errorf("Connection details repeat the MCP URL: %q", details)
+	}
+	popup.waitJS(t, "a card with its disconnect button", popupWait,
+		`[...document.querySelectorAll('#clients > li')].some((li) => li.innerText.includes('Claude Code') && li.querySelector('button.danger'))`)
+
+	if out, code := w.cli("stop"); code != 0 {
+		w.fatalWithLogs("browserbridge stop: exit %d: %s", code, out)
+	}
+	popup.waitText(t, "stopped", "The bridge is stopped")
+	popup.waitJS(t, "no disconnect button while stopped", popupWait,
+		`document.querySelectorAll('#clients > li').length > 0 && document.querySelectorAll('#clients button.danger').length === 0 && document.getElementById('relay').hidden`)
+
+	options := openExtensionPage(t, dt, "options.html")
+	options.waitText(t, "preset servers off", "Off: nothing is sent to https://mcp.notion.com/mcp", "mcp_notion_<tool>")
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -783,4 +784,69 @@ func TestProxyHTTPTypeScriptAndGoSDKOAuth(t *testing.T) {
 		}
 		mu.Unlock()
 	})
+}
+
+// TestProxyHTTPRemoteClientAcrossRestart (issue 31, items 1 and 2): a
+// remote client through the proxy's HTTP endpoint is named in the browser
+// by its own clientInfo (not "relay"), marked remote, and keeps its tab
+// when the bridge restarts (`browserbridge restart`), as local sessions do.
+func TestProxyHTTPRemoteClientAcrossRestart(t *testing.T) {
+	p := startPublicProxy(t)
+	rw := &restartWorld{world: startWorld(t, worldOptions{
+		relay:            &relayOptions{url: p.relay, token: p.mint("alice", "extension")},
+		listen:           "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		hostStartsBridge: true,
+	})}
+	t.Cleanup(rw.stopBridges)
+	relayUp := func() {
+		t.Helper()
+		waitFor(t, relayWait, func() (bool, string) {
+			st, err := rw.status()
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, r := range st.Relay {
+				if r.State == relay.StateConnected && r.UserID == "alice" {
+					return true, ""
+				}
+			}
+			return false, "relay status: " + relayJSON(st.Relay)
+		})
+	}
+	relayUp()
+	endpoint := p.url("/mcp")
+	_, tok := signInWithCode(t, p, endpoint, pair(t, rw.world))
+	const name = "e2e-claude-ai"
+	c := &client{w: rw.world, cs: connectBearer(t, rw.world, endpoint, tok.Access, name, nil), name: name, remote: true}
+	page := rw.pages.url("index.html")
+	c.call(t, "navigate", map[string]any{"url": page})
+	before := c.tabs(t, "tabs_context_mcp")
+	if len(before) != 1 || before[0].GroupID < 0 {
+		t.Fatalf("tabs_context_mcp of the remote client: %+v, want its one grouped tab", before)
+	}
+	if before[0].Session != name {
+		t.Errorf("the remote client's tab belongs to session %q, want its clientInfo name %q", before[0].Session, name)
+	}
+
+	st, err := rw.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := rw.cli("restart"); code != 0 {
+		rw.fatalWithLogs("browserbridge restart: exit %d: %s", code, out)
+	}
+	rw.waitBridge(t, st.PID)
+	relayUp()
+	var after []tabInfo
+	waitFor(t, relayWait, func() (bool, string) {
+		tabs, err := tryTabs(c, "tabs_context_mcp")
+		after = tabs
+		return err == nil, fmt.Sprintf("tabs_context_mcp: %v", err)
+	})
+	if len(after) != 1 || after[0].TabID != before[0].TabID || after[0].GroupID != before[0].GroupID || after[0].Session != name {
+		t.Fatalf("after the restart the remote client's tabs are %+v; before: %+v", after, before)
+	}
+	if got := readPageText(c.call(t, "get_page_text", nil)); got.url != page {
+		t.Errorf("after the restart get_page_text read %q, not the client's page %s", got.url, page)
+	}
 }

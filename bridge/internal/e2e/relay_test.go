@@ -71,7 +71,7 @@ func TestRelayE2E(t *testing.T) {
 	// A remote client's default scope (issue 29) reads and acts but runs no
 	// script until the person allows it in the popup: javascript_tool is a
 	// tool error that says so.
-	if text, _ := c.toolError(t, "javascript_tool", map[string]any{"code": "1 + 1", "tabId": tab}); !strings.Contains(text, "javascript_tool needs the full (scripts, uploads, dev tools) scope, and relay (remote) has the read and act scope") {
+	if text, _ := c.toolError(t, "javascript_tool", map[string]any{"code": "1 + 1", "tabId": tab}); !strings.Contains(text, "javascript_tool needs the full (scripts, uploads, dev tools) scope, and e2e-relay (remote) has the read and act scope") {
 		t.Errorf("javascript_tool from a remote client: %q, want the scope's refusal", text)
 	}
 	t.Logf("navigated through the relay %v after start", time.Since(start).Round(time.Millisecond))
@@ -99,8 +99,8 @@ func TestRelayE2E(t *testing.T) {
 		t.Errorf("relay session's tab in group %d, local session's in %d: want two distinct groups", relayGroup, localGroup)
 	}
 	for _, ti := range local.tabs(t, "tabs_context") {
-		if ti.TabID == tab && (ti.Session != "relay" || ti.InThisSession) {
-			t.Errorf("the local session sees the relay session's tab as %+v, want session \"relay\"", ti)
+		if ti.TabID == tab && (ti.Session != "e2e-relay" || ti.InThisSession) {
+			t.Errorf("the local session sees the relay session's tab as %+v, want session \"e2e-relay\" (its client's name, issue 31)", ti)
 		}
 	}
 	if mine := c.tabs(t, "tabs_context_mcp"); len(mine) != 1 || mine[0].TabID != tab {
@@ -206,7 +206,7 @@ func connectRemote(t *testing.T, w *world, proxyURL, mcpToken, extID string) (*c
 			t.Logf("--- browserbridge connect stderr ---\n%s", tail(connectErr.String(), 80))
 		}
 	})
-	return &client{w: w, cs: cs, name: "relay", remote: true}, cmd
+	return &client{w: w, cs: cs, name: "e2e-relay", remote: true}, cmd
 }
 
 func relayJSON(v []protocol.RelayInfo) string {

@@ -1072,3 +1072,62 @@ func (p *restartPages) begunTags() []string {
 	defer p.mu.Unlock()
 	return slices.Clone(p.begun)
 }
+
+// stoppingSentence is how a stopping bridge answers the calls its closed
+// links cut short (mcpserver.stoppingSentence).
+const stoppingSentence = "Browser Bridge is restarting (or was stopped) while this call was running"
+
+// TestRestartAnswersCallsInFlight (issue 31, item 10): `browserbridge
+// restart` while calls run in the browser ("computer wait", a script that
+// waits) ends each with a tool error that names the restart, not "the
+// browser disconnected", and the session carries on, on its tab.
+func TestRestartAnswersCallsInFlight(t *testing.T) {
+	rw := startRestartWorld(t)
+	c := rw.connectGo(t, "e2e-restart-inflight", nil)
+	page := rw.rpages.url("e2e-restart-inflight")
+	if _, err := c.try(bg(callWait), "navigate", map[string]any{"url": page}); err != nil {
+		t.Fatal(err)
+	}
+	tab := onlyTab(t, c, page)
+	before, err := rw.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type outcome struct {
+		name string
+		res  *mcp.CallToolResult
+		err  error
+	}
+	out := make(chan outcome, 2)
+	call := func(name, tool string, args map[string]any) {
+		res, err := c.cs.CallTool(bg(hangWait), &mcp.CallToolParams{Name: tool, Arguments: args})
+		out <- outcome{name, res, err}
+	}
+	go call("computer wait", "computer", map[string]any{"action": "wait", "duration": 30})
+	// The script tells the page server when it runs: by then the wait,
+	// sent first, is in the browser too.
+	go call("javascript_tool", "javascript_tool", map[string]any{
+		"code":       "await fetch('/begin?tag=inflight'); await new Promise((ok) => setTimeout(ok, 30000)); return 'too late';",
+		"timeout_ms": 60000,
+	})
+	waitFor(t, 60*time.Second, func() (bool, string) {
+		return slices.Contains(rw.rpages.begunTags(), "inflight"), "the script has not begun"
+	})
+	if out, code := rw.cli("restart"); code != 0 {
+		rw.fatalWithLogs("browserbridge restart: exit %d: %s", code, out)
+	}
+	for range 2 {
+		o := <-out
+		switch {
+		case o.err != nil:
+			t.Errorf("%s: %v, want a tool error naming the restart", o.name, o.err)
+		case !o.res.IsError || !strings.Contains(testutil.Text(o.res), stoppingSentence):
+			t.Errorf("%s: isError %v, %q; want the restart named", o.name, o.res.IsError, clip(testutil.Text(o.res), 300))
+		}
+	}
+	rw.waitBridge(t, before.PID)
+	if tabs, err := tryTabs(c, "tabs_context_mcp"); err != nil || len(tabs) != 1 || tabs[0].TabID != tab.TabID {
+		t.Fatalf("after the restart tabs_context_mcp (%v) lists %+v, want its tab %+v", err, tabs, tab)
+	}
+}

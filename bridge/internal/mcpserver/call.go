@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -183,6 +182,30 @@ func (s *Server) register(ss *mcp.ServerSession, st *session) *session {
 	return st
 }
 
+// stoppingSentence answers a call that the bridge's own stop (for a
+// restart, most often) cut short, in the process that stops.
+const stoppingSentence = "Browser Bridge is restarting (or was stopped) while this call was running, so its answer was lost and the action may or may not have happened. " +
+	"A restarted bridge carries the session on: check the page (read it again) before repeating the action."
+
+// WaitCalls waits until no call of a stateful session is in flight, or
+// ctx ends: a stopping bridge lets the calls its closed links cut short
+// answer before it closes their sessions.
+func (s *Server) WaitCalls(ctx context.Context) {
+	s.sessMu.Lock()
+	waits := make([]<-chan struct{}, 0, len(s.sessions))
+	for _, st := range s.sessions {
+		waits = append(waits, st.idle())
+	}
+	s.sessMu.Unlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // Stopping marks the server as shutting down: sessions that close from
 // now on are not reported ended to the browsers (their records and tab
 // groups stay for the next bridge process).
@@ -301,7 +324,8 @@ type toolCall struct {
 	header   http.Header        // the HTTP request's: ?browser= arrives in BrowserHeader
 	name     string
 	args     json.RawMessage
-	progress any // the client's progress token; nil for none
+	progress any    // the client's progress token; nil for none
+	version  string // the protocol version the call is answered in (eras.go)
 }
 
 // linkCallParams is what the extension gets for a tools/call (fields in
@@ -352,7 +376,7 @@ type browserInfoMeta struct {
 // callBrowserTool is the SDK's handler for the browser's tools.
 func (s *Server) callBrowserTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.stats.Calls.Add(1)
-	c := toolCall{sess: s.session(req.Session, req), name: req.Params.Name, args: req.Params.Arguments}
+	c := toolCall{sess: s.session(req.Session, req), name: req.Params.Name, args: req.Params.Arguments, version: requestVersion(req)}
 	if req.Extra != nil {
 		c.header = req.Extra.Header
 	}
@@ -425,7 +449,7 @@ func (s *Server) callBrowser(ctx context.Context, c toolCall) (browserAnswer, *m
 
 	raw, err := b.Call(ctx, id, "tools/call", params.encode())
 	if err != nil {
-		res, err := s.callFailed(ctx, b, id, err)
+		res, err := s.callFailed(ctx, b, id, c.version, err)
 		return browserAnswer{}, res, err
 	}
 	return browserAnswer{browser: b, raw: raw}, nil, nil
@@ -545,7 +569,7 @@ func scanTextResult(raw []byte, text func(token []byte) bool) (isError, ok bool)
 }
 
 // callFailed turns a failed link call into what the client should see.
-func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id string, err error) (*mcp.CallToolResult, error) {
+func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id, version string, err error) (*mcp.CallToolResult, error) {
 	s.stats.CallErrors.Add(1)
 	var rpcErr *jsonrpc2.Error
 	switch {
@@ -556,15 +580,19 @@ func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id string,
 		defer cancel()
 		_ = b.Notify(nctx, "notifications/cancelled", map[string]any{"requestId": id, "reason": "the MCP client cancelled the call"})
 		return nil, ctx.Err()
+	case errors.Is(err, hostlink.ErrBrowserGone) && s.stopping.Load():
+		// The bridge closed the link because it is stopping (a restart).
+		s.stats.BrowserGone.Add(1)
+		return toolError(stoppingSentence), nil
 	case errors.Is(err, hostlink.ErrBrowserGone):
 		s.stats.BrowserGone.Add(1)
 		return toolError("The browser disconnected before answering, so the action may or may not have happened. " +
 			"Check the page (read it again) before repeating the action."), nil
 	case errors.As(err, &rpcErr):
 		// Protocol-level refusals keep their JSON-RPC code (an unknown tool,
-		// bad arguments); anything else is a failed tool run.
+		// bad arguments before 2025-11-25); anything else is a failed tool run.
 		if rpcErr.Code == jsonrpc2.CodeInvalidParams || rpcErr.Code == jsonrpc2.CodeMethodNotFound {
-			return nil, &jsonrpc.Error{Code: rpcErr.Code, Message: rpcErr.Message}
+			return refusal(rpcErr, version)
 		}
 		return toolError(rpcErr.Message), nil
 	}

@@ -250,6 +250,9 @@ type fastRequest struct {
 	// prime: the stream opens with a priming event (2025-11-25); set by
 	// takeFast, from the request's protocol version.
 	prime bool
+	// version is the protocol version the call is answered in, from its
+	// header (2025-03-26 without one, as the specification says).
+	version string
 }
 
 // parseFast reads a request the fast path can take; ok is false for
@@ -399,6 +402,10 @@ func (h *Streamable) takeFast(r *http.Request, ls *liveSession, body []byte) (fa
 	}
 	// The priming event (SEP-1699) opens the stream from 2025-11-25.
 	req.prime = version >= "2025-11-25"
+	req.version = version
+	if version == "" {
+		req.version = "2025-03-26"
+	}
 	return req, true
 }
 
@@ -446,7 +453,7 @@ func (h *Streamable) answerFast(ctx context.Context, w http.ResponseWriter, r *h
 		}
 		h.s.stats.Calls.Add(1)
 		bs := ls.bridgeSession(h.s)
-		return h.s.forwardResponse(ctx, toolCall{sess: bs, header: r.Header, name: req.name, args: req.args}, req.id)
+		return h.s.forwardResponse(ctx, toolCall{sess: bs, header: r.Header, name: req.name, args: req.args, version: req.version}, req.id)
 	}
 	if !req.prime {
 		return nil, false, answer()

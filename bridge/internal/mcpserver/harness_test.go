@@ -190,9 +190,14 @@ func (fe *fakeExtension) handle(method string, p json.RawMessage) (any, map[stri
 		}
 		switch call.Name {
 		case "echo":
-			var a struct{ Text string }
+			var a struct{ Text any }
 			json.Unmarshal(call.Arguments, &a)
-			return text(a.Text), nil
+			if s, ok := a.Text.(string); ok || a.Text == nil {
+				return text(s), nil
+			}
+			// What the extension answers arguments its inputSchema refuses.
+			return nil, map[string]any{"code": -32602, "message": "invalid arguments for echo: text: expected a string",
+				"data": map[string]any{"argumentErrors": []string{"text: expected a string"}}}
 		case "slow":
 			for i := 1; i <= 3; i++ {
 				fe.Send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress",

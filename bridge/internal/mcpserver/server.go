@@ -112,6 +112,7 @@ func New(opts Options) *Server {
 			"Each MCP session gets its own tab group. Use list_browsers and select_browser when several browsers are connected.",
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 	})
+	s.mcp.AddReceivingMiddleware(eraMiddleware)
 	s.addOwnTools()
 	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
 		URITemplate: screenshotURITemplate,

@@ -490,7 +490,11 @@ func (rc *remoteConn) forward(m *relaywire.Message, kind relaywire.Kind) {
 	rc.mu.Unlock()
 	s.inflight.Add(1)
 	c.m.forwarded.Inc()
-	if err := c.publish(rc.toExt, relaywire.AppendRequestRawID(make([]byte, 0, 48+len(m.ID)+len(m.Method)+len(m.Params)), m.ID, m.Method, m.Params), "", "", false); err != nil {
+	out := relaywire.AppendRequestRawID(make([]byte, 0, 64+len(m.ID)+len(m.Method)+len(m.Params)+len(m.Client)), m.ID, m.Method, m.Params)
+	if m.Client != nil {
+		out = relaywire.AppendClient(out, m.Client) // the extension's node passes it on
+	}
+	if err := c.publish(rc.toExt, out, "", "", false); err != nil {
 		if _, ok := rc.take(key); ok {
 			s.m.failed.With("cluster_publish").Inc()
 			mc.c.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the request could not be passed to the proxy node that holds the extension (%v)", err)))

@@ -30,6 +30,7 @@ type httpSession struct {
 	ep        endpoint
 	server    string // ep.server: "" on a browser endpoint
 	stateless bool
+	client    string            // clientInfo.name of initialize (httpmcp_client.go)
 	lim       *httpguard.Bucket // the session's rate (Options.ConnRate)
 	out       *mcphttp.Outbox   // messages for the GET stream
 	done      chan struct{}
@@ -267,6 +268,12 @@ func (ss *httpSession) forward(m *relaywire.Message, sink *mcphttp.PostSink) {
 	if err := ss.connect(); err != nil {
 		ss.settle(m.ID, relaywire.AppendError(nil, m.ID, err))
 		return
+	}
+	// The browser names the session after its client (httpmcp_client.go);
+	// a client-sent "client" member is never passed on.
+	m.Client = nil
+	if m.Method == "tools/call" && ss.server == "" {
+		m.Client = relaywire.MarshalParams(ss.clientMeta(m))
 	}
 	ss.mc.forward(m, relaywire.KindRequest, time.Now())
 }

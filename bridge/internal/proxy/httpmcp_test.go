@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -79,6 +80,16 @@ func TestHTTPBrowserEndpoint(t *testing.T) {
 		id, _ := relaywire.IDString(call.ID)
 		if _, _, ok := relaywire.UnmapID(id); !ok {
 			t.Errorf("the browser got id %s: not spec 001's mapped id", call.ID)
+		}
+		// The browser learns the client's name, and, in a session, a key
+		// that stays with the session (issue 31, items 1 and 2).
+		cm := clientOf(t, call)
+		if cm.Name != "proxy-test" || (era == eraSession) != relaywire.ValidClientKey(cm.Key) {
+			t.Errorf("the browser's call names client %+v; want proxy-test, with a key in a session only", cm)
+		}
+		callTool(t, cs, "echo", map[string]any{"message": "again"})
+		if again := clientOf(t, home.call(t)); again != cm {
+			t.Errorf("the session's second call names client %+v, its first %+v", again, cm)
 		}
 
 		res, err := cs.CallTool(testutil.Context(t, 30*time.Second), &mcp.CallToolParams{Name: "select_browser", Arguments: map[string]any{"browser": work.id}})
@@ -361,4 +372,17 @@ func TestHTTPBrowserToolsChange(t *testing.T) {
 			t.Errorf("tools after the change: %q", names)
 		}
 	})
+}
+
+// clientOf is the client member of a forwarded tools/call.
+func clientOf(t *testing.T, call *relaywire.Message) relaywire.ClientMeta {
+	t.Helper()
+	var cm relaywire.ClientMeta
+	if err := json.Unmarshal(call.Client, &cm); err != nil {
+		t.Fatalf("tools/call client member %s: %v", call.Client, err)
+	}
+	if bytes.Contains(call.Params, []byte(relaywire.MetaClient)) {
+		t.Errorf("the proxy wrote the client into the params: %s", call.Params)
+	}
+	return cm
 }

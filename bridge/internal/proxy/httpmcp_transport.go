@@ -176,6 +176,7 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 		return
 	}
 	ss.id = rand.Text()
+	ss.client = clientInfoName(m.Params)
 	if c := h.s.cluster; c != nil {
 		ss.id = c.sessionIDPrefix() + ss.id // which node holds it (cluster_http.go)
 	}

@@ -247,6 +247,7 @@ func (mc *mcpClient) handle(data []byte) {
 		}
 		return
 	}
+	m.Client = nil // the proxy's to say (HTTP sessions), never a client's
 	switch m.Method {
 	case relaywire.MethodListExtensions, relaywire.MethodConnect, relaywire.MethodDisconnect:
 		if kind != relaywire.KindRequest {
@@ -502,7 +503,10 @@ func (mc *mcpClient) forward(m *relaywire.Message, kind relaywire.Kind, now time
 		return
 	}
 	s.m.forwarded.Inc()
-	out := relaywire.AppendRequest(make([]byte, 0, 64+len(mapped)+len(m.Method)+len(m.Params)), mapped, m.Method, m.Params)
+	out := relaywire.AppendRequest(make([]byte, 0, 80+len(mapped)+len(m.Method)+len(m.Params)+len(m.Client)), mapped, m.Method, m.Params)
+	if m.Client != nil {
+		out = relaywire.AppendClient(out, m.Client) // set by the HTTP sessions only (handle drops a client's)
+	}
 	if !cn.ext.c.Send(out) {
 		if _, ok := cn.take([]byte(mapped)); ok {
 			s.m.failed.With("extension_gone").Inc()

@@ -3,11 +3,13 @@ package relay
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -34,6 +36,7 @@ type RemoteServer struct {
 	synced chan struct{}     // closed after the first tool list
 	once   sync.Once
 
+	clientKey string // relaywire.ClientMeta.Key of this process's calls
 	nextToken atomic.Uint64
 	progMu    sync.Mutex
 	progress  map[string]progressRoute // our progress token → the caller's
@@ -52,7 +55,8 @@ func NewRemoteServer(opts RemoteOptions, version string) *RemoteServer {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &RemoteServer{log: opts.Logger, tools: make(map[string][]byte), synced: make(chan struct{}), progress: make(map[string]progressRoute)}
+	s := &RemoteServer{log: opts.Logger, tools: make(map[string][]byte), synced: make(chan struct{}), progress: make(map[string]progressRoute),
+		clientKey: strings.ToLower(rand.Text())}
 	user := opts.OnReady
 	opts.OnReady = func(res relaywire.ConnectResult) {
 		s.refresh()
@@ -167,6 +171,17 @@ func (s *RemoteServer) refresh() {
 	s.once.Do(func() { close(s.synced) })
 }
 
+// stdioClientName is the clientInfo.name of the client that runs
+// `browserbridge connect`, or the command's own name.
+func stdioClientName(ss *mcp.ServerSession) string {
+	if ss != nil {
+		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			return p.ClientInfo.Name
+		}
+	}
+	return "browserbridge connect"
+}
+
 func (s *RemoteServer) addTool(t *mcp.Tool) {
 	defer func() {
 		if r := recover(); r != nil { // the SDK panics on schemas it cannot use
@@ -184,12 +199,17 @@ func (s *RemoteServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	} else {
 		params["arguments"] = map[string]any{}
 	}
+	// The browser names the session after our client, on a key of this
+	// process: its tabs stay across the bridge's restarts, as long as this
+	// process (and so the client's session) lives.
+	meta := map[string]any{relaywire.MetaClient: relaywire.ClientMeta{Name: stdioClientName(req.Session), Key: s.clientKey}}
+	params["_meta"] = meta
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		// Our own token, unique among this process's calls: the browser's
 		// progress comes back with it (docs/relay.md), and goes to the
 		// client with the client's.
 		key := "progress-" + strconv.FormatUint(s.nextToken.Add(1), 10)
-		params["_meta"] = map[string]any{"progressToken": key}
+		meta["progressToken"] = key
 		s.progMu.Lock()
 		s.progress[key] = progressRoute{ctx: ctx, session: req.Session, token: tok}
 		s.progMu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -441,8 +442,10 @@ func TestRelayTwoUsersIsolationAndRestart(t *testing.T) {
 		a2.mu.Lock()
 		meta := string(a2.metas[len(a2.metas)-1])
 		a2.mu.Unlock()
-		if !strings.Contains(meta, `"browserbridge/session":{"client":"relay","id":"conn-`) {
-			t.Errorf("tools/call _meta = %s, want the relay session", meta)
+		// Named after the client of `browserbridge connect`, on the key of
+		// its process (issue 31, items 1 and 2).
+		if !regexp.MustCompile(`"browserbridge/session":\{"client":"test-client","id":"conn-k[0-9a-z]+","remote":true\}`).MatchString(meta) {
+			t.Errorf("tools/call _meta = %s, want the session of test-client, remote, on its key", meta)
 		}
 		a1.mu.Lock()
 		n := len(a1.metas)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/gorilla/websocket"
 
@@ -67,13 +68,13 @@ type session struct {
 	mu       sync.Mutex
 	inflight map[string]struct{}                // mapped ids being forwarded
 	progress map[string]json.RawMessage         // mapped id → the caller's progress token, while in flight
-	conns    map[string]struct{}                // connection ids seen, for session.ended
+	conns    map[string]string                  // the browser's session ids seen (connection ids, client keys) → client name, for session.ended
 	calls    map[string]chan *relaywire.Message // the relay's own requests to the proxy, by id
 }
 
 func newSession(ctx context.Context, a *agent, ws *websocket.Conn, log *slog.Logger) *session {
 	s := &session{a: a, c: wsconn.New(ws, connOptions(a.c.opts.PingPeriod)), log: log, inflight: make(map[string]struct{}),
-		progress: make(map[string]json.RawMessage), conns: make(map[string]struct{}), calls: make(map[string]chan *relaywire.Message)}
+		progress: make(map[string]json.RawMessage), conns: make(map[string]string), calls: make(map[string]chan *relaywire.Message)}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	if a.server != "" {
 		s.gw = newGWConns(s, a.c.opts.Servers, a.server)
@@ -91,9 +92,14 @@ func (s *session) run() error {
 	s.cancel(err)
 	<-s.c.Done()
 	s.wg.Wait() // forwarded calls have told the browser they were cut off
-	if s.gw != nil {
+	switch {
+	case s.gw != nil:
 		s.gw.closeAll()
-	} else {
+	case errors.Is(context.Cause(s.ctx), context.Canceled):
+		// The bridge is stopping (or restarting), not the remote clients:
+		// as for local sessions, their tabs stay for the next bridge, where
+		// a client that comes back with its key finds them.
+	default:
 		s.endSessions()
 	}
 	return err
@@ -200,7 +206,9 @@ func (s *session) handleRequest(m *relaywire.Message) {
 			return
 		}
 		s.mu.Lock()
-		s.conns[conn] = struct{}{}
+		if _, seen := s.conns[conn]; !seen {
+			s.conns[conn] = ""
+		}
 		s.mu.Unlock()
 		if s.gw != nil {
 			c := s.gw.conn(conn, true)
@@ -244,8 +252,13 @@ func (s *session) forward(id, conn string, m *relaywire.Message) {
 
 	var params any
 	if m.Params != nil {
-		p, token := linkParams(m.Method, m.Params, conn, id)
+		p, token, rs := linkParams(m.Method, m.Params, m.Client, conn, id)
 		params = p
+		if rs.ID != "" {
+			s.mu.Lock()
+			s.conns[rs.ID] = rs.Client
+			s.mu.Unlock()
+		}
 		if token != nil {
 			s.mu.Lock()
 			s.progress[id] = token
@@ -274,35 +287,75 @@ func (s *session) forward(id, conn string, m *relaywire.Message) {
 }
 
 // remoteSession is the browserbridge/session _meta of a relayed tools/call:
-// the relay names the session, never the remote client, and marks it
-// remote, so the extension applies the person's scope for remote clients
-// (docs/protocol.md).
+// the relay names the session and marks it remote, so the extension
+// applies the person's scope for remote clients (docs/protocol.md).
 type remoteSession struct {
 	Client string `json:"client"`
 	ID     string `json:"id"`
 	Remote bool   `json:"remote"`
 }
 
+// remoteClientName is a remote session's name when its client gave none.
+const remoteClientName = "remote client"
+
+// maxClientName bounds the client name shown in tab group titles.
+const maxClientName = 60
+
+// sessionOf is the browser's session for a relayed call of connection
+// conn whose remote client is described by cm (relaywire.MetaClient): the
+// client's own name, and, when it has a key, an id that stays the same
+// across the connection's ends (a bridge restart), so the browser keeps
+// its tabs; else the connection's id, as before keys existed.
+func sessionOf(cm relaywire.ClientMeta, conn string) remoteSession {
+	rs := remoteSession{Client: cleanName(cm.Name), ID: conn, Remote: true}
+	if relaywire.ValidClientKey(cm.Key) {
+		rs.ID = relaywire.PrefixConnection + "k" + cm.Key
+	}
+	return rs
+}
+
+// cleanName is a client's name fit for a tab group title: printable, at
+// most maxClientName runes, remoteClientName if nothing is left.
+func cleanName(name string) string {
+	name = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, name))
+	if r := []rune(name); len(r) > maxClientName {
+		name = string(r[:maxClientName]) + "…"
+	}
+	if name == "" {
+		return remoteClientName
+	}
+	return name
+}
+
 // linkParams returns the params of a relayed request as the browser gets
-// them, and the caller's progress token if it asked for progress. A
-// tools/call gets {client: "relay", id: conn, remote: true} as its
-// _meta["browserbridge/session"], replacing any the caller sent, so the
-// extension groups the remote client's tabs as it does a local session's
-// and knows it for a remote one. A _meta.progressToken is replaced by the request's
-// id on the link (the mapped id), which the browser reports progress
-// against, as for local calls (docs/protocol.md); the caller's token is put
-// back on the way out (progressFromBrowser). Other params pass unchanged.
-func linkParams(method string, params json.RawMessage, conn, id string) (json.RawMessage, json.RawMessage) {
+// them, the caller's progress token if it asked for progress, and for a
+// tools/call the browser's session it is in. A tools/call gets that
+// session (sessionOf: the remote client's name and, if it has one, key,
+// from the proxy's client member (relaywire.Message.Client), else from
+// _meta "browserbridge/client", which is taken out either way) as its
+// _meta["browserbridge/session"], marked remote,
+// replacing any the caller sent, so the extension groups the remote
+// client's tabs as it does a local session's and knows it for a remote
+// one. A _meta.progressToken is replaced by the request's id on the link
+// (the mapped id), which the browser reports progress against, as for
+// local calls (docs/protocol.md); the caller's token is put back on the
+// way out (progressFromBrowser). Other params pass unchanged.
+func linkParams(method string, params, client json.RawMessage, conn, id string) (json.RawMessage, json.RawMessage, remoteSession) {
 	if method != "tools/call" && !bytes.Contains(params, []byte(`"_meta"`)) {
-		return params, nil
+		return params, nil, remoteSession{}
 	}
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil || p == nil {
-		return params, nil
+		return params, nil, remoteSession{}
 	}
 	var meta map[string]json.RawMessage
 	if raw, ok := p["_meta"]; ok && json.Unmarshal(raw, &meta) != nil {
-		return params, nil
+		return params, nil, remoteSession{}
 	}
 	changed := false
 	token := meta["progressToken"]
@@ -312,18 +365,29 @@ func linkParams(method string, params json.RawMessage, conn, id string) (json.Ra
 	} else {
 		token = nil
 	}
+	var rs remoteSession
 	if method == "tools/call" {
 		if meta == nil {
 			meta = make(map[string]json.RawMessage)
 		}
-		meta[metaSession] = relaywire.MarshalParams(remoteSession{Client: "relay", ID: conn, Remote: true})
+		var cm relaywire.ClientMeta
+		if raw, ok := meta[relaywire.MetaClient]; ok {
+			_ = json.Unmarshal(raw, &cm) // a malformed one names no one
+			delete(meta, relaywire.MetaClient)
+		}
+		if client != nil {
+			cm = relaywire.ClientMeta{}
+			_ = json.Unmarshal(client, &cm) // the proxy's word over the client's
+		}
+		rs = sessionOf(cm, conn)
+		meta[metaSession] = relaywire.MarshalParams(rs)
 		changed = true
 	}
 	if !changed {
-		return params, nil
+		return params, nil, rs
 	}
 	p["_meta"] = relaywire.MarshalParams(meta)
-	return relaywire.MarshalParams(p), token
+	return relaywire.MarshalParams(p), token, rs
 }
 
 // progressFromBrowser forwards the browser's notifications/progress for the
@@ -499,14 +563,17 @@ func (s *session) endSessions() {
 		return
 	}
 	s.mu.Lock()
-	conns := make([]string, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
+	conns := make(map[string]string, len(s.conns))
+	for c, name := range s.conns {
+		conns[c] = name
 	}
 	s.mu.Unlock()
-	for _, c := range conns {
+	for c, name := range conns {
+		if name == "" {
+			name = remoteClientName
+		}
 		nctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = b.Notify(nctx, protocol.SessionEnded, map[string]string{"session": c, "client": "relay"})
+		_ = b.Notify(nctx, protocol.SessionEnded, map[string]string{"session": c, "client": name})
 		cancel()
 	}
 }

@@ -24,7 +24,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { RemoteServer } from '../../remote/client.js';
-import { memoryStorage } from '../../remote/platform.js';
+import { memoryStorage } from '../remote/memory-storage.js';
 
 /** Where chrome.identity would send the browser back to. */
 const REDIRECT_URI = 'https://conformance.chromiumapp.org/oauth';

@@ -17,7 +17,7 @@
 // Only standard Web APIs are used (fetch's Request/Response, streams,
 // crypto.subtle), so this runs in Node 20+ and in a browser alike.
 
-import { memoryStorage } from '../../remote/platform.js';
+import { memoryStorage } from './memory-storage.js';
 
 const enc = new TextEncoder();
 
