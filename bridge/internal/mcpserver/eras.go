@@ -14,15 +14,12 @@ import (
 // What differs between protocol versions in the answers the server gives,
 // as each version's specification says:
 //
-//   - Bad tool arguments are a protocol error (-32602) up to 2025-06-18;
-//     from 2025-11-25 (SEP-1303) they are a tool execution error, a result
-//     with isError the model reads and corrects its call from. An unknown
-//     tool stays -32602 in every version.
+//   - Bad tool arguments are a protocol error (-32602) up to 2025-06-18
+//     and a tool error from 2025-11-25 (mcphttp.ArgumentErrorAsResult).
 //   - ttlMs and cacheScope, the caching hints of the list results, exist
 //     from 2026-07-28 on; the schemas of the versions before have neither.
 const (
-	versionToolArgErrors = "2025-11-25"
-	versionCacheFields   = mcphttp.VersionStateless
+	versionCacheFields = mcphttp.VersionStateless
 )
 
 // requestVersion is the protocol version a request is answered in: the
@@ -43,27 +40,15 @@ func requestVersion(req mcp.Request) string {
 	return "2025-03-26" // what the specification says to assume without a header
 }
 
-// argumentErrors is the data of the extension's -32602 for arguments that
-// do not match the tool's inputSchema (extension/sw/tools.js); an unknown
-// tool's -32602 has none.
-type argumentErrors struct {
-	Problems []string `json:"argumentErrors"`
-}
-
-// badArguments reports whether a browser's refusal is one of bad arguments.
-func badArguments(err *jsonrpc2.Error) bool {
-	if err.Code != jsonrpc2.CodeInvalidParams || err.Data == nil {
-		return false
-	}
-	var data argumentErrors
-	return json.Unmarshal(*err.Data, &data) == nil && len(data.Problems) > 0
-}
-
 // refusal is what the client gets for a browser's protocol-level refusal
 // of a call (an unknown tool, bad arguments) at protocol version version.
 func refusal(err *jsonrpc2.Error, version string) (*mcp.CallToolResult, error) {
-	if version >= versionToolArgErrors && badArguments(err) {
-		return toolError(err.Message + ". Correct the arguments to match the tool's inputSchema and call it again."), nil
+	var data json.RawMessage
+	if err.Data != nil {
+		data = *err.Data
+	}
+	if mcphttp.ArgumentErrorAsResult(version, int(err.Code), data) {
+		return toolError(mcphttp.ArgumentErrorText(err.Message)), nil
 	}
 	return nil, &jsonrpc.Error{Code: err.Code, Message: err.Message}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -225,6 +226,8 @@ func (s *RemoteServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.As(err, &rpcErr) && mcphttp.ArgumentErrorAsResult(clientVersion(req.Session), rpcErr.Code, rpcErr.Data):
+			return toolError(mcphttp.ArgumentErrorText(rpcErr.Message)), nil
 		case errors.As(err, &rpcErr) && (rpcErr.Code == jsonrpc.CodeInvalidParams || rpcErr.Code == jsonrpc.CodeMethodNotFound):
 			return nil, &jsonrpc.Error{Code: int64(rpcErr.Code), Message: rpcErr.Message}
 		case errors.As(err, &rpcErr):
@@ -240,6 +243,18 @@ func (s *RemoteServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		res.Content = []mcp.Content{}
 	}
 	return &res, nil
+}
+
+// clientVersion is the protocol version the stdio client's session
+// negotiated ("" before initialize, which the SDK does not let a call reach).
+func clientVersion(ss *mcp.ServerSession) string {
+	if ss == nil {
+		return ""
+	}
+	if p := ss.InitializeParams(); p != nil {
+		return mcphttp.Negotiate(p.ProtocolVersion, mcphttp.Versions)
+	}
+	return ""
 }
 
 func toolError(msg string) *mcp.CallToolResult {

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,10 +18,12 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/daemon"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
@@ -184,6 +187,7 @@ func (ub *userBridge) attach(label string) *fakeBrowser {
 			return map[string]any{"tools": []map[string]any{
 				{"name": "whoami", "description": "Say which browser this is.", "inputSchema": map[string]any{"type": "object"}},
 				{"name": "slow", "description": "Wait until the test releases it.", "inputSchema": map[string]any{"type": "object"}},
+				{"name": "strict", "description": "Refuse its arguments.", "inputSchema": map[string]any{"type": "object"}},
 			}}, nil
 		case "tools/call":
 			var p struct {
@@ -201,6 +205,9 @@ func (ub *userBridge) attach(label string) *fakeBrowser {
 				fb.started <- string(params)
 				<-fb.release
 				return nil, map[string]any{"code": -32000, "message": "stopped"}
+			case "strict": // the extension's refusal of arguments that do not match the schema (sw/tools.js)
+				return nil, map[string]any{"code": -32602, "message": "Invalid arguments for strict: url is required",
+					"data": map[string]any{"argumentErrors": []string{"url is required"}}}
 			}
 			return nil, map[string]any{"code": -32602, "message": "unknown tool " + p.Name}
 		}
@@ -433,7 +440,7 @@ func TestRelayTwoUsersIsolationAndRestart(t *testing.T) {
 
 	t.Run("connect calls the right browser", func(t *testing.T) {
 		tools, err := cs.ListTools(context.Background(), nil)
-		if err != nil || len(tools.Tools) != 2 {
+		if err != nil || len(tools.Tools) != 3 {
 			t.Fatalf("tools %+v %v", tools, err)
 		}
 		if got, isErr := callText(t, cs, "whoami"); got != "A2" || isErr {
@@ -616,5 +623,29 @@ func TestRelayNamesDoNotDependOnOrder(t *testing.T) {
 		if second[id] != name {
 			t.Fatalf("browser %s is %q when attached first and %q when attached second", id, name, second[id])
 		}
+	}
+}
+
+// TestConnectBadArgumentsAreAToolError: `browserbridge connect` answers a
+// browser's refusal of a call's arguments as the tool error the client's
+// protocol version asks for (SEP-1303 from 2025-11-25), while an unknown
+// tool stays a JSON-RPC -32602.
+func TestConnectBadArgumentsAreAToolError(t *testing.T) {
+	p := startProxy(t)
+	alice := startBridge(t, p, "alice")
+	alice.attach("A1")
+	ext := alice.waitRelay(1)["instance-a1"].ExtensionID
+	cs, _ := mcpClient(t, p, "alice", ext)
+	if v := cs.InitializeResult().ProtocolVersion; v < mcphttp.VersionToolArgumentErrors {
+		t.Fatalf("the Go SDK client negotiated %s; this test needs %s or later", v, mcphttp.VersionToolArgumentErrors)
+	}
+	got, isErr := callText(t, cs, "strict")
+	if !isErr || !strings.Contains(got, "url is required") || !strings.Contains(got, "Correct the arguments") {
+		t.Errorf("bad arguments: got %q (isError %v), want a tool error naming the problem and what to do", got, isErr)
+	}
+	r := <-startCall(cs, "nosuch")
+	var rpcErr *jsonrpc.Error
+	if !errors.As(r.err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("unknown tool: got %+v, want JSON-RPC -32602", r)
 	}
 }
