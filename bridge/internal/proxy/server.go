@@ -313,6 +313,7 @@ type serverMetrics struct {
 	bytesOut  *metrics.CounterSeries
 
 	connRefused *metrics.Counter
+	evicted     *metrics.CounterSeries
 }
 
 // New returns a Server with the options, which it keeps.
@@ -361,6 +362,7 @@ func New(opts Options) (*Server, error) {
 	s.m.bytesIn = r.NewCounter("browserbridge_proxy_received_bytes_total", "Message bytes received.").With()
 	s.m.bytesOut = r.NewCounter("browserbridge_proxy_sent_bytes_total", "Message bytes sent.").With()
 	s.m.connRefused = r.NewCounter("browserbridge_proxy_connections_refused_total", "Connections refused for a connection limit, by limit (per_ip, per_user_mcp, per_user_extension), or because another bridge of the user holds a server extension's server name (server_name).", "reason")
+	s.m.evicted = r.NewCounter("browserbridge_proxy_http_sessions_evicted_total", "Idle Streamable HTTP sessions ended to make room for a new session of their user at its cap.").With()
 	s.connOpts = s.connOptions()
 	if opts.Cluster != nil {
 		// Checked and defaulted once, here: pairing's shared store reads
