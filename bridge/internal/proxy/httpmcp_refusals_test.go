@@ -185,7 +185,8 @@ func openStream(tb testing.TB, url, tok, sid string) *http.Response {
 // opens sessions and never DELETEs them does not lock its user out at the
 // per-user cap (64, WebSocket clients included): each new session ends
 // the user's least recently used idle one; a session in use (here, its
-// GET stream open) is passed over, and so is a WebSocket client.
+// GET stream open) is passed over, and so is a WebSocket client, which
+// arriving at the cap makes room too.
 func TestHTTPAbandonedSessionsMakeRoom(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, nil)
 	url := tp.public() + "/mcp"
@@ -219,8 +220,13 @@ func TestHTTPAbandonedSessionsMakeRoom(t *testing.T) {
 			t.Errorf("session %s, new or streaming: ping %d", sid, got)
 		}
 	}
-	if got := tp.srv.m.evicted.Value(); got != more {
-		t.Errorf("evicted counter %v, want %d", got, more)
+	// A WebSocket client arriving at the cap makes room the same way.
+	tp.mcp(t, "alice")
+	if got := pingStatus(t, url, tok, abandoned[more]); got != http.StatusNotFound {
+		t.Errorf("the oldest idle session after a WebSocket client came at the cap: ping %d", got)
+	}
+	if got := tp.srv.m.evicted.Value(); got != more+1 {
+		t.Errorf("evicted counter %v, want %d", got, more+1)
 	}
 }
 

@@ -132,13 +132,7 @@ func (h *httpEndpoint) post(w http.ResponseWriter, r *http.Request, user string,
 // user's MCP clients. On refusal it answers w itself and returns nil.
 func (h *httpEndpoint) open(w http.ResponseWriter, r *http.Request, id json.RawMessage, user string, ep endpoint, stateless bool) *httpSession {
 	s := h.s
-	u, err := s.acquireUser(user, sideMCP, nil)
-	// At the user's cap, the oldest idle session makes room (clients that
-	// never DELETE theirs would otherwise lock the user out until they
-	// expire); a session in use never does.
-	for errors.Is(err, errUserLimit) && h.evictIdlest(user) {
-		u, err = s.acquireUser(user, sideMCP, nil)
-	}
+	u, err := s.acquireMCPClient(user)
 	switch {
 	case errors.Is(err, errUserLimit):
 		s.m.connRefused.With("per_user_mcp").Inc()

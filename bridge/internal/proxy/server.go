@@ -664,6 +664,19 @@ func (s *Server) acquireUser(id string, side int, e *extension) (*user, error) {
 	return u, err
 }
 
+// acquireMCPClient is acquireUser for an MCP client (a WebSocket client
+// or an HTTP session). At the user's cap, the user's least recently used
+// idle HTTP session makes room (issue 33, item 9: a client that never
+// DELETEs its sessions would otherwise lock its user out until they
+// expire); a session in use and a WebSocket client never do.
+func (s *Server) acquireMCPClient(id string) (*user, error) {
+	u, err := s.acquireUser(id, sideMCP, nil)
+	for errors.Is(err, errUserLimit) && s.http != nil && s.http.evictIdlest(id) {
+		u, err = s.acquireUser(id, sideMCP, nil)
+	}
+	return u, err
+}
+
 // acquireUserLocking is acquireUser's step under Server.mu; remote are
 // the other nodes' registrations of e's server name.
 func (s *Server) acquireUserLocking(id string, side int, e *extension, remote []serverReg) (*user, error) {
