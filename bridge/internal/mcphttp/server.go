@@ -273,7 +273,7 @@ func (srv *Server) admitKey(s *Session, key string) error {
 		s.begin()
 		return nil
 	}
-	adm, err := srv.opts.Sessions.Admit(key, s.Close)
+	adm, err := srv.opts.Sessions.AdmitInUse(key, s.Close, s.inUse)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,5 +263,82 @@ func TestServerLocalClient(t *testing.T) {
 	}
 	if got := srv.Call(ctx, nil, target, &Message{JSONRPC: "2.0", ID: json.RawMessage("4"), Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)}, nil); string(got) != `{"jsonrpc":"2.0","id":4,"result":{"name":"x"}}` {
 		t.Fatalf("a stateless call: %s", got)
+	}
+}
+
+// busyTarget is echoTarget whose sessions are Busy (a call forwarded and
+// unanswered, between requests) while busy is set.
+type busyTarget struct {
+	echoTarget
+	busy atomic.Bool
+}
+
+func (b *busyTarget) Busy(*Session) bool { return b.busy.Load() }
+
+// TestServerCapEvictsOnlyIdleSessions (issue 33, item 9): at a client's
+// cap its least recently used idle session makes room, so abandoned
+// sessions (never DELETEd) do not lock the client out; a session in use
+// (its stream open, or Busy at its Target) is never ended for room, and
+// with nothing idle the next is refused 429.
+func TestServerCapEvictsOnlyIdleSessions(t *testing.T) {
+	const perClient = 4
+	bt := &busyTarget{}
+	srv := NewServer(ServerOptions{Sessions: sessionlimit.New(sessionlimit.Options{PerClient: perClient})})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { srv.ServeStreamable(w, r, bt) }))
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	h := &engineHarness{srv: srv, url: hs.URL}
+	open := func() string {
+		t.Helper()
+		r := h.do(t, "POST", initBody("abandoner"))
+		if r.status != 200 {
+			t.Fatalf("initialize: %d %s", r.status, r.body)
+		}
+		return r.header.Get(HeaderSessionID)
+	}
+	alive := func(sid string) bool {
+		t.Helper()
+		return h.do(t, "POST", `{"jsonrpc":"2.0","id":"p","method":"ping"}`, HeaderSessionID, sid).status == 200
+	}
+
+	// Abandoned: each new session beyond the cap ends the oldest.
+	var sids []string
+	for range 3 * perClient {
+		sids = append(sids, open())
+	}
+	for i, sid := range sids {
+		if want := i >= 2*perClient; alive(sid) != want {
+			t.Errorf("session %d of %d opened one after the other: alive %v, want %v", i, len(sids), !want, want)
+		}
+	}
+
+	// In use: the oldest has its stream open, the rest are Busy.
+	req, _ := http.NewRequest(http.MethodGet, h.url, nil)
+	req.Header.Set("Accept", ContentTypeSSE)
+	req.Header.Set(HeaderSessionID, sids[2*perClient])
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("GET stream: %v %v", err, stream)
+	}
+	defer stream.Body.Close()
+	bt.busy.Store(true)
+	r := h.do(t, "POST", initBody("abandoner"))
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "each with a request in progress") {
+		t.Fatalf("a session beyond a cap of sessions all in use: %d %s", r.status, r.body)
+	}
+	for _, sid := range sids[2*perClient:] {
+		if !alive(sid) {
+			t.Fatalf("session %s, in use, was ended", sid)
+		}
+	}
+
+	// Out of use again: the least recently used idle one goes, not the
+	// streaming one, however old.
+	bt.busy.Store(false)
+	open()
+	if !alive(sids[2*perClient]) {
+		t.Error("the session with its stream open was ended for room")
+	}
+	if alive(sids[2*perClient+1]) {
+		t.Error("the least recently used idle session is still alive")
 	}
 }

@@ -117,16 +117,25 @@ func (s *Session) markClosedLocked() {
 	}
 }
 
+// inUse reports whether the session is in use between requests: its
+// stream open or its Target Busy with it. With a request being served it
+// is in use too (begin); the reaper and the admission table's eviction
+// both pass over a session in use.
+func (s *Session) inUse() bool {
+	if s.Out.Streaming() {
+		return true
+	}
+	b, ok := s.t.(Busy)
+	return ok && b.Busy(s)
+}
+
 // reap ends the session if it has been idle for the session timeout (no
 // request being served, no stream open, not busy), else looks again when
 // it could be. The check and the end are one step, so that a request
 // beginning meanwhile finds the session either alive or gone.
 func (s *Session) reap() {
 	timeout := s.srv.opts.SessionTimeout
-	busy := s.Out.Streaming()
-	if b, ok := s.t.(Busy); ok && !busy {
-		busy = b.Busy(s)
-	}
+	busy := s.inUse()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -156,27 +157,140 @@ func TestHTTPStatelessRequests(t *testing.T) {
 	}
 }
 
-// TestHTTPSessionsPerUser: HTTP sessions count among the user's MCP
-// clients with WebSocket ones: one more than MaxMCPPerUser is refused 429
-// with Retry-After; ending one (DELETE) makes room.
-func TestHTTPSessionsPerUser(t *testing.T) {
-	tp := newHTTPTestProxy(t, Options{MaxMCPPerUser: 2}, nil)
-	tp.mcp(t, "alice") // a WebSocket client of alice's
-	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
-	sid := rawSession(t, tp.public()+"/mcp", tok)
-	status, h, body := rawPost(t, tp.public()+"/mcp", tok, initBody)
-	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(body, "too many MCP sessions for this user: at most 2") {
-		t.Fatalf("one session too many: %d %q %s", status, h.Get("Retry-After"), body)
-	}
-	req, _ := http.NewRequest(http.MethodDelete, tp.public()+"/mcp", nil)
+// pingStatus is the status a ping in the session sid gets: 200 while it
+// lives, 404 once it has ended.
+func pingStatus(tb testing.TB, url, tok, sid string) int {
+	tb.Helper()
+	status, _, _ := rawPost(tb, url, tok, `{"jsonrpc":"2.0","id":"p","method":"ping"}`, mcphttp.HeaderSessionID, sid)
+	return status
+}
+
+// openStream opens the GET stream of the session sid; the stream ends
+// with the test.
+func openStream(tb testing.TB, url, tok, sid string) *http.Response {
+	tb.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set(mcphttp.HeaderSessionID, sid)
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE: %v %v", err, resp)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET stream: %v %v", err, resp)
 	}
-	resp.Body.Close()
-	rawSession(t, tp.public()+"/mcp", tok)
+	tb.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// TestHTTPAbandonedSessionsMakeRoom (issue 33, item 9): a client that
+// opens sessions and never DELETEs them does not lock its user out at the
+// per-user cap (64, WebSocket clients included): each new session ends
+// the user's least recently used idle one; a session in use (here, its
+// GET stream open) is passed over, and so is a WebSocket client, which
+// arriving at the cap makes room too.
+func TestHTTPAbandonedSessionsMakeRoom(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{}, nil)
+	url := tp.public() + "/mcp"
+	tp.mcp(t, "alice") // a WebSocket client: one place of the 64
+	tok := tp.person(t, passwordFields()).accessToken(url)
+	streamed := rawSession(t, url, tok) // the oldest, but in use
+	openStream(t, url, tok, streamed)
+	var abandoned []string
+	for len(abandoned) < DefaultMaxMCPPerUser-2 {
+		abandoned = append(abandoned, rawSession(t, url, tok))
+	}
+	if status, _, body := rawPost(t, tp.public()+"/mcp", tok, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); status != http.StatusBadRequest {
+		t.Fatalf("a message with no session: %d %s", status, body) // the table is full, not broken
+	}
+	const more = 10
+	var fresh []string
+	for range more {
+		fresh = append(fresh, rawSession(t, url, tok)) // fails the test unless 200
+	}
+	for i, sid := range abandoned {
+		want := http.StatusOK
+		if i < more {
+			want = http.StatusNotFound
+		}
+		if got := pingStatus(t, url, tok, sid); got != want {
+			t.Errorf("abandoned session %d (of %d, %d newer ones opened): ping %d, want %d", i, len(abandoned), more, got, want)
+		}
+	}
+	for _, sid := range append(fresh, streamed) {
+		if got := pingStatus(t, url, tok, sid); got != http.StatusOK {
+			t.Errorf("session %s, new or streaming: ping %d", sid, got)
+		}
+	}
+	// A WebSocket client arriving at the cap makes room the same way.
+	tp.mcp(t, "alice")
+	if got := pingStatus(t, url, tok, abandoned[more]); got != http.StatusNotFound {
+		t.Errorf("the oldest idle session after a WebSocket client came at the cap: ping %d", got)
+	}
+	if got := tp.srv.m.evicted.Value(); got != more+1 {
+		t.Errorf("evicted counter %v, want %d", got, more+1)
+	}
+}
+
+// TestHTTPSessionsPerUserInUse: when every session of the user is in use
+// (WebSocket clients, a session with a GET stream open, one with a call
+// in flight) one more is refused 429 with Retry-After and a sentence
+// saying why; the session coming out of use makes room.
+func TestHTTPSessionsPerUserInUse(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// use puts the session sid in use and returns what ends that use.
+		use func(t *testing.T, tp *testProxy, b *fakeBrowser, url, tok, sid string) (stop func())
+	}{
+		{
+			name: "GET stream open",
+			use: func(t *testing.T, tp *testProxy, b *fakeBrowser, url, tok, sid string) func() {
+				stream := openStream(t, url, tok, sid)
+				return func() { stream.Body.Close() }
+			},
+		},
+		{
+			name: "call in flight",
+			use: func(t *testing.T, tp *testProxy, b *fakeBrowser, url, tok, sid string) func() {
+				answered := make(chan struct{})
+				go func() {
+					defer close(answered)
+					rawPost(t, url, tok, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"hang"}}`, mcphttp.HeaderSessionID, sid)
+				}()
+				b.call(t) // the browser has it: the call is in flight
+				return func() {
+					// The browser leaves: the call is answered, the POST
+					// ends, the session is idle.
+					b.leave()
+					<-answered
+				}
+			},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tp := newHTTPTestProxy(t, Options{MaxMCPPerUser: 2}, nil)
+			b := startBrowser(t, tp, "alice", "Chrome")
+			tp.mcp(t, "alice") // a WebSocket client of alice's
+			url := tp.public() + "/mcp"
+			tok := tp.person(t, passwordFields()).accessToken(url)
+			sid := rawSession(t, url, tok)
+			stop := c.use(t, tp, b, url, tok, sid)
+			status, h, body := rawPost(t, url, tok, initBody)
+			if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" ||
+				!strings.Contains(body, "too many MCP sessions for this user: at most 2 at once, WebSocket connections included, and each in use") {
+				t.Fatalf("one session too many: %d %q %s", status, h.Get("Retry-After"), body)
+			}
+			if got := pingStatus(t, url, tok, sid); got != http.StatusOK {
+				t.Fatalf("the session in use after the refusal: ping %d", got)
+			}
+			stop()
+			testutil.WaitFor(t, "a new session once the other is out of use", func() bool {
+				status, _, _ := rawPost(t, url, tok, initBody)
+				return status == http.StatusOK
+			})
+			if got := pingStatus(t, url, tok, sid); got != http.StatusNotFound {
+				t.Errorf("the session that made room: ping %d", got)
+			}
+		})
+	}
 }
 
 // TestHTTPWebSocketSideUnchanged: with the HTTP side on, /mcp still

@@ -390,6 +390,34 @@ func (ss *httpSession) isClosed() bool {
 	return ss.closed
 }
 
+// lastUse is when the session was last used.
+func (ss *httpSession) lastUse() time.Time {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.lastUsed
+}
+
+// inUseLocked reports whether the session is in use: a request being
+// served, a stream open or a call in flight. ss.mu is held.
+func (ss *httpSession) inUseLocked() bool {
+	return ss.active > 0 || len(ss.waiting) > 0 || ss.out.Streaming()
+}
+
+// evictIfIdle ends the session to make room for another of its user
+// unless it is in use or has ended; the check and the end are one step,
+// as in reap.
+func (ss *httpSession) evictIfIdle() bool {
+	ss.mu.Lock()
+	if ss.closed || ss.inUseLocked() {
+		ss.mu.Unlock()
+		return false
+	}
+	waiting := ss.markClosedLocked()
+	ss.mu.Unlock()
+	ss.finish(waiting)
+	return true
+}
+
 // reap ends the session if it has been idle for the session timeout (no
 // request being served, no stream open, no call in flight), else looks
 // again when it could be.
@@ -401,7 +429,7 @@ func (ss *httpSession) reap() {
 		return
 	}
 	idle := time.Since(ss.lastUsed)
-	if ss.active > 0 || len(ss.waiting) > 0 || ss.out.Streaming() || idle < timeout {
+	if ss.inUseLocked() || idle < timeout {
 		ss.timer.Reset(max(timeout-idle, time.Second))
 		ss.mu.Unlock()
 		return

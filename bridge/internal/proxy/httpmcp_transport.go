@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
@@ -131,14 +132,15 @@ func (h *httpEndpoint) post(w http.ResponseWriter, r *http.Request, user string,
 // user's MCP clients. On refusal it answers w itself and returns nil.
 func (h *httpEndpoint) open(w http.ResponseWriter, r *http.Request, id json.RawMessage, user string, ep endpoint, stateless bool) *httpSession {
 	s := h.s
-	u, err := s.acquireUser(user, sideMCP, nil)
+	u, err := s.acquireMCPClient(user)
 	switch {
 	case errors.Is(err, errUserLimit):
 		s.m.connRefused.With("per_user_mcp").Inc()
 		s.log.Info("http session refused", "user", user, "reason", "per-user limit", "limit", s.opts.MaxMCPPerUser)
 		w.Header().Set("Retry-After", "60")
 		mcphttp.WriteError(w, http.StatusTooManyRequests, id, relaywire.CodeServerError, fmt.Sprintf(
-			"too many MCP sessions for this user: at most %d at once, WebSocket connections included; end one (DELETE) or let an idle one expire", s.opts.MaxMCPPerUser))
+			"too many MCP sessions for this user: at most %d at once, WebSocket connections included, and each in use "+
+				"(a request in flight or a stream open); end one (DELETE) or wait for one to finish", s.opts.MaxMCPPerUser))
 		return nil
 	case err != nil:
 		w.Header().Set("Retry-After", "5")
@@ -404,6 +406,37 @@ func (h *httpEndpoint) lookup(sid, user string, ep endpoint) *httpSession {
 		return nil
 	}
 	return ss
+}
+
+// evictIdlest ends the user's least recently used idle session (issue 33,
+// item 9: a client that abandons its sessions must not lock its user out);
+// false if every session of the user is in use. A session that comes into
+// use between the choice and the end is passed over for the next.
+func (h *httpEndpoint) evictIdlest(user string) bool {
+	type candidate struct {
+		ss   *httpSession
+		used time.Time
+	}
+	var list []candidate
+	h.mu.Lock()
+	for _, ss := range h.sessions {
+		if ss.mc.user.id == user {
+			list = append(list, candidate{ss: ss})
+		}
+	}
+	h.mu.Unlock()
+	for i := range list {
+		list[i].used = list[i].ss.lastUse()
+	}
+	slices.SortFunc(list, func(a, b candidate) int { return a.used.Compare(b.used) })
+	for _, c := range list {
+		if c.ss.evictIfIdle() {
+			h.s.m.evicted.Inc()
+			h.s.log.Info("idle http session ended to make room", "user", user, "idle", time.Since(c.used).Round(time.Second))
+			return true
+		}
+	}
+	return false
 }
 
 // add registers a new session; false when the proxy is stopping.

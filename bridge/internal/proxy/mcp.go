@@ -335,7 +335,7 @@ func (mc *mcpClient) handshake(m *relaywire.Message) {
 		c.Close(websocket.ClosePolicyViolation, "authentication failed: "+err.Error())
 		return
 	}
-	u, err := s.acquireUser(claims.Subject, sideMCP, nil)
+	u, err := s.acquireMCPClient(claims.Subject)
 	switch {
 	case errors.Is(err, errUserLimit):
 		s.m.connRefused.With("per_user_mcp").Inc()

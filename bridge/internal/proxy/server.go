@@ -313,6 +313,7 @@ type serverMetrics struct {
 	bytesOut  *metrics.CounterSeries
 
 	connRefused *metrics.Counter
+	evicted     *metrics.CounterSeries
 }
 
 // New returns a Server with the options, which it keeps.
@@ -361,6 +362,7 @@ func New(opts Options) (*Server, error) {
 	s.m.bytesIn = r.NewCounter("browserbridge_proxy_received_bytes_total", "Message bytes received.").With()
 	s.m.bytesOut = r.NewCounter("browserbridge_proxy_sent_bytes_total", "Message bytes sent.").With()
 	s.m.connRefused = r.NewCounter("browserbridge_proxy_connections_refused_total", "Connections refused for a connection limit, by limit (per_ip, per_user_mcp, per_user_extension), or because another bridge of the user holds a server extension's server name (server_name).", "reason")
+	s.m.evicted = r.NewCounter("browserbridge_proxy_http_sessions_evicted_total", "Idle Streamable HTTP sessions ended to make room for a new session of their user at its cap.").With()
 	s.connOpts = s.connOptions()
 	if opts.Cluster != nil {
 		// Checked and defaulted once, here: pairing's shared store reads
@@ -658,6 +660,19 @@ func (s *Server) acquireUser(id string, side int, e *extension) (*user, error) {
 		// HTTP sessions of the user that have no browser now learn that
 		// their tools may have changed.
 		s.http.browserArrived(u.id)
+	}
+	return u, err
+}
+
+// acquireMCPClient is acquireUser for an MCP client (a WebSocket client
+// or an HTTP session). At the user's cap, the user's least recently used
+// idle HTTP session makes room (issue 33, item 9: a client that never
+// DELETEs its sessions would otherwise lock its user out until they
+// expire); a session in use and a WebSocket client never do.
+func (s *Server) acquireMCPClient(id string) (*user, error) {
+	u, err := s.acquireUser(id, sideMCP, nil)
+	for errors.Is(err, errUserLimit) && s.http != nil && s.http.evictIdlest(id) {
+		u, err = s.acquireUser(id, sideMCP, nil)
 	}
 	return u, err
 }

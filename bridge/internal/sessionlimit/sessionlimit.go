@@ -76,6 +76,7 @@ type Session struct {
 	t      *Table
 	client string
 	end    func()
+	inUse  func() bool   // nil: in use only while busy
 	elem   *list.Element // nil once released
 	busy   int
 }
@@ -107,6 +108,16 @@ func (r *Refusal) RetryAfterSeconds() string {
 // the table's lock, if the table ends the session to make room; it must
 // end the session, whose end path then calls Release.
 func (t *Table) Admit(client string, end func()) (*Session, error) {
+	return t.AdmitInUse(client, end, nil)
+}
+
+// AdmitInUse is Admit for a session that can be in use between requests
+// (a call forwarded and not yet answered): inUse, if not nil, is asked
+// before the session is chosen to make room, and a session it reports in
+// use is passed over as one with a request in flight is. It is called
+// with the table's lock held, so it must be quick and must not call into
+// the table.
+func (t *Table) AdmitInUse(client string, end func(), inUse func() bool) (*Session, error) {
 	t.mu.Lock()
 	l := t.clients[client]
 	var victims []*Session
@@ -139,7 +150,7 @@ func (t *Table) Admit(client string, end func()) (*Session, error) {
 		l = list.New()
 		t.clients[client] = l
 	}
-	s := &Session{t: t, client: client, end: end}
+	s := &Session{t: t, client: client, end: end, inUse: inUse}
 	s.elem = l.PushBack(s)
 	t.total++
 	t.mu.Unlock()
@@ -148,13 +159,13 @@ func (t *Table) Admit(client string, end func()) (*Session, error) {
 }
 
 // idlest is the least recently used session of l with no request in
-// flight, or nil.
+// flight and not otherwise in use, or nil.
 func (t *Table) idlest(l *list.List) *Session {
 	if l == nil {
 		return nil
 	}
 	for e := l.Front(); e != nil; e = e.Next() {
-		if s := e.Value.(*Session); s.busy == 0 {
+		if s := e.Value.(*Session); s.busy == 0 && (s.inUse == nil || !s.inUse()) {
 			return s
 		}
 	}

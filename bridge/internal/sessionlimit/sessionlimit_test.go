@@ -74,6 +74,19 @@ func TestAdmit(t *testing.T) {
 			wantTotal:  2,
 		},
 		{
+			name: "a session in use between requests is passed over for the next idle one",
+			opts: Options{Max: 10, PerClient: 2},
+			run: func(t *testing.T, tab *Table, a *admitted) error {
+				var s1 *Session
+				s1, _ = tab.AdmitInUse("alice", func() { s1.Release() }, func() bool { return true })
+				a.admit(t, tab, "alice", "a2")
+				_, err := a.admit(t, tab, "alice", "a3")
+				return err
+			},
+			wantEnded: []string{"a2"},
+			wantTotal: 2,
+		},
+		{
 			name: "at the global cap the same client's sessions go first",
 			opts: Options{Max: 3, PerClient: 10},
 			run: func(t *testing.T, tab *Table, a *admitted) error {
