@@ -399,6 +399,9 @@ func (b *fakeBrowser) answer(m *relaywire.Message) {
 			b.sendRaw(relaywire.AppendError(nil, m.ID, relaywire.Errorf(-32800, "cancelled")))
 		}
 	case "hang":
+	case "strict": // the extension's refusal of arguments that do not match the schema (sw/tools.js)
+		b.sendRaw(relaywire.AppendError(nil, m.ID, &relaywire.Error{Code: relaywire.CodeInvalidParams,
+			Message: "Invalid arguments for strict: url is required", Data: json.RawMessage(`{"argumentErrors":["url is required"]}`)}))
 	default:
 		b.sendRaw(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeInvalidParams, "unknown tool %q", p.Name)))
 	}

@@ -30,6 +30,7 @@ type httpSession struct {
 	ep        endpoint
 	server    string // ep.server: "" on a browser endpoint
 	stateless bool
+	version   string            // the protocol version it speaks: negotiated at initialize, VersionStateless when stateless
 	client    string            // clientInfo.name of initialize (httpmcp_client.go)
 	lim       *httpguard.Bucket // the session's rate (Options.ConnRate)
 	out       *mcphttp.Outbox   // messages for the GET stream
@@ -50,6 +51,10 @@ type httpSession struct {
 type pendingCall struct {
 	sink  *mcphttp.PostSink
 	token string // its progress token, if it registered one
+	// argumentErrorsAsResult: a browser tools/call in a session of
+	// 2025-11-25 or later, where the browser's refusal of bad arguments
+	// reaches the client as a tool error (mcphttp.ArgumentErrorAsResult).
+	argumentErrorsAsResult bool
 }
 
 // Send takes a message the relay machinery has for the client.
@@ -97,6 +102,9 @@ func (ss *httpSession) deliver(msg []byte) {
 		if p == nil {
 			s.m.dropped.With("http_unknown_id").Inc()
 			return
+		}
+		if p.argumentErrorsAsResult && len(m.Error) > 0 {
+			msg = argumentErrorAsResult(&m, msg)
 		}
 		p.sink.Send(msg, true)
 	case relaywire.KindNotification:
@@ -258,7 +266,8 @@ func (ss *httpSession) forward(m *relaywire.Message, sink *mcphttp.PostSink) {
 		sink.Send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeDuplicateID, "a request with id %s is still in flight in this session", key)), true)
 		return
 	}
-	p := &pendingCall{sink: sink}
+	p := &pendingCall{sink: sink, argumentErrorsAsResult: m.Method == "tools/call" && ss.server == "" &&
+		ss.version >= mcphttp.VersionToolArgumentErrors}
 	if tok != "" && ss.progress[tok] == nil {
 		p.token = tok
 		ss.progress[tok] = sink
@@ -276,6 +285,18 @@ func (ss *httpSession) forward(m *relaywire.Message, sink *mcphttp.PostSink) {
 		m.Client = relaywire.MarshalParams(ss.clientMeta(m))
 	}
 	ss.mc.forward(m, relaywire.KindRequest, time.Now())
+}
+
+// argumentErrorAsResult is a browser's reply to a tools/call as a client
+// of 2025-11-25 or later gets it: a refusal of the call's arguments becomes
+// a tool error the model corrects its call from (SEP-1303); any other
+// reply is msg as it came.
+func argumentErrorAsResult(m *relaywire.Message, msg []byte) []byte {
+	var e relaywire.Error
+	if json.Unmarshal(m.Error, &e) != nil || !mcphttp.ArgumentErrorAsResult(mcphttp.VersionToolArgumentErrors, e.Code, e.Data) {
+		return msg
+	}
+	return relaywire.AppendResult(nil, m.ID, toolErrorResult(mcphttp.ArgumentErrorText(e.Message)))
 }
 
 // settle answers a forwarded request with msg, unless its answer came.

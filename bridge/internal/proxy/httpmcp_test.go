@@ -386,3 +386,35 @@ func clientOf(t *testing.T, call *relaywire.Message) relaywire.ClientMeta {
 	}
 	return cm
 }
+
+// TestHTTPBadArgumentsPerEra: the browser's refusal of a call's arguments
+// reaches a client of 2025-11-25 or later (and a stateless one) as a tool
+// error the model corrects its call from (SEP-1303), one of 2025-06-18 as
+// JSON-RPC -32602; an unknown tool is -32602 in every era.
+func TestHTTPBadArgumentsPerEra(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{}, nil)
+	startBrowser(t, tp, "alice", "Chrome")
+	p := tp.person(t, passwordFields())
+	for _, c := range []struct {
+		name, era string
+		toolError bool
+	}{{"2025-06-18", "2025-06-18", false}, {"2025-11-25", eraSession, true}, {"stateless", eraStateless, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := sdkClient(t, tp.public()+"/mcp", c.era, p, nil)
+			ctx := testutil.Context(t, 30*time.Second)
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "strict", Arguments: map[string]any{}})
+			var rpcErr *jsonrpc.Error
+			switch {
+			case c.toolError && (err != nil || !res.IsError || !strings.Contains(testutil.Text(res), "url is required") ||
+				!strings.Contains(testutil.Text(res), "Correct the arguments")):
+				t.Errorf("bad arguments: %+v, %v; want a tool error naming the problem and what to do", res, err)
+			case !c.toolError && (!errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams):
+				t.Errorf("bad arguments: %+v, %v; want JSON-RPC -32602", res, err)
+			}
+			_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "nosuch", Arguments: map[string]any{}})
+			if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+				t.Errorf("unknown tool: %v; want JSON-RPC -32602", err)
+			}
+		})
+	}
+}

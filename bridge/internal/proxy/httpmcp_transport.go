@@ -179,6 +179,9 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 	}
 	ss.id = rand.Text()
 	ss.client = clientInfoName(m.Params)
+	if ep.server == "" { // a server's endpoint answers with the server's own version
+		ss.version = mcphttp.Negotiate(requestedVersion(m.Params), mcphttp.StreamableVersions)
+	}
 	if c := h.s.cluster; c != nil {
 		ss.id = c.sessionIDPrefix() + ss.id // which node holds it (cluster_http.go)
 	}
@@ -206,12 +209,11 @@ func (h *httpEndpoint) initialize(w http.ResponseWriter, r *http.Request, user s
 		}
 		return
 	}
-	version := mcphttp.Negotiate(requestedVersion(m.Params), mcphttp.StreamableVersions)
 	// Connected from the start when a browser is there, so that its
 	// list_changed reaches the session's stream.
 	_ = ss.connect()
 	w.Header().Set("Content-Type", mcphttp.ContentTypeJSON)
-	_, _ = w.Write(relaywire.AppendResult(nil, m.ID, browserInitResult(version)))
+	_, _ = w.Write(relaywire.AppendResult(nil, m.ID, browserInitResult(ss.version)))
 }
 
 // requestedVersion is the protocolVersion an initialize asks for.
@@ -281,6 +283,7 @@ func (h *httpEndpoint) stateless(w http.ResponseWriter, r *http.Request, user st
 	if ss == nil {
 		return
 	}
+	ss.version = mcphttp.VersionStateless
 	defer ss.close()
 	ss.begin()
 	defer ss.end()
