@@ -11,6 +11,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 )
 
 // Streamable HTTP sessions in a cluster. A stateful session lives on the
@@ -63,7 +64,7 @@ func (c *clusterNode) forwardSession(w http.ResponseWriter, r *http.Request) boo
 		}
 		if err := c.ring.CheckForwardProof(r.Header.Get(hdrForwardProof), by, r.Method, r.URL.RequestURI(), body); err != nil {
 			c.s.log.Debug("proxy cluster: refused a request marked as passed on by another node", "claimed_node", by, "err", err)
-			mcphttp.WriteError(w, http.StatusForbidden, nil, -32600,
+			mcphttp.WriteError(w, http.StatusForbidden, nil, rpccode.InvalidRequest,
 				"this request is marked as passed on by another proxy node, but carries no valid proof from one: send it without the "+hdrForwardedBy+" header")
 			return true
 		}
@@ -102,7 +103,7 @@ func (c *clusterNode) forwardSession(w http.ResponseWriter, r *http.Request) boo
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			c.s.log.Info("proxy cluster: passing a session's request to its node failed", "peer", node, "err", err)
 			w.Header().Set("Retry-After", "5")
-			mcphttp.WriteError(w, http.StatusBadGateway, nil, -32603,
+			mcphttp.WriteError(w, http.StatusBadGateway, nil, rpccode.InternalError,
 				"this session lives on proxy node "+node+", which could not be reached just now; try again, or initialize a new session")
 		},
 	}
@@ -120,9 +121,9 @@ func readWholeBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		if httpguard.IsTooLarge(err) {
-			mcphttp.WriteError(w, http.StatusRequestEntityTooLarge, nil, -32600, "the request's body is over this proxy's size limit")
+			mcphttp.WriteError(w, http.StatusRequestEntityTooLarge, nil, rpccode.InvalidRequest, "the request's body is over this proxy's size limit")
 		} else {
-			mcphttp.WriteError(w, http.StatusBadRequest, nil, -32700, "the request's body could not be read: "+err.Error())
+			mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.ParseError, "the request's body could not be read: "+err.Error())
 		}
 		return nil, false
 	}
