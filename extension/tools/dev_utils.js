@@ -100,52 +100,42 @@ export async function nativeEchoBenchmark({
 
 export default {
   name: 'dev_utils',
-  title: 'Developer utilities',
+  title: 'Dev utilities',
   description:
-    "Utilities for testing Browser Bridge itself (the original product's dev_utils was internal; this is its nearest useful meaning). " +
-    'action "echo": returns message unchanged (a no-op that measures the MCP client → bridge → host → extension round trip). ' +
-    'action "native_echo_benchmark": opens a native-messaging port to an echo host (default com.browserbridge.echo) and times count ' +
-    'round trips of size-byte messages, returning median/p95/p99 in ms, to compare the whole chain with raw native messaging. ' +
-    'action "state": the extension\'s internal state (attached tabs, capture buffer sizes, stored screenshots).',
+    'Tests Browser Bridge: echo returns message; native_echo_benchmark times count size-byte trips to host after warmup; state.',
   inputSchema: {
     type: 'object',
     properties: {
       action: {
         type: 'string',
         enum: ['echo', 'native_echo_benchmark', 'state'],
-        description: 'Which utility to run.',
       },
-      message: { description: 'echo: any JSON value to send back.' },
+      message: {},
       host: {
         type: 'string',
         pattern: '^[a-z0-9_]+(\\.[a-z0-9_]+)*$',
         maxLength: 200,
-        description: 'native_echo_benchmark: the native host name (default com.browserbridge.echo).',
       },
       count: {
         type: 'integer',
         minimum: 1,
         maximum: 100000,
-        description: 'native_echo_benchmark: how many timed round trips (default 100).',
       },
       size: {
         type: 'integer',
         minimum: 0,
         maximum: 50000000,
-        description: 'native_echo_benchmark: payload bytes per message (default 64).',
       },
       warmup: {
         type: 'integer',
         minimum: 0,
         maximum: 1000,
-        description: 'native_echo_benchmark: untimed round trips first (default 3).',
       },
     },
     required: ['action'],
     additionalProperties: false,
   },
   annotations: {
-    title: 'Developer utilities',
     readOnlyHint: true,
     destructiveHint: false,
     idempotentHint: true,
