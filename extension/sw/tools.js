@@ -93,7 +93,7 @@ export function list() {
         inputSchema: t.inputSchema,
         annotations: listedAnnotations(t.annotations),
       };
-      if (t.title || t.annotations?.title) out.title = t.title || t.annotations.title;
+      if (t.title) out.title = t.title;
       if (t.outputSchema) out.outputSchema = t.outputSchema;
       return out;
     }),
@@ -103,8 +103,8 @@ export function list() {
 // The MCP spec's values for hints a tool leaves out. Every tools/list goes
 // into a model's context on every turn, so tools/list leaves out a hint with
 // its default value, the hints the spec gives meaning only to tools that
-// write (destructive, idempotent) on a read-only one, and a title repeating
-// the tool's own.
+// write (destructive, idempotent) on a read-only one, and annotations' title
+// (the extension's tools have none: a client shows their names).
 const DEFAULT_HINTS = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
 const WRITE_HINTS = ['destructiveHint', 'idempotentHint'];
 

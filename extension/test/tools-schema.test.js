@@ -43,6 +43,7 @@ const SELF_EXPLANATORY = new Set([
   'shortcut',
   'screenshot_id',
   'filename',
+  'explanation',
 ]);
 function checkSchema(schema, where, toolDescription, nested = false) {
   assert.equal(schema.type, 'object', `${where}: type object`);

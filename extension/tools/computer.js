@@ -54,12 +54,12 @@ export const inputSchema = {
     start_ref: props.ref(),
     text: { type: 'string' },
     modifiers: { type: 'string' },
-    repeat: { type: 'integer', minimum: 1, maximum: 100, default: 1 },
+    repeat: { type: 'integer', minimum: 1, maximum: 100 },
     scroll_direction: { type: 'string', enum: ['up', 'down', 'left', 'right'], default: 'down' },
     scroll_amount: { type: 'integer', minimum: 1, maximum: 50, default: 3 },
     duration: { type: 'number', minimum: 0, maximum: 30, default: 1 },
     region: { type: 'array', items: { type: 'number' }, minItems: 4, maxItems: 4 },
-    format: { type: 'string', enum: ['png', 'jpeg', 'webp'], default: 'png' },
+    format: { type: 'string', enum: ['png', 'jpeg', 'webp'] },
     quality: { type: 'integer', minimum: 10, maximum: 100, default: 80 },
     max_edge: { type: 'integer', minimum: 0, maximum: 16384, default: DEFAULT_MAX_EDGE },
     full_resolution: { type: 'boolean' },
@@ -354,12 +354,11 @@ async function run(args, ctx) {
 
 export default {
   name: 'computer',
-  title: 'Mouse, keys, screenshots',
   description:
-    'Mouse, keys, screenshots. Target a ref (from read_page/find) or coordinate [x,y] in latest-screenshot pixels, ' +
-    "holding modifiers ('ctrl+shift'). action: *_click, hover; left_click_drag from start_ref/start_coordinate; type text; " +
+    'Target a ref or coordinate [x,y] in screenshot pixels, ' +
+    "with modifiers ('ctrl+shift'). action: *_click, hover; left_click_drag from start_ref/start_coordinate; type text; " +
     "key text ('ctrl+a Enter') repeat times; scroll scroll_amount in scroll_direction; scroll_to ref; wait duration s; " +
-    'screenshot (format, quality, max_edge, full_resolution: add a full PNG link); zoom region [x0,y0,x1,y1].',
+    'screenshot (format, quality, max_edge, full_resolution); zoom region [x0,y0,x1,y1].',
   inputSchema,
   annotations: {
     readOnlyHint: false,

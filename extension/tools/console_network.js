@@ -17,15 +17,14 @@ function clip(s, n = 500) {
 
 export const consoleTool = {
   name: 'read_console_messages',
-  title: 'Console messages',
-  description: 'Console messages and errors of the tab: the newest limit matching pattern.',
+  description: "The tab's newest limit console messages and errors matching pattern.",
   inputSchema: {
     type: 'object',
     properties: {
       pattern: {
         type: 'string',
         maxLength: 1000,
-        description: 'Regex on text or source URL',
+        description: 'Regex on text or URL',
       },
       level: {
         type: 'string',
@@ -80,7 +79,6 @@ export const consoleTool = {
 
 export const networkTool = {
   name: 'read_network_requests',
-  title: 'Network requests',
   description: 'HTTP requests of the tab: the newest limit matching.',
   inputSchema: {
     type: 'object',
@@ -92,7 +90,7 @@ export const networkTool = {
       method: { type: 'string', maxLength: 16 },
       status: {
         type: ['integer', 'string'],
-        description: '404, "4xx", "400-599", "failed", "pending"',
+        description: '404, 4xx, 400-599, failed or pending',
       },
       type: {
         type: 'string',

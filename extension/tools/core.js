@@ -53,8 +53,7 @@ async function context(ctx, onlyMine) {
 /** tabs_context: every open tab, marking this session's. */
 const tabsContext = {
   name: 'tabs_context',
-  title: 'All tabs',
-  description: "All open tabs. Use other sessions' tabs only if the user asks.",
+  description: "All open tabs; use other sessions' only if the user asks.",
   inputSchema: { type: 'object', properties: {}, additionalProperties: false },
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run(args, ctx) {
@@ -67,7 +66,6 @@ const tabsContext = {
 /** tabs_context_mcp: only this session's tabs. */
 const tabsContextMcp = {
   name: 'tabs_context_mcp',
-  title: 'Session tabs',
   description: "Your session's tabs and which is current; createIfEmpty opens one.",
   inputSchema: {
     type: 'object',
@@ -109,10 +107,9 @@ export function normaliseUrl(raw) {
   return `https://${s}`;
 }
 
-function createTool(name, title, description) {
+function createTool(name, description) {
   return {
     name,
-    title,
     description,
     inputSchema: {
       type: 'object',
@@ -145,21 +142,16 @@ function createTool(name, title, description) {
   };
 }
 
-const tabsCreate = createTool('tabs_create', 'New tab', 'Same as tabs_create_mcp.');
-const tabsCreateMcp = createTool(
-  'tabs_create_mcp',
-  'New tab',
-  'Opens url in a new current tab of your session, not waiting for the load.',
-);
+const tabsCreate = createTool('tabs_create', 'Same as tabs_create_mcp.');
+const tabsCreateMcp = createTool('tabs_create_mcp', 'Opens url in a new current tab; does not wait for the load.');
 
 const ACTIONS = ['back', 'forward', 'reload'];
 
 /** navigate: load a URL, or go back, forward or reload; waits for the load. */
 const navigate = {
   name: 'navigate',
-  title: 'Navigate',
   description:
-    'Loads url (or does action) in your tab, opening one if needed; waits up to timeoutMs. Returns the final URL and title or the error.',
+    'Loads url (or does action), opening a tab if needed; waits up to timeoutMs; returns the final URL or error.',
   inputSchema: {
     type: 'object',
     properties: {

@@ -100,7 +100,6 @@ export async function nativeEchoBenchmark({
 
 export default {
   name: 'dev_utils',
-  title: 'Dev utilities',
   description:
     'Tests Browser Bridge: echo returns message; native_echo_benchmark times count size-byte trips to host after warmup; state.',
   inputSchema: {

@@ -13,7 +13,7 @@ export const inputSchema = {
       type: 'string',
       minLength: 1,
       maxLength: 500,
-      description: 'CSS selector, text, or role + words: "search box", \'button "Buy"\'',
+      description: "CSS selector, text, or role + words ('search box')",
     },
     limit: { type: 'integer', minimum: 1, maximum: 100, default: 10 },
     tabId: props.tabId,
@@ -64,9 +64,7 @@ async function run(args, ctx) {
 
 export default {
   name: 'find',
-  title: 'Find',
-  description:
-    'Up to limit visible elements matching query, best first, with refs. Heuristic: use the words the page shows.',
+  description: "Up to limit visible elements matching query, with refs, best first; use the page's words.",
   inputSchema,
   annotations: {
     readOnlyHint: true,

@@ -24,7 +24,7 @@ const selectorProp = {
 const valueProp = {
   type: ['string', 'number', 'boolean', 'array'],
   items: { type: 'string' },
-  description: 'Text; true/false to check; option value or text (array: multiple)',
+  description: 'Text; true/false; option value/text (array if multiple)',
 };
 
 export const inputSchema = {
@@ -138,9 +138,7 @@ async function run(args, ctx) {
 
 export default {
   name: 'form_input',
-  title: 'Fill form',
-  description:
-    'Sets a field (ref or selector) to value, or several (fields), firing input/change. Files: upload_image.',
+  description: 'Sets a field (ref or selector) to value, or several (fields), firing input/change.',
   inputSchema,
   annotations: {
     readOnlyHint: false,

@@ -433,7 +433,6 @@ async function run(args, ctx) {
 
 export default {
   name: 'gif_creator',
-  title: 'Record GIF',
   description:
     'Records a GIF: start_recording, act, stop_recording, export (filename, max_width, frame_delay_ms, show_actions).',
   inputSchema,

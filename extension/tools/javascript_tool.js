@@ -125,9 +125,7 @@ async function run(args, ctx) {
 
 export default {
   name: 'javascript_tool',
-  title: 'Run JavaScript',
-  description:
-    "Runs code in the page's main world; returns the last value as JSON within timeout_ms. Top-level await and return work.",
+  description: 'Runs code in the page (top-level await/return work); returns the last value as JSON within timeout_ms.',
   inputSchema,
   annotations: {
     readOnlyHint: false,

@@ -27,9 +27,7 @@ async function contains(p) {
 
 export default {
   name: 'permissions_check',
-  title: 'Permissions',
-  description:
-    "Whether the extension may script the tab's site, and the site's web permissions: why an action is blocked.",
+  description: "Whether the tab's site is scriptable, and the states of its web permissions.",
   inputSchema: {
     type: 'object',
     properties: {

@@ -6,8 +6,7 @@ import * as props from './props.js';
 
 export default {
   name: 'resize_window',
-  title: 'Resize window',
-  description: "Sets the outer width and height (CSS px) of the tab's window; reports the viewport.",
+  description: "Sets the tab's window's outer width and height (CSS px); returns the viewport.",
   inputSchema: {
     type: 'object',
     properties: {

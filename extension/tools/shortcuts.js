@@ -40,8 +40,7 @@ export function substitute(value, vars) {
 
 export const shortcutsList = {
   name: 'shortcuts_list',
-  title: 'Shortcuts',
-  description: "The user's saved tool-call sequences, for shortcuts_execute.",
+  description: "The user's saved shortcuts, for shortcuts_execute.",
   inputSchema: { type: 'object', properties: {}, additionalProperties: false },
   annotations: {
     readOnlyHint: true,
@@ -74,7 +73,6 @@ export const shortcutsList = {
 
 export const shortcutsExecute = {
   name: 'shortcuts_execute',
-  title: 'Run shortcut',
   description: 'Runs a saved shortcut, filling {{name}} from variables; stops at a failure unless continue_on_error.',
   inputSchema: {
     type: 'object',

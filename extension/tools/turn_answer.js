@@ -11,8 +11,7 @@ const schema = (extra) => ({
 
 export const turnAnswerStart = {
   name: 'turn_answer_start',
-  title: 'Answering',
-  description: 'Call before your final answer: tells the user you are writing it.',
+  description: 'Call before your final answer (tells the user).',
   inputSchema: schema('Shown to the user'),
   annotations: {
     readOnlyHint: false,
@@ -29,8 +28,7 @@ export const turnAnswerStart = {
 
 export const turnAnswerComplete = {
   name: 'turn_answer_complete',
-  title: 'Answer done',
-  description: 'Call when your answer is done: tells the user the session is idle.',
+  description: 'Call when your answer is done (tells the user).',
   inputSchema: schema('Shown to the user'),
   annotations: {
     readOnlyHint: false,

@@ -6,8 +6,7 @@ export const STATUSES = ['pending', 'in_progress', 'completed', 'skipped', 'fail
 
 export default {
   name: 'update_plan',
-  title: 'Plan',
-  description: 'Shows your plan to the user: the whole plan, one step in_progress; domains: hosts you will visit.',
+  description: 'Shows the user your whole plan (one step in_progress) and domains to visit.',
   inputSchema: {
     type: 'object',
     properties: {
@@ -34,7 +33,6 @@ export default {
       explanation: {
         type: 'string',
         maxLength: 1000,
-        description: 'Why it changed',
       },
       domains: {
         type: 'array',

@@ -12,7 +12,6 @@ const MAX_CHARS = 30 * 1024 * 1024;
 
 export default {
   name: 'upload_image',
-  title: 'Upload image',
   description:
     'Puts an image (screenshot_id or data) as filename into file input ref, or drops it on ref at drop_point.',
   inputSchema: {
@@ -26,7 +25,7 @@ export default {
       data: {
         type: 'string',
         maxLength: MAX_CHARS,
-        description: 'No data: prefix',
+        description: 'Base64, no data: prefix',
       },
       mime_type: {
         type: 'string',

@@ -28,18 +28,16 @@ const (
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 var selectBrowserTool = &mcp.Tool{
-	Name:  toolSelectBrowser,
-	Title: "Select browser",
+	Name: toolSelectBrowser,
 	// Said once: the browser argument is the id list_browsers gives.
-	Description: "Sends this session's tool calls to browser, an id from list_browsers (stateless clients: ?browser=<id> on the URL).",
+	Description: "Sends this session's tool calls to browser, an id from list_browsers.",
 	InputSchema: json.RawMessage(`{"type":"object","properties":{"browser":{"type":"string"}},"required":["browser"],"additionalProperties":false}`),
 	Annotations: &mcp.ToolAnnotations{IdempotentHint: true},
 }
 
 var listBrowsersTool = &mcp.Tool{
 	Name:        toolListBrowsers,
-	Title:       "List browsers",
-	Description: "The connected browsers: id, name, profile; the default (last active) and this session's.",
+	Description: "Connected browsers; the default (last active) and this session's.",
 	InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
 	Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 }
