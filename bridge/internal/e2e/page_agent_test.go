@@ -28,6 +28,7 @@ func TestPageAgent(t *testing.T) {
 		{"form_input_all_bad", testFormInputAllBad},
 		{"read_page_whole_paragraphs", testReadPageWhole},
 		{"read_page_max_chars", testReadPageMaxChars},
+		{"page_shapes", testPageShapes},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, w) })
 	}
@@ -191,5 +192,39 @@ func testReadPageMaxChars(t *testing.T, w *world) {
 	whole := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab, "ref": longRef}))
 	if !strings.Contains(whole, "closing words of the long paragraph.") || strings.Contains(whole, "truncated") {
 		t.Errorf("read_page ref %s (the paragraph the note names) does not give it whole:\n%s", longRef, clip(whole, 5000))
+	}
+}
+
+// testPageShapes holds issue 32's shape fixes on a page built to show them:
+// table and grid cells keep their boundaries in get_page_text, a sortable
+// column header is something read_page's interactive filter keeps, and
+// zero-width spaces do not reach a name.
+func testPageShapes(t *testing.T, w *world) {
+	c := w.client("e2e-page-shapes")
+	tab := c.newTab(t, w.pages.url("shapes.html"))
+	text := testutil.Text(c.call(t, "get_page_text", map[string]any{"tabId": tab}))
+	for _, want := range []string{
+		"ID | Name | Department | City",
+		"1001 | Guido Sammet | Legal | Madrid",
+		"1002 | Ada Lovelace | Research | London",
+		"Order | Item",
+		"A-1 | Alpha",
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("get_page_text lacks the line %q:\n%s", want, clip(text, 3000))
+		}
+	}
+	inter := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab, "filter": "interactive"}))
+	for _, want := range []string{`columnheader "ID"`, `columnheader "Name"`} {
+		if !strings.Contains(inter, want) {
+			t.Errorf("read_page interactive lacks the sortable header %s:\n%s", want, clip(inter, 3000))
+		}
+	}
+	if strings.Contains(inter, `columnheader "City"`) {
+		t.Errorf("read_page interactive lists a header that does not sort:\n%s", clip(inter, 3000))
+	}
+	tree := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab}))
+	if !strings.Contains(tree, `button "Savechanges"`) || strings.Contains(tree, "\u200b") {
+		t.Errorf("read_page should name the button without its zero-width space:\n%s", clip(tree, 3000))
 	}
 }

@@ -250,6 +250,8 @@
   }
 
   function isInteractive(el, role) {
+    // A sortable column's header is what a person clicks to sort.
+    if (role === 'columnheader' && el.hasAttribute('aria-sort')) return true;
     if (INTERACTIVE_ROLES.has(role)) return !(el.tagName === 'OPTION' && el.closest('select:not([multiple])'));
     if (el.tagName === 'INPUT' && role !== 'none') return true;
     if (el.isContentEditable && role === 'textbox') return true;
