@@ -112,6 +112,7 @@
     'radio',
     'switch',
     'cell',
+    'gridcell',
     'columnheader',
     'rowheader',
     'treeitem',

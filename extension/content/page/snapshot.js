@@ -12,9 +12,10 @@
   /** The snapshot's budget when the caller gives none, in characters. */
   const DEFAULT_MAX_CHARS = 50000;
 
-  // Elements that are more than a run of inline text.
+  // Elements that are more than a run of inline text (a table's rows are
+  // kept apart: textRow writes each on its own line).
   const RICH =
-    'a[href],button,input,select,textarea,img,svg,canvas,video,audio,iframe,h1,h2,h3,h4,h5,h6,ul,ol,dl,table,form,nav,main,' +
+    'a[href],button,input,select,textarea,img,svg,canvas,video,audio,iframe,h1,h2,h3,h4,h5,h6,ul,ol,dl,table,tr,form,nav,main,' +
     'section,article,aside,header,footer,p,li,details,summary,label,fieldset,dialog,[role],[tabindex],[contenteditable],[onclick],[aria-label]';
   const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK']);
   const INLINE_ROLES = new Set(['generic', 'paragraph', 'listitem', 'cell', 'code', 'blockquote']);
@@ -25,6 +26,21 @@
   const quote = (s) => s.replace(/"/g, '\\"');
   // A name clean() cut to its 120 characters: the element's text is longer.
   const cutName = (name) => name.length >= 120 && name.endsWith('…');
+
+  /**
+   * A row of cells holding only text, as its cells' texts joined by " | "
+   * (one line for the row, not a line per cell and text); null for a row a
+   * person acts on in a cell, or with something richer than text.
+   */
+  function textRow(el, why) {
+    const cells = [...el.children];
+    if (!cells.length || isInteractive(el, 'row')) return null;
+    for (const c of cells) {
+      if (c.querySelector(RICH) || c.shadowRoot || isInteractive(c, roleOf(c))) return null;
+    }
+    if (!why && hiddenInside(el)) return null;
+    return cells.map((c) => whole(why ? c.textContent : c.innerText)).join(' | ');
+  }
 
   /**
    * args: {filter: 'all'|'interactive', ref?, depth? (40), maxChars? (50,000), includeHidden?}.
@@ -98,6 +114,13 @@
       } else {
         const meaningful = role !== 'generic' && role !== 'none' && role !== 'presentation';
         const interactive = isInteractive(el, role);
+        const rowText = role === 'row' && !suppressText ? textRow(el, why) : null;
+        if (rowText !== null) {
+          if (!rowText.replace(/[ |]/g, '')) return;
+          count++;
+          push(`${line(describe(el, { valueMax: Infinity }), indent)}${mark(why)}: "${quote(rowText)}"`);
+          return;
+        }
         if (
           !interactive &&
           !suppressText &&

@@ -40,13 +40,15 @@
       const display = inHidden || why ? 'block' : getComputedStyle(node).display;
       const role = node.getAttribute('role') || '';
       const cell = display === 'table-cell' || CELL_ROLES.test(role);
-      const block = !cell && (BREAKS.test(display) || role === 'row' || /^H[1-6]$|^P$/.test(node.tagName));
+      const row = display === 'table-row' || role === 'row';
+      const block = !cell && (row || BREAKS.test(display) || /^H[1-6]$|^P$/.test(node.tagName));
       if (block) parts.push('\n');
       if (why) parts.push(`[hidden (${why}): `);
       for (const k of node.shadowRoot ? node.shadowRoot.childNodes : node.childNodes) visit(k, inHidden || !!why);
       if (why) parts.push(']');
       if (cell) parts.push(CELL_END);
-      if (block) parts.push(/^H[1-6]$|^P$/.test(node.tagName) ? '\n\n' : '\n');
+      // A row ends where the next begins: no blank line between rows.
+      if (block && !row) parts.push(/^H[1-6]$|^P$/.test(node.tagName) ? '\n\n' : '\n');
     };
     visit(root, false);
     return parts
