@@ -218,14 +218,16 @@ func testPageShapes(t *testing.T, w *world) {
 			t.Errorf("read_page interactive lacks the sortable header %s:\n%s", want, clip(inter, 3000))
 		}
 	}
-	if strings.Contains(inter, `columnheader "City"`) {
-		t.Errorf("read_page interactive lists a header that does not sort:\n%s", clip(inter, 3000))
+	if strings.Contains(inter, `columnheader "City"`) || strings.Contains(inter, "- code") {
+		t.Errorf("read_page interactive lists a header that does not sort, or a code block:\n%s", clip(inter, 3000))
 	}
 	tree := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab}))
 	// Rows of text are a line each with their cells apart; grid cells too.
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`\n +- row \[ref_\d+\]: "1001 \| Guido Sammet \| Legal \| Madrid"\n`),
 		regexp.MustCompile(`\n +- row \[ref_\d+\]: "A-2 \| Beta"\n`),
+		// A highlighted code block with tabindex=0 stays one block, its whitespace kept.
+		regexp.MustCompile(`\n +- code \[ref_\d+\]: ` + regexp.QuoteMeta(`"func main() {\n    fmt.Println(\"hi\")\n}"`) + `\n`),
 		regexp.MustCompile(`\n +- columnheader "Name" \[sort=none\] \[ref_\d+\]\n|\n +- columnheader "Name"[^\n]*\[ref_\d+\]\n`),
 	} {
 		if !want.MatchString(tree) {

@@ -258,7 +258,8 @@
     if (el.isContentEditable && role === 'textbox') return true;
     if (el.hasAttribute('onclick')) return true;
     const ti = el.getAttribute('tabindex');
-    if (ti !== null && Number(ti) >= 0 && el !== document.body) return true;
+    // Highlighters make a code block focusable so keys can scroll it: that is no control.
+    if (ti !== null && Number(ti) >= 0 && el !== document.body && role !== 'code') return true;
     if (role === 'generic' && el.tagName !== 'BODY' && el.tagName !== 'HTML') {
       const cs = getComputedStyle(el);
       if (cs.cursor === 'pointer') {

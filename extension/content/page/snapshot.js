@@ -131,12 +131,15 @@
           (why || !hiddenInside(el))
         ) {
           // Only inline text inside: one line instead of a line per text node.
-          const t = whole(why ? el.textContent : el.innerText);
+          const raw = why ? el.textContent : el.innerText;
+          const t = whole(raw);
           if (!t) return;
           if (meaningful) {
             const d = describe(el, { valueMax: Infinity });
             count++;
-            push(`${line(d, indent)}${mark(why)}: "${quote(t)}"`);
+            // Code keeps its line breaks and indentation, escaped as JSON, so it can be quoted verbatim.
+            const shown = role === 'code' ? JSON.stringify(raw.replace(/\s+$/, '')) : `"${quote(t)}"`;
+            push(`${line(d, indent)}${mark(why)}: ${shown}`);
           } else push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
           return;
         }
