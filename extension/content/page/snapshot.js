@@ -28,6 +28,26 @@
   const cutName = (name) => name.length >= 120 && name.endsWith('…');
 
   /**
+   * What a virtualized table, grid or list leaves out, when it says so: its
+   * aria-rowcount (or its items' aria-setsize) above the rows it rendered.
+   * '' when it does not say, or all are there.
+   */
+  function missingRows(el, role) {
+    let total = 0;
+    let shown = 0;
+    if (/^(table|grid|treegrid)$/.test(role)) {
+      total = Number(el.getAttribute('aria-rowcount'));
+      shown = el.querySelectorAll('tr,[role=row]').length;
+    } else if (/^(list|listbox|tree|feed)$/.test(role)) {
+      const items = el.querySelectorAll('[aria-setsize]');
+      total = items.length ? Number(items[0].getAttribute('aria-setsize')) : 0;
+      shown = items.length;
+    }
+    if (!(total > shown)) return '';
+    return `${shown} of its ${total} rows are in the page; scroll it (computer scroll at ${refOf(el)}) and read again for the others`;
+  }
+
+  /**
    * A row of cells holding only text, as its cells' texts joined by " | "
    * (one line for the row, not a line per cell and text); null for a row a
    * person acts on in a cell, or with something richer than text.
@@ -148,6 +168,8 @@
           count++;
           push(line(d, indent) + mark(why));
           emitted = d;
+          const missing = missingRows(el, role);
+          if (missing) push(`${'  '.repeat(indent + 1)}- note: ${missing}`);
           // The name already says the text, unless it had to be cut.
           if (NAME_FROM_CONTENT.has(role) && d.name && !cutName(d.name)) childSuppress = true;
           if (tag === 'SELECT') {
