@@ -91,13 +91,31 @@ export function list() {
         name: t.name,
         description: t.description,
         inputSchema: t.inputSchema,
-        annotations: t.annotations || {},
+        annotations: listedAnnotations(t.annotations),
       };
       if (t.title) out.title = t.title;
       if (t.outputSchema) out.outputSchema = t.outputSchema;
       return out;
     }),
   };
+}
+
+// The MCP spec's values for hints a tool leaves out. Every tools/list goes
+// into a model's context on every turn, so tools/list leaves out a hint with
+// its default value, the hints the spec gives meaning only to tools that
+// write (destructive, idempotent) on a read-only one, and annotations' title
+// (the extension's tools have none: a client shows their names).
+const DEFAULT_HINTS = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
+const WRITE_HINTS = ['destructiveHint', 'idempotentHint'];
+
+function listedAnnotations(a = {}) {
+  const out = {};
+  for (const [k, v] of Object.entries(a)) {
+    if (k === 'title' || DEFAULT_HINTS[k] === v) continue;
+    if (a.readOnlyHint === true && WRITE_HINTS.includes(k)) continue;
+    out[k] = v;
+  }
+  return out;
 }
 
 /**

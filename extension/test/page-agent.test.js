@@ -262,7 +262,7 @@ test('form_input results: each field named, an error only when all failed', () =
 
 test('read_page: whole under the budget; past it cut to max_chars with a note on how to read the rest', () => {
   assert.equal(DEFAULT_MAX_CHARS, 50000);
-  assert.match(readSchema.properties.max_chars.description, /default 50000/);
+  assert.equal(readSchema.properties.max_chars.default, 50000);
   const head = 'Page: P — http://x/\nTab 1.';
   const para = `- paragraph [ref_3]\n  - text "${'w '.repeat(750).trim()}"`;
   const whole = composeSnapshot({ head, text: para, truncated: false, cut: null, maxChars: DEFAULT_MAX_CHARS });

@@ -29,7 +29,24 @@ const EXPECTED = [
   'shortcuts_execute',
 ];
 
-function checkSchema(schema, where) {
+// Every argument is explained once: by its own description, by the tool's
+// description naming it, by the values of its enum, by its name and type
+// (SELF_EXPLANATORY), or, for the items of an array, by the array's description.
+const SELF_EXPLANATORY = new Set([
+  'tabId',
+  'url',
+  'url_pattern',
+  'method',
+  'only_errors',
+  'mime_type',
+  'depth',
+  'offset',
+  'shortcut',
+  'screenshot_id',
+  'filename',
+  'explanation',
+]);
+function checkSchema(schema, where, toolDescription, nested = false) {
   assert.equal(schema.type, 'object', `${where}: type object`);
   assert.equal(
     schema.additionalProperties === false || typeof schema.additionalProperties === 'object',
@@ -39,10 +56,18 @@ function checkSchema(schema, where) {
   const props = schema.properties || {};
   for (const r of schema.required || []) assert.ok(Object.hasOwn(props, r), `${where}: required ${r} is a property`);
   for (const [k, p] of Object.entries(props)) {
-    assert.equal(typeof p.description, 'string', `${where}.${k} has a description`);
-    assert.ok(p.description.length >= 10, `${where}.${k} description is useful`);
-    if (p.type === 'object' && p.properties) checkSchema(p, `${where}.${k}`);
-    if (p.type === 'array' && p.items && p.items.type === 'object') checkSchema(p.items, `${where}.${k}[]`);
+    if (p.description !== undefined) {
+      assert.equal(typeof p.description, 'string', `${where}.${k} description is text`);
+      assert.ok(p.description.length >= 10, `${where}.${k} description is useful`);
+    } else {
+      const said =
+        SELF_EXPLANATORY.has(k) || nested || Array.isArray(p.enum) || new RegExp(`\\b${k}\\b`).test(toolDescription);
+      assert.ok(said, `${where}.${k} is explained by its description or the tool's`);
+    }
+    if (p.type === 'object' && p.properties) checkSchema(p, `${where}.${k}`, toolDescription, nested);
+    if (p.type === 'array' && p.items && p.items.type === 'object') {
+      checkSchema(p.items, `${where}.${k}[]`, toolDescription, nested || p.description !== undefined);
+    }
     if (p.enum) assert.ok(p.enum.length > 0, `${where}.${k} enum not empty`);
   }
 }
@@ -54,9 +79,9 @@ test('all page tools are present with the exact names', () => {
 test('every tool has a good definition', () => {
   for (const t of pageTools) {
     assert.match(t.name, /^[A-Za-z0-9_.-]{1,128}$/);
-    assert.ok(typeof t.description === 'string' && t.description.length > 80, `${t.name}: a real description`);
+    assert.ok(typeof t.description === 'string' && t.description.length >= 20, `${t.name}: a real description`);
     assert.equal(typeof t.run, 'function');
-    checkSchema(t.inputSchema, t.name);
+    checkSchema(t.inputSchema, t.name, t.description);
     assert.equal(typeof t.annotations, 'object');
     for (const k of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint']) {
       assert.equal(typeof t.annotations[k], 'boolean', `${t.name}.annotations.${k}`);

@@ -19,6 +19,7 @@ import { noteAction } from './gif_creator.js';
 import { usePage } from '../sw/pageload.js';
 import * as gate from '../sw/gate.js';
 import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
+import * as props from './props.js';
 
 export const ACTIONS = [
   'left_click',
@@ -40,105 +41,29 @@ export const ACTIONS = [
 /** The actions that do not need the page's content (they work on Chrome's error page too). */
 const LOOK_ONLY = ['screenshot', 'zoom', 'wait'];
 
-const point = (description) => ({
-  type: 'array',
-  items: { type: 'number' },
-  minItems: 2,
-  maxItems: 2,
-  description,
-});
-const refProp = (description) => ({ type: 'string', pattern: '^ref_[0-9]+$', description });
+const point = () => ({ type: 'array', items: { type: 'number' }, minItems: 2, maxItems: 2 });
 
+// The tool's description explains every argument once, in the action it serves.
 export const inputSchema = {
   type: 'object',
   properties: {
-    action: {
-      type: 'string',
-      enum: ACTIONS,
-      description:
-        'What to do. left_click/right_click/middle_click/double_click/triple_click/hover: at coordinate or ref. ' +
-        'type: type text (into ref if given, else the focused element). key: press keys or chords given in text. ' +
-        'scroll: scroll_direction by scroll_amount at coordinate/ref (default: the viewport centre). scroll_to: scroll ref into view. ' +
-        'left_click_drag: from start_coordinate/start_ref to coordinate/ref. wait: pause for duration seconds. ' +
-        'screenshot: capture the visible viewport. zoom: capture region [x0, y0, x1, y1] magnified.',
-    },
-    coordinate: point(
-      "[x, y] in the pixels of this tab's most recent screenshot (equal to CSS pixels of the viewport when the screenshot was not scaled). For left_click_drag, the end point.",
-    ),
-    ref: refProp(
-      'Element ref from read_page or find, e.g. "ref_12": acts on the element\'s centre (scrolled into view). For left_click_drag, the end element. Use either ref or coordinate.',
-    ),
-    start_coordinate: point('left_click_drag only: the [x, y] to press the mouse at.'),
-    start_ref: refProp('left_click_drag only: the element to start dragging from.'),
-    text: {
-      type: 'string',
-      description:
-        'type: the text to type ("\\n" presses Enter, "\\t" Tab). key: space-separated keys or chords, e.g. "Enter", "ctrl+a Delete", "shift+Tab", "cmd+shift+k", "ArrowDown ArrowDown Enter". Modifiers: ctrl, alt, shift, meta/cmd.',
-    },
-    modifiers: {
-      type: 'string',
-      description:
-        'Clicks, hover, drag and scroll: modifier keys held during the action, e.g. "shift" or "ctrl+shift".',
-    },
-    repeat: {
-      type: 'integer',
-      minimum: 1,
-      maximum: 100,
-      description: 'key: how many times to press the whole sequence (default 1).',
-    },
-    scroll_direction: {
-      type: 'string',
-      enum: ['up', 'down', 'left', 'right'],
-      description: 'scroll: the direction (default down).',
-    },
-    scroll_amount: {
-      type: 'integer',
-      minimum: 1,
-      maximum: 50,
-      description: 'scroll: wheel ticks of about 100 CSS pixels each (default 3).',
-    },
-    duration: {
-      type: 'number',
-      minimum: 0,
-      maximum: 30,
-      description: 'wait: seconds to wait (default 1, at most 30).',
-    },
-    region: {
-      type: 'array',
-      items: { type: 'number' },
-      minItems: 4,
-      maxItems: 4,
-      description: 'zoom: [x0, y0, x1, y1], the rectangle to magnify, in the same pixels as coordinate.',
-    },
-    format: {
-      type: 'string',
-      enum: ['png', 'jpeg', 'webp'],
-      description:
-        'screenshot/zoom: image format (default png; switches to jpeg when a png would exceed the size budget).',
-    },
-    quality: {
-      type: 'integer',
-      minimum: 10,
-      maximum: 100,
-      description:
-        'screenshot/zoom: jpeg/webp starting quality (default 80); lowered step by step to fit the size budget.',
-    },
-    max_edge: {
-      type: 'integer',
-      minimum: 0,
-      maximum: 16384,
-      description: `screenshot/zoom: the longest image edge in pixels (default ${DEFAULT_MAX_EDGE}, which suits vision models). 0 means full device resolution.`,
-    },
-    full_resolution: {
-      type: 'boolean',
-      description:
-        'screenshot: also keep a full-resolution PNG of the viewport and return it as a resource_link (browserbridge://screenshots/<id>) instead of inline.',
-    },
-    tabId: {
-      type: 'integer',
-      minimum: 0,
-      description: "The tab to act on. Omit it to use this session's current tab.",
-    },
+    action: { type: 'string', enum: ACTIONS },
+    coordinate: point(),
+    ref: props.ref(),
+    start_coordinate: point(),
+    start_ref: props.ref(),
+    text: { type: 'string' },
+    modifiers: { type: 'string' },
+    repeat: { type: 'integer', minimum: 1, maximum: 100 },
+    scroll_direction: { type: 'string', enum: ['up', 'down', 'left', 'right'], default: 'down' },
+    scroll_amount: { type: 'integer', minimum: 1, maximum: 50, default: 3 },
+    duration: { type: 'number', minimum: 0, maximum: 30, default: 1 },
+    region: { type: 'array', items: { type: 'number' }, minItems: 4, maxItems: 4 },
+    format: { type: 'string', enum: ['png', 'jpeg', 'webp'] },
+    quality: { type: 'integer', minimum: 10, maximum: 100, default: 80 },
+    max_edge: { type: 'integer', minimum: 0, maximum: 16384, default: DEFAULT_MAX_EDGE },
+    full_resolution: { type: 'boolean' },
+    tabId: props.tabId,
   },
   required: ['action'],
   additionalProperties: false,
@@ -429,19 +354,13 @@ async function run(args, ctx) {
 
 export default {
   name: 'computer',
-  title: 'Mouse, keyboard and screenshots',
   description:
-    'Use the mouse and keyboard on a browser tab and take screenshots. Take a screenshot first to see the page; ' +
-    'coordinates are pixels of the most recent screenshot of that tab (it is scaled so the long edge is at most ' +
-    `${DEFAULT_MAX_EDGE} px, and coordinates are mapped back automatically). Prefer ref (from read_page or find) over coordinates when ` +
-    'you have one: the element is scrolled into view and clicked at its centre. Actions: left_click, right_click, middle_click, ' +
-    'double_click, triple_click (select a paragraph/line), hover, left_click_drag, type (text, "\\n" = Enter), key (chords like ' +
-    '"ctrl+a", "Enter", "shift+Tab"; several separated by spaces), scroll (direction and ticks), scroll_to (a ref), wait, ' +
-    'screenshot (PNG/JPEG/WebP kept under ~1 MB; full_resolution adds a resource link), zoom (a magnified region). Input is real ' +
-    "CDP input, so pages see trusted events. Acts on the session's current tab unless tabId is given.",
+    'Target a ref or coordinate [x,y] in screenshot pixels, ' +
+    "with modifiers ('ctrl+shift'). action: *_click, hover; left_click_drag from start_ref/start_coordinate; type text; " +
+    "key text ('ctrl+a Enter') repeat times; scroll scroll_amount in scroll_direction; scroll_to ref; wait duration s; " +
+    'screenshot (format, quality, max_edge, full_resolution); zoom region [x0,y0,x1,y1].',
   inputSchema,
   annotations: {
-    title: 'Mouse, keyboard and screenshots',
     readOnlyHint: false,
     destructiveHint: true,
     idempotentHint: false,

@@ -4,7 +4,7 @@
 import { ToolError } from '../sw/tools.js';
 import * as cdp from '../sw/cdp.js';
 
-const tabIdProp = { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." };
+import { tabId as tabIdProp } from './props.js';
 
 function since(ts) {
   return new Date(ts).toISOString();
@@ -17,39 +17,33 @@ function clip(s, n = 500) {
 
 export const consoleTool = {
   name: 'read_console_messages',
-  title: 'Read console messages',
-  description:
-    'Returns console messages of a tab (console.log/info/warn/error/debug, uncaught exceptions, and browser log entries such as ' +
-    'failed resource loads or CSP violations), oldest first. Capture starts the first time any tool uses the tab, so call this after ' +
-    'reproducing what you want to see (e.g. reload with navigate). Filter by regex pattern and level; clear empties the buffer after reading.',
+  description: "The tab's newest limit console messages and errors matching pattern.",
   inputSchema: {
     type: 'object',
     properties: {
       pattern: {
         type: 'string',
         maxLength: 1000,
-        description:
-          'Only messages whose text or source URL matches this regular expression (case-insensitive; "/re/flags" form also accepted).',
+        description: 'Regex on text or URL',
       },
       level: {
         type: 'string',
         enum: ['all', 'debug', 'log', 'info', 'warning', 'error', 'warning+', 'info+'],
-        description: 'Only this level; "warning+" means warnings and errors. Default all.',
+        default: 'all',
       },
-      only_errors: { type: 'boolean', description: 'Shorthand for level "error".' },
+      only_errors: { type: 'boolean' },
       limit: {
         type: 'integer',
         minimum: 1,
         maximum: 1000,
-        description: 'At most this many of the newest matching messages (default 100).',
+        default: 100,
       },
-      clear: { type: 'boolean', description: "Empty the tab's console buffer after reading (default false)." },
+      clear: { type: 'boolean', description: 'Empty the buffer after' },
       tabId: tabIdProp,
     },
     additionalProperties: false,
   },
   annotations: {
-    title: 'Read console messages',
     readOnlyHint: true,
     destructiveHint: false,
     idempotentHint: false,
@@ -85,24 +79,18 @@ export const consoleTool = {
 
 export const networkTool = {
   name: 'read_network_requests',
-  title: 'Read network requests',
-  description:
-    'Returns the HTTP requests a tab made (page loads, scripts, images, fetch/XHR…) with method, URL, status, type, MIME type, ' +
-    'size and duration, oldest first. Capture starts the first time any tool uses the tab. Filter by URL regex, method, status ' +
-    '(404, "4xx", "400-599", ">=400", "failed", "pending") and resource type; clear empties the buffer after reading.',
+  description: 'HTTP requests of the tab: the newest limit matching.',
   inputSchema: {
     type: 'object',
     properties: {
       url_pattern: {
         type: 'string',
         maxLength: 1000,
-        description: 'Only requests whose URL matches this regular expression (case-insensitive).',
       },
-      method: { type: 'string', maxLength: 16, description: 'Only this HTTP method, e.g. "POST".' },
+      method: { type: 'string', maxLength: 16 },
       status: {
         type: ['integer', 'string'],
-        description:
-          'Only these statuses: 404, "4xx", "400-599", ">=400", "failed" (network errors and >= 400) or "pending".',
+        description: '404, 4xx, 400-599, failed or pending',
       },
       type: {
         type: 'string',
@@ -121,21 +109,19 @@ export const networkTool = {
           'Preflight',
           'Other',
         ],
-        description: 'Only this resource type.',
       },
       limit: {
         type: 'integer',
         minimum: 1,
         maximum: 1000,
-        description: 'At most this many of the newest matching requests (default 100).',
+        default: 100,
       },
-      clear: { type: 'boolean', description: "Empty the tab's request buffer after reading (default false)." },
+      clear: { type: 'boolean', description: 'Empty the buffer after' },
       tabId: tabIdProp,
     },
     additionalProperties: false,
   },
   annotations: {
-    title: 'Read network requests',
     readOnlyHint: true,
     destructiveHint: false,
     idempotentHint: false,

@@ -3,19 +3,13 @@
 // (sw/sessions.js) unless the caller names a tab id.
 
 import { ToolError } from '../sw/tools.js';
+import { tabId as tabIdProp } from './props.js';
 import { trackTab, mainDocument } from '../sw/cdp.js';
 import { HistoryEnd, step as stepHistory } from '../sw/history.js';
 import { ABORTED, errorPage, httpErrorText, httpStatusLine, isHttpError, loadFailedText } from '../sw/pageload.js';
 
 /** How long navigate waits for a page to finish loading by default. */
 export const NAVIGATE_TIMEOUT_MS = 30_000;
-
-const tabIdProp = {
-  type: 'integer',
-  minimum: 0,
-  description:
-    "The tab to act on, from tabs_context. Omit it to use this session's current tab; a session without a tab gets one in its tab group when url is given.",
-};
 
 function describe(tab, { owner, mine, current }) {
   return {
@@ -60,11 +54,9 @@ async function context(ctx, onlyMine) {
 /** tabs_context: every open tab, marking this session's. */
 const tabsContext = {
   name: 'tabs_context',
-  title: 'List all tabs',
-  description:
-    "Lists every open tab in this browser (all windows) with its tabId, URL, title and whether it belongs to your session's tab group. Use it to find a tabId; other tools act on your session's current tab unless you pass a tabId. Tabs of other sessions are shown so you can avoid them: act on them only if the user asks you to.",
+  description: "All open tabs; use other sessions' only if the user asks.",
   inputSchema: { type: 'object', properties: {}, additionalProperties: false },
-  annotations: { title: 'List all tabs', readOnlyHint: true, openWorldHint: false },
+  annotations: { readOnlyHint: true, openWorldHint: false },
   async run(args, ctx) {
     const { tabs, currentTabId } = await context(ctx, false);
     const text = tabs.length ? `${tabs.length} open tabs:\n${tabs.map(line).join('\n')}` : 'No tabs are open.';
@@ -75,20 +67,17 @@ const tabsContext = {
 /** tabs_context_mcp: only this session's tabs. */
 const tabsContextMcp = {
   name: 'tabs_context_mcp',
-  title: "List this session's tabs",
-  description:
-    "Lists the tabs in your session's tab group (the tabs you opened or adopted) with tabId, URL and title, and which one is your current tab. Set createIfEmpty to open a blank tab in the group when it has none. In the original product this listed the 'MCP tab group'; here every MCP session has its own group, titled with your client's name.",
+  description: "Your session's tabs and which is current; createIfEmpty opens one.",
   inputSchema: {
     type: 'object',
     properties: {
       createIfEmpty: {
         type: 'boolean',
-        description: 'Open a blank tab in your group if it has no tabs (default false).',
       },
     },
     additionalProperties: false,
   },
-  annotations: { title: "List this session's tabs", readOnlyHint: false, idempotentHint: true, openWorldHint: false },
+  annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
   async run(args, ctx) {
     let { tabs, currentTabId } = await context(ctx, true);
     if (!tabs.length && args.createIfEmpty) {
@@ -119,23 +108,20 @@ export function normaliseUrl(raw) {
   return `https://${s}`;
 }
 
-function createTool(name, title, description) {
+function createTool(name, description) {
   return {
     name,
-    title,
     description,
     inputSchema: {
       type: 'object',
       properties: {
         url: {
           type: 'string',
-          description:
-            'The page to open, e.g. "https://example.com" (a bare host gets https://). Omit for a blank tab.',
         },
       },
       additionalProperties: false,
     },
-    annotations: { title, readOnlyHint: false, destructiveHint: false, openWorldHint: true },
+    annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     async run(args, ctx) {
       const url = args.url === undefined ? 'about:blank' : normaliseUrl(args.url);
       // Open blank, start console/network capture, then load: the page's
@@ -157,49 +143,37 @@ function createTool(name, title, description) {
   };
 }
 
-const tabsCreate = createTool(
-  'tabs_create',
-  'Open a tab',
-  "Opens a new tab in your session's tab group, optionally loading a URL, and makes it your current tab (later tools act on it). Returns its tabId. In the original product this opened a tab outside any group; here every tab an MCP client opens joins its session's group, so it behaves like tabs_create_mcp. It does not wait for the page to load: use navigate for that.",
-);
-const tabsCreateMcp = createTool(
-  'tabs_create_mcp',
-  "Open a tab in this session's group",
-  "Opens a new tab in your session's tab group (titled with your client's name), optionally loading a URL, and makes it your current tab. Returns its tabId. It does not wait for the page to load: use navigate for that.",
-);
+const tabsCreate = createTool('tabs_create', 'Same as tabs_create_mcp.');
+const tabsCreateMcp = createTool('tabs_create_mcp', 'Opens url in a new current tab; does not wait for the load.');
 
 const ACTIONS = ['back', 'forward', 'reload'];
 
 /** navigate: load a URL, or go back, forward or reload; waits for the load. */
 const navigate = {
   name: 'navigate',
-  title: 'Navigate',
   description:
-    "Loads a URL in a tab, or goes back, forward or reloads, and waits until the page has finished loading (up to timeoutMs). Acts on your session's current tab unless you pass tabId; a session without a tab gets one in its tab group (so call navigate first), and a tabId that is in no group joins your session's group. Returns the final URL and title (after redirects). A load that fails is an error naming the network error (e.g. net::ERR_NAME_NOT_RESOLVED) or the HTTP status (e.g. HTTP 404 Not Found; the tab then shows the server's page). Pass either url or action.",
+    'Loads url (or does action), opening a tab if needed; waits up to timeoutMs; returns the final URL or error.',
   inputSchema: {
     type: 'object',
     properties: {
       url: {
         type: 'string',
-        description:
-          'The URL to load; a bare host like "example.com" gets https://. "back" and "forward" are accepted as actions too.',
       },
       action: {
         type: 'string',
         enum: ACTIONS,
-        description: "Instead of url: go back or forward in the tab's history, or reload the page.",
       },
       tabId: tabIdProp,
       timeoutMs: {
         type: 'integer',
         minimum: 100,
         maximum: 120000,
-        description: `How long to wait for the load, in milliseconds (default ${NAVIGATE_TIMEOUT_MS}).`,
+        default: NAVIGATE_TIMEOUT_MS,
       },
     },
     additionalProperties: false,
   },
-  annotations: { title: 'Navigate', readOnlyHint: false, destructiveHint: false, openWorldHint: true },
+  annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
   async run(args, ctx) {
     let { url, action } = args;
     if (url !== undefined && ACTIONS.includes(url.trim().toLowerCase())) {

@@ -12,30 +12,26 @@ const extraProperties = Object.assign({}, ...Object.values(extra).map((a) => a.p
 
 export default {
   name: 'dev_utils',
-  title: 'Developer utilities',
   description:
-    "Utilities for testing Browser Bridge itself (the original product's dev_utils was internal; this is its nearest useful meaning). " +
-    'action "echo": returns message unchanged (a no-op that measures the MCP client → bridge → host → extension round trip). ' +
+    'Tests Browser Bridge: echo returns message; ' +
     Object.entries(extra)
-      .map(([name, a]) => `action "${name}": ${a.description} `)
+      .map(([name, a]) => `${name}: ${a.description}; `)
       .join('') +
-    'action "state": the extension\'s internal state (attached tabs, capture buffer sizes, stored screenshots).',
+    'state reports internal state.',
   inputSchema: {
     type: 'object',
     properties: {
       action: {
         type: 'string',
         enum: ['echo', ...Object.keys(extra), 'state'],
-        description: 'Which utility to run.',
       },
-      message: { description: 'echo: any JSON value to send back.' },
+      message: {},
       ...extraProperties,
     },
     required: ['action'],
     additionalProperties: false,
   },
   annotations: {
-    title: 'Developer utilities',
     readOnlyHint: true,
     destructiveHint: false,
     idempotentHint: true,

@@ -4,6 +4,7 @@
 import { ToolError } from '../sw/tools.js';
 import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
+import * as props from './props.js';
 
 export const inputSchema = {
   type: 'object',
@@ -12,20 +13,10 @@ export const inputSchema = {
       type: 'string',
       minLength: 1,
       maxLength: 500,
-      description:
-        'What to look for: a CSS selector ("form#login input[type=email]"), visible text or label ("Sign in"), or a short description naming a role and words ("search box", "checkbox remember me", \'button "Add to cart"\').',
+      description: "CSS selector, text, or role + words ('search box')",
     },
-    limit: {
-      type: 'integer',
-      minimum: 1,
-      maximum: 100,
-      description: 'At most this many matches (default 10), best first.',
-    },
-    tabId: {
-      type: 'integer',
-      minimum: 0,
-      description: "The tab to search. Omit it to use this session's current tab.",
-    },
+    limit: { type: 'integer', minimum: 1, maximum: 100, default: 10 },
+    tabId: props.tabId,
   },
   required: ['query'],
   additionalProperties: false,
@@ -73,15 +64,9 @@ async function run(args, ctx) {
 
 export default {
   name: 'find',
-  title: 'Find elements',
-  description:
-    'Finds elements on the page and returns their refs, roles, names and positions. The query can be a CSS selector, the text ' +
-    'or label of an element, or a short description combining a role word (button, link, field, checkbox, dropdown, heading, image…) ' +
-    'with words from its label. Matching is done in the page with heuristics (no language model), so use the words the page shows. ' +
-    'Only visible elements are returned, best match first.',
+  description: "Up to limit visible elements matching query, with refs, best first; use the page's words.",
   inputSchema,
   annotations: {
-    title: 'Find elements',
     readOnlyHint: true,
     destructiveHint: false,
     idempotentHint: true,

@@ -8,24 +8,23 @@ import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
 import * as gate from '../sw/gate.js';
 import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
+import * as props from './props.js';
 
 /** The most fields one call takes. */
 export const MAX_FIELDS = 100;
 
-const refProp = { type: 'string', pattern: '^ref_[0-9]+$', description: 'The field, a ref from read_page or find.' };
+// fields' items take the same arguments; their descriptions are said once, at the top.
+const bare = ({ description: _said, ...schema }) => schema;
+const refProp = props.ref();
 const selectorProp = {
   type: 'string',
   minLength: 1,
   maxLength: 500,
-  description:
-    'Instead of ref: a CSS selector for the field ("#email", "input[name=q]"); the first element it matches.',
 };
 const valueProp = {
   type: ['string', 'number', 'boolean', 'array'],
   items: { type: 'string' },
-  description:
-    'The new value. Text fields: the text (replaces what is there). Checkbox/radio/switch: true or false. ' +
-    'Select: an option\'s value or visible text; for a multiple select, an array of them. Date/time/color/range inputs: their string form, e.g. "2025-01-31", "13:45", "#ff0000", "40".',
+  description: 'Text; true/false; option value/text (array if multiple)',
 };
 
 export const inputSchema = {
@@ -38,17 +37,15 @@ export const inputSchema = {
       type: 'array',
       minItems: 1,
       maxItems: MAX_FIELDS,
-      description:
-        `Instead of ref/selector and value: several fields to set in one call, in order (at most ${MAX_FIELDS}), each {ref or selector, value}. ` +
-        'Each is reported on its own; one that fails does not stop the others.',
+      description: 'Several {ref or selector, value}',
       items: {
         type: 'object',
-        properties: { ref: refProp, selector: selectorProp, value: valueProp },
+        properties: { ref: bare(refProp), selector: bare(selectorProp), value: bare(valueProp) },
         required: ['value'],
         additionalProperties: false,
       },
     },
-    tabId: { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." },
+    tabId: props.tabId,
   },
   // A field named by ref or selector needs its value; fields stands alone.
   // (Which of the three forms is given is checked in run: clients refuse
@@ -143,19 +140,9 @@ async function run(args, ctx) {
 
 export default {
   name: 'form_input',
-  title: 'Fill form fields',
-  description:
-    'Sets form fields to values directly: one field by ref (from read_page or find) or CSS selector with value, or several ' +
-    'at once with fields: [{ref or selector, value}, …] (fill a whole form in one call; each field is reported, and one that fails ' +
-    'does not stop the others; the call is an error only if every field failed). Text inputs and textareas (the text replaces the ' +
-    'current value), selects (by option value or text; arrays for multi-selects), checkboxes, radios and switches (true/false), ' +
-    'date/time/colour/range inputs, and contenteditable editors. Fires input and change events like a user would, so frameworks ' +
-    'such as React see the change. Faster and more reliable than typing; use computer type when the page reacts to each keystroke ' +
-    '(autocomplete). For file inputs use upload_image. Password fields are filled only on sites where the person allowed it (their "secrets" opt-in); ' +
-    'their values are never shown.',
+  description: 'Sets a field (ref or selector) to value, or several (fields), firing input/change.',
   inputSchema,
   annotations: {
-    title: 'Fill form fields',
     readOnlyHint: false,
     destructiveHint: false,
     idempotentHint: true,

@@ -6,6 +6,7 @@
 import { ToolError } from '../sw/tools.js';
 import { useTab } from '../sw/cdp.js';
 import { captureTab, putScreenshot, SCREENSHOT_URI_PREFIX } from '../sw/screenshot.js';
+import * as props from './props.js';
 
 // ---------------------------------------------------------------------------
 // Encoder (pure)
@@ -339,37 +340,27 @@ export const inputSchema = {
     action: {
       type: 'string',
       enum: ['start_recording', 'stop_recording', 'export', 'clear', 'status'],
-      description:
-        "start_recording: begin recording this session's tab (takes a first frame). stop_recording: take a last frame and stop. " +
-        'export: encode the frames as an animated GIF and return it. clear: drop the frames. status: frames so far.',
     },
     frame_delay_ms: {
       type: 'integer',
       minimum: 20,
       maximum: 10000,
-      description: 'export: time each frame is shown (default 800 ms).',
+      default: 800,
     },
     max_width: {
       type: 'integer',
       minimum: 64,
       maximum: 1600,
-      description: 'export: the GIF width in pixels (default: the recorded width, at most 800 unless set at start).',
     },
     show_actions: {
       type: 'boolean',
-      description:
-        "export: draw each frame's action (a red circle where it clicked, a label) on the frame (default true).",
+      default: true,
     },
     filename: {
       type: 'string',
       maxLength: 200,
-      description: 'export: a name for the GIF (default recording-<time>.gif).',
     },
-    tabId: {
-      type: 'integer',
-      minimum: 0,
-      description: "start_recording: the tab to record. Omit it to record this session's current tab.",
-    },
+    tabId: props.tabId,
   },
   required: ['action'],
   additionalProperties: false,
@@ -442,14 +433,10 @@ async function run(args, ctx) {
 
 export default {
   name: 'gif_creator',
-  title: 'Record an animated GIF',
   description:
-    "Records what you do in this session's tab as an animated GIF, e.g. to show a user how a task was done. " +
-    'start_recording, then act with computer (each action adds a frame after it takes effect; screenshots add one too), ' +
-    'stop_recording, then export to get an image/gif with the clicks and keys drawn on the frames. clear drops the recording.',
+    'Records a GIF: start_recording, act, stop_recording, export (filename, max_width, frame_delay_ms, show_actions).',
   inputSchema,
   annotations: {
-    title: 'Record an animated GIF',
     readOnlyHint: false,
     destructiveHint: false,
     idempotentHint: false,

@@ -7,6 +7,7 @@ import { usePage } from '../sw/pageload.js';
 import { runAgent } from '../content/agent.js';
 import * as gate from '../sw/gate.js';
 import { scopeOf } from '../sw/policy.js';
+import * as props from './props.js';
 
 export const MAX_RESULT_CHARS = 100000;
 
@@ -42,16 +43,14 @@ export const inputSchema = {
       type: 'string',
       minLength: 1,
       maxLength: 200000,
-      description:
-        'JavaScript to run in the page. An expression ("document.title") or statements; top-level await works, and so does a top-level `return` (the code is then run as the body of an async function). The value of the last expression (or the returned value) is sent back as JSON.',
     },
     timeout_ms: {
       type: 'integer',
       minimum: 100,
       maximum: 120000,
-      description: 'Give up after this many milliseconds (default 30000).',
+      default: 30000,
     },
-    tabId: { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." },
+    tabId: props.tabId,
   },
   required: ['code'],
   additionalProperties: false,
@@ -126,14 +125,9 @@ async function run(args, ctx) {
 
 export default {
   name: 'javascript_tool',
-  title: 'Run JavaScript in the page',
-  description:
-    "Runs JavaScript in the page's own context (the main world: it sees the page's globals, e.g. window.app) and returns the " +
-    'result as JSON text. Use it to read state the DOM does not show or to call page functions; use read_page, find and form_input for ' +
-    'ordinary reading and filling. Promises are awaited; exceptions are reported as errors; DOM nodes come back as a description.',
+  description: 'Runs code in the page (top-level await/return work); returns the last value as JSON within timeout_ms.',
   inputSchema,
   annotations: {
-    title: 'Run JavaScript in the page',
     readOnlyHint: false,
     destructiveHint: true,
     idempotentHint: false,

@@ -3,6 +3,7 @@
 
 import { ToolError } from '../sw/tools.js';
 import { runAgent } from '../content/agent.js';
+import * as props from './props.js';
 
 export const WEB_PERMISSIONS = [
   'camera',
@@ -26,12 +27,7 @@ async function contains(p) {
 
 export default {
   name: 'permissions_check',
-  title: 'Check permissions for the site',
-  description:
-    "Reports, for the tab's site: whether this extension has host access (so it can read and script the page), which of its " +
-    'browser API permissions are granted, whether the page is scriptable at all (chrome:// and web store pages are not), and the ' +
-    "site's web permission states from navigator.permissions (camera, microphone, geolocation, notifications, clipboard-read, …: " +
-    'granted, denied or prompt). Use it to understand why an action is blocked or whether a site will prompt the user.',
+  description: "Whether the tab's site is scriptable, and the states of its web permissions.",
   inputSchema: {
     type: 'object',
     properties: {
@@ -39,14 +35,12 @@ export default {
         type: 'array',
         items: { type: 'string', maxLength: 64 },
         maxItems: 30,
-        description: `Web permission names to query (default ${WEB_PERMISSIONS.join(', ')}).`,
       },
-      tabId: { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." },
+      tabId: props.tabId,
     },
     additionalProperties: false,
   },
   annotations: {
-    title: 'Check permissions for the site',
     readOnlyHint: true,
     destructiveHint: false,
     idempotentHint: true,

@@ -2,29 +2,22 @@
 
 import { ToolError } from '../sw/tools.js';
 import { useTab, send } from '../sw/cdp.js';
+import * as props from './props.js';
 
 export default {
   name: 'resize_window',
-  title: 'Resize the browser window',
-  description:
-    'Resizes the browser window that holds the tab (outer size in CSS pixels, e.g. 1280x800 for a laptop or 390x844 to approximate a phone ' +
-    'width) and reports the resulting viewport. Other tabs in that window are affected too. Leaves maximised/fullscreen state for a normal window.',
+  description: "Sets the tab's window's outer width and height (CSS px); returns the viewport.",
   inputSchema: {
     type: 'object',
     properties: {
-      width: { type: 'integer', minimum: 200, maximum: 10000, description: 'Window width in pixels.' },
-      height: { type: 'integer', minimum: 200, maximum: 10000, description: 'Window height in pixels.' },
-      tabId: {
-        type: 'integer',
-        minimum: 0,
-        description: "A tab in the window to resize. Omit it to use this session's current tab.",
-      },
+      width: { type: 'integer', minimum: 200, maximum: 10000 },
+      height: { type: 'integer', minimum: 200, maximum: 10000 },
+      tabId: props.tabId,
     },
     required: ['width', 'height'],
     additionalProperties: false,
   },
   annotations: {
-    title: 'Resize the browser window',
     readOnlyHint: false,
     destructiveHint: false,
     idempotentHint: true,

@@ -40,13 +40,9 @@ export function substitute(value, vars) {
 
 export const shortcutsList = {
   name: 'shortcuts_list',
-  title: 'List saved shortcuts',
-  description:
-    'Lists the shortcuts the user saved in Browser Bridge\'s options: named sequences of tool calls (for example "log in to the ' +
-    'staging site" or "open the daily report") with their steps. Run one with shortcuts_execute.',
+  description: "The user's saved shortcuts, for shortcuts_execute.",
   inputSchema: { type: 'object', properties: {}, additionalProperties: false },
   annotations: {
-    title: 'List saved shortcuts',
     readOnlyHint: true,
     destructiveHint: false,
     idempotentHint: true,
@@ -77,30 +73,23 @@ export const shortcutsList = {
 
 export const shortcutsExecute = {
   name: 'shortcuts_execute',
-  title: 'Run a saved shortcut',
-  description:
-    "Runs one of the user's saved shortcuts (see shortcuts_list): its tool calls in order, in this session and its tabs, " +
-    'stopping at the first failure unless continue_on_error. String arguments of the steps may contain {{name}} placeholders filled ' +
-    "from variables. Returns each step's result.",
+  description: 'Runs a saved shortcut, filling {{name}} from variables; stops at a failure unless continue_on_error.',
   inputSchema: {
     type: 'object',
     properties: {
-      shortcut: { type: 'string', minLength: 1, maxLength: 200, description: "The shortcut's id or name." },
+      shortcut: { type: 'string', minLength: 1, maxLength: 200 },
       variables: {
         type: 'object',
         additionalProperties: { type: ['string', 'number', 'boolean'] },
-        description: 'Values for {{name}} placeholders in the steps.',
       },
       continue_on_error: {
         type: 'boolean',
-        description: 'Run the remaining steps after a step fails (default false).',
       },
     },
     required: ['shortcut'],
     additionalProperties: false,
   },
   annotations: {
-    title: 'Run a saved shortcut',
     readOnlyHint: false,
     destructiveHint: true,
     idempotentHint: false,

@@ -11,13 +11,9 @@ const schema = (extra) => ({
 
 export const turnAnswerStart = {
   name: 'turn_answer_start',
-  title: 'Mark that you are answering',
-  description:
-    'Tells the user (in the Browser Bridge popup) that you have finished acting in the browser for now and are writing your answer. ' +
-    "Call it once before your final answer of a turn; call turn_answer_complete when the answer is done. The session's tabs stay open.",
-  inputSchema: schema('Optional: a short note shown with the state, e.g. what you found.'),
+  description: 'Call before your final answer (tells the user).',
+  inputSchema: schema('Shown to the user'),
   annotations: {
-    title: 'Mark that you are answering',
     readOnlyHint: false,
     destructiveHint: false,
     idempotentHint: true,
@@ -32,13 +28,9 @@ export const turnAnswerStart = {
 
 export const turnAnswerComplete = {
   name: 'turn_answer_complete',
-  title: 'Mark that your answer is done',
-  description:
-    'Tells the user (in the Browser Bridge popup) that your turn is over and the session is idle until the next request. ' +
-    'Call it after turn_answer_start once your answer is complete.',
-  inputSchema: schema('Optional: a one-line summary of the outcome, shown with the state.'),
+  description: 'Call when your answer is done (tells the user).',
+  inputSchema: schema('Shown to the user'),
   annotations: {
-    title: 'Mark that your answer is done',
     readOnlyHint: false,
     destructiveHint: false,
     idempotentHint: true,

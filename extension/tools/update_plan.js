@@ -6,19 +6,13 @@ export const STATUSES = ['pending', 'in_progress', 'completed', 'skipped', 'fail
 
 export default {
   name: 'update_plan',
-  title: 'Show your plan to the user',
-  description:
-    'Records your plan for the current task as a list of steps with a status, and shows it to the user in the Browser Bridge popup ' +
-    "next to this session's tab group, so they can follow what you are doing in their browser. Send the whole list each time; " +
-    'keep at most one step in_progress. The plan also lists the sites you intend to visit, if you give domains.',
+  description: 'Shows the user your whole plan (one step in_progress) and domains to visit.',
   inputSchema: {
     type: 'object',
     properties: {
       plan: {
         type: 'array',
-        minItems: 0,
         maxItems: 50,
-        description: 'The steps, in order.',
         items: {
           type: 'object',
           properties: {
@@ -26,12 +20,10 @@ export default {
               type: 'string',
               minLength: 1,
               maxLength: 300,
-              description: 'What the step does, in a short sentence.',
             },
             status: {
               type: 'string',
               enum: STATUSES,
-              description: 'pending, in_progress, completed, skipped or failed.',
             },
           },
           required: ['step', 'status'],
@@ -41,20 +33,17 @@ export default {
       explanation: {
         type: 'string',
         maxLength: 1000,
-        description: 'Optional: why the plan changed, or your overall approach.',
       },
       domains: {
         type: 'array',
         items: { type: 'string', maxLength: 253 },
         maxItems: 50,
-        description: 'Optional: the sites (host names) the plan will visit.',
       },
     },
     required: ['plan'],
     additionalProperties: false,
   },
   annotations: {
-    title: 'Show your plan to the user',
     readOnlyHint: false,
     destructiveHint: false,
     idempotentHint: true,

@@ -5,57 +5,50 @@ import { ToolError } from '../sw/tools.js';
 import { usePage } from '../sw/pageload.js';
 import { getScreenshot, imageSize } from '../sw/screenshot.js';
 import { runAgent } from '../content/agent.js';
+import * as props from './props.js';
 
 const EXT = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif' };
 const MAX_CHARS = 30 * 1024 * 1024;
 
 export default {
   name: 'upload_image',
-  title: 'Upload an image to the page',
   description:
-    'Puts an image into a file input (<input type=file>) or drops it onto a drop zone, as if the user had chosen or dragged the ' +
-    'file. The image is either a screenshot taken earlier in this session (screenshot_id, e.g. "shot_…" from computer screenshot) or ' +
-    'base64 data you supply. ref is the file input or drop target from read_page or find. input and change (or dragenter/dragover/drop) ' +
-    'events fire so the page reacts.',
+    'Puts an image (screenshot_id or data) as filename into file input ref, or drops it on ref at drop_point.',
   inputSchema: {
     type: 'object',
     properties: {
-      ref: { type: 'string', pattern: '^ref_[0-9]+$', description: 'The file input or drop target.' },
+      ref: props.ref(),
       screenshot_id: {
         type: 'string',
         pattern: '^shot_[a-z0-9_]+$',
-        description: 'A screenshot id from computer screenshot (or a GIF from gif_creator export).',
       },
       data: {
         type: 'string',
         maxLength: MAX_CHARS,
-        description: 'The image as base64 (no data: prefix), instead of screenshot_id.',
+        description: 'Base64, no data: prefix',
       },
       mime_type: {
         type: 'string',
         enum: ['image/png', 'image/jpeg', 'image/webp', 'image/gif'],
-        description: 'The type of data (default: detected from the bytes).',
       },
       filename: {
         type: 'string',
         minLength: 1,
         maxLength: 200,
-        description: 'The file name the page sees (default image.<ext>).',
       },
       drop_point: {
         type: 'array',
         items: { type: 'number' },
         minItems: 2,
         maxItems: 2,
-        description: "Drop targets only: [x, y] viewport CSS px to drop at (default the target's centre).",
+        description: '[x, y] CSS px',
       },
-      tabId: { type: 'integer', minimum: 0, description: "The tab. Omit it to use this session's current tab." },
+      tabId: props.tabId,
     },
     required: ['ref'],
     additionalProperties: false,
   },
   annotations: {
-    title: 'Upload an image to the page',
     readOnlyHint: false,
     destructiveHint: false,
     idempotentHint: false,

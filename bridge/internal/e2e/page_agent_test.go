@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -28,6 +29,7 @@ func TestPageAgent(t *testing.T) {
 		{"form_input_all_bad", testFormInputAllBad},
 		{"read_page_whole_paragraphs", testReadPageWhole},
 		{"read_page_max_chars", testReadPageMaxChars},
+		{"page_shapes", testPageShapes},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, w) })
 	}
@@ -191,5 +193,53 @@ func testReadPageMaxChars(t *testing.T, w *world) {
 	whole := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab, "ref": longRef}))
 	if !strings.Contains(whole, "closing words of the long paragraph.") || strings.Contains(whole, "truncated") {
 		t.Errorf("read_page ref %s (the paragraph the note names) does not give it whole:\n%s", longRef, clip(whole, 5000))
+	}
+}
+
+// testPageShapes holds issue 32's shape fixes on a page built to show them:
+// table and grid cells keep their boundaries in get_page_text, a sortable
+// column header is something read_page's interactive filter keeps, and
+// zero-width spaces do not reach a name.
+func testPageShapes(t *testing.T, w *world) {
+	c := w.client("e2e-page-shapes")
+	tab := c.newTab(t, w.pages.url("shapes.html"))
+	text := testutil.Text(c.call(t, "get_page_text", map[string]any{"tabId": tab}))
+	for _, want := range []string{
+		"ID | Name | Department | City\n1001 | Guido Sammet | Legal | Madrid\n1002 | Ada Lovelace | Research | London\n",
+		"Order | Item\nA-1 | Alpha\nA-2 | Beta\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("get_page_text lacks the rows %q, a line each:\n%s", want, clip(text, 3000))
+		}
+	}
+	inter := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab, "filter": "interactive"}))
+	for _, want := range []string{`columnheader "ID"`, `columnheader "Name"`} {
+		if !strings.Contains(inter, want) {
+			t.Errorf("read_page interactive lacks the sortable header %s:\n%s", want, clip(inter, 3000))
+		}
+	}
+	if strings.Contains(inter, `columnheader "City"`) || strings.Contains(inter, "- code") {
+		t.Errorf("read_page interactive lists a header that does not sort, or a code block:\n%s", clip(inter, 3000))
+	}
+	tree := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab}))
+	// Rows of text are a line each with their cells apart; grid cells too.
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`\n +- row \[ref_\d+\]: "1001 \| Guido Sammet \| Legal \| Madrid"\n`),
+		regexp.MustCompile(`\n +- row \[ref_\d+\]: "A-2 \| Beta"\n`),
+		// A virtualized grid (aria-rowcount above its rendered rows) says so, and how to reach the rest.
+		regexp.MustCompile(`\n +- note: 3 of its 500 rows are in the page; scroll it \(computer scroll at ref_\d+\)`),
+		// A highlighted code block with tabindex=0 stays one block, its whitespace kept.
+		regexp.MustCompile(`\n +- code \[ref_\d+\]: ` + regexp.QuoteMeta(`"func main() {\n    fmt.Println(\"hi\")\n}"`) + `\n`),
+		regexp.MustCompile(`\n +- columnheader "Name" \[sort=none\] \[ref_\d+\]\n|\n +- columnheader "Name"[^\n]*\[ref_\d+\]\n`),
+	} {
+		if !want.MatchString(tree) {
+			t.Errorf("read_page lacks a line matching %s:\n%s", want, clip(tree, 3000))
+		}
+	}
+	if n := strings.Count(tree, "- note:"); n != 1 {
+		t.Errorf("read_page gave %d notes of missing rows; only the grid with aria-rowcount misses any:\n%s", n, clip(tree, 3000))
+	}
+	if !strings.Contains(tree, `button "Savechanges"`) || strings.Contains(tree, "\u200b") {
+		t.Errorf("read_page should name the button without its zero-width space:\n%s", clip(tree, 3000))
 	}
 }

@@ -28,18 +28,16 @@ const (
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 var selectBrowserTool = &mcp.Tool{
-	Name:  toolSelectBrowser,
-	Title: "Select browser",
-	Description: "Choose which connected browser this session's tool calls go to (see list_browsers). " +
-		"Stateless (2026-07-28) clients choose with ?browser=<id> on the endpoint URL instead.",
-	InputSchema: json.RawMessage(`{"type":"object","properties":{"browser":{"type":"string","description":"a browser id from list_browsers"}},"required":["browser"],"additionalProperties":false}`),
+	Name: toolSelectBrowser,
+	// Said once: the browser argument is the id list_browsers gives.
+	Description: "Sends this session's tool calls to browser, an id from list_browsers.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"browser":{"type":"string"}},"required":["browser"],"additionalProperties":false}`),
 	Annotations: &mcp.ToolAnnotations{IdempotentHint: true},
 }
 
 var listBrowsersTool = &mcp.Tool{
 	Name:        toolListBrowsers,
-	Title:       "List browsers",
-	Description: "List the browsers connected to Browser Bridge: id, name, version, profile; which one is the default (most recently active) and which one this session uses.",
+	Description: "Connected browsers; the default (last active) and this session's.",
 	InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
 	Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 }

@@ -112,6 +112,7 @@
     'radio',
     'switch',
     'cell',
+    'gridcell',
     'columnheader',
     'rowheader',
     'treeitem',
@@ -250,12 +251,15 @@
   }
 
   function isInteractive(el, role) {
+    // A sortable column's header is what a person clicks to sort.
+    if (role === 'columnheader' && el.hasAttribute('aria-sort')) return true;
     if (INTERACTIVE_ROLES.has(role)) return !(el.tagName === 'OPTION' && el.closest('select:not([multiple])'));
     if (el.tagName === 'INPUT' && role !== 'none') return true;
     if (el.isContentEditable && role === 'textbox') return true;
     if (el.hasAttribute('onclick')) return true;
     const ti = el.getAttribute('tabindex');
-    if (ti !== null && Number(ti) >= 0 && el !== document.body) return true;
+    // Highlighters make a code block focusable so keys can scroll it: that is no control.
+    if (ti !== null && Number(ti) >= 0 && el !== document.body && role !== 'code') return true;
     if (role === 'generic' && el.tagName !== 'BODY' && el.tagName !== 'HTML') {
       const cs = getComputedStyle(el);
       if (cs.cursor === 'pointer') {

@@ -48,9 +48,14 @@
     return H.redactDeep(v, H.secretValues());
   };
 
-  /** Collapses white space and cuts to max characters (the last one an ellipsis). */
+  /**
+   * Collapses white space, drops zero-width characters (pages put them in
+   * names to allow line breaks; a model would copy them into its queries),
+   * and cuts to max characters (the last one an ellipsis).
+   */
   const clean = (s, max = 120) => {
     s = String(s == null ? '' : s)
+      .replace(/[\u200b-\u200d\u2060\ufeff]/g, '')
       .replace(/\s+/g, ' ')
       .trim();
     return s.length > max ? s.slice(0, max - 1) + '…' : s;

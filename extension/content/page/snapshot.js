@@ -12,9 +12,10 @@
   /** The snapshot's budget when the caller gives none, in characters. */
   const DEFAULT_MAX_CHARS = 50000;
 
-  // Elements that are more than a run of inline text.
+  // Elements that are more than a run of inline text (a table's rows are
+  // kept apart: textRow writes each on its own line).
   const RICH =
-    'a[href],button,input,select,textarea,img,svg,canvas,video,audio,iframe,h1,h2,h3,h4,h5,h6,ul,ol,dl,table,form,nav,main,' +
+    'a[href],button,input,select,textarea,img,svg,canvas,video,audio,iframe,h1,h2,h3,h4,h5,h6,ul,ol,dl,table,tr,form,nav,main,' +
     'section,article,aside,header,footer,p,li,details,summary,label,fieldset,dialog,[role],[tabindex],[contenteditable],[onclick],[aria-label]';
   const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK']);
   const INLINE_ROLES = new Set(['generic', 'paragraph', 'listitem', 'cell', 'code', 'blockquote']);
@@ -25,6 +26,41 @@
   const quote = (s) => s.replace(/"/g, '\\"');
   // A name clean() cut to its 120 characters: the element's text is longer.
   const cutName = (name) => name.length >= 120 && name.endsWith('…');
+
+  /**
+   * What a virtualized table, grid or list leaves out, when it says so: its
+   * aria-rowcount (or its items' aria-setsize) above the rows it rendered.
+   * '' when it does not say, or all are there.
+   */
+  function missingRows(el, role) {
+    let total = 0;
+    let shown = 0;
+    if (/^(table|grid|treegrid)$/.test(role)) {
+      total = Number(el.getAttribute('aria-rowcount'));
+      shown = el.querySelectorAll('tr,[role=row]').length;
+    } else if (/^(list|listbox|tree|feed)$/.test(role)) {
+      const items = el.querySelectorAll('[aria-setsize]');
+      total = items.length ? Number(items[0].getAttribute('aria-setsize')) : 0;
+      shown = items.length;
+    }
+    if (!(total > shown)) return '';
+    return `${shown} of its ${total} rows are in the page; scroll it (computer scroll at ${refOf(el)}) and read again for the others`;
+  }
+
+  /**
+   * A row of cells holding only text, as its cells' texts joined by " | "
+   * (one line for the row, not a line per cell and text); null for a row a
+   * person acts on in a cell, or with something richer than text.
+   */
+  function textRow(el, why) {
+    const cells = [...el.children];
+    if (!cells.length || isInteractive(el, 'row')) return null;
+    for (const c of cells) {
+      if (c.querySelector(RICH) || c.shadowRoot || isInteractive(c, roleOf(c))) return null;
+    }
+    if (!why && hiddenInside(el)) return null;
+    return cells.map((c) => whole(why ? c.textContent : c.innerText)).join(' | ');
+  }
 
   /**
    * args: {filter: 'all'|'interactive', ref?, depth? (40), maxChars? (50,000), includeHidden?}.
@@ -98,6 +134,13 @@
       } else {
         const meaningful = role !== 'generic' && role !== 'none' && role !== 'presentation';
         const interactive = isInteractive(el, role);
+        const rowText = role === 'row' && !suppressText ? textRow(el, why) : null;
+        if (rowText !== null) {
+          if (!rowText.replace(/[ |]/g, '')) return;
+          count++;
+          push(`${line(describe(el, { valueMax: Infinity }), indent)}${mark(why)}: "${quote(rowText)}"`);
+          return;
+        }
         if (
           !interactive &&
           !suppressText &&
@@ -108,12 +151,15 @@
           (why || !hiddenInside(el))
         ) {
           // Only inline text inside: one line instead of a line per text node.
-          const t = whole(why ? el.textContent : el.innerText);
+          const raw = why ? el.textContent : el.innerText;
+          const t = whole(raw);
           if (!t) return;
           if (meaningful) {
             const d = describe(el, { valueMax: Infinity });
             count++;
-            push(`${line(d, indent)}${mark(why)}: "${quote(t)}"`);
+            // Code keeps its line breaks and indentation, escaped as JSON, so it can be quoted verbatim.
+            const shown = role === 'code' ? JSON.stringify(raw.replace(/\s+$/, '')) : `"${quote(t)}"`;
+            push(`${line(d, indent)}${mark(why)}: ${shown}`);
           } else push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
           return;
         }
@@ -122,6 +168,8 @@
           count++;
           push(line(d, indent) + mark(why));
           emitted = d;
+          const missing = missingRows(el, role);
+          if (missing) push(`${'  '.repeat(indent + 1)}- note: ${missing}`);
           // The name already says the text, unless it had to be cut.
           if (NAME_FROM_CONTENT.has(role) && d.name && !cutName(d.name)) childSuppress = true;
           if (tag === 'SELECT') {

@@ -10,6 +10,12 @@
 
   const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK']);
   const BREAKS = /^(block|flex|grid|list-item|table|table-row|table-caption|flow-root|inline-grid)$/;
+  // Cells of a table or of an ARIA grid end with CELL_END, written as " | "
+  // between the cells of a row (rows are lines), so that 1001 and "Guido
+  // Sammet" stay two values.
+  const CELL_END = '\u2063'; // INVISIBLE SEPARATOR: not in page text (icon fonts use the private-use area)
+  const CELL_ROLES = /^(cell|gridcell|columnheader|rowheader)$/;
+  const TABLES = 'table,[role=table],[role=grid],[role=treegrid]';
 
   /**
    * The text under root as innerText lays it out, walked by hand so that
@@ -32,19 +38,29 @@
       if (why && !includeHidden) return;
       if (node.tagName === 'BR') return void parts.push('\n');
       const display = inHidden || why ? 'block' : getComputedStyle(node).display;
-      const block = BREAKS.test(display) || /^H[1-6]$|^P$/.test(node.tagName);
+      const role = node.getAttribute('role') || '';
+      const cell = display === 'table-cell' || CELL_ROLES.test(role);
+      const row = display === 'table-row' || role === 'row';
+      const block = !cell && (row || BREAKS.test(display) || /^H[1-6]$|^P$/.test(node.tagName));
       if (block) parts.push('\n');
       if (why) parts.push(`[hidden (${why}): `);
       for (const k of node.shadowRoot ? node.shadowRoot.childNodes : node.childNodes) visit(k, inHidden || !!why);
       if (why) parts.push(']');
-      if (display === 'table-cell') parts.push('\t');
-      if (block) parts.push(/^H[1-6]$|^P$/.test(node.tagName) ? '\n\n' : '\n');
+      if (cell) parts.push(CELL_END);
+      // A row ends where the next begins: no blank line between rows.
+      if (block && !row) parts.push(/^H[1-6]$|^P$/.test(node.tagName) ? '\n\n' : '\n');
     };
     visit(root, false);
     return parts
       .join('')
       .split('\n')
-      .map((l) => l.replace(/[ \t]+/g, ' ').trim())
+      .map((l) =>
+        l
+          .replace(/[ \t]+/g, ' ')
+          .replace(/(\s*\u2063)+\s*$/, '')
+          .replace(/\s*\u2063\s*/g, ' | ')
+          .trim(),
+      )
       .join('\n');
   }
 
@@ -77,14 +93,17 @@
     const whyRoot = P.hidden.reason(root);
     if (whyRoot) found.unshift({ el: root, why: whyRoot });
     let text;
-    if (!found.length) {
-      // Nothing hidden: the browser's own layout of the text, as always.
+    if (!found.length && !root.querySelector(TABLES)) {
+      // Nothing hidden and no table: the browser's own layout of the text.
+      // (innerText runs a grid's cells one per line and a table's together
+      // with tabs; walkText writes each row as a line of " | "-joined cells.)
       text = root.innerText !== undefined ? root.innerText : root.textContent;
     } else {
       const byEl = new Map(found.map((h) => [h.el, h.why]));
       text = walkText(root, byEl, !!args.includeHidden);
     }
     text = String(text || '')
+      .replace(/[\u200b-\u200d\u2060\ufeff]/g, '')
       .replace(/[ \t\u00a0]+\n/g, '\n')
       .replace(/\n{3,}/g, '\n\n')
       .trim();
