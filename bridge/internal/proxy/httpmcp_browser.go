@@ -25,13 +25,13 @@ const (
 
 // ownTools are the endpoint's own tools, as tools/list gives them.
 var ownTools = []json.RawMessage{
-	json.RawMessage(`{"name":"list_browsers","title":"List browsers",` +
-		`"description":"List your browsers connected to this Browser Bridge proxy: id and name; which one is the default (the most recently connected) and which one this session uses.",` +
+	// The bridge's wording (mcpserver/tools.go), said once.
+	json.RawMessage(`{"name":"list_browsers",` +
+		`"description":"Connected browsers; the default (last connected) and this session's.",` +
 		`"inputSchema":{"type":"object","properties":{},"additionalProperties":false},"annotations":{"readOnlyHint":true}}`),
-	json.RawMessage(`{"name":"select_browser","title":"Select browser",` +
-		`"description":"Choose which of your connected browsers this session's tool calls go to (see list_browsers). ` +
-		`Stateless (2026-07-28) clients connect to /browsers/<id>/mcp instead.",` +
-		`"inputSchema":{"type":"object","properties":{"browser":{"type":"string","description":"a browser id from list_browsers"}},"required":["browser"],"additionalProperties":false},` +
+	json.RawMessage(`{"name":"select_browser",` +
+		`"description":"Sends this session's tool calls to browser, an id from list_browsers (stateless clients use /browsers/<id>/mcp).",` +
+		`"inputSchema":{"type":"object","properties":{"browser":{"type":"string"}},"required":["browser"],"additionalProperties":false},` +
 		`"annotations":{"idempotentHint":true}}`),
 }
 
