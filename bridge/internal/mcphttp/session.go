@@ -36,6 +36,10 @@ type Session struct {
 	// arrives on a stream that already exists.
 	initStarted, ready atomic.Bool
 	lastUsed           atomic.Int64
+	// owner and persisted are the session's record (persist.go): whom it
+	// was opened for, and whether it is recorded.
+	owner     string
+	persisted atomic.Bool
 
 	mu     sync.Mutex
 	active int                   // HTTP requests and streams of the session being served
@@ -150,6 +154,7 @@ func (s *Session) finish() {
 	s.Out.Close()
 	if !s.Stateless { // never in the table: no need for its write lock
 		s.srv.drop(s)
+		s.srv.forget(s)
 	}
 	s.mu.Lock()
 	adm := s.adm
