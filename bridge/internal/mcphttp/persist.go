@@ -186,4 +186,3 @@ func (srv *Server) endedMessage() string {
 			"the session ends with it: initialize a new session once the server is back"
 	}
 }
-
