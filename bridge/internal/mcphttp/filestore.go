@@ -24,10 +24,11 @@ type SessionRecord struct {
 	// Owner is the authenticated subject the session was opened for (""
 	// when the endpoint authenticates no one): only the same subject
 	// re-opens it.
-	Owner    string          `json:"owner,omitempty"`
-	Init     json.RawMessage `json:"init"`
-	Created  time.Time       `json:"created"`
-	LastUsed time.Time       `json:"lastUsed"`
+	Owner string          `json:"owner,omitempty"`
+	Init  json.RawMessage `json:"init"`
+	// LastUsed is when the session was last used (pushed forward at
+	// most once a minute while in use, and at shutdown).
+	LastUsed time.Time `json:"lastUsed"`
 }
 
 // A SessionStore keeps session records across restarts of a Server

@@ -60,7 +60,8 @@ func (srv *Server) record(s *Session, r *http.Request) {
 	s.owner = p.owner(r)
 	s.persisted.Store(true)
 	now := time.Now()
-	rec := SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, Created: now, LastUsed: now}
+	s.recordedAt.Store(now.UnixNano())
+	rec := SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: now}
 	if err := p.store.Put(map[string]SessionRecord{s.ID: rec}); err != nil {
 		srv.log.Warn("recording a session; it will not survive a restart", "route", s.t.Name(), "err", err)
 	}
@@ -92,14 +93,48 @@ func (srv *Server) keepRecords(list []*Session) {
 		if !s.persisted.Load() {
 			continue
 		}
-		recs[s.ID] = SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init,
-			Created: time.Now(), LastUsed: time.Unix(0, s.lastUsed.Load())}
+		recs[s.ID] = SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: time.Unix(0, s.lastUsed.Load())}
 	}
 	if len(recs) == 0 {
 		return
 	}
 	if err := p.store.Put(recs); err != nil {
 		srv.log.Warn("recording the sessions' last use at shutdown", "err", err)
+	}
+}
+
+// recordRefresh is how often a session in use has its record's last use
+// pushed forward: a record expires the session timeout after it, so a
+// session in use for longer must not lose its record to a crash.
+const recordRefresh = time.Minute
+
+// refreshRecord pushes the last use of a session's record forward, at
+// most once per recordRefresh.
+func (srv *Server) refreshRecord(s *Session) {
+	if !s.persisted.Load() {
+		return
+	}
+	now := time.Now()
+	last := s.recordedAt.Load()
+	if now.UnixNano()-last < int64(recordRefresh) || !s.recordedAt.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	p := srv.persistence()
+	if p == nil {
+		return
+	}
+	rec := SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: now}
+	// Under the session's lock, so that an end of the session (which
+	// forgets the record after marking it closed) cannot come between
+	// the check and the write and leave the record of an ended session.
+	s.mu.Lock()
+	var err error
+	if !s.closed {
+		err = p.store.Put(map[string]SessionRecord{s.ID: rec})
+	}
+	s.mu.Unlock()
+	if err != nil {
+		srv.log.Warn("refreshing a session's record", "route", s.t.Name(), "err", err)
 	}
 }
 
@@ -158,6 +193,7 @@ func (srv *Server) reopen(ctx context.Context, r *http.Request, id string, t Tar
 		return nil, err
 	}
 	t.Notification(s, &Message{JSONRPC: "2.0", Method: "notifications/initialized"})
+	s.recordedAt.Store(time.Now().UnixNano() - int64(recordRefresh)) // its first use refreshes the record
 	s.persisted.Store(true)
 	if !srv.add(s, "streamable") {
 		s.Close()

@@ -139,7 +139,7 @@ func TestSessionsSurviveRestart(t *testing.T) {
 
 func TestFileStore(t *testing.T) {
 	rec := func(route string, used time.Time) SessionRecord {
-		return SessionRecord{Route: route, Init: json.RawMessage(`{}`), Created: used, LastUsed: used}
+		return SessionRecord{Route: route, Init: json.RawMessage(`{}`), LastUsed: used}
 	}
 	t.Run("corrupt file ignored with a logged sentence", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "s.json")
