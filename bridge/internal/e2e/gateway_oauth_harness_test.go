@@ -186,12 +186,12 @@ func (g *publicGateway) asMetadata() (asMeta, error) {
 // serverURL is the MCP endpoint of one of the gateway's servers.
 func (g *publicGateway) serverURL(name string) string { return g.public + "/servers/" + name + "/mcp" }
 
-// restart stops the gateway process (SIGTERM, as a service manager does)
-// and starts it again on the same port, state file and config, as a
-// person restarting the service would.
-func (g *publicGateway) restart() {
+// restart stops the gateway process with sig (SIGTERM, as a service
+// manager does; SIGKILL, a crash) and starts it again on the same port,
+// state file and config, as a person restarting the service would.
+func (g *publicGateway) restart(sig syscall.Signal) {
 	g.t.Helper()
-	g.stop()
+	g.stopWith(sig)
 	if g.t.Failed() {
 		g.t.FailNow()
 	}
@@ -200,17 +200,20 @@ func (g *publicGateway) restart() {
 
 // stop ends the gateway (SIGTERM to its group, then SIGKILL) and fails the
 // test if the gateway or any process of its directory or group is left.
-func (g *publicGateway) stop() {
+func (g *publicGateway) stop() { g.stopWith(syscall.SIGTERM) }
+
+// stopWith is stop with sig as the first signal.
+func (g *publicGateway) stopWith(sig syscall.Signal) {
 	if g.t.Failed() {
 		g.t.Logf("--- browserbridge gateway output ---\n%s", tail(g.out.String(), 120))
 	}
 	pgid := g.cmd.Process.Pid
 	children := descendants(pgid)
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = syscall.Kill(-pgid, sig)
 	select {
 	case <-g.exited:
 	case <-time.After(gatewayStopWait):
-		g.t.Errorf("browserbridge gateway did not exit within %v of SIGTERM", gatewayStopWait)
+		g.t.Errorf("browserbridge gateway did not exit within %v of %v", gatewayStopWait, sig)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-g.exited
 	}

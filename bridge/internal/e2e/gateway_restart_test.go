@@ -20,54 +20,72 @@ import (
 
 // TestGatewaySessionSurvivesRestart (issue 33): the TypeScript SDK's client
 // signs in to the public gateway (its OAuth state in a file), calls echo,
-// starts a long call; the gateway process is restarted (SIGTERM, then the
-// same command); the long call ends with an error naming the restart, and
+// starts a long call; the gateway process is restarted (SIGTERM, or
+// SIGKILL as a crash, then the same command); after SIGTERM the long call
+// ends with an error naming the restart; in both cases
 // echo in the same session answers: the session was re-opened from its
 // record, its per-session server-everything started again with the
 // client's own initialize. The record file holds no session id.
 func TestGatewaySessionSurvivesRestart(t *testing.T) {
-	gw := startPublicGateway(t, gatewayOptions{perSession: true})
-	browser := startSignInBrowser(t)
-	tools, err := npmtools.Here()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := startTSRestartClient(t, tools, gw.serverURL(gatewayServer))
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+		// inflight is what the call in flight at the restart must end
+		// with: after a clean stop, an error naming the restart; after a
+		// crash, whatever the broken connection gives (not checked).
+		inflight []string
+	}{
+		{"clean stop", syscall.SIGTERM, []string{"restarting", "may or may not have happened"}},
+		{"crash", syscall.SIGKILL, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := startPublicGateway(t, gatewayOptions{perSession: true})
+			browser := startSignInBrowser(t)
+			tools, err := npmtools.Here()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := startTSRestartClient(t, tools, gw.serverURL(gatewayServer))
 
-	authorize := c.next(t, "authorize", callWait)
-	if _, err := browser.signIn(authorize.URL, gw.password); err != nil {
-		t.Fatal(err)
-	}
-	before := c.next(t, "called", callWait)
-	if before.Text != "Echo: before the restart" || before.SessionID == "" {
-		t.Fatalf("before the restart: echo %q, session %q", before.Text, before.SessionID)
-	}
-	c.next(t, "inflight", callWait)
+			authorize := c.next(t, "authorize", callWait)
+			if _, err := browser.signIn(authorize.URL, gw.password); err != nil {
+				t.Fatal(err)
+			}
+			before := c.next(t, "called", callWait)
+			if before.Text != "Echo: before the restart" || before.SessionID == "" {
+				t.Fatalf("before the restart: echo %q, session %q", before.Text, before.SessionID)
+			}
+			c.next(t, "inflight", callWait)
 
-	gw.restart()
-	records, err := os.ReadFile(filepath.Join(gw.dir, "oauth.db.sessions.json"))
-	if err != nil {
-		t.Fatalf("the session records beside the OAuth state: %v", err)
-	}
-	if strings.Contains(string(records), before.SessionID) || !strings.Contains(string(records), "e2e-ts-restart") {
-		t.Fatalf("the session records file should hold the session's record without its id: %s", clip(string(records), 400))
-	}
-	if fi, err := os.Stat(filepath.Join(gw.dir, "oauth.db.sessions.json")); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("the session records file's mode: %v %v; want 0600", fi.Mode(), err)
-	}
-	c.send(t, map[string]bool{"restarted": true})
+			gw.restart(tc.sig)
+			file := filepath.Join(gw.dir, "oauth.db.sessions.json")
+			records, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("the session records beside the OAuth state: %v", err)
+			}
+			if strings.Contains(string(records), before.SessionID) || !strings.Contains(string(records), "e2e-ts-restart") {
+				t.Fatalf("the session records file should hold the session's record without its id: %s", clip(string(records), 400))
+			}
+			if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("the session records file's mode: %v %v; want 0600", fi.Mode(), err)
+			}
+			c.send(t, map[string]bool{"restarted": true, "awaitInflight": tc.inflight != nil})
 
-	after := c.next(t, "after", callWait)
-	if after.Text != "Echo: after the restart" || after.SessionID != before.SessionID {
-		t.Fatalf("after the restart: echo %q in session %q; want the echo in the same session %q", after.Text, after.SessionID, before.SessionID)
-	}
-	if !strings.Contains(after.InflightError, "restarting") || !strings.Contains(after.InflightError, "may or may not have happened") {
-		t.Fatalf("the call in flight at the restart ended with %q; want an error naming the restart", after.InflightError)
-	}
-	c.next(t, "done", callWait)
-	c.wait(t)
-	if out := gw.out.String(); !strings.Contains(out, "session re-opened after a restart") {
-		t.Fatalf("the gateway's log does not show the session re-opened:\n%s", tail(out, 40))
+			after := c.next(t, "after", callWait)
+			if after.Text != "Echo: after the restart" || after.SessionID != before.SessionID {
+				t.Fatalf("after the restart: echo %q in session %q; want the echo in the same session %q", after.Text, after.SessionID, before.SessionID)
+			}
+			for _, want := range tc.inflight {
+				if !strings.Contains(after.InflightError, want) {
+					t.Fatalf("the call in flight at the restart ended with %q; want an error naming the restart (%q)", after.InflightError, want)
+				}
+			}
+			c.next(t, "done", callWait)
+			c.wait(t)
+			if out := gw.out.String(); !strings.Contains(out, "session re-opened after a restart") {
+				t.Fatalf("the gateway's log does not show the session re-opened:\n%s", tail(out, 40))
+			}
+		})
 	}
 }
 
