@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -203,4 +204,35 @@ func TestFileStore(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSessionReopenedOnce: a client's first requests after a restart often
+// come together (its GET stream and a call): the session is re-opened once,
+// and each request is served in it.
+func TestSessionReopenedOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sessions.json")
+	first := startPersisted(t, file, "echo")
+	r := first.do(t, "POST", initBody("together"))
+	sid := r.header.Get(HeaderSessionID)
+	if r.status != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", r.status, r.body)
+	}
+	first.stop(t)
+
+	second := startPersisted(t, file, "echo")
+	const n = 8
+	answers := make(chan reply, n)
+	for i := range n {
+		go func() {
+			answers <- second.do(t, "POST", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"x"}}`, i), HeaderSessionID, sid)
+		}()
+	}
+	for range n {
+		if r := <-answers; r.status != 200 || !strings.Contains(r.body, `"result":{"name":"x"}`) {
+			t.Fatalf("a request after the restart: %d %s", r.status, r.body)
+		}
+	}
+	if opened, _ := second.t.counts(); opened != 1 {
+		t.Fatalf("the target was opened %d times for one session; want once", opened)
+	}
 }
