@@ -140,14 +140,24 @@ func (srv *Server) refreshRecord(s *Session) {
 
 // find returns the route's session id: from the table, else re-opened
 // from its record. nil, nil: no such session; an error: its record was
-// found but it could not be re-opened (answer it as Open's).
+// found but it could not be re-opened (answer it as Open's). With a
+// store, a recorded session is found only by the subject it was opened
+// for, live or re-opened.
 func (srv *Server) find(r *http.Request, id string, t Target) (*Session, error) {
-	if s := srv.Lookup(id, t.Name()); s != nil || id == "" {
-		return s, nil
-	}
 	p := srv.persistence()
-	if p == nil {
-		return nil, nil
+	var owner string
+	if p != nil {
+		owner = p.owner(r)
+	}
+	// owned is s unless it belongs to someone else.
+	owned := func(s *Session) *Session {
+		if s != nil && s.persisted.Load() && s.owner != owner {
+			return nil
+		}
+		return s
+	}
+	if s := srv.Lookup(id, t.Name()); s != nil || id == "" || p == nil {
+		return owned(s), nil
 	}
 	// One re-open per id: a client's first requests after a restart often
 	// come together (its GET stream and a call).
@@ -159,7 +169,7 @@ func (srv *Server) find(r *http.Request, id string, t Target) (*Session, error) 
 		case <-r.Context().Done():
 			return nil, r.Context().Err()
 		}
-		return srv.Lookup(id, t.Name()), nil
+		return owned(srv.Lookup(id, t.Name())), nil
 	}
 	done := make(chan struct{})
 	p.restoring[id] = done
@@ -171,10 +181,10 @@ func (srv *Server) find(r *http.Request, id string, t Target) (*Session, error) 
 		close(done)
 	}()
 	if s := srv.Lookup(id, t.Name()); s != nil { // re-opened just before
-		return s, nil
+		return owned(s), nil
 	}
 	rec, ok := p.store.Get(id)
-	if !ok || rec.Route != t.Name() || rec.Owner != p.owner(r) {
+	if !ok || rec.Route != t.Name() || rec.Owner != owner {
 		return nil, nil
 	}
 	return srv.reopen(r.Context(), r, id, t, rec)

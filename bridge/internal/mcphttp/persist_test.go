@@ -124,6 +124,9 @@ func TestSessionsSurviveRestart(t *testing.T) {
 	if r := second.do(t, "POST", call, HeaderSessionID, sid, "X-User", "alice"); r.status != 200 || r.body != `{"jsonrpc":"2.0","id":3,"result":{"name":"x"}}` {
 		t.Fatalf("the session after the restart: %d %s", r.status, r.body)
 	}
+	if r := second.do(t, "POST", call, HeaderSessionID, sid, "X-User", "mallory"); r.status != http.StatusNotFound {
+		t.Fatalf("the re-opened session used by another user: %d %s; want 404", r.status, r.body)
+	}
 	second.t.mu.Lock()
 	opened, notes := second.t.opened, strings.Join(second.t.notes, ",")
 	second.t.mu.Unlock()
