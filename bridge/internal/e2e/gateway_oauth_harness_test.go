@@ -49,6 +49,8 @@ type publicGateway struct {
 	public   string // the public URL, http on loopback
 	password string
 	cmd      *exec.Cmd
+	args     []string // the command line, for restart
+	env      []string
 	out      *testbrowser.SyncBuffer
 	exited   chan struct{}
 }
@@ -56,6 +58,9 @@ type publicGateway struct {
 type gatewayOptions struct {
 	// allowedOrigins goes to the config's allowed_origins.
 	allowedOrigins []string
+	// perSession gives each session its own server-everything, started
+	// with its client's initialize.
+	perSession bool
 }
 
 // startPublicGateway starts the built browserbridge as a public gateway of
@@ -82,7 +87,7 @@ func startPublicGateway(t *testing.T, opts gatewayOptions) *publicGateway {
 		t.Fatal(err)
 	}
 	servers := map[string]any{"mcpServers": map[string]any{
-		gatewayServer: map[string]any{"command": node, "args": []string{everything, "stdio"}},
+		gatewayServer: map[string]any{"command": node, "args": []string{everything, "stdio"}, "per_session": opts.perSession},
 	}}
 	config := map[string]any{"log": map[string]string{"file": "-", "level": "debug"}}
 	if len(opts.allowedOrigins) > 0 {
@@ -111,17 +116,29 @@ func startPublicGateway(t *testing.T, opts gatewayOptions) *publicGateway {
 			env = append(env, kv)
 		}
 	}
-	g.cmd = exec.Command(bins.Bridge, "gateway", "--config", configFile, "--servers", serversFile,
-		"--listen", listen, "--public-url", g.public)
-	g.cmd.Env = env
+	g.args = []string{"gateway", "--config", configFile, "--servers", serversFile, "--listen", listen, "--public-url", g.public}
+	g.env = env
+	g.launch()
+	t.Cleanup(g.stop)
+	return g
+}
+
+// launch starts the gateway process and waits until its authorization
+// server's metadata answers.
+func (g *publicGateway) launch() {
+	t := g.t
+	t.Helper()
+	g.exited = make(chan struct{})
+	g.cmd = exec.Command(bins.Bridge, g.args...)
+	g.cmd.Env = g.env
 	g.cmd.Dir = g.dir
 	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := g.cmd.Start(); err != nil {
 		t.Fatalf("starting browserbridge gateway: %v", err)
 	}
-	go func() { _ = g.cmd.Wait(); close(g.exited) }()
-	t.Cleanup(g.stop)
+	exited := g.exited
+	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exited) }(g.cmd)
 
 	deadline := time.Now().Add(gatewayUpWait)
 	for {
@@ -130,7 +147,7 @@ func startPublicGateway(t *testing.T, opts gatewayOptions) *publicGateway {
 			if meta.Issuer != g.public {
 				t.Fatalf("the gateway's authorization server names issuer %q; want the public URL %s", meta.Issuer, g.public)
 			}
-			return g
+			return
 		}
 		select {
 		case <-g.exited:
@@ -169,19 +186,34 @@ func (g *publicGateway) asMetadata() (asMeta, error) {
 // serverURL is the MCP endpoint of one of the gateway's servers.
 func (g *publicGateway) serverURL(name string) string { return g.public + "/servers/" + name + "/mcp" }
 
+// restart stops the gateway process with sig (SIGTERM, as a service
+// manager does; SIGKILL, a crash) and starts it again on the same port,
+// state file and config, as a person restarting the service would.
+func (g *publicGateway) restart(sig syscall.Signal) {
+	g.t.Helper()
+	g.stopWith(sig)
+	if g.t.Failed() {
+		g.t.FailNow()
+	}
+	g.launch()
+}
+
 // stop ends the gateway (SIGTERM to its group, then SIGKILL) and fails the
 // test if the gateway or any process of its directory or group is left.
-func (g *publicGateway) stop() {
+func (g *publicGateway) stop() { g.stopWith(syscall.SIGTERM) }
+
+// stopWith is stop with sig as the first signal.
+func (g *publicGateway) stopWith(sig syscall.Signal) {
 	if g.t.Failed() {
 		g.t.Logf("--- browserbridge gateway output ---\n%s", tail(g.out.String(), 120))
 	}
 	pgid := g.cmd.Process.Pid
 	children := descendants(pgid)
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = syscall.Kill(-pgid, sig)
 	select {
 	case <-g.exited:
 	case <-time.After(gatewayStopWait):
-		g.t.Errorf("browserbridge gateway did not exit within %v of SIGTERM", gatewayStopWait)
+		g.t.Errorf("browserbridge gateway did not exit within %v of %v", gatewayStopWait, sig)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-g.exited
 	}

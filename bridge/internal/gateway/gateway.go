@@ -199,6 +199,15 @@ func (g *Gateway) Start() {
 // Supervisor is the supervisor of the children, for status reports.
 func (g *Gateway) Supervisor() *stdio.Supervisor { return g.sup }
 
+// PersistSessions makes the gateway's Streamable HTTP sessions survive a
+// restart: recorded in store, re-opened (each per-session child started
+// again with its client's initialize) when their client comes back, for
+// the subject owner names only (mcphttp.Server.Persist). Call it before
+// serving.
+func (g *Gateway) PersistSessions(store mcphttp.SessionStore, owner func(*http.Request) string) {
+	g.engine.Persist(store, owner)
+}
+
 // Shutdown ends every session and stops every child (process groups).
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.stopOnce.Do(func() { close(g.stop) })

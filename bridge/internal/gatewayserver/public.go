@@ -2,6 +2,7 @@ package gatewayserver
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway"
 	"github.com/browserbridge/browserbridge/bridge/internal/httpguard"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 )
 
 // The public gateway (`browserbridge gateway --public-url URL`) serves the
@@ -50,6 +52,9 @@ type publicGateway struct {
 	asH http.Handler
 	gw  *gateway.Gateway
 	log *slog.Logger
+	// sessions keeps the MCP sessions across restarts, beside the OAuth
+	// state file; nil when that state is in memory.
+	sessions *mcphttp.FileStore
 
 	health, metrics http.Handler
 }
@@ -106,13 +111,48 @@ func newPublicGateway(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger,
 		return nil, err
 	}
 	p.as, p.asH = as, as.Handler()
+	if stateFile != "" {
+		if err := p.persistSessions(cfg, stateFile); err != nil {
+			as.Close()
+			return nil, err
+		}
+	}
 	log.Info("public gateway: OAuth protects every MCP route", "public_url", base, "state_file", stateFile,
 		"password", cfg.OAuth.PasswordHash != "" || cfg.OAuth.Password != "", "oidc", cfg.OAuth.OIDC != nil)
 	return p, nil
 }
 
-// Close releases the OAuth state.
-func (p *publicGateway) Close() error { return p.as.Close() }
+// SessionsFileSuffix names the file that keeps the public gateway's MCP
+// sessions across restarts: the OAuth state file's name with it appended.
+const SessionsFileSuffix = ".sessions.json"
+
+// persistSessions keeps the gateway's sessions in the file beside the
+// OAuth state, each bound to the subject its token was issued to: the
+// sign-ins survive a restart, and so do the sessions opened with them.
+func (p *publicGateway) persistSessions(cfg *config.Config, stateFile string) error {
+	file := stateFile + SessionsFileSuffix
+	st, err := mcphttp.OpenFileStore(file, mcphttp.FileStoreOptions{TTL: cfg.Durations().SessionTimeout, Logger: p.log})
+	if err != nil {
+		return err
+	}
+	p.sessions = st
+	p.gw.PersistSessions(st, func(r *http.Request) string {
+		if g := authserver.GrantFrom(r.Context()); g != nil {
+			return g.Subject.ID
+		}
+		return ""
+	})
+	return nil
+}
+
+// Close releases the OAuth state and writes the session records.
+func (p *publicGateway) Close() error {
+	var err error
+	if p.sessions != nil {
+		err = p.sessions.Close()
+	}
+	return errors.Join(err, p.as.Close())
+}
 
 // handler is the whole public gateway: the guard, then the routes.
 func (p *publicGateway) handler(cfg *config.Config, addr string) (http.Handler, error) {

@@ -19,6 +19,9 @@ type PostSink struct {
 	// Finalize, if set, rewrites the response before it is written (on
 	// the POST's goroutine, not on the one that sent it).
 	Finalize func([]byte) []byte
+	// Ended, if set, says why the session ended under a waiting request
+	// ("" for the usual sentence): a server restart, say.
+	Ended func() string
 }
 
 // Send queues msg, the response when final ([ResponseQueue.Send]).
@@ -101,7 +104,13 @@ func (p *PostSink) next(ctx context.Context, id json.RawMessage, sessionDone *<-
 		case <-ctx.Done():
 			return nil, false, false
 		case <-*sessionDone:
-			p.Send(ErrorBody(id, rpccode.InternalError, "the session ended before the server answered"), true)
+			msg := "the session ended before the server answered"
+			if p.Ended != nil {
+				if why := p.Ended(); why != "" {
+					msg = why
+				}
+			}
+			p.Send(ErrorBody(id, rpccode.InternalError, msg), true)
 			*sessionDone = nil
 		}
 	}

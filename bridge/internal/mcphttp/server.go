@@ -155,6 +155,7 @@ type Server struct {
 	mu       sync.RWMutex
 	sessions map[string]*Session
 	stopping bool
+	persist  *persistence // nil: sessions end with the process (persist.go)
 }
 
 // NewServer returns a Server with no sessions.
@@ -176,6 +177,7 @@ func (srv *Server) Close() {
 		list = append(list, s)
 	}
 	srv.mu.Unlock()
+	srv.keepRecords(list)
 	for _, s := range list {
 		s.Close()
 	}
@@ -366,7 +368,7 @@ func (srv *Server) ServeStreamable(w http.ResponseWriter, r *http.Request, t Tar
 		srv.getStream(w, r, t)
 	case http.MethodDelete:
 		sid := r.Header.Get(HeaderSessionID)
-		s := srv.Lookup(sid, t.Name())
+		s, _ := srv.find(r, sid, t)
 		if s == nil {
 			WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q: it has ended or never existed", sid, t.Name()))
 			return
@@ -392,7 +394,12 @@ func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
 	var s *Session
 	switch {
 	case sid != "":
-		if s = srv.Lookup(sid, t.Name()); s == nil || !s.begin() {
+		var err error
+		if s, err = srv.find(r, sid, t); err != nil {
+			writeOpenError(w, m.ID, err)
+			return
+		}
+		if s == nil || !s.begin() {
 			srv.writeNotFound(w, m.ID, sid, t)
 			return
 		}
@@ -416,7 +423,7 @@ func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	var reply PostSink
+	reply := PostSink{Ended: srv.endedMessage}
 	s.handle(ctx, m, &reply)
 	reply.WriteTo(w, r, m.ID, s.done)
 }
@@ -438,6 +445,7 @@ func (srv *Server) initialize(w http.ResponseWriter, r *http.Request, t Target, 
 		writeOpenError(w, m.ID, err)
 		return
 	}
+	srv.record(s, r) // before add: the shutdown's keepRecords reads what it sets
 	if !srv.add(s, "streamable") {
 		s.Close()
 		w.Header().Set("Retry-After", "5")
@@ -484,7 +492,11 @@ func (srv *Server) getStream(w http.ResponseWriter, r *http.Request, t Target) {
 		WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "GET needs the "+HeaderSessionID+" header of an initialized session")
 		return
 	}
-	s := srv.Lookup(sid, t.Name())
+	s, err := srv.find(r, sid, t)
+	if err != nil {
+		writeOpenError(w, nil, err)
+		return
+	}
 	if s == nil || !s.begin() {
 		srv.writeNotFound(w, nil, sid, t)
 		return

@@ -36,6 +36,12 @@ type Session struct {
 	// arrives on a stream that already exists.
 	initStarted, ready atomic.Bool
 	lastUsed           atomic.Int64
+	// owner, persisted and recordedAt are the session's record
+	// (persist.go): whom it was opened for, whether it is recorded, and
+	// when its record's last use was last written (Unix ns).
+	owner      string
+	persisted  atomic.Bool
+	recordedAt atomic.Int64
 
 	mu     sync.Mutex
 	active int                   // HTTP requests and streams of the session being served
@@ -80,6 +86,7 @@ func (s *Session) begin() bool {
 // end undoes begin; the idle time counts from now.
 func (s *Session) end() {
 	s.touch()
+	s.srv.refreshRecord(s)
 	s.mu.Lock()
 	s.active--
 	adm := s.adm
@@ -159,6 +166,7 @@ func (s *Session) finish() {
 	s.Out.Close()
 	if !s.Stateless { // never in the table: no need for its write lock
 		s.srv.drop(s)
+		s.srv.forget(s)
 	}
 	s.mu.Lock()
 	adm := s.adm
