@@ -526,7 +526,17 @@ func openTab(tb testing.TB, dt devtoolsAddr, url string) *extPage {
 		tb.Fatalf("DevTools: connecting to the %s tab: %v", url, err)
 	}
 	tb.Cleanup(conn.close)
-	return &extPage{conn: conn}
+	p := &extPage{conn: conn}
+	// createTarget answers before the page loads: until then scripts run in
+	// the tab's first, blank document (where an extension page's chrome.*
+	// is missing), which a busy machine makes long enough to hit.
+	want, _ := json.Marshal(url)
+	waitFor(tb, 30*time.Second, func() (bool, string) {
+		var loaded bool
+		p.evalInto(tb, "location.href.split('#')[0] === "+string(want)+".split('#')[0] && document.readyState !== 'loading'", &loaded)
+		return loaded, "the tab has not loaded " + url
+	})
+	return p
 }
 
 // evalInto evaluates a JavaScript expression in the page (awaiting a

@@ -107,15 +107,30 @@ func (rw *restartWorld) stopBridges() {
 		time.Sleep(50 * time.Millisecond)
 	}
 	pids := pgrep("-f", "serve --socket "+rw.socket)
+	// A bridge that `browserbridge restart` started (when it, not the
+	// host, won the race to start one) runs as `serve` without --socket:
+	// the CLI's socket comes from XDG_RUNTIME_DIR. It says its own pid.
+	if st, err := rw.status(); err == nil && st.PID > 0 && !slices.Contains(pids, st.PID) {
+		pids = append(pids, st.PID)
+	}
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
+	alive := func() []int {
+		var left []int
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil {
+				left = append(left, pid)
+			}
+		}
+		return left
+	}
 	for deadline := time.Now().Add(stopWait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if len(pgrep("-f", "serve --socket "+rw.socket)) == 0 {
+		if len(alive()) == 0 {
 			return
 		}
 	}
-	for _, pid := range pgrep("-f", "serve --socket "+rw.socket) {
+	for _, pid := range alive() {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
