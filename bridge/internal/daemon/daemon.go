@@ -192,8 +192,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer stopLinks()
 	g.Go(func() error { return b.links.Serve(linkCtx, b.sock) })
 	g.Go(func() error { b.expireRecords(gctx); return nil })
+	// The relay outlives the links too: its proxy connections carry the
+	// answers of the relayed calls the links cut short.
+	relayCtx, stopRelay := context.WithCancel(context.Background())
+	defer stopRelay()
 	if b.relay != nil {
-		g.Go(func() error { b.relay.Run(gctx); return nil })
+		g.Go(func() error { b.relay.Run(relayCtx); return nil })
 	}
 	g.Go(func() error {
 		if err := b.http.Serve(b.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -204,12 +208,20 @@ func (b *Bridge) Run(ctx context.Context) error {
 	g.Go(func() error {
 		<-gctx.Done()
 		b.mcp.Stopping()
+		if b.relay != nil {
+			b.relay.Stopping()
+		}
 		stopLinks()
 		// Calls the closed links cut short answer before their sessions
-		// close (a stream closed first would lose the answer).
+		// close (a stream closed first would lose the answer), local and
+		// relayed alike.
 		wctx, wcancel := context.WithTimeout(context.Background(), callsDrainWait)
 		b.mcp.WaitCalls(wctx)
+		if b.relay != nil {
+			b.relay.WaitCalls(wctx)
+		}
 		wcancel()
+		stopRelay()
 		// End MCP sessions first: their open GET and SSE streams would
 		// otherwise hold Shutdown for its whole grace period. Streamable
 		// HTTP sessions keep their records: the next bridge resumes them.

@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -119,6 +120,52 @@ type Client struct {
 	servers map[string]*agent
 	// skipped are server names not offered (relaywire's rules), logged once.
 	skipped map[string]bool
+	// stopping: the bridge is stopping (Stopping); calls its closing
+	// browser links cut short are answered naming the restart.
+	stopping atomic.Bool
+}
+
+// Stopping tells the relay its bridge is stopping, before the browsers'
+// links close: a relayed call they cut short is answered with a sentence
+// naming the restart (not as a browser that went away), and the proxy
+// connections stay until Run's context ends, so those answers reach the
+// callers.
+func (c *Client) Stopping() { c.stopping.Store(true) }
+
+// WaitCalls waits until no relayed call is in flight, or ctx ends: a
+// stopping bridge lets the calls its closed links cut short be answered
+// before it ends Run. It polls, briefly, and only at shutdown.
+func (c *Client) WaitCalls(ctx context.Context) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for c.callsInFlight() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// callsInFlight counts the calls being forwarded to this bridge's browsers
+// and servers.
+func (c *Client) callsInFlight() int {
+	c.mu.Lock()
+	agents := make([]*agent, 0, len(c.agents)+len(c.servers))
+	for _, a := range c.agents {
+		agents = append(agents, a)
+	}
+	for _, a := range c.servers {
+		agents = append(agents, a)
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, a := range agents {
+		a.mu.Lock()
+		n += a.inflight
+		a.mu.Unlock()
+	}
+	return n
 }
 
 // New returns a Client; Run starts it.
@@ -178,8 +225,13 @@ func (c *Client) Run(ctx context.Context) {
 		poll = t.C
 	}
 	for {
-		c.reconcile(ctx, &wg)
-		c.reconcileServers(ctx, &wg)
+		if !c.stopping.Load() {
+			// Stopping, the browsers leave as their links close; their
+			// proxy connections stay to carry the answers of the calls
+			// that cut short, until ctx ends.
+			c.reconcile(ctx, &wg)
+			c.reconcileServers(ctx, &wg)
+		}
 		select {
 		case <-c.kick:
 		case <-poll:
@@ -571,11 +623,20 @@ func (c *Client) HandleBrowserMessage(b *hostlink.Browser, req *jsonrpc2.Request
 	return true // the relay's token: nobody else knows it
 }
 
+// stoppingSentence answers a relayed call that the bridge's own stop (for
+// a restart, most often) cut short; the bridge's local clients get the
+// same news from mcpserver.
+const stoppingSentence = "Browser Bridge on the browser's computer is restarting (or was stopped) while this call was running, " +
+	"so its answer was lost and the action may or may not have happened. The session carries on once the bridge is back: " +
+	"check the page (read it again) before repeating the action."
+
 // jsonrpcError converts what Browser.Call returned into the error to send
 // back through the proxy.
-func jsonrpcError(method string, err error) *relaywire.Error {
+func jsonrpcError(method string, err error, stopping bool) *relaywire.Error {
 	var rpcErr *jsonrpc2.Error
 	switch {
+	case stopping && errors.Is(err, hostlink.ErrBrowserGone):
+		return relaywire.Errorf(relaywire.CodeExtensionGone, "%s", stoppingSentence)
 	case errors.As(err, &rpcErr):
 		e := &relaywire.Error{Code: int(rpcErr.Code), Message: rpcErr.Message}
 		if rpcErr.Data != nil {

@@ -153,6 +153,7 @@ type userBridge struct {
 	user string
 	b    *daemon.Bridge
 	sock string
+	stop func() // stops the bridge (as for a restart) and waits for it; once
 }
 
 func startBridge(t *testing.T, p *realProxy, user string) *userBridge {
@@ -647,5 +648,28 @@ func TestConnectBadArgumentsAreAToolError(t *testing.T) {
 	var rpcErr *jsonrpc.Error
 	if !errors.As(r.err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("unknown tool: got %+v, want JSON-RPC -32602", r)
+	}
+}
+
+// TestRelayCallCutByBridgeStop: a relayed call in flight when its bridge
+// stops (for a restart, most often) ends with a sentence naming the
+// restart, as a local client's does, not as a browser that went away.
+func TestRelayCallCutByBridgeStop(t *testing.T) {
+	p := startProxy(t)
+	alice := startBridge(t, p, "alice")
+	fb := alice.attach("A1")
+	defer close(fb.release) // the fake browser's handler still waits after its link is gone
+	ext := alice.waitRelay(1)["instance-a1"].ExtensionID
+	cs, _ := mcpClient(t, p, "alice", ext)
+	res := startCall(cs, "slow")
+	select {
+	case <-fb.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the browser never received the relayed call")
+	}
+	alice.stop()
+	r := <-res
+	if r.err != nil || !r.isErr || !strings.Contains(r.text, "restarting (or was stopped)") {
+		t.Errorf("call cut short by the bridge's stop: %+v; want a tool error naming the restart", r)
 	}
 }

@@ -39,13 +39,17 @@ func startBridgeAt(t *testing.T, relayURL, tok, user string) *userBridge {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("bridge %s: %v", user, err)
-		}
-	})
-	return &userBridge{t: t, user: user, b: b, sock: sock}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("bridge %s: %v", user, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &userBridge{t: t, user: user, b: b, sock: sock, stop: stop}
 }
 
 // TestRelayURLForms: the bridge's relay and `connect` (RemoteServer) reach

@@ -232,7 +232,11 @@ func (s *session) handleRequest(m *relaywire.Message) {
 func (s *session) forward(id, conn string, m *relaywire.Message) {
 	b := s.a.currentBrowser()
 	if b == nil {
-		s.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "the browser is no longer connected to the bridge")))
+		why := "the browser is no longer connected to the bridge"
+		if s.a.c.stopping.Load() {
+			why = stoppingSentence
+		}
+		s.send(relaywire.AppendError(nil, m.ID, relaywire.Errorf(relaywire.CodeExtensionGone, "%s", why)))
 		return
 	}
 	s.mu.Lock()
@@ -280,7 +284,7 @@ func (s *session) forward(id, conn string, m *relaywire.Message) {
 		return
 	}
 	if err != nil {
-		s.send(relaywire.AppendError(nil, m.ID, jsonrpcError(m.Method, err)))
+		s.send(relaywire.AppendError(nil, m.ID, jsonrpcError(m.Method, err, s.a.c.stopping.Load())))
 		return
 	}
 	s.send(relaywire.AppendResult(nil, m.ID, res))

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/paths"
 )
 
 // Text joins the text content of a tool result, one line per part; other
@@ -71,6 +73,12 @@ func RunWithBinaries(m *testing.M, prefix string, bins *testbrowser.Binaries) in
 	if *bins, err = testbrowser.Build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	// Bridges these tests run in process keep their state (session
+	// records, the tool cache) in this run's own home, never the user's,
+	// unless a test names another.
+	if os.Getenv(paths.EnvHome) == "" {
+		os.Setenv(paths.EnvHome, filepath.Join(dir, "home"))
 	}
 	return m.Run()
 }
