@@ -1,0 +1,135 @@
+// After an action (a click, typing, keys, form_input), waits for the page to
+// settle and says what changed, so that the model's next look at the page
+// sees what the action did and often need not look at all.
+//
+// Settled means: the DOM quiet for QUIET_MS, the animations the action
+// started finished (content/page/settle.js watches both in the page), and a
+// main-frame navigation the action started committed (webNavigation, here).
+// The wait is bounded by MAX_MS after the action; an action after which
+// nothing happens costs the quiet window and two calls into the page.
+
+import { runAgent } from '../content/agent.js';
+
+/** How long the DOM must stay unchanged to count as settled (ms). */
+export const QUIET_MS = 120;
+/** The most an action waits for the page after it (ms). */
+export const MAX_MS = 1500;
+
+// ---------------------------------------------------------------------------
+// Main-frame navigations, per tab: {startedAt, committedAt, url, error}.
+
+const navs = new Map();
+/** tabId -> Set of functions called on each of the tab's navigation events. */
+const waiters = new Map();
+
+function record(tabId, change) {
+  const rec = { ...(navs.get(tabId) || {}), ...change };
+  navs.set(tabId, rec);
+  for (const fn of waiters.get(tabId) || []) fn(rec);
+}
+
+/** webNavigation.onBeforeNavigate: a main-frame load started. */
+export function onBeforeNavigate(d) {
+  if (d && d.frameId === 0) record(d.tabId, { startedAt: Date.now(), committedAt: 0, url: d.url, error: null });
+}
+
+/** webNavigation.onCommitted: the main frame shows a new document. */
+export function onCommitted(d) {
+  if (d && d.frameId === 0) record(d.tabId, { committedAt: Date.now(), url: d.url });
+}
+
+/** webNavigation.onErrorOccurred: the main frame's load failed or was aborted. */
+export function onErrorOccurred(d) {
+  if (d && d.frameId === 0) record(d.tabId, { error: d.error });
+}
+
+/**
+ * Adds the listeners (at the top level of the worker; tests call it on their fake).
+ * @param {typeof chrome} api
+ */
+export function listen(api = globalThis.chrome) {
+  if (!api?.webNavigation?.onBeforeNavigate) return false;
+  api.webNavigation.onBeforeNavigate.addListener(onBeforeNavigate);
+  api.webNavigation.onCommitted.addListener(onCommitted);
+  api.webNavigation.onErrorOccurred.addListener(onErrorOccurred);
+  api.tabs?.onRemoved?.addListener((tabId) => navs.delete(tabId));
+  return true;
+}
+
+listen();
+
+/**
+ * Resolves with the tab's navigation record once ok(rec) holds, or with null
+ * after ms or on cancel(); the promise carries its cancel function.
+ */
+function waitNav(tabId, ok, ms) {
+  const now = navs.get(tabId);
+  let done;
+  const p = new Promise((resolve) => {
+    if (now && ok(now)) return resolve(now);
+    const set = waiters.get(tabId) || new Set();
+    waiters.set(tabId, set);
+    const fn = (rec) => ok(rec) && done(rec);
+    const timer = setTimeout(() => done(null), Math.max(0, ms));
+    done = (v) => {
+      clearTimeout(timer);
+      set.delete(fn);
+      if (set.size === 0) waiters.delete(tabId);
+      resolve(v);
+    };
+    set.add(fn);
+  });
+  p.cancel = () => done && done(null);
+  return p;
+}
+
+// ---------------------------------------------------------------------------
+// Around an action
+
+/**
+ * Runs act() and then waits for the page of tabId to settle.
+ * @template T
+ * @param {number} tabId
+ * @param {() => Promise<T>} act the action
+ * @param {{quietMs?: number, maxMs?: number}} [opts]
+ * @returns {Promise<{value: T, note: string}>} the action's value and a sentence
+ *   on what changed after it ('' when nothing did)
+ */
+export async function settleAfter(tabId, act, { quietMs = QUIET_MS, maxMs = MAX_MS } = {}) {
+  const before = Date.now();
+  let watched = true;
+  try {
+    await runAgent(tabId, 'watch');
+  } catch {
+    watched = false; // not scriptable (or navigating): still wait for a navigation
+  }
+  const value = await act();
+  const deadline = Date.now() + maxMs;
+  const started = (rec) => rec.startedAt >= before;
+  // The page answers when it settled; a navigation the action started takes
+  // the old document away, so that answer may never come.
+  const inPage = watched ? runAgent(tabId, 'settled', { quietMs, maxMs }).catch(() => null) : null;
+  const navStart = waitNav(tabId, started, inPage ? maxMs + 250 : quietMs);
+  const first = await Promise.race([
+    ...(inPage ? [inPage.then((page) => ({ page }))] : []),
+    navStart.then((nav) => ({ nav })),
+  ]);
+  navStart.cancel();
+  const page = first.page || null;
+  const nav = first.nav || (navs.get(tabId) && started(navs.get(tabId)) ? navs.get(tabId) : null);
+  const notes = [];
+  if (nav) {
+    const done = await waitNav(tabId, (r) => started(r) && (r.committedAt > 0 || r.error), deadline - Date.now());
+    if (done && done.committedAt) notes.push(`navigated to ${done.url}`);
+    else if (done && done.error && done.error !== 'net::ERR_ABORTED') {
+      notes.push(`a navigation to ${nav.url} failed (${done.error})`);
+    } else if (!done) notes.push(`a navigation to ${nav.url} is still loading after ${maxMs / 1000} s`);
+    // What the page said is about the document that left.
+  } else if (page) {
+    notes.push(...page.notes);
+    if (!page.settled) notes.push(`the page was still changing after ${maxMs / 1000} s`);
+  }
+  return { value, note: notes.length ? `${sentence(notes.join('; '))}.` : '' };
+}
+
+const sentence = (s) => s.charAt(0).toUpperCase() + s.slice(1);
