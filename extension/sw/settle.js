@@ -6,7 +6,8 @@
 // started finished (content/page/settle.js watches both in the page), and a
 // main-frame navigation the action started committed (webNavigation, here).
 // The wait is bounded by MAX_MS after the action; an action after which
-// nothing happens costs the quiet window and two calls into the page.
+// nothing happens costs the quiet window and two calls into the page. The
+// worker's timers pace the checks: a hidden tab's own fire once a second.
 
 import { runAgent } from '../content/agent.js';
 
@@ -103,20 +104,39 @@ export async function settleAfter(tabId, act, { quietMs = QUIET_MS, maxMs = MAX_
   } catch {
     watched = false; // not scriptable (or navigating): still wait for a navigation
   }
-  const value = await act();
+  let value;
+  try {
+    value = await act();
+  } catch (e) {
+    // The action failed: stop watching (its answer is of no use).
+    if (watched) runAgent(tabId, 'settleCheck', { quietMs, last: true }).catch(() => {});
+    throw e;
+  }
   const deadline = Date.now() + maxMs;
   const started = (rec) => rec.startedAt >= before;
-  // The page answers when it settled; a navigation the action started takes
-  // the old document away, so that answer may never come.
-  const inPage = watched ? runAgent(tabId, 'settled', { quietMs, maxMs }).catch(() => null) : null;
-  const navStart = waitNav(tabId, started, inPage ? maxMs + 250 : quietMs);
-  const first = await Promise.race([
-    ...(inPage ? [inPage.then((page) => ({ page }))] : []),
-    navStart.then((nav) => ({ nav })),
-  ]);
-  navStart.cancel();
-  const page = first.page || null;
-  const nav = first.nav || (navs.get(tabId) && started(navs.get(tabId)) ? navs.get(tabId) : null);
+  const navStarted = () => {
+    const rec = navs.get(tabId);
+    return rec && started(rec) ? rec : null;
+  };
+  // Ask the page from here: a hidden tab's own timers fire only once a second.
+  let page = null;
+  let nav = null;
+  let wait = quietMs;
+  while (watched && !page) {
+    const navStart = waitNav(tabId, started, Math.min(wait, deadline - Date.now()));
+    nav = await navStart;
+    if (nav) break;
+    const last = Date.now() >= deadline;
+    let st;
+    try {
+      st = await runAgent(tabId, 'settleCheck', { quietMs, last });
+    } catch {
+      break; // the document went away (a navigation) or cannot be scripted
+    }
+    if (st.done) page = st;
+    else wait = st.wait;
+  }
+  nav = nav || navStarted() || (watched ? null : await waitNav(tabId, started, quietMs));
   const notes = [];
   if (nav) {
     const done = await waitNav(tabId, (r) => started(r) && (r.committedAt > 0 || r.error), deadline - Date.now());

@@ -3,10 +3,10 @@
 // timeout and faded in, a list re-rendered after a fetch); a tool that
 // returns at once leaves the model to read a page that is still changing and
 // to read it again. The worker (sw/settle.js) calls watch before the action
-// and settled after it: settled resolves once the DOM has been quiet for
-// quietMs and the animations that started since watch have finished, or at
-// maxMs, and names what changed: dialogs opened or closed, alerts and status
-// messages, a same-document navigation, else that the page changed.
+// and settleCheck after it until the DOM has been quiet for quietMs and the
+// animations that started since watch have finished (or its bound passed);
+// the last answer names what changed: dialogs opened or closed, alerts and
+// status messages, a same-document navigation, else that the page changed.
 (() => {
   'use strict';
   const P = globalThis.__browserBridgePage;
@@ -50,6 +50,7 @@
       dialogs: visibleDialogs(),
       messages: messageTexts(),
       animations: new Set(document.getAnimations()),
+      since: performance.now(),
       lastChange: 0,
       changes: 0,
       observer: null,
@@ -64,34 +65,32 @@
   };
 
   /**
-   * args: {quietMs, maxMs}: resolves when the page has settled (or at maxMs)
-   * to {changed, settled, waitedMs, url, notes: [sentence]}.
+   * args: {quietMs, last}: whether the page has settled since watch: the DOM
+   * unchanged for quietMs and no animation that started since watch still
+   * running (in a hidden tab, whose animations do not advance, only the DOM
+   * counts). Answers {done: false, wait} (ms worth waiting before asking
+   * again) or, once settled or when last is set, {done: true, settled,
+   * changed, url, notes: [sentence]} and stops watching. The worker asks
+   * from its own timers, which a hidden tab does not slow down as it does
+   * the page's.
    */
-  P.ops.settled = (args) => {
+  P.ops.settleCheck = (args) => {
     const w = watching;
-    if (!w) throw new Error('settled called without watch');
+    if (!w) throw new Error('settleCheck called without watch');
     const quietMs = args.quietMs ?? 120;
-    const maxMs = args.maxMs ?? 1500;
-    const start = performance.now();
-    // The quiet window counts from the action's end, or from the last change after it.
-    const quietSince = () => Math.max(start, w.lastChange);
-    return new Promise((resolve) => {
-      const check = () => {
-        const now = performance.now();
-        const busy = finiteRunning().filter((a) => !w.animations.has(a));
-        const quiet = now - quietSince() >= quietMs && busy.length === 0;
-        if (quiet || now - start >= maxMs) {
-          w.observer.disconnect();
-          if (watching === w) watching = null;
-          resolve(summary(w, quiet, Math.round(now - start)));
-          return;
-        }
-        // Sleep until the quiet window can have passed, or until the next look at the animations.
-        const left = quietMs - (now - quietSince());
-        setTimeout(check, Math.max(16, Math.min(left, busy.length ? 50 : left)));
-      };
-      setTimeout(check, quietMs);
-    });
+    // Records the observer has not delivered yet are changes made just now.
+    const pending = w.observer.takeRecords();
+    if (pending.length) {
+      w.changes += pending.length;
+      w.lastChange = performance.now();
+    }
+    const quietFor = performance.now() - Math.max(w.since, w.lastChange);
+    const busy = document.visibilityState === 'hidden' ? 0 : finiteRunning().filter((a) => !w.animations.has(a)).length;
+    const settled = quietFor >= quietMs && busy === 0;
+    if (!settled && !args.last) return { done: false, wait: busy ? 50 : Math.max(16, quietMs - quietFor) };
+    w.observer.disconnect();
+    if (watching === w) watching = null;
+    return { done: true, ...summary(w, settled) };
   };
 
   const describeEl = (el) => {
@@ -100,9 +99,7 @@
     return `${name ? `"${name}" ` : ''}[${refOf(el)}]`;
   };
 
-  function summary(w, settled, waitedMs) {
-    // The observer may hold records not yet delivered.
-    w.changes += w.observer.takeRecords().length;
+  function summary(w, settled) {
     const notes = [];
     if (location.href !== w.url) notes.push(`navigated to ${location.href}`);
     const now = visibleDialogs();
@@ -115,6 +112,6 @@
     }
     const changed = w.changes > 0 || notes.length > 0;
     if (changed && notes.length === 0) notes.push('the page changed');
-    return { changed, settled, waitedMs, url: location.href, notes };
+    return { changed, settled, url: location.href, notes };
   }
 })();
