@@ -12,7 +12,7 @@
 import { runAgent } from '../content/agent.js';
 
 /** How long the DOM must stay unchanged to count as settled (ms). */
-export const QUIET_MS = 120;
+export const QUIET_MS = 100;
 /** The most an action waits for the page after it (ms). */
 export const MAX_MS = 1500;
 

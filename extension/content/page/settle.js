@@ -77,7 +77,7 @@
   P.ops.settleCheck = (args) => {
     const w = watching;
     if (!w) throw new Error('settleCheck called without watch');
-    const quietMs = args.quietMs ?? 120;
+    const quietMs = args.quietMs ?? 100;
     // Records the observer has not delivered yet are changes made just now.
     const pending = w.observer.takeRecords();
     if (pending.length) {
