@@ -39,6 +39,17 @@ export function onCommitted(d) {
   if (d && d.frameId === 0) record(d.tabId, { committedAt: Date.now(), url: d.url });
 }
 
+/** tabId -> [{tabId, url, at}]: tabs its pages opened (a link with target=_blank, window.open). */
+const opened = new Map();
+
+/** webNavigation.onCreatedNavigationTarget: a page of sourceTabId opened a tab. */
+export function onCreatedNavigationTarget(d) {
+  if (!d || d.sourceFrameId === undefined) return;
+  const list = (opened.get(d.sourceTabId) || []).filter((o) => Date.now() - o.at < 60_000);
+  list.push({ tabId: d.tabId, url: d.url, at: Date.now() });
+  opened.set(d.sourceTabId, list);
+}
+
 /** webNavigation.onErrorOccurred: the main frame's load failed or was aborted. */
 export function onErrorOccurred(d) {
   if (d && d.frameId === 0) record(d.tabId, { error: d.error });
@@ -53,7 +64,11 @@ export function listen(api = globalThis.chrome) {
   api.webNavigation.onBeforeNavigate.addListener(onBeforeNavigate);
   api.webNavigation.onCommitted.addListener(onCommitted);
   api.webNavigation.onErrorOccurred.addListener(onErrorOccurred);
-  api.tabs?.onRemoved?.addListener((tabId) => navs.delete(tabId));
+  api.webNavigation.onCreatedNavigationTarget?.addListener(onCreatedNavigationTarget);
+  api.tabs?.onRemoved?.addListener((tabId) => {
+    navs.delete(tabId);
+    opened.delete(tabId);
+  });
   return true;
 }
 
@@ -149,6 +164,7 @@ export async function settleAfter(tabId, act, { quietMs = QUIET_MS, maxMs = MAX_
     notes.push(...page.notes);
     if (!page.settled) notes.push(`the page was still changing after ${maxMs / 1000} s`);
   }
+  for (const o of opened.get(tabId) || []) if (o.at >= before) notes.push(`opened tab ${o.tabId} at ${o.url}`);
   return { value, note: notes.length ? `${sentence(notes.join('; '))}.` : '' };
 }
 

@@ -124,6 +124,7 @@ export function installFakeChrome() {
   const groupEvents = { onRemoved: new FakeEvent(), onUpdated: new FakeEvent() };
   const navEvents = {
     onBeforeNavigate: new FakeEvent(),
+    onCreatedNavigationTarget: new FakeEvent(),
     onErrorOccurred: new FakeEvent(),
     onCommitted: new FakeEvent(),
   };

@@ -100,3 +100,19 @@ test('a failed action is thrown, and the page stops watching', async () => {
   await new Promise((r) => setTimeout(r, 5));
   assert.deepEqual(checks, [{ quietMs: settle.QUIET_MS, last: true }]);
 });
+
+test('a tab the action opened is named with its id and URL', async () => {
+  page(() => ({ done: true, settled: true, notes: [] }));
+  const r = await settle.settleAfter(
+    TAB,
+    async () =>
+      fake.webNavigation.onCreatedNavigationTarget.dispatch({
+        sourceTabId: TAB,
+        sourceFrameId: 0,
+        tabId: 99,
+        url: 'http://x/help',
+      }),
+    { quietMs: 10 },
+  );
+  assert.equal(r.note, 'Opened tab 99 at http://x/help.');
+});

@@ -56,6 +56,15 @@ func TestSettle(t *testing.T) {
 		c.waitURL(t, tab, url+"?page=2")
 	})
 
+	t.Run("link_opens_tab", func(t *testing.T) {
+		tab := c.newTab(t, url)
+		help := c.refFor(t, tab, "#help")
+		said := testutil.Text(c.call(t, "computer", map[string]any{"action": "left_click", "ref": help, "tabId": tab}))
+		if !regexp.MustCompile(`Opened tab \d+ at ` + regexp.QuoteMeta(url+"?page=help")).MatchString(said) {
+			t.Errorf("the click on a link with target=_blank does not name the tab it opened:\n%s", said)
+		}
+	})
+
 	t.Run("key_opens_modal", func(t *testing.T) {
 		tab := c.newTab(t, url)
 		c.js(t, tab, `document.getElementById('save').focus(); "focused"`)
