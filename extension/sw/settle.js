@@ -1,5 +1,5 @@
-// After an action (a click, typing, keys, form_input), waits for the page to
-// settle and says what changed, so that the model's next look at the page
+// After an action (a click, a drag, keys), waits for the page to settle and
+// says what changed, so that the model's next look at the page
 // sees what the action did and often need not look at all.
 //
 // Settled means: the DOM quiet for QUIET_MS, the animations the action
@@ -15,6 +15,13 @@ import { runAgent } from '../content/agent.js';
 export const QUIET_MS = 100;
 /** The most an action waits for the page after it (ms). */
 export const MAX_MS = 1500;
+/**
+ * For typing and form_input: say what changed by the time the action
+ * returned, without waiting. What opens a dialog or leaves the page is a
+ * click or a key (Enter), which wait; waiting after every field cost about
+ * 100 ms a step of the 10-step task (issue 32's speed goal).
+ */
+export const REPORT_ONLY = { quietMs: 0, maxMs: 0 };
 
 // ---------------------------------------------------------------------------
 // Main-frame navigations, per tab: {startedAt, committedAt, url, error}.

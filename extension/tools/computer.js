@@ -20,7 +20,7 @@ import { usePage } from '../sw/pageload.js';
 import * as gate from '../sw/gate.js';
 import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
 import * as props from './props.js';
-import { settleAfter } from '../sw/settle.js';
+import { REPORT_ONLY, settleAfter } from '../sw/settle.js';
 
 export const ACTIONS = [
   'left_click',
@@ -278,10 +278,14 @@ async function run(args, ctx) {
       let where = 'the focused element';
       const t = args.ref ? await target(tabId, null, args.ref) : null;
       if (t) where = `${t.info.role} "${t.info.name}" [${args.ref}]`;
-      after = await settleAfter(tabId, async () => {
-        if (t) await guard(() => cdp.mouseClick(tabId, t.x, t.y));
-        await guard(() => cdp.typeText(tabId, args.text, { signal: ctx.signal }));
-      });
+      after = await settleAfter(
+        tabId,
+        async () => {
+          if (t) await guard(() => cdp.mouseClick(tabId, t.x, t.y));
+          await guard(() => cdp.typeText(tabId, args.text, { signal: ctx.signal }));
+        },
+        REPORT_ONLY,
+      );
       text = `Typed ${args.text.length} characters into ${where}.`;
       break;
     }

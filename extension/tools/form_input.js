@@ -5,7 +5,7 @@
 
 import { ToolError } from '../sw/tools.js';
 import { usePage } from '../sw/pageload.js';
-import { settleAfter } from '../sw/settle.js';
+import { REPORT_ONLY, settleAfter } from '../sw/settle.js';
 import { runAgent } from '../content/agent.js';
 import * as gate from '../sw/gate.js';
 import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
@@ -126,7 +126,11 @@ async function run(args, ctx) {
     const policy = await gate.policy();
     const allowSecrets = secretsAllowed(policy, tab.url || '');
     const secretsWhy = allowSecrets ? '' : secretsRefusal(policy, tab.url || '');
-    after = await settleAfter(tab.id, () => runAgent(tab.id, 'fill', { fields, allowSecrets, secretsWhy }));
+    after = await settleAfter(
+      tab.id,
+      () => runAgent(tab.id, 'fill', { fields, allowSecrets, secretsWhy }),
+      REPORT_ONLY,
+    );
     results = after.value;
   } catch (e) {
     throw new ToolError(e.message);
