@@ -23,6 +23,7 @@ export const PAGE_SCRIPTS = [
   'page/find.js',
   'page/form.js',
   'page/actions.js',
+  'page/settle.js',
 ];
 
 const PAGE_DIR = 'content/';

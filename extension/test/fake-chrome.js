@@ -122,7 +122,12 @@ export function installFakeChrome() {
     onActivated: new FakeEvent(),
   };
   const groupEvents = { onRemoved: new FakeEvent(), onUpdated: new FakeEvent() };
-  const navEvents = { onErrorOccurred: new FakeEvent(), onCommitted: new FakeEvent() };
+  const navEvents = {
+    onBeforeNavigate: new FakeEvent(),
+    onCreatedNavigationTarget: new FakeEvent(),
+    onErrorOccurred: new FakeEvent(),
+    onCommitted: new FakeEvent(),
+  };
 
   const noTab = (id) => new Error(`No tab with id: ${id}.`);
   const tabCopy = (t) => {
@@ -154,6 +159,7 @@ export function installFakeChrome() {
     tab.status = 'loading';
     const token = (tab.loadToken = (tab.loadToken || 0) + 1); // a new load supersedes the last
     tabsEvents.onUpdated.dispatch(tab.id, { status: 'loading', url }, tabCopy(tab));
+    navEvents.onBeforeNavigate.dispatch({ tabId: tab.id, frameId: 0, url });
     setTimeout(() => {
       if (!tabs.has(tab.id) || tab.loadToken !== token) return;
       const error = fake.failUrls.get(url);

@@ -20,6 +20,7 @@ import { usePage } from '../sw/pageload.js';
 import * as gate from '../sw/gate.js';
 import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
 import * as props from './props.js';
+import { REPORT_ONLY, settleAfter } from '../sw/settle.js';
 
 export const ACTIONS = [
   'left_click',
@@ -219,6 +220,7 @@ async function run(args, ctx) {
   const mods = parseModifiers(args.modifiers);
   let text;
   let pt = null; // CSS px of the action, for gif_creator
+  let after = null; // what changed on the page after the action (sw/settle.js)
 
   const guard = async (fn) => {
     try {
@@ -238,7 +240,9 @@ async function run(args, ctx) {
       const t = await target(tabId, args.coordinate, args.ref);
       const button = action === 'right_click' ? 'right' : action === 'middle_click' ? 'middle' : 'left';
       const clickCount = action === 'double_click' ? 2 : action === 'triple_click' ? 3 : 1;
-      await guard(() => cdp.mouseClick(tabId, t.x, t.y, { button, clickCount, modifiers: mods }));
+      after = await settleAfter(tabId, () =>
+        guard(() => cdp.mouseClick(tabId, t.x, t.y, { button, clickCount, modifiers: mods })),
+      );
       pt = [t.x, t.y];
       text = `${action.replace('_', ' ')} at (${round(t.x)}, ${round(t.y)}) CSS px${describeTarget(t.info)}.`;
       if (t.obscuredBy) {
@@ -261,7 +265,9 @@ async function run(args, ctx) {
         'the start (start_coordinate or start_ref)',
       );
       const to = await target(tabId, args.coordinate, args.ref, 'the end (coordinate or ref)');
-      await guard(() => cdp.mouseDrag(tabId, [from.x, from.y], [to.x, to.y], { modifiers: mods }));
+      after = await settleAfter(tabId, () =>
+        guard(() => cdp.mouseDrag(tabId, [from.x, from.y], [to.x, to.y], { modifiers: mods })),
+      );
       pt = [to.x, to.y];
       text = `Dragged from (${round(from.x)}, ${round(from.y)})${describeTarget(from.info)} to (${round(to.x)}, ${round(to.y)})${describeTarget(to.info)}.`;
       break;
@@ -270,12 +276,16 @@ async function run(args, ctx) {
       if (typeof args.text !== 'string') throw new ToolError('type needs text');
       await refuseSecret(tab, args.ref);
       let where = 'the focused element';
-      if (args.ref) {
-        const t = await target(tabId, null, args.ref);
-        await guard(() => cdp.mouseClick(tabId, t.x, t.y));
-        where = `${t.info.role} "${t.info.name}" [${args.ref}]`;
-      }
-      await guard(() => cdp.typeText(tabId, args.text, { signal: ctx.signal }));
+      const t = args.ref ? await target(tabId, null, args.ref) : null;
+      if (t) where = `${t.info.role} "${t.info.name}" [${args.ref}]`;
+      after = await settleAfter(
+        tabId,
+        async () => {
+          if (t) await guard(() => cdp.mouseClick(tabId, t.x, t.y));
+          await guard(() => cdp.typeText(tabId, args.text, { signal: ctx.signal }));
+        },
+        REPORT_ONLY,
+      );
       text = `Typed ${args.text.length} characters into ${where}.`;
       break;
     }
@@ -289,7 +299,10 @@ async function run(args, ctx) {
         throw new ToolError(e.message);
       }
       await refuseSecret(tab, null);
-      const n = await guard(() => cdp.pressKeys(tabId, args.text, { repeat: args.repeat || 1, signal: ctx.signal }));
+      after = await settleAfter(tabId, () =>
+        guard(() => cdp.pressKeys(tabId, args.text, { repeat: args.repeat || 1, signal: ctx.signal })),
+      );
+      const n = after.value;
       text = `Pressed ${args.text}${(args.repeat || 1) > 1 ? ` ${args.repeat} times` : ''} (${n} key chord${n === 1 ? '' : 's'}).`;
       break;
     }
@@ -349,6 +362,7 @@ async function run(args, ctx) {
     cssPoint: pt,
     at: Date.now(),
   }).catch(() => {});
+  if (after && after.note) text += ` ${after.note}`;
   return { content: [{ type: 'text', text }] };
 }
 

@@ -5,6 +5,7 @@
 
 import { ToolError } from '../sw/tools.js';
 import { usePage } from '../sw/pageload.js';
+import { REPORT_ONLY, settleAfter } from '../sw/settle.js';
 import { runAgent } from '../content/agent.js';
 import * as gate from '../sw/gate.js';
 import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
@@ -119,23 +120,32 @@ async function run(args, ctx) {
   const { fields, single } = fieldsOf(args);
   const tab = await usePage(ctx, args.tabId);
   let results;
+  let after;
   try {
     // Password fields take a value only on sites the person opted in (the page agent refuses otherwise).
     const policy = await gate.policy();
     const allowSecrets = secretsAllowed(policy, tab.url || '');
     const secretsWhy = allowSecrets ? '' : secretsRefusal(policy, tab.url || '');
-    results = await runAgent(tab.id, 'fill', { fields, allowSecrets, secretsWhy });
+    after = await settleAfter(
+      tab.id,
+      () => runAgent(tab.id, 'fill', { fields, allowSecrets, secretsWhy }),
+      REPORT_ONLY,
+    );
+    results = after.value;
   } catch (e) {
     throw new ToolError(e.message);
   }
+  const then = after.note ? ` ${after.note}` : '';
   if (single) {
     // One field: its own words, as a tool error when it failed.
     const [r] = results;
     if (!r.ok) throw new ToolError(r.error);
     const { ok, field, ...rest } = r;
-    return { content: [{ type: 'text', text: describeField(r) }], structuredContent: rest };
+    return { content: [{ type: 'text', text: describeField(r) + then }], structuredContent: rest };
   }
-  return fillResult(results);
+  const res = fillResult(results);
+  res.content[0].text += then;
+  return res;
 }
 
 export default {

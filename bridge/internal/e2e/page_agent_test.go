@@ -242,4 +242,40 @@ func testPageShapes(t *testing.T, w *world) {
 	if !strings.Contains(tree, `button "Savechanges"`) || strings.Contains(tree, "\u200b") {
 		t.Errorf("read_page should name the button without its zero-width space:\n%s", clip(tree, 3000))
 	}
+	t.Logf("read_page of shapes.html: %d bytes", len(tree))
+
+	// A field's label is said once, in the field's name, with what CSS draws
+	// for it (a "*required" marker); the label gets no line of its own.
+	for _, want := range []string{`textbox "Email *required"`, `checkbox "Send me news"`, `textbox "Home town" value="Madrid"`} {
+		if !strings.Contains(tree, want) {
+			t.Errorf("read_page lacks %s:\n%s", want, tree)
+		}
+	}
+	for _, label := range []string{"Email", "Send me news", "Home town"} {
+		if n := strings.Count(tree, label); n != 1 {
+			t.Errorf("read_page says the label %q %d times, want once (in the field's name):\n%s", label, n, tree)
+		}
+	}
+	// What an expanded control opens is read under it, not beside it.
+	for _, nest := range []struct{ parent, child string }{
+		{`button "Shipping" [expanded]`, `region "Shipping options"`},
+		{`region "Shipping options"`, `"Delivery in 3 days."`},
+		{`region "Shipping options"`, `checkbox "Gift wrap"`},
+		{`button "Returns" [expanded]`, `"Free within 30 days."`},
+	} {
+		p, c := indentOf(tree, nest.parent), indentOf(tree, nest.child)
+		if p < 0 || c != p+2 {
+			t.Errorf("read_page should put %s right under %s (indents %d and %d):\n%s", nest.child, nest.parent, c, p, tree)
+		}
+	}
+}
+
+// indentOf is the indentation of the first line of text that holds s, or -1.
+func indentOf(text, s string) int {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			return len(l) - len(strings.TrimLeft(l, " "))
+		}
+	}
+	return -1
 }

@@ -158,6 +158,32 @@
     return clean(t, max);
   }
 
+  // The strings of a pseudo-element's CSS content ('"*" "required"' -> '*required'); '' for none, counters, images.
+  function pseudoText(el, which) {
+    const c = getComputedStyle(el, which).content;
+    if (!c || c === 'none' || c === 'normal') return '';
+    return [...c.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1].replace(/\\(.)/g, '$1')).join('');
+  }
+
+  /**
+   * A label's text as drawn: its text with what CSS draws before and after
+   * it and its parts (a "*required" from ::after is part of what a person
+   * reads), without the controls inside it. Plain text when CSS adds nothing.
+   */
+  function labelText(label, max = 200) {
+    const parts = [label, ...label.querySelectorAll('*')].slice(0, 50);
+    if (!parts.some((e) => pseudoText(e, '::before') || pseudoText(e, '::after'))) return textOf(label, max);
+    const walkText = (node) => {
+      if (node.nodeType === 3) return node.textContent;
+      if (node.nodeType !== 1 || /^(INPUT|SELECT|TEXTAREA|SCRIPT|STYLE)$/.test(node.tagName)) return '';
+      if (P.hidden.reason(node)) return '';
+      const inner = [...node.childNodes].map(walkText).join('');
+      const block = getComputedStyle(node).display.startsWith('inline') ? '' : ' ';
+      return block + pseudoText(node, '::before') + inner + pseudoText(node, '::after') + block;
+    };
+    return clean(walkText(label), max);
+  }
+
   function nameOf(el, role) {
     const al = el.getAttribute('aria-label');
     if (al && al.trim()) return clean(al);
@@ -179,12 +205,12 @@
       }
       if (tag === 'INPUT' && type === 'image') return clean(el.getAttribute('alt') || el.value || 'Submit');
       if (el.labels && el.labels.length) {
-        const t = [...el.labels].map((l) => textOf(l, 200)).join(' ');
+        const t = [...el.labels].map((l) => labelText(l)).join(' ');
         if (t.trim()) return clean(t);
       }
       const wrap = el.closest('label');
       if (wrap) {
-        const t = textOf(wrap, 200);
+        const t = labelText(wrap);
         if (t) return t;
       }
       if (el.getAttribute('title')) return clean(el.getAttribute('title'));
@@ -287,6 +313,10 @@
     const ae = el.getAttribute('aria-expanded');
     if (ae) out.push(ae === 'true' ? 'expanded' : 'collapsed');
     if (tag === 'DETAILS') out.push(el.open ? 'expanded' : 'collapsed');
+    // A details' summary is what a person clicks to open or close it.
+    if (tag === 'SUMMARY' && !ae && el.parentElement && el.parentElement.tagName === 'DETAILS') {
+      out.push(el.parentElement.open ? 'expanded' : 'collapsed');
+    }
     if (el.getAttribute('aria-selected') === 'true' || (tag === 'OPTION' && el.selected)) out.push('selected');
     if (el.disabled || el.getAttribute('aria-disabled') === 'true') out.push('disabled');
     if (el.required || el.getAttribute('aria-required') === 'true') out.push('required');
@@ -356,6 +386,7 @@
     props,
     childNodesOf,
     describe,
+    labelText,
     line,
     rectOf,
     inViewport,

@@ -7,7 +7,7 @@
   const P = globalThis.__browserBridgePage;
   const { clean, lineBuffer } = P.util;
   const { refOf, needEl } = P.refs;
-  const { NAME_FROM_CONTENT, roleOf, isInteractive, childNodesOf, describe, line } = P.a11y;
+  const { NAME_FROM_CONTENT, roleOf, nameOf, labelText, isInteractive, childNodesOf, describe, line } = P.a11y;
 
   /** The snapshot's budget when the caller gives none, in characters. */
   const DEFAULT_MAX_CHARS = 50000;
@@ -63,6 +63,30 @@
   }
 
   /**
+   * Whether a label needs no line of its own: the control it labels shows
+   * and its name already says the label's text.
+   */
+  function labelInName(label) {
+    const ctl = label.control;
+    if (!ctl || P.hidden.reason(ctl)) return false;
+    const said = labelText(label).replace(/…$/, '');
+    return !!said && nameOf(ctl, roleOf(ctl)).includes(said);
+  }
+
+  /**
+   * What an expanded control shows, to be read under it rather than as its
+   * siblings: the elements its aria-controls names, apart from its own
+   * ancestors and descendants. Empty unless aria-expanded is true.
+   */
+  function controlled(el) {
+    if (el.getAttribute('aria-expanded') !== 'true') return [];
+    const ids = (el.getAttribute('aria-controls') || '').split(/\s+/).filter(Boolean);
+    return ids
+      .map((id) => document.getElementById(id))
+      .filter((c) => c && c !== el && !c.contains(el) && !el.contains(c));
+  }
+
+  /**
    * args: {filter: 'all'|'interactive', ref?, depth? (40), maxChars? (50,000), includeHidden?}.
    * Returns {url, origin, title, filter, nodes, truncated, cut, viewport, text, hidden};
    * hidden is {count, reasons} of the hidden elements (hidden.js), left out,
@@ -82,6 +106,15 @@
     const includeHidden = !!args.includeHidden;
     const hiddenFound = [];
     const mark = (why) => (why ? ` [hidden: ${why}]` : '');
+    // Elements read under the control that expands them (controlled above),
+    // and so skipped where they stand; walked: the elements already read.
+    const nested = new Set();
+    const walked = new Set();
+    if (filter === 'all') {
+      for (const c of root.querySelectorAll('[aria-expanded=true][aria-controls]')) {
+        for (const x of controlled(c)) if (!x.contains(root)) nested.add(x);
+      }
+    }
     P.hidden.fresh();
     const push = (s) => {
       if (out.push(s)) return true;
@@ -91,8 +124,9 @@
       return false;
     };
 
-    // hiddenWhy: why an ancestor is hidden, when includeHidden keeps it.
-    const walk = (node, indent, depth, suppressText, hiddenWhy) => {
+    // hiddenWhy: why an ancestor is hidden, when includeHidden keeps it;
+    // underControl: node is walked under the control that expands it.
+    const walk = (node, indent, depth, suppressText, hiddenWhy, underControl) => {
       if (out.truncated) return;
       if (node.nodeType === 3) {
         if (filter === 'all' && !suppressText) {
@@ -109,6 +143,7 @@
       const el = node;
       const tag = el.tagName;
       if (SKIP.has(tag)) return;
+      if (nested.has(el) && !underControl) return;
       let why = hiddenWhy;
       if (!why) {
         const r = P.hidden.reason(el);
@@ -132,7 +167,20 @@
         }
         if (role === 'combobox' && tag === 'SELECT') return;
       } else {
-        const meaningful = role !== 'generic' && role !== 'none' && role !== 'presentation';
+        if (tag === 'LABEL' && labelInName(el)) {
+          // The control's name says the label: no line for it, its text not again (its links and control still).
+          for (const k of childNodesOf(el)) walk(k, indent, depth + 1, true, why);
+          return;
+        }
+        if (tag === 'DETAILS' && el.open && el.querySelector(':scope > summary') && !nameOf(el, role)) {
+          // The summary says expanded; what it opens is read under it.
+          const summary = el.querySelector(':scope > summary');
+          walk(summary, indent, depth + 1, suppressText, why);
+          for (const k of childNodesOf(el)) if (k !== summary) walk(k, indent + 1, depth + 1, suppressText, why);
+          return;
+        }
+        const meaningful =
+          role !== 'generic' && role !== 'none' && role !== 'presentation' && !(tag === 'DETAILS' && !nameOf(el, role));
         const interactive = isInteractive(el, role);
         const rowText = role === 'row' && !suppressText ? textRow(el, why) : null;
         if (rowText !== null) {
@@ -189,6 +237,15 @@
       const nextIndent = emitted && filter === 'all' ? indent + 1 : indent;
       if (emitted) open.push(emitted);
       for (const k of childNodesOf(el)) walk(k, nextIndent, depth + 1, childSuppress, why);
+      if (emitted && filter === 'all' && nested.size) {
+        walked.add(el);
+        for (const c of controlled(el)) {
+          if (nested.has(c) && !walked.has(c)) {
+            walked.add(c);
+            walk(c, indent + 1, depth + 1, false, why, true);
+          }
+        }
+      }
       if (tag === 'IFRAME' && emitted && filter === 'all') {
         try {
           const doc = el.contentDocument;
@@ -200,6 +257,8 @@
       if (emitted) open.pop();
     };
     walk(root, 0, 0, false, '');
+    // What a control expands that was not read under it (the control hidden, say) is read at the end.
+    for (const x of nested) if (!walked.has(x)) walk(x, 0, 0, false, '', true);
     return {
       url: location.href,
       origin: location.origin,
