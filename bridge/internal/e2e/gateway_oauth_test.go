@@ -468,8 +468,9 @@ func TestGatewayOAuthExtension(t *testing.T) {
 
 	signIn := fmt.Sprintf(`[...document.querySelectorAll('#remote-list button')].find((b) => b.getAttribute('aria-label') === %s && !b.disabled)`,
 		jsString("Sign in to "+gatewayTitle))
-	page.waitJS(t, "a Sign in button for "+gatewayTitle, 10*time.Second, "!!"+signIn)
-	page.js(t, signIn+".click(), true")
+	// Found and clicked in one evaluation (the list is drawn again as the
+	// server's state changes).
+	page.waitJS(t, "a Sign in button for "+gatewayTitle, 10*time.Second, "((b) => !!b && (b.click(), true))("+signIn+")")
 
 	// The sign-in window launchWebAuthFlow opened, as DevTools lists it.
 	popup := findTarget(t, devtools, gw.public+"/oauth/authorize", signInWait)

@@ -98,8 +98,10 @@ func TestRemoteMCP(t *testing.T) {
 	// Sign in, as a click on the server's Sign in button.
 	signIn := fmt.Sprintf(`[...document.querySelectorAll('#remote-list button')].find((b) => b.getAttribute('aria-label') === %s && !b.disabled)`,
 		jsString("Sign in to "+remoteTitle))
-	page.waitJS(t, "a Sign in button for "+remoteTitle, 10*time.Second, "!!"+signIn)
-	page.js(t, signIn+".click(), true")
+	// Found and clicked in one evaluation: the list is drawn again as the
+	// server's state changes, so a button found by one call may be gone by
+	// the next.
+	page.waitJS(t, "a Sign in button for "+remoteTitle, 10*time.Second, "((b) => !!b && (b.click(), true))("+signIn+")")
 	waitFor(t, signInWait, func() (bool, string) {
 		server = page.remoteStatus(t, srv.mcp)
 		return server.State == "connected", fmt.Sprintf("after Sign in the extension has %s in state %q (%s); options page error: %q",
