@@ -158,7 +158,10 @@ func (p *proxy) resumeStream(pc *pendingCall, sid, lastID string, deadline *time
 			p.breakLink(l, err)
 		default:
 			var he *httpError
-			if errors.As(err, &he) && !he.transient() {
+			// 409: the bridge has not yet seen the cut and still holds the
+			// stream (the Go SDK: "stream ID conflicts with ongoing
+			// stream"); asked again after a pause, it resumes it.
+			if errors.As(err, &he) && !he.transient() && he.code != http.StatusConflict {
 				return nil, nil, err // it answers, and does not have the stream
 			}
 			if others++; others >= maxOtherFailures {
