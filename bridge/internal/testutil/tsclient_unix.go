@@ -347,4 +347,3 @@ func window(name string) string {
 	}
 	return name
 }
-
