@@ -25,15 +25,13 @@ import (
 
 func waitBrowser(t *testing.T, b *Bridge, id string) *hostlink.Browser {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if br, ok := b.Links().Browser(id); ok {
-			return br
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("browser %s never registered", id)
-	return nil
+	var br *hostlink.Browser
+	testutil.WaitFor(t, "browser "+id+" to register", func() bool {
+		var ok bool
+		br, ok = b.Links().Browser(id)
+		return ok
+	})
+	return br
 }
 
 func TestHostHello(t *testing.T) {
@@ -318,13 +316,7 @@ func TestStdinEOFEndsHost(t *testing.T) {
 		t.Fatalf("host after stdin EOF: %v", err)
 	}
 	// The bridge sees the link close and forgets the browser.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(b.Links().Browsers()) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("bridge still lists the browser after its host exited")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the bridge to forget the browser after its host exited", func() bool { return len(b.Links().Browsers()) == 0 })
 }
 
 func TestHostWithoutBridgeEndsOnEOF(t *testing.T) {
@@ -413,12 +405,6 @@ func TestSeveralHosts(t *testing.T) {
 			t.Fatalf("call to %s answered %s, %v", id, res, err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
 	hostRecord := regexp.MustCompile(`msg="attached to the bridge" host_pid=\d+ source=host`)
-	for len(hostRecord.FindAllString(logs.String(), -1)) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the hosts' log records did not reach the bridge's log:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the hosts' log records in the bridge's log", func() bool { return len(hostRecord.FindAllString(logs.String(), -1)) >= 2 })
 }
