@@ -240,6 +240,8 @@ func TestRateAndBodyLimits(t *testing.T) {
 	if limited == 0 {
 		t.Fatal("20 requests at once passed a 5/s limit")
 	}
+	// The refill over time is what this step needs, not a condition to
+	// wait on: the limiter has no clock a test could move.
 	time.Sleep(1100 * time.Millisecond) // let the bucket refill
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("x", 4096) + `"}}}`
 	if r := post(t, base+"/mcp", big, sess); r.status != 413 {
