@@ -139,24 +139,21 @@ func (g *publicGateway) launch() {
 	exited := g.exited
 	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exited) }(g.cmd)
 
-	deadline := time.Now().Add(gatewayUpWait)
-	for {
-		meta, err := g.asMetadata()
-		if err == nil {
-			if meta.Issuer != g.public {
-				t.Fatalf("the gateway's authorization server names issuer %q; want the public URL %s", meta.Issuer, g.public)
-			}
-			return
+	var meta asMeta
+	testutil.WaitFor(t, "the gateway's authorization server metadata", func() bool {
+		var err error
+		if meta, err = g.asMetadata(); err == nil {
+			return true
 		}
 		select {
 		case <-g.exited:
 			t.Fatalf("browserbridge gateway --public-url exited (%v) before serving:\n%s", g.cmd.ProcessState, tail(g.out.String(), 40))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway's authorization server metadata did not answer within %v: %v\n%s", gatewayUpWait, err, tail(g.out.String(), 40))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	})
+	if meta.Issuer != g.public {
+		t.Fatalf("the gateway's authorization server names issuer %q; want the public URL %s", meta.Issuer, g.public)
 	}
 }
 

@@ -32,9 +32,10 @@ type Person struct {
 	// "password", or "code" for a pairing code. "" is "password".
 	Field  string
 	Secret string
-	// Client sends the requests (its Transport, say, trusts a test CA);
-	// nil is a client of http.DefaultTransport. Its Jar and redirect
-	// policy are the person's own.
+	// Client sends the requests (its Transport, say, trusts a test CA;
+	// its Jar may hold a sign-in already); nil is a client of
+	// http.DefaultTransport with a new jar. Its redirect policy is the
+	// person's own.
 	Client *http.Client
 }
 
@@ -177,7 +178,9 @@ func (p Person) browser(host string) *personBrowser {
 	if p.Client != nil {
 		*c = *p.Client
 	}
-	c.Jar, _ = cookiejar.New(nil)
+	if c.Jar == nil {
+		c.Jar, _ = cookiejar.New(nil)
+	}
 	// The server's own pages are followed; the way back to the client is
 	// where the person's part ends.
 	c.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
