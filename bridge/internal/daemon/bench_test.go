@@ -139,7 +139,7 @@ func (e *env) startEcho(mode, instance string) {
 func waitRegistered(tb testing.TB, br *Bridge, instance string) *hostlink.Browser {
 	tb.Helper()
 	var tab *hostlink.Browser
-	testutil.WaitFor(tb, "the echo extension to register", func() bool {
+	testutil.WaitFor(tb, "browser "+instance+" to register", func() bool {
 		var ok bool
 		tab, ok = br.Links().Browser(instance)
 		return ok
