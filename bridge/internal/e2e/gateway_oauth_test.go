@@ -448,28 +448,7 @@ func findTarget(t *testing.T, dt devtoolsAddr, prefix string, d time.Duration) *
 		t.Fatalf("DevTools: %v", err)
 	}
 	defer browser.close()
-	var id string
-	waitFor(t, d, func() (bool, string) {
-		var r struct {
-			TargetInfos []struct {
-				TargetID string `json:"targetId"`
-				Type     string `json:"type"`
-				URL      string `json:"url"`
-			} `json:"targetInfos"`
-		}
-		if err := browser.call("Target.getTargets", map[string]any{}, &r); err != nil {
-			t.Fatalf("DevTools: %v", err)
-		}
-		var urls []string
-		for _, ti := range r.TargetInfos {
-			if ti.Type == "page" && strings.HasPrefix(ti.URL, prefix) {
-				id = ti.TargetID
-				return true, ""
-			}
-			urls = append(urls, ti.Type+" "+ti.URL)
-		}
-		return false, fmt.Sprintf("no page at %s among the targets %q", prefix, urls)
-	})
+	id := waitTarget(t, browser, d, "page", prefix, func(u string) bool { return strings.HasPrefix(u, prefix) })
 	conn, err := dialCDP("ws://" + dt.host + "/devtools/page/" + id)
 	if err != nil {
 		t.Fatalf("DevTools: connecting to the sign-in window: %v", err)
