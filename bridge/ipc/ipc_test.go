@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // shortDir keeps socket paths under the 108-byte sun_path limit.
@@ -149,10 +148,13 @@ func TestPeerUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	// The dialler holds its end open until the test has asked.
+	asked := make(chan struct{})
+	defer close(asked)
 	go func() {
 		c, err := Dial(context.Background(), path)
 		if err == nil {
-			time.Sleep(100 * time.Millisecond)
+			<-asked
 			c.Close()
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -144,14 +145,12 @@ func TestServePerIPFlag(t *testing.T) {
 		}
 	}()
 	addr := ""
-	for deadline := time.Now().Add(30 * time.Second); addr == ""; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("serve never said where it listens:\n%s", logs.String())
-		}
+	testutil.WaitFor(t, "serve to say where it listens", func() bool {
 		if _, rest, ok := strings.Cut(logs.String(), "extensions=ws://"); ok {
 			addr, _, _ = strings.Cut(rest, "/")
 		}
-	}
+		return addr != ""
+	})
 	first, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -471,11 +470,7 @@ func TestServeTwoNodes(t *testing.T) {
 	}{{a, b, "b"}, {b, a, "a"}} {
 		// Heartbeats reach a peer within a fifth of the TTL; the guard is
 		// only against a node that never sees the other.
-		for deadline := time.Now().Add(60 * time.Second); !hasPeer(tc.self.health(t), tc.peerName); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %v never saw peer %s: %v", tc.self.health(t)["node"], tc.peerName, tc.self.health(t))
-			}
-		}
+		testutil.WaitFor(t, "a node to see its peer "+tc.peerName, func() bool { return hasPeer(tc.self.health(t), tc.peerName) })
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+b.addr+"/.well-known/oauth-authorization-server", nil)
 	req.Host = "proxy.example.com"
@@ -532,11 +527,7 @@ func TestServeEmbeddedNATSCluster(t *testing.T) {
 				continue
 			}
 			// Heartbeats go out every 400ms; the deadline only guards.
-			for deadline := time.Now().Add(60 * time.Second); !hasPeer(n.health(t), name); time.Sleep(50 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("node %d never saw peer %s: %v", i+1, name, n.health(t))
-				}
-			}
+			testutil.WaitFor(t, fmt.Sprintf("node %d to see peer %s", i+1, name), func() bool { return hasPeer(n.health(t), name) })
 		}
 	}
 }

@@ -78,14 +78,11 @@ func (w *world) serve() *exec.Cmd {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for i := 0; i < 200; i++ {
-		if _, code := w.cli("status"); code == 0 {
-			return cmd
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	w.t.Fatal("browserbridge serve never answered")
-	return nil
+	testutil.WaitFor(w.t, "browserbridge serve to answer", func() bool {
+		_, code := w.cli("status")
+		return code == 0
+	})
+	return cmd
 }
 
 func (w *world) chromiumProfile() string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // TestConnectProxyURLForms runs `browserbridge connect` against a real
@@ -54,13 +55,9 @@ func TestConnectProxyURLForms(t *testing.T) {
 				_ = cmd.Process.Kill()
 				_ = cmd.Wait()
 			}()
-			deadline := time.Now().Add(30 * time.Second)
-			for !strings.Contains(stderr.String(), "authenticated with the proxy") {
-				if time.Now().After(deadline) {
-					t.Fatalf("connect --proxy %s did not authenticate with the proxy; stderr:\n%s", base+form, stderr.String())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testutil.WaitFor(t, "connect --proxy "+base+form+" to authenticate with the proxy", func() bool {
+				return strings.Contains(stderr.String(), "authenticated with the proxy")
+			})
 		})
 	}
 

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
@@ -222,13 +223,7 @@ func TestUninstallStopsHostsAndBridge(t *testing.T) {
 	defer host.Process.Kill()
 	exited := make(chan error, 1)
 	go func() { exited <- host.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(w.mustStatus(), "hosts attached: 1") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the host never attached:\n%s", w.mustStatus())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the host to attach", func() bool { return strings.Contains(w.mustStatus(), "hosts attached: 1") })
 
 	out, code = w.run(installed, "uninstall", "--purge")
 	if code != 0 {

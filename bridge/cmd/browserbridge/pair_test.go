@@ -80,18 +80,11 @@ func (w *world) attachBrowser() {
 // connection is in state.
 func (w *world) waitRelayState(state string) {
 	w.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(w.t, "the relay to reach "+state, func() bool {
 		out, _ := w.cli("status", "--json")
 		var st protocol.StatusResult
-		if json.Unmarshal([]byte(out), &st) == nil && len(st.Relay) > 0 && st.Relay[0].State == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("the relay never reached %s: %s", state, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return json.Unmarshal([]byte(out), &st) == nil && len(st.Relay) > 0 && st.Relay[0].State == state
+	})
 }
 
 var codeLine = regexp.MustCompile(`^Code: ([0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}-[0-9A-Z]{4}) \(valid until \d\d:\d\d UTC, single use\)$`)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
@@ -62,12 +63,7 @@ func TestStatusShowsServerNameTaken(t *testing.T) {
 	w.serve()
 
 	var notes protocol.RelayInfo
-	deadline := time.Now().Add(30 * time.Second)
-	for notes.State != relay.StateNameTaken {
-		if time.Now().After(deadline) {
-			t.Fatalf("notes never was %s: %+v", relay.StateNameTaken, notes)
-		}
-		time.Sleep(50 * time.Millisecond) // polling, not synchronisation
+	testutil.WaitFor(t, "notes to be "+relay.StateNameTaken, func() bool {
 		out, _ := w.cli("status", "--json")
 		var st protocol.StatusResult
 		json.Unmarshal([]byte(out), &st)
@@ -76,7 +72,8 @@ func TestStatusShowsServerNameTaken(t *testing.T) {
 				notes = r
 			}
 		}
-	}
+		return notes.State == relay.StateNameTaken
+	})
 	want := `server name "notes" is already offered by "notes (other bridge)"`
 	if !strings.Contains(notes.Error, want) {
 		t.Fatalf("status --json: notes's error %q does not say %q", notes.Error, want)

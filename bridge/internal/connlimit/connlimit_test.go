@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // ceiling bounds every wait for something that must happen.
@@ -106,18 +108,11 @@ func TestListenCapsEachAddress(t *testing.T) {
 	}
 	// Closing one gives its place back, once the server has seen it close.
 	first.Close()
-	deadline := time.Now().Add(ceiling)
-	for {
+	testutil.WaitFor(t, "a closed connection's place to be given back", func() bool {
 		c, resp := get(t, addr)
 		c.Close()
-		if resp.StatusCode == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a closed connection's place was not given back: %s", resp.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 func TestListenExempt(t *testing.T) {

@@ -138,15 +138,13 @@ func (e *env) startEcho(mode, instance string) {
 // waitRegistered waits for browser instance to register with br.
 func waitRegistered(tb testing.TB, br *Bridge, instance string) *hostlink.Browser {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if tab, ok := br.Links().Browser(instance); ok {
-			return tab
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	tb.Fatal("echo extension never registered")
-	return nil
+	var tab *hostlink.Browser
+	testutil.WaitFor(tb, "browser "+instance+" to register", func() bool {
+		var ok bool
+		tab, ok = br.Links().Browser(instance)
+		return ok
+	})
+	return tab
 }
 
 // BenchmarkHostExitOnEOF measures how long the host takes to exit after

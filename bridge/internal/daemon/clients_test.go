@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/npmtools"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -99,11 +100,7 @@ func bridgeWithEcho(t *testing.T) string {
 	e.startEcho("chain", echoInstance)
 	waitRegistered(t, br, echoInstance)
 	hasEcho := func(tool *mcp.Tool) bool { return tool.Name == "echo" }
-	for deadline := time.Now().Add(10 * time.Second); !slices.ContainsFunc(br.mcp.ToolList(), hasEcho); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the bridge never offered the echo extension's tool")
-		}
-	}
+	testutil.WaitFor(t, "the bridge to offer the echo extension's tool", func() bool { return slices.ContainsFunc(br.mcp.ToolList(), hasEcho) })
 	return "http://" + br.Addr()
 }
 

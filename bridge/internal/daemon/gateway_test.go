@@ -148,16 +148,10 @@ func TestGatewayInTheBridge(t *testing.T) {
 	t.Run("hot reload adds a server, everything keeps its process", func(t *testing.T) {
 		before, _ := serverHealth(healthOf(t, base), "everything")
 		testutil.ServersFile(t, file, "everything", "memory")
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			if _, ok := serverHealth(healthOf(t, base), "memory"); ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the new server never appeared")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testutil.WaitFor(t, "the new server to appear", func() bool {
+			_, ok := serverHealth(healthOf(t, base), "memory")
+			return ok
+		})
 		mem := testutil.SDKSession(t, base+"/servers/memory/mcp")
 		if _, err := mem.CallTool(ctx, &mcp.CallToolParams{Name: "read_graph", Arguments: map[string]any{}}); err != nil {
 			t.Fatal(err)

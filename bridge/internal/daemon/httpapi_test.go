@@ -240,6 +240,8 @@ func TestRateAndBodyLimits(t *testing.T) {
 	if limited == 0 {
 		t.Fatal("20 requests at once passed a 5/s limit")
 	}
+	// The refill over time is what this step needs, not a condition to
+	// wait on: the limiter has no clock a test could move.
 	time.Sleep(1100 * time.Millisecond) // let the bucket refill
 	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"` + strings.Repeat("x", 4096) + `"}}}`
 	if r := post(t, base+"/mcp", big, sess); r.status != 413 {
@@ -250,22 +252,13 @@ func TestRateAndBodyLimits(t *testing.T) {
 func TestIdleSessionsReaped(t *testing.T) {
 	base, b := httpBridge(t, func(c *config.Config) { c.SessionTimeout = "300ms" })
 	sess := session(t, base+"/mcp", nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r := post(t, base+"/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, nil)
-		_ = r
-		n := 0
+	testutil.WaitFor(t, "the idle session to be reaped", func() bool {
+		post(t, base+"/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, nil)
 		for range b.mcp.MCP().Sessions() {
-			n++
+			return false
 		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions still open after the idle timeout", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return true
+	})
 	if r := post(t, base+"/mcp", `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, sess); r.status != 404 {
 		t.Fatalf("a reaped session answered %d", r.status)
 	}
@@ -300,17 +293,10 @@ func TestHealthToolsMetrics(t *testing.T) {
 		"browserbridge_mcp_sessions 1",
 		"browserbridge_browsers 0",
 	} {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		testutil.WaitFor(t, "/metrics to show "+want, func() bool {
 			code, body := get("/metrics")
-			if code == 200 && strings.Contains(body, want) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("/metrics lacks %q:\n%s", want, body)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return code == 200 && strings.Contains(body, want)
+		})
 	}
 	if code, body := get("/nowhere"); code != 404 || !strings.Contains(body, "/mcp") {
 		t.Fatalf("unknown route = %d %s", code, body)

@@ -54,13 +54,16 @@ func (e *env) config() *config.Config {
 // startBridge runs a bridge in this process; stop it with the returned func.
 func (e *env) startBridge() (*Bridge, func()) {
 	e.t.Helper()
-	b, err := Start(e.config(), testutil.Logger(e.t, "bridge"))
 	// A bridge the test just SIGKILLed may hold the lock a moment longer
 	// than its socket: the kernel releases file locks asynchronously.
-	for deadline := time.Now().Add(3 * time.Second); errors.Is(err, ipc.ErrAlreadyServing) && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
+	var (
+		b   *Bridge
+		err error
+	)
+	testutil.WaitFor(e.t, "the lock of a killed bridge to be released", func() bool {
 		b, err = Start(e.config(), testutil.Logger(e.t, "bridge"))
-	}
+		return !errors.Is(err, ipc.ErrAlreadyServing)
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -23,19 +23,6 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
-func waitBrowser(t *testing.T, b *Bridge, id string) *hostlink.Browser {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if br, ok := b.Links().Browser(id); ok {
-			return br
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("browser %s never registered", id)
-	return nil
-}
-
 func TestHostHello(t *testing.T) {
 	e := newEnv(t)
 	b, _ := e.startBridge()
@@ -55,7 +42,7 @@ func TestHostHello(t *testing.T) {
 	if res.BrowserID != "instance-hello-1" || !strings.HasSuffix(res.MCPURL, "/mcp") {
 		t.Fatalf("hello result = %+v", res)
 	}
-	info := waitBrowser(t, b, "instance-hello-1").Info()
+	info := waitRegistered(t, b, "instance-hello-1").Info()
 	if info.Name != "TestBrowser" || info.HostPID != br.Cmd.Process.Pid {
 		t.Fatalf("registered browser = %+v, host pid %d", info, br.Cmd.Process.Pid)
 	}
@@ -127,7 +114,7 @@ func TestRequestsBothWays(t *testing.T) {
 	if _, err := br.Hello(ctx, "instance-both-1"); err != nil {
 		t.Fatal(err)
 	}
-	tab := waitBrowser(t, b, "instance-both-1")
+	tab := waitRegistered(t, b, "instance-both-1")
 
 	// bridge -> extension
 	res, err := tab.Call(ctx, "", "test.echo", map[string]int{"n": 42})
@@ -171,7 +158,7 @@ func TestDuplicateIDRefused(t *testing.T) {
 	ctx := testutil.Context(t, 10*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-dup-1")
-	tab := waitBrowser(t, b, "instance-dup-1")
+	tab := waitRegistered(t, b, "instance-dup-1")
 	first := make(chan error, 1)
 	go func() { _, err := tab.Call(ctx, "local-a:1", "slow", 1); first <- err }()
 	select { // the first call is in flight once the extension has it
@@ -205,7 +192,7 @@ func TestFiveMiBBothWays(t *testing.T) {
 	ctx := testutil.Context(t, 30*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-big-1")
-	tab := waitBrowser(t, b, "instance-big-1")
+	tab := waitRegistered(t, b, "instance-big-1")
 	res, err := tab.Call(ctx, "", "test.big", big)
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +227,7 @@ func TestBridgeRestartMidSession(t *testing.T) {
 	ctx := testutil.Context(t, 20*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-restart-1")
-	tab := waitBrowser(t, b, "instance-restart-1")
+	tab := waitRegistered(t, b, "instance-restart-1")
 
 	// A call in flight when the bridge goes away ends with an error.
 	inflight := make(chan error, 1)
@@ -276,7 +263,7 @@ func TestBridgeRestartMidSession(t *testing.T) {
 	if _, err := br.Hello(ctx, "instance-restart-1"); err != nil {
 		t.Fatal(err)
 	}
-	tab2 := waitBrowser(t, b2, "instance-restart-1")
+	tab2 := waitRegistered(t, b2, "instance-restart-1")
 	res, err := tab2.Call(ctx, "local-s:1", "test.echo", "after")
 	if err != nil || string(res) != `"after"` {
 		t.Fatalf("call after the restart = %s, %v", res, err)
@@ -313,18 +300,12 @@ func TestStdinEOFEndsHost(t *testing.T) {
 	ctx := testutil.Context(t, 10*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-eof-1")
-	waitBrowser(t, b, "instance-eof-1")
+	waitRegistered(t, b, "instance-eof-1")
 	if err := br.Stop(5 * time.Second); err != nil {
 		t.Fatalf("host after stdin EOF: %v", err)
 	}
 	// The bridge sees the link close and forgets the browser.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(b.Links().Browsers()) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("bridge still lists the browser after its host exited")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the bridge to forget the browser after its host exited", func() bool { return len(b.Links().Browsers()) == 0 })
 }
 
 func TestHostWithoutBridgeEndsOnEOF(t *testing.T) {
@@ -352,7 +333,7 @@ func TestHostSurvivesSIGPIPE(t *testing.T) {
 	ctx := testutil.Context(t, 10*time.Second)
 	br.WaitState(ctx, protocol.StateConnected)
 	br.Hello(ctx, "instance-pipe-1")
-	tab := waitBrowser(t, b, "instance-pipe-1")
+	tab := waitRegistered(t, b, "instance-pipe-1")
 	// Chrome went away without closing stdin: the read end of stdout is
 	// closed, and the next write must not kill the host with SIGPIPE.
 	br.CloseStdout()
@@ -400,7 +381,7 @@ func TestSeveralHosts(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		waitBrowser(t, b, id)
+		waitRegistered(t, b, id)
 	}
 	if st := b.Links().Status(); st.Hosts != 2 || len(st.Browsers) != 2 {
 		t.Fatalf("status lists %d hosts, %d browsers; want 2 and 2", st.Hosts, len(st.Browsers))
@@ -413,12 +394,6 @@ func TestSeveralHosts(t *testing.T) {
 			t.Fatalf("call to %s answered %s, %v", id, res, err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
 	hostRecord := regexp.MustCompile(`msg="attached to the bridge" host_pid=\d+ source=host`)
-	for len(hostRecord.FindAllString(logs.String(), -1)) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the hosts' log records did not reach the bridge's log:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the hosts' log records in the bridge's log", func() bool { return len(hostRecord.FindAllString(logs.String(), -1)) >= 2 })
 }

@@ -67,7 +67,7 @@ func TestHostStartsBridge(t *testing.T) {
 	if _, err := br.Hello(ctx, "instance-spawn-1"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := waitBrowser(t, b2, "instance-spawn-1").Call(ctx, "", "x", 1); err != nil || string(res) != "1" {
+	if res, err := waitRegistered(t, b2, "instance-spawn-1").Call(ctx, "", "x", 1); err != nil || string(res) != "1" {
 		t.Fatalf("call through the new bridge = %s, %v", res, err)
 	}
 }

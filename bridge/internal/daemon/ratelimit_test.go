@@ -38,11 +38,7 @@ func TestSDKClientsOutrunningTheLimitAreSlowed(t *testing.T) {
 	e.startEcho("bare", "instance-ratelimit")
 	waitRegistered(t, b, "instance-ratelimit")
 	hasEcho := func(tool *mcp.Tool) bool { return tool.Name == "echo" }
-	for deadline := time.Now().Add(30 * time.Second); !slices.ContainsFunc(b.mcp.ToolList(), hasEcho); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the bridge never offered the echo extension's tool")
-		}
-	}
+	testutil.WaitFor(t, "the bridge to offer the echo extension's tool", func() bool { return slices.ContainsFunc(b.mcp.ToolList(), hasEcho) })
 	base := "http://" + b.Addr()
 
 	const calls = 300 // per session: 600 calls against a burst of 200 at 100/s

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/npmtools"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -37,7 +37,6 @@ const (
 	gatewayUpWait   = 30 * time.Second // from start to the gateway's AS metadata answering
 	gatewayStopWait = 15 * time.Second // from SIGTERM to the gateway and its children gone
 	pageWait        = 20 * time.Second // for one page of the sign-in to show
-	redirectWait    = 20 * time.Second // from Approve to the redirect reaching the client
 )
 
 // publicGateway is a running `browserbridge gateway --public-url`: the
@@ -140,24 +139,21 @@ func (g *publicGateway) launch() {
 	exited := g.exited
 	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exited) }(g.cmd)
 
-	deadline := time.Now().Add(gatewayUpWait)
-	for {
-		meta, err := g.asMetadata()
-		if err == nil {
-			if meta.Issuer != g.public {
-				t.Fatalf("the gateway's authorization server names issuer %q; want the public URL %s", meta.Issuer, g.public)
-			}
-			return
+	var meta asMeta
+	testutil.WaitFor(t, "the gateway's authorization server metadata", func() bool {
+		var err error
+		if meta, err = g.asMetadata(); err == nil {
+			return true
 		}
 		select {
 		case <-g.exited:
 			t.Fatalf("browserbridge gateway --public-url exited (%v) before serving:\n%s", g.cmd.ProcessState, tail(g.out.String(), 40))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway's authorization server metadata did not answer within %v: %v\n%s", gatewayUpWait, err, tail(g.out.String(), 40))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	})
+	if meta.Issuer != g.public {
+		t.Fatalf("the gateway's authorization server names issuer %q; want the public URL %s", meta.Issuer, g.public)
 	}
 }
 
@@ -522,52 +518,20 @@ func cdpEvalInto(c *cdpConn, expr string, out any) error {
 	return json.Unmarshal(r.Result.Value, out)
 }
 
-// ---------------------------------------------------------------------------
-// A native client's loopback redirect URI (RFC 8252).
-
-type redirectCatcher struct {
-	url string
-	got chan url.Values
-	srv *http.Server
-}
-
-// startRedirectCatcher serves http://127.0.0.1:PORT/callback and hands
-// each redirect's query to got.
-func startRedirectCatcher(t *testing.T) *redirectCatcher {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &redirectCatcher{url: "http://" + ln.Addr().String() + "/callback", got: make(chan url.Values, 4)}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /callback", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("Signed in; you may close this window."))
-		select {
-		case c.got <- r.URL.Query():
-		default:
+// caughtCode is the Go SDK's code fetcher for a person in Chromium:
+// signIn plays the person at the authorization URL, the browser comes back
+// to catcher, and caught (if not nil) sees the redirect's query.
+func caughtCode(catcher *testutil.RedirectCatcher, signIn func(authURL string) error, caught func(url.Values)) auth.AuthorizationCodeFetcher {
+	return testutil.CodeFetcher(func(ctx context.Context, authURL string) (url.Values, error) {
+		if err := signIn(authURL); err != nil {
+			return nil, err
 		}
+		q, err := catcher.Wait(ctx)
+		if err == nil && caught != nil {
+			caught(q)
+		}
+		return q, err
 	})
-	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = c.srv.Serve(ln) }()
-	t.Cleanup(func() { _ = c.srv.Close() })
-	return c
-}
-
-// wait returns the next redirect's query, or an error when none comes.
-func (c *redirectCatcher) wait(ctx context.Context) (url.Values, error) {
-	select {
-	case q := <-c.got:
-		if e := q.Get("error"); e != "" {
-			return q, fmt.Errorf("the authorization server redirected with error=%s: %s", e, q.Get("error_description"))
-		}
-		return q, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(redirectWait):
-		return nil, fmt.Errorf("no redirect to %s within %v of Approve", c.url, redirectWait)
-	}
 }
 
 // sdkOAuthHandler is the Go SDK's own OAuth client as a person's app sets

@@ -3,29 +3,22 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
 
-	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
-	"github.com/browserbridge/browserbridge/bridge/npmtools"
 )
 
 // The public gateway (`browserbridge gateway --public-url`) signed in to
@@ -36,7 +29,7 @@ import (
 //     (dynamic registration, PKCE, a loopback redirect URI), then a refresh;
 //   - TestGatewayOAuthTypeScriptSDK: the official TypeScript SDK's
 //     StreamableHTTPClientTransport with an OAuthClientProvider
-//     (testdata/tsoauthclient);
+//     (testutil.StartTSClient);
 //   - TestGatewayOAuthExtension: the extension's own remote-MCP client in
 //     the real extension, signed in from its options page, its tools then
 //     called by a local client through the bridge.
@@ -53,7 +46,7 @@ import (
 func TestGatewayOAuthGoSDK(t *testing.T) {
 	gw := startPublicGateway(t, gatewayOptions{})
 	browser := startSignInBrowser(t)
-	catcher := startRedirectCatcher(t)
+	catcher := testutil.StartRedirectCatcher(t)
 	endpoint := gw.serverURL(gatewayServer)
 
 	var (
@@ -62,25 +55,25 @@ func TestGatewayOAuthGoSDK(t *testing.T) {
 		consent  string
 		code     string
 	)
-	fetch := func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+	fetch := caughtCode(catcher, func(authURL string) error {
 		mu.Lock()
-		authURLs = append(authURLs, args.URL)
+		authURLs = append(authURLs, authURL)
 		mu.Unlock()
-		text, err := browser.signIn(args.URL, gw.password)
+		text, err := browser.signIn(authURL, gw.password)
 		if err != nil {
-			return nil, fmt.Errorf("signing in at %s: %w", args.URL, err)
-		}
-		q, err := catcher.wait(ctx)
-		if err != nil {
-			return nil, err
+			return fmt.Errorf("signing in at %s: %w", authURL, err)
 		}
 		mu.Lock()
-		consent, code = text, q.Get("code")
+		consent = text
 		mu.Unlock()
-		return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
-	}
+		return nil
+	}, func(q url.Values) {
+		mu.Lock()
+		code = q.Get("code")
+		mu.Unlock()
+	})
 	tokens := &refreshingSource{}
-	handler := sdkOAuthHandler(t, catcher.url, "Browser Bridge e2e (Go SDK)", fetch, tokens)
+	handler := sdkOAuthHandler(t, catcher.URL, "Browser Bridge e2e (Go SDK)", fetch, tokens)
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-go-oauth", Version: "1.0"}, nil)
 	ctx := testutil.Context(t, 2*time.Minute)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: handler}, nil)
@@ -101,7 +94,7 @@ func TestGatewayOAuthGoSDK(t *testing.T) {
 	if len(asked) != 1 {
 		t.Fatalf("the SDK sent the person to %d authorization URLs; want 1: %q", len(asked), asked)
 	}
-	checkAuthorizationURL(t, gw, asked[0], endpoint, catcher.url)
+	checkAuthorizationURL(t, gw, asked[0], endpoint, catcher.URL)
 	if !strings.Contains(consentText, gatewayServer) {
 		t.Errorf("the consent page does not name the server %q a person is approving: %q", gatewayServer, clip(consentText, 300))
 	}
@@ -257,53 +250,28 @@ func (s *refreshingSource) all() []*oauth2.Token {
 }
 
 // TestGatewayOAuthTypeScriptSDK signs the TypeScript SDK's client in to the
-// gateway (testdata/tsoauthclient: its OAuthClientProvider sends the person
-// to the URL it prints; Chromium plays the person; the browser comes back
-// to the script's loopback listener) and uses echo; then a spoiled access
-// token meets 401 and the SDK refreshes by itself.
+// gateway (its OAuthClientProvider sends the person to the URL it prints;
+// Chromium plays the person; the browser comes back to the client's
+// loopback listener) and uses echo; then a spoiled access token meets 401
+// and the SDK refreshes by itself.
 func TestGatewayOAuthTypeScriptSDK(t *testing.T) {
 	gw := startPublicGateway(t, gatewayOptions{})
 	browser := startSignInBrowser(t)
-	tools, err := npmtools.Here()
-	if err != nil {
-		t.Fatal(err)
-	}
 	endpoint := gw.serverURL(gatewayServer)
-	c := startTSOAuthClient(t, tools, endpoint, "héllo from TypeScript")
-
-	authorize := c.next(t, "authorize", callWait)
-	consent, err := browser.signIn(authorize.URL, gw.password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(consent, gatewayServer) {
-		t.Errorf("the consent page does not name the server %q a person is approving: %q", gatewayServer, clip(consent, 300))
-	}
-	u, err := url.Parse(authorize.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAuthorizationURL(t, gw, authorize.URL, endpoint, u.Query().Get("redirect_uri"))
-
-	if r := c.next(t, "redirected", redirectWait); !r.State || r.Iss != gw.public {
-		t.Errorf("the redirect to the TypeScript client: state matched %v, iss %q; want the state sent and iss %s", r.State, r.Iss, gw.public)
-	}
-	if got := c.next(t, "connected", callWait); !slices.Contains(got.Tools, "echo") {
-		t.Fatalf("the TypeScript client lists the tools %q; want echo among them", got.Tools)
-	}
-	if got := c.next(t, "called", callWait); got.Text != "Echo: héllo from TypeScript" {
-		t.Errorf("echo through the TypeScript SDK answered %q", got.Text)
-	}
-	if r := c.next(t, "refreshed", callWait); r.Saves != 1 || !r.Changed || r.Text != "Echo: héllo from TypeScript" {
-		t.Errorf("after the access token was spoiled: %d token saves, a new token %v, echo %q; want one refresh and the echo", r.Saves, r.Changed, r.Text)
-	}
-	done := c.next(t, "done", callWait)
-	if len(done.Access) != 2 || len(done.Refresh) != 2 || done.Refresh[0] == done.Refresh[1] {
-		t.Errorf("the TypeScript client saved %d access and %d refresh tokens (rotated: %v); want 2 of each, the refresh token rotated",
-			len(done.Access), len(done.Refresh), len(done.Refresh) == 2 && done.Refresh[0] != done.Refresh[1])
-	}
-	c.wait(t)
-
+	done := tsSignInAndRefresh(t, endpoint, gw.public, func(authURL string) {
+		consent, err := browser.signIn(authURL, gw.password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(consent, gatewayServer) {
+			t.Errorf("the consent page does not name the server %q a person is approving: %q", gatewayServer, clip(consent, 300))
+		}
+		u, err := url.Parse(authURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAuthorizationURL(t, gw, authURL, endpoint, u.Query().Get("redirect_uri"))
+	})
 	secrets := map[string]string{"password": gw.password}
 	for i, tok := range done.Access {
 		secrets[fmt.Sprintf("access token #%d", i+1)] = tok
@@ -314,105 +282,38 @@ func TestGatewayOAuthTypeScriptSDK(t *testing.T) {
 	gw.noSecretsLogged(t, secrets)
 }
 
-// tsOAuthClient is a running testdata/tsoauthclient/client.mjs.
-type tsOAuthClient struct {
-	cmd    *exec.Cmd
-	stderr *testbrowser.SyncBuffer
-	lines  chan string
-	exited chan struct{}
-}
-
-// tsOAuthEvent is one line the script prints (see its header).
-type tsOAuthEvent struct {
-	Event   string   `json:"event"`
-	Step    string   `json:"step"`
-	Error   string   `json:"error"`
-	URL     string   `json:"url"`
-	State   bool     `json:"state"`
-	Iss     string   `json:"iss"`
-	Tools   []string `json:"tools"`
-	Text    string   `json:"text"`
-	Saves   int      `json:"saves"`
-	Changed bool     `json:"changed"`
-	Access  []string `json:"access"`
-	Refresh []string `json:"refresh"`
-}
-
-func startTSOAuthClient(t *testing.T, tools npmtools.Tools, endpoint, message string) *tsOAuthClient {
+// tsSignInAndRefresh runs the TypeScript SDK's client with a loopback
+// redirect URI against endpoint: signIn plays the person at the
+// authorization URL; the client comes back from issuer, lists echo and
+// calls it; then its access token is spoiled and the next call refreshes
+// (one save, a new access token, the refresh token rotated) and goes
+// through. It returns the client's last line: every token it saved.
+func tsSignInAndRefresh(t *testing.T, endpoint, issuer string, signIn func(authURL string)) *testutil.TSMessage {
 	t.Helper()
-	c := &tsOAuthClient{stderr: &testbrowser.SyncBuffer{}, lines: make(chan string, 16), exited: make(chan struct{})}
-	c.cmd = exec.Command(tools.Node, filepath.Join("testdata", "tsoauthclient", "client.mjs"),
-		"--modules", tools.Modules, "--url", endpoint, "--message", message)
-	c.cmd.Stderr = c.stderr
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	const message = "héllo from TypeScript"
+	c := testutil.StartTSClient(t, endpoint, testutil.TSClientOptions{Name: "e2e-ts-oauth", OAuth: "loopback"})
+	signIn(c.Next(t, "authorize").URL)
+	if r := c.Next(t, "redirected"); !r.State || r.Iss != issuer {
+		t.Errorf("the redirect to the TypeScript client: state matched %v, iss %q; want the state sent and iss %s", r.State, r.Iss, issuer)
 	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("starting the TypeScript OAuth client: %v", err)
+	if got := c.Next(t, "connected"); !slices.Contains(got.Tools, "echo") {
+		t.Fatalf("the TypeScript client lists the tools %q; want echo among them", got.Tools)
 	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-		_ = c.cmd.Wait()
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-c.exited:
-		case <-time.After(stopWait):
-			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-			<-c.exited
-		}
-		if t.Failed() {
-			t.Logf("--- TypeScript OAuth client stderr ---\n%s", tail(c.stderr.String(), 60))
-		}
-	})
-	return c
-}
-
-// next reads the next line and fails the test unless it is event.
-func (c *tsOAuthClient) next(t *testing.T, event string, d time.Duration) tsOAuthEvent {
-	t.Helper()
-	select {
-	case line, ok := <-c.lines:
-		if !ok {
-			t.Fatalf("the TypeScript OAuth client exited before %q: %s", event, tail(c.stderr.String(), 30))
-		}
-		var e tsOAuthEvent
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("the TypeScript OAuth client printed %q: %v", clip(line, 300), err)
-		}
-		if e.Event == "failed" {
-			t.Fatalf("the TypeScript OAuth client failed at %s: %s", e.Step, e.Error)
-		}
-		if e.Event != event {
-			t.Fatalf("the TypeScript OAuth client said %q; want %q", clip(line, 300), event)
-		}
-		return e
-	case <-time.After(d):
-		t.Fatalf("no %q from the TypeScript OAuth client within %v: %s", event, d, tail(c.stderr.String(), 30))
+	echo := testutil.TSCall{Tool: "echo", Args: map[string]any{"message": message}}
+	if got := c.Call(t, echo).Text(); got != "Echo: "+message {
+		t.Errorf("echo through the TypeScript SDK answered %q", got)
 	}
-	return tsOAuthEvent{}
-}
-
-// wait waits for the script to exit after "done" and fails unless it
-// exited 0.
-func (c *tsOAuthClient) wait(t *testing.T) {
-	t.Helper()
-	select {
-	case <-c.exited:
-		if !c.cmd.ProcessState.Success() {
-			t.Errorf("the TypeScript OAuth client exited with %v: %s", c.cmd.ProcessState, tail(c.stderr.String(), 30))
-		}
-	case <-time.After(callWait):
-		t.Errorf("the TypeScript OAuth client did not exit within %v of done", callWait)
+	before := c.Spoil(t, "")
+	if r := c.Call(t, echo); r.Auth.Saves-before.Saves != 1 || r.Auth.Access == before.Access || r.Text() != "Echo: "+message {
+		t.Errorf("after the access token was spoiled: %d token saves, a new token %v, echo %q; want one refresh and the echo",
+			r.Auth.Saves-before.Saves, r.Auth.Access != before.Access, r.Text())
 	}
+	done := c.Close(t)
+	if len(done.Access) != 2 || len(done.Refresh) != 2 || done.Refresh[0] == done.Refresh[1] {
+		t.Errorf("the TypeScript client saved %d access and %d refresh tokens (rotated: %v); want 2 of each, the refresh token rotated",
+			len(done.Access), len(done.Refresh), len(done.Refresh) == 2 && done.Refresh[0] != done.Refresh[1])
+	}
+	return done
 }
 
 // The gateway's server as the extension test adds it on the options page
@@ -547,28 +448,7 @@ func findTarget(t *testing.T, dt devtoolsAddr, prefix string, d time.Duration) *
 		t.Fatalf("DevTools: %v", err)
 	}
 	defer browser.close()
-	var id string
-	waitFor(t, d, func() (bool, string) {
-		var r struct {
-			TargetInfos []struct {
-				TargetID string `json:"targetId"`
-				Type     string `json:"type"`
-				URL      string `json:"url"`
-			} `json:"targetInfos"`
-		}
-		if err := browser.call("Target.getTargets", map[string]any{}, &r); err != nil {
-			t.Fatalf("DevTools: %v", err)
-		}
-		var urls []string
-		for _, ti := range r.TargetInfos {
-			if ti.Type == "page" && strings.HasPrefix(ti.URL, prefix) {
-				id = ti.TargetID
-				return true, ""
-			}
-			urls = append(urls, ti.Type+" "+ti.URL)
-		}
-		return false, fmt.Sprintf("no page at %s among the targets %q", prefix, urls)
-	})
+	id := waitTarget(t, browser, d, "page", prefix, func(u string) bool { return strings.HasPrefix(u, prefix) })
 	conn, err := dialCDP("ws://" + dt.host + "/devtools/page/" + id)
 	if err != nil {
 		t.Fatalf("DevTools: connecting to the sign-in window: %v", err)

@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -678,10 +677,6 @@ func conformanceChecks(t *testing.T, results string) map[string]string {
 // token is spoiled), the Go SDK's AuthorizationCodeHandler at /mcp (the
 // browser's tools, then a refresh after its token expires).
 func TestProxyHTTPTypeScriptAndGoSDKOAuth(t *testing.T) {
-	tools, err := npmtools.Here()
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := startPublicProxy(t)
 	w := startRelayedWorld(t, p, p.relay, "alice")
 	addEverything(t, w)
@@ -689,32 +684,18 @@ func TestProxyHTTPTypeScriptAndGoSDKOAuth(t *testing.T) {
 
 	t.Run("TypeScript", func(t *testing.T) {
 		endpoint := p.url("/servers/" + gatewayServer + "/mcp")
-		c := startTSOAuthClient(t, tools, endpoint, "héllo from TypeScript")
-		authorize := c.next(t, "authorize", callWait)
-		u, err := url.Parse(authorize.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if q := u.Query(); q.Get("resource") != endpoint || q.Get("code_challenge_method") != "S256" {
-			t.Errorf("the TypeScript SDK's authorization URL asks resource %q, PKCE %q; want %s, S256", q.Get("resource"), q.Get("code_challenge_method"), endpoint)
-		}
-		if err := signInWithPairing(browser, authorize.URL, pair(t, w)); err != nil {
-			t.Fatal(err)
-		}
-		if r := c.next(t, "redirected", redirectWait); !r.State || r.Iss != p.public {
-			t.Errorf("the redirect to the TypeScript client: state matched %v, iss %q; want the state sent and iss %s", r.State, r.Iss, p.public)
-		}
-		if got := c.next(t, "connected", callWait); !slices.Contains(got.Tools, "echo") {
-			t.Fatalf("the TypeScript client lists the tools %q; want echo among them", got.Tools)
-		}
-		if got := c.next(t, "called", callWait); got.Text != "Echo: héllo from TypeScript" {
-			t.Errorf("echo through the proxy for the TypeScript SDK answered %q", got.Text)
-		}
-		if r := c.next(t, "refreshed", callWait); r.Saves != 1 || !r.Changed || r.Text != "Echo: héllo from TypeScript" {
-			t.Errorf("after the access token was spoiled: %d token saves, a new token %v, echo %q; want one refresh and the echo", r.Saves, r.Changed, r.Text)
-		}
-		done := c.next(t, "done", callWait)
-		c.wait(t)
+		done := tsSignInAndRefresh(t, endpoint, p.public, func(authURL string) {
+			u, err := url.Parse(authURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q := u.Query(); q.Get("resource") != endpoint || q.Get("code_challenge_method") != "S256" {
+				t.Errorf("the TypeScript SDK's authorization URL asks resource %q, PKCE %q; want %s, S256", q.Get("resource"), q.Get("code_challenge_method"), endpoint)
+			}
+			if err := signInWithPairing(browser, authURL, pair(t, w)); err != nil {
+				t.Fatal(err)
+			}
+		})
 		secrets := map[string]string{}
 		for i, tok := range append(done.Access, done.Refresh...) {
 			secrets[fmt.Sprintf("token #%d", i+1)] = tok
@@ -724,35 +705,28 @@ func TestProxyHTTPTypeScriptAndGoSDKOAuth(t *testing.T) {
 
 	t.Run("Go", func(t *testing.T) {
 		endpoint := p.url("/mcp")
-		catcher := startRedirectCatcher(t)
+		catcher := testutil.StartRedirectCatcher(t)
 		var (
 			mu       sync.Mutex
 			authURLs []string
 		)
-		fetch := func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+		fetch := caughtCode(catcher, func(authURL string) error {
 			mu.Lock()
-			authURLs = append(authURLs, args.URL)
+			authURLs = append(authURLs, authURL)
 			mu.Unlock()
 			out, code := w.cli("pair")
 			if code != 0 {
-				return nil, fmt.Errorf("browserbridge pair: exit %d: %s", code, out)
+				return fmt.Errorf("browserbridge pair: exit %d: %s", code, out)
 			}
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			m := pairLine.FindStringSubmatch(strings.TrimSpace(lines[len(lines)-1]))
 			if m == nil {
-				return nil, fmt.Errorf("browserbridge pair printed no code: %s", out)
+				return fmt.Errorf("browserbridge pair printed no code: %s", out)
 			}
-			if err := signInWithPairing(browser, args.URL, m[1]); err != nil {
-				return nil, err
-			}
-			q, err := catcher.wait(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
-		}
+			return signInWithPairing(browser, authURL, m[1])
+		}, nil)
 		tokens := &refreshingSource{}
-		handler := sdkOAuthHandler(t, catcher.url, "Browser Bridge e2e (Go SDK, proxy)", fetch, tokens)
+		handler := sdkOAuthHandler(t, catcher.URL, "Browser Bridge e2e (Go SDK, proxy)", fetch, tokens)
 		client := mcp.NewClient(&mcp.Implementation{Name: "e2e-go-oauth-proxy", Version: "1.0"}, nil)
 		cs, err := client.Connect(testutil.Context(t, 2*time.Minute), &mcp.StreamableClientTransport{Endpoint: endpoint, OAuthHandler: handler}, nil)
 		if err != nil {

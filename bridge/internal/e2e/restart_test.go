@@ -10,7 +10,6 @@ package e2e
 // sessions it lists.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -23,7 +22,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -36,9 +34,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
-	"github.com/browserbridge/browserbridge/bridge/npmtools"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -446,20 +442,17 @@ func (g *gate) open() int {
 // on the same tab after a SIGKILL; a Go session created right after the
 // restart does not get that tab.
 func TestRestartTypeScriptClient(t *testing.T) {
-	tools, err := npmtools.Here()
-	if err != nil {
-		t.Fatal(err)
-	}
 	rw := startRestartWorld(t)
-	ts := startTSClient(t, tools, rw.mcpURL, "e2e-restart-ts")
+	ts := testutil.StartTSClient(t, rw.mcpURL, testutil.TSClientOptions{Name: "e2e-restart-ts"})
+	sessionID := ts.Next(t, "connected").SessionID
 	page := rw.rpages.url("e2e-restart-ts")
-	ts.mustCall(t, "navigate", map[string]any{"url": page})
-	tabs := ts.tabs(t)
+	ts.Call(t, testutil.TSCall{Tool: "navigate", Args: map[string]any{"url": page}})
+	tabs := tsTabs(t, ts)
 	if len(tabs) != 1 || tabs[0].URL != page {
 		t.Fatalf("the TypeScript session's tabs: %+v, want one at %s", tabs, page)
 	}
 	tab := tabs[0]
-	rw.recordOf(t, ts.sessionID)
+	rw.recordOf(t, sessionID)
 
 	old, killed := rw.killBridge(t)
 	st := rw.waitBridge(t, old)
@@ -479,153 +472,29 @@ func TestRestartTypeScriptClient(t *testing.T) {
 		}
 	}
 
-	r := ts.mustCall(t, "get_page_text", map[string]any{})
+	r := ts.Call(t, testutil.TSCall{Tool: "get_page_text"})
 	var text struct {
 		URL string `json:"url"`
 	}
 	_ = json.Unmarshal(r.Result.StructuredContent, &text)
-	if text.URL != page || !strings.Contains(r.text(), belongs("e2e-restart-ts")) {
-		t.Fatalf("after the restart the TypeScript session read %s, not %s: %q", text.URL, page, clip(r.text(), 300))
+	if text.URL != page || !strings.Contains(r.Text(), belongs("e2e-restart-ts")) {
+		t.Fatalf("after the restart the TypeScript session read %s, not %s: %q", text.URL, page, clip(r.Text(), 300))
 	}
-	if r.SessionID != ts.sessionID {
+	if r.SessionID != sessionID {
 		t.Fatalf("the TypeScript client's session id changed across the restart")
 	}
-	if after := ts.tabs(t); len(after) != 1 || after[0].TabID != tab.TabID || after[0].GroupID != tab.GroupID {
+	if after := tsTabs(t, ts); len(after) != 1 || after[0].TabID != tab.TabID || after[0].GroupID != tab.GroupID {
 		t.Fatalf("after the restart the TypeScript session's tabs are %+v; before: %+v", after, tab)
 	}
 	t.Logf("the TypeScript session carries on in tab %d %v after the kill; what its SDK reported meanwhile: %q",
 		tab.TabID, time.Since(killed).Round(time.Millisecond), r.Errors)
-	ts.close(t)
+	ts.Close(t)
 }
 
-// tsClient is testdata/tsclient/client.mjs running.
-type tsClient struct {
-	cmd       *exec.Cmd
-	stdin     io.WriteCloser
-	lines     chan string
-	stderr    *testbrowser.SyncBuffer
-	sessionID string
-	next      int
-}
-
-// tsAnswer is one answer line of client.mjs.
-type tsAnswer struct {
-	Event     string   `json:"event"`
-	ID        int      `json:"id"`
-	SessionID string   `json:"sessionId"`
-	Error     string   `json:"error"`
-	Errors    []string `json:"errors"`
-	Result    *struct {
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-		StructuredContent json.RawMessage `json:"structuredContent"`
-		IsError           bool            `json:"isError"`
-	} `json:"result"`
-}
-
-func (a *tsAnswer) text() string {
-	if a.Result == nil {
-		return ""
-	}
-	var parts []string
-	for _, c := range a.Result.Content {
-		if c.Type == "text" {
-			parts = append(parts, c.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
-func startTSClient(t *testing.T, tools npmtools.Tools, url, name string) *tsClient {
+// tsTabs is tabs_context_mcp's list through the TypeScript SDK.
+func tsTabs(t *testing.T, c *testutil.TSClient) []tabInfo {
 	t.Helper()
-	c := &tsClient{lines: make(chan string, 16), stderr: &testbrowser.SyncBuffer{}}
-	c.cmd = exec.Command(tools.Node, filepath.Join("testdata", "tsclient", "client.mjs"), "--modules", tools.Modules, "--url", url, "--name", name)
-	c.cmd.Stderr = c.stderr
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("starting the TypeScript client: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = c.stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = c.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(stopWait):
-			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("--- TypeScript client stderr ---\n%s", tail(c.stderr.String(), 60))
-		}
-	})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-	}()
-	hello := c.read(t, callWait)
-	if hello.Event != "connected" || hello.SessionID == "" {
-		t.Fatalf("the TypeScript client did not connect: %+v\n%s", hello, c.stderr.String())
-	}
-	c.sessionID = hello.SessionID
-	return c
-}
-
-func (c *tsClient) read(t *testing.T, d time.Duration) *tsAnswer {
-	t.Helper()
-	select {
-	case line, ok := <-c.lines:
-		if !ok {
-			t.Fatalf("the TypeScript client exited: %s", tail(c.stderr.String(), 30))
-		}
-		var a tsAnswer
-		if err := json.Unmarshal([]byte(line), &a); err != nil {
-			t.Fatalf("the TypeScript client printed %q: %v", line, err)
-		}
-		return &a
-	case <-time.After(d):
-		t.Fatalf("no answer from the TypeScript client within %v: %s", d, tail(c.stderr.String(), 30))
-	}
-	return nil
-}
-
-// mustCall calls a tool through the TypeScript SDK and fails the test on
-// any error, protocol or tool.
-func (c *tsClient) mustCall(t *testing.T, name string, args map[string]any) *tsAnswer {
-	t.Helper()
-	c.next++
-	cmd, _ := json.Marshal(map[string]any{"op": "call", "id": c.next, "name": name, "arguments": args, "timeoutMs": callWait.Milliseconds()})
-	if _, err := c.stdin.Write(append(cmd, '\n')); err != nil {
-		t.Fatalf("writing to the TypeScript client: %v", err)
-	}
-	a := c.read(t, callWait+10*time.Second)
-	switch {
-	case a.ID != c.next:
-		t.Fatalf("the TypeScript client answered %+v to call %d", a, c.next)
-	case a.Error != "":
-		t.Fatalf("TypeScript SDK: tool %s %s: %s (SDK errors: %q)", name, argsJSON(args), a.Error, a.Errors)
-	case a.Result == nil || a.Result.IsError:
-		t.Fatalf("TypeScript SDK: tool %s %s answered isError: %s", name, argsJSON(args), a.text())
-	}
-	return a
-}
-
-func (c *tsClient) tabs(t *testing.T) []tabInfo {
-	t.Helper()
-	a := c.mustCall(t, "tabs_context_mcp", map[string]any{})
+	a := c.Call(t, testutil.TSCall{Tool: "tabs_context_mcp"})
 	var v struct {
 		Tabs []tabInfo `json:"tabs"`
 	}
@@ -633,16 +502,6 @@ func (c *tsClient) tabs(t *testing.T) []tabInfo {
 		t.Fatalf("tabs_context_mcp through the TypeScript SDK: %v: %s", err, a.Result.StructuredContent)
 	}
 	return v.Tabs
-}
-
-func (c *tsClient) close(t *testing.T) {
-	t.Helper()
-	if _, err := c.stdin.Write([]byte(`{"op":"close"}` + "\n")); err != nil {
-		t.Fatalf("writing to the TypeScript client: %v", err)
-	}
-	if a := c.read(t, callWait); a.Event != "closed" {
-		t.Fatalf("the TypeScript client answered %+v to close", a)
-	}
 }
 
 // TestRestartLegacySSE: a legacy SSE session (2024-11-05) cannot outlive

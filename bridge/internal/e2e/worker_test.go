@@ -207,8 +207,15 @@ func sessionTab(t *testing.T, c *client, tab int) workerTab {
 func workerTarget(t *testing.T, browser *cdpConn) string {
 	t.Helper()
 	want := extension.Origin() + "background.js"
+	return waitTarget(t, browser, 10*time.Second, "service_worker", want, func(u string) bool { return u == want })
+}
+
+// waitTarget waits until DevTools (browser) lists a target of type typ
+// whose URL match takes, and returns its id; where names what is wanted.
+func waitTarget(t *testing.T, browser *cdpConn, d time.Duration, typ, where string, match func(url string) bool) string {
+	t.Helper()
 	var id string
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	waitFor(t, d, func() (bool, string) {
 		var r struct {
 			TargetInfos []struct {
 				TargetID string `json:"targetId"`
@@ -221,13 +228,13 @@ func workerTarget(t *testing.T, browser *cdpConn) string {
 		}
 		var seen []string
 		for _, ti := range r.TargetInfos {
-			if ti.Type == "service_worker" && ti.URL == want {
+			if ti.Type == typ && match(ti.URL) {
 				id = ti.TargetID
 				return true, ""
 			}
 			seen = append(seen, ti.Type+" "+ti.URL)
 		}
-		return false, fmt.Sprintf("DevTools lists no service worker at %s; targets: %s", want, strings.Join(seen, ", "))
+		return false, fmt.Sprintf("DevTools lists no %s at %s; targets: %s", typ, where, strings.Join(seen, ", "))
 	})
 	return id
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // holderState is what the holder child was sent: the ids of its calls to
@@ -187,15 +188,12 @@ func holderNow(t *testing.T, url string) holderState {
 // waitHolder asks the holder child until cond holds of what it was sent.
 func waitHolder(t *testing.T, url, what string, cond func(holderState) bool) holderState {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st := holderNow(t, url)
-		if cond(st) {
-			return st
+	var st holderState
+	defer func() {
+		if t.Failed() {
+			t.Logf("the child was sent %s and cancels for %s", st.Held, st.Cancelled)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never %s; the child was sent %s and cancels for %s", what, st.Held, st.Cancelled)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}()
+	testutil.WaitFor(t, what, func() bool { st = holderNow(t, url); return cond(st) })
+	return st
 }

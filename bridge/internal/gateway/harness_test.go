@@ -167,15 +167,12 @@ func (e *toolError) Error() string { return "tool error: " + e.s }
 // waitState polls the supervisor until cond holds for server name.
 func (tg *testGateway) waitState(name, what string, cond func(stdio.State) bool) stdio.State {
 	tg.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, _ := tg.gw.Supervisor().State(name)
-		if cond(st) {
-			return st
+	var st stdio.State
+	defer func() {
+		if tg.t.Failed() {
+			tg.t.Logf("%s: last state %+v", name, st)
 		}
-		if time.Now().After(deadline) {
-			tg.t.Fatalf("%s: never %s; last state %+v", name, what, st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}()
+	testutil.WaitFor(tg.t, name+" to be "+what, func() bool { st, _ = tg.gw.Supervisor().State(name); return cond(st) })
+	return st
 }

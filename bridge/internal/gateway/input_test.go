@@ -189,13 +189,7 @@ func TestIdleSessionsReaped(t *testing.T) {
 	if tg.gw.Sessions() != 1 {
 		t.Fatalf("sessions %d", tg.gw.Sessions())
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for tg.gw.Sessions() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("an idle session was never reaped")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the idle session to be reaped", func() bool { return tg.gw.Sessions() == 0 })
 	if r := tg.raw("POST", "/servers/everything/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Mcp-Session-Id": sid}); r.status != 404 {
 		t.Fatalf("a reaped session answered %d", r.status)
 	}

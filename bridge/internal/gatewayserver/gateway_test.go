@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -85,14 +84,13 @@ func TestGatewayAlone(t *testing.T) {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	testutil.ServersFile(t, file, "everything", "memory")
-	deadline := time.Now().Add(15 * time.Second)
-	for len(g.gw.Names()) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("SIGHUP did not reload the servers")
+	testutil.WaitFor(t, "SIGHUP to reload the servers", func() bool {
+		if len(g.gw.Names()) == 2 {
+			return true
 		}
 		testutil.HangUp(t)
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 	if st, _ := g.gw.Supervisor().State("everything"); st.PID != pid {
 		t.Fatalf("the unchanged server was restarted by the reload: %d → %d", pid, st.PID)
 	}

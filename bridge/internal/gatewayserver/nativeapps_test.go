@@ -3,7 +3,6 @@
 package gatewayserver
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,15 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +24,6 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
-	"github.com/browserbridge/browserbridge/bridge/npmtools"
 )
 
 // Native apps signing in to the public gateway with their own URI scheme
@@ -108,58 +102,15 @@ func startLoopbackGateway(t *testing.T, edit func(*config.Config)) *loopbackGate
 	return lg
 }
 
-var hiddenInput = regexp.MustCompile(`name="(request|csrf)" value="([^"]*)"`)
-
 // approve plays the person on authURL: the sign-in page (password), the
 // consent page (Approve), and returns where the gateway sent the browser
 // back to, which for an app's own scheme a browser hands to the app.
 func (lg *loopbackGateway) approve(authURL string) (*url.URL, error) {
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: time.Minute, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		if strings.HasPrefix(req.URL.String(), lg.base+"/") {
-			return nil
-		}
-		return http.ErrUseLastResponse // the app's redirect: the test reads it
-	}}
-	page := func(resp *http.Response, err error) (string, *http.Response, error) {
-		if err != nil {
-			return "", nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return string(b), resp, err
+	a, err := testutil.Person{Secret: nativePassword}.Approve(authURL)
+	if err != nil {
+		return nil, err
 	}
-	form := func(p string) url.Values {
-		f := url.Values{}
-		for _, m := range hiddenInput.FindAllStringSubmatch(p, -1) {
-			f.Set(m[1], m[2])
-		}
-		return f
-	}
-	post := func(path string, f url.Values) (string, *http.Response, error) {
-		req, _ := http.NewRequest(http.MethodPost, lg.base+path, strings.NewReader(f.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", "null") // what a page under Referrer-Policy: no-referrer sends
-		req.Header.Set("Sec-Fetch-Site", "same-origin")
-		return page(browser.Do(req))
-	}
-	signIn, resp, err := page(browser.Get(authURL))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("the authorization page: %v %v %s", err, resp.StatusCode, signIn)
-	}
-	f := form(signIn)
-	f.Set("password", nativePassword)
-	consent, resp, err := post("/oauth/signin", f)
-	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(consent, `value="approve"`) {
-		return nil, fmt.Errorf("signing in: %v %s", err, consent)
-	}
-	f = form(consent)
-	f.Set("decision", "approve")
-	body, resp, err := post("/oauth/consent", f)
-	if err != nil || resp.StatusCode != http.StatusSeeOther {
-		return nil, fmt.Errorf("approving: %v %s", err, body)
-	}
-	return resp.Location()
+	return a.Redirect, nil
 }
 
 // TestNativeSchemeTypeScriptSDK: the TypeScript SDK's client registers a
@@ -168,14 +119,10 @@ func (lg *loopbackGateway) approve(authURL string) (*url.URL, error) {
 // once, and both carry on (the refresh token's reuse grace).
 func TestNativeSchemeTypeScriptSDK(t *testing.T) {
 	lg := startLoopbackGateway(t, nil)
-	tools, err := npmtools.Here()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const redirect = "cursor://anysphere.cursor-retrieval/oauth/callback"
-	c := startNativeTSClient(t, tools, lg.base+"/servers/everything/mcp", redirect)
+	c := testutil.StartTSClient(t, lg.base+"/servers/everything/mcp", testutil.TSClientOptions{Name: "cursor-test", OAuth: redirect})
 
-	authorize := c.next(t, "authorize")
+	authorize := c.Next(t, "authorize")
 	if !slices.Equal(authorize.Registered, []string{redirect}) {
 		t.Fatalf("registered redirect_uris %q, want [%s]", authorize.Registered, redirect)
 	}
@@ -186,22 +133,47 @@ func TestNativeSchemeTypeScriptSDK(t *testing.T) {
 	if !strings.HasPrefix(back.String(), redirect+"?") || back.Query().Get("iss") != lg.base {
 		t.Fatalf("sent back to %s; want %s with the code and iss %s", back, redirect, lg.base)
 	}
-	c.send(t, map[string]string{"redirect": back.String()})
+	c.Redirect(t, back)
+	if r := c.Next(t, "redirected"); !r.State {
+		t.Fatalf("the redirect carries another state than the TypeScript client sent")
+	}
+	connected := c.Next(t, "connected")
+	if got := c.Call(t, testutil.TSCall{Tool: "echo", Args: map[string]any{"message": "from window A"}}); !slices.Contains(connected.Tools, "echo") || got.Text() != "Echo: from window A" {
+		t.Fatalf("after signing in: tools %q, echo %q", connected.Tools, got.Text())
+	}
+	if connected.Auth == nil || connected.Auth.Refresh == "" {
+		t.Fatalf("the token response had no refresh_token: %+v", connected.Auth)
+	}
 
-	if got := c.next(t, "connected"); !slices.Contains(got.Tools, "echo") || got.Text != "Echo: from window A" {
-		t.Fatalf("after signing in: tools %q, echo %q", got.Tools, got.Text)
+	// A second window of the app starts with the same tokens; both access
+	// tokens go bad (as expired ones would) and each window's next call
+	// meets 401 and refreshes with the one refresh token, at once.
+	c.Open(t, "b")
+	before := []*testutil.TSAuth{c.Spoil(t, "a"), c.Spoil(t, "b")}
+	race := []int{
+		c.Start(t, testutil.TSCall{Window: "a", Tool: "echo", Args: map[string]any{"message": "race A"}}),
+		c.Start(t, testutil.TSCall{Window: "b", Tool: "echo", Args: map[string]any{"message": "race B"}}),
 	}
-	raced := c.next(t, "raced")
-	if !slices.Equal(raced.Texts, []string{"Echo: race A", "Echo: race B"}) || !slices.Equal(raced.Saves, []int{1, 1}) ||
-		raced.Refresh[0] == "" || raced.Refresh[0] != raced.Refresh[1] {
+	var texts, refresh []string
+	var saves []int
+	for i, id := range race {
+		a := c.Answer(t, id)
+		if a.Error != "" {
+			t.Fatalf("window %c's call after its token went bad: %s", 'a'+i, a.Error)
+		}
+		texts, saves, refresh = append(texts, a.Text()), append(saves, a.Auth.Saves-before[i].Saves), append(refresh, a.Auth.Refresh)
+	}
+	if !slices.Equal(texts, []string{"Echo: race A", "Echo: race B"}) || !slices.Equal(saves, []int{1, 1}) ||
+		refresh[0] == "" || refresh[0] != refresh[1] {
 		t.Fatalf("two windows refreshing at once: echo %q, token saves %v, refresh tokens equal %v; want both echoes, one refresh each, one pair",
-			raced.Texts, raced.Saves, raced.Refresh[0] == raced.Refresh[1])
+			texts, saves, refresh[0] == refresh[1])
 	}
-	if after := c.next(t, "after"); !slices.Equal(after.Texts, []string{"Echo: still A", "Echo: still B"}) {
-		t.Fatalf("after the race: %q", after.Texts)
+	for _, w := range []string{"a", "b"} {
+		if got := c.Call(t, testutil.TSCall{Window: w, Tool: "echo", Args: map[string]any{"message": "still " + w}}).Text(); got != "Echo: still "+w {
+			t.Fatalf("window %s after the race: %q", w, got)
+		}
 	}
-	done := c.next(t, "done")
-	c.wait(t)
+	done := c.Close(t)
 	// The second refresh presented the token the first had just replaced:
 	// the grace, not luck, kept the sign-in alive.
 	if logs := lg.logs.String(); !strings.Contains(logs, "refresh token reused within its grace") || strings.Contains(logs, "revoking its family") {
@@ -226,17 +198,16 @@ func TestNativeSchemeGoSDK(t *testing.T) {
 			RedirectURIs: []string{redirect}, ClientName: "VS Code (Browser Bridge test)", TokenEndpointAuthMethod: "none",
 			GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
 		}},
-		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-			back, err := lg.approve(args.URL)
+		AuthorizationCodeFetcher: testutil.CodeFetcher(func(_ context.Context, authURL string) (url.Values, error) {
+			back, err := lg.approve(authURL)
 			if err != nil {
 				return nil, err
 			}
 			if !strings.HasPrefix(back.String(), redirect+"?") {
 				return nil, fmt.Errorf("sent back to %s, not to %s", back, redirect)
 			}
-			q := back.Query()
-			return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
-		},
+			return back.Query(), nil
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -254,121 +225,6 @@ func TestNativeSchemeGoSDK(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "from vscode://"}})
 	if err != nil || testutil.Text(res) != "Echo: from vscode://" {
 		t.Fatalf("echo: %v %q", err, testutil.Text(res))
-	}
-}
-
-// nativeTSClient is a running testdata/tsnative/client.mjs.
-type nativeTSClient struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stderr *lockedBuffer
-	lines  chan string
-	exited chan struct{}
-}
-
-type nativeTSEvent struct {
-	Event      string   `json:"event"`
-	Step       string   `json:"step"`
-	Error      string   `json:"error"`
-	URL        string   `json:"url"`
-	Registered []string `json:"registered"`
-	Tools      []string `json:"tools"`
-	Text       string   `json:"text"`
-	Texts      []string `json:"texts"`
-	Saves      []int    `json:"saves"`
-	Refresh    []string `json:"refresh"`
-	Access     []string `json:"access"`
-}
-
-// tsWait bounds each step of the script: Node starting, a sign-in, a call.
-const tsWait = 2 * time.Minute
-
-func startNativeTSClient(t *testing.T, tools npmtools.Tools, endpoint, redirect string) *nativeTSClient {
-	t.Helper()
-	c := &nativeTSClient{stderr: &lockedBuffer{t: io.Discard}, lines: make(chan string, 16), exited: make(chan struct{})}
-	c.cmd = exec.Command(tools.Node, filepath.Join("testdata", "tsnative", "client.mjs"),
-		"--modules", tools.Modules, "--url", endpoint, "--redirect", redirect)
-	c.cmd.Stderr = c.stderr
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("starting the TypeScript client: %v", err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		close(c.lines)
-		_ = c.cmd.Wait()
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		c.stdin.Close()
-		select {
-		case <-c.exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-			<-c.exited
-		}
-		if t.Failed() {
-			t.Logf("--- TypeScript client stderr ---\n%s", c.stderr.String())
-		}
-	})
-	return c
-}
-
-// next reads the script's next line and fails the test unless it is event.
-func (c *nativeTSClient) next(t *testing.T, event string) nativeTSEvent {
-	t.Helper()
-	select {
-	case line, ok := <-c.lines:
-		if !ok {
-			t.Fatalf("the TypeScript client exited before %q: %s", event, c.stderr.String())
-		}
-		var e nativeTSEvent
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("the TypeScript client printed %q: %v", line, err)
-		}
-		if e.Event == "failed" {
-			t.Fatalf("the TypeScript client failed at %s: %s", e.Step, e.Error)
-		}
-		if e.Event != event {
-			t.Fatalf("the TypeScript client said %q; want %q", line, event)
-		}
-		return e
-	case <-time.After(tsWait):
-		t.Fatalf("no %q from the TypeScript client within %v: %s", event, tsWait, c.stderr.String())
-	}
-	return nativeTSEvent{}
-}
-
-func (c *nativeTSClient) send(t *testing.T, v any) {
-	t.Helper()
-	b, _ := json.Marshal(v)
-	if _, err := c.stdin.Write(append(b, '\n')); err != nil {
-		t.Fatalf("writing to the TypeScript client: %v", err)
-	}
-}
-
-// wait waits for the script to exit after "done", and fails unless it
-// exited 0.
-func (c *nativeTSClient) wait(t *testing.T) {
-	t.Helper()
-	select {
-	case <-c.exited:
-		if !c.cmd.ProcessState.Success() {
-			t.Errorf("the TypeScript client exited with %v: %s", c.cmd.ProcessState, c.stderr.String())
-		}
-	case <-time.After(tsWait):
-		t.Errorf("the TypeScript client did not exit within %v of done", tsWait)
 	}
 }
 

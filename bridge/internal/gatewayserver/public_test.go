@@ -568,16 +568,15 @@ func (b *browser) do(t *testing.T, req *http.Request) *page {
 // asked, approve, and return the code sent to callback.
 func (b *browser) authorizeAll(t *testing.T, u, callback, state string) string {
 	t.Helper()
-	p := b.openAuthorize(t, u)
-	if f := p.form("password"); f != nil {
-		f.values.Set("password", testPassword)
-		p = b.submit(t, f, "")
+	a, err := testutil.Person{Secret: testPassword, Client: b.c}.Approve(u)
+	if err != nil {
+		t.Fatal(err)
 	}
-	f := p.form("decision")
-	if f == nil {
-		t.Fatalf("no consent form: %d\n%s", p.status, p.body)
+	q := a.Redirect.Query()
+	if !strings.HasPrefix(a.Redirect.String(), callback+"?") || q.Get("code") == "" || q.Get("state") != state || q.Get("iss") != publicBase {
+		t.Fatalf("sent back to %s: want %s with a code, state %q and iss %q", a.Redirect, callback, state, publicBase)
 	}
-	return callbackCode(t, b.submit(t, f, "approve"), callback, state)
+	return q.Get("code")
 }
 
 // form is an HTML form of a page: where it posts, its hidden and named

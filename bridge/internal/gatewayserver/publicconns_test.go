@@ -156,18 +156,11 @@ func TestPublicGatewayIdleAndExempt(t *testing.T) {
 			t.Fatalf("idle connection %d: %v, want it closed by the gateway", i, err)
 		}
 	}
-	deadline := time.Now().Add(connsWait)
-	for {
+	testutil.WaitFor(t, "the idle connections' places to be given back", func() bool {
 		c, _, status := healthFrom(t, addr, 2)
 		c.Close()
-		if status == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the idle connections' places were not given back: %d", status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return status == http.StatusOK
+	})
 	for i := range 6 {
 		if _, _, status := healthFrom(t, addr, 9); status != http.StatusOK {
 			t.Fatalf("connection %d from the trusted proxy: %d", i+1, status)

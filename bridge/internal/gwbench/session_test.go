@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // fakeEcho answers an echo request; crossed answers as if for session 99.
@@ -151,10 +153,7 @@ func TestSessions(t *testing.T) {
 				t.Fatalf("call = %v, want %v", err, tt.wantErr)
 			}
 			// The SSE transport's stray reply may trail the call's.
-			deadline := time.Now().Add(2 * time.Second)
-			for s.replies().misrouted.Load() < tt.wantMisrouted && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.WaitFor(t, "the stray reply", func() bool { return s.replies().misrouted.Load() >= tt.wantMisrouted })
 			if got := s.replies().misrouted.Load(); got != tt.wantMisrouted {
 				t.Errorf("misrouted = %d, want %d", got, tt.wantMisrouted)
 			}

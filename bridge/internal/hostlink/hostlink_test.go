@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/nativemsg"
 )
@@ -55,13 +56,7 @@ func TestPeerWithOtherUIDRefused(t *testing.T) {
 	if f, err := nativemsg.ReadFrame(c, nativemsg.MaxLink); err == nil {
 		t.Fatalf("the bridge answered a peer with another uid: %s", f)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "is not the bridge's user") {
-		if time.Now().After(deadline) {
-			t.Fatalf("refusal not logged with its reason; log:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the refusal logged with its reason", func() bool { return strings.Contains(logs.String(), "is not the bridge's user") })
 }
 
 func TestAttachRefusals(t *testing.T) {

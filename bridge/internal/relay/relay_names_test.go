@@ -99,17 +99,12 @@ func startNamedRelay(t *testing.T, url, tok, host string, replace bool, maxBacko
 // wait polls the relay's "notes" connection until ok holds, for 15 s.
 func (r *namedRelay) wait(t *testing.T, what string, ok func(protocol.RelayInfo) bool) protocol.RelayInfo {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		st := r.ServerStatus()
-		if len(st) == 1 && ok(st[0]) {
-			return st[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the relay's notes never was %s: %+v", what, st)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, not synchronisation
-	}
+	var st []protocol.RelayInfo
+	testutil.WaitFor(t, "the relay's notes to be "+what, func() bool {
+		st = r.ServerStatus()
+		return len(st) == 1 && ok(st[0])
+	})
+	return st[0]
 }
 
 func connected(r protocol.RelayInfo) bool {

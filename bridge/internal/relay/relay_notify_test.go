@@ -29,6 +29,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
@@ -85,18 +86,16 @@ func startLinkBridge(t *testing.T, p *realProxy, user string) *linkBridge {
 // extensionID waits until the relay of the browser is connected.
 func (lb *linkBridge) extensionID(browserID string) string {
 	lb.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var id string
+	testutil.WaitFor(lb.t, "the relay of "+browserID+" to connect", func() bool {
 		for _, r := range lb.relay.Status() {
 			if r.BrowserID == browserID && r.State == relay.StateConnected && r.ExtensionID != "" {
-				return r.ExtensionID
+				id = r.ExtensionID
 			}
 		}
-		if time.Now().After(deadline) {
-			lb.t.Fatalf("relay of %s never connected: %+v", browserID, lb.relay.Status())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return id != ""
+	})
+	return id
 }
 
 // toolBrowser is a fake extension whose tools report progress, wait to be
@@ -282,10 +281,11 @@ func TestRelayProgress(t *testing.T) {
 		}
 		// The relay delivers progress ahead of the result, but the SDK's
 		// client may run its handler after CallTool returned.
-		got := logs[i].list()
-		for deadline := time.Now().Add(5 * time.Second); len(got) < len(want) && time.Now().Before(deadline); got = logs[i].list() {
-			time.Sleep(5 * time.Millisecond)
-		}
+		var got []string
+		testutil.WaitFor(t, fmt.Sprintf("client %s's %d progress notifications", who, len(want)), func() bool {
+			got = logs[i].list()
+			return len(got) >= len(want)
+		})
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("client %s got progress\n%q\nwant\n%q", who, got, want)
 		}

@@ -83,9 +83,9 @@ func startServerBridge(t *testing.T, p *realProxy, user string, servers ...strin
 func (sb *serverBridge) waitServers(names ...string) map[string]string {
 	sb.t.Helper()
 	names = append(names, "all") // the aggregate is offered while there is a server
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := map[string]string{}
+	var got map[string]string
+	testutil.WaitFor(sb.t, fmt.Sprintf("the server extensions %v connected", names), func() bool {
+		got = map[string]string{}
 		var st []protocol.RelayInfo
 		if r := sb.b.Relay(); r != nil {
 			st = r.ServerStatus()
@@ -95,20 +95,13 @@ func (sb *serverBridge) waitServers(names ...string) map[string]string {
 				got[r.Server] = r.ExtensionID
 			}
 		}
-		if len(got) == len(names) && len(st) == len(names) {
-			ok := true
-			for _, n := range names {
-				ok = ok && got[n] != ""
-			}
-			if ok {
-				return got
-			}
+		ok := len(got) == len(names) && len(st) == len(names)
+		for _, n := range names {
+			ok = ok && got[n] != ""
 		}
-		if time.Now().After(deadline) {
-			sb.t.Fatalf("want server extensions %v connected, status %+v", names, st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok
+	})
+	return got
 }
 
 // gatewaySessions is the number of sessions the bridge's gateway has open.
@@ -449,13 +442,7 @@ func TestRelayServersEndToEnd(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Error("the client's connection outlived the proxy")
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for n := sb.gatewaySessions(); n != 0; n = sb.gatewaySessions() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d gateway sessions still open after the relay dropped", n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testutil.WaitFor(t, "the gateway sessions to end after the relay dropped", func() bool { return sb.gatewaySessions() == 0 })
 		p.start()
 		sb.waitServers("everything")
 		c2 := dialClient(top, p, "alice") // outlives this subtest: the reload below watches it

@@ -28,6 +28,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
@@ -85,13 +86,10 @@ func (p *realProxy) start() {
 	p.t.Helper()
 	var ln net.Listener
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	testutil.WaitFor(p.t, "the proxy's port "+p.addr+" to be free again", func() bool {
 		ln, err = net.Listen("tcp", p.addr)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -238,27 +236,32 @@ func (ub *userBridge) attach(label string) *fakeBrowser {
 	return fb
 }
 
+// relaysDown counts the bridge's relays that are down with a reason.
+func relaysDown(ub *userBridge) int {
+	down := 0
+	for _, r := range ub.b.Links().Status().Relay {
+		if r.State != relay.StateConnected && r.Error != "" {
+			down++
+		}
+	}
+	return down
+}
+
 // waitRelay waits until the bridge's relay shows n browsers connected and
 // returns their extension ids by browser id.
 func (ub *userBridge) waitRelay(n int) map[string]protocol.RelayInfo {
 	ub.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		st := ub.b.Links().Status()
-		got := map[string]protocol.RelayInfo{}
-		for _, r := range st.Relay {
+	var got map[string]protocol.RelayInfo
+	testutil.WaitFor(ub.t, fmt.Sprintf("%d browsers connected in %s's relay", n, ub.user), func() bool {
+		got = map[string]protocol.RelayInfo{}
+		for _, r := range ub.b.Links().Status().Relay {
 			if r.State == relay.StateConnected && r.ExtensionID != "" {
 				got[r.BrowserID] = r
 			}
 		}
-		if len(got) == n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			ub.t.Fatalf("relay of %s: want %d connected, status %+v", ub.user, n, st.Relay)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(got) == n
+	})
+	return got
 }
 
 // mcpClient connects an MCP SDK client to a RemoteServer (what `connect`
@@ -506,23 +509,7 @@ func TestRelayTwoUsersIsolationAndRestart(t *testing.T) {
 			t.Error("no session.ended for the remote session")
 		}
 		// While the proxy is down, status says so.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			st := alice.b.Links().Status()
-			down := 0
-			for _, r := range st.Relay {
-				if r.State != relay.StateConnected && r.Error != "" {
-					down++
-				}
-			}
-			if down == 2 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("status while the proxy is down: %+v", st.Relay)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.WaitFor(t, "the status to show both relays down", func() bool { return relaysDown(alice) == 2 })
 		t.Logf("in-flight call failed %v after the kill", time.Since(start))
 
 		p.start()
@@ -565,19 +552,13 @@ func TestRelayAuthFailure(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	bad := &userBridge{t: t, user: "forged", b: b, sock: cfg.Socket}
 	bad.attach("F1")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st := b.Links().Status()
-		if len(st.Relay) == 1 && st.Relay[0].State == relay.StateAuthFailed {
-			if !strings.Contains(st.Relay[0].Error, "refused the relay token") {
-				t.Errorf("error %q", st.Relay[0].Error)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status %+v", st.Relay)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var st protocol.StatusResult
+	testutil.WaitFor(t, "the forged relay token to be refused", func() bool {
+		st = b.Links().Status()
+		return len(st.Relay) == 1 && st.Relay[0].State == relay.StateAuthFailed
+	})
+	if !strings.Contains(st.Relay[0].Error, "refused the relay token") {
+		t.Errorf("error %q", st.Relay[0].Error)
 	}
 	ub.waitRelay(1)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -73,12 +74,11 @@ func (b *fakeBridge) start() {
 	defer b.mu.Unlock()
 	var ln net.Listener
 	var err error
-	for range 50 { // the old listener's port may take a moment to free
-		if ln, err = net.Listen("tcp", b.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The old listener's port may take a moment to free.
+	testutil.WaitFor(b.t, b.addr+" to be free again", func() bool {
+		ln, err = net.Listen("tcp", b.addr)
+		return err == nil
+	})
 	if err != nil {
 		b.t.Fatalf("listening on %s again: %v", b.addr, err)
 	}
@@ -145,19 +145,18 @@ func (b *fakeBridge) closeSessions() {
 // exists on the current instance.
 func (b *fakeBridge) waitInit(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for time.Now().Before(deadline) {
-		b.mu.Lock()
-		ok := slices.Contains(b.inits, want)
-		b.mu.Unlock()
-		if ok {
-			return
+	defer func() {
+		if t.Failed() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			t.Logf("sessions initialized by %q", b.inits)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t.Fatalf("no session initialized by %q; saw %q", want, b.inits)
+	}()
+	testutil.WaitFor(t, "a session initialized by "+want, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return slices.Contains(b.inits, want)
+	})
 }
 
 func (b *fakeBridge) seen() (posts []postSeen, deletes int) {

@@ -246,7 +246,7 @@ func TestCallDuringOutage(t *testing.T) {
 
 	b.stop()
 	go func() {
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // the outage's length, under test
 		b.start()
 	}()
 	mustEcho(t, cs, "during the outage")

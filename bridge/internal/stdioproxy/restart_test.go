@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // restartWords start the tool error a restarted bridge answers a resumed
@@ -130,22 +132,23 @@ func TestRealBridgeRestart(t *testing.T) {
 // call after the restart must get through.
 func whoami(t *testing.T, cs *mcp.ClientSession, when string) string {
 	t.Helper()
-	deadline := time.Now().Add(bridgeWaitFor)
-	for {
+	var got, last string
+	testutil.WaitFor(t, "whoami "+when+" to get through", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), bridgeWaitFor)
-		got, err := callText(ctx, cs, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
-		cancel()
-		if err == nil {
-			return got
+		defer cancel()
+		var err error
+		if got, err = callText(ctx, cs, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}}); err == nil {
+			return true
 		}
 		var we *jsonrpc.Error
 		if errors.As(err, &we) && (we.Code == CodeInterrupted || we.Code == CodeBridgeUnavailable) {
 			t.Fatalf("whoami %s: the proxy failed the call: %v", when, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("whoami %s: %v", when, err)
+		if err.Error() != last { // each new error once: the tries come fast
+			last = err.Error()
+			t.Logf("whoami %s: %v (trying again)", when, err)
 		}
-		t.Logf("whoami %s: %v (trying again)", when, err)
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
+	return got
 }

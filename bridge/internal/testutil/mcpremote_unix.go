@@ -5,10 +5,7 @@ package testutil
 import (
 	"bufio"
 	"context"
-	"errors"
-	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -129,7 +126,7 @@ func MCPRemote(t testing.TB, endpoint string, approve func(authURL string) (*url
 		if err != nil {
 			t.Fatalf("signing in at %s: %v", u, err)
 		}
-		if err := visit(back); err != nil {
+		if err := Visit(back); err != nil {
 			t.Fatalf("the browser's return to mcp-remote (%s): %v", back, err)
 		}
 	case c := <-done:
@@ -146,24 +143,6 @@ func MCPRemote(t testing.TB, endpoint string, approve func(authURL string) (*url
 		return c.cs
 	case <-time.After(mcpRemoteWait):
 		t.Fatalf("mcp-remote did not connect within %v of the sign-in", mcpRemoteWait)
-	}
-	return nil
-}
-
-// visit follows the server's redirect to mcp-remote's callback, as the
-// person's browser would, and wants its page.
-func visit(back *url.URL) error {
-	if back == nil {
-		return errors.New("no redirect")
-	}
-	c := &http.Client{Timeout: mcpRemoteWait}
-	resp, err := c.Get(back.String())
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return nil
 }

@@ -253,6 +253,7 @@ func TestReloadRules(t *testing.T) {
 				t.Fatalf("a reload counted as a crash: %+v", st)
 			}
 			if tt.after == StatusStopped {
+				// Time for a wrong start to show: an absence, nothing to wait on.
 				time.Sleep(100 * time.Millisecond)
 				if st, _ := s.State("srv"); st.Status != StatusStopped {
 					t.Fatalf("started without a session: %+v", st)

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/npmtools"
 )
 
@@ -97,17 +98,14 @@ func newSupervisor(t *testing.T, servers map[string]ServerConfig, opts Options) 
 // waitState polls until cond holds for server name.
 func waitState(t *testing.T, s *Supervisor, name string, what string, cond func(State) bool) State {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, _ := s.State(name)
-		if cond(st) {
-			return st
+	var st State
+	defer func() {
+		if t.Failed() {
+			t.Logf("%s: last state %+v", name, st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: state %+v", what, st)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}()
+	testutil.WaitFor(t, what, func() bool { st, _ = s.State(name); return cond(st) })
+	return st
 }
 
 // roundTrip sends msg and returns the next incoming message.

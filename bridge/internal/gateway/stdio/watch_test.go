@@ -110,14 +110,14 @@ func TestWatchFile(t *testing.T) {
 			if err := os.Remove(p); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(20 * testWatchInterval)
+			time.Sleep(20 * testWatchInterval) // the file stays missing for some polls: the case under test
 			writeFile(t, p, "B")
 		}, want: []string{"B"}},
 		{name: "missing then back unchanged", initial: "A", change: func(t *testing.T, p string) {
 			if err := os.Remove(p); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(20 * testWatchInterval)
+			time.Sleep(20 * testWatchInterval) // the file stays missing for some polls: the case under test
 			writeFile(t, p, "A")
 		}},
 		{name: "deleted", initial: "A", change: func(t *testing.T, p string) {
@@ -182,7 +182,7 @@ func TestWatchFileReturnsWhenCtxEnds(t *testing.T) {
 		defer close(done)
 		WatchFile(ctx, path, 0, func([]byte) { t.Error("fired for the initial content") })
 	}()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // time to fire wrongly for the initial content: an absence, nothing to wait on
 	cancel()
 	select {
 	case <-done:
