@@ -99,6 +99,8 @@ type benchTarget struct {
 	// roots are the processes whose trees hold the server and the browser
 	// it drives, given the session's own process.
 	roots func(session *exec.Cmd) []int
+	// driver does the page set's tasks (bench_pageset_test.go).
+	driver *pageDriver
 }
 
 // targetSession is a running server and its client session.
@@ -278,6 +280,7 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 		},
 		prepare: func(tb testing.TB, c *client) int { return c.newTab(tb, other) },
 		steps:   taskSteps(),
+		driver:  oursDriver(),
 		roots: func(session *exec.Cmd) []int {
 			return []int{session.Process.Pid, w.serve.Process.Pid, w.chrome.Process.Pid}
 		},
@@ -295,6 +298,7 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 		},
 		prepare: func(testing.TB, *client) int { return 0 },
 		steps:   playwrightSteps(),
+		driver:  playwrightDriver(),
 		roots:   sessionRoot,
 	}
 	dt := &benchTarget{
@@ -307,6 +311,7 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 		},
 		prepare: devtoolsPage,
 		steps:   devtoolsSteps(),
+		driver:  devtoolsDriver(),
 		roots:   sessionRoot,
 	}
 	targets := []*benchTarget{ours, pw, dt}
@@ -331,9 +336,15 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 
 	loadBefore := loadAverage()
 	var final []*targetStats
+	var pageFinal [][]*pageStats
 	b.Run("interleaved", func(b *testing.B) {
 		stats := make([]*targetStats, len(targets))
+		pageStatsOf := make([][]*pageStats, len(targets))
 		for i := range targets {
+			pageStatsOf[i] = make([]*pageStats, len(pageSet))
+			for k := range pageSet {
+				pageStatsOf[i][k] = &pageStats{}
+			}
 			stats[i] = &targetStats{cold: []time.Duration{firstCold[i]}, firstTask: firstTask[i],
 				protocol: sessions[i].cs.InitializeResult().ProtocolVersion}
 		}
@@ -344,17 +355,19 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 				stats[i].cold = append(stats[i].cold, cold)
 				s.close(b)
 				stats[i].task = append(stats[i].task, runPass(b, sessions[i], order, other, stats[i]))
+				runPageSet(sessions[i], t.driver, w.pages, pageStatsOf[i])
 			}
 		}
 		b.StopTimer()
 		for i, t := range targets {
 			reportTarget(b, t.name, stats[i])
 		}
-		final = stats
+		final, pageFinal = stats, pageStatsOf
 	})
 	if final != nil {
 		// On stdout, so that the figures show without -v.
 		fmt.Print(alternativesTables(targets, final))
+		fmt.Print("\nThe page set (issue 32), per page and server:\n\n" + pageSetTable(targets, pageFinal) + "\n" + pageSetRatios(targets, pageFinal))
 		fmt.Printf("load average (1, 5, 15 min) before: %s; after: %s; %d CPUs\n", loadBefore, loadAverage(), runtime.NumCPU())
 	}
 }
