@@ -237,8 +237,13 @@ func runPass(tb testing.TB, s *targetSession, order, other string, st *targetSta
 // headless, isolated, on their first tool call. Each round also starts one
 // more process of each server to time its cold start.
 //
-// The figures go to stdout as markdown tables, and as metrics named
-// <server>-<what>; ns/op is one round (all three tasks and cold starts).
+// Each round then does issue 32's page set (bench_pageset_test.go) with each
+// server: six pages of the shapes agents meet, a task on each done by a
+// scripted careful agent with that server's own tools, its outcome checked.
+//
+// The figures go to stdout as markdown tables (the 10-step task, its steps,
+// the page set), and as metrics named <server>-<what>; ns/op is one round
+// (all three tasks, cold starts and page sets).
 // The alternatives come from scripts/bench-alternatives.sh; without them
 // the benchmark skips.
 func BenchmarkTaskAlternatives(b *testing.B) {
