@@ -512,7 +512,7 @@ func runPageSet(s *targetSession, d *pageDriver, pages *pageServer, stats []*pag
 		}
 
 		a := &pageAgent{c: s.c, tab: s.tab}
-		pages.takeOutcomes()
+		_, _ = pages.takeOutcomes()
 		start := time.Now()
 		err := pt.run(a, d, url)
 		d0 := time.Since(start)
@@ -536,15 +536,23 @@ func runPageSet(s *targetSession, d *pageDriver, pages *pageServer, stats []*pag
 	}
 }
 
-// checkOutcome waits (briefly: the page's fetch may still be on its way
-// when the agent's last answer came) for what the page server was told to
-// pass check.
+// checkOutcome waits (5 s at most: the page's fetch may still be on its
+// way when the agent's last answer came) for what the page server was told
+// to pass check.
 func checkOutcome(pages *pageServer, check func([]string) error) error {
 	var seen []string
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		seen = append(seen, pages.takeOutcomes()...)
-		if err = check(seen); err == nil || time.Now().After(deadline) {
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	for {
+		more, added := pages.takeOutcomes()
+		seen = append(seen, more...)
+		err := check(seen)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-added:
+		case <-deadline.C:
 			return err
 		}
 	}

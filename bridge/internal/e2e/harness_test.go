@@ -528,10 +528,12 @@ type pageServer struct {
 	// "GET /visit/…" for a search result opened, "POST /api/pageset/…
 	// <body>" for a form saved or a dialog confirmed.
 	outcomes []string
+	// outcomeAdded is closed (and replaced) when an outcome is added.
+	outcomeAdded chan struct{}
 }
 
 func startPages(tb testing.TB) *pageServer {
-	ps := &pageServer{}
+	ps := &pageServer{outcomeAdded: make(chan struct{})}
 	mux := http.NewServeMux()
 	// The pages, served as they are (http.FileServer would redirect
 	// /index.html to /, and the tests compare URLs).
@@ -592,17 +594,19 @@ func startPages(tb testing.TB) *pageServer {
 func (ps *pageServer) addOutcome(s string) {
 	ps.mu.Lock()
 	ps.outcomes = append(ps.outcomes, s)
+	close(ps.outcomeAdded)
+	ps.outcomeAdded = make(chan struct{})
 	ps.mu.Unlock()
 }
 
 // takeOutcomes returns the page set's outcomes since the last call and
-// forgets them.
-func (ps *pageServer) takeOutcomes() []string {
+// forgets them, and a channel closed when the next one is added.
+func (ps *pageServer) takeOutcomes() ([]string, <-chan struct{}) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	out := ps.outcomes
 	ps.outcomes = nil
-	return out
+	return out, ps.outcomeAdded
 }
 
 func (ps *pageServer) url(page string) string { return ps.URL + "/" + strings.TrimPrefix(page, "/") }
