@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Run issue 19's 10-step task (BenchmarkTaskAlternatives in
-# bridge/internal/e2e) against Browser Bridge, Playwright MCP and
-# chrome-devtools-mcp in interleaved rounds, and print one table.
+# Run issue 19's 10-step task and issue 32's page set
+# (BenchmarkTaskAlternatives in bridge/internal/e2e) against Browser Bridge,
+# Playwright MCP and chrome-devtools-mcp in interleaved rounds, and print
+# the tables. BROWSERBRIDGE_BENCH_PAGESET_DUMP=DIR writes what each agent
+# read on each page of the set (last round) to DIR.
 #
 #   scripts/bench-alternatives.sh [go test flags…]    e.g. -benchtime 10x
 #

@@ -99,6 +99,8 @@ type benchTarget struct {
 	// roots are the processes whose trees hold the server and the browser
 	// it drives, given the session's own process.
 	roots func(session *exec.Cmd) []int
+	// driver does the page set's tasks (bench_pageset_test.go).
+	driver *pageDriver
 }
 
 // targetSession is a running server and its client session.
@@ -235,8 +237,13 @@ func runPass(tb testing.TB, s *targetSession, order, other string, st *targetSta
 // headless, isolated, on their first tool call. Each round also starts one
 // more process of each server to time its cold start.
 //
-// The figures go to stdout as markdown tables, and as metrics named
-// <server>-<what>; ns/op is one round (all three tasks and cold starts).
+// Each round then does issue 32's page set (bench_pageset_test.go) with each
+// server: six pages of the shapes agents meet, a task on each done by a
+// scripted careful agent with that server's own tools, its outcome checked.
+//
+// The figures go to stdout as markdown tables (the 10-step task, its steps,
+// the page set), and as metrics named <server>-<what>; ns/op is one round
+// (all three tasks, cold starts and page sets).
 // The alternatives come from scripts/bench-alternatives.sh; without them
 // the benchmark skips.
 func BenchmarkTaskAlternatives(b *testing.B) {
@@ -278,6 +285,7 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 		},
 		prepare: func(tb testing.TB, c *client) int { return c.newTab(tb, other) },
 		steps:   taskSteps(),
+		driver:  oursDriver(),
 		roots: func(session *exec.Cmd) []int {
 			return []int{session.Process.Pid, w.serve.Process.Pid, w.chrome.Process.Pid}
 		},
@@ -295,6 +303,7 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 		},
 		prepare: func(testing.TB, *client) int { return 0 },
 		steps:   playwrightSteps(),
+		driver:  playwrightDriver(),
 		roots:   sessionRoot,
 	}
 	dt := &benchTarget{
@@ -307,6 +316,7 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 		},
 		prepare: devtoolsPage,
 		steps:   devtoolsSteps(),
+		driver:  devtoolsDriver(),
 		roots:   sessionRoot,
 	}
 	targets := []*benchTarget{ours, pw, dt}
@@ -331,9 +341,15 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 
 	loadBefore := loadAverage()
 	var final []*targetStats
+	var pageFinal [][]*pageStats
 	b.Run("interleaved", func(b *testing.B) {
 		stats := make([]*targetStats, len(targets))
+		pageStatsOf := make([][]*pageStats, len(targets))
 		for i := range targets {
+			pageStatsOf[i] = make([]*pageStats, len(pageSet))
+			for k := range pageSet {
+				pageStatsOf[i][k] = &pageStats{}
+			}
 			stats[i] = &targetStats{cold: []time.Duration{firstCold[i]}, firstTask: firstTask[i],
 				protocol: sessions[i].cs.InitializeResult().ProtocolVersion}
 		}
@@ -344,17 +360,19 @@ func BenchmarkTaskAlternatives(b *testing.B) {
 				stats[i].cold = append(stats[i].cold, cold)
 				s.close(b)
 				stats[i].task = append(stats[i].task, runPass(b, sessions[i], order, other, stats[i]))
+				runPageSet(sessions[i], t.driver, w.pages, pageStatsOf[i])
 			}
 		}
 		b.StopTimer()
 		for i, t := range targets {
 			reportTarget(b, t.name, stats[i])
 		}
-		final = stats
+		final, pageFinal = stats, pageStatsOf
 	})
 	if final != nil {
 		// On stdout, so that the figures show without -v.
 		fmt.Print(alternativesTables(targets, final))
+		fmt.Print("\nThe page set (issue 32), per page and server:\n\n" + pageSetTable(targets, pageFinal) + "\n" + pageSetRatios(targets, pageFinal))
 		fmt.Printf("load average (1, 5, 15 min) before: %s; after: %s; %d CPUs\n", loadBefore, loadAverage(), runtime.NumCPU())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -523,10 +524,16 @@ type pageServer struct {
 	*httptest.Server
 	mu   sync.Mutex
 	seen []string // "METHOD /path?query" of every /api request
+	// outcomes are what the page set's pages told the server (issue 32):
+	// "GET /visit/…" for a search result opened, "POST /api/pageset/…
+	// <body>" for a form saved or a dialog confirmed.
+	outcomes []string
+	// outcomeAdded is closed (and replaced) when an outcome is added.
+	outcomeAdded chan struct{}
 }
 
 func startPages(tb testing.TB) *pageServer {
-	ps := &pageServer{}
+	ps := &pageServer{outcomeAdded: make(chan struct{})}
 	mux := http.NewServeMux()
 	// The pages, served as they are (http.FileServer would redirect
 	// /index.html to /, and the tests compare URLs).
@@ -563,8 +570,43 @@ func startPages(tb testing.TB) *pageServer {
 		record(r)
 		http.NotFound(rw, r)
 	})
+	// The page set's outcomes: a search result's address, and what a page
+	// saves by fetch (testdata/pageset).
+	mux.HandleFunc("GET /visit/", func(rw http.ResponseWriter, r *http.Request) {
+		ps.addOutcome("GET " + r.URL.RequestURI())
+		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(rw, "<!doctype html><title>Visited</title><p>You opened %s.</p>", html.EscapeString(r.URL.Path))
+	})
+	mux.HandleFunc("POST /api/pageset/", func(rw http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(rw, "reading the body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		ps.addOutcome("POST " + r.URL.Path + " " + string(body))
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = rw.Write([]byte(`{"ok":true}`))
+	})
 	ps.Server = httptest.NewServer(mux)
 	return ps
+}
+
+func (ps *pageServer) addOutcome(s string) {
+	ps.mu.Lock()
+	ps.outcomes = append(ps.outcomes, s)
+	close(ps.outcomeAdded)
+	ps.outcomeAdded = make(chan struct{})
+	ps.mu.Unlock()
+}
+
+// takeOutcomes returns the page set's outcomes since the last call and
+// forgets them, and a channel closed when the next one is added.
+func (ps *pageServer) takeOutcomes() ([]string, <-chan struct{}) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := ps.outcomes
+	ps.outcomes = nil
+	return out, ps.outcomeAdded
 }
 
 func (ps *pageServer) url(page string) string { return ps.URL + "/" + strings.TrimPrefix(page, "/") }

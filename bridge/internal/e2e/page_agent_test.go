@@ -17,7 +17,8 @@ import (
 // selector, each reported, one failure not stopping the others, an error
 // only when all fail), and read_page keeps long paragraphs whole, cutting
 // only past max_chars and saying how to read the rest. Issue 19, in real
-// Chromium, through the page agent's injected files (issue 15).
+// Chromium, through the page agent's injected files (issue 15). On issue
+// 32's page set, read_page keeps every control with its ref.
 func TestPageAgent(t *testing.T) {
 	w := startWorld(t, worldOptions{})
 	for _, tc := range []struct {
@@ -30,6 +31,7 @@ func TestPageAgent(t *testing.T) {
 		{"read_page_whole_paragraphs", testReadPageWhole},
 		{"read_page_max_chars", testReadPageMaxChars},
 		{"page_shapes", testPageShapes},
+		{"page_set_controls", testPageSetControls},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, w) })
 	}

@@ -1,0 +1,91 @@
+//go:build linux
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
+)
+
+// markControls gives every rendered control of the page a data-probe
+// attribute and returns them as JSON: {probe, tag, word}, word being the
+// first word of the name a person reads for it (aria-label, its label, its
+// text or value), for the read_page line to hold.
+const markControls = `(() => {
+  const selector = 'a[href], button, input:not([type=hidden]), select, textarea, [role=button], [role=link], [role=checkbox], [role=switch], [tabindex]:not([tabindex="-1"])';
+  const out = [];
+  document.querySelectorAll(selector).forEach((el, i) => {
+    if (!el.getClientRects().length) return;
+    el.setAttribute('data-probe', String(i));
+    const label = el.labels && el.labels.length ? el.labels[0].textContent : '';
+    const name = (el.getAttribute('aria-label') || label || el.textContent || el.value || el.placeholder || '').trim();
+    out.push({ probe: i, tag: el.tagName.toLowerCase(), word: name.split(/\s+/)[0] });
+  });
+  return JSON.stringify(out);
+})()`
+
+// probedControl is one control markControls found.
+type probedControl struct {
+	Probe int    `json:"probe"`
+	Tag   string `json:"tag"`
+	Word  string `json:"word"`
+}
+
+// testPageSetControls: on every page of issue 32's page set, read_page (as
+// an agent calls it, no arguments) lists every control a person can act on
+// with its ref, the same ref find gives for that element, on a line that
+// names it. The modal page is read with its dialog open.
+func testPageSetControls(t *testing.T, w *world) {
+	c := w.client("e2e-page-set-controls")
+	tab := c.newTab(t, w.pages.url("index.html"))
+	for _, pt := range pageSet {
+		t.Run(pt.name, func(t *testing.T) {
+			c.navigate(t, tab, w.pages.url(pt.page))
+			if pt.name == "modal_dialog" {
+				c.call(t, "computer", map[string]any{"action": "left_click", "ref": c.refFor(t, tab, "#archive"), "tabId": tab})
+				waitFor(t, 10*time.Second, func() (bool, string) {
+					return c.js(t, tab, `String(!!document.querySelector("[role=dialog] #dlg-confirm"))`) == "true", "the dialog did not open"
+				})
+			}
+			var controls []probedControl
+			if err := json.Unmarshal([]byte(c.js(t, tab, markControls)), &controls); err != nil || len(controls) == 0 {
+				t.Fatalf("marking the page's controls gave %d (%v)", len(controls), err)
+			}
+			tree := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab}))
+			lines := map[string]string{} // ref -> its read_page line
+			for _, l := range strings.Split(tree, "\n") {
+				for _, m := range refText.FindAllString(l, -1) {
+					if strings.Contains(l, "["+m+"]") {
+						lines[m] = strings.TrimSpace(l)
+					}
+				}
+			}
+			seen := map[string]int{}
+			for _, ctl := range controls {
+				ref := c.refFor(t, tab, fmt.Sprintf(`[data-probe="%d"]`, ctl.Probe))
+				line, ok := lines[ref]
+				switch {
+				case !ok:
+					t.Errorf("<%s> %q (%s): read_page has no line with it", ctl.Tag, ctl.Word, ref)
+				case !strings.HasPrefix(line, "- "):
+					t.Errorf("<%s> %q (%s): its line is not an element's: %s", ctl.Tag, ctl.Word, ref, line)
+				case ctl.Word != "" && !strings.Contains(strings.ToLower(line), strings.ToLower(ctl.Word)):
+					t.Errorf("<%s> %q (%s): its line does not name it: %s", ctl.Tag, ctl.Word, ref, line)
+				}
+				if p, dup := seen[ref]; dup {
+					t.Errorf("controls %d and %d share the ref %s", p, ctl.Probe, ref)
+				}
+				seen[ref] = ctl.Probe
+			}
+			if t.Failed() {
+				t.Logf("read_page of %s (%d bytes):\n%s", pt.page, len(tree), clip(tree, 20000))
+			}
+			t.Logf("%s: %d controls, each with its ref in read_page's %d bytes", pt.page, len(controls), len(tree))
+		})
+	}
+}
