@@ -113,8 +113,9 @@ type httpEndpoint struct {
 	asH   http.Handler
 	guard http.Handler // the guard in front of routeMCP
 
+	engine *mcphttp.Server // the sessions (httpmcp_target.go)
+
 	mu        sync.Mutex
-	sessions  map[string]*httpSession   // stateful sessions, by Mcp-Session-Id
 	listeners map[*httpSession]struct{} // stateless subscriptions/listen requests open
 	stopping  bool
 }
@@ -126,8 +127,8 @@ func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	h := &httpEndpoint{s: s, opts: opts, pub: pub,
-		sessions: make(map[string]*httpSession), listeners: make(map[*httpSession]struct{})}
+	h := &httpEndpoint{s: s, opts: opts, pub: pub, listeners: make(map[*httpSession]struct{})}
+	h.engine = h.newEngine()
 	pairing := opts.Pairing
 	pairing.MCPURL = h.pub.Base + httpMCPPath
 	s.ConfigurePairing(pairing)

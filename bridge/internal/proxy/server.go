@@ -553,7 +553,7 @@ wait:
 		e.c.Send(status)
 	}
 	if s.http != nil {
-		s.http.closeAll() // their calls were answered above
+		s.http.engine.Close() // their calls were answered above
 	}
 	for _, c := range conns {
 		c.Close(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
