@@ -82,12 +82,14 @@ func (srv *Server) record(s *Session, r *http.Request) {
 }
 
 // forget drops an ended session's record, unless the server is closing:
-// then it ends only for this process, and the next one re-opens it.
+// then it ends only for this process, and the next one re-opens it. A
+// session that was never recorded or re-opened (its re-opening failed: the
+// backend not back yet, say) keeps its record for a later request.
 func (srv *Server) forget(s *Session) {
 	srv.mu.RLock()
 	p, stopping := srv.persist, srv.stopping
 	srv.mu.RUnlock()
-	if p == nil || stopping || s.Stateless || s.ID == "" {
+	if p == nil || stopping || !s.persisted.Load() {
 		return
 	}
 	if err := p.store.Delete(s.ID); err != nil {
