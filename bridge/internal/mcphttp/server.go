@@ -44,6 +44,10 @@ type Target interface {
 	// its result unused. An error ends the session: a *Refusal (or a
 	// *sessionlimit.Refusal) is answered with its status and Retry-After,
 	// any other with a JSON-RPC error saying why the server is unavailable.
+	// Open may pass the params to a backend and wait for its own answer
+	// (ctx ends with the client's request); a session re-opened after a
+	// restart (Persist) re-initializes its backend so, with the params the
+	// client sent at first.
 	Open(ctx context.Context, s *Session, initParams json.RawMessage) (json.RawMessage, error)
 	// Request handles a client request; its answer, and the notifications
 	// and server requests that come before it, reach reply. ctx ends when

@@ -28,7 +28,8 @@ type Session struct {
 	Init json.RawMessage
 	// Out is the session's own stream: messages that ride on no request.
 	Out *Outbox
-	// State is the Target's own: ServerOptions.NewState's.
+	// State is the Target's own: ServerOptions.NewState's, or set by the
+	// Target's Open (before Open, and after a failed one, it may be nil).
 	State any
 
 	t   Target
