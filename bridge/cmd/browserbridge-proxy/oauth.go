@@ -12,6 +12,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/authserver"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
+	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 )
 
@@ -39,6 +40,11 @@ type oauthFile struct {
 	// the public gateway's keys too (access_token_ttl, …; docs/limits.md).
 	config.OAuthLifetimes
 }
+
+// SessionsFileSuffix names the file that keeps the proxy's MCP sessions
+// across restarts: --oauth-state's name with it appended (as the public
+// gateway's).
+const SessionsFileSuffix = ".sessions.json"
 
 // httpOptions builds the proxy's Streamable HTTP side from the flags and
 // the environment (BROWSERBRIDGE_OAUTH_PASSWORD, _OIDC_SECRET); closeKV
@@ -89,8 +95,20 @@ func httpOptions(publicURL, stateFile, configFile string, shared authserver.KV, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("--oauth-state %s: %w", stateFile, err)
 		}
-		ho.KV = kv
-		closeKV = func() { kv.Close() }
+		// The MCP sessions survive a restart as the sign-ins do, each
+		// bound to its user, in a file beside the state.
+		sessions, err := mcphttp.OpenFileStore(stateFile+SessionsFileSuffix, mcphttp.FileStoreOptions{TTL: ho.SessionTimeout, Logger: log})
+		if err != nil {
+			kv.Close()
+			return nil, nil, fmt.Errorf("--oauth-state %s: %w", stateFile, err)
+		}
+		ho.KV, ho.Sessions = kv, sessions
+		closeKV = func() {
+			if err := sessions.Close(); err != nil {
+				log.Warn("writing the MCP session records", "err", err)
+			}
+			kv.Close()
+		}
 	}
 	return ho, closeKV, nil
 }

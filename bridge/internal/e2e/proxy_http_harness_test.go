@@ -79,6 +79,7 @@ type publicProxy struct {
 	// whole /health is (cluster nodes only).
 	internal string
 	cmd      *exec.Cmd
+	args     []string // serve and its flags, for a restart
 	out      *testbrowser.SyncBuffer
 	exited   chan struct{}
 }
@@ -89,7 +90,7 @@ type publicProxy struct {
 func startPublicProxy(t *testing.T) *publicProxy {
 	t.Helper()
 	bin := proxyBinary(t)
-	p := &publicProxy{t: t, dir: t.TempDir(), out: &testbrowser.SyncBuffer{}, exited: make(chan struct{})}
+	p := &publicProxy{t: t, dir: t.TempDir(), out: &testbrowser.SyncBuffer{}}
 	p.secret = filepath.Join(p.dir, "secret")
 	if err := os.WriteFile(p.secret, []byte(randomHex(t, 32)), 0o600); err != nil {
 		t.Fatal(err)
@@ -109,9 +110,12 @@ func (p *publicProxy) launch(bin string, args ...string) {
 	// Run through a link in the proxy's own directory: the worlds' leftover
 	// checks kill whatever names binDir, and the proxy outlives the worlds.
 	link := filepath.Join(p.dir, "browserbridge-proxy")
-	if err := os.Symlink(bin, link); err != nil {
+	first := p.cmd == nil
+	if err := os.Symlink(bin, link); err != nil && (first || !os.IsExist(err)) {
 		t.Fatal(err)
 	}
+	p.args = args
+	p.exited = make(chan struct{})
 	p.cmd = exec.Command(link, args...)
 	p.cmd.Dir = p.dir
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -119,8 +123,11 @@ func (p *publicProxy) launch(bin string, args ...string) {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(p.stop)
+	cmd, exited := p.cmd, p.exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	if first {
+		t.Cleanup(p.stop)
+	}
 	waitFor(t, gatewayUpWait, func() (bool, string) {
 		select {
 		case <-p.exited:
@@ -136,11 +143,27 @@ func (p *publicProxy) launch(bin string, args ...string) {
 	})
 }
 
-func (p *publicProxy) stop() {
+func (p *publicProxy) stop() { p.stopWith(syscall.SIGTERM) }
+
+// restart stops the proxy with sig (SIGTERM, as a service manager does;
+// SIGKILL, a crash) and starts it again with the same flags, port and
+// state file.
+func (p *publicProxy) restart(sig syscall.Signal) {
+	p.t.Helper()
+	p.stopWith(sig)
+	if p.t.Failed() {
+		p.t.FailNow()
+	}
+	p.launch(proxyBinary(p.t), p.args...)
+}
+
+// stopWith ends the proxy's process group with sig (then SIGKILL) and
+// fails the test if any process of it is left.
+func (p *publicProxy) stopWith(sig syscall.Signal) {
 	if p.t.Failed() {
 		p.t.Logf("--- browserbridge-proxy output ---\n%s", tail(p.out.String(), 150))
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
 	select {
 	case <-p.exited:
 	case <-time.After(gatewayStopWait):
@@ -220,18 +243,29 @@ func addEverything(t *testing.T, w *world) {
 	if err := w.serve.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
+	waitServerRelayed(t, w, "")
+}
+
+// waitServerRelayed waits until the world's relay has server-everything
+// registered with the proxy by a connection made since prev (its Since; ""
+// for any), and returns when that connection was made.
+func waitServerRelayed(t *testing.T, w *world, prev string) string {
+	t.Helper()
+	var since string
 	waitFor(t, relayWait, func() (bool, string) {
 		st, err := w.status()
 		if err != nil {
 			return false, err.Error()
 		}
 		for _, r := range st.RelayServers {
-			if r.Server == gatewayServer && r.State == relay.StateConnected {
+			if r.Server == gatewayServer && r.State == relay.StateConnected && r.Since != prev {
+				since = r.Since
 				return true, ""
 			}
 		}
 		return false, "relay servers: " + relayJSON(st.RelayServers)
 	})
+	return since
 }
 
 var pairLine = regexp.MustCompile(`^Code: ([0-9A-Z]{4}(?:-[0-9A-Z]{4}){3}) \(valid until [^)]*single use\)$`)

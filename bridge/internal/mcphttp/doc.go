@@ -30,8 +30,12 @@
 // around each request (a session being served is never evicted or
 // reaped), idle reaping; a POST's answer is a [PostSink]. [Message] is the
 // head every endpoint reads of a message (id, method, raw params). The
-// gateway's routes are its targets; docs/protocol.md ("One session
-// engine") draws the flow.
+// gateway's routes and the cloud proxy's endpoints are its targets; what an
+// endpoint adds (a body budget, its own parser, per-message refusals, an
+// owner per session, node-prefixed ids) goes in through ServerOptions
+// hooks and optional Target interfaces ([Gate], [Busy]), never as the
+// endpoint's own types. docs/protocol.md ("One session engine") draws the
+// flow.
 //
 // # Negotiation (docs/protocol.md, "MCP over HTTP")
 //

@@ -63,10 +63,11 @@ func (srv *Server) ServeMessage(w http.ResponseWriter, r *http.Request, t Target
 		WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf("SSE session %q not found on %q: open the stream again", sid, t.Name()))
 		return
 	}
-	m, ok := srv.readMessage(w, r)
+	m, release, ok := srv.readMessage(w, r)
 	if !ok {
 		return
 	}
+	release() // parsed: the body is the message's now
 	w.WriteHeader(http.StatusAccepted)
 	sink := outboxSink{s}
 	if m.Method == "initialize" && m.Kind() == KindRequest {

@@ -3,7 +3,6 @@ package mcphttp
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
 	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
@@ -56,17 +55,17 @@ func (srv *Server) Call(ctx context.Context, s *Session, t Target, m *Message, e
 		if m.Kind() != KindRequest {
 			return nil
 		}
-		s = srv.newSession(t, true)
-		s.Version = VersionStateless
-		if m.Method != "server/discover" {
-			if _, err := t.Open(ctx, s, nil); err != nil {
-				return openErrorBody(m.ID, err)
-			}
-			defer s.Close()
+		var answer []byte
+		var err error
+		if s, answer, err = srv.openStateless(ctx, t, m); err != nil {
+			return openErrorBody(m.ID, err)
+		} else if answer != nil {
+			return answer
 		}
+		defer s.Close()
 	} else {
 		if !s.begin() {
-			return ErrorBody(m.ID, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", s.ID, s.t.Name()))
+			return ErrorBody(m.ID, rpccode.SessionNotFound, notFoundMessage(s.t))
 		}
 		defer s.end()
 	}

@@ -34,9 +34,12 @@ type persistence struct {
 
 // Persist makes the server record its Streamable HTTP sessions in store
 // and re-open them after a restart. owner names the authenticated subject
-// of a request (nil: none); a record is re-opened only for the same one.
-// Call it before serving.
+// of a request (nil: ServerOptions.Owner, or none); a record is re-opened
+// only for the same one. Call it before serving.
 func (srv *Server) Persist(store SessionStore, owner func(r *http.Request) string) {
+	if owner == nil {
+		owner = srv.opts.Owner
+	}
 	if owner == nil {
 		owner = func(*http.Request) string { return "" }
 	}
@@ -51,13 +54,24 @@ func (srv *Server) persistence() *persistence {
 	return srv.persist
 }
 
+// ownerOf is the subject of r that sessions belong to: Persist's owner,
+// else ServerOptions.Owner; "" without either.
+func (srv *Server) ownerOf(r *http.Request) string {
+	if p := srv.persistence(); p != nil {
+		return p.owner(r)
+	}
+	if srv.opts.Owner != nil {
+		return srv.opts.Owner(r)
+	}
+	return ""
+}
+
 // record keeps a new session's record, if the server keeps any.
 func (srv *Server) record(s *Session, r *http.Request) {
 	p := srv.persistence()
 	if p == nil {
 		return
 	}
-	s.owner = p.owner(r)
 	s.persisted.Store(true)
 	now := time.Now()
 	s.recordedAt.Store(now.UnixNano())
@@ -68,12 +82,14 @@ func (srv *Server) record(s *Session, r *http.Request) {
 }
 
 // forget drops an ended session's record, unless the server is closing:
-// then it ends only for this process, and the next one re-opens it.
+// then it ends only for this process, and the next one re-opens it. A
+// session that was never recorded or re-opened (its re-opening failed: the
+// backend not back yet, say) keeps its record for a later request.
 func (srv *Server) forget(s *Session) {
 	srv.mu.RLock()
 	p, stopping := srv.persist, srv.stopping
 	srv.mu.RUnlock()
-	if p == nil || stopping || s.Stateless || s.ID == "" {
+	if p == nil || stopping || !s.persisted.Load() {
 		return
 	}
 	if err := p.store.Delete(s.ID); err != nil {
@@ -145,13 +161,10 @@ func (srv *Server) refreshRecord(s *Session) {
 // for, live or re-opened.
 func (srv *Server) find(r *http.Request, id string, t Target) (*Session, error) {
 	p := srv.persistence()
-	var owner string
-	if p != nil {
-		owner = p.owner(r)
-	}
+	owner := srv.ownerOf(r)
 	// owned is s unless it belongs to someone else.
 	owned := func(s *Session) *Session {
-		if s != nil && s.persisted.Load() && s.owner != owner {
+		if s != nil && s.owner != owner {
 			return nil
 		}
 		return s

@@ -44,6 +44,10 @@ type Target interface {
 	// its result unused. An error ends the session: a *Refusal (or a
 	// *sessionlimit.Refusal) is answered with its status and Retry-After,
 	// any other with a JSON-RPC error saying why the server is unavailable.
+	// Open may pass the params to a backend and wait for its own answer
+	// (ctx ends with the client's request); a session re-opened after a
+	// restart (Persist) re-initializes its backend so, with the params the
+	// client sent at first.
 	Open(ctx context.Context, s *Session, initParams json.RawMessage) (json.RawMessage, error)
 	// Request handles a client request; its answer, and the notifications
 	// and server requests that come before it, reach reply. ctx ends when
@@ -55,7 +59,9 @@ type Target interface {
 	Response(s *Session, m *Message) error
 	// Close detaches the session.
 	Close(s *Session)
-	// Discover answers server/discover (2026-07-28).
+	// Discover answers server/discover (2026-07-28); ErrPassOn passes
+	// it to Request instead. A *Refusal is answered with its status on a
+	// stateless request, with its code and message in a session.
 	Discover(ctx context.Context) (json.RawMessage, error)
 }
 
@@ -65,6 +71,19 @@ type Target interface {
 type Busy interface {
 	Busy(s *Session) bool
 }
+
+// A Gate may be implemented by a Target that admits each posted message
+// of a session (a rate limit): Admit is asked before the message is
+// served, and an error (a *Refusal: 429 and a Retry-After, say) answers
+// the POST instead. An initialize that opens a session is not asked.
+type Gate interface {
+	Admit(s *Session, m *Message) error
+}
+
+// ErrPassOn is what a Target's Discover returns when it does not answer
+// server/discover itself: the request then goes to Request as any other
+// (on a stateless request, after Open), for a backend that answers it.
+var ErrPassOn = errors.New("mcphttp: server/discover is passed on to the target")
 
 // A Sink takes the messages that answer one request: notifications and
 // server requests (final false), then the response (final true), after
@@ -110,6 +129,26 @@ type ServerOptions struct {
 	// Name is how messages name the endpoint ("this gateway"); "" means
 	// "this endpoint".
 	Name string
+	// IDPrefix begins every session id the server makes: a cluster node's
+	// name, so that a request for the session can be routed to the node
+	// that holds it. "" means none.
+	IDPrefix string
+	// Owner, if set, names the authenticated subject of a request: a
+	// session is then found only by requests of the subject that opened it
+	// (another's id is not found, as an unknown one). Persist's owner,
+	// when given, takes its place. Nil: anyone holding the id.
+	Owner func(r *http.Request) string
+	// ReadBody, if set, reads a posted body in place of the read bounded
+	// by MaxBodyBytes (a budget of bytes in flight, say), answering w
+	// itself when it refuses (ok false). release, if not nil, is called
+	// once the message has been handed to the Target or refused: the body
+	// is not needed while the answer comes.
+	ReadBody func(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool)
+	// Decode, if set, parses and checks a posted message in place of
+	// ParseMessage (an endpoint's own parser and id rules). An error is
+	// answered 400 with its JSON-RPC code, echoing the message's id when
+	// m is not nil and its id valid.
+	Decode func(body []byte) (m *Message, code int, err error)
 	// NewState, if set, makes each session's State as the session is made,
 	// before any message of it reaches its Target.
 	NewState func(s *Session) any
@@ -247,7 +286,7 @@ func (srv *Server) newSession(t Target, stateless bool) *Session {
 		// A stateless session lives for one request and is never looked
 		// up: it needs no id, and each request would otherwise read the
 		// system's random source.
-		s.ID = rand.Text()
+		s.ID = srv.opts.IDPrefix + rand.Text()
 	}
 	s.touch()
 	if srv.opts.NewState != nil {
@@ -334,25 +373,40 @@ func peerHost(r *http.Request) string {
 }
 
 // readMessage reads and parses a posted message within the size limit,
-// answering bad input itself.
-func (srv *Server) readMessage(w http.ResponseWriter, r *http.Request) (*Message, bool) {
+// answering bad input itself. release gives the body back
+// (ServerOptions.ReadBody); it is never nil and safe to call twice.
+func (srv *Server) readMessage(w http.ResponseWriter, r *http.Request) (m *Message, release func(), ok bool) {
+	release = func() {}
 	if !(srv.opts.AnyContentType && r.Header.Get("Content-Type") == "") && !CheckContentType(w, r) {
-		return nil, false
+		return nil, release, false
 	}
-	body, ok := ReadBody(w, r, srv.opts.MaxBodyBytes)
-	if !ok {
-		return nil, false
+	var body []byte
+	if srv.opts.ReadBody != nil {
+		var rel func()
+		if body, rel, ok = srv.opts.ReadBody(w, r); !ok {
+			return nil, release, false
+		}
+		if rel != nil {
+			release = sync.OnceFunc(rel)
+		}
+	} else if body, ok = ReadBody(w, r, srv.opts.MaxBodyBytes); !ok {
+		return nil, release, false
 	}
-	m, code, err := ParseMessage(body)
+	parse := ParseMessage
+	if srv.opts.Decode != nil {
+		parse = srv.opts.Decode
+	}
+	m, code, err := parse(body)
 	if err != nil {
+		release()
 		var id json.RawMessage
 		if m != nil && ValidID(m.ID) {
 			id = m.ID
 		}
 		WriteError(w, http.StatusBadRequest, id, code, err.Error())
-		return nil, false
+		return nil, release, false
 	}
-	return m, true
+	return m, release, true
 }
 
 // ServeStreamable serves t over Streamable HTTP: POST (messages), GET (a
@@ -370,14 +424,15 @@ func (srv *Server) ServeStreamable(w http.ResponseWriter, r *http.Request, t Tar
 		sid := r.Header.Get(HeaderSessionID)
 		s, _ := srv.find(r, sid, t)
 		if s == nil {
-			WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q: it has ended or never existed", sid, t.Name()))
+			srv.writeNotFound(w, nil, t)
 			return
 		}
 		s.Close()
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
-		WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest, "Streamable HTTP takes POST (messages), GET (the session's stream) and DELETE (end the session)")
+		WriteError(w, http.StatusMethodNotAllowed, nil, rpccode.InvalidRequest,
+			r.Method+" is not a Streamable HTTP method: POST sends messages, GET opens the session's stream, DELETE ends the session")
 	}
 }
 
@@ -385,10 +440,11 @@ func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
 	if !CheckPOSTAccept(w, r) {
 		return
 	}
-	m, ok := srv.readMessage(w, r)
+	m, release, ok := srv.readMessage(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	ctx := r.Context()
 	sid := r.Header.Get(HeaderSessionID)
 	var s *Session
@@ -400,7 +456,7 @@ func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
 			return
 		}
 		if s == nil || !s.begin() {
-			srv.writeNotFound(w, m.ID, sid, t)
+			srv.writeNotFound(w, m.ID, t)
 			return
 		}
 		defer s.end()
@@ -412,10 +468,13 @@ func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
 			WriteError(w, http.StatusBadRequest, m.ID, rpccode.InvalidRequest, msg)
 			return
 		}
-		srv.stateless(w, r, t, m)
+		srv.stateless(w, r, t, m, release)
 		return
 	default:
 		WriteError(w, http.StatusBadRequest, m.ID, rpccode.InvalidRequest, "missing "+HeaderSessionID+" header: send initialize first (or, in the 2026-07-28 era, put the protocol version in params._meta)")
+		return
+	}
+	if !admitMessage(w, s, m) {
 		return
 	}
 	if m.Kind() != KindRequest {
@@ -425,17 +484,40 @@ func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
 	}
 	reply := PostSink{Ended: srv.endedMessage}
 	s.handle(ctx, m, &reply)
+	release() // handed on: the body is not needed while the answer comes
 	reply.WriteTo(w, r, m.ID, s.done)
 }
 
-func (srv *Server) writeNotFound(w http.ResponseWriter, id json.RawMessage, sid string, t Target) {
-	WriteError(w, http.StatusNotFound, id, rpccode.SessionNotFound, fmt.Sprintf("session %q not found on %q (it ended or expired): initialize a new session", sid, t.Name()))
+// admitMessage asks the session's Target, if it is a Gate, to admit m,
+// answering the refusal itself.
+func admitMessage(w http.ResponseWriter, s *Session, m *Message) bool {
+	g, ok := s.t.(Gate)
+	if !ok {
+		return true
+	}
+	if err := g.Admit(s, m); err != nil {
+		writeOpenError(w, m.ID, err)
+		return false
+	}
+	return true
+}
+
+// notFoundMessage answers a session id the route does not know: it ended,
+// expired, never existed or belongs to someone else, which the answer does
+// not tell apart.
+func notFoundMessage(t Target) string {
+	return fmt.Sprintf("session not found on %q: it ended or expired (or is not yours); initialize a new session", t.Name())
+}
+
+func (srv *Server) writeNotFound(w http.ResponseWriter, id json.RawMessage, t Target) {
+	WriteError(w, http.StatusNotFound, id, rpccode.SessionNotFound, notFoundMessage(t))
 }
 
 // initialize opens a Streamable HTTP session: admitted, opened on t, in
 // the table, its id in Mcp-Session-Id.
 func (srv *Server) initialize(w http.ResponseWriter, r *http.Request, t Target, m *Message) {
 	s := srv.newSession(t, false)
+	s.owner = srv.ownerOf(r)
 	if !srv.admit(w, r, s, m.ID, clientName(m.Params)) {
 		return
 	}
@@ -459,7 +541,7 @@ func (srv *Server) initialize(w http.ResponseWriter, r *http.Request, t Target, 
 
 // stateless serves one 2026-07-28 request: a session that lives as long as
 // the request; the client's leaving cancels it.
-func (srv *Server) stateless(w http.ResponseWriter, r *http.Request, t Target, m *Message) {
+func (srv *Server) stateless(w http.ResponseWriter, r *http.Request, t Target, m *Message, release func()) {
 	ctx := r.Context()
 	if m.Kind() != KindRequest {
 		// Nothing outlives the request a notification or answer could be
@@ -467,18 +549,45 @@ func (srv *Server) stateless(w http.ResponseWriter, r *http.Request, t Target, m
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	s := srv.newSession(t, true)
-	s.Version = VersionStateless
-	if m.Method != "server/discover" {
-		if _, err := t.Open(ctx, s, nil); err != nil {
-			writeOpenError(w, m.ID, err)
-			return
-		}
-		defer s.Close()
+	s, answer, err := srv.openStateless(ctx, t, m)
+	switch {
+	case err != nil:
+		writeOpenError(w, m.ID, err)
+		return
+	case answer != nil:
+		w.Header().Set("Content-Type", ContentTypeJSON)
+		_, _ = w.Write(answer)
+		return
+	}
+	defer s.Close()
+	if !admitMessage(w, s, m) {
+		return
 	}
 	var reply PostSink
 	s.handle(ctx, m, &reply)
+	release()
 	reply.WriteTo(w, r, m.ID, s.done)
+}
+
+// openStateless opens the session of a stateless request m on t. A
+// server/discover the Target answers itself is answered here (answer),
+// with no session; an error is Open's (or Discover's).
+func (srv *Server) openStateless(ctx context.Context, t Target, m *Message) (s *Session, answer []byte, err error) {
+	if m.Method == "server/discover" {
+		res, err := t.Discover(ctx)
+		if !errors.Is(err, ErrPassOn) {
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, AppendResponse(nil, m.ID, res, nil), nil
+		}
+	}
+	s = srv.newSession(t, true)
+	s.Version = VersionStateless
+	if _, err := t.Open(ctx, s, nil); err != nil {
+		return nil, nil, err
+	}
+	return s, nil, nil
 }
 
 // getStream serves a session's own stream (Streamable HTTP GET): messages
@@ -489,7 +598,7 @@ func (srv *Server) getStream(w http.ResponseWriter, r *http.Request, t Target) {
 	}
 	sid := r.Header.Get(HeaderSessionID)
 	if sid == "" {
-		WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "GET needs the "+HeaderSessionID+" header of an initialized session")
+		WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "GET opens the stream of a session: send its "+HeaderSessionID+" header (initialize first)")
 		return
 	}
 	s, err := srv.find(r, sid, t)
@@ -498,7 +607,7 @@ func (srv *Server) getStream(w http.ResponseWriter, r *http.Request, t Target) {
 		return
 	}
 	if s == nil || !s.begin() {
-		srv.writeNotFound(w, nil, sid, t)
+		srv.writeNotFound(w, nil, t)
 		return
 	}
 	defer s.end()

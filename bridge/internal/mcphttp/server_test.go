@@ -19,9 +19,11 @@ import (
 
 // echoTarget stands in for what an endpoint serves (a stdio server, a
 // browser): tools/call answers its params, after one progress
-// notification when asked for one; "refuse" as the client's name makes
-// Open refuse. It records what the engine asked of it.
+// notification when asked for one; "refuse" as the client's name (or
+// refuseAll) makes Open refuse. It records what the engine asked of it.
 type echoTarget struct {
+	refuseAll atomic.Bool // Open refuses every session: a backend down
+
 	mu     sync.Mutex
 	opened []*Session
 	closed []*Session
@@ -31,7 +33,7 @@ type echoTarget struct {
 func (e *echoTarget) Name() string { return "echo" }
 
 func (e *echoTarget) Open(_ context.Context, s *Session, params json.RawMessage) (json.RawMessage, error) {
-	if strings.Contains(string(params), `"refuse"`) {
+	if strings.Contains(string(params), `"refuse"`) || e.refuseAll.Load() {
 		return nil, &Refusal{Status: http.StatusServiceUnavailable, RetryAfter: 7 * time.Second, Code: rpccode.Unavailable, Message: "no room"}
 	}
 	e.mu.Lock()

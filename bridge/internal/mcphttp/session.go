@@ -3,6 +3,7 @@ package mcphttp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,8 @@ type Session struct {
 	Init json.RawMessage
 	// Out is the session's own stream: messages that ride on no request.
 	Out *Outbox
-	// State is the Target's own: ServerOptions.NewState's.
+	// State is the Target's own: ServerOptions.NewState's, or set by the
+	// Target's Open (before Open, and after a failed one, it may be nil).
 	State any
 
 	t   Target
@@ -124,6 +126,27 @@ func (s *Session) markClosedLocked() {
 	}
 }
 
+// LastUsed is when the session was last used: its last request ended, or
+// its stream last carried a message.
+func (s *Session) LastUsed() time.Time { return time.Unix(0, s.lastUsed.Load()) }
+
+// EndIfIdle ends the session unless it is in use (a request being served,
+// its stream open, its Target Busy with it) or has ended, and reports
+// whether it ended it: an endpoint making room for a new session of the
+// same user. The check and the end are one step, as in reaping.
+func (s *Session) EndIfIdle() bool {
+	busy := s.inUse()
+	s.mu.Lock()
+	if s.closed || busy || s.active > 0 {
+		s.mu.Unlock()
+		return false
+	}
+	s.markClosedLocked()
+	s.mu.Unlock()
+	s.finish()
+	return true
+}
+
 // inUse reports whether the session is in use between requests: its
 // stream open or its Target Busy with it. With a request being served it
 // is in use too (begin); the reaper and the admission table's eviction
@@ -189,8 +212,12 @@ func (s *Session) handle(ctx context.Context, m *Message, reply Sink) {
 			reply.Send(AppendResponse(nil, m.ID, json.RawMessage("{}"), nil), true)
 		case "server/discover":
 			res, err := s.t.Discover(ctx)
+			if errors.Is(err, ErrPassOn) {
+				s.t.Request(ctx, s, m, reply)
+				return
+			}
 			if err != nil {
-				reply.Send(ErrorBody(m.ID, rpccode.Unavailable, err.Error()), true)
+				reply.Send(openErrorBody(m.ID, err), true)
 				return
 			}
 			reply.Send(AppendResponse(nil, m.ID, res, nil), true)

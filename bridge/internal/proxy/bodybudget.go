@@ -103,34 +103,23 @@ func (b *bodyBudget) release(user string, n int64) {
 	b.change = make(chan struct{})
 }
 
-// bodyReleaseKey holds, in a request's context, the release of its body's
-// budget, for the handler that hands the message on.
-type bodyReleaseKey struct{}
-
-// releaseBody gives back r's body budget, if it holds any: the message has
-// been handed on, and the body is no longer needed.
-func releaseBody(r *http.Request) {
-	if rel, ok := r.Context().Value(bodyReleaseKey{}).(func()); ok {
-		rel()
-	}
-}
-
-// readBody reads r's body within the budget of user: into a buffer of its
-// Content-Length exactly when it has one, so that a large body costs its
-// size and no more. It returns r with the release in its context (the
-// caller defers releaseBody too), or answers w itself and returns nil.
-func (h *httpEndpoint) readBody(w http.ResponseWriter, r *http.Request, user string) ([]byte, *http.Request) {
+// readBody is the session engine's ReadBody: r's body read within the
+// budget of its user, into a buffer of its Content-Length exactly when it
+// has one, so that a large body costs its size and no more. The release
+// gives the budget back; the engine calls it once the message has been
+// handed on (or refused).
+func (h *httpEndpoint) readBody(w http.ResponseWriter, r *http.Request) ([]byte, func(), bool) {
 	limit := h.s.opts.MaxMessageSize
 	n := r.ContentLength
 	if n > limit {
 		mcphttp.WriteError(w, http.StatusRequestEntityTooLarge, nil, relaywire.CodeInvalidRequest,
 			fmt.Sprintf("request body exceeds the %d-byte limit", limit))
-		return nil, nil
+		return nil, nil, false
 	}
 	if n < 0 {
 		n = limit // unknown length: the most it may be
 	}
-	rel, err := h.s.bodies.acquire(r.Context(), user, n)
+	rel, err := h.s.bodies.acquire(r.Context(), userFrom(r.Context()), n)
 	if err != nil {
 		h.s.m.refused.With("body_budget").Inc()
 		w.Header().Set("Retry-After", "1")
@@ -143,23 +132,22 @@ func (h *httpEndpoint) readBody(w http.ResponseWriter, r *http.Request, user str
 				"the proxy is reading %d bytes of request bodies, its limit, and this body of %d waited %v for room; try again in a moment",
 				h.s.bodies.total, n, h.s.bodies.wait))
 		}
-		return nil, nil
+		return nil, nil, false
 	}
-	r = r.WithContext(context.WithValue(r.Context(), bodyReleaseKey{}, rel))
 	if r.ContentLength < 0 {
 		body, ok := mcphttp.ReadBody(w, r, limit)
 		if !ok {
 			rel()
-			return nil, nil
+			return nil, nil, false
 		}
-		return body, r
+		return body, rel, true
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r.Body, body); err != nil {
 		rel()
 		mcphttp.WriteError(w, http.StatusBadRequest, nil, relaywire.CodeParseError, "could not read the request body: "+err.Error()+
 			" (it ended before its Content-Length of "+strconv.FormatInt(n, 10)+" bytes)")
-		return nil, nil
+		return nil, nil, false
 	}
-	return body, r
+	return body, rel, true
 }

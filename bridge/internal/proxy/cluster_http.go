@@ -31,9 +31,6 @@ const (
 	hdrForwardProof = "Browserbridge-Forward-Proof"
 )
 
-// sessionIDPrefix begins the ids of sessions made on this node.
-func (c *clusterNode) sessionIDPrefix() string { return c.opts.Node + "." }
-
 // sessionOwner returns the node that holds the session sid, if it is
 // another node of the cluster, with the URL it is reached at.
 func (c *clusterNode) sessionOwner(sid string) (node, base string, ok bool) {

@@ -75,6 +75,13 @@ type HTTPOptions struct {
 	// Lifetimes of tokens, codes and registrations; zero values are the
 	// authorization server's defaults.
 	Lifetimes config.Lifetimes
+	// Sessions, if set, keeps a record of each Streamable HTTP session, so
+	// that a session outlives a restart of the proxy (mcphttp.Server's
+	// Persist): its first request after the restart re-opens it for the
+	// same user, a server's endpoint re-initialized with the client's
+	// original initialize. Nil: sessions end with the process. The caller
+	// closes it after the proxy has stopped.
+	Sessions mcphttp.SessionStore
 }
 
 func (o *HTTPOptions) setDefaults() {
@@ -113,8 +120,9 @@ type httpEndpoint struct {
 	asH   http.Handler
 	guard http.Handler // the guard in front of routeMCP
 
+	engine *mcphttp.Server // the sessions (httpmcp_target.go)
+
 	mu        sync.Mutex
-	sessions  map[string]*httpSession   // stateful sessions, by Mcp-Session-Id
 	listeners map[*httpSession]struct{} // stateless subscriptions/listen requests open
 	stopping  bool
 }
@@ -126,8 +134,11 @@ func newHTTPEndpoint(s *Server, opts HTTPOptions) (*httpEndpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	h := &httpEndpoint{s: s, opts: opts, pub: pub,
-		sessions: make(map[string]*httpSession), listeners: make(map[*httpSession]struct{})}
+	h := &httpEndpoint{s: s, opts: opts, pub: pub, listeners: make(map[*httpSession]struct{})}
+	h.engine = h.newEngine()
+	if opts.Sessions != nil {
+		h.engine.Persist(opts.Sessions, nil) // owned by their user (newEngine's Owner)
+	}
 	pairing := opts.Pairing
 	pairing.MCPURL = h.pub.Base + httpMCPPath
 	s.ConfigurePairing(pairing)

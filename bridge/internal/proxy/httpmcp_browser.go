@@ -66,7 +66,7 @@ func browserDiscoverResult() json.RawMessage {
 }
 
 // browserRequest serves a request on the browser endpoint.
-func (ss *httpSession) browserRequest(m *relaywire.Message, sink *mcphttp.PostSink) {
+func (ss *httpSession) browserRequest(m *relaywire.Message, sink mcphttp.Sink) {
 	switch m.Method {
 	case "tools/list":
 		ss.toolsList(m, sink)
@@ -102,7 +102,7 @@ func (ss *httpSession) browserRequest(m *relaywire.Message, sink *mcphttp.PostSi
 // toolsList answers tools/list: the browser's tools (forwarded, with the
 // own tools put first on the first page), or the own tools alone when no
 // browser can be reached.
-func (ss *httpSession) toolsList(m *relaywire.Message, sink *mcphttp.PostSink) {
+func (ss *httpSession) toolsList(m *relaywire.Message, sink mcphttp.Sink) {
 	var p struct {
 		Cursor *string `json:"cursor"`
 	}
@@ -112,7 +112,7 @@ func (ss *httpSession) toolsList(m *relaywire.Message, sink *mcphttp.PostSink) {
 		sink.Send(relaywire.AppendResult(nil, m.ID, mergeTools(nil, first)), true)
 		return
 	}
-	sink.Finalize = func(reply []byte) []byte {
+	sink = finalizing(sink, func(reply []byte) []byte {
 		var r relaywire.Message
 		if _, perr := r.Decode(reply); perr != nil || r.Result == nil {
 			// The browser could not list its tools (it left, it failed):
@@ -121,8 +121,31 @@ func (ss *httpSession) toolsList(m *relaywire.Message, sink *mcphttp.PostSink) {
 			return relaywire.AppendResult(nil, r.ID, mergeTools(nil, first))
 		}
 		return relaywire.AppendResult(nil, r.ID, mergeTools(r.Result, first))
-	}
+	})
 	ss.forward(m, sink)
+}
+
+// finalizing returns sink with its response rewritten by f: a POST's
+// sink rewrites it on the POST's goroutine (PostSink.Finalize), not on
+// the extension's reader that delivers it.
+func finalizing(sink mcphttp.Sink, f func([]byte) []byte) mcphttp.Sink {
+	if ps, ok := sink.(*mcphttp.PostSink); ok {
+		ps.Finalize = f
+		return ps
+	}
+	return finalSink{sink, f}
+}
+
+type finalSink struct {
+	mcphttp.Sink
+	f func([]byte) []byte
+}
+
+func (s finalSink) Send(msg []byte, final bool) {
+	if final {
+		msg = s.f(msg)
+	}
+	s.Sink.Send(msg, final)
 }
 
 // mergeTools returns a tools/list result: the browser's (result, nil for

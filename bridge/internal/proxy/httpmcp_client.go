@@ -48,8 +48,8 @@ func sessionKey(id string) string {
 // clientMeta is what the browser gets to know of this session's client
 // (relaywire.Message.Client of its forwarded tools/call).
 func (ss *httpSession) clientMeta(m *relaywire.Message) relaywire.ClientMeta {
-	if ss.stateless || ss.id == "" {
+	if ss.stateless || ss.hs.ID == "" {
 		return relaywire.ClientMeta{Name: clientInfoName(m.Params)}
 	}
-	return relaywire.ClientMeta{Name: ss.client, Key: sessionKey(ss.id)}
+	return relaywire.ClientMeta{Name: ss.client, Key: sessionKey(ss.hs.ID)}
 }

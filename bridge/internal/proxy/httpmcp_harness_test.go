@@ -39,6 +39,13 @@ const testPassword = "correct horse battery staple"
 // pairing code.
 func newHTTPTestProxy(tb testing.TB, opts Options, tweak func(*HTTPOptions)) *testProxy {
 	tb.Helper()
+	return newHTTPTestProxyOn(tb, httptest.NewUnstartedServer(nil), opts, tweak)
+}
+
+// newHTTPTestProxyOn is newHTTPTestProxy serving on hs (unstarted): a
+// proxy started again on the address of one that stopped.
+func newHTTPTestProxyOn(tb testing.TB, hs *httptest.Server, opts Options, tweak func(*HTTPOptions)) *testProxy {
+	tb.Helper()
 	keys, err := token.NewHS256([]byte(testSecret))
 	if err != nil {
 		tb.Fatal(err)
@@ -46,7 +53,6 @@ func newHTTPTestProxy(tb testing.TB, opts Options, tweak func(*HTTPOptions)) *te
 	if opts.Keys == nil {
 		opts.Keys = keys
 	}
-	hs := httptest.NewUnstartedServer(nil)
 	ho := &HTTPOptions{
 		PublicURL: "http://" + hs.Listener.Addr().String(),
 		Identity:  authserver.IdentityConfig{Password: testPassword},

@@ -12,44 +12,63 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
-// httpSession is one MCP client over Streamable HTTP: a session
-// (Mcp-Session-Id), or one stateless request of the 2026-07-28 era. It is
-// the mcpConn of its mcpClient: what the relay machinery sends the client
-// (answers, progress, list_changed, disconnected) arrives in Send and is
-// sorted onto the HTTP response it belongs to: an answer onto the POST of
-// its request, progress onto the POST of the request it is about (by its
-// progress token, which MCP makes unique among a client's requests in
-// flight), anything else onto the session's GET stream.
+// httpSession is the proxy's side of one session of the engine
+// (httpmcp_target.go): a Streamable HTTP session or one stateless request
+// of the 2026-07-28 era. It is the mcpConn of its mcpClient: what the
+// relay machinery sends the client (answers, progress, list_changed,
+// disconnected) arrives in Send and is sorted onto the HTTP response it
+// belongs to: an answer onto the POST of its request, progress onto the
+// POST of the request it is about (by its progress token, which MCP makes
+// unique among a client's requests in flight), anything else onto the
+// session's GET stream.
 //
 // Its mutex is a leaf: held briefly, never while calling into the
 // mcpClient, whose methods may call Send back.
 type httpSession struct {
-	id        string // Mcp-Session-Id; "" for a stateless request
+	hs        *mcphttp.Session
 	h         *httpEndpoint
 	mc        *mcpClient
 	ep        endpoint
 	server    string // ep.server: "" on a browser endpoint
 	stateless bool
-	version   string            // the protocol version it speaks: negotiated at initialize, VersionStateless when stateless
 	client    string            // clientInfo.name of initialize (httpmcp_client.go)
 	lim       *httpguard.Bucket // the session's rate (Options.ConnRate)
-	out       *mcphttp.Outbox   // messages for the GET stream
-	done      chan struct{}
 
 	mu       sync.Mutex
-	waiting  map[string]*pendingCall      // the client's requests forwarded and not yet answered, by id (JSON text)
-	progress map[string]*mcphttp.PostSink // progress token (JSON text) → the stream of its request
-	browser  string                       // the extension select_browser (or ?browser=) chose; "" for the default
-	listen   *listener                    // a stateless request's subscriptions/listen stream, if it is one
-	timer    *time.Timer                  // reaps the session when idle; nil when stateless
-	active   int                          // HTTP requests of the session being served
-	lastUsed time.Time
+	waiting  map[string]*pendingCall // the client's requests forwarded and not yet answered, by id (JSON text)
+	progress map[string]mcphttp.Sink // progress token (JSON text) → the stream of its request
+	browser  string                  // the extension select_browser (or ?browser=) chose; "" for the default
+	listen   *listener               // a stateless request's subscriptions/listen stream, if it is one
 	closed   bool
+}
+
+// notification handles a client notification: on the browser endpoint,
+// initialized is the session's own; the rest (cancellations above all) go
+// the way a WebSocket client's do.
+func (ss *httpSession) notification(m *relaywire.Message) {
+	if m.Method == "notifications/initialized" && ss.server == "" {
+		return
+	}
+	if ss.mc.connectedTo() == "" {
+		ss.h.s.m.dropped.With("http_not_connected").Inc()
+		return
+	}
+	ss.mc.forward(m, relaywire.KindNotification, time.Now())
+}
+
+// request serves a client request (the engine answers ping and a second
+// initialize); the answer reaches sink.
+func (ss *httpSession) request(m *relaywire.Message, sink mcphttp.Sink) {
+	if ss.server != "" {
+		ss.forward(m, sink)
+		return
+	}
+	ss.browserRequest(m, sink)
 }
 
 // pendingCall is a forwarded request: where its answer goes.
 type pendingCall struct {
-	sink  *mcphttp.PostSink
+	sink  mcphttp.Sink
 	token string // its progress token, if it registered one
 	// argumentErrorsAsResult: a browser tools/call in a session of
 	// 2025-11-25 or later, where the browser's refusal of bad arguments
@@ -148,7 +167,7 @@ func (ss *httpSession) deliver(msg []byte) {
 // The relay drops which call it was about; a client reads messages from
 // every stream of its session alike.
 func (ss *httpSession) toClient(msg []byte) {
-	var sink *mcphttp.PostSink
+	var sink mcphttp.Sink
 	ss.mu.Lock()
 	if len(ss.waiting) == 1 {
 		for _, p := range ss.waiting {
@@ -164,7 +183,7 @@ func (ss *httpSession) toClient(msg []byte) {
 		ss.h.s.m.dropped.With("http_unrouted").Inc()
 		return
 	}
-	ss.out.Push(msg)
+	ss.hs.Notify(msg)
 }
 
 var toolsChangedMsg = relaywire.AppendNotification(nil, relaywire.MethodToolsListChanged, nil)
@@ -174,7 +193,7 @@ var toolsChangedMsg = relaywire.AppendNotification(nil, relaywire.MethodToolsLis
 // tools/list_changed (marked with its subscription's id), others nothing.
 func (ss *httpSession) notify(msg []byte) {
 	if !ss.stateless {
-		ss.out.Push(msg)
+		ss.hs.Notify(msg)
 		return
 	}
 	ss.mu.Lock()
@@ -190,7 +209,7 @@ func (ss *httpSession) notify(msg []byte) {
 // listener is a subscriptions/listen request (2026-07-28): the stream its
 // notifications go on, and its id, which marks each of them.
 type listener struct {
-	sink *mcphttp.PostSink
+	sink mcphttp.Sink
 	id   json.RawMessage
 }
 
@@ -252,7 +271,7 @@ func progressTokenOf(params json.RawMessage, request bool) string {
 // connection; the answer reaches sink (transformed by the sink's final
 // function, if any). A request whose id is still in flight in the session
 // is refused here: its answer would otherwise be taken for the first's.
-func (ss *httpSession) forward(m *relaywire.Message, sink *mcphttp.PostSink) {
+func (ss *httpSession) forward(m *relaywire.Message, sink mcphttp.Sink) {
 	key := string(m.ID)
 	tok := progressTokenOf(m.Params, true)
 	ss.mu.Lock()
@@ -267,7 +286,7 @@ func (ss *httpSession) forward(m *relaywire.Message, sink *mcphttp.PostSink) {
 		return
 	}
 	p := &pendingCall{sink: sink, argumentErrorsAsResult: m.Method == "tools/call" && ss.server == "" &&
-		ss.version >= mcphttp.VersionToolArgumentErrors}
+		ss.hs.Version >= mcphttp.VersionToolArgumentErrors}
 	if tok != "" && ss.progress[tok] == nil {
 		p.token = tok
 		ss.progress[tok] = sink
@@ -384,119 +403,32 @@ func serverGone(name string) *relaywire.Error {
 	return relaywire.Errorf(relaywire.CodeNotConnected, "your MCP server %q is not connected to this proxy now: its bridge (or the server) went away; try again when it is back", name)
 }
 
-// begin marks an HTTP request of the session as being served; false if
-// the session has ended.
-func (ss *httpSession) begin() bool {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.closed {
-		return false
-	}
-	ss.active++
-	ss.lastUsed = time.Now()
-	return true
-}
-
-// end undoes begin; the idle time counts from now.
-func (ss *httpSession) end() {
-	ss.mu.Lock()
-	ss.active--
-	ss.lastUsed = time.Now()
-	ss.mu.Unlock()
-}
-
 func (ss *httpSession) isClosed() bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.closed
 }
 
-// lastUse is when the session was last used.
-func (ss *httpSession) lastUse() time.Time {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return ss.lastUsed
-}
-
-// inUseLocked reports whether the session is in use: a request being
-// served, a stream open or a call in flight. ss.mu is held.
-func (ss *httpSession) inUseLocked() bool {
-	return ss.active > 0 || len(ss.waiting) > 0 || ss.out.Streaming()
-}
-
-// evictIfIdle ends the session to make room for another of its user
-// unless it is in use or has ended; the check and the end are one step,
-// as in reap.
-func (ss *httpSession) evictIfIdle() bool {
-	ss.mu.Lock()
-	if ss.closed || ss.inUseLocked() {
-		ss.mu.Unlock()
-		return false
-	}
-	waiting := ss.markClosedLocked()
-	ss.mu.Unlock()
-	ss.finish(waiting)
-	return true
-}
-
-// reap ends the session if it has been idle for the session timeout (no
-// request being served, no stream open, no call in flight), else looks
-// again when it could be.
-func (ss *httpSession) reap() {
-	timeout := ss.h.opts.SessionTimeout
-	ss.mu.Lock()
-	if ss.closed {
-		ss.mu.Unlock()
-		return
-	}
-	idle := time.Since(ss.lastUsed)
-	if ss.inUseLocked() || idle < timeout {
-		ss.timer.Reset(max(timeout-idle, time.Second))
-		ss.mu.Unlock()
-		return
-	}
-	// Ended in the same step as the check, so that a request beginning
-	// now finds the session either alive or gone.
-	waiting := ss.markClosedLocked()
-	ss.mu.Unlock()
-	ss.h.s.log.Debug("http session expired", "user", ss.mc.user.id, "idle", idle.Round(time.Second))
-	ss.finish(waiting)
-}
-
-// close ends the session once: its calls still in flight are cancelled at
-// the extension (nobody will read their answers), its connection ends, its
-// place among the user's MCP clients is given back.
+// close ends the proxy's side of the session once (the engine's Close):
+// its calls still in flight are cancelled at the extension (nobody will
+// read their answers), its connection ends, its place among the user's MCP
+// clients is given back.
 func (ss *httpSession) close() {
 	ss.mu.Lock()
 	if ss.closed {
 		ss.mu.Unlock()
 		return
 	}
-	waiting := ss.markClosedLocked()
-	ss.mu.Unlock()
-	ss.finish(waiting)
-}
-
-// markClosedLocked marks the session ended and returns its calls in
-// flight; ss.mu is held and the session was open.
-func (ss *httpSession) markClosedLocked() map[string]*pendingCall {
 	ss.closed = true
-	close(ss.done)
 	waiting := ss.waiting
 	ss.waiting, ss.progress = nil, nil
-	if ss.timer != nil {
-		ss.timer.Stop()
-	}
-	return waiting
-}
-
-// finish releases what an ended session holds.
-func (ss *httpSession) finish(waiting map[string]*pendingCall) {
+	ss.mu.Unlock()
 	for id := range waiting {
 		ss.mc.cancelCall(json.RawMessage(id), "the MCP client's session ended")
 	}
 	ss.mc.leave()
-	ss.out.Close()
-	ss.h.drop(ss)
+	ss.h.mu.Lock()
+	delete(ss.h.listeners, ss)
+	ss.h.mu.Unlock()
 	ss.h.s.m.conns.With("mcp_http").Dec()
 }

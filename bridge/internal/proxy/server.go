@@ -548,12 +548,18 @@ wait:
 	if s.cluster != nil {
 		s.cluster.shutdownClients()
 	}
+	if s.http != nil && s.http.opts.Sessions != nil {
+		// The sessions carry on after the restart: their calls still in
+		// flight are answered so (the engine's sentence names the restart
+		// and says the session lives on) rather than with -32007.
+		s.http.engine.Close()
+	}
 	for _, e := range exts {
 		e.detachAll(relaywire.CodeShuttingDown, "the proxy is shutting down", relaywire.ReasonShuttingDown)
 		e.c.Send(status)
 	}
 	if s.http != nil {
-		s.http.closeAll() // their calls were answered above
+		s.http.engine.Close() // their calls were answered above
 	}
 	for _, c := range conns {
 		c.Close(websocket.CloseGoingAway, relaywire.ReasonShuttingDown)
