@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/browserbridge/browserbridge/bridge/npmtools"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // TestProxySessionSurvivesRestart (issue 33, item 4): the TypeScript SDK's
@@ -38,21 +38,22 @@ func TestProxySessionSurvivesRestart(t *testing.T) {
 			relayedSince := waitServerRelayed(t, w, "")
 			stopTogether(t, w)
 			browser := startSignInBrowser(t)
-			tools, err := npmtools.Here()
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := startTSRestartClient(t, tools, p.url("/servers/"+gatewayServer+"/mcp"))
+			c := testutil.StartTSClient(t, p.url("/servers/"+gatewayServer+"/mcp"), testutil.TSClientOptions{Name: "e2e-ts-restart", OAuth: "loopback"})
 
-			authorize := c.next(t, "authorize", callWait)
+			authorize := c.Next(t, "authorize")
 			if err := signInWithPairing(browser, authorize.URL, pair(t, w)); err != nil {
 				t.Fatal(err)
 			}
-			before := c.next(t, "called", callWait)
-			if before.Text != "Echo: before the restart" || before.SessionID == "" {
-				t.Fatalf("before the restart: echo %q, session %q", before.Text, before.SessionID)
+			c.Next(t, "redirected")
+			c.Next(t, "connected")
+			before := c.Call(t, testutil.TSCall{Tool: "echo", Args: map[string]any{"message": "before the restart"}})
+			if before.Text() != "Echo: before the restart" || before.SessionID == "" {
+				t.Fatalf("before the restart: echo %q, session %q", before.Text(), before.SessionID)
 			}
-			c.next(t, "inflight", callWait)
+			// A long call, in flight when the proxy stops: restart once its
+			// first progress came.
+			long := c.Start(t, testutil.TSCall{Tool: "trigger-long-running-operation", Args: map[string]any{"duration": 600, "steps": 600}, Progress: true})
+			c.Progress(t, long)
 
 			p.restart(tc.sig)
 			file := filepath.Join(p.dir, "oauth.db.sessions.json")
@@ -66,22 +67,25 @@ func TestProxySessionSurvivesRestart(t *testing.T) {
 			if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
 				t.Fatalf("the session records file's mode: %v %v; want 0600", fi.Mode(), err)
 			}
+			// After a clean stop the proxy answered the long call before it
+			// exited; after a crash nothing did, and the SDK waits for its
+			// broken stream's answer until its timeout: not awaited then.
+			if tc.inflight != nil {
+				inflight := c.Answer(t, long)
+				for _, want := range tc.inflight {
+					if !strings.Contains(inflight.Error, want) {
+						t.Fatalf("the call in flight at the restart ended with %q (result %q); want an error naming the restart (%q)", inflight.Error, inflight.Text(), want)
+					}
+				}
+			}
 			// The server is reached through the bridge, whose relay
 			// connects again on its own.
 			waitServerRelayed(t, w, relayedSince)
-			c.send(t, map[string]bool{"restarted": true, "awaitInflight": tc.inflight != nil})
-
-			after := c.next(t, "after", callWait)
-			if after.Text != "Echo: after the restart" || after.SessionID != before.SessionID {
-				t.Fatalf("after the restart: echo %q in session %q; want the echo in the same session %q", after.Text, after.SessionID, before.SessionID)
+			after := c.Call(t, testutil.TSCall{Tool: "echo", Args: map[string]any{"message": "after the restart"}})
+			if after.Text() != "Echo: after the restart" || after.SessionID != before.SessionID {
+				t.Fatalf("after the restart: echo %q in session %q; want the echo in the same session %q", after.Text(), after.SessionID, before.SessionID)
 			}
-			for _, want := range tc.inflight {
-				if !strings.Contains(after.InflightError, want) {
-					t.Fatalf("the call in flight at the restart ended with %q; want an error naming the restart (%q)", after.InflightError, want)
-				}
-			}
-			c.next(t, "done", callWait)
-			c.wait(t)
+			c.Close(t)
 			if out := p.out.String(); !strings.Contains(out, "session re-opened after a restart") {
 				t.Fatalf("the proxy's log does not show the session re-opened:\n%s", tail(out, 40))
 			}
