@@ -60,15 +60,12 @@ func (r *restartable) start() {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
+	// The old bridge's port may not be free again at once.
 	var ln net.Listener
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ln, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		r.t.Fatalf("listening again on %s: %v", addr, err)
-	}
+	testutil.WaitFor(r.t, "listening again on "+addr, func() bool {
+		ln, err = net.Listen("tcp", addr)
+		return err == nil
+	})
 	r.addr = ln.Addr().String()
 	gets := new(atomic.Int64) // this bridge's own: the old one's streams end after it is gone
 	r.gets = gets
@@ -248,6 +245,7 @@ func TestRestartDuringCalls(t *testing.T) {
 	outcomes := map[string]int{}
 	var wg sync.WaitGroup
 	started := make(chan struct{}, sessions*calls)
+	before := callCount(r.ext)
 	for i, cs := range css {
 		for j := range calls {
 			wg.Add(1)
@@ -283,7 +281,7 @@ func TestRestartDuringCalls(t *testing.T) {
 	for range sessions * calls {
 		<-started
 	}
-	time.Sleep(300 * time.Millisecond) // the calls reach the extension
+	waitCalls(t, r.ext, before+sessions*calls) // the calls reached the extension
 	r.kill()
 	r.start()
 	wg.Wait()
@@ -404,14 +402,10 @@ func TestRecordFile(t *testing.T) {
 	if r := c.send(http.MethodDelete, "", nil); r.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE: %d", r.StatusCode)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(path); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the record outlived its session's DELETE")
-		}
-	}
+	testutil.WaitFor(t, "the record removed after its session's DELETE", func() bool {
+		_, err := os.Stat(path)
+		return os.IsNotExist(err)
+	})
 
 	stale := &sessionRecord{Version: recordVersion, IDHash: hashSessionID("stale"), LinkID: newLinkID(),
 		Initialize: &mcp.InitializeParams{ProtocolVersion: "2025-06-18"}, Created: time.Now()}
@@ -471,15 +465,7 @@ func TestSessionSurvivesManyRestarts(t *testing.T) {
 	// waitGET waits until the bridge has the client's standalone stream.
 	waitGET := func() {
 		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if r.gets.Load() > 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				_, err := cs.CallTool(testutil.Context(t, 10*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "?"}})
-				t.Fatalf("the client never opened its GET stream again (a call now: %v)", err)
-			}
-		}
+		testutil.WaitFor(t, "the client's GET stream open again", func() bool { return r.gets.Load() > 0 })
 	}
 	for i := range maxRetries + 3 {
 		res, err := cs.CallTool(testutil.Context(t, 60*time.Second), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": fmt.Sprint(i)}})
