@@ -280,7 +280,7 @@ func TestFastPathKeepsSessionAlive(t *testing.T) {
 	if r := c.post(`{"jsonrpc":"2.0","id":99,"method":"ping"}`, nil); r.status != 404 {
 		t.Fatalf("a reaped session answered %d %s", r.status, r.body)
 	}
-	if b.st.live.get(c.sid) != nil {
+	if _, ok := b.st.live.Get(c.sid); ok {
 		t.Fatal("the reaped session is still indexed")
 	}
 }

@@ -159,10 +159,11 @@ func TestSessionSurvivesRestart(t *testing.T) {
 			if after := call(); after != before {
 				t.Fatalf("after the restart the calls come from %s, before from %s", after, before)
 			}
-			if cs.ID() == "" || r.cur.st.live.get(cs.ID()) == nil {
+			if _, ok := r.cur.st.live.Get(cs.ID()); cs.ID() == "" || !ok {
 				t.Fatalf("session %q is not live on the new bridge", cs.ID())
 			}
-			st := r.cur.st.live.get(cs.ID()).bridge
+			ls, _ := r.cur.st.live.Get(cs.ID())
+			st := ls.link
 			if st.chosen() != "instance-restart" {
 				t.Fatalf("pinned browser %q after the restart", st.chosen())
 			}
@@ -394,7 +395,8 @@ func TestRecordFile(t *testing.T) {
 	// records unused for longer than the session timeout.
 	old := time.Now().Add(-2 * time.Hour)
 	os.Chtimes(path, old, old)
-	r.cur.st.live.get(c.sid).touchedAt.Store(0) // the last push was long ago
+	ls, _ := r.cur.st.live.Get(c.sid)
+	ls.touchedAt.Store(0) // the last push was long ago
 	c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`, nil)
 	if fi, err := os.Stat(path); err != nil || time.Since(fi.ModTime()) > time.Hour {
 		t.Fatalf("a call did not push the record's mtime forward: %v %v", fi.ModTime(), err)

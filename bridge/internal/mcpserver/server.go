@@ -72,7 +72,7 @@ type Server struct {
 	change   chan struct{} // closed and replaced when browsers come or go
 
 	sessMu   sync.Mutex
-	sessions map[*mcp.ServerSession]*session
+	sessions map[*mcp.ServerSession]*linkSession
 	// pendingSessions lists the recorded sessions of a previous bridge
 	// process not yet resumed (set by NewStreamable).
 	pendingSessions func() []protocol.SessionRef
@@ -103,7 +103,7 @@ func New(opts Options) *Server {
 		log:      opts.Logger,
 		tools:    make(map[string]*mcp.Tool),
 		change:   make(chan struct{}),
-		sessions: make(map[*mcp.ServerSession]*session),
+		sessions: make(map[*mcp.ServerSession]*linkSession),
 		progress: make(map[string]progressRoute),
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "browserbridge", Title: "Browser Bridge", Version: opts.Version}, &mcp.ServerOptions{
