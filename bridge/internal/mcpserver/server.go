@@ -4,8 +4,10 @@
 // forwards each tools/call to the right browser with a request id unique to
 // the MCP session, mapping progress and cancellation both ways. The HTTP
 // transports (Streamable HTTP in every era, legacy HTTP+SSE) are in
-// streamable.go and sse.go; fastpath.go answers the hot requests of
-// stateful Streamable HTTP sessions without the SDK's server path.
+// streamable.go and sse.go; session.go is a stateful Streamable HTTP
+// session's life, and traces a tools/call through the files; fastpath.go
+// answers the hot requests of those sessions without the SDK's server
+// path.
 package mcpserver
 
 import (

@@ -87,8 +87,8 @@ func (h *Streamable) open(w http.ResponseWriter, r *http.Request, head messageHe
 		}
 		return
 	}
-	ls.transport.ServeHTTP(w, h.version.with(r))
 	defer ls.end()
+	ls.transport.ServeHTTP(w, h.version.with(r))
 	params := ls.ss.InitializeParams()
 	if params == nil {
 		_ = ls.ss.Close() // initialize failed: nothing to keep (as the SDK's handler does)
