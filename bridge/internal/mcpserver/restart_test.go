@@ -479,3 +479,30 @@ func TestSessionSurvivesManyRestarts(t *testing.T) {
 		r.start()
 	}
 }
+
+// TestDeleteRightAfterInitializeLeavesNoRecord: a client that ends its
+// session as soon as initialize answers (a probe, a one-shot script)
+// leaves no record behind. The record is written after the answer went
+// out, so the DELETE races its write; a record written after the end
+// removed it stays for good (a restarted bridge offers a session the
+// client gave up; e2e's TestRestartDuringCalls once counted one record
+// too many so). The window is narrow: an idle machine rarely opens it,
+// a loaded one did.
+func TestDeleteRightAfterInitializeLeavesNoRecord(t *testing.T) {
+	r := newRestartable(t, HTTPOptions{})
+	for i := range 100 {
+		c := &rawClient{t: t, url: "http://" + r.addr + "/mcp", version: "2025-11-25"}
+		got := c.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}`, nil)
+		if c.sid = got.header.Get("Mcp-Session-Id"); got.status != http.StatusOK || c.sid == "" {
+			t.Fatalf("initialize %d: %d %s", i, got.status, got.body)
+		}
+		if resp := c.send(http.MethodDelete, "", nil); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE %d: %d", i, resp.StatusCode)
+		}
+	}
+	testutil.WaitFor(t, "every session ended", func() bool { return r.cur.st.live.Len() == 0 })
+	testutil.WaitFor(t, "no record left", func() bool {
+		recs, _ := filepath.Glob(filepath.Join(r.hopts.SessionDir, "*.json"))
+		return len(recs) == 0
+	})
+}

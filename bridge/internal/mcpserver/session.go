@@ -264,14 +264,17 @@ func (h *Streamable) save(ls *liveSession) {
 	// that follows initialize cannot be overwritten by the older one).
 	ls.saveMu.Lock()
 	defer ls.saveMu.Unlock()
+	browser := ls.link.chosen()
+	// The write is inside ls.mu: the end of the session (ended) sets ended
+	// under it before it removes the record, so a DELETE coming right
+	// after initialize cannot remove the record before it is written.
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	if ls.record == nil || ls.ended {
-		ls.mu.Unlock()
 		return
 	}
 	rec := *ls.record
-	ls.mu.Unlock()
-	rec.Browser = ls.link.chosen()
+	rec.Browser = browser
 	h.records.save(&rec)
 	ls.touchedAt.Store(time.Now().UnixNano())
 }
