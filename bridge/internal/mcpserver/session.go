@@ -79,7 +79,7 @@ func (h *Streamable) open(w http.ResponseWriter, r *http.Request, head messageHe
 	ls := &liveSession{id: rand.Text()}
 	// The SDK's handler connects with the request's context too (its
 	// values reach the session); the session outlives the request.
-	if err := h.connect(ls, r, context.WithoutCancel(r.Context()), client, newLinkSession(newLinkID(), client, false), nil); err != nil {
+	if err := h.connect(context.WithoutCancel(r.Context()), ls, r, client, newLinkSession(newLinkID(), client, false), nil); err != nil {
 		if errors.As(err, new(*sessionlimit.Refusal)) {
 			writeRefusal(w, head.ID, err)
 		} else {
@@ -134,7 +134,7 @@ func (h *Streamable) session(r *http.Request, sid string) *liveSession {
 	// process sends calls), so no id is in flight twice.
 	link.next.Store(uint64(time.Now().UnixMicro()))
 	link.persist = func() { h.save(ls) }
-	if err := h.connect(ls, r, context.Background(), rec.Client, link, rec.state()); err != nil {
+	if err := h.connect(context.Background(), ls, r, rec.Client, link, rec.state()); err != nil {
 		h.s.log.Warn("could not resume a recorded session", "error", err)
 		h.records.remove(rec.IDHash)
 		return nil
@@ -147,7 +147,7 @@ func (h *Streamable) session(r *http.Request, sid string) *liveSession {
 // connect admits ls (begun, for the request that opens it: the caller
 // ends it), connects its SDK session with state (nil for a new one) and
 // indexes it until it ends. The error is a refusal to answer with.
-func (h *Streamable) connect(ls *liveSession, r *http.Request, ctx context.Context, client string, link *linkSession, state *mcp.ServerSessionState) error {
+func (h *Streamable) connect(ctx context.Context, ls *liveSession, r *http.Request, client string, link *linkSession, state *mcp.ServerSessionState) error {
 	ls.hash = hashSessionID(ls.id)
 	ls.done = make(chan struct{})
 	ls.records = h.records
