@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testproc"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // bridgeProcEnv makes this test binary a bridge process for
@@ -111,8 +113,12 @@ func serveBridgeProcess() int {
 	if err != nil {
 		return fail(err)
 	}
-	if !waitOffered(b.mcps, "echo") {
-		return fail(fmt.Errorf("the echo tool was never offered"))
+	// A child process has no testing.TB for testutil.WaitFor: it waits as
+	// WaitFor does, and its parent's benchmark fails on the error.
+	for deadline := time.Now().Add(testutil.WaitLimit); !offers(b.mcps, "echo"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("the echo tool was not offered within %v", testutil.WaitLimit))
+		}
 	}
 	fmt.Printf("http://%s\n", ln.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)

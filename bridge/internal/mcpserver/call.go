@@ -34,13 +34,17 @@ const (
 	metaBrowser = "browserbridge/browser" // {id, name, version}: who answered
 )
 
-// session is the bridge's state for one MCP session.
-type session struct {
+// linkSession is an MCP session as the host link and the browsers know it,
+// whichever transport carries it (a live Streamable HTTP session owns
+// one; a legacy SSE session gets one at its first call; a stateless
+// request makes one per call): the prefix of its link ids, which the
+// extension keys the session's tab group on, the pinned browser, and its
+// calls in flight.
+type linkSession struct {
 	id        string // the prefix of its link ids: local-<id>:<n>
 	client    string // clientInfo.name, for the tab group's title
 	stateless bool
 	next      atomic.Uint64
-	ss        *mcp.ServerSession
 	meta      json.RawMessage // {"client":…,"id":"local-<id>"}, the browserbridge/session _meta of its calls
 
 	mu      sync.Mutex
@@ -48,8 +52,8 @@ type session struct {
 	active  int           // calls in flight
 	drained chan struct{} // closed when active drops to 0, if someone waits
 	// persist, if set, saves the session's record after a change of what
-	// it keeps (the pinned browser): Streamable HTTP sessions outlive the
-	// bridge process through their records.
+	// it keeps (the pinned browser): live sessions outlive the bridge
+	// process through their records.
 	persist func()
 }
 
@@ -58,9 +62,9 @@ type session struct {
 // other, ever gets the id of another and with it the other's tab group.
 func newLinkID() string { return rand.Text() }
 
-func newSession(id, client string, stateless bool, ss *mcp.ServerSession) *session {
+func newLinkSession(id, client string, stateless bool) *linkSession {
 	meta, _ := json.Marshal(sessionMeta{Client: client, ID: protocol.IDPrefixLocal + id})
-	return &session{id: id, client: client, stateless: stateless, ss: ss, meta: meta}
+	return &linkSession{id: id, client: client, stateless: stateless, meta: meta}
 }
 
 // sessionMeta is the browserbridge/session _meta of a call (fields in the
@@ -73,60 +77,67 @@ type sessionMeta struct {
 // begin and end bracket a call, so that the end of the session can wait
 // for its calls (as the SDK does for those it runs) before the browsers
 // are told.
-func (ss *session) begin() {
-	ss.mu.Lock()
-	ss.active++
-	ss.mu.Unlock()
+func (ls *linkSession) begin() {
+	ls.mu.Lock()
+	ls.active++
+	ls.mu.Unlock()
 }
 
-func (ss *session) end() {
-	ss.mu.Lock()
-	ss.active--
-	if ss.active == 0 && ss.drained != nil {
-		close(ss.drained)
-		ss.drained = nil
+func (ls *linkSession) end() {
+	ls.mu.Lock()
+	ls.active--
+	if ls.active == 0 && ls.drained != nil {
+		close(ls.drained)
+		ls.drained = nil
 	}
-	ss.mu.Unlock()
+	ls.mu.Unlock()
 }
 
 // idle returns a channel closed once no call is in flight.
-func (ss *session) idle() <-chan struct{} {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.active == 0 {
+func (ls *linkSession) idle() <-chan struct{} {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.active == 0 {
 		return closedChan
 	}
-	if ss.drained == nil {
-		ss.drained = make(chan struct{})
+	if ls.drained == nil {
+		ls.drained = make(chan struct{})
 	}
-	return ss.drained
+	return ls.drained
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (ss *session) setBrowser(id string) {
-	ss.mu.Lock()
-	ss.browser = id
-	persist := ss.persist
-	ss.mu.Unlock()
+func (ls *linkSession) setBrowser(id string) {
+	ls.mu.Lock()
+	ls.browser = id
+	persist := ls.persist
+	ls.mu.Unlock()
 	if persist != nil {
 		persist()
 	}
 }
 
-func (ss *session) chosen() string {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return ss.browser
+// setPersist makes each change of what the session keeps save its record.
+func (ls *linkSession) setPersist(persist func()) {
+	ls.mu.Lock()
+	ls.persist = persist
+	ls.mu.Unlock()
+}
+
+func (ls *linkSession) chosen() string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.browser
 }
 
 var nonLabel = regexp.MustCompile(`[^A-Za-z0-9-]+`)
 
-// session returns the state of req's MCP session, creating it at first use.
+// linkOf returns the link state of req's MCP session, creating it at first use.
 // A stateless (2026-07-28) request is its own session for the SDK; the
 // bridge keys those by client name so that one client's calls share a tab
 // group.
-func (s *Server) session(ss *mcp.ServerSession, req *mcp.CallToolRequest) *session {
+func (s *Server) linkOf(ss *mcp.ServerSession, req *mcp.CallToolRequest) *linkSession {
 	client := ""
 	if ci := req.ClientInfo(); ci != nil {
 		client = ci.Name
@@ -138,48 +149,65 @@ func (s *Server) session(ss *mcp.ServerSession, req *mcp.CallToolRequest) *sessi
 			label = label[:40]
 		}
 		// One counter for all stateless requests keeps their link ids unique.
-		st := newSession("c-"+label, client, true, nil)
+		st := newLinkSession("c-"+label, client, true)
 		st.next.Store(s.statelessNext.Add(1 << 20))
 		return st
 	}
-	return s.statefulSession(ss, client)
+	return s.statefulLink(ss, client)
 }
 
-// statefulSession returns the state of a session that has an SDK session
+// statefulLink returns the state of a session that has an SDK session
 // of its own, creating it at first use.
-func (s *Server) statefulSession(ss *mcp.ServerSession, client string) *session {
+func (s *Server) statefulLink(ss *mcp.ServerSession, client string) *linkSession {
 	s.sessMu.Lock()
 	st := s.sessions[ss]
 	s.sessMu.Unlock()
 	if st != nil {
 		return st
 	}
-	return s.register(ss, newSession(newLinkID(), client, false, ss))
+	return s.register(ss, newLinkSession(newLinkID(), client, false))
 }
 
-// register keeps the bridge's state of an SDK session until it ends; it
-// returns the state already kept if the session has one.
-func (s *Server) register(ss *mcp.ServerSession, st *session) *session {
+// register keeps the link state of an SDK session until the session ends
+// (a legacy SSE session's); it returns the state already kept if the
+// session has one.
+func (s *Server) register(ss *mcp.ServerSession, st *linkSession) *linkSession {
+	kept := s.adopt(ss, st)
+	if kept == st {
+		go func() {
+			_ = ss.Wait()
+			s.forget(ss, st)
+		}()
+	}
+	return kept
+}
+
+// adopt keeps the link state of an SDK session, for the tool handlers to
+// find; the session's owner calls forget when it ends. It returns the
+// state already kept if the session has one.
+func (s *Server) adopt(ss *mcp.ServerSession, st *linkSession) *linkSession {
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
 	if old := s.sessions[ss]; old != nil {
 		return old
 	}
 	s.sessions[ss] = st
-	go func() { // forget the session when it ends, and tell the browsers
-		_ = ss.Wait()
-		s.sessMu.Lock()
-		delete(s.sessions, ss)
-		s.sessMu.Unlock()
-		<-st.idle() // the SDK waits for its calls; the fast path's are waited for here
-		if s.stopping.Load() {
-			// The bridge is stopping, not the session: a restarted bridge
-			// resumes it from its record, with its tab group.
-			return
-		}
-		s.sessionEnded(st)
-	}()
 	return st
+}
+
+// forget drops the link state of a session that ended and, once its calls
+// have answered, tells the browsers.
+func (s *Server) forget(ss *mcp.ServerSession, st *linkSession) {
+	s.sessMu.Lock()
+	delete(s.sessions, ss)
+	s.sessMu.Unlock()
+	<-st.idle() // the SDK waits for its calls; the fast path's are waited for here
+	if s.stopping.Load() {
+		// The bridge is stopping, not the session: a restarted bridge
+		// resumes it from its record, with its tab group.
+		return
+	}
+	s.sessionEnded(st)
 }
 
 // stoppingSentence answers a call that the bridge's own stop (for a
@@ -319,7 +347,7 @@ type progressRoute struct {
 // toolCall is a tools/call on its way to a browser, whichever path
 // brought it (the SDK's handler or the Streamable HTTP fast path).
 type toolCall struct {
-	sess     *session
+	link     *linkSession       // whose call it is: link ids, tab group, pinned browser
 	ss       *mcp.ServerSession // the SDK session progress goes back on; nil without progress
 	header   http.Header        // the HTTP request's: ?browser= arrives in BrowserHeader
 	name     string
@@ -376,7 +404,7 @@ type browserInfoMeta struct {
 // callBrowserTool is the SDK's handler for the browser's tools.
 func (s *Server) callBrowserTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s.stats.Calls.Add(1)
-	c := toolCall{sess: s.session(req.Session, req), name: req.Params.Name, args: req.Params.Arguments, version: requestVersion(req)}
+	c := toolCall{link: s.linkOf(req.Session, req), name: req.Params.Name, args: req.Params.Arguments, version: requestVersion(req)}
 	if req.Extra != nil {
 		c.header = req.Extra.Header
 	}
@@ -408,16 +436,16 @@ type browserAnswer struct {
 // failed call), the result or error the client gets instead, counted in
 // the stats.
 func (s *Server) callBrowser(ctx context.Context, c toolCall) (browserAnswer, *mcp.CallToolResult, error) {
-	sess := c.sess
-	if !sess.stateless {
-		sess.begin()
-		defer sess.end()
+	link := c.link
+	if !link.stateless {
+		link.begin()
+		defer link.end()
 	}
 	// ?browser= on the URL, else the session's select_browser choice, else
 	// the default browser.
 	wanted := c.header.Get(BrowserHeader)
 	if wanted == "" {
-		wanted = sess.chosen()
+		wanted = link.chosen()
 	}
 	b, err := s.waitBrowser(ctx, wanted)
 	if err != nil {
@@ -427,9 +455,9 @@ func (s *Server) callBrowser(ctx context.Context, c toolCall) (browserAnswer, *m
 		}
 		return browserAnswer{}, toolError(err.Error()), nil
 	}
-	id := protocol.IDPrefixLocal + sess.id + ":" + strconv.FormatUint(sess.next.Add(1), 10)
+	id := protocol.IDPrefixLocal + link.id + ":" + strconv.FormatUint(link.next.Add(1), 10)
 
-	params := &linkCallParams{Name: c.name, Arguments: c.args, Meta: linkCallMeta{Session: sess.meta}}
+	params := &linkCallParams{Name: c.name, Arguments: c.args, Meta: linkCallMeta{Session: link.meta}}
 	if len(params.Arguments) == 0 {
 		params.Arguments = json.RawMessage("{}")
 	}
@@ -601,7 +629,7 @@ func (s *Server) callFailed(ctx context.Context, b *hostlink.Browser, id, versio
 
 // sessionEnded tells every browser that a session is over, so the
 // extension can close or ungroup its tabs (protocol: session.ended).
-func (s *Server) sessionEnded(st *session) {
+func (s *Server) sessionEnded(st *linkSession) {
 	if s.links == nil {
 		return
 	}

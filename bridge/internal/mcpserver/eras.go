@@ -16,11 +16,9 @@ import (
 //
 //   - Bad tool arguments are a protocol error (-32602) up to 2025-06-18
 //     and a tool error from 2025-11-25 (mcphttp.ArgumentErrorAsResult).
-//   - ttlMs and cacheScope, the caching hints of the list results, exist
-//     from 2026-07-28 on; the schemas of the versions before have neither.
-const (
-	versionCacheFields = mcphttp.VersionStateless
-)
+//   - ttlMs and cacheScope, the caching hints of the list results, came
+//     with the stateless era (2026-07-28, mcphttp.IsStateless); the
+//     schemas of the versions before have neither.
 
 // requestVersion is the protocol version a request is answered in: the
 // MCP-Protocol-Version header a Streamable HTTP client sends after
@@ -37,7 +35,7 @@ func requestVersion(req mcp.Request) string {
 			return mcphttp.Negotiate(v, mcphttp.Versions)
 		}
 	}
-	return "2025-03-26" // what the specification says to assume without a header
+	return mcphttp.VersionDefault // what the specification says to assume without a header
 }
 
 // refusal is what the client gets for a browser's protocol-level refusal
@@ -80,7 +78,7 @@ func eraMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil || res == nil {
 			return res, err
 		}
-		if _, ok := res.(mcp.CacheableResult); ok && requestVersion(req) < versionCacheFields {
+		if _, ok := res.(mcp.CacheableResult); ok && !mcphttp.IsStateless(requestVersion(req)) {
 			return withoutCacheFields{res}, nil
 		}
 		return res, nil

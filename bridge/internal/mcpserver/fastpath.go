@@ -3,21 +3,20 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/jsonscan"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
-	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // The fast path answers the two requests that make up nearly all of a busy
@@ -39,207 +38,19 @@ import (
 //
 // What the SDK does for a request it runs, the fast path does too:
 //   - the session's idle timer is paused while the request is in progress
-//     (liveSessions owns that timer: the SDK's cannot see these requests);
+//     (the live session's lease owns that timer: the SDK's cannot see
+//     these requests);
 //   - notifications/cancelled with the request's id cancels the call, and
 //     the extension is told, as forward does on any cancellation;
 //   - the end of the HTTP request does not cancel the call (it is not a
 //     cancellation in these eras): its answer is stored for resumption;
 //   - a second request with the id of one in flight is refused (400);
 //   - the end of the session waits for its calls before the browsers are
-//     told (session.ended).
+//     told (session.ended: Server.forget).
 //
 // Tool arguments are not checked against the tool's input schema, as the
 // SDK does not check them for tools registered with Server.AddTool (the
 // browser's tools): the extension validates its own arguments.
-
-// fastVersions are the MCP-Protocol-Version values of the eras the fast
-// path serves; "" means 2025-03-26, as it does for the SDK.
-func fastVersion(v string) bool {
-	switch v {
-	case "", "2025-03-26", "2025-06-18", "2025-11-25":
-		return true
-	}
-	return false
-}
-
-// liveSessions indexes the stateful sessions by Mcp-Session-Id, and ends
-// those idle for longer than the session timeout. The rule is the SDK's:
-// the timer runs while no POST of the session is in progress (GET streams
-// do not count).
-type liveSessions struct {
-	events  *eventStore
-	records *recordStore
-	idle    time.Duration // 0: never reaped
-	// stopping is the Streamable's: set, a session that ends keeps its
-	// record (the bridge stops, not the session).
-	stopping *atomic.Bool
-
-	mu   sync.Mutex
-	byID map[string]*liveSession
-}
-
-// liveSession is one stateful session.
-type liveSession struct {
-	id        string
-	hash      string // of id: its record's key
-	ss        *mcp.ServerSession
-	transport *mcp.StreamableServerTransport
-	adm       *sessionlimit.Session // its place in the session table
-	idle      time.Duration
-	done      chan struct{} // closed when the session has ended
-	records   *recordStore  // where its record is (set by track)
-	touchedAt atomic.Int64  // when its record's mtime was last pushed, in Unix ns
-	saveMu    sync.Mutex    // orders the writes of its record
-
-	mu      sync.Mutex
-	ended   bool
-	posts   int                  // POSTs in progress
-	timer   *time.Timer          // ends the session when idle; nil when there is no timeout or it has ended
-	calls   map[string]*fastCall // fast-path calls in flight, by raw request id
-	streams map[string]*fastCall // the same, by stream id
-	nextID  uint64
-	bridge  *session       // the bridge's state for the session
-	record  *sessionRecord // its durable part, once initialized
-}
-
-// fastCall is a fast-path request in flight.
-type fastCall struct {
-	id      string // raw request id
-	stream  string
-	cancel  context.CancelFunc
-	stored  chan struct{} // closed once its answer is in the event store
-	claimed bool          // a GET resumes the stream: it, not the POST, delivers the answer
-}
-
-func newLiveSessions(events *eventStore, records *recordStore, idle time.Duration, stopping *atomic.Bool) *liveSessions {
-	return &liveSessions{events: events, records: records, idle: idle, stopping: stopping, byID: make(map[string]*liveSession)}
-}
-
-// get returns the live session with this id, or nil if there is none.
-func (l *liveSessions) get(id string) *liveSession {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.byID[id]
-}
-
-// all returns every live session.
-func (l *liveSessions) all() []*liveSession {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]*liveSession, 0, len(l.byID))
-	for _, ls := range l.byID {
-		out = append(out, ls)
-	}
-	return out
-}
-
-// track starts indexing a connected session (ls.ss set) and forgets it,
-// with its events, its place in the session table and its record, when it
-// ends.
-func (l *liveSessions) track(ls *liveSession) {
-	ls.records = l.records
-	l.mu.Lock()
-	if ls.idle > 0 {
-		ls.timer = time.AfterFunc(ls.idle, ls.close)
-	}
-	l.byID[ls.id] = ls
-	l.mu.Unlock()
-	go func() {
-		_ = ls.ss.Wait()
-		l.mu.Lock()
-		if l.byID[ls.id] == ls {
-			delete(l.byID, ls.id)
-		}
-		l.mu.Unlock()
-		ls.mu.Lock()
-		ls.ended = true
-		if ls.timer != nil {
-			ls.timer.Stop()
-			ls.timer = nil
-		}
-		ls.mu.Unlock()
-		close(ls.done)
-		// The SDK forgot the session's events when it closed; a fast-path
-		// answer stored since then (none is stored once ended is set) goes too.
-		_ = l.events.SessionClosed(context.Background(), ls.id)
-		ls.adm.Release()
-		if !l.stopping.Load() {
-			l.records.remove(ls.hash)
-		}
-	}()
-}
-
-// close ends the session (idle timeout, eviction by the session table).
-func (ls *liveSession) close() {
-	if ls.ss != nil {
-		_ = ls.ss.Close()
-	}
-}
-
-// startPOST and endPOST bracket every POST of the session: the idle timer
-// stops at the first and starts again when the last ends.
-func (ls *liveSession) startPOST() {
-	ls.mu.Lock()
-	ls.startPOSTLocked()
-	ls.mu.Unlock()
-}
-
-// startPOSTLocked is startPOST with ls.mu held.
-func (ls *liveSession) startPOSTLocked() {
-	if ls.posts == 0 && ls.timer != nil {
-		ls.timer.Stop()
-	}
-	ls.posts++
-	ls.adm.Begin()
-}
-
-func (ls *liveSession) endPOST() {
-	ls.mu.Lock()
-	ls.posts--
-	if ls.posts == 0 && ls.timer != nil {
-		ls.timer.Reset(ls.idle)
-	}
-	ls.mu.Unlock()
-	ls.adm.End()
-	ls.touch()
-}
-
-// touch pushes the session record's mtime forward at most once a
-// touchEvery: a restarted bridge keeps only records used within the
-// session timeout, and the mtime says when. No lock: one atomic load on
-// most calls.
-func (ls *liveSession) touch() {
-	now := time.Now()
-	last := ls.touchedAt.Load()
-	if now.UnixNano()-last < int64(touchEvery) || !ls.touchedAt.CompareAndSwap(last, now.UnixNano()) {
-		return
-	}
-	ls.records.touch(ls.hash, now)
-}
-
-// cancel cancels the fast-path call with this raw request id, if any.
-func (ls *liveSession) cancel(id string) {
-	ls.mu.Lock()
-	c := ls.calls[id]
-	ls.mu.Unlock()
-	if c != nil && c.cancel != nil {
-		c.cancel()
-	}
-}
-
-// resuming is called for a GET with Last-Event-ID on stream: if it is a
-// fast-path stream still in flight, the GET takes over delivering its
-// answer and gets a channel closed once the answer is stored.
-func (ls *liveSession) resuming(stream string) <-chan struct{} {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	c := ls.streams[stream]
-	if c == nil {
-		return nil
-	}
-	c.claimed = true
-	return c.stored
-}
 
 // fastRequest is what the fast path needs of a message.
 type fastRequest struct {
@@ -351,10 +162,11 @@ func plainID(v []byte) bool {
 
 // serveFast answers a request the fast path takes and returns true, or
 // returns false having done nothing (the SDK then gets the request). It
-// goes in four steps: takeFast reads the request and decides, registerFast
-// enters the call in its session and opens its stream, answerFast runs it
-// (the priming event going out first if the answer is slow), storeFast
-// keeps the answer for resumption and ends the stream with it.
+// goes in four steps: takeFast reads the request and decides,
+// liveSession.startCall enters the call in its session and opens its
+// stream, answerFast runs it (the priming event going out first if the
+// answer is slow), storeFast keeps the answer for resumption and ends the
+// stream with it.
 func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveSession, body []byte) bool {
 	req, ok := h.takeFast(r, ls, body)
 	if !ok {
@@ -362,11 +174,12 @@ func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveS
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	call, ok := h.registerFast(ctx, ls, req, cancel)
+	call, ok := ls.startCall(ctx, h.events, req, cancel)
 	if !ok {
-		return false // the session ended: the SDK answers 404
+		return false // the session ended: ServeHTTP answers 404
 	}
-	defer ls.endPOST()
+	h.s.stats.FastPath.Add(1)
+	defer ls.end()
 	if call == nil {
 		w.Header().Set("Content-Type", mcphttp.ContentTypeJSON)
 		w.WriteHeader(http.StatusBadRequest)
@@ -383,8 +196,7 @@ func (h *Streamable) serveFast(w http.ResponseWriter, r *http.Request, ls *liveS
 // (Its Accept needs no look: ServeHTTP has refused, by the SDK's own rule,
 // every POST whose Accept the SDK would refuse.)
 func (h *Streamable) takeFast(r *http.Request, ls *liveSession, body []byte) (fastRequest, bool) {
-	version := r.Header.Get(mcphttp.HeaderProtocolVersion)
-	if h.noFastPath.Load() || !fastVersion(version) || len(r.Header.Values(mcphttp.HeaderLastEventID)) > 0 {
+	if h.noFastPath.Load() || !mcphttp.IsSessionVersion(r.Header.Get(mcphttp.HeaderProtocolVersion)) || len(r.Header.Values(mcphttp.HeaderLastEventID)) > 0 {
 		return fastRequest{}, false
 	}
 	if auth.TokenInfoFromContext(r.Context()) != nil {
@@ -400,47 +212,9 @@ func (h *Streamable) takeFast(r *http.Request, ls *liveSession, body []byte) (fa
 	if ls.ss.InitializeParams() == nil {
 		return req, false // the SDK refuses calls before initialize
 	}
-	// The priming event (SEP-1699) opens the stream from 2025-11-25.
-	req.prime = version >= "2025-11-25"
-	req.version = version
-	if version == "" {
-		req.version = "2025-03-26"
-	}
+	req.version = mcphttp.RequestVersion(r.Header)
+	req.prime = mcphttp.PrimesStreams(req.version)
 	return req, true
-}
-
-// registerFast enters the call in its session as a POST in progress (the
-// caller ends it with ls.endPOST once ok) and opens its stream in the
-// event store, with the priming event stored empty so that indices line
-// up, as the SDK stores it. It reports false if the session has ended, and
-// a nil call, ok, for a request id already in flight.
-func (h *Streamable) registerFast(ctx context.Context, ls *liveSession, req fastRequest, cancel context.CancelFunc) (call *fastCall, ok bool) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.ended {
-		return nil, false
-	}
-	ls.startPOSTLocked()
-	h.s.stats.FastPath.Add(1)
-	if ls.calls[string(req.id)] != nil {
-		return nil, true
-	}
-	ls.nextID++
-	call = &fastCall{
-		id:     string(req.id),
-		stream: fastStreamID(ls.nextID, req.id), // never an SDK stream id: those are upper case
-		cancel: cancel,
-		stored: make(chan struct{}),
-	}
-	if ls.calls == nil {
-		ls.calls, ls.streams = make(map[string]*fastCall), make(map[string]*fastCall)
-	}
-	ls.calls[call.id], ls.streams[call.stream] = call, call
-	_ = h.events.Open(ctx, ls.id, call.stream)
-	if req.prime {
-		_ = h.events.Append(ctx, ls.id, call.stream, nil)
-	}
-	return call, true
 }
 
 // answerFast runs the call and returns its answer (data) and what of the
@@ -452,8 +226,7 @@ func (h *Streamable) answerFast(ctx context.Context, w http.ResponseWriter, r *h
 			return response(req.id, struct{}{}, nil)
 		}
 		h.s.stats.Calls.Add(1)
-		bs := ls.bridgeSession(h.s)
-		return h.s.forwardResponse(ctx, toolCall{sess: bs, header: r.Header, name: req.name, args: req.args, version: req.version}, req.id)
+		return h.s.forwardResponse(ctx, toolCall{link: ls.link, header: r.Header, name: req.name, args: req.args, version: req.version}, req.id)
 	}
 	if !req.prime {
 		return nil, false, answer()
@@ -486,16 +259,7 @@ func (h *Streamable) answerFast(ctx context.Context, w http.ResponseWriter, r *h
 // the end of the body in the same segment for the client, where a flushed
 // chunked stream takes a second write for its last chunk.
 func (h *Streamable) storeFast(ctx context.Context, w http.ResponseWriter, ls *liveSession, req fastRequest, call *fastCall, stream []byte, flushed bool, data []byte) {
-	ls.mu.Lock()
-	if !ls.ended {
-		_ = h.events.Append(ctx, ls.id, call.stream, data)
-	}
-	delete(ls.calls, call.id)
-	delete(ls.streams, call.stream)
-	claimed := call.claimed
-	close(call.stored)
-	ls.mu.Unlock()
-	if !claimed {
+	if !ls.finishCall(ctx, h.events, call, data) {
 		idx := 0
 		if req.prime {
 			idx = 1
@@ -506,17 +270,6 @@ func (h *Streamable) storeFast(ctx context.Context, w http.ResponseWriter, ls *l
 		w.Header().Set("Content-Length", strconv.Itoa(len(stream)))
 	}
 	_, _ = w.Write(stream)
-}
-
-// bridgeSession returns the bridge's state for the session.
-func (ls *liveSession) bridgeSession(s *Server) *session {
-	ls.mu.Lock()
-	bs := ls.bridge
-	ls.mu.Unlock()
-	if bs != nil {
-		return bs
-	}
-	return s.statefulSession(ls.ss, clientName(ls.ss))
 }
 
 // response encodes a JSON-RPC response as the SDK does (no HTML escaping;
@@ -576,4 +329,67 @@ func cancelKey(requestID any) string {
 		return `"` + v + `"`
 	}
 	return ""
+}
+
+// restartSentence is the answer to a call whose bridge process died before
+// it answered: the client resumed the call's stream (Last-Event-ID) from a
+// bridge that never saw it.
+const restartSentence = "Browser Bridge restarted while this call was running, so its answer was lost and the action may or may not have happened. " +
+	"The session carries on: check the page (read it again) before repeating the action."
+
+// answerLostCall answers the resumption of a fast-path call's stream that
+// no process of this bridge has: the process that ran the call died
+// before answering. The stream id names the call's request id, so the
+// call ends with a tool error that says what happened instead of an error
+// the client cannot explain (or a wait that never ends).
+func (h *Streamable) answerLostCall(w http.ResponseWriter, r *http.Request, ls *liveSession) bool {
+	last := r.Header.Get(mcphttp.HeaderLastEventID)
+	stream, _, ok := strings.Cut(last, "_")
+	if !ok || !strings.HasPrefix(stream, "f") || h.events.known(ls.id, stream) {
+		return false
+	}
+	if ls.inFlight(stream) {
+		return false
+	}
+	id, ok := fastStreamRequestID(stream)
+	if !ok {
+		return false
+	}
+	data := response(id, toolError(restartSentence), nil)
+	_, idx, _ := mcphttp.ParseEventID(last) // 0 when it has none
+	event := mcphttp.AppendEvent(nil, mcphttp.Event{Name: "message", ID: mcphttp.EventID(stream, idx+1), Data: data})
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", mcphttp.ContentTypeSSE)
+	w.Header().Set("Content-Length", fmt.Sprint(len(event)))
+	_, _ = w.Write(event)
+	return true
+}
+
+// fastStreamID names a fast-path call's stream: "f<n>" and, for a request
+// id short enough, "c" and the hex of the raw id, so that a bridge that
+// restarted can still answer the call (answerLostCall).
+func fastStreamID(n uint64, rawID []byte) string {
+	b := make([]byte, 0, 2+20+2*len(rawID))
+	b = strconv.AppendUint(append(b, 'f'), n, 10)
+	if len(rawID) <= maxStreamIDBytes {
+		b = hex.AppendEncode(append(b, 'c'), rawID)
+	}
+	return string(b)
+}
+
+// maxStreamIDBytes bounds the request ids carried in stream ids (and so
+// in every event id of the stream).
+const maxStreamIDBytes = 64
+
+// fastStreamRequestID reads the raw request id back from a stream id.
+func fastStreamRequestID(stream string) ([]byte, bool) {
+	_, enc, ok := strings.Cut(stream, "c")
+	if !ok {
+		return nil, false
+	}
+	raw, err := hex.DecodeString(enc)
+	if err != nil || len(raw) == 0 || !plainID(raw) {
+		return nil, false
+	}
+	return raw, true
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/internal/jsonscan"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 )
 
@@ -267,18 +268,14 @@ func echoResult(params []byte) (json.RawMessage, bool) {
 // waitTools waits until the server offers the named tool.
 func (b *bridge) waitTools(name string) {
 	b.t.Helper()
-	if !waitOffered(b.mcps, name) {
-		b.t.Fatalf("tool %q never offered", name)
-	}
+	testutil.WaitFor(b.t, fmt.Sprintf("tool %q offered", name), func() bool { return offers(b.mcps, name) })
 }
 
-// waitOffered waits up to 5 s for s to offer the named tool.
-func waitOffered(s *Server, name string) bool {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		for _, t := range s.ToolList() {
-			if t.Name == name {
-				return true
-			}
+// offers reports whether s offers the named tool.
+func offers(s *Server, name string) bool {
+	for _, t := range s.ToolList() {
+		if t.Name == name {
+			return true
 		}
 	}
 	return false

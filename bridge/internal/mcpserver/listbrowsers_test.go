@@ -62,11 +62,7 @@ func TestListBrowsersWithoutProfile(t *testing.T) {
 	if m, err := fe.Call(ctx, protocol.Hello, hello); err != nil || m.Error != nil {
 		t.Fatalf("hello: %v %v", err, m.Error)
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(b.links.Browsers()) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the browser was never registered")
-		}
-	}
+	testutil.WaitFor(t, "the browser registered", func() bool { return len(b.links.Browsers()) > 0 })
 
 	cs := b.connect(eras[3], nil, "")
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolListBrowsers})

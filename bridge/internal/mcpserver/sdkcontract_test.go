@@ -18,7 +18,7 @@ package mcpserver
 //     stream's ("f…") or a standalone stream's priming id ("g…");
 //   - its resumption of a stream it did not open, from the event store;
 //   - its idle timer: paused while a POST is in progress, started again
-//     when the last ends, not held by a GET stream (liveSessions copies it).
+//     when the last ends, not held by a GET stream (mcphttp.Lease keeps it for the live sessions).
 
 import (
 	"context"

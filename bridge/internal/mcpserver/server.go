@@ -4,8 +4,10 @@
 // forwards each tools/call to the right browser with a request id unique to
 // the MCP session, mapping progress and cancellation both ways. The HTTP
 // transports (Streamable HTTP in every era, legacy HTTP+SSE) are in
-// streamable.go and sse.go; fastpath.go answers the hot requests of
-// stateful Streamable HTTP sessions without the SDK's server path.
+// streamable.go and sse.go; session.go is a stateful Streamable HTTP
+// session's life, and traces a tools/call through the files; fastpath.go
+// answers the hot requests of those sessions without the SDK's server
+// path.
 package mcpserver
 
 import (
@@ -72,7 +74,7 @@ type Server struct {
 	change   chan struct{} // closed and replaced when browsers come or go
 
 	sessMu   sync.Mutex
-	sessions map[*mcp.ServerSession]*session
+	sessions map[*mcp.ServerSession]*linkSession
 	// pendingSessions lists the recorded sessions of a previous bridge
 	// process not yet resumed (set by NewStreamable).
 	pendingSessions func() []protocol.SessionRef
@@ -103,7 +105,7 @@ func New(opts Options) *Server {
 		log:      opts.Logger,
 		tools:    make(map[string]*mcp.Tool),
 		change:   make(chan struct{}),
-		sessions: make(map[*mcp.ServerSession]*session),
+		sessions: make(map[*mcp.ServerSession]*linkSession),
 		progress: make(map[string]progressRoute),
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "browserbridge", Title: "Browser Bridge", Version: opts.Version}, &mcp.ServerOptions{

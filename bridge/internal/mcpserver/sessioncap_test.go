@@ -33,7 +33,7 @@ func TestSessionCaps(t *testing.T) {
 	}
 	// An evicted session leaves the live index when the SDK has closed
 	// it, which may be a moment after the table let it go.
-	testutil.WaitFor(t, "at most 9 sessions live after the flood", func() bool { return len(b.st.live.all()) <= 9 })
+	testutil.WaitFor(t, "at most 9 sessions live after the flood", func() bool { return b.st.live.Len() <= 9 })
 	if r := keeper.post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); r.status != http.StatusOK {
 		t.Fatalf("the other client's session did not survive the flood: %d %s", r.status, r.body)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,28 +32,25 @@ func echoID(id string) string {
 // `event: ping` keeps idle proxies from closing it. The session ends when
 // the stream closes.
 type SSE struct {
-	s    *Server
-	opts HTTPOptions
-
-	mu       sync.Mutex
-	sessions map[string]*sseSession
-	open     atomic.Int64
+	s        *Server
+	opts     HTTPOptions
+	sessions mcphttp.SessionTable[*sseSession]
 }
 
 type sseSession struct {
-	t   *mcp.SSEServerTransport
-	adm *sessionlimit.Session
+	t     *mcp.SSEServerTransport
+	lease *mcphttp.Lease // no idle timeout: the session ends with its stream
 }
 
 // NewSSE returns the legacy transport; mount Stream at /sse and Message at
 // /message.
 func (s *Server) NewSSE(opts HTTPOptions) *SSE {
 	opts.defaults()
-	return &SSE{s: s, opts: opts, sessions: make(map[string]*sseSession)}
+	return &SSE{s: s, opts: opts}
 }
 
 // Sessions reports the open SSE sessions.
-func (h *SSE) Sessions() int64 { return h.open.Load() }
+func (h *SSE) Sessions() int64 { return int64(h.sessions.Len()) }
 
 // Stream handles GET /sse.
 func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
@@ -70,12 +66,13 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	adm, err := h.opts.Sessions.Admit(sessionlimit.ClientKey(peerHost(r), "", "legacy-sse"), cancel)
+	lease, err := mcphttp.AdmitLease(h.opts.Sessions, sessionlimit.ClientKey(peerHost(r), "", "legacy-sse"), mcphttp.LeaseOptions{End: cancel})
 	if err != nil {
 		writeRefusal(w, nil, err)
 		return
 	}
-	defer adm.Release()
+	lease.End() // the open stream is not a request: an idle session may make room for another
+	defer lease.Release()
 	id := rand.Text()
 	endpoint := "/message?sessionId=" + id
 	if b := r.URL.Query().Get("browser"); b != "" {
@@ -89,16 +86,9 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 	lw := &lockedWriter{w: w, f: flusher}
 	t := &mcp.SSEServerTransport{Endpoint: endpoint, Response: lw, MaxRequestBodyBytes: h.opts.MaxBodyBytes}
 
-	h.mu.Lock()
-	h.sessions[id] = &sseSession{t: t, adm: adm}
-	h.mu.Unlock()
-	h.open.Add(1)
-	defer func() {
-		h.mu.Lock()
-		delete(h.sessions, id)
-		h.mu.Unlock()
-		h.open.Add(-1)
-	}()
+	sess := &sseSession{t: t, lease: lease}
+	h.sessions.Put(id, sess)
+	defer h.sessions.Delete(id, sess)
 
 	ss, err := h.s.mcp.Connect(ctx, t, nil)
 	if err != nil {
@@ -145,19 +135,16 @@ func (h *SSE) Message(w http.ResponseWriter, r *http.Request) {
 	}
 	copyBrowserParam(r)
 	id := r.URL.Query().Get("sessionId")
-	h.mu.Lock()
-	sess := h.sessions[id]
-	h.mu.Unlock()
-	if sess == nil {
+	sess, _ := h.sessions.Get(id)
+	if sess == nil || !sess.lease.Begin() {
 		mcphttp.WriteError(w, http.StatusNotFound, nil, rpccode.SessionNotFound, fmt.Sprintf(
 			"unknown or ended SSE session %q: a legacy SSE session (2024-11-05) ends when its stream breaks, for instance when Browser Bridge restarts; open a new stream with GET /sse (Streamable HTTP at /mcp keeps sessions across restarts)", echoID(id)))
 		return
 	}
+	defer sess.lease.End()
 	if !mcphttp.CheckContentType(w, r) {
 		return
 	}
-	sess.adm.Begin()
-	defer sess.adm.End()
 	if _, ok := readMessage(w, r, h.opts.MaxBodyBytes); !ok {
 		return
 	}

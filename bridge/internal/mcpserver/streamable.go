@@ -2,9 +2,13 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -80,7 +84,7 @@ var serverMethods = map[string]bool{
 // Streamable serves /mcp for every era on one endpoint: requests of the
 // 2026-07-28 stateless era (no session, _meta carries the version) go to a
 // stateless SDK handler; initialize and everything in a session go to the
-// bridge's stateful sessions (sessions.go), SDK transports it creates,
+// bridge's live sessions (session.go), SDK transports it creates,
 // records and resumes itself. Before either, requests are checked so that
 // bad input gets JSON-RPC errors rather than the SDK's plain-text ones.
 type Streamable struct {
@@ -88,7 +92,7 @@ type Streamable struct {
 	opts      HTTPOptions
 	stateless *mcp.StreamableHTTPHandler
 	events    *eventStore
-	live      *liveSessions
+	live      mcphttp.SessionTable[*liveSession]
 	records   *recordStore
 	limit     *sessionlimit.Table
 	resumeMu  sync.Mutex // one resumption from a record at a time
@@ -106,7 +110,6 @@ func (s *Server) NewStreamable(opts HTTPOptions) *Streamable {
 	h := &Streamable{s: s, opts: opts, events: newEventStore(opts.ReplayBytes), limit: opts.Sessions, version: newVersionContext()}
 	h.records = newRecordStore(opts.SessionDir, opts.Sessions.Stats().Max, opts.SessionTimeout, s.log)
 	h.records.load()
-	h.live = newLiveSessions(h.events, h.records, opts.SessionTimeout, &h.stopping)
 	s.sessMu.Lock()
 	s.pendingSessions = h.pendingSessions
 	s.sessMu.Unlock()
@@ -139,7 +142,7 @@ func (h *Streamable) pendingSessions() []protocol.SessionRef {
 // daemon calls it periodically.
 func (h *Streamable) ExpireRecords() {
 	for _, r := range h.records.expire(time.Now()) {
-		h.s.sessionEnded(&session{id: r.LinkID, client: r.Client})
+		h.s.sessionEnded(&linkSession{id: r.LinkID, client: r.Client})
 	}
 }
 
@@ -172,7 +175,7 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var ls *liveSession
 	if sid != "" {
-		if ls = h.lookup(r, sid); ls != nil && h.serveFast(w, r, ls, body) {
+		if ls = h.session(r, sid); ls != nil && h.serveFast(w, r, ls, body) {
 			return
 		}
 	}
@@ -195,8 +198,11 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !checkVersion(w, r, head.ID) {
 			return
 		}
-		ls.startPOST()
-		defer ls.endPOST()
+		if !ls.begin() {
+			h.writeNoSession(w, head.ID)
+			return
+		}
+		defer ls.end()
 		ls.transport.ServeHTTP(w, h.version.with(r))
 	case head.stateless() || mcphttp.IsStateless(r.Header.Get(mcphttp.HeaderProtocolVersion)):
 		h.stateless.ServeHTTP(w, r)
@@ -205,7 +211,7 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			mcphttp.WriteError(w, http.StatusServiceUnavailable, head.ID, rpccode.Unavailable, "Browser Bridge is stopping; try again in a moment")
 			return
 		}
-		h.createSession(w, r, head)
+		h.open(w, r, head)
 	default:
 		mcphttp.WriteError(w, http.StatusBadRequest, head.ID, rpccode.InvalidRequest,
 			"Mcp-Session-Id header is required: send initialize first (or, as a 2026-07-28 client, put the protocol version in _meta)")
@@ -345,4 +351,204 @@ func copyBrowserParam(r *http.Request) {
 	if b := r.URL.Query().Get("browser"); b != "" {
 		r.Header.Set(BrowserHeader, b)
 	}
+}
+
+// serveGET serves a session's GET stream, or the resumption of a call's
+// stream (Last-Event-ID).
+func (h *Streamable) serveGET(w http.ResponseWriter, r *http.Request, sid string) {
+	if !mcphttp.CheckGETAccept(w, r) {
+		return
+	}
+	if sid == "" {
+		mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "GET needs the Mcp-Session-Id header of an initialized session")
+		return
+	}
+	ls := h.session(r, sid)
+	if ls == nil {
+		h.writeNoSession(w, nil)
+		return
+	}
+	if h.answerLostCall(w, r, ls) {
+		return
+	}
+	if !checkVersion(w, r, nil) {
+		return
+	}
+	h.awaitFastStream(r, ls)
+	if last := r.Header.Get(mcphttp.HeaderLastEventID); strings.HasPrefix(last, "g") {
+		// The standalone stream, opened again: it has no events to replay
+		// (its priming event is not stored), so it is a new one.
+		r.Header.Del(mcphttp.HeaderLastEventID)
+	}
+	if last := r.Header.Get(mcphttp.HeaderLastEventID); last == "" && mcphttp.PrimesStreams(mcphttp.RequestVersion(r.Header)) {
+		w = &primingWriter{ResponseWriter: w, event: mcphttp.AppendEvent(nil, mcphttp.Event{Name: "prime", ID: mcphttp.EventID("g"+rand.Text(), 0)})}
+	}
+	ls.transport.ServeHTTP(w, h.version.with(r))
+}
+
+// primingWriter opens a standalone GET stream with a priming event
+// (2025-11-25, SEP-1699) whose id is new on every stream. A client counts
+// the times its stream broke without a new event id and gives the session
+// up after a few (the Go SDK after 5): a stream that only carried
+// keep-alives before each bridge restart would otherwise cost the session
+// its life after the fifth restart.
+type primingWriter struct {
+	http.ResponseWriter
+	event  []byte
+	primed bool
+}
+
+func (p *primingWriter) prime() {
+	if p.primed {
+		return
+	}
+	p.primed = true
+	if strings.HasPrefix(p.Header().Get("Content-Type"), mcphttp.ContentTypeSSE) {
+		_, _ = p.ResponseWriter.Write(p.event)
+	}
+}
+
+func (p *primingWriter) WriteHeader(code int) {
+	p.ResponseWriter.WriteHeader(code)
+	if code == http.StatusOK {
+		p.prime()
+	}
+}
+
+func (p *primingWriter) Write(b []byte) (int, error) {
+	p.prime()
+	return p.ResponseWriter.Write(b)
+}
+
+func (p *primingWriter) Flush() {
+	p.prime()
+	_ = http.NewResponseController(p.ResponseWriter).Flush()
+}
+
+func (p *primingWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// serveDELETE ends a session at the client's request.
+func (h *Streamable) serveDELETE(w http.ResponseWriter, r *http.Request, sid string) {
+	if sid == "" {
+		mcphttp.WriteError(w, http.StatusBadRequest, nil, rpccode.InvalidRequest, "DELETE needs the Mcp-Session-Id header of the session to end")
+		return
+	}
+	ls := h.session(r, sid)
+	if ls == nil {
+		h.writeNoSession(w, nil)
+		return
+	}
+	_ = ls.ss.Close()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Close ends every Streamable HTTP session for a bridge that stops: their
+// records stay, so a restarted bridge resumes them.
+func (h *Streamable) Close() {
+	h.s.Stopping()
+	h.stopping.Store(true)
+	for _, ls := range h.live.All() {
+		_ = ls.ss.Close()
+	}
+}
+
+// writeNoSession answers a request for a session the bridge does not have:
+// 404, or, while the bridge is stopping, 503 with Retry-After, since the
+// session is then only closed for the next process to resume (its record
+// stays) and a 404 would make the client give it up.
+func (h *Streamable) writeNoSession(w http.ResponseWriter, id json.RawMessage) {
+	if h.stopping.Load() {
+		w.Header().Set("Retry-After", "1")
+		mcphttp.WriteError(w, http.StatusServiceUnavailable, id, rpccode.Unavailable, "Browser Bridge is restarting; this session carries on in a moment: try again")
+		return
+	}
+	writeSessionNotFound(w, id)
+}
+
+// writeSessionNotFound answers a request for a session the bridge does not
+// have (404, as the spec asks, so the client starts a new one).
+func writeSessionNotFound(w http.ResponseWriter, id json.RawMessage) {
+	mcphttp.WriteError(w, http.StatusNotFound, id, rpccode.SessionNotFound,
+		"session not found: it was ended (DELETE, the session timeout, or the session limit) or a bridge restart could not keep it; send initialize to start a new session")
+}
+
+// writeRefusal answers a session the table refused.
+func writeRefusal(w http.ResponseWriter, id json.RawMessage, err error) {
+	var r *sessionlimit.Refusal
+	if errors.As(err, &r) {
+		w.Header().Set("Retry-After", r.RetryAfterSeconds())
+		mcphttp.WriteError(w, r.Status, id, rpccode.Unavailable, r.Message)
+		return
+	}
+	mcphttp.WriteError(w, http.StatusServiceUnavailable, id, rpccode.Unavailable, err.Error())
+}
+
+// peerHost is the client's address without its port: one client makes
+// connections from many ports.
+func peerHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// versionContext gives a request the protocol version the SDK's transport
+// reads from its context (priming events from 2025-11-25, batch refusal
+// from 2025-06-18). Only the SDK's own handler can put it there, under an
+// unexported key, so a session-less probe of the request goes through a
+// handler that keeps no sessions: it prepares the context, then asks its
+// server callback for a server with that context, and the callback hands
+// the context back instead. The MCP-Protocol-Version header was checked
+// before (checkVersion).
+type versionContext struct {
+	probe *mcp.StreamableHTTPHandler
+}
+
+type probeSlot struct{}
+
+func newVersionContext() *versionContext {
+	return &versionContext{probe: mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if slot, ok := r.Context().Value(probeSlot{}).(*context.Context); ok {
+			*slot = r.Context() // the last call, the one that matters, has the version
+		}
+		return nil // no server: the probe never becomes a session
+	}, &mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})}
+}
+
+// with returns r carrying its MCP-Protocol-Version as the SDK's transport
+// expects it.
+func (v *versionContext) with(r *http.Request) *http.Request {
+	var got context.Context
+	probe := r.WithContext(context.WithValue(r.Context(), probeSlot{}, &got))
+	probe.Method = http.MethodPost
+	probe.Header = http.Header{
+		"Content-Type": {mcphttp.ContentTypeJSON},
+		"Accept":       {mcphttp.ContentTypeJSON + ", " + mcphttp.ContentTypeSSE},
+	}
+	if ver := r.Header.Values(mcphttp.HeaderProtocolVersion); len(ver) > 0 {
+		probe.Header[mcphttp.HeaderProtocolVersion] = ver
+	}
+	probe.Body = http.NoBody
+	v.probe.ServeHTTP(discardResponse{}, probe)
+	if got == nil {
+		return r
+	}
+	return r.WithContext(got)
+}
+
+// discardResponse swallows the probe's answer.
+type discardResponse struct{}
+
+func (discardResponse) Header() http.Header         { return http.Header{} }
+func (discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (discardResponse) WriteHeader(int)             {}
+
+// checkVersion refuses an MCP-Protocol-Version the bridge does not speak,
+// as the SDK's handler would, but as a JSON-RPC error. A version of the
+// stateless era or later goes on to the SDK's stateless handler, which
+// answers a version it does not know itself.
+func checkVersion(w http.ResponseWriter, r *http.Request, id json.RawMessage) bool {
+	return mcphttp.IsStateless(r.Header.Get(mcphttp.HeaderProtocolVersion)) ||
+		mcphttp.CheckVersion(w, r, id, mcphttp.Versions)
 }

@@ -128,11 +128,11 @@ func (s *Server) selectBrowser(ctx context.Context, req *mcp.CallToolRequest) (*
 	if !ok {
 		return toolError(fmt.Sprintf("no connected browser has id %q; list_browsers gives the ids", args.Browser)), nil
 	}
-	sess := s.session(req.Session, req)
-	if sess.stateless {
+	link := s.linkOf(req.Session, req)
+	if link.stateless {
 		return toolError("this client is stateless (2026-07-28): add ?browser=" + args.Browser + " to the endpoint URL instead"), nil
 	}
-	sess.setBrowser(args.Browser)
+	link.setBrowser(args.Browser)
 	info := b.Info()
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("This session now uses %s %s (%s).", info.Name, info.Version, info.ID)}}}, nil
 }
