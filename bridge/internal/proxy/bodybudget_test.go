@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"regexp"
 	"runtime"
@@ -122,7 +121,7 @@ func TestBigBodiesBounded(t *testing.T) {
 	// detector with the machine busy a 15 MiB body trickles.
 	tp := runHTTPProxy(t, Options{BodyWait: 5 * time.Minute, ReadTimeout: 5 * time.Minute}, nil)
 	discardingBrowser(t, tp, "alice")
-	tok := tp.person(t, url.Values{"password": {testPassword}}).accessToken(tp.public() + "/mcp")
+	tok := accessToken(t, passwordPerson(), tp.public()+"/mcp")
 	status, h, body := rawPost(t, tp.public()+"/mcp", tok, initBody)
 	sid := h.Get(mcphttp.HeaderSessionID)
 	if status != http.StatusOK || sid == "" {

@@ -1162,7 +1162,7 @@ func TestClusterHTTPServerEndpoint(t *testing.T) {
 			t.Fatal("node b never listed the server of node a")
 		}
 	}
-	p := (&testProxy{hs: lb.hs}).person(t, passwordFields())
+	p := passwordPerson()
 	cs := sdkClient(t, lb.public()+"/servers/notes/mcp", eraSession, p, &mcp.ClientOptions{
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Model: "test", Role: "assistant", Content: &mcp.TextContent{Text: "hi from the client"}}, nil
@@ -1198,7 +1198,7 @@ func TestClusterHTTPEndpoint(t *testing.T) {
 
 		progress := make(chan string, 10)
 		changed := make(chan struct{}, 10)
-		p := (&testProxy{hs: lb.hs}).person(t, passwordFields())
+		p := passwordPerson()
 		cs := sdkClient(t, lb.public()+"/mcp", era, p, &mcp.ClientOptions{
 			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 				progress <- req.Params.Message

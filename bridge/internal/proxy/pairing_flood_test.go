@@ -98,7 +98,7 @@ func TestPairingOwnerSignsInDuringGuessFlood(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the owner's sign-in page: %v", err)
 	}
-	fields["code"] = code["code"]
+	fields["code"] = []string{code}
 	began := time.Now()
 	status, page, err := postSignIn(tp, owner, nil, fields)
 	took := time.Since(began)

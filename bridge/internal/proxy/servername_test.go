@@ -267,7 +267,7 @@ func TestHTTPServerNameSessions(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, nil)
 	first := startServerAs(t, tp, "alice", "notes", relaywire.AuthenticateResult{Name: "notes (laptop)"})
 	tp.refusedServer(t, "alice", "notes", relaywire.AuthenticateResult{Name: "notes (desktop)"})
-	person := tp.person(t, passwordFields())
+	person := passwordPerson()
 	session := func() {
 		sdkClient(t, tp.public()+"/servers/notes/mcp", eraSession, person, &mcp.ClientOptions{}).Close()
 	}
