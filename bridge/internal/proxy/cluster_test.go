@@ -1386,6 +1386,10 @@ func TestClusterClientNodeShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Errorf("the held call was not answered")
 	}
+	// The disconnected notification comes after the held call's answer:
+	// once the connection has closed, the reader has queued everything
+	// the node sent before it.
+	code, reason := c.closed()
 	got := false
 	for !got && len(c.notes) > 0 {
 		if m := <-c.notes; m.Method == relaywire.MethodDisconnected {
@@ -1400,7 +1404,7 @@ func TestClusterClientNodeShutdown(t *testing.T) {
 	if !got {
 		t.Errorf("no disconnected before the connection closed")
 	}
-	if code, reason := c.closed(); code != websocket.CloseGoingAway || reason != relaywire.ReasonShuttingDown {
+	if code != websocket.CloseGoingAway || reason != relaywire.ReasonShuttingDown {
 		t.Errorf("closed with %d %q", code, reason)
 	}
 	statusPeers(t, ext.tclient, true, 0)
