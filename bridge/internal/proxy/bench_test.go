@@ -22,6 +22,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/benchload"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/testproc"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -537,9 +538,8 @@ func BenchmarkIdlePair(b *testing.B) {
 	before := inUse()
 	clients := make([]*websocket.Conn, 0, 2*n)
 	for range 2 * n {
-		clients = append(clients, rawDial(b, echo))
+		clients = append(clients, rawDial(b, echo)) // goroutine-less: nothing left to settle once it returns
 	}
-	time.Sleep(100 * time.Millisecond)
 	baseline := inUse() - before
 	for _, ws := range clients {
 		ws.Close()
@@ -549,7 +549,7 @@ func BenchmarkIdlePair(b *testing.B) {
 	tp := newTestProxy(b, Options{MaxMCPPerUser: -1, MaxExtensionsPerUser: -1})
 	before = inUse()
 	closeAll := idlePairs(b, tp, n)
-	time.Sleep(100 * time.Millisecond)
+	testutil.WaitFor(b, fmt.Sprintf("the proxy to hold %d pairs", n), func() bool { return tp.srv.nExt.Load() == n && tp.srv.nMCP.Load() == n })
 	total := inUse() - before
 	for b.Loop() {
 	}
@@ -587,7 +587,15 @@ func BenchmarkPairsHeld(b *testing.B) {
 		b.Fatalf("pairs process: %q %v", line, err)
 	}
 	setup := time.Since(start)
-	time.Sleep(200 * time.Millisecond)
+	var opened int64
+	if _, err := fmt.Sscanf(line, "held %d", &opened); err != nil {
+		b.Fatalf("pairs process: %q %v", line, err)
+	}
+	// The pairs process closes the extension of a pair that failed; the
+	// proxy's count follows a moment later.
+	testutil.WaitFor(b, fmt.Sprintf("the proxy to hold the %d pairs opened", opened), func() bool {
+		return tp.srv.nExt.Load() == opened && tp.srv.nMCP.Load() == opened
+	})
 	held := tp.srv.nExt.Load()
 	after, rssAfter := inUse(), residentSet()
 	for b.Loop() {

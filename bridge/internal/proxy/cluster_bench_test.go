@@ -34,6 +34,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/benchload"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/testproc"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -142,7 +143,8 @@ func startClusterLoad(tb testing.TB, extNode, clientNode *testProxy, user string
 // dialMCPWait is dialMCP for an extension that may be on another node:
 // the connect is tried again while the node does not know the extension
 // yet (presence is written asynchronously), every 25 ms, which stays
-// under the strike rule (DefaultStrikes refusals a second).
+// under the strike rule (DefaultStrikes refusals a second). Not
+// testutil.WaitFor: a capacity run takes its error for a full node.
 func dialMCPWait(url, tok, extID string) (*websocket.Conn, error) {
 	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 512, WriteBufferSize: 512}
 	ws, _, err := d.Dial(url+relaywire.PathMCP, nil)
@@ -467,21 +469,11 @@ func (n *nodeProc) stats(b *testing.B, gc bool) nodeStats {
 	return s
 }
 
-// waitFor polls the node's figures until ok holds: the nodes settle
+// waitFor waits for the node's figures to satisfy ok: the nodes settle
 // asynchronously (presence, attach, their connections' goroutines).
 func (n *nodeProc) waitFor(b *testing.B, what string, ok func(nodeStats) bool) {
 	b.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		s := n.stats(b, false)
-		if ok(s) {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s: not settled after 60 s: %+v", what, s)
-		}
-		time.Sleep(20 * time.Millisecond) // polling: no event to wait on
-	}
+	testutil.WaitFor(b, what+" to settle", func() bool { return ok(n.stats(b, false)) })
 }
 
 // serveClusterNode is a node process: it reads "NATS-URL NODE NOFILE",

@@ -120,7 +120,7 @@ func TestClusterHTTPBehindLoadBalancer(t *testing.T) {
 	eras(t, func(t *testing.T, era string) {
 		lb, nodes := clusterHTTPNodes(t, 3)
 		b := startBrowser(t, nodes[0], "alice", "Chrome")
-		p := (&testProxy{hs: lb}).person(t, passwordFields()) // at the load balancer's URL
+		p := passwordPerson()
 		// The browser shows on every node before the client starts.
 		for _, n := range nodes {
 			testutil.WaitFor(t, "alice's browser on the node", func() bool { return len(n.srv.extensionsOf("alice", "browser")) == 1 })

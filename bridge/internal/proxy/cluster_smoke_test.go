@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -47,19 +48,7 @@ func TestClusterSmoke(t *testing.T) {
 	b := clusterNodeProxy(t, url, "b")
 	ext := a.extension(t, "alice", "Chrome").ready(t)
 	c := b.mcp(t, "alice")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := c.call("l", relaywire.MethodListExtensions, nil)
-		var res relaywire.ListExtensionsResult
-		json.Unmarshal(r.Result, &res)
-		if len(res.Extensions) == 1 && res.Extensions[0].ID == ext.id {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the extension on node a never showed on node b: %s", r.Result)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitListed(t, c, browserInfo(ext.id, "Chrome"))
 	connectTo(t, c, ext.id)
 	for i := 0; i < 100; i++ {
 		r := c.call(i, "tools/call", map[string]any{"n": i})
@@ -178,13 +167,6 @@ func TestClusterSlowClient(t *testing.T) {
 	}
 	// And the one that reads nothing is dropped by its node, once its
 	// kernel buffers are full and its queue stayed full for WriteWait
-	// (the flood takes a while to cross a loaded machine: a generous
-	// deadline, only against a hang).
-	deadline := time.Now().Add(2 * time.Minute)
-	for b.srv.nMCP.Load() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the client that reads nothing was not dropped: node b still has %d MCP clients", b.srv.nMCP.Load())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// (the flood takes a while to cross a loaded machine).
+	testutil.WaitFor(t, "node b to drop the client that reads nothing", func() bool { return b.srv.nMCP.Load() == 1 })
 }

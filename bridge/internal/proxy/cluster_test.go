@@ -105,17 +105,7 @@ func waitListed(tb testing.TB, c *tclient, want ...relaywire.ExtensionInfo) {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := listOf(tb, c)
-		if slices.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("list_extensions still answers %+v after 20 s; want %+v", got, want)
-		}
-		time.Sleep(10 * time.Millisecond) // polling, not synchronisation
-	}
+	testutil.WaitFor(tb, fmt.Sprintf("list_extensions to answer %+v", want), func() bool { return slices.Equal(listOf(tb, c), want) })
 }
 
 // statusPeers waits for a status notification to c with the peer count.
@@ -998,8 +988,7 @@ func TestClusterHealthAndMetrics(t *testing.T) {
 		{a, "a", "b", 0, 1, 0, 1, 0, 1, 2},
 	} {
 		t.Run(tc.node, func(t *testing.T) {
-			deadline := time.Now().Add(20 * time.Second)
-			for {
+			testutil.WaitFor(t, fmt.Sprintf("node %s's /health to count its peer %s", tc.node, tc.peer), func() bool {
 				h := health(t, tc.tp)
 				peers, _ := h["peers"].([]any)
 				var peer map[string]any
@@ -1007,18 +996,11 @@ func TestClusterHealthAndMetrics(t *testing.T) {
 					peer, _ = peers[0].(map[string]any)
 				}
 				pairs, _ := h["pairs"].(map[string]any)
-				ok := h["node"] == tc.node && h["nats"] == "connected" && peer != nil && peer["node"] == tc.peer && peer["alive"] == true &&
+				return h["node"] == tc.node && h["nats"] == "connected" && peer != nil && peer["node"] == tc.peer && peer["alive"] == true &&
 					peer["extensions"] == tc.peerExts && peer["mcp_clients"] == tc.peerClients &&
 					pairs["local"] == tc.local && pairs["remote_in"] == tc.remoteIn && pairs["remote_out"] == tc.remoteOut &&
 					pairs["remote"] == tc.remoteIn+tc.remoteOut && h["extensions"] == tc.extensions && h["mcp_clients"] == tc.mcpClients
-				if ok {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("node %s's /health: %v", tc.node, h)
-				}
-				time.Sleep(20 * time.Millisecond) // polling
-			}
+			})
 		})
 	}
 }
@@ -1157,12 +1139,8 @@ func TestClusterHTTPServerEndpoint(t *testing.T) {
 	a, b, lb := httpCluster(t)
 	srv := startServer(t, a, "alice", "notes")
 	watch := b.mcp(t, "alice")
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(fmt.Sprint(listOf(t, watch)), "notes"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node b never listed the server of node a")
-		}
-	}
-	p := (&testProxy{hs: lb.hs}).person(t, passwordFields())
+	testutil.WaitFor(t, "node b to list the server of node a", func() bool { return strings.Contains(fmt.Sprint(listOf(t, watch)), "notes") })
+	p := passwordPerson()
 	cs := sdkClient(t, lb.public()+"/servers/notes/mcp", eraSession, p, &mcp.ClientOptions{
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Model: "test", Role: "assistant", Content: &mcp.TextContent{Text: "hi from the client"}}, nil
@@ -1198,7 +1176,7 @@ func TestClusterHTTPEndpoint(t *testing.T) {
 
 		progress := make(chan string, 10)
 		changed := make(chan struct{}, 10)
-		p := (&testProxy{hs: lb.hs}).person(t, passwordFields())
+		p := passwordPerson()
 		cs := sdkClient(t, lb.public()+"/mcp", era, p, &mcp.ClientOptions{
 			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 				progress <- req.Params.Message
@@ -1357,11 +1335,7 @@ func TestClusterShutdownLeavesNoPresence(t *testing.T) {
 	}
 	cb := b.mcp(t, "user0")
 	waitListed(t, cb, want...)
-	for deadline := time.Now().Add(20 * time.Second); len(presenceKeys(t, presence, "a.")) != n; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("presence keys of node a: %v, want %d", presenceKeys(t, presence, "a."), n)
-		}
-	}
+	testutil.WaitFor(t, fmt.Sprintf("%d presence keys of node a", n), func() bool { return len(presenceKeys(t, presence, "a.")) == n })
 	if err := a.srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -1378,18 +1352,9 @@ func TestClusterShutdownLeavesNoPresence(t *testing.T) {
 	waitListed(t, cb)
 	// Node a again, without extensions: node b lists none of the old ones.
 	joinCluster(t, url, "a", Options{}, time.Minute)
-	deadline := time.Now().Add(20 * time.Second)
-	for ghosts := 0; ; time.Sleep(20 * time.Millisecond) {
-		peers := fmt.Sprint(health(t, b)["peers"])
-		if strings.Contains(peers, "alive:true") {
-			if ghosts = len(listOf(t, cb)); ghosts == 0 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node a restarted: node b lists %d extensions of the old node a (peers %s)", ghosts, peers)
-		}
-	}
+	testutil.WaitFor(t, "node b to see node a alive again and list none of the old node a's extensions", func() bool {
+		return strings.Contains(fmt.Sprint(health(t, b)["peers"]), "alive:true") && len(listOf(t, cb)) == 0
+	})
 }
 
 // TestClusterClientNodeShutdown: the node of an MCP client stops
@@ -1421,6 +1386,10 @@ func TestClusterClientNodeShutdown(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Errorf("the held call was not answered")
 	}
+	// The disconnected notification comes after the held call's answer:
+	// once the connection has closed, the reader has queued everything
+	// the node sent before it.
+	code, reason := c.closed()
 	got := false
 	for !got && len(c.notes) > 0 {
 		if m := <-c.notes; m.Method == relaywire.MethodDisconnected {
@@ -1435,7 +1404,7 @@ func TestClusterClientNodeShutdown(t *testing.T) {
 	if !got {
 		t.Errorf("no disconnected before the connection closed")
 	}
-	if code, reason := c.closed(); code != websocket.CloseGoingAway || reason != relaywire.ReasonShuttingDown {
+	if code != websocket.CloseGoingAway || reason != relaywire.ReasonShuttingDown {
 		t.Errorf("closed with %d %q", code, reason)
 	}
 	statusPeers(t, ext.tclient, true, 0)
@@ -1532,11 +1501,9 @@ func TestClusterSubjectsCheckTheUser(t *testing.T) {
 	if v := metric(t, a, `browserbridge_proxy_cluster_dropped_total{reason="user_mismatch"}`); v != before+1 {
 		t.Errorf("node a counted %v user mismatches, want %v", v, before+1)
 	}
-	for deadline := time.Now().Add(20 * time.Second); metric(t, b, `browserbridge_proxy_cluster_dropped_total{reason="user_mismatch"}`) < 1; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("node b did not count the forged answer as a user mismatch")
-		}
-	}
+	testutil.WaitFor(t, "node b to count the forged answer as a user mismatch", func() bool {
+		return metric(t, b, `browserbridge_proxy_cluster_dropped_total{reason="user_mismatch"}`) >= 1
+	})
 	select {
 	case r := <-held:
 		t.Fatalf("alice's held call was answered by a forged message: %s %s", r.Result, r.Error)

@@ -177,9 +177,9 @@ func TestClusterAttackerDrivesNoBrowser(t *testing.T) {
 func TestClusterAttackerMintsNoToken(t *testing.T) {
 	lb, nodes := clusterHTTPNodes(t, 2)
 	startBrowser(t, nodes[0], "alice", "Chrome")
-	p := (&testProxy{hs: lb}).person(t, passwordFields())
+	p := passwordPerson()
 	resource := lb.URL + "/mcp"
-	realTok := p.accessToken(resource)
+	realTok := accessToken(t, p, resource)
 
 	ctx := context.Background()
 	js, err := jetstream.New(attacker(t, nodes[0].natsURL))
@@ -258,8 +258,8 @@ func TestClusterAttackerMintsNoToken(t *testing.T) {
 func TestClusterAttackerStealsNoSession(t *testing.T) {
 	lb, nodes := clusterHTTPNodes(t, 2)
 	startBrowser(t, nodes[0], "alice", "Chrome")
-	p := (&testProxy{hs: lb}).person(t, passwordFields())
-	tok := p.accessToken(lb.URL + "/mcp")
+	p := passwordPerson()
+	tok := accessToken(t, p, lb.URL+"/mcp")
 	var stolen atomic.Int64
 	trap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		stolen.Add(1)

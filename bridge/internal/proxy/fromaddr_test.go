@@ -83,7 +83,10 @@ func runHTTPProxy(t *testing.T, opts Options, tweak func(*HTTPOptions)) *testPro
 // signInPage opens the sign-in page of a fresh authorization request as
 // a person at the address would, and returns its form's hidden fields,
 // with the cookies in client's jar. The request's own attempt limit (5)
-// is why each attempt in the floods below opens its own.
+// is why each attempt in the floods below opens its own. It and
+// postSignIn take the sign-in a step at a time, where testutil.Person
+// does it whole: for the tests that send wrong codes (from chosen
+// addresses, with chosen headers) and read each refusal.
 func signInPage(tp *testProxy, client *http.Client, header http.Header, query string) (map[string][]string, error) {
 	req, _ := http.NewRequest(http.MethodGet, tp.public()+"/oauth/authorize?"+query, nil)
 	for k, v := range header {

@@ -92,86 +92,28 @@ func (tp *testProxy) public() string {
 	return tp.hs.URL
 }
 
-// person is someone at a web browser on the proxy's sign-in and consent
-// pages (a cookie jar, forms posted as a page posts them); fields are what
-// they type on the sign-in page (password, or code).
-type person struct {
-	tb     testing.TB
-	tp     *testProxy
-	client *http.Client
-	fields url.Values
+// browserPerson is someone at one web browser on the proxy's sign-in and
+// consent pages, typing secret into field ("password", or "code" for a
+// pairing code); the browser's cookie jar keeps their sign-in across the
+// approvals they make with it, as a person's browser does.
+func browserPerson(field, secret string) testutil.Person {
+	jar, _ := cookiejar.New(nil)
+	return testutil.Person{Field: field, Secret: secret, Client: &http.Client{Jar: jar, Timeout: time.Minute}}
 }
 
-func (tp *testProxy) person(tb testing.TB, fields url.Values) *person {
-	jar, _ := cookiejar.New(nil)
-	return &person{tb: tb, tp: tp, fields: fields, client: &http.Client{Jar: jar, Timeout: time.Minute,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if strings.HasPrefix(req.URL.String(), tp.public()) {
-				return nil
-			}
-			return http.ErrUseLastResponse // the app's redirect URI: read, never visited
-		}}}
+// passwordPerson signs in with testPassword, as alice.
+func passwordPerson() testutil.Person { return browserPerson("password", testPassword) }
+
+// pairedPerson signs in with a fresh pairing code of ext, as its user.
+func pairedPerson(tb testing.TB, ext *tclient) testutil.Person {
+	tb.Helper()
+	return browserPerson("code", pairingCode(tb, ext))
 }
 
 var hiddenField = regexp.MustCompile(`name="(request|csrf)" value="([^"]*)"`)
 
-// approve takes an authorization URL through sign-in and consent and
-// returns the redirect to the app (its query: code, state, iss).
-func (p *person) approve(authURL string) (url.Values, error) {
-	loc, err := p.approveURL(authURL)
-	if err != nil {
-		return nil, err
-	}
-	return loc.Query(), nil
-}
-
-// approveURL is approve returning the whole redirect.
-func (p *person) approveURL(authURL string) (*url.URL, error) {
-	resp, err := p.client.Get(authURL)
-	if err != nil {
-		return nil, err
-	}
-	page := readAll(resp)
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("the authorization page answered %d: %s", resp.StatusCode, page)
-	}
-	signIn := formFields(page)
-	for k, v := range p.fields {
-		signIn[k] = v
-	}
-	consent, status, _, err := p.post("/oauth/signin", signIn)
-	if err != nil {
-		return nil, err
-	}
-	if status != http.StatusOK || !strings.Contains(consent, `value="approve"`) {
-		return nil, fmt.Errorf("signing in answered %d: %s", status, consent)
-	}
-	f := formFields(consent)
-	f.Set("decision", "approve")
-	body, status, loc, err := p.post("/oauth/consent", f)
-	if err != nil {
-		return nil, err
-	}
-	if status != http.StatusSeeOther || loc == nil {
-		return nil, fmt.Errorf("approving answered %d: %s", status, body)
-	}
-	return loc, nil
-}
-
-func (p *person) post(path string, form url.Values) (string, int, *url.URL, error) {
-	req, _ := http.NewRequest(http.MethodPost, p.tp.public()+path, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", "null") // what a page under Referrer-Policy: no-referrer sends
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return "", 0, nil, err
-	}
-	body := readAll(resp)
-	loc, _ := resp.Location()
-	return body, resp.StatusCode, loc, nil
-}
-
+// formFields is the hidden fields of a page's forms, for the tests that
+// take the sign-in a step at a time (fromaddr_test.go).
 func formFields(page string) url.Values {
 	f := url.Values{}
 	for _, m := range hiddenField.FindAllStringSubmatch(page, -1) {
@@ -202,20 +144,20 @@ const (
 // (a protocol version, "" for the SDK's default), signing in with its own
 // OAuth support (discovery from the 401, dynamic registration, PKCE)
 // while p does the person's part.
-func sdkClient(tb testing.TB, endpoint, era string, p *person, opts *mcp.ClientOptions) *mcp.ClientSession {
+func sdkClient(tb testing.TB, endpoint, era string, p testutil.Person, opts *mcp.ClientOptions) *mcp.ClientSession {
 	tb.Helper()
 	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
 			RedirectURIs: []string{redirectURI}, ClientName: "proxy test (Go SDK)", TokenEndpointAuthMethod: "none",
 			GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
 		}},
-		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-			q, err := p.approve(args.URL)
+		AuthorizationCodeFetcher: testutil.CodeFetcher(func(_ context.Context, authURL string) (url.Values, error) {
+			back, err := p.Redirect(authURL)
 			if err != nil {
 				return nil, err
 			}
-			return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
-		},
+			return back.Query(), nil
+		}),
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -230,23 +172,16 @@ func sdkClient(tb testing.TB, endpoint, era string, p *person, opts *mcp.ClientO
 	return cs
 }
 
-// accessToken signs p in for resource the way a client does by hand
-// (register, authorize with PKCE, code for token) and returns the token.
-func (p *person) accessToken(resource string) string {
-	tb := p.tb
+// accessToken gets a token for resource the way a client does by hand
+// (register, authorize with PKCE, code for token) at the authorization
+// server of the resource's origin, while p does the person's part.
+func accessToken(tb testing.TB, p testutil.Person, resource string) string {
 	tb.Helper()
-	tok, err := p.tryAccessToken(resource)
+	u, err := url.Parse(resource)
 	if err != nil {
-		tb.Fatalf("signing in for %s: %v", resource, err)
+		tb.Fatal(err)
 	}
-	return tok
-}
-
-// tryAccessToken is accessToken, with the sign-in's refusal as an error.
-func (p *person) tryAccessToken(resource string) (string, error) {
-	tb := p.tb
-	tb.Helper()
-	base := p.tp.public()
+	base := u.Scheme + "://" + u.Host
 	reg, _ := json.Marshal(map[string]any{"redirect_uris": []string{redirectURI}, "client_name": "proxy test (by hand)",
 		"token_endpoint_auth_method": "none"})
 	resp, err := http.Post(base+"/oauth/register", "application/json", strings.NewReader(string(reg)))
@@ -264,10 +199,11 @@ func (p *person) tryAccessToken(resource string) (string, error) {
 	q := url.Values{"response_type": {"code"}, "client_id": {client.ClientID}, "redirect_uri": {redirectURI},
 		"state": {"s1"}, "scope": {"mcp"}, "resource": {resource},
 		"code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])}, "code_challenge_method": {"S256"}}
-	got, err := p.approve(base + "/oauth/authorize?" + q.Encode())
+	back, err := p.Redirect(base + "/oauth/authorize?" + q.Encode())
 	if err != nil {
-		return "", err
+		tb.Fatalf("signing in for %s: %v", resource, err)
 	}
+	got := back.Query()
 	resp, err = http.PostForm(base+"/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {got.Get("code")},
 		"code_verifier": {verifier}, "redirect_uri": {redirectURI}, "client_id": {client.ClientID}, "resource": {resource}})
 	if err != nil {
@@ -280,19 +216,19 @@ func (p *person) tryAccessToken(resource string) (string, error) {
 	if json.Unmarshal([]byte(body), &tok) != nil || tok.AccessToken == "" {
 		tb.Fatalf("token: %d %s", resp.StatusCode, body)
 	}
-	return tok.AccessToken, nil
+	return tok.AccessToken
 }
 
 // pairingCode asks the proxy for a pairing code over ext's relay link, as
-// `browserbridge pair` does, and returns the sign-in fields with it.
-func pairingCode(tb testing.TB, ext *tclient) url.Values {
+// `browserbridge pair` does.
+func pairingCode(tb testing.TB, ext *tclient) string {
 	tb.Helper()
 	r := ext.call("pair-1", relaywire.MethodPairingCode, map[string]any{})
 	var res relaywire.PairingCodeResult
 	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.Code == "" {
 		tb.Fatalf("pairing_code: %s %s", r.Result, r.Error)
 	}
-	return url.Values{"code": {res.Code}}
+	return res.Code
 }
 
 // fakeBrowser stands for a browser reached through a bridge's relay: the

@@ -28,7 +28,7 @@ func rawSession(tb testing.TB, url, tok string) string {
 func TestHTTPRefusals(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{MaxMessageSize: 4096}, nil)
 	startBrowser(t, tp, "alice", "Chrome")
-	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
+	tok := accessToken(t, passwordPerson(), tp.public()+"/mcp")
 	sid := rawSession(t, tp.public()+"/mcp", tok)
 	mcpURL := tp.public() + "/mcp"
 	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
@@ -110,14 +110,21 @@ func TestHTTPRefusals(t *testing.T) {
 // then takes a pairing code, whose user needs no mapping.
 func TestHTTPUnmappedSubject(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, func(o *HTTPOptions) { o.Users = nil })
-	_, err := tp.person(t, passwordFields()).tryAccessToken(tp.public() + "/mcp")
-	if err == nil || !strings.Contains(err.Error(), "signing in answered 403") ||
-		!strings.Contains(err.Error(), "which this proxy maps to no user") || !strings.Contains(err.Error(), "&#34;password:owner&#34;") ||
-		!strings.Contains(err.Error(), `name="password"`) {
-		t.Fatalf("a password sign-in mapped to no user: %v; want the sign-in page again, 403, naming the subject", err)
+	// The refused sign-in a step at a time (not testutil.Person), to read
+	// the page it answers.
+	client := httpClientFrom(loopback(1))
+	fields, err := signInPage(tp, client, nil, authorizeQuery(t, tp))
+	if err != nil {
+		t.Fatalf("the sign-in page: %v", err)
+	}
+	fields["password"] = []string{testPassword}
+	status, page, err := postSignIn(tp, client, nil, fields)
+	if err != nil || status != http.StatusForbidden || !strings.Contains(page, "which this proxy maps to no user") ||
+		!strings.Contains(page, "&#34;password:owner&#34;") || !strings.Contains(page, `name="password"`) {
+		t.Fatalf("a password sign-in mapped to no user: %d %v %.500s; want the sign-in page again, 403, naming the subject", status, err, page)
 	}
 	alice := startBrowser(t, tp, "alice", "Chrome")
-	tok := tp.person(t, pairingCode(t, alice.tclient)).accessToken(tp.public() + "/mcp")
+	tok := accessToken(t, pairedPerson(t, alice.tclient), tp.public()+"/mcp")
 	if status, _, body := rawPost(t, tp.public()+"/mcp", tok, initBody); status != http.StatusOK {
 		t.Fatalf("a pairing-code sign-in on the same proxy: initialize %d %s", status, body)
 	}
@@ -131,11 +138,11 @@ func TestHTTPStatelessRequests(t *testing.T) {
 	startBrowser(t, tp, "alice", "Chrome A")
 	b := startBrowser(t, tp, "alice", "Chrome B")
 	bob := startBrowser(t, tp, "bob", "Chrome")
-	p := tp.person(t, passwordFields())
+	p := passwordPerson()
 	stateless := []string{mcphttp.HeaderProtocolVersion, mcphttp.VersionStateless}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`
 
-	status, _, body := rawPost(t, tp.public()+"/mcp", p.accessToken(tp.public()+"/mcp"), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`,
+	status, _, body := rawPost(t, tp.public()+"/mcp", accessToken(t, p, tp.public()+"/mcp"), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`,
 		append(stateless, mcphttp.HeaderMethod, "server/discover")...)
 	if status != http.StatusOK || !strings.Contains(body, `"supportedVersions":["2025-03-26","2025-06-18","2025-11-25","2026-07-28"]`) ||
 		!strings.Contains(body, `"tools":{"listChanged":true}`) {
@@ -143,14 +150,14 @@ func TestHTTPStatelessRequests(t *testing.T) {
 	}
 
 	url := tp.public() + "/browsers/" + b.id + "/mcp"
-	status, _, body = rawPost(t, url, p.accessToken(url), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hey"},`+meta+`}}`,
+	status, _, body = rawPost(t, url, accessToken(t, p, url), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hey"},`+meta+`}}`,
 		append(stateless, mcphttp.HeaderMethod, "tools/call", mcphttp.HeaderName, "echo")...)
 	if status != http.StatusOK || !strings.Contains(body, `Chrome B: hey`) {
 		t.Errorf("echo at %s: %d %s", url, status, body)
 	}
 
 	url = tp.public() + "/browsers/" + bob.id + "/mcp"
-	status, _, body = rawPost(t, url, p.accessToken(url), `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+meta+`}}`,
+	status, _, body = rawPost(t, url, accessToken(t, p, url), `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+meta+`}}`,
 		append(stateless, mcphttp.HeaderMethod, "tools/list")...)
 	if status != http.StatusNotFound || !strings.Contains(body, `no browser of yours with id \"`+bob.id+`\"`) {
 		t.Errorf("alice at bob's browser: %d %s", status, body)
@@ -191,7 +198,7 @@ func TestHTTPAbandonedSessionsMakeRoom(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, nil)
 	url := tp.public() + "/mcp"
 	tp.mcp(t, "alice") // a WebSocket client: one place of the 64
-	tok := tp.person(t, passwordFields()).accessToken(url)
+	tok := accessToken(t, passwordPerson(), url)
 	streamed := rawSession(t, url, tok) // the oldest, but in use
 	openStream(t, url, tok, streamed)
 	var abandoned []string
@@ -270,7 +277,7 @@ func TestHTTPSessionsPerUserInUse(t *testing.T) {
 			b := startBrowser(t, tp, "alice", "Chrome")
 			tp.mcp(t, "alice") // a WebSocket client of alice's
 			url := tp.public() + "/mcp"
-			tok := tp.person(t, passwordFields()).accessToken(url)
+			tok := accessToken(t, passwordPerson(), url)
 			sid := rawSession(t, url, tok)
 			stop := c.use(t, tp, b, url, tok, sid)
 			status, h, body := rawPost(t, url, tok, initBody)
@@ -312,7 +319,7 @@ func TestHTTPWebSocketSideUnchanged(t *testing.T) {
 func TestHTTPShutdownAnswersCalls(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{ShutdownGrace: 100 * time.Millisecond}, nil)
 	b := startBrowser(t, tp, "alice", "Chrome")
-	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
+	tok := accessToken(t, passwordPerson(), tp.public()+"/mcp")
 	sid := rawSession(t, tp.public()+"/mcp", tok)
 
 	req, _ := http.NewRequest(http.MethodGet, tp.public()+"/mcp", nil)
@@ -358,7 +365,7 @@ func TestHTTPShutdownAnswersCalls(t *testing.T) {
 func TestHTTPIdleSessionExpires(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, func(o *HTTPOptions) { o.SessionTimeout = 200 * time.Millisecond })
 	b := startBrowser(t, tp, "alice", "Chrome")
-	tok := tp.person(t, passwordFields()).accessToken(tp.public() + "/mcp")
+	tok := accessToken(t, passwordPerson(), tp.public()+"/mcp")
 	peers := func(want int) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)

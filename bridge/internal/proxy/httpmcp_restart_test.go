@@ -42,7 +42,7 @@ func TestHTTPBrowserSessionSurvivesRestart(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{ShutdownGrace: 100 * time.Millisecond}, tweak(store))
 	b := startBrowser(t, tp, "alice", "Chrome")
 	endpoint := tp.public() + "/mcp"
-	tok := tp.person(t, passwordFields()).accessToken(endpoint)
+	tok := accessToken(t, passwordPerson(), endpoint)
 	sid := rawSession(t, endpoint, tok)
 	call := func(tp *testProxy, b *fakeBrowser, id int, tool string) (chan string, *relaywire.Message) {
 		answer := make(chan string, 1)
@@ -89,7 +89,7 @@ func TestHTTPBrowserSessionSurvivesRestart(t *testing.T) {
 	tp2 := newHTTPTestProxyOn(t, hs, Options{}, tweak(openStore()))
 	b2 := startBrowser(t, tp2, "alice", "Chrome")
 	bob := startBrowser(t, tp2, "bob", "Chrome")
-	bobTok := tp2.person(t, pairingCode(t, bob.tclient)).accessToken(endpoint)
+	bobTok := accessToken(t, pairedPerson(t, bob.tclient), endpoint)
 	if status, _, body := rawPost(t, endpoint, bobTok, `{"jsonrpc":"2.0","id":9,"method":"ping"}`, mcphttp.HeaderSessionID, sid); status != http.StatusNotFound {
 		t.Errorf("alice's session with another user's token after the restart: %d %s; want 404", status, body)
 	}

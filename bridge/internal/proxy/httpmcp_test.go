@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -19,8 +18,6 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
-
-func passwordFields() url.Values { return url.Values{"password": {testPassword}} }
 
 func toolNames(tb testing.TB, cs *mcp.ClientSession) []string {
 	tb.Helper()
@@ -54,7 +51,7 @@ func TestHTTPBrowserEndpoint(t *testing.T) {
 		tp := newHTTPTestProxy(t, Options{}, nil)
 		work := startBrowser(t, tp, "alice", "Chrome at work")
 		home := startBrowser(t, tp, "alice", "Chrome at home") // the most recent: the default
-		p := tp.person(t, passwordFields())
+		p := passwordPerson()
 		cs := sdkClient(t, tp.public()+"/mcp", era, p, nil)
 
 		names := toolNames(t, cs)
@@ -124,7 +121,7 @@ func TestHTTPProgressAndCancel(t *testing.T) {
 		tp := newHTTPTestProxy(t, Options{}, nil)
 		b := startBrowser(t, tp, "alice", "Chrome")
 		progress := make(chan string, 10)
-		cs := sdkClient(t, tp.public()+"/mcp", era, tp.person(t, passwordFields()), &mcp.ClientOptions{
+		cs := sdkClient(t, tp.public()+"/mcp", era, passwordPerson(), &mcp.ClientOptions{
 			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 				progress <- req.Params.Message
 			},
@@ -187,7 +184,7 @@ func TestHTTPExtensionLeavesMidCall(t *testing.T) {
 		tp := newHTTPTestProxy(t, Options{}, nil)
 		b := startBrowser(t, tp, "alice", "Chrome")
 		changed := make(chan struct{}, 10)
-		cs := sdkClient(t, tp.public()+"/mcp", era, tp.person(t, passwordFields()), &mcp.ClientOptions{
+		cs := sdkClient(t, tp.public()+"/mcp", era, passwordPerson(), &mcp.ClientOptions{
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 		})
 		toolsChanged := func(why string) {
@@ -243,8 +240,8 @@ func TestHTTPUsersAreApart(t *testing.T) {
 	bob := startBrowser(t, tp, "bob", "Chrome")
 	startServer(t, tp, "alice", "notes")
 
-	ca := sdkClient(t, tp.public()+"/mcp", eraSession, tp.person(t, passwordFields()), nil)
-	cb := sdkClient(t, tp.public()+"/mcp", eraStateless, tp.person(t, pairingCode(t, bob.tclient)), nil)
+	ca := sdkClient(t, tp.public()+"/mcp", eraSession, passwordPerson(), nil)
+	cb := sdkClient(t, tp.public()+"/mcp", eraStateless, pairedPerson(t, bob.tclient), nil)
 	if got := callTool(t, cb, "echo", map[string]any{"message": "bob here"}); got != "Chrome: bob here" {
 		t.Fatalf("bob's echo: %q", got)
 	}
@@ -270,8 +267,8 @@ func TestHTTPUsersAreApart(t *testing.T) {
 	}
 
 	// Bob's token with alice's session id: no such session for him.
-	bp := tp.person(t, pairingCode(t, bob.tclient))
-	bobTok := bp.accessToken(tp.public() + "/mcp")
+	bp := pairedPerson(t, bob.tclient)
+	bobTok := accessToken(t, bp, tp.public()+"/mcp")
 	status, _, body := rawPost(t, tp.public()+"/mcp", bobTok, `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`,
 		mcphttp.HeaderSessionID, ca.ID())
 	if status != http.StatusNotFound || !strings.Contains(body, "session not found") {
@@ -280,9 +277,9 @@ func TestHTTPUsersAreApart(t *testing.T) {
 
 	// Alice's server "notes", asked for by bob, is as absent as one nobody
 	// has: the same status and words.
-	notes := tp.person(t, pairingCode(t, bob.tclient)).accessToken(tp.public() + "/servers/notes/mcp")
+	notes := accessToken(t, pairedPerson(t, bob.tclient), tp.public()+"/servers/notes/mcp")
 	s1, _, b1 := rawPost(t, tp.public()+"/servers/notes/mcp", notes, initBody)
-	nosuch := tp.person(t, pairingCode(t, bob.tclient)).accessToken(tp.public() + "/servers/nosuch/mcp")
+	nosuch := accessToken(t, pairedPerson(t, bob.tclient), tp.public()+"/servers/nosuch/mcp")
 	s2, _, b2 := rawPost(t, tp.public()+"/servers/nosuch/mcp", nosuch, initBody)
 	if s1 != http.StatusNotFound || s2 != http.StatusNotFound || strings.Replace(b1, "notes", "nosuch", 1) != b2 {
 		t.Errorf("bob's answers for alice's server and for none differ:\n%d %s\n%d %s", s1, b1, s2, b2)
@@ -296,7 +293,7 @@ func TestHTTPUsersAreApart(t *testing.T) {
 func TestHTTPServerEndpoint(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, nil)
 	srv := startServer(t, tp, "alice", "notes")
-	cs := sdkClient(t, tp.public()+"/servers/notes/mcp", eraSession, tp.person(t, passwordFields()), &mcp.ClientOptions{
+	cs := sdkClient(t, tp.public()+"/servers/notes/mcp", eraSession, passwordPerson(), &mcp.ClientOptions{
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Model: "test", Role: "assistant", Content: &mcp.TextContent{Text: "hi from the client"}}, nil
 		},
@@ -323,9 +320,9 @@ func TestHTTPServerEndpoint(t *testing.T) {
 func TestHTTPTokenBoundToItsResource(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, nil)
 	startServer(t, tp, "alice", "x")
-	p := tp.person(t, passwordFields())
-	serverTok := p.accessToken(tp.public() + "/servers/x/mcp")
-	browserTok := p.accessToken(tp.public() + "/mcp")
+	p := passwordPerson()
+	serverTok := accessToken(t, p, tp.public()+"/servers/x/mcp")
+	browserTok := accessToken(t, p, tp.public()+"/mcp")
 	for _, c := range []struct {
 		name, url, tok string
 	}{
@@ -353,7 +350,7 @@ func TestHTTPBrowserToolsChange(t *testing.T) {
 		tp := newHTTPTestProxy(t, Options{}, nil)
 		b := startBrowser(t, tp, "alice", "Chrome")
 		changed := make(chan struct{}, 10)
-		cs := sdkClient(t, tp.public()+"/mcp", era, tp.person(t, passwordFields()), &mcp.ClientOptions{
+		cs := sdkClient(t, tp.public()+"/mcp", era, passwordPerson(), &mcp.ClientOptions{
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 		})
 		if names := toolNames(t, cs); !slices.Contains(names, "echo") {
@@ -394,7 +391,7 @@ func clientOf(t *testing.T, call *relaywire.Message) relaywire.ClientMeta {
 func TestHTTPBadArgumentsPerEra(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, nil)
 	startBrowser(t, tp, "alice", "Chrome")
-	p := tp.person(t, passwordFields())
+	p := passwordPerson()
 	for _, c := range []struct {
 		name, era string
 		toolError bool

@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -344,7 +345,7 @@ func TestShutdownWaitsForCallsInFlight(t *testing.T) {
 	raw := <-ext.seen
 	done := make(chan error)
 	go func() { done <- tp.srv.Shutdown(context.Background()) }()
-	time.Sleep(50 * time.Millisecond)
+	testutil.WaitFor(t, "the proxy to begin shutting down", tp.srv.closingFlag.Load)
 	// New calls are refused while the held one may still finish.
 	if code, _ := errCode(t, c.call(2, "getTabs", nil)); code != relaywire.CodeShuttingDown {
 		t.Fatalf("new call during shutdown: %d", code)
@@ -421,20 +422,9 @@ func TestKeepAlive(t *testing.T) {
 	tok := tp.token(t, "alice", token.KindMCP)
 	dead.WriteJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "mcp_handshake", "params": map[string]string{"accessToken": tok}})
 	// Wait for the dead one to be counted, then to be dropped (it never
-	// reads, so it never answers a ping); the deadlines only guard
-	// against a hang.
-	waitClients := func(want int64, what string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for tp.srv.nMCP.Load() != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d MCP clients after 30 s, want %d (%s)", tp.srv.nMCP.Load(), want, what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	waitClients(2, "the dead one's handshake")
-	waitClients(1, "the dead one past its pong deadline")
+	// reads, so it never answers a ping).
+	testutil.WaitFor(t, "2 MCP clients (the dead one's handshake)", func() bool { return tp.srv.nMCP.Load() == 2 })
+	testutil.WaitFor(t, "1 MCP client (the dead one past its pong deadline)", func() bool { return tp.srv.nMCP.Load() == 1 })
 	if r := live.call(2, relaywire.MethodListExtensions, nil); r.Error != nil {
 		t.Fatalf("live client: %s", r.Error)
 	}

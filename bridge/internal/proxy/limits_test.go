@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -152,7 +153,8 @@ func TestWebSocketsOutliveHTTPTimeouts(t *testing.T) {
 	if r := c.call(1, "tools/list", nil); r.Error != nil {
 		t.Fatalf("first call: %s", r.Error)
 	}
-	// Five times both timeouts, idle: a lower bound, not a race.
+	// Five times both timeouts, idle: the time that must pass is what is
+	// under test (a lower bound, not synchronisation).
 	time.Sleep(5 * short)
 	if r := c.call(2, "tools/list", nil); r.Error != nil {
 		t.Fatalf("call after %v idle: %s", 5*short, r.Error)
@@ -207,19 +209,11 @@ func TestConnsPerIPCapped(t *testing.T) {
 	}
 	// Closing one gives its place back.
 	idle.Close()
-	deadline := time.Now().Add(ceiling)
-	for {
+	testutil.WaitFor(t, "a closed connection's place to be given back", func() bool {
 		again := rawHTTP(t, tp)
-		resp := getHealth(t, again, bufio.NewReader(again))
-		again.Close()
-		if resp.StatusCode == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a closed connection's place was not given back: %s", resp.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer again.Close()
+		return getHealth(t, again, bufio.NewReader(again)).StatusCode == http.StatusOK
+	})
 	if n := tp.srv.m.connRefused.With("per_ip").Value(); n < 2 {
 		t.Errorf("connections_refused_total{reason=per_ip} = %v, want at least 2", n)
 	}
@@ -252,13 +246,7 @@ func TestPerUserCaps(t *testing.T) {
 		// One of alice's leaves: its place is free again.
 		first.ws.Close()
 		<-first.done
-		deadline := time.Now().Add(ceiling)
-		for tp.srv.nMCP.Load() != 2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d MCP clients after one left", tp.srv.nMCP.Load())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.WaitFor(t, "2 MCP clients after one left", func() bool { return tp.srv.nMCP.Load() == 2 })
 		tp.mcp(t, "alice")
 		if n := tp.srv.m.connRefused.With("per_user_mcp").Value(); n != 1 {
 			t.Errorf("connections_refused_total{reason=per_user_mcp} = %v, want 1", n)
@@ -283,13 +271,7 @@ func TestPerUserCaps(t *testing.T) {
 			t.Fatalf("alice's extensions: %+v", list.Extensions)
 		}
 		first.ws.Close()
-		deadline := time.Now().Add(ceiling)
-		for tp.srv.nExt.Load() != 2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d extensions after one left", tp.srv.nExt.Load())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.WaitFor(t, "2 extensions after one left", func() bool { return tp.srv.nExt.Load() == 2 })
 		tp.extension(t, "alice", "three").ready(t)
 	})
 }

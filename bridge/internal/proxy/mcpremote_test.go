@@ -18,7 +18,7 @@ import (
 func TestMCPRemoteProxy(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, nil)
 	startBrowser(t, tp, "alice", "Chrome")
-	cs := testutil.MCPRemote(t, tp.public()+"/mcp", tp.person(t, passwordFields()).approveURL)
+	cs := testutil.MCPRemote(t, tp.public()+"/mcp", passwordPerson().Redirect)
 	ctx := testutil.Context(t, 2*time.Minute)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "through mcp-remote"}})
 	if err != nil || testutil.Text(res) != "Chrome: through mcp-remote" {

@@ -151,13 +151,7 @@ func TestServerNameFirstHolderKeepsIt(t *testing.T) {
 
 	// Once the holder leaves, the name is free.
 	first.ws.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for tp.registered("alice", first.id) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the holder never left")
-		}
-		time.Sleep(5 * time.Millisecond) // polling, not synchronisation
-	}
+	testutil.WaitFor(t, "the holder to leave", func() bool { return tp.registered("alice", first.id) == nil })
 	now := tp.serverExt(t, "alice", "everything (desktop)", "everything")
 	forwardTo(t, tp, "alice", now)
 }
@@ -267,7 +261,7 @@ func TestHTTPServerNameSessions(t *testing.T) {
 	tp := newHTTPTestProxy(t, Options{}, nil)
 	first := startServerAs(t, tp, "alice", "notes", relaywire.AuthenticateResult{Name: "notes (laptop)"})
 	tp.refusedServer(t, "alice", "notes", relaywire.AuthenticateResult{Name: "notes (desktop)"})
-	person := tp.person(t, passwordFields())
+	person := passwordPerson()
 	session := func() {
 		sdkClient(t, tp.public()+"/servers/notes/mcp", eraSession, person, &mcp.ClientOptions{}).Close()
 	}
@@ -412,13 +406,10 @@ func TestClusterServerNameRace(t *testing.T) {
 		default:
 		}
 		for _, n := range ns {
-			deadline := time.Now().Add(10 * time.Second)
-			for e := n.srv.serverExtension("alice", server); e == nil || e.id != winner; e = n.srv.serverExtension("alice", server) {
-				if time.Now().After(deadline) {
-					t.Fatalf("round %d: serverExtension = %+v, want %s", i, e, winner)
-				}
-				time.Sleep(5 * time.Millisecond) // polling, not synchronisation
-			}
+			testutil.WaitFor(t, fmt.Sprintf("round %d: every node's holder of %s to be the winner %s", i, server, winner), func() bool {
+				e := n.srv.serverExtension("alice", server)
+				return e != nil && e.id == winner
+			})
 		}
 		if _, text := ws[l].c.closed(); !strings.HasPrefix(text, relaywire.CloseServerNameTaken) {
 			t.Fatalf("round %d: the loser was closed with %q", i, text)

@@ -94,6 +94,16 @@ func (p Person) Approve(authURL string) (*Approval, error) {
 	return &Approval{Consent: consent, Redirect: back}, nil
 }
 
+// Redirect is Approve for callers that want only where the browser was
+// sent back to: MCPRemote's approve, a code fetcher.
+func (p Person) Redirect(authURL string) (*url.URL, error) {
+	a, err := p.Approve(authURL)
+	if err != nil {
+		return nil, err
+	}
+	return a.Redirect, nil
+}
+
 // Visit follows a redirect to a client's loopback redirect URI, as the
 // person's browser would, and wants its page.
 func Visit(back *url.URL) error {
