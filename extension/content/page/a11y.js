@@ -332,15 +332,15 @@
     return out;
   }
 
+  /** The nodes a walk reads under el: its shadow root's, a slot's assigned ones, then its own (live: walk, do not keep). */
   function childNodesOf(el) {
-    const kids = [];
-    if (el.shadowRoot) kids.push(...el.shadowRoot.childNodes);
     if (el.tagName === 'SLOT' && el.assignedNodes) {
       const a = el.assignedNodes({ flatten: true });
       if (a.length) return a;
     }
-    kids.push(...el.childNodes);
-    return kids;
+    // Most elements have neither: their own NodeList, not a copy (the copies were 7% of a snapshot).
+    if (!el.shadowRoot) return el.childNodes;
+    return [...el.shadowRoot.childNodes, ...el.childNodes];
   }
 
   /**
