@@ -51,6 +51,26 @@ test('styles that hide an element from the person, each named', () => {
   );
 });
 
+test('the rules read only the style properties they need (a read costs about 1 µs an element)', () => {
+  const reads = (opts, b = box) => {
+    const seen = [];
+    const s = new Proxy(shown, { get: (o, k) => (seen.push(k), o[k]) });
+    H.reasonFromStyle(s, b, page, true, opts);
+    return seen.sort();
+  };
+  assert.deepEqual(reads({ checked: true, text: false }), ['clip', 'clipPath'], 'a wrapper of normal size');
+  assert.deepEqual(reads({ checked: true, text: true }), ['clip', 'clipPath', 'fontSize', 'textIndent'], 'with text');
+  assert.deepEqual(
+    reads({ checked: true, text: false }, { ...box, height: 1, bottom: 11 }),
+    ['clip', 'clipPath', 'overflow'],
+    'overflow only for a box of 1px or less',
+  );
+  assert.ok(reads({}).includes('display'), 'unchecked: display, visibility and opacity too');
+  const inherited = { ...shown, fontSize: '0px', textIndent: '-9999px' };
+  assert.equal(H.reasonFromStyle(inherited, box, page, true, { text: false }), '', 'a wrapper without text of its own');
+  assert.equal(H.reasonFromStyle(inherited, box, page, true, { text: true }), 'font-size:0', 'its text, inheriting');
+});
+
 test('text the colour of its background, or transparent, is unreadable', () => {
   const white = H.parseColour('rgb(255, 255, 255)');
   assert.deepEqual(H.parseColour('rgba(1, 2, 3, 0.5)'), [1, 2, 3, 0.5]);

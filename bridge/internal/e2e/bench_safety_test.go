@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -33,6 +34,12 @@ import (
 //
 //	go test -run '^$' -bench PageSafety -benchtime 30x ./bridge/internal/e2e/
 //
+// With BROWSERBRIDGE_BENCH_BASE set to a git revision, that revision's page
+// agent is loaded beside this one (under another name, into the same page)
+// and run with both filters in the same rounds, as "base": a change to the
+// agent is measured against its parent under the same load, which on a
+// shared machine moves the figures of separate runs by 2× and more.
+//
 // Each sub-benchmark runs min(b.N, 30) rounds and reports the medians in
 // ms; its log line also has each variant's fastest round, the figure least
 // disturbed by other work on a busy machine.
@@ -45,6 +52,10 @@ func BenchmarkPageSafety(b *testing.B) {
 	}))
 	defer news.Close()
 	agent := pageAgentSource(b)
+	base := ""
+	if rev := os.Getenv("BROWSERBRIDGE_BENCH_BASE"); rev != "" {
+		base = strings.ReplaceAll(pageAgentSourceAt(b, rev), "__browserBridgePage", "__bbBasePage")
+	}
 	pages := []struct{ name, url string }{
 		{"news_front_page", news.URL + "/news.html"},
 		{"long_html", w.pages.url("long.html")},
@@ -59,6 +70,12 @@ func BenchmarkPageSafety(b *testing.B) {
 			p.evalInto(b, agent+"\n;!!globalThis.__browserBridgePage.hidden", &ok)
 			if !ok {
 				b.Fatal("the page agent did not load")
+			}
+			if base != "" {
+				p.evalInto(b, base+"\n;!!globalThis.__bbBasePage.hidden", &ok)
+				if !ok {
+					b.Fatal("the base revision's page agent did not load")
+				}
 			}
 			var got struct {
 				Elements int                `json:"elements"`
@@ -92,7 +109,7 @@ func BenchmarkPageSafety(b *testing.B) {
 // medians. It swaps the filters out by replacing the functions of P.hidden
 // that snapshot.js, text.js and P.run's scrub call through.
 const measureSafetyJS = `(() => {
-	const P = globalThis.__browserBridgePage, H = P.hidden;
+	const P = globalThis.__browserBridgePage, H = P.hidden, B = globalThis.__bbBasePage;
 	if (!document.querySelector('input[type=password]')) document.body.insertAdjacentHTML('afterbegin', '<input type="password" id="bench-pw">');
 	for (const f of document.querySelectorAll('input[type=password]')) f.value = 'S3cret-Bench-77';
 	const real = { reason: H.reason, chain: H.chain, hiddenUnder: H.hiddenUnder, secretValues: H.secretValues };
@@ -119,6 +136,14 @@ const measureSafetyJS = `(() => {
 						(times[tool + ' ' + name] ||= []).push(dt);
 						if (name === 'both filters') chars[tool] = JSON.stringify(res.value).length;
 					}
+					if (B) {
+						const t0 = performance.now();
+						const res = B.run(op, args);
+						const dt = performance.now() - t0;
+						if (!res.ok) throw new Error(tool + ' (base): ' + res.error);
+						(times[tool + ' base'] ||= []).push(dt);
+						chars[tool + ' base'] = JSON.stringify(res.value).length;
+					}
 				}
 			} finally {
 				use(true, true);
@@ -142,7 +167,26 @@ const measureSafetyJS = `(() => {
 func pageAgentSource(tb testing.TB) string {
 	tb.Helper()
 	dir := filepath.Join(extDir, "content")
-	b, err := os.ReadFile(filepath.Join(dir, "agent.js"))
+	return joinPageAgent(tb, func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) })
+}
+
+// pageAgentSourceAt is pageAgentSource at a git revision of the repository.
+func pageAgentSourceAt(tb testing.TB, rev string) string {
+	tb.Helper()
+	return joinPageAgent(tb, func(name string) ([]byte, error) {
+		// The test runs in bridge/internal/e2e; the repository's root is three up.
+		out, err := exec.Command("git", "-C", filepath.Join("..", "..", ".."), "show", rev+":extension/content/"+name).Output()
+		if err != nil {
+			return nil, fmt.Errorf("git show %s:extension/content/%s: %w", rev, name, err)
+		}
+		return out, nil
+	})
+}
+
+// joinPageAgent reads agent.js's PAGE_SCRIPTS list and joins the files it names, each read by read.
+func joinPageAgent(tb testing.TB, read func(name string) ([]byte, error)) string {
+	tb.Helper()
+	b, err := read("agent.js")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -152,7 +196,7 @@ func pageAgentSource(tb testing.TB) string {
 	}
 	var src strings.Builder
 	for _, m := range regexp.MustCompile(`'(page/[a-z0-9]+\.js)'`).FindAllSubmatch(list[1], -1) {
-		f, err := os.ReadFile(filepath.Join(dir, string(m[1])))
+		f, err := read(string(m[1]))
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -258,6 +258,36 @@ func testPageShapes(t *testing.T, w *world) {
 			t.Errorf("read_page says the label %q %d times, want once (in the field's name):\n%s", label, n, tree)
 		}
 	}
+	// Text is said once, and wrappers that add nothing take no line: a heading around a link
+	// leaves its name to the link, a list item around one link is the link, a label's select
+	// is named without its options, a paragraph of text is one line, an empty one none.
+	for _, nest := range []struct{ parent, child string }{
+		{`- heading [level=2] [ref_`, `- link "Read the guide" [href=/guide] [ref_`},
+		{`- list [ref_`, `- link "First link" [href=/one] [ref_`},
+		{`- list [ref_`, `- link "Second link" [href=/two] [ref_`},
+	} {
+		p, c := indentOf(tree, nest.parent), indentOf(tree, nest.child)
+		if p < 0 || c != p+2 {
+			t.Errorf("read_page should put %s right under %s (indents %d and %d):\n%s", nest.child, nest.parent, c, p, tree)
+		}
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`\n +- combobox "Size" value="Small" \[ref_\d+\]\n`),
+		regexp.MustCompile(`\n +- paragraph \[ref_\d+\]: "A table of text, a grid of divs`),
+	} {
+		if !want.MatchString(tree) {
+			t.Errorf("read_page lacks a line matching %s:\n%s", want, tree)
+		}
+	}
+	for _, once := range []string{"Read the guide", "Large"} {
+		if n := strings.Count(tree, once); n != 1 {
+			t.Errorf("read_page says %q %d times, want once:\n%s", once, n, tree)
+		}
+	}
+	if strings.Contains(tree, "listitem") || strings.Count(tree, "- paragraph") != 3 {
+		t.Errorf("read_page keeps a list item around a single link, or an empty paragraph:\n%s", tree)
+	}
+
 	// What an expanded control opens is read under it, not beside it.
 	for _, nest := range []struct{ parent, child string }{
 		{`button "Shipping" [expanded]`, `region "Shipping options"`},

@@ -74,6 +74,38 @@
   }
 
   /**
+   * Whether an element adds only a line to what its one child says: a list
+   * item around a single link or button, a pre around its code. Such a
+   * wrapper is read as its child (a list's line still says it is a list).
+   * Not when it has a name, text of its own, or more than one child.
+   */
+  function wrapsOne(el, role) {
+    if (role !== 'listitem' && role !== 'code') return false;
+    const only = el.firstElementChild;
+    if (!only || only !== el.lastElementChild || el.shadowRoot) return false;
+    if (el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby')) return false;
+    for (let n = el.firstChild; n; n = n.nextSibling) if (n.nodeType === 3 && /\S/.test(n.data)) return false;
+    if (role === 'code') return roleOf(only) === 'code';
+    return isInteractive(only, roleOf(only));
+  }
+
+  // Controls whose lines say their own text.
+  const CONTROLS =
+    'a[href],button,input,select,textarea,[role=button],[role=link],[role=checkbox],[role=tab],[role=menuitem]';
+
+  /**
+   * Whether the name an element takes from its content is said again by
+   * the lines of the controls inside it (a heading around its link): then
+   * it is left out of the element's line, and its text still shows in the
+   * lines under it. Not for a name given by aria-label, labelledby or title.
+   */
+  function nameRepeated(el, role) {
+    if (!NAME_FROM_CONTENT.has(role)) return false;
+    if (el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby') || el.hasAttribute('title')) return false;
+    return el.querySelector(CONTROLS) !== null;
+  }
+
+  /**
    * What an expanded control shows, to be read under it rather than as its
    * siblings: the elements its aria-controls names, apart from its own
    * ancestors and descendants. Empty unless aria-expanded is true.
@@ -116,10 +148,12 @@
       }
     }
     P.hidden.fresh();
-    const push = (s) => {
+    // self: the element a line is of, when the budget may cut inside that line (a paragraph's text).
+    const push = (s, self) => {
       if (out.push(s)) return true;
       if (!cut) {
-        cut = { chars: out.chars, inside: open.map((d) => ({ ref: d.ref, role: d.role, name: clean(d.name, 60) })) };
+        const inside = self ? [...open, self] : open;
+        cut = { chars: out.chars, inside: inside.map((d) => ({ ref: d.ref, role: d.role, name: clean(d.name, 60) })) };
       }
       return false;
     };
@@ -179,9 +213,22 @@
           for (const k of childNodesOf(el)) if (k !== summary) walk(k, indent + 1, depth + 1, suppressText, why);
           return;
         }
-        const meaningful =
-          role !== 'generic' && role !== 'none' && role !== 'presentation' && !(tag === 'DETAILS' && !nameOf(el, role));
         const interactive = isInteractive(el, role);
+        const meaningful =
+          role !== 'generic' &&
+          role !== 'none' &&
+          role !== 'presentation' &&
+          !(tag === 'DETAILS' && !nameOf(el, role)) &&
+          !(!interactive && el !== root && wrapsOne(el, role));
+        if (
+          !interactive &&
+          INLINE_ROLES.has(role) &&
+          !el.firstElementChild &&
+          !el.shadowRoot &&
+          !whole(el.textContent)
+        ) {
+          return; // an empty paragraph, list item or cell says nothing
+        }
         const rowText = role === 'row' && !suppressText ? textRow(el, why) : null;
         if (rowText !== null) {
           if (!rowText.replace(/[ |]/g, '')) return;
@@ -193,12 +240,11 @@
           !interactive &&
           !suppressText &&
           INLINE_ROLES.has(role) &&
-          el.children.length &&
+          el.firstChild &&
           !el.shadowRoot &&
-          !el.querySelector(RICH) &&
-          (why || !hiddenInside(el))
+          (!el.firstElementChild || (!el.querySelector(RICH) && (why || !hiddenInside(el))))
         ) {
-          // Only inline text inside: one line instead of a line per text node.
+          // Only inline text inside (or only text): one line instead of the element's and one per text node.
           const raw = why ? el.textContent : el.innerText;
           const t = whole(raw);
           if (!t) return;
@@ -207,12 +253,21 @@
             count++;
             // Code keeps its line breaks and indentation, escaped as JSON, so it can be quoted verbatim.
             const shown = role === 'code' ? JSON.stringify(raw.replace(/\s+$/, '')) : `"${quote(t)}"`;
-            push(`${line(d, indent)}${mark(why)}: ${shown}`);
+            // A name taken from the text (a cell's) is the text: said once, whole.
+            if (role !== 'code' && d.name && d.name === t) push(line(d, indent) + mark(why), d);
+            else {
+              const fromText = NAME_FROM_CONTENT.has(role) && d.name && t.startsWith(d.name.replace(/…$/, ''));
+              push(`${line(fromText ? { ...d, name: '' } : d, indent)}${mark(why)}: ${shown}`, d);
+            }
           } else push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
           return;
         }
         if (meaningful || interactive || (el === root && args.ref)) {
-          const d = describe(el, { valueMax: Infinity });
+          let d = describe(el, { valueMax: Infinity });
+          if (!interactive && d.name && nameRepeated(el, role)) {
+            // A heading or cell around a link or button: the control's line says the text, with its ref.
+            d = { ...d, name: '' };
+          }
           count++;
           push(line(d, indent) + mark(why));
           emitted = d;
