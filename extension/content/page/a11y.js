@@ -327,7 +327,9 @@
     if (role === 'link') {
       let h = el.getAttribute('href') || '';
       if (h && !h.startsWith('javascript:')) {
-        // The page's own origin says nothing; a model follows a link by its ref, so a long one is cut.
+        // The page's own origin says nothing. A model follows a link by its ref, but it may
+        // also be asked for the address: cut only beyond 200 characters (tracking and data
+        // URLs), not a search result's address with its query (issue 32's page set).
         if (/^https?:/i.test(h)) {
           try {
             const u = new URL(h);
@@ -336,7 +338,7 @@
             /* not a URL: shown as written */
           }
         }
-        out.push(`href=${clean(h, 80)}`);
+        out.push(`href=${clean(h, 200)}`);
       }
     }
     if ((role === 'textbox' || role === 'searchbox' || role === 'combobox') && el.getAttribute('placeholder')) {
