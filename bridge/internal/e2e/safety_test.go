@@ -122,9 +122,9 @@ func TestSafety(t *testing.T) {
 	t.Run("hidden text", func(t *testing.T) {
 		page := w.pages.url("hidden.html")
 		tab := c.newTab(t, page)
-		visible := []string{"VISIBLE-A", "VISIBLE-B", "VISIBLE-C", "VISIBLE-D", "VISIBLE-E", "VISIBLE-F"}
+		visible := []string{"VISIBLE-A", "VISIBLE-B", "VISIBLE-C", "VISIBLE-D", "VISIBLE-E", "VISIBLE-F", "VISIBLE-G", "VISIBLE-H"}
 		var hidden []string
-		for i := 1; i <= 13; i++ {
+		for i := 1; i <= 14; i++ {
 			hidden = append(hidden, fmt.Sprintf("HIDDEN-%d ", i))
 		}
 		for _, tool := range []string{"read_page", "get_page_text"} {
@@ -139,7 +139,7 @@ func TestSafety(t *testing.T) {
 					t.Errorf("%s shows the hidden %q by default:\n%s", tool, h, text)
 				}
 			}
-			for _, want := range []string{"Origin: " + origin, "13 hidden elements left out", tool + " with include_hidden: true shows them"} {
+			for _, want := range []string{"Origin: " + origin, "14 hidden elements left out", tool + " with include_hidden: true shows them"} {
 				if !strings.Contains(text, want) {
 					t.Errorf("%s by default does not say %q:\n%s", tool, want, text)
 				}
@@ -150,8 +150,8 @@ func TestSafety(t *testing.T) {
 					t.Errorf("%s with include_hidden leaves out %q:\n%s", tool, h, all)
 				}
 			}
-			if marks := strings.Count(all, "[hidden"); marks < 13 {
-				t.Errorf("%s with include_hidden marks %d hidden parts, want 13:\n%s", tool, marks, all)
+			if marks := strings.Count(all, "[hidden"); marks < 14 {
+				t.Errorf("%s with include_hidden marks %d hidden parts, want 14:\n%s", tool, marks, all)
 			}
 		}
 		if text := testutil.Text(c.call(t, "find", map[string]any{"query": "HIDDEN-5", "tabId": tab})); !strings.Contains(text, "No visible element matches") {

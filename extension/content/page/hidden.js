@@ -168,6 +168,13 @@
 
   function compute(el) {
     if (el.getAttribute && el.getAttribute('aria-hidden') === 'true') return 'aria-hidden';
+    if (el.tagName === 'OPTION' || el.tagName === 'OPTGROUP') {
+      // A select draws its options: they have no box of their own, so checkVisibility says no for every
+      // one. Only their own style hides them from the list the person opens (the select's is its own element).
+      const cs = getComputedStyle(el);
+      if (cs.display === 'none') return 'display:none';
+      return cs.visibility === 'hidden' || cs.visibility === 'collapse' ? 'visibility:hidden' : '';
+    }
     const canCheck = typeof el.checkVisibility === 'function';
     // One call answers display (the element's and its ancestors'), visibility and opacity (0 here or above).
     if (canCheck && !el.checkVisibility({ checkVisibilityCSS: true, checkOpacity: true })) {
@@ -177,7 +184,6 @@
       const p = el.parentElement;
       if (p && !p.checkVisibility({ checkVisibilityCSS: true, checkOpacity: true })) return cssReason(p);
     }
-    if (el.tagName === 'OPTION') return '';
     const state = taskState();
     const page = state.page;
     const r = el.getBoundingClientRect();

@@ -278,11 +278,17 @@
           if (tag === 'SELECT') {
             for (const o of el.options) {
               if (out.truncated) break;
+              // An option hidden by its own style is not in the list the person opens.
+              const ow = why ? '' : P.hidden.reason(o);
+              if (ow) {
+                hiddenFound.push({ el: o, why: ow });
+                if (!includeHidden) continue;
+              }
               const od = { ref: refOf(o), role: 'option', name: clean(o.label || o.text) };
               if (o.selected) od.props = ['selected'];
               if (o.disabled) od.props = [...(od.props || []), 'disabled'];
               count++;
-              push(line(od, indent + 1) + mark(why));
+              push(line(od, indent + 1) + mark(why || ow));
             }
             return;
           }

@@ -37,6 +37,17 @@
       const why = !inHidden && hidden.get(node);
       if (why && !includeHidden) return;
       if (node.tagName === 'BR') return void parts.push('\n');
+      if (node.tagName === 'SELECT' && !why) {
+        // The person sees the chosen option, not the list.
+        const chosen = [...node.selectedOptions].filter((o) => !hidden.get(o)).map((o) => o.textContent.trim());
+        if (chosen.length) parts.push(` ${chosen.join(', ')} `);
+        if (includeHidden) {
+          for (const o of node.options) {
+            if (hidden.get(o)) parts.push(` [hidden (${hidden.get(o)}): ${o.textContent.trim()}] `);
+          }
+        }
+        return;
+      }
       const display = inHidden || why ? 'block' : getComputedStyle(node).display;
       const role = node.getAttribute('role') || '';
       const cell = display === 'table-cell' || CELL_ROLES.test(role);
