@@ -4,8 +4,10 @@
 // document. A call runs one small function that calls an op of that
 // namespace; only when the namespace is missing (a new document) or was
 // installed by another start of the worker (whose code may differ) are the
-// files injected first. The element refs (page/refs.js) live on the same
-// globalThis apart from the code, so they survive both.
+// files injected first. In the tabs agents use, the files are injected as
+// each document commits (preload, from sw/preload.js), so that the first
+// call there is one round trip too. The element refs (page/refs.js) live on
+// the same globalThis apart from the code, so they survive both.
 
 /**
  * The page agent's files, in load order, relative to this folder (so that
@@ -61,39 +63,75 @@ function scriptingError(tabId, e) {
   return new Error(msg);
 }
 
-// tabId -> the installation of the agent into the tab's new document that
-// preload started; a call into that tab's top frame waits for it rather
-// than find no agent and inject the files a second time.
-const preloading = new Map();
+/**
+ * The injection of the page agent's files into a document, then the mark of
+ * this worker's token on what they installed (callAgent's install, without
+ * an op). immediately: at once, not at document idle (a document that just
+ * committed has no DOM yet, and the files need none).
+ */
+async function install(target, immediately) {
+  const files = PAGE_SCRIPTS.map((f) => PAGE_DIR + f);
+  await chrome.scripting.executeScript({ target, world: 'ISOLATED', files, injectImmediately: immediately });
+  const results = await chrome.scripting.executeScript({
+    target,
+    world: 'ISOLATED',
+    func: markAgent,
+    args: [TOKEN],
+    injectImmediately: immediately,
+  });
+  return !!(results && results[0] && results[0].result);
+}
+
+/** Marks the agent installed in this document as token's (serialised, like callAgent). */
+export function markAgent(token) {
+  const A = globalThis.__browserBridgePage;
+  if (!A || typeof A.run !== 'function') return false;
+  A.token = token;
+  return true;
+}
 
 /**
- * Installs the page agent into a tab's document as soon as it commits, so
- * that the first call after a navigation (nearly always read_page) finds it
- * instead of paying for the files then (three executeScript calls in place
- * of one: about half of that call's time on a small page). It only runs the
- * agent's files in the page, as a call would; nothing is read out of the
- * page. Failures are left for the next call to meet and report.
+ * tabId -> the injection into its top frame's new document that preload()
+ * started when the document committed: runAgent waits for it rather than
+ * finding the agent missing and injecting the files itself.
+ */
+const preloads = new Map();
+
+/**
+ * How long (ms) runAgent waits for a preload still under way before it goes
+ * on as without one (the preload may have stalled with its document).
+ */
+const PRELOAD_WAIT_MS = 2000;
+
+/**
+ * Injects the page agent into a tab's top-frame document as it commits, so
+ * that the first call of a tool there runs the op in one round trip instead
+ * of three (a call that finds the agent missing, the files, the call again;
+ * about 20 ms of a first read_page on a busy machine) and parses the files
+ * while the page loads rather than while the model waits. The files only
+ * define the agent; nothing runs on the page until a tool calls an op.
  * @param {number} tabId
- * @param {string} [documentId] the committed document (webNavigation's), so a later one is never confused with it
- * @returns {Promise<void>}
+ * @param {string} [documentId] the committed document (webNavigation's
+ *   documentId): the files go to that document or nowhere
+ * @returns {Promise<boolean>} whether the agent is installed there
  */
 export function preload(tabId, documentId) {
   const target = documentId ? { tabId, documentIds: [documentId] } : { tabId, frameIds: [0] };
-  const p = (async () => {
-    await chrome.scripting.executeScript({ target, world: 'ISOLATED', files: PAGE_SCRIPTS.map((f) => PAGE_DIR + f) });
-    await chrome.scripting.executeScript({
-      target,
-      world: 'ISOLATED',
-      func: callAgent,
-      args: [TOKEN, 'refOf', { elements: [] }, true],
-    });
-  })()
-    .catch(() => {})
-    .finally(() => {
-      if (preloading.get(tabId) === p) preloading.delete(tabId);
-    });
-  preloading.set(tabId, p);
+  const p = install(target, true).catch(() => false);
+  preloads.set(tabId, p);
+  p.then(() => {
+    if (preloads.get(tabId) === p) preloads.delete(tabId);
+  });
   return p;
+}
+
+/** Waits (PRELOAD_WAIT_MS at most) for a preload under way into tabId's top frame. */
+async function preloaded(tabId) {
+  const p = preloads.get(tabId);
+  if (!p) return;
+  let timer;
+  await Promise.race([p, new Promise((resolve) => (timer = setTimeout(resolve, PRELOAD_WAIT_MS)))]);
+  clearTimeout(timer);
 }
 
 /**
@@ -115,9 +153,9 @@ export async function runAgent(tabId, op, args = {}, { frameId = 0 } = {}) {
     });
     return results && results[0] && results[0].result;
   };
-  if (frameId === 0 && preloading.has(tabId)) await preloading.get(tabId);
   let r;
   try {
+    if (frameId === 0) await preloaded(tabId);
     r = await call(false);
     if (r && r.missing) {
       await chrome.scripting.executeScript({ target, world: 'ISOLATED', files: PAGE_SCRIPTS.map((f) => PAGE_DIR + f) });

@@ -14,8 +14,7 @@
 // load clears it; whether the tab shows an error page right now is asked of
 // the browser (webNavigation.getFrame), the record only names the error.
 
-import { useTab, isAttached } from './cdp.js';
-import { preload } from '../content/agent.js';
+import { useTab } from './cdp.js';
 import { ToolError } from './tools.js';
 
 const STORAGE_PREFIX = 'bb.loaderr.';
@@ -175,18 +174,10 @@ export function onErrorOccurred(details) {
     .catch(() => {});
 }
 
-/**
- * webNavigation.onCommitted: a main-frame document loaded; the tab's old
- * error is gone. In a tab the tools use (attached), the page agent is
- * installed now, while the page loads, rather than by the first call after
- * the navigation (content/agent.js preload).
- */
+/** webNavigation.onCommitted: a main-frame document loaded; the tab's old error is gone. */
 export function onCommitted(details) {
   if (!details || details.frameId !== 0) return;
   forget(details.tabId);
-  if (isAttached(details.tabId) && /^(https?|file):/.test(details.url || '')) {
-    preload(details.tabId, details.documentId);
-  }
 }
 
 /** Drops what is known about a tab's loads (a closed tab). */

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadPageAgent } from './page-scripts.js';
-import { callAgent, PAGE_SCRIPTS, preload, runAgent } from '../content/agent.js';
+import { callAgent, PAGE_SCRIPTS } from '../content/agent.js';
 import { fieldsOf, fillResult, describeField, inputSchema as formSchema } from '../tools/form_input.js';
 import { composeSnapshot, truncationNote, DEFAULT_MAX_CHARS, inputSchema as readSchema } from '../tools/read_page.js';
 import { validate } from '../sw/schema.js';
@@ -43,45 +43,6 @@ test('the page scripts load in order into one namespace, and again without losin
   assert.equal(again.run('elOf', { ref }).value, a);
   assert.deepEqual(again.run('refOf', { elements: [a] }).value, [ref]);
   assert.deepEqual(again.run('nope', {}), { ok: false, error: 'unknown page agent op nope' });
-});
-
-test('preload installs the agent in a committed document, and a call meanwhile waits for it instead of injecting again', async () => {
-  const P = loadPageAgent();
-  delete P.token;
-  const log = [];
-  let filesLoaded;
-  const loading = new Promise((resolve) => (filesLoaded = resolve));
-  const saved = globalThis.chrome;
-  // chrome.scripting as Chrome answers it: files run the scripts (already loaded here) once they are read; a
-  // function runs in the page's world.
-  globalThis.chrome = {
-    scripting: {
-      async executeScript(o) {
-        log.push(o.files ? { files: o.files.length, target: o.target } : { op: o.args[1], install: o.args[3] });
-        if (o.files) return loading.then(() => [{ frameId: 0, result: true }]);
-        return [{ frameId: 0, result: o.func(...o.args) }];
-      },
-    },
-  };
-  try {
-    const installed = preload(7, 'doc-1');
-    const answer = runAgent(7, 'refOf', { elements: [] });
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.deepEqual(log, [{ files: PAGE_SCRIPTS.length, target: { tabId: 7, documentIds: ['doc-1'] } }]);
-    filesLoaded();
-    await installed;
-    assert.deepEqual(await answer, []);
-    assert.deepEqual(
-      log.slice(1),
-      [
-        { op: 'refOf', install: true },
-        { op: 'refOf', install: false },
-      ],
-      'the call found the preloaded agent: no second injection',
-    );
-  } finally {
-    globalThis.chrome = saved;
-  }
 });
 
 test('callAgent runs only code of its own token, and marks a fresh injection', () => {

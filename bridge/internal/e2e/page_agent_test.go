@@ -311,3 +311,43 @@ func indentOf(text, s string) int {
 	}
 	return -1
 }
+
+// TestPageAgentPreload: the page agent is in a new document of a tab the
+// tools use as soon as navigate has answered, before any tool reads it
+// (sw/preload.js injects it as the document commits), marked with the
+// worker's token; a tab the person opened and no tool used gets nothing.
+// The extension's options page asks the tabs' isolated world, which is the
+// extension's own in each document.
+func TestPageAgentPreload(t *testing.T) {
+	w := startWorld(t, worldOptions{})
+	dt := w.restartChromiumWithDevTools()
+	c := w.client("e2e-preload")
+	agentTab := c.newTab(t, w.pages.url("index.html")) // waitURL reads the page: the tools use this tab
+	c.call(t, "navigate", map[string]any{"url": w.pages.url("prose.html"), "tabId": agentTab})
+	personURL := w.pages.url("form.html")
+	openTab(t, dt, personURL)
+	opts := openExtensionPage(t, dt, "options.html")
+	// What the extension's isolated world of a tab's page holds: "agent <token>", "none", or why it cannot say.
+	agentIn := func(tabExpr string) string {
+		return opts.js(t, `(async () => {
+			const tabId = `+tabExpr+`;
+			const [r] = await chrome.scripting.executeScript({target: {tabId}, world: 'ISOLATED', func: () => {
+				const A = globalThis.__browserBridgePage;
+				if (!A) return 'none';
+				return typeof A.run === 'function' && typeof A.token === 'string' ? 'agent ' + location.pathname : 'no token';
+			}});
+			return r.result;
+		})()`)
+	}
+	if got := agentIn(fmt.Sprint(agentTab)); got != "agent /prose.html" {
+		t.Errorf("the agent's tab after navigate, before any read: %q, want the page agent with a token", got)
+	}
+	personTab := `(await chrome.tabs.query({})).find((t) => t.url === ` + fmt.Sprintf("%q", personURL) + `).id`
+	if got := agentIn(personTab); got != "none" {
+		t.Errorf("a tab no tool used: %q, want no page agent", got)
+	}
+	// The preloaded agent answers the tools as an injected one does.
+	if text := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": agentTab})); !strings.Contains(text, "[ref_") {
+		t.Errorf("read_page of the preloaded page gives no refs:\n%s", clip(text, 2000))
+	}
+}

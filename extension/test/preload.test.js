@@ -1,0 +1,154 @@
+// The page agent put into an agent's tab as a document commits (preload in
+// content/agent.js, sw/preload.js), with chrome.scripting played by a fake
+// page that runs the agent's real files and functions: the first call in a
+// preloaded document is one executeScript, not three; a call waits for a
+// preload under way; a failed preload leaves the old way; only agents' tabs,
+// top frames and scriptable URLs get one. TestPageAgent runs it in Chromium.
+import { test, beforeEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { installFakeChrome } from './fake-chrome.js';
+import { loadPageAgent } from './page-scripts.js';
+import { preload, runAgent, PAGE_SCRIPTS } from '../content/agent.js';
+import * as cdp from '../sw/cdp.js';
+import * as preloadSw from '../sw/preload.js';
+
+let fake;
+let calls; // what each executeScript asked for: 'files', or the function's name
+let hold; // when set, executeScript waits for this promise first
+let refuse; // when set, executeScript throws it (a page the extension cannot script)
+
+/** A new document: no agent in its isolated world. */
+function newDocument() {
+  delete globalThis.__browserBridgePage;
+}
+
+beforeEach(() => {
+  fake = installFakeChrome();
+  calls = [];
+  hold = null;
+  refuse = null;
+  newDocument();
+  fake.scripting.executeScript = async (inj) => {
+    calls.push({ what: inj.files ? 'files' : inj.func.name, target: inj.target, immediately: !!inj.injectImmediately });
+    if (hold) await hold;
+    if (refuse) throw refuse;
+    if (inj.files) {
+      assert.deepEqual(
+        inj.files,
+        PAGE_SCRIPTS.map((f) => `content/${f}`),
+      );
+      loadPageAgent();
+      return [{ frameId: 0, result: null }];
+    }
+    return [{ frameId: 0, result: inj.func(...inj.args) }];
+  };
+  fake.debugger = {
+    attach: async () => {},
+    detach: async () => {},
+    sendCommand: async () => ({}),
+    onEvent: { addListener() {} },
+    onDetach: { addListener() {} },
+  };
+  globalThis.chrome = fake;
+});
+
+const a = { isConnected: true };
+
+test('a first call in a document without the agent injects it: three calls', async () => {
+  assert.deepEqual(await runAgent(3, 'refOf', { elements: [] }), []);
+  assert.deepEqual(
+    calls.map((c) => c.what),
+    ['callAgent', 'files', 'callAgent'],
+  );
+});
+
+test('a preloaded document answers the first call in one executeScript', async () => {
+  assert.equal(await preload(3, 'doc-1'), true);
+  assert.deepEqual(
+    calls.map((c) => [c.what, c.immediately]),
+    [
+      ['files', true],
+      ['markAgent', true],
+    ],
+  );
+  assert.deepEqual(calls[0].target, { tabId: 3, documentIds: ['doc-1'] }, 'that document or none');
+  calls = [];
+  const [ref] = await runAgent(3, 'refOf', { elements: [a] });
+  assert.match(ref, /^ref_\d+$/);
+  assert.deepEqual(
+    calls.map((c) => c.what),
+    ['callAgent'],
+  );
+});
+
+test('a call waits for a preload under way instead of injecting again', async () => {
+  let release;
+  hold = new Promise((resolve) => (release = resolve));
+  const pre = preload(4, 'doc-2');
+  const call = runAgent(4, 'refOf', { elements: [] });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.deepEqual(
+    calls.map((c) => c.what),
+    ['files'],
+    'nothing of the call reached the page before the preload',
+  );
+  hold = null;
+  release();
+  assert.equal(await pre, true);
+  assert.deepEqual(await call, []);
+  assert.deepEqual(
+    calls.map((c) => c.what),
+    ['files', 'markAgent', 'callAgent'],
+  );
+});
+
+test('a preload that fails leaves the first call to inject the agent itself', async () => {
+  refuse = new Error('Cannot access contents of the page');
+  assert.equal(await preload(5, 'doc-3'), false);
+  refuse = null;
+  calls = [];
+  assert.deepEqual(await runAgent(5, 'refOf', { elements: [] }), []);
+  assert.deepEqual(
+    calls.map((c) => c.what),
+    ['callAgent', 'files', 'callAgent'],
+  );
+});
+
+test('files of another worker start are replaced on the first call, preload or not', async () => {
+  await preload(6, 'doc-4');
+  globalThis.__browserBridgePage.token = 'an older worker';
+  calls = [];
+  assert.deepEqual(await runAgent(6, 'refOf', { elements: [] }), []);
+  assert.deepEqual(
+    calls.map((c) => c.what),
+    ['callAgent', 'files', 'callAgent'],
+  );
+});
+
+test('only top frames of tabs an agent uses, at scriptable URLs, are preloaded', async () => {
+  await cdp.attach(8); // a tool used tab 8
+  const commit = (d) =>
+    preloadSw.onCommitted({ tabId: 8, frameId: 0, url: 'https://example.com/', documentId: 'd', ...d });
+  commit({ tabId: 9 });
+  commit({ frameId: 2 });
+  commit({ url: 'chrome://settings/' });
+  commit({ url: 'about:blank' });
+  commit({ documentLifecycle: 'prerender' });
+  assert.deepEqual(calls, [], 'none of these');
+  commit({ url: 'http://127.0.0.1:8080/a.html', documentId: 'doc-5' });
+  commit({ url: 'file:///tmp/b.html', documentId: 'doc-6' });
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.deepEqual(
+    calls.filter((c) => c.what === 'files').map((c) => c.target),
+    [
+      { tabId: 8, documentIds: ['doc-5'] },
+      { tabId: 8, documentIds: ['doc-6'] },
+    ],
+  );
+});
+
+test('listen adds the commit listener to the API it is given', () => {
+  assert.equal(preloadSw.listen(fake), true);
+  assert.ok(fake.webNavigation.onCommitted.hasListener(preloadSw.onCommitted));
+  assert.equal(preloadSw.listen({}), false, 'a browser without webNavigation');
+});
