@@ -109,7 +109,7 @@ func (srv *Server) keepRecords(list []*Session) {
 		if !s.persisted.Load() {
 			continue
 		}
-		recs[s.ID] = SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: time.Unix(0, s.lastUsed.Load())}
+		recs[s.ID] = SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: s.LastUsed()}
 	}
 	if len(recs) == 0 {
 		return

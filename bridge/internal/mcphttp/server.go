@@ -251,8 +251,7 @@ func (srv *Server) Lookup(id, route string) *Session {
 	return s
 }
 
-// add puts s in the table and starts its idle timer; false when the
-// server is closing.
+// add puts s in the table; false when the server is closing.
 func (srv *Server) add(s *Session, transport string) bool {
 	srv.mu.Lock()
 	if srv.stopping {
@@ -260,11 +259,6 @@ func (srv *Server) add(s *Session, transport string) bool {
 		return false
 	}
 	srv.sessions[s.ID] = s
-	s.mu.Lock()
-	if !s.closed {
-		s.timer = time.AfterFunc(srv.opts.SessionTimeout, s.reap)
-	}
-	s.mu.Unlock()
 	srv.mu.Unlock()
 	if srv.opts.Opened != nil {
 		srv.opts.Opened(s, transport)
@@ -288,7 +282,6 @@ func (srv *Server) newSession(t Target, stateless bool) *Session {
 		// system's random source.
 		s.ID = srv.opts.IDPrefix + rand.Text()
 	}
-	s.touch()
 	if srv.opts.NewState != nil {
 		s.State = srv.opts.NewState(s)
 	}
@@ -307,28 +300,16 @@ func (srv *Server) admit(w http.ResponseWriter, r *http.Request, s *Session, id 
 	return true
 }
 
-// admitKey admits s under the client key key and begins it; the error is
-// a *sessionlimit.Refusal.
+// admitKey admits s under the client key key, starts its idle reaper and
+// begins it: the caller ends it with s.end(). The error is a
+// *sessionlimit.Refusal.
 func (srv *Server) admitKey(s *Session, key string) error {
-	if srv.opts.Sessions == nil {
-		s.begin()
-		return nil
-	}
-	adm, err := srv.opts.Sessions.AdmitInUse(key, s.Close, s.inUse)
+	lease, err := AdmitLease(srv.opts.Sessions, key, LeaseOptions{Timeout: srv.opts.SessionTimeout, End: s.endedIdle, InUse: s.inUse})
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.adm = adm
-	s.mu.Unlock()
-	if s.begin() {
-		return nil
-	}
-	// Evicted before it began: another initialize of the same client took
-	// its place in that instant.
-	adm.Release()
-	return &sessionlimit.Refusal{Status: http.StatusServiceUnavailable, RetryAfter: sessionlimit.DefaultRetryAfter,
-		Message: "the session was ended to make room for another session of this client as it opened; try again"}
+	s.lease = lease
+	return nil
 }
 
 // writeOpenError answers a request whose session could not open: a
