@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
-	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // Sessions across restarts (docs/protocol.md, "Sessions across restarts"):
@@ -207,7 +206,7 @@ func (srv *Server) find(r *http.Request, id string, t Target) (*Session, error) 
 func (srv *Server) reopen(ctx context.Context, r *http.Request, id string, t Target, rec SessionRecord) (*Session, error) {
 	s := srv.newSession(t, false)
 	s.ID, s.owner = id, rec.Owner
-	if err := srv.admitKey(s, sessionlimit.ClientKey(peerHost(r), "", clientName(rec.Init))); err != nil {
+	if err := srv.admitKey(s, ClientKey(r, clientName(rec.Init))); err != nil {
 		return nil, err
 	}
 	defer s.end()

@@ -293,8 +293,8 @@ func (srv *Server) newSession(t Target, stateless bool) *Session {
 // place, admit answers the refusal (429 for this client's cap, 503 for
 // the server's, Retry-After, a JSON-RPC error) and reports false.
 func (srv *Server) admit(w http.ResponseWriter, r *http.Request, s *Session, id json.RawMessage, client string) bool {
-	if err := srv.admitKey(s, sessionlimit.ClientKey(peerHost(r), "", client)); err != nil {
-		writeOpenError(w, id, err)
+	if err := srv.admitKey(s, ClientKey(r, client)); err != nil {
+		WriteOpenError(w, id, err)
 		return false
 	}
 	return true
@@ -312,10 +312,11 @@ func (srv *Server) admitKey(s *Session, key string) error {
 	return nil
 }
 
-// writeOpenError answers a request whose session could not open: a
-// refusal with its status and Retry-After, anything else as a JSON-RPC
-// error saying why the server is unavailable.
-func writeOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
+// WriteOpenError answers a request whose session could not open: a
+// refusal (a *Refusal, a *sessionlimit.Refusal) with its status and
+// Retry-After, anything else as a JSON-RPC error saying why the server is
+// unavailable.
+func WriteOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
 	var ref *Refusal
 	var lim *sessionlimit.Refusal
 	switch {
@@ -343,14 +344,15 @@ func clientName(params json.RawMessage) string {
 	return p.ClientInfo.Name
 }
 
-// peerHost is the client's address without its port: one client makes
+// ClientKey is the admission table's key of r's client named name
+// (clientInfo.name): its address without the port, since one client makes
 // connections from many ports.
-func peerHost(r *http.Request) string {
+func ClientKey(r *http.Request, name string) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	return sessionlimit.ClientKey(host, "", name)
 }
 
 // readMessage reads and parses a posted message within the size limit,
@@ -433,7 +435,7 @@ func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
 	case sid != "":
 		var err error
 		if s, err = srv.find(r, sid, t); err != nil {
-			writeOpenError(w, m.ID, err)
+			WriteOpenError(w, m.ID, err)
 			return
 		}
 		if s == nil || !s.begin() {
@@ -477,7 +479,7 @@ func admitMessage(w http.ResponseWriter, s *Session, m *Message) bool {
 		return true
 	}
 	if err := g.Admit(s, m); err != nil {
-		writeOpenError(w, m.ID, err)
+		WriteOpenError(w, m.ID, err)
 		return false
 	}
 	return true
@@ -505,7 +507,7 @@ func (srv *Server) initialize(w http.ResponseWriter, r *http.Request, t Target, 
 	defer s.end()
 	res, err := s.open(r.Context(), m.Params)
 	if err != nil {
-		writeOpenError(w, m.ID, err)
+		WriteOpenError(w, m.ID, err)
 		return
 	}
 	srv.record(s, r) // before add: the shutdown's keepRecords reads what it sets
@@ -533,7 +535,7 @@ func (srv *Server) stateless(w http.ResponseWriter, r *http.Request, t Target, m
 	s, answer, err := srv.openStateless(ctx, t, m)
 	switch {
 	case err != nil:
-		writeOpenError(w, m.ID, err)
+		WriteOpenError(w, m.ID, err)
 		return
 	case answer != nil:
 		w.Header().Set("Content-Type", ContentTypeJSON)
@@ -584,7 +586,7 @@ func (srv *Server) getStream(w http.ResponseWriter, r *http.Request, t Target) {
 	}
 	s, err := srv.find(r, sid, t)
 	if err != nil {
-		writeOpenError(w, nil, err)
+		WriteOpenError(w, nil, err)
 		return
 	}
 	if s == nil || !s.begin() {

@@ -5,10 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -470,27 +468,6 @@ func (h *Streamable) writeNoSession(w http.ResponseWriter, id json.RawMessage) {
 func writeSessionNotFound(w http.ResponseWriter, id json.RawMessage) {
 	mcphttp.WriteError(w, http.StatusNotFound, id, rpccode.SessionNotFound,
 		"session not found: it was ended (DELETE, the session timeout, or the session limit) or a bridge restart could not keep it; send initialize to start a new session")
-}
-
-// writeRefusal answers a session the table refused.
-func writeRefusal(w http.ResponseWriter, id json.RawMessage, err error) {
-	var r *sessionlimit.Refusal
-	if errors.As(err, &r) {
-		w.Header().Set("Retry-After", r.RetryAfterSeconds())
-		mcphttp.WriteError(w, r.Status, id, rpccode.Unavailable, r.Message)
-		return
-	}
-	mcphttp.WriteError(w, http.StatusServiceUnavailable, id, rpccode.Unavailable, err.Error())
-}
-
-// peerHost is the client's address without its port: one client makes
-// connections from many ports.
-func peerHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // versionContext gives a request the protocol version the SDK's transport
