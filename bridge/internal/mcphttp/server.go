@@ -333,8 +333,9 @@ func WriteOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
 	}
 }
 
-// clientName is clientInfo.name of initialize params, or "".
-func clientName(params json.RawMessage) string {
+// ClientName is clientInfo.name of initialize params, or "": with the
+// peer address, the admission key of a client (ClientKey).
+func ClientName(params json.RawMessage) string {
 	var p struct {
 		ClientInfo struct {
 			Name string `json:"name"`
@@ -501,7 +502,7 @@ func (srv *Server) writeNotFound(w http.ResponseWriter, id json.RawMessage, t Ta
 func (srv *Server) initialize(w http.ResponseWriter, r *http.Request, t Target, m *Message) {
 	s := srv.newSession(t, false)
 	s.owner = srv.ownerOf(r)
-	if !srv.admit(w, r, s, m.ID, clientName(m.Params)) {
+	if !srv.admit(w, r, s, m.ID, ClientName(m.Params)) {
 		return
 	}
 	defer s.end()

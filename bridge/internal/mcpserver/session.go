@@ -74,8 +74,8 @@ type fastCall struct {
 
 // open starts a live session for an initialize and serves it; the
 // session is admitted, indexed and, once initialized, recorded.
-func (h *Streamable) open(w http.ResponseWriter, r *http.Request, head messageHead) {
-	client := head.clientName()
+func (h *Streamable) open(w http.ResponseWriter, r *http.Request, head *mcphttp.Message) {
+	client := mcphttp.ClientName(head.Params)
 	ls := &liveSession{id: rand.Text()}
 	// The SDK's handler connects with the request's context too (its
 	// values reach the session); the session outlives the request.
