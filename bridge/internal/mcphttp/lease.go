@@ -23,7 +23,7 @@ type Lease struct {
 	timeout  time.Duration
 	end      func()
 	inUse    func() bool
-	lastUsed atomic.Int64 // Unix ns of the last End
+	lastUsed atomic.Int64 // Unix ns of the last End or Touch
 
 	mu     sync.Mutex
 	active int
@@ -56,7 +56,9 @@ func AdmitLease(table *sessionlimit.Table, client string, o LeaseOptions) (*Leas
 		l.end = func() {}
 	}
 	if table != nil {
-		adm, err := table.AdmitInUse(client, l.evicted, o.InUse)
+		// The table asks busy, not o.InUse: the lease is begun from here,
+		// so another admission cannot evict it before adm.Begin below.
+		adm, err := table.AdmitInUse(client, l.evicted, l.busy)
 		if err != nil {
 			return nil, err
 		}
@@ -126,26 +128,64 @@ func (l *Lease) evicted() {
 	l.end()
 }
 
-// reap ends the session if it has been idle for the timeout (no request
-// being served, not in use), else looks again when it could be. The check
-// and the end are one step: a Begin meanwhile finds the lease either
-// alive or ended.
+// busy reports the session in use: a request being served, or InUse.
+// The table calls it with its lock held; the lease never holds its own
+// lock while calling into the table.
+func (l *Lease) busy() bool {
+	l.mu.Lock()
+	active := l.active
+	l.mu.Unlock()
+	return active > 0 || (l.inUse != nil && l.inUse())
+}
+
+// Touch counts the session as used now (a message it sent or was sent)
+// without a request being served.
+func (l *Lease) Touch() { l.lastUsed.Store(time.Now().UnixNano()) }
+
+// LastUsed is when the session was last used: the last End or Touch.
+func (l *Lease) LastUsed() time.Time { return time.Unix(0, l.lastUsed.Load()) }
+
+// EndIfIdle ends the session now unless a request of it is being served,
+// it is in use or it has ended, and reports whether it ended it: an
+// endpoint making room for a new session of the same user. The check and
+// the end are one step, as in reaping.
+func (l *Lease) EndIfIdle() bool {
+	ended, _ := l.endIfIdleFor(0)
+	return ended
+}
+
+// reap ends the session if it has been idle for the timeout, else looks
+// again when it could be.
 func (l *Lease) reap() {
+	if ended, wait := l.endIfIdleFor(l.timeout); !ended && wait > 0 {
+		l.mu.Lock()
+		if !l.closed {
+			l.timer.Reset(wait)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// endIfIdleFor ends the session if it has been idle for at least d (no
+// request being served, not in use); else wait is when to look again (0:
+// it has ended). The check and the end are one step: a Begin meanwhile
+// finds the lease either alive or ended.
+func (l *Lease) endIfIdleFor(d time.Duration) (ended bool, wait time.Duration) {
 	busy := l.inUse != nil && l.inUse()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return
+		return false, 0
 	}
 	idle := time.Duration(time.Now().UnixNano() - l.lastUsed.Load())
-	if busy || l.active > 0 || idle < l.timeout {
-		l.timer.Reset(max(l.timeout-idle, min(l.timeout/4, time.Second)))
+	if busy || l.active > 0 || idle < d {
 		l.mu.Unlock()
-		return
+		return false, max(d-idle, min(d/4, time.Second))
 	}
 	l.closeLocked()
 	l.mu.Unlock()
 	l.end()
+	return true, 0
 }
 
 // A SessionTable indexes an endpoint's live sessions by session id. The

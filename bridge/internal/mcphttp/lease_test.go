@@ -121,6 +121,38 @@ func TestLeaseAdmission(t *testing.T) {
 	}
 }
 
+// TestLeaseEndIfIdle holds EndIfIdle (an endpoint making room for a new
+// session of the same user) to the idle rule, with no timeout to wait.
+func TestLeaseEndIfIdle(t *testing.T) {
+	var ended atomic.Int32
+	var inUse atomic.Bool
+	l, err := AdmitLease(nil, "c", LeaseOptions{End: func() { ended.Add(1) }, InUse: inUse.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.EndIfIdle() {
+		t.Fatal("ended with its opening request being served")
+	}
+	l.End()
+	inUse.Store(true)
+	if l.EndIfIdle() {
+		t.Fatal("ended while in use")
+	}
+	inUse.Store(false)
+	before := l.LastUsed()
+	l.Touch()
+	if l.LastUsed().Before(before) {
+		t.Fatal("Touch moved the last use back")
+	}
+	if !l.EndIfIdle() || ended.Load() != 1 {
+		t.Fatalf("an idle lease: EndIfIdle did not end it (end called %d times)", ended.Load())
+	}
+	if l.EndIfIdle() || l.Begin() || ended.Load() != 1 {
+		t.Fatal("an ended lease was ended again or begun")
+	}
+	l.Release()
+}
+
 func TestSessionTable(t *testing.T) {
 	var table SessionTable[*int]
 	if _, ok := table.Get("a"); ok || table.Len() != 0 {

@@ -20,7 +20,7 @@ import (
 // session is nil when it did not open, and the answer says why.
 func (srv *Server) OpenLocal(ctx context.Context, t Target, peer string, m *Message) (*Session, []byte) {
 	s := srv.newSession(t, false)
-	if err := srv.admitKey(s, sessionlimit.ClientKey(peer, "", clientName(m.Params))); err != nil {
+	if err := srv.admitKey(s, sessionlimit.ClientKey(peer, "", ClientName(m.Params))); err != nil {
 		return nil, openErrorBody(m.ID, err)
 	}
 	defer s.end()

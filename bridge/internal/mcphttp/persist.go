@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
-	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // Sessions across restarts (docs/protocol.md, "Sessions across restarts"):
@@ -109,7 +108,7 @@ func (srv *Server) keepRecords(list []*Session) {
 		if !s.persisted.Load() {
 			continue
 		}
-		recs[s.ID] = SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: time.Unix(0, s.lastUsed.Load())}
+		recs[s.ID] = SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: s.LastUsed()}
 	}
 	if len(recs) == 0 {
 		return
@@ -207,7 +206,7 @@ func (srv *Server) find(r *http.Request, id string, t Target) (*Session, error) 
 func (srv *Server) reopen(ctx context.Context, r *http.Request, id string, t Target, rec SessionRecord) (*Session, error) {
 	s := srv.newSession(t, false)
 	s.ID, s.owner = id, rec.Owner
-	if err := srv.admitKey(s, sessionlimit.ClientKey(peerHost(r), "", clientName(rec.Init))); err != nil {
+	if err := srv.admitKey(s, ClientKey(r, ClientName(rec.Init))); err != nil {
 		return nil, err
 	}
 	defer s.end()
@@ -223,7 +222,7 @@ func (srv *Server) reopen(ctx context.Context, r *http.Request, id string, t Tar
 		return nil, &Refusal{Status: http.StatusServiceUnavailable, RetryAfter: 5 * time.Second, Code: rpccode.Unavailable,
 			Message: srv.opts.Name + " is shutting down; try again in a moment"}
 	}
-	srv.log.Info("session re-opened after a restart", "route", t.Name(), "client", clientName(rec.Init))
+	srv.log.Info("session re-opened after a restart", "route", t.Name(), "client", ClientName(rec.Init))
 	return s, nil
 }
 

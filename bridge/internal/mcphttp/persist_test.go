@@ -85,10 +85,10 @@ func TestSessionsSurviveRestart(t *testing.T) {
 		inflight <- first.do(t, "POST", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block"}}`, HeaderSessionID, sid, "X-User", "alice")
 	}()
 	testutil.WaitFor(t, "the blocking call to reach the target", func() bool {
-		s := first.srv.Lookup(sid, "echo")
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.active > 0
+		l := first.srv.Lookup(sid, "echo").lease
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.active > 0
 	})
 	first.stop(t)
 	if got := <-inflight; got.status != 200 || !strings.Contains(got.body, "this gateway is restarting") || !strings.Contains(got.body, "the session carries on") {

@@ -251,8 +251,7 @@ func (srv *Server) Lookup(id, route string) *Session {
 	return s
 }
 
-// add puts s in the table and starts its idle timer; false when the
-// server is closing.
+// add puts s in the table; false when the server is closing.
 func (srv *Server) add(s *Session, transport string) bool {
 	srv.mu.Lock()
 	if srv.stopping {
@@ -260,11 +259,6 @@ func (srv *Server) add(s *Session, transport string) bool {
 		return false
 	}
 	srv.sessions[s.ID] = s
-	s.mu.Lock()
-	if !s.closed {
-		s.timer = time.AfterFunc(srv.opts.SessionTimeout, s.reap)
-	}
-	s.mu.Unlock()
 	srv.mu.Unlock()
 	if srv.opts.Opened != nil {
 		srv.opts.Opened(s, transport)
@@ -288,7 +282,6 @@ func (srv *Server) newSession(t Target, stateless bool) *Session {
 		// system's random source.
 		s.ID = srv.opts.IDPrefix + rand.Text()
 	}
-	s.touch()
 	if srv.opts.NewState != nil {
 		s.State = srv.opts.NewState(s)
 	}
@@ -300,41 +293,30 @@ func (srv *Server) newSession(t Target, stateless bool) *Session {
 // place, admit answers the refusal (429 for this client's cap, 503 for
 // the server's, Retry-After, a JSON-RPC error) and reports false.
 func (srv *Server) admit(w http.ResponseWriter, r *http.Request, s *Session, id json.RawMessage, client string) bool {
-	if err := srv.admitKey(s, sessionlimit.ClientKey(peerHost(r), "", client)); err != nil {
-		writeOpenError(w, id, err)
+	if err := srv.admitKey(s, ClientKey(r, client)); err != nil {
+		WriteOpenError(w, id, err)
 		return false
 	}
 	return true
 }
 
-// admitKey admits s under the client key key and begins it; the error is
-// a *sessionlimit.Refusal.
+// admitKey admits s under the client key key, starts its idle reaper and
+// begins it: the caller ends it with s.end(). The error is a
+// *sessionlimit.Refusal.
 func (srv *Server) admitKey(s *Session, key string) error {
-	if srv.opts.Sessions == nil {
-		s.begin()
-		return nil
-	}
-	adm, err := srv.opts.Sessions.AdmitInUse(key, s.Close, s.inUse)
+	lease, err := AdmitLease(srv.opts.Sessions, key, LeaseOptions{Timeout: srv.opts.SessionTimeout, End: s.endedIdle, InUse: s.inUse})
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.adm = adm
-	s.mu.Unlock()
-	if s.begin() {
-		return nil
-	}
-	// Evicted before it began: another initialize of the same client took
-	// its place in that instant.
-	adm.Release()
-	return &sessionlimit.Refusal{Status: http.StatusServiceUnavailable, RetryAfter: sessionlimit.DefaultRetryAfter,
-		Message: "the session was ended to make room for another session of this client as it opened; try again"}
+	s.lease = lease
+	return nil
 }
 
-// writeOpenError answers a request whose session could not open: a
-// refusal with its status and Retry-After, anything else as a JSON-RPC
-// error saying why the server is unavailable.
-func writeOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
+// WriteOpenError answers a request whose session could not open: a
+// refusal (a *Refusal, a *sessionlimit.Refusal) with its status and
+// Retry-After, anything else as a JSON-RPC error saying why the server is
+// unavailable.
+func WriteOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
 	var ref *Refusal
 	var lim *sessionlimit.Refusal
 	switch {
@@ -351,8 +333,9 @@ func writeOpenError(w http.ResponseWriter, id json.RawMessage, err error) {
 	}
 }
 
-// clientName is clientInfo.name of initialize params, or "".
-func clientName(params json.RawMessage) string {
+// ClientName is clientInfo.name of initialize params, or "": with the
+// peer address, the admission key of a client (ClientKey).
+func ClientName(params json.RawMessage) string {
 	var p struct {
 		ClientInfo struct {
 			Name string `json:"name"`
@@ -362,14 +345,15 @@ func clientName(params json.RawMessage) string {
 	return p.ClientInfo.Name
 }
 
-// peerHost is the client's address without its port: one client makes
+// ClientKey is the admission table's key of r's client named name
+// (clientInfo.name): its address without the port, since one client makes
 // connections from many ports.
-func peerHost(r *http.Request) string {
+func ClientKey(r *http.Request, name string) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	return sessionlimit.ClientKey(host, "", name)
 }
 
 // readMessage reads and parses a posted message within the size limit,
@@ -452,7 +436,7 @@ func (srv *Server) post(w http.ResponseWriter, r *http.Request, t Target) {
 	case sid != "":
 		var err error
 		if s, err = srv.find(r, sid, t); err != nil {
-			writeOpenError(w, m.ID, err)
+			WriteOpenError(w, m.ID, err)
 			return
 		}
 		if s == nil || !s.begin() {
@@ -496,7 +480,7 @@ func admitMessage(w http.ResponseWriter, s *Session, m *Message) bool {
 		return true
 	}
 	if err := g.Admit(s, m); err != nil {
-		writeOpenError(w, m.ID, err)
+		WriteOpenError(w, m.ID, err)
 		return false
 	}
 	return true
@@ -518,13 +502,13 @@ func (srv *Server) writeNotFound(w http.ResponseWriter, id json.RawMessage, t Ta
 func (srv *Server) initialize(w http.ResponseWriter, r *http.Request, t Target, m *Message) {
 	s := srv.newSession(t, false)
 	s.owner = srv.ownerOf(r)
-	if !srv.admit(w, r, s, m.ID, clientName(m.Params)) {
+	if !srv.admit(w, r, s, m.ID, ClientName(m.Params)) {
 		return
 	}
 	defer s.end()
 	res, err := s.open(r.Context(), m.Params)
 	if err != nil {
-		writeOpenError(w, m.ID, err)
+		WriteOpenError(w, m.ID, err)
 		return
 	}
 	srv.record(s, r) // before add: the shutdown's keepRecords reads what it sets
@@ -552,7 +536,7 @@ func (srv *Server) stateless(w http.ResponseWriter, r *http.Request, t Target, m
 	s, answer, err := srv.openStateless(ctx, t, m)
 	switch {
 	case err != nil:
-		writeOpenError(w, m.ID, err)
+		WriteOpenError(w, m.ID, err)
 		return
 	case answer != nil:
 		w.Header().Set("Content-Type", ContentTypeJSON)
@@ -603,7 +587,7 @@ func (srv *Server) getStream(w http.ResponseWriter, r *http.Request, t Target) {
 	}
 	s, err := srv.find(r, sid, t)
 	if err != nil {
-		writeOpenError(w, nil, err)
+		WriteOpenError(w, nil, err)
 		return
 	}
 	if s == nil || !s.begin() {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
-	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // A Session is one MCP client session: a Streamable HTTP session
@@ -37,18 +36,18 @@ type Session struct {
 	// initStarted and ready guard the legacy transport, where initialize
 	// arrives on a stream that already exists.
 	initStarted, ready atomic.Bool
-	lastUsed           atomic.Int64
 	// owner, persisted and recordedAt are the session's record
 	// (persist.go): whom it was opened for, whether it is recorded, and
 	// when its record's last use was last written (Unix ns).
 	owner      string
 	persisted  atomic.Bool
 	recordedAt atomic.Int64
+	// lease is its place in the admission table and its idle reaper
+	// (lease.go), set as it is admitted; nil for a stateless session,
+	// which lives for one request.
+	lease *Lease
 
 	mu     sync.Mutex
-	active int                   // HTTP requests and streams of the session being served
-	adm    *sessionlimit.Session // its place in the admission table; nil if none
-	timer  *time.Timer           // the idle reaper; nil for a stateless session
 	closed bool
 	done   chan struct{}
 }
@@ -64,38 +63,22 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // its stream.
 func (s *Session) Notify(msg []byte) { s.Out.Push(msg) }
 
-func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
+func (s *Session) touch() {
+	if s.lease != nil {
+		s.lease.Touch()
+	}
+}
 
 // begin marks an HTTP request (or stream) of the session as being served,
 // so that neither the reaper nor the admission table's eviction ends the
 // session however long it takes. It reports false if the session has
 // ended.
-func (s *Session) begin() bool {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false
-	}
-	s.active++
-	adm := s.adm
-	s.mu.Unlock()
-	if adm != nil {
-		adm.Begin()
-	}
-	return true
-}
+func (s *Session) begin() bool { return s.lease != nil && s.lease.Begin() }
 
 // end undoes begin; the idle time counts from now.
 func (s *Session) end() {
-	s.touch()
+	s.lease.End()
 	s.srv.refreshRecord(s)
-	s.mu.Lock()
-	s.active--
-	adm := s.adm
-	s.mu.Unlock()
-	if adm != nil {
-		adm.End()
-	}
 }
 
 // Closed reports whether the session has ended.
@@ -108,79 +91,52 @@ func (s *Session) Closed() bool {
 // Close ends the session once: the Target's Close, its stream ended, its
 // place in the tables given back.
 func (s *Session) Close() {
+	if s.lease != nil {
+		s.lease.Release() // first: no request begins on it from now
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return
 	}
-	s.markClosedLocked()
+	s.closed = true
+	close(s.done)
 	s.mu.Unlock()
 	s.finish()
 }
 
-func (s *Session) markClosedLocked() {
-	s.closed = true
-	close(s.done)
-	if s.timer != nil {
-		s.timer.Stop()
-	}
+// endedIdle is the lease's end: the session was idle for the session
+// timeout, or was evicted to make room for another of its client.
+func (s *Session) endedIdle() {
+	s.srv.log.Info("idle session ended", "route", s.t.Name(), "session", s.ID)
+	s.Close()
 }
 
 // LastUsed is when the session was last used: its last request ended, or
 // its stream last carried a message.
-func (s *Session) LastUsed() time.Time { return time.Unix(0, s.lastUsed.Load()) }
+func (s *Session) LastUsed() time.Time {
+	if s.lease == nil {
+		return time.Time{}
+	}
+	return s.lease.LastUsed()
+}
 
 // EndIfIdle ends the session unless it is in use (a request being served,
 // its stream open, its Target Busy with it) or has ended, and reports
 // whether it ended it: an endpoint making room for a new session of the
 // same user. The check and the end are one step, as in reaping.
-func (s *Session) EndIfIdle() bool {
-	busy := s.inUse()
-	s.mu.Lock()
-	if s.closed || busy || s.active > 0 {
-		s.mu.Unlock()
-		return false
-	}
-	s.markClosedLocked()
-	s.mu.Unlock()
-	s.finish()
-	return true
-}
+func (s *Session) EndIfIdle() bool { return s.lease != nil && s.lease.EndIfIdle() }
 
 // inUse reports whether the session is in use between requests: its
 // stream open or its Target Busy with it. With a request being served it
-// is in use too (begin); the reaper and the admission table's eviction
-// both pass over a session in use.
+// is in use too (its lease is begun); the reaper and the admission
+// table's eviction both pass over a session in use.
 func (s *Session) inUse() bool {
 	if s.Out.Streaming() {
 		return true
 	}
 	b, ok := s.t.(Busy)
 	return ok && b.Busy(s)
-}
-
-// reap ends the session if it has been idle for the session timeout (no
-// request being served, no stream open, not busy), else looks again when
-// it could be. The check and the end are one step, so that a request
-// beginning meanwhile finds the session either alive or gone.
-func (s *Session) reap() {
-	timeout := s.srv.opts.SessionTimeout
-	busy := s.inUse()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	idle := time.Duration(time.Now().UnixNano() - s.lastUsed.Load())
-	if busy || s.active > 0 || idle < timeout {
-		s.timer.Reset(max(timeout-idle, min(timeout/4, time.Second)))
-		s.mu.Unlock()
-		return
-	}
-	s.markClosedLocked()
-	s.mu.Unlock()
-	s.srv.log.Info("idle session reaped", "route", s.t.Name(), "session", s.ID)
-	s.finish()
 }
 
 // finish releases what a closed session holds.
@@ -190,12 +146,6 @@ func (s *Session) finish() {
 	if !s.Stateless { // never in the table: no need for its write lock
 		s.srv.drop(s)
 		s.srv.forget(s)
-	}
-	s.mu.Lock()
-	adm := s.adm
-	s.mu.Unlock()
-	if adm != nil {
-		adm.Release()
 	}
 }
 

@@ -102,6 +102,8 @@ func TestEveryRefusalIsJSONRPC(t *testing.T) {
 		{"text/plain", http.MethodPost, ping, map[string]string{"Content-Type": "text/plain"}, 415, -32600},
 		{"not JSON", http.MethodPost, `{"jsonrpc":`, nil, 400, -32700},
 		{"batch", http.MethodPost, `[` + ping + `]`, nil, 400, -32600},
+		{"answer without an id", http.MethodPost, `{"jsonrpc":"2.0","result":{}}`, nil, 400, -32600},
+		{"params not an object", http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":5}`, nil, 400, -32600},
 		{"unknown method", http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/destroy"}`, nil, 200, -32601},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

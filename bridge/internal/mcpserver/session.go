@@ -74,14 +74,14 @@ type fastCall struct {
 
 // open starts a live session for an initialize and serves it; the
 // session is admitted, indexed and, once initialized, recorded.
-func (h *Streamable) open(w http.ResponseWriter, r *http.Request, head messageHead) {
-	client := head.clientName()
+func (h *Streamable) open(w http.ResponseWriter, r *http.Request, head *mcphttp.Message) {
+	client := mcphttp.ClientName(head.Params)
 	ls := &liveSession{id: rand.Text()}
 	// The SDK's handler connects with the request's context too (its
 	// values reach the session); the session outlives the request.
 	if err := h.connect(context.WithoutCancel(r.Context()), ls, r, client, newLinkSession(newLinkID(), client, false), nil); err != nil {
 		if errors.As(err, new(*sessionlimit.Refusal)) {
-			writeRefusal(w, head.ID, err)
+			mcphttp.WriteOpenError(w, head.ID, err)
 		} else {
 			mcphttp.WriteError(w, http.StatusInternalServerError, head.ID, rpccode.InternalError, err.Error())
 		}
@@ -151,7 +151,7 @@ func (h *Streamable) connect(ctx context.Context, ls *liveSession, r *http.Reque
 	ls.hash = hashSessionID(ls.id)
 	ls.done = make(chan struct{})
 	ls.records = h.records
-	lease, err := mcphttp.AdmitLease(h.limit, sessionlimit.ClientKey(peerHost(r), "", client), mcphttp.LeaseOptions{Timeout: h.opts.SessionTimeout, End: ls.close})
+	lease, err := mcphttp.AdmitLease(h.limit, mcphttp.ClientKey(r, client), mcphttp.LeaseOptions{Timeout: h.opts.SessionTimeout, End: ls.close})
 	if err != nil {
 		return err
 	}

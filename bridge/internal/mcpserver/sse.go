@@ -15,7 +15,6 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp"
 	"github.com/browserbridge/browserbridge/bridge/internal/mcphttp/rpccode"
-	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 )
 
 // echoID shortens a client-chosen id for a message.
@@ -66,9 +65,9 @@ func (h *SSE) Stream(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	lease, err := mcphttp.AdmitLease(h.opts.Sessions, sessionlimit.ClientKey(peerHost(r), "", "legacy-sse"), mcphttp.LeaseOptions{End: cancel})
+	lease, err := mcphttp.AdmitLease(h.opts.Sessions, mcphttp.ClientKey(r, "legacy-sse"), mcphttp.LeaseOptions{End: cancel})
 	if err != nil {
-		writeRefusal(w, nil, err)
+		mcphttp.WriteOpenError(w, nil, err)
 		return
 	}
 	lease.End() // the open stream is not a request: an idle session may make room for another

@@ -5,10 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -191,8 +189,13 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if head.Method == "notifications/cancelled" {
-			if key := cancelKey(head.Params.RequestID); key != "" {
-				ls.cancel(key)
+			var p struct {
+				RequestID any `json:"requestId"`
+			}
+			if json.Unmarshal(head.Params, &p) == nil {
+				if key := cancelKey(p.RequestID); key != "" {
+					ls.cancel(key)
+				}
 			}
 		}
 		if !checkVersion(w, r, head.ID) {
@@ -204,7 +207,7 @@ func (h *Streamable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer ls.end()
 		ls.transport.ServeHTTP(w, h.version.with(r))
-	case head.stateless() || mcphttp.IsStateless(r.Header.Get(mcphttp.HeaderProtocolVersion)):
+	case mcphttp.IsStatelessRequest(r.Header, head.Params):
 		h.stateless.ServeHTTP(w, r)
 	case head.Method == "initialize":
 		if h.stopping.Load() {
@@ -237,86 +240,56 @@ func (h *Streamable) awaitFastStream(r *http.Request, ls *liveSession) {
 
 // readMessage reads and checks a posted JSON-RPC message, answering bad
 // input itself (ok false), and puts the body back for the SDK.
-func readMessage(w http.ResponseWriter, r *http.Request, limit int64) (head messageHead, ok bool) {
+func readMessage(w http.ResponseWriter, r *http.Request, limit int64) (head *mcphttp.Message, ok bool) {
 	body, ok := mcphttp.ReadBody(w, r, limit)
 	if !ok {
-		return head, false
+		return nil, false
 	}
 	return checkMessage(w, r, body)
 }
 
 // checkMessage checks a posted JSON-RPC message, answering bad input itself
 // (ok false), and puts the body back for the SDK.
-func checkMessage(w http.ResponseWriter, r *http.Request, body []byte) (head messageHead, ok bool) {
+func checkMessage(w http.ResponseWriter, r *http.Request, body []byte) (head *mcphttp.Message, ok bool) {
 	head, status, code, msg := inspect(body)
 	if status != 0 {
-		mcphttp.WriteError(w, status, head.ID, code, msg)
-		return head, false
+		var id json.RawMessage
+		if head != nil && mcphttp.ValidID(head.ID) {
+			id = head.ID
+		}
+		mcphttp.WriteError(w, status, id, code, msg)
+		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	return head, true
 }
 
-// messageHead is what the router needs of a JSON-RPC message.
-type messageHead struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  struct {
-		Meta       map[string]json.RawMessage `json:"_meta"`
-		RequestID  any                        `json:"requestId"` // of notifications/cancelled
-		ClientInfo *struct {
-			Name string `json:"name"`
-		} `json:"clientInfo"` // of initialize
-	} `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  json.RawMessage `json:"error"`
-}
-
-// clientName is an initialize's clientInfo.name ("" when absent).
-func (m *messageHead) clientName() string {
-	if m.Params.ClientInfo == nil {
-		return ""
+// inspect checks a message body: mcphttp's rules for every message, then
+// the bridge's own for requests (an id it can answer exactly, a method it
+// serves). A non-zero status means refuse it with that HTTP status,
+// JSON-RPC code and message, answered to head's id if it has a valid one.
+func inspect(body []byte) (head *mcphttp.Message, status, code int, msg string) {
+	head, code, err := mcphttp.ParseMessage(body)
+	if err != nil {
+		return head, http.StatusBadRequest, code, err.Error()
 	}
-	return m.Params.ClientInfo.Name
-}
-
-func (m *messageHead) stateless() bool {
-	_, ok := m.Params.Meta[mcphttp.MetaProtocolVersion]
-	return ok
-}
-
-// inspect checks a message body; a non-zero status means refuse it with
-// that HTTP status, JSON-RPC code and message.
-func inspect(body []byte) (head messageHead, status, code int, msg string) {
-	trimmed := bytes.TrimSpace(body)
-	if !json.Valid(trimmed) {
-		return head, http.StatusBadRequest, rpccode.ParseError, "the body is not valid JSON"
+	if p := bytes.TrimSpace(head.Params); len(p) > 0 && p[0] != '{' && string(p) != "null" {
+		return head, http.StatusBadRequest, rpccode.InvalidRequest, `"params" must be a JSON object: every MCP method takes its parameters by name`
 	}
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		return head, http.StatusBadRequest, rpccode.InvalidRequest, "JSON-RPC batches are not supported (removed in MCP 2025-06-18): send one message per request"
-	}
-	if err := json.Unmarshal(trimmed, &head); err != nil {
-		return head, http.StatusBadRequest, rpccode.InvalidRequest, "the body is not a JSON-RPC 2.0 message: " + err.Error()
-	}
-	if head.JSONRPC != "2.0" {
-		return head, http.StatusBadRequest, rpccode.InvalidRequest, `"jsonrpc" must be "2.0"`
-	}
-	isResponse := head.Result != nil || head.Error != nil
-	if head.Method != "" && head.ID != nil {
+	switch head.Kind() {
+	case mcphttp.KindRequest:
 		if why := idProblem(head.ID); why != "" {
 			head.ID = nil // it cannot be echoed: the error goes with a null id
 			return head, http.StatusBadRequest, rpccode.InvalidRequest, why
 		}
-	}
-	switch {
-	case head.Method == "" && !isResponse:
-		return head, http.StatusBadRequest, rpccode.InvalidRequest, "a JSON-RPC message needs a method (request or notification) or a result/error (response)"
-	case head.Method != "" && head.ID != nil && !serverMethods[head.Method]:
-		return head, http.StatusOK, rpccode.MethodNotFound, fmt.Sprintf("method %q is not served by Browser Bridge", head.Method)
-	case head.Method != "" && head.ID == nil && serverMethods[head.Method]:
-		return head, http.StatusBadRequest, rpccode.InvalidRequest, fmt.Sprintf("%s is a request and needs an \"id\" (a message without one is a notification, which gets no answer)", head.Method)
+		if !serverMethods[head.Method] {
+			return head, http.StatusOK, rpccode.MethodNotFound, fmt.Sprintf("method %q is not served by Browser Bridge", head.Method)
+		}
+	case mcphttp.KindNotification:
+		if serverMethods[head.Method] {
+			return head, http.StatusBadRequest, rpccode.InvalidRequest, fmt.Sprintf("%s is a request and needs an \"id\" (a message without one is a notification, which gets no answer)", head.Method)
+		}
 	}
 	return head, 0, 0, ""
 }
@@ -333,8 +306,6 @@ func idProblem(raw json.RawMessage) string {
 	switch raw[0] {
 	case '"':
 		return ""
-	case 'n':
-		return `"id": null is not a request id (null is only for answers to messages whose id could not be read); use a string or an integer`
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || n > maxExactID || n < -maxExactID {
@@ -470,27 +441,6 @@ func (h *Streamable) writeNoSession(w http.ResponseWriter, id json.RawMessage) {
 func writeSessionNotFound(w http.ResponseWriter, id json.RawMessage) {
 	mcphttp.WriteError(w, http.StatusNotFound, id, rpccode.SessionNotFound,
 		"session not found: it was ended (DELETE, the session timeout, or the session limit) or a bridge restart could not keep it; send initialize to start a new session")
-}
-
-// writeRefusal answers a session the table refused.
-func writeRefusal(w http.ResponseWriter, id json.RawMessage, err error) {
-	var r *sessionlimit.Refusal
-	if errors.As(err, &r) {
-		w.Header().Set("Retry-After", r.RetryAfterSeconds())
-		mcphttp.WriteError(w, r.Status, id, rpccode.Unavailable, r.Message)
-		return
-	}
-	mcphttp.WriteError(w, http.StatusServiceUnavailable, id, rpccode.Unavailable, err.Error())
-}
-
-// peerHost is the client's address without its port: one client makes
-// connections from many ports.
-func peerHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // versionContext gives a request the protocol version the SDK's transport

@@ -86,7 +86,12 @@ func TestHTTPBrowserSessionSurvivesRestart(t *testing.T) {
 		t.Fatalf("listening again on %s: %v", addr, err)
 	}
 	hs.Listener = ln
-	tp2 := newHTTPTestProxyOn(t, hs, Options{}, tweak(openStore()))
+	// Closed after the proxy's own cleanup (cleanups run last first): its
+	// writer may still be writing the last use of the session when the
+	// test ends, and the temporary directory must be left empty.
+	store2 := openStore()
+	t.Cleanup(func() { _ = store2.Close() })
+	tp2 := newHTTPTestProxyOn(t, hs, Options{}, tweak(store2))
 	b2 := startBrowser(t, tp2, "alice", "Chrome")
 	bob := startBrowser(t, tp2, "bob", "Chrome")
 	bobTok := accessToken(t, pairedPerson(t, bob.tclient), endpoint)

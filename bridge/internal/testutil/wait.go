@@ -14,10 +14,26 @@ const WaitLimit = time.Minute
 // on a condition with it, never on a sleep.
 func WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(WaitLimit)
-	for !cond() {
+	WaitWithin(tb, WaitLimit, what, func() (bool, string) { return cond(), "" })
+}
+
+// WaitWithin is WaitFor with its own ceiling (work that takes longer
+// than WaitLimit on a loaded machine: a cluster converging) and a
+// condition that says why it does not hold yet, which the failure
+// reports.
+func WaitWithin(tb testing.TB, limit time.Duration, what string, cond func() (ok bool, why string)) {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("waited %v for %s", WaitLimit, what)
+			if why != "" {
+				tb.Fatalf("waited %v for %s: %s", limit, what, why)
+			}
+			tb.Fatalf("waited %v for %s", limit, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -101,7 +102,7 @@ func startProc(tb testing.TB, bin, secretFile, name string, ttl time.Duration, n
 			tb.Logf("--- node %s output ---\n%s", name, tail(p.out.String(), 60))
 		}
 	})
-	poll(tb, deadlockGuard, "node "+name+" to serve", func() (bool, string) {
+	testutil.WaitWithin(tb, deadlockGuard, "node "+name+" to serve", func() (bool, string) {
 		select {
 		case <-p.exited:
 			tb.Fatalf("node %s exited: %v\n%s", name, p.cmd.ProcessState, p.out.String())
@@ -313,7 +314,7 @@ func TestClusterNodeKilled(t *testing.T) {
 		wg.Wait()
 	}()
 	// Every client has had answers before the node dies.
-	poll(t, deadlockGuard, "every client to have 10 answers", func() (bool, string) {
+	testutil.WaitWithin(t, deadlockGuard, "every client to have 10 answers", func() (bool, string) {
 		okMu.Lock()
 		defer okMu.Unlock()
 		for k, n := range okBefore {
@@ -576,7 +577,7 @@ func TestClusterNATSRestart(t *testing.T) {
 		}
 		wg.Wait()
 	}()
-	poll(t, deadlockGuard, "calls on every client", func() (bool, string) {
+	testutil.WaitWithin(t, deadlockGuard, "calls on every client", func() (bool, string) {
 		s, c := answered(sameTally), answered(crossTally)
 		return s >= 10*len(same) && c >= 10*len(cross), fmt.Sprintf("%d same-node, %d cross-node answers", s, c)
 	})
@@ -590,7 +591,7 @@ func TestClusterNATSRestart(t *testing.T) {
 		s.Stop()
 	}
 	t.Logf("NATS stopped (%d servers)", len(ns))
-	poll(t, deadlockGuard, "every node to see NATS gone", func() (bool, string) {
+	testutil.WaitWithin(t, deadlockGuard, "every node to see NATS gone", func() (bool, string) {
 		for _, n := range nodes {
 			if st := n.nc.Status(); st == nats.CONNECTED {
 				return false, "node " + n.name + " still connected"
@@ -616,7 +617,7 @@ func TestClusterNATSRestart(t *testing.T) {
 	// Within a node nothing needs NATS: the same-node clients keep being
 	// answered while it is down. Connecting across nodes is refused.
 	mark := answered(sameTally)
-	poll(t, deadlockGuard, "same-node answers while NATS is down", func() (bool, string) {
+	testutil.WaitWithin(t, deadlockGuard, "same-node answers while NATS is down", func() (bool, string) {
 		n := answered(sameTally) - mark
 		return n >= 10*len(same), fmt.Sprintf("%d answers since NATS went away", n)
 	})
@@ -718,7 +719,7 @@ func TestClusterConnectWhileNATSDown(t *testing.T) {
 
 	ns[0].Stop()
 	// Node b has noticed: it takes no peer for alive.
-	poll(t, deadlockGuard, "node b to see NATS gone", func() (bool, string) {
+	testutil.WaitWithin(t, deadlockGuard, "node b to see NATS gone", func() (bool, string) {
 		h, err := getHealth(b.health)
 		if err != nil {
 			return false, err.Error()
@@ -792,7 +793,7 @@ func TestClusterNodeNATSBlip(t *testing.T) {
 	}
 	// Node a has been through its reconnection: it rebuilt its view of
 	// the others (it sees them alive again).
-	poll(t, deadlockGuard, "node a to reconnect to NATS", func() (bool, string) {
+	testutil.WaitWithin(t, deadlockGuard, "node a to reconnect to NATS", func() (bool, string) {
 		return a.nc.Stats().Reconnects > 0 && a.nc.Status() == nats.CONNECTED, fmt.Sprintf("%v, %d reconnects", a.nc.Status(), a.nc.Stats().Reconnects)
 	})
 	waitMesh(t, a.health, b.health, nodes[2].health)
@@ -842,7 +843,7 @@ func TestClusterNodeNATSBlip(t *testing.T) {
 	// the other side must not keep the dead ones: node b holds one
 	// connection from node a's client (the new one), not two.
 	b0 := time.Now()
-	poll(t, 4*ttl, "node b to drop the connection node a's client left", func() (bool, string) {
+	testutil.WaitWithin(t, 4*ttl, "node b to drop the connection node a's client left", func() (bool, string) {
 		h, err := getHealth(b.health)
 		if err != nil {
 			return false, err.Error()

@@ -31,6 +31,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/natsembed"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
 
@@ -236,7 +237,7 @@ func (h health) alivePeers() []string {
 // NATS and sees the others alive.
 func waitMesh(tb testing.TB, bases ...string) {
 	tb.Helper()
-	poll(tb, deadlockGuard, "every node to see the others alive", func() (bool, string) {
+	testutil.WaitWithin(tb, deadlockGuard, "every node to see the others alive", func() (bool, string) {
 		for _, b := range bases {
 			h, err := getHealth(b)
 			if err != nil {
@@ -248,23 +249,6 @@ func waitMesh(tb testing.TB, bases ...string) {
 		}
 		return true, ""
 	})
-}
-
-// poll checks cond until it holds; after limit (a deadlock guard, not a
-// timing assertion) the test fails with cond's last word.
-func poll(tb testing.TB, limit time.Duration, what string, cond func() (bool, string)) {
-	tb.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("waited %v for %s: %s", limit, what, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // errConnLost ends the calls of a client whose WebSocket ended.
@@ -459,7 +443,7 @@ func (c *client) list(tb testing.TB) []relaywire.ExtensionInfo {
 // reaches other nodes asynchronously) and nothing outside allowed does.
 func (c *client) waitListed(tb testing.TB, want []string, allowed map[string]bool) {
 	tb.Helper()
-	poll(tb, deadlockGuard, "client "+c.name+" to list "+strings.Join(want, ","), func() (bool, string) {
+	testutil.WaitWithin(tb, deadlockGuard, "client "+c.name+" to list "+strings.Join(want, ","), func() (bool, string) {
 		got := map[string]bool{}
 		for _, e := range c.list(tb) {
 			if !allowed[e.ID] {
@@ -846,7 +830,7 @@ func waitPairs(tb testing.TB, bases map[string]string, live []link) {
 		want[l.client]["remote_out"]++
 		want[l.ext]["remote_in"]++
 	}
-	poll(tb, deadlockGuard, "the nodes' pair counts", func() (bool, string) {
+	testutil.WaitWithin(tb, deadlockGuard, "the nodes' pair counts", func() (bool, string) {
 		for name, base := range bases {
 			h, err := getHealth(base)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // clusterReplicas is the JetStream replica count of the buckets on the
@@ -167,7 +168,7 @@ func TestClusterLoad(t *testing.T) {
 		}
 		return n
 	}
-	poll(t, deadlockGuard, "the extensions' counts", func() (bool, string) {
+	testutil.WaitWithin(t, deadlockGuard, "the extensions' counts", func() (bool, string) {
 		return served() >= int64(made), fmt.Sprintf("%d served, %d made", served(), made)
 	})
 	if n := served(); n != int64(made) {
