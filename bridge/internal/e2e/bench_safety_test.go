@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // BenchmarkPageSafety gives the per-call cost of issue 30's two filters in
@@ -63,7 +65,7 @@ func BenchmarkPageSafety(b *testing.B) {
 	for _, pg := range pages {
 		b.Run(pg.name, func(b *testing.B) {
 			p := openTab(b, dt, pg.url)
-			waitFor(b, callWait, func() (bool, string) {
+			testutil.WaitWithin(b, callWait, "", func() (bool, string) {
 				return p.js(b, `document.readyState`) == "complete", "waiting for " + pg.url
 			})
 			var ok bool

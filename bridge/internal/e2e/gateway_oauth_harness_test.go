@@ -372,7 +372,7 @@ func startSignInBrowser(t *testing.T) *signInBrowser {
 		}
 	})
 	portFile := filepath.Join(b.profile, "DevToolsActivePort")
-	waitFor(t, devtoolsWait, func() (bool, string) {
+	testutil.WaitWithin(t, devtoolsWait, "", func() (bool, string) {
 		data, err := os.ReadFile(portFile)
 		lines := strings.Fields(string(data))
 		if err != nil || len(lines) < 2 {

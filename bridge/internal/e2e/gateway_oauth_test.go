@@ -348,7 +348,7 @@ func TestGatewayOAuthExtension(t *testing.T) {
 	mark("gateway and world up")
 
 	page := addRemoteServer(t, devtools, endpoint, gatewayTitle)
-	waitFor(t, 5*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 5*time.Second, "", func() (bool, string) {
 		var added struct {
 			Error  string `json:"error"`
 			Listed bool   `json:"listed"`
@@ -386,7 +386,7 @@ func TestGatewayOAuthExtension(t *testing.T) {
 	mark("signed in and approved in the sign-in window")
 
 	var server remoteServer
-	waitFor(t, signInWait, func() (bool, string) {
+	testutil.WaitWithin(t, signInWait, "", func() (bool, string) {
 		server = page.remoteStatus(t, endpoint)
 		return server.State == "connected", fmt.Sprintf("after Approve the extension has %s in state %q (%s); options page error: %q",
 			gatewayTitle, server.State, server.Message, page.js(t, `document.getElementById('remote-error').textContent`))
@@ -398,7 +398,7 @@ func TestGatewayOAuthExtension(t *testing.T) {
 
 	// A local client calls the gateway's tool through the bridge.
 	route := w.connectTo(t, strings.TrimSuffix(w.mcpURL, "/mcp")+"/servers/"+gatewayName+"/mcp", "e2e-gateway-route")
-	waitFor(t, remoteWait, func() (bool, string) {
+	testutil.WaitWithin(t, remoteWait, "", func() (bool, string) {
 		names := toolNames(t, route)
 		return strings.Contains(" "+names+" ", " echo "), fmt.Sprintf("tools/list at %s: [%s]; want echo", route.url, names)
 	})

@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 	"github.com/browserbridge/browserbridge/extension"
 )
@@ -626,7 +627,7 @@ func (w *world) startChromiumWithDevTools() devtoolsAddr {
 	_ = os.Remove(portFile)
 	w.runChromium(w.chromiumArgs("--remote-debugging-port=0")...)
 	var addr devtoolsAddr
-	waitFor(w.tb, devtoolsWait, func() (bool, string) {
+	testutil.WaitWithin(w.tb, devtoolsWait, "", func() (bool, string) {
 		b, err := os.ReadFile(portFile)
 		lines := strings.Fields(string(b))
 		if err != nil || len(lines) < 2 {

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/extension"
 )
 
@@ -50,7 +51,7 @@ func TestManagedPolicy(t *testing.T) {
 		t.Fatalf("Chromium loaded the extension as %s; the policy names %s", id, extension.ID())
 	}
 	// Chromium read the directory: the extension sees the organization's values.
-	waitFor(t, popupWait, func() (bool, string) {
+	testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 		got := popup.js(t, `chrome.storage.managed.get(null).then((m) => JSON.stringify(m))`)
 		var m map[string]any
 		_ = json.Unmarshal([]byte(got), &m)
@@ -162,7 +163,7 @@ func TestManagedPolicy(t *testing.T) {
 		delete(org, "paused")
 		writeManagedPolicy(t, policyDir, org)
 		popup.waitText(t, "resumed by the organization", "Pause all agents")
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			_, err := c.try(bg(callWait), "tabs_context", nil)
 			return err == nil, fmt.Sprintf("tabs_context after the organization lifted its pause: %v", err)
 		})

@@ -48,7 +48,7 @@ func testPageSetControls(t *testing.T, w *world) {
 			c.navigate(t, tab, w.pages.url(pt.page))
 			if pt.name == "modal_dialog" {
 				c.call(t, "computer", map[string]any{"action": "left_click", "ref": c.refFor(t, tab, "#archive"), "tabId": tab})
-				waitFor(t, 10*time.Second, func() (bool, string) {
+				testutil.WaitWithin(t, 10*time.Second, "", func() (bool, string) {
 					return c.js(t, tab, `String(!!document.querySelector("[role=dialog] #dlg-confirm"))`) == "true", "the dialog did not open"
 				})
 			}

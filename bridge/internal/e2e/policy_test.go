@@ -85,7 +85,7 @@ func TestPolicy(t *testing.T) {
 		}
 		// The person makes the local client read-only in the popup.
 		popup.chooseScope(t, "e2e-policy-local", "read")
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			res, err := local.try(bg(callWait), "navigate", classes[1].args(localTab))
 			if err == nil {
 				return false, "navigate still runs for a read-only client: " + describe(res)
@@ -99,7 +99,7 @@ func TestPolicy(t *testing.T) {
 		// And gives the remote client the full scope, so that the site policy
 		// below is all that stands between either client and the page.
 		popup.chooseScope(t, "e2e-relay", "full")
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			_, err := remote.try(bg(callWait), "javascript_tool", classes[2].args(remoteTab))
 			return err == nil, fmt.Sprintf("javascript_tool from the remote client with the full scope: %v", err)
 		})
@@ -163,7 +163,7 @@ func TestPolicy(t *testing.T) {
 		done := local.startWithProgress("get_page_text", map[string]any{"tabId": localTab})
 		what := fmt.Sprintf("get_page_text (read) on %s", origin)
 		popup.waitApproval(t, local.name, "get_page_text", origin)
-		waitFor(t, callWait, func() (bool, string) {
+		testutil.WaitWithin(t, callWait, "", func() (bool, string) {
 			progressMu.Lock()
 			defer progressMu.Unlock()
 			return slices.ContainsFunc(progress, func(m string) bool {
@@ -220,7 +220,7 @@ func TestPolicy(t *testing.T) {
 		popup.screenshot(t, filepath.Join(shots, "13-paused.png"), popupWidth, popupMaxHeight)
 		popup.click(t, "#pause")
 		popup.waitText(t, "resumed", "Pause all agents")
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			_, err := local.try(bg(callWait), "tabs_context", nil)
 			return err == nil, fmt.Sprintf("tabs_context after resume: %v", err)
 		})
@@ -271,7 +271,7 @@ func TestPolicy(t *testing.T) {
 		for cls, verdict := range map[string]string{"read": "allow", "act": "allow", "script": "block"} {
 			options.js(t, fmt.Sprintf(`(() => { const s = document.getElementById('rule-127.0.0.1-%s'); s.value = %q; s.dispatchEvent(new Event('change')); return s.value; })()`, cls, verdict))
 		}
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			got := options.js(t, `chrome.storage.local.get('policy').then((g) => JSON.stringify(g.policy.sites))`)
 			var rules []map[string]any
 			_ = json.Unmarshal([]byte(got), &rules)

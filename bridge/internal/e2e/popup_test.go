@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // Time limits of the popup test.
@@ -309,7 +310,7 @@ func TestPopupRelayAndStopped(t *testing.T) {
 	})
 	t.Cleanup((&restartWorld{world: w}).stopBridges)
 	dt := w.restartChromiumWithDevTools()
-	waitFor(t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		st, err := w.status()
 		if err != nil {
 			return false, err.Error()

@@ -110,7 +110,7 @@ func startClusterNode(t *testing.T, natsURL, node, secret, public string) *publi
 		}
 		p.stop()
 	})
-	waitFor(t, gatewayUpWait, func() (bool, string) {
+	testutil.WaitWithin(t, gatewayUpWait, "", func() (bool, string) {
 		select {
 		case <-p.exited:
 			t.Fatalf("browserbridge-proxy node %s exited (%v):\n%s", node, p.cmd.ProcessState, tail(p.out.String(), 40))
@@ -159,7 +159,7 @@ func nodeHealth(p *publicProxy) (clusterHealth, error) {
 // waitPeers waits until every node's /health shows every other node alive.
 func waitPeers(t *testing.T, nodes map[string]*publicProxy) {
 	t.Helper()
-	waitFor(t, clusterWait, func() (bool, string) {
+	testutil.WaitWithin(t, clusterWait, "", func() (bool, string) {
 		for name, p := range nodes {
 			h, err := nodeHealth(p)
 			if err != nil {
@@ -184,7 +184,7 @@ func waitPeers(t *testing.T, nodes map[string]*publicProxy) {
 // connection crosses the cluster rather than staying on one node.
 func waitRemotePairs(t *testing.T, from, to *publicProxy) {
 	t.Helper()
-	waitFor(t, clusterWait, func() (bool, string) {
+	testutil.WaitWithin(t, clusterWait, "", func() (bool, string) {
 		hf, err := nodeHealth(from)
 		if err != nil {
 			return false, err.Error()
@@ -269,7 +269,7 @@ func (l *relayLister) callNotes(method string, params any) (json.RawMessage, []*
 func (l *relayLister) waitListed(id string) relaywire.ExtensionInfo {
 	l.t.Helper()
 	var found relaywire.ExtensionInfo
-	waitFor(l.t, clusterWait, func() (bool, string) {
+	testutil.WaitWithin(l.t, clusterWait, "", func() (bool, string) {
 		var res relaywire.ListExtensionsResult
 		raw := l.call(relaywire.MethodListExtensions, nil)
 		if err := json.Unmarshal(raw, &res); err != nil {
@@ -379,7 +379,7 @@ func (sb *serverBridge) status() (protocol.StatusResult, error) {
 func (sb *serverBridge) waitServer(name string) string {
 	sb.t.Helper()
 	var id string
-	waitFor(sb.t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(sb.t, relayWait, "", func() (bool, string) {
 		st, err := sb.status()
 		if err != nil {
 			return false, err.Error()
@@ -548,7 +548,7 @@ func TestProxyClusterRelay(t *testing.T) {
 	}
 	// The SDK client hands notifications to its handler on a goroutine of
 	// their own, so they may come after CallTool returned: wait for them.
-	waitFor(t, callWait, func() (bool, string) {
+	testutil.WaitWithin(t, callWait, "", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		got := strings.Join(progress, " ")
@@ -830,7 +830,7 @@ func TestProxyClusterFailover(t *testing.T) {
 	t.Logf("browser on node a driven from node b %v after start", time.Since(start).Round(time.Millisecond))
 
 	a.stop()
-	waitFor(t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		st, err := w.status()
 		if err != nil {
 			return false, err.Error()
@@ -847,7 +847,7 @@ func TestProxyClusterFailover(t *testing.T) {
 	}
 	// A graceful stop takes the node's heartbeat with it: node b sees it
 	// gone without waiting out the presence TTL.
-	waitFor(t, clusterWait, func() (bool, string) {
+	testutil.WaitWithin(t, clusterWait, "", func() (bool, string) {
 		h, err := nodeHealth(b)
 		if err != nil {
 			return false, err.Error()
@@ -860,7 +860,7 @@ func TestProxyClusterFailover(t *testing.T) {
 	// The same `browserbridge connect` finds the browser again on its own
 	// node (it was told `disconnected`, and connects again by itself).
 	prose := w.pages.url("prose.html")
-	waitFor(t, callWait, func() (bool, string) {
+	testutil.WaitWithin(t, callWait, "", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, err := c.try(ctx, "navigate", map[string]any{"url": prose, "tabId": tab})

@@ -29,6 +29,7 @@ import (
 
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/npmtools"
 )
 
@@ -128,7 +129,7 @@ func (p *publicProxy) launch(bin string, args ...string) {
 	if first {
 		t.Cleanup(p.stop)
 	}
-	waitFor(t, gatewayUpWait, func() (bool, string) {
+	testutil.WaitWithin(t, gatewayUpWait, "", func() (bool, string) {
 		select {
 		case <-p.exited:
 			t.Fatalf("browserbridge-proxy exited (%v):\n%s", p.cmd.ProcessState, tail(p.out.String(), 40))
@@ -196,7 +197,7 @@ func (p *publicProxy) url(path string) string { return p.public + path }
 func startRelayedWorld(t *testing.T, p *publicProxy, relayURL, user string) *world {
 	t.Helper()
 	w := startWorld(t, worldOptions{relay: &relayOptions{url: relayURL, token: p.mint(user, "extension")}})
-	waitFor(t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		st, err := w.status()
 		if err != nil {
 			return false, err.Error()
@@ -252,7 +253,7 @@ func addEverything(t *testing.T, w *world) {
 func waitServerRelayed(t *testing.T, w *world, prev string) string {
 	t.Helper()
 	var since string
-	waitFor(t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		st, err := w.status()
 		if err != nil {
 			return false, err.Error()

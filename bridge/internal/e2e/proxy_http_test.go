@@ -370,7 +370,7 @@ func TestProxyHTTPLocalServer(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("trigger-long-running-operation: %v %s", err, describeResult(res))
 	}
-	waitFor(t, callWait, func() (bool, string) {
+	testutil.WaitWithin(t, callWait, "", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(progress) >= 3, fmt.Sprintf("%d progress notifications", len(progress))
@@ -464,7 +464,7 @@ func TestProxyHTTPRelayDrop(t *testing.T) {
 	aliceDone := slow(aliceCS, "alice-slow", 120)
 	bobDone := slow(bobCS, "bob-slow", 4)
 	// Both calls are running at the servers once their progress arrives.
-	waitFor(t, callWait, func() (bool, string) {
+	testutil.WaitWithin(t, callWait, "", func() (bool, string) {
 		return count(&aliceSeen) > 0 && count(&bobSeen) > 0, fmt.Sprintf("progress: alice %d, bob %d", count(&aliceSeen), count(&bobSeen))
 	})
 	cut.cut()
@@ -496,7 +496,7 @@ func TestProxyHTTPRelayDrop(t *testing.T) {
 	}
 
 	// The bridge comes back through the forwarder; Alice's calls work again.
-	waitFor(t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		st, err := alice.status()
 		if err != nil {
 			return false, err.Error()
@@ -509,7 +509,7 @@ func TestProxyHTTPRelayDrop(t *testing.T) {
 		return false, relayJSON(st.RelayServers)
 	})
 	var again *mcp.ClientSession
-	waitFor(t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), callWait)
 		defer cancel()
 		res, err := aliceCS.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "back"}})
@@ -774,7 +774,7 @@ func TestProxyHTTPRemoteClientAcrossRestart(t *testing.T) {
 	t.Cleanup(rw.stopBridges)
 	relayUp := func() {
 		t.Helper()
-		waitFor(t, relayWait, func() (bool, string) {
+		testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 			st, err := rw.status()
 			if err != nil {
 				return false, err.Error()
@@ -812,7 +812,7 @@ func TestProxyHTTPRemoteClientAcrossRestart(t *testing.T) {
 	rw.waitBridge(t, st.PID)
 	relayUp()
 	var after []tabInfo
-	waitFor(t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		tabs, err := tryTabs(c, "tabs_context_mcp")
 		after = tabs
 		return err == nil, fmt.Sprintf("tabs_context_mcp: %v", err)

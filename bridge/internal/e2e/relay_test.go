@@ -18,6 +18,7 @@ import (
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
 
@@ -166,7 +167,7 @@ func startTestProxy(t *testing.T) (string, func(token.Kind) string) {
 func relayExtensionID(t *testing.T, w *world, proxyURL string) string {
 	t.Helper()
 	var extID string
-	waitFor(t, 15*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 15*time.Second, "", func() (bool, string) {
 		st, err := w.status()
 		if err != nil {
 			return false, err.Error()

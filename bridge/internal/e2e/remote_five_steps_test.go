@@ -80,7 +80,7 @@ func TestRemoteInFiveSteps(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "enrolled at "+p.public+" as alice") {
 		t.Fatalf("relay join: exit %d\n%s", code, out)
 	}
-	waitFor(t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		st, err := w.status()
 		if err != nil {
 			return false, err.Error()
@@ -121,7 +121,7 @@ func TestRemoteInFiveSteps(t *testing.T) {
 	if out, code := w.cli("relay", "leave"); code != 0 || !strings.Contains(out, "revoked this bridge's credential") {
 		t.Fatalf("relay leave: exit %d\n%s", code, out)
 	}
-	waitFor(t, relayWait, func() (bool, string) {
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		st, err := w.status()
 		if err != nil {
 			return false, err.Error()

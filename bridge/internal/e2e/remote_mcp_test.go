@@ -79,7 +79,7 @@ func TestRemoteMCP(t *testing.T) {
 		Error  string `json:"error"`
 		Listed bool   `json:"listed"`
 	}
-	waitFor(t, 5*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 5*time.Second, "", func() (bool, string) {
 		page.evalInto(t, fmt.Sprintf(`({
 			error: document.getElementById('remote-add-error').textContent,
 			listed: [...document.querySelectorAll('#remote-list h3')].some((h) => h.textContent === %s),
@@ -102,7 +102,7 @@ func TestRemoteMCP(t *testing.T) {
 	// server's state changes, so a button found by one call may be gone by
 	// the next.
 	page.waitJS(t, "a Sign in button for "+remoteTitle, 10*time.Second, "((b) => !!b && (b.click(), true))("+signIn+")")
-	waitFor(t, signInWait, func() (bool, string) {
+	testutil.WaitWithin(t, signInWait, "", func() (bool, string) {
 		server = page.remoteStatus(t, srv.mcp)
 		return server.State == "connected", fmt.Sprintf("after Sign in the extension has %s in state %q (%s); options page error: %q",
 			remoteTitle, server.State, server.Message, page.js(t, `document.getElementById('remote-error').textContent`))
@@ -128,7 +128,7 @@ func TestRemoteMCP(t *testing.T) {
 	if clientID == "" {
 		t.Fatalf("the extension stored no client registration (remote.auth.*.client) after signing in")
 	}
-	waitFor(t, remoteWait, func() (bool, string) {
+	testutil.WaitWithin(t, remoteWait, "", func() (bool, string) {
 		h := w.remoteHealth(t)
 		for _, s := range h {
 			if s.Name == remoteName && s.State == "connected" {
@@ -533,7 +533,7 @@ func openTab(tb testing.TB, dt devtoolsAddr, url string) *extPage {
 	// the tab's first, blank document (where an extension page's chrome.*
 	// is missing), which a busy machine makes long enough to hit.
 	want, _ := json.Marshal(url)
-	waitFor(tb, 30*time.Second, func() (bool, string) {
+	testutil.WaitWithin(tb, 30*time.Second, "", func() (bool, string) {
 		var loaded bool
 		p.evalInto(tb, "location.href.split('#')[0] === "+string(want)+".split('#')[0] && document.readyState !== 'loading'", &loaded)
 		return loaded, "the tab has not loaded " + url
@@ -589,7 +589,7 @@ func (p *extPage) js(t testing.TB, expr string) string {
 // waitJS waits until expr is true in the page.
 func (p *extPage) waitJS(t *testing.T, what string, d time.Duration, expr string) {
 	t.Helper()
-	waitFor(t, d, func() (bool, string) {
+	testutil.WaitWithin(t, d, "", func() (bool, string) {
 		var ok bool
 		p.evalInto(t, "Promise.resolve("+expr+").then((v) => v === true)", &ok)
 		return ok, "waiting for " + what

@@ -575,7 +575,7 @@ func TestRestartLegacySSE(t *testing.T) {
 	}
 	// The old session's group is released (the hello of the new bridge
 	// does not list it): its tab is ungrouped or closed.
-	waitFor(t, 20*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 20*time.Second, "", func() (bool, string) {
 		for _, ot := range fresh.tabs(t, "tabs_context") {
 			if ot.TabID == tab.TabID && (ot.GroupID == tab.GroupID || ot.Session != "") {
 				return false, fmt.Sprintf("the dead SSE session's tab is still grouped: %+v", ot)
@@ -707,7 +707,7 @@ func TestRestartDuringCalls(t *testing.T) {
 		}
 	}
 	// Kill once a call of every session is running in the browser.
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 60*time.Second, "", func() (bool, string) {
 		begun := rw.rpages.begunTags()
 		for _, s := range ss {
 			if !slices.ContainsFunc(begun, func(tag string) bool { return strings.HasPrefix(tag, s.c.name+"-") }) {
@@ -985,7 +985,7 @@ func TestRestartAnswersCallsInFlight(t *testing.T) {
 		"code":       "await fetch('/begin?tag=inflight'); await new Promise((ok) => setTimeout(ok, 30000)); return 'too late';",
 		"timeout_ms": 60000,
 	})
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 60*time.Second, "", func() (bool, string) {
 		return slices.Contains(rw.rpages.begunTags(), "inflight"), "the script has not begun"
 	})
 	if out, code := rw.cli("restart"); code != 0 {

@@ -62,7 +62,7 @@ func TestSafety(t *testing.T) {
 		options.click(t, `[id="rule-127.0.0.1-secrets"]`)
 		options.waitJS(t, "the opt-in stored", popupWait, `chrome.storage.local.get('policy').then((g) => g.policy.sites[0].secrets === true)`)
 		var filled *mcp.CallToolResult
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			res, err := c.try(bg(callWait), "form_input", map[string]any{"selector": "#pw-typed", "value": "S3cret-Form-63", "tabId": tab})
 			filled = res
 			return err == nil, fmt.Sprintf("form_input after the opt-in: %v", err)
@@ -171,19 +171,19 @@ func TestSafety(t *testing.T) {
 		a.call(t, "form_input", map[string]any{"selector": "#email", "value": "filled-value-456@example.org", "tabId": tab})
 		// Blocked by a site rule.
 		options.setPolicy(t, map[string]any{"auditMaxEntries": 100, "sites": []map[string]any{{"pattern": "127.0.0.1", "read": "block", "act": "block", "script": "block"}}})
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			_, err := a.try(bg(callWait), "get_page_text", map[string]any{"tabId": tab})
 			return err != nil && strings.Contains(err.Error(), "blocks get_page_text"), fmt.Sprintf("get_page_text under a block rule: %v", err)
 		})
 		// Asked, and nobody answered: denied.
 		options.setPolicy(t, map[string]any{"auditMaxEntries": 100, "timeoutMs": 1000, "sites": []map[string]any{{"pattern": "127.0.0.1", "read": "ask", "act": "ask", "script": "ask"}}})
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			_, err := a.try(bg(callWait), "find", map[string]any{"query": "Send", "tabId": tab})
 			return err != nil && strings.Contains(err.Error(), "Nobody approved find"), fmt.Sprintf("find under an ask rule: %v", err)
 		})
 		// Paused.
 		options.js(t, `chrome.storage.local.set({paused: {at: Date.now()}}).then(() => true)`)
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			_, err := a.try(bg(callWait), "tabs_context", nil)
 			return err != nil && strings.Contains(err.Error(), "paused"), fmt.Sprintf("tabs_context while paused: %v", err)
 		})
@@ -204,7 +204,7 @@ func TestSafety(t *testing.T) {
 		}
 		var stored []entry
 		var raw string
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			raw = options.js(t, `chrome.storage.local.get('audit').then((g) => JSON.stringify(g.audit || []))`)
 			stored = nil
 			_ = json.Unmarshal([]byte(raw), &stored)
@@ -259,12 +259,12 @@ func TestSafety(t *testing.T) {
 		for range 12 {
 			a.call(t, "tabs_context", nil)
 		}
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			got := options.js(t, `chrome.storage.local.get('audit').then((g) => JSON.stringify(g.audit.map((e) => e.tool)))`)
 			return got == `["tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context","tabs_context"]`, "the tools of the stored audit: " + got
 		})
 		// The bridge logged the decisions.
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			b, _ := os.ReadFile(filepath.Join(w.bbHome, "logs", "bridge.log"))
 			log := string(b)
 			return strings.Contains(log, `msg="tool call decision"`) && strings.Contains(log, "tool=get_page_text site="+origin+" decision=blocked why=rule") &&
@@ -277,7 +277,7 @@ func TestSafety(t *testing.T) {
 		view.js(t, `(() => { const s = document.getElementById('audit-decision'); s.value = ''; s.dispatchEvent(new Event('change')); return true; })()`)
 		view.click(t, "#audit-export")
 		var lines string
-		waitFor(t, popupWait, func() (bool, string) {
+		testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
 			lines = view.js(t, `(() => { const a = document.getElementById('audit-download'); return a.href ? fetch(a.href).then((r) => r.text()) : ''; })()`)
 			return lines != "", "no export yet"
 		})

@@ -103,7 +103,7 @@ func testTwoSessions(t *testing.T, w *world) {
 	// Ending alpha's MCP session closes or ungroups its tab (session.ended);
 	// beta's tab stays in beta's group.
 	w.closeSession(a.cs)
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 10*time.Second, "", func() (bool, string) {
 		for _, tab := range b.tabs(t, "tabs_context") {
 			switch {
 			case tab.TabID == tabA && tab.GroupID == groupA:

@@ -254,26 +254,10 @@ func testComputerType(t *testing.T, w *world) {
 	// Scrolling the long page moves it.
 	c.navigate(t, tab, w.pages.url("long.html"))
 	c.call(t, "computer", map[string]any{"action": "scroll", "coordinate": []int{400, 400}, "scroll_direction": "down", "scroll_amount": 5, "tabId": tab})
-	waitFor(t, 3*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 3*time.Second, "", func() (bool, string) {
 		y := c.js(t, tab, "String(Math.round(window.scrollY))")
 		return y != "0", "window.scrollY = " + y + " after scrolling down"
 	})
-}
-
-// waitFor polls cond until it holds or the time is up, then fails with
-// cond's last word.
-func waitFor(t testing.TB, d time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	var why string
-	for deadline := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
-		var ok bool
-		if ok, why = cond(); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, why)
-		}
-	}
 }
 
 // imageOf returns the first image of a result: image content, or an
@@ -347,7 +331,7 @@ func testScreenshot(t *testing.T, w *world) {
 	t.Cleanup(func() {
 		c.try(bg(10*time.Second), "resize_window", map[string]any{"width": 1280, "height": 900, "tabId": tab})
 	})
-	waitFor(t, 5*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 5*time.Second, "", func() (bool, string) {
 		vw, vh = viewport()
 		return vw > 1568, fmt.Sprintf("after resize_window 2000x1200 the viewport is %dx%d", vw, vh)
 	})
@@ -404,7 +388,7 @@ func testConsoleNetwork(t *testing.T, w *world) {
 	c.call(t, "read_console_messages", map[string]any{"tabId": tab})
 	c.call(t, "read_network_requests", map[string]any{"tabId": tab})
 	c.navigate(t, tab, w.pages.url("console.html"))
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 10*time.Second, "", func() (bool, string) {
 		s := c.js(t, tab, `document.getElementById("status").textContent`)
 		return s == "fetched 200,200,404", "the console page says " + s
 	})
@@ -519,7 +503,7 @@ func testReadPageFind(t *testing.T, w *world) {
 		t.Fatalf("find \"Send button\" gave no ref: %s", describe(res))
 	}
 	c.call(t, "computer", map[string]any{"action": "left_click", "ref": ref, "tabId": tab})
-	waitFor(t, 3*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 3*time.Second, "", func() (bool, string) {
 		s := c.js(t, tab, `document.getElementById("submitted").textContent`)
 		return s == "submitted", fmt.Sprintf("clicking find's ref %s for \"Send button\" did not submit the form (%q)", ref, s)
 	})
@@ -568,7 +552,7 @@ func testUploadImage(t *testing.T, w *world) {
 	// Onto a drop target: the page's drop handler decodes the image.
 	c.navigate(t, tab, w.pages.url("drop.html"))
 	c.call(t, "upload_image", map[string]any{"screenshot_id": imageID, "ref": c.refFor(t, tab, "#drop"), "tabId": tab, "filename": "dropped.png"})
-	waitFor(t, 3*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 3*time.Second, "", func() (bool, string) {
 		d := c.js(t, tab, `JSON.stringify(window.dropped)`)
 		return strings.Contains(d, `"name":"dropped.png"`) && strings.Contains(d, `"width":`) && !strings.Contains(d, `"width":0`), "the drop target got " + d
 	})

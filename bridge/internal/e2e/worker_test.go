@@ -93,7 +93,7 @@ func TestWorkerStopped(t *testing.T) {
 	}()
 
 	// The stop must really cut the link, or the rest proves nothing.
-	waitFor(t, workerGoneWait, func() (bool, string) {
+	testutil.WaitWithin(t, workerGoneWait, "", func() (bool, string) {
 		got := w.healthBrowsers(t)
 		return len(got) == 0, fmt.Sprintf("the bridge still lists %+v after the worker was stopped", got)
 	})
@@ -103,7 +103,7 @@ func TestWorkerStopped(t *testing.T) {
 
 	// Back by itself: nothing in this test touches the browser now.
 	var after []protocol.BrowserInfo
-	waitFor(t, workerBackWait, func() (bool, string) {
+	testutil.WaitWithin(t, workerBackWait, "", func() (bool, string) {
 		after = w.healthBrowsers(t)
 		return len(after) == 1, fmt.Sprintf("no browser came back within %v of the worker's stop (the bridge lists %d)", workerBackWait, len(after))
 	})
@@ -155,7 +155,7 @@ func TestWorkerStopped(t *testing.T) {
 	var all struct {
 		Tabs []workerTab `json:"tabs"`
 	}
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	testutil.WaitWithin(t, 10*time.Second, "", func() (bool, string) {
 		res := c.call(t, "tabs_context", nil)
 		b, _ := json.Marshal(res.StructuredContent)
 		if err := json.Unmarshal(b, &all); err != nil {
@@ -215,7 +215,7 @@ func workerTarget(t *testing.T, browser *cdpConn) string {
 func waitTarget(t *testing.T, browser *cdpConn, d time.Duration, typ, where string, match func(url string) bool) string {
 	t.Helper()
 	var id string
-	waitFor(t, d, func() (bool, string) {
+	testutil.WaitWithin(t, d, "", func() (bool, string) {
 		var r struct {
 			TargetInfos []struct {
 				TargetID string `json:"targetId"`

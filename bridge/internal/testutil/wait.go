@@ -20,7 +20,8 @@ func WaitFor(tb testing.TB, what string, cond func() bool) {
 // WaitWithin is WaitFor with its own ceiling (work that takes longer
 // than WaitLimit on a loaded machine: a cluster converging) and a
 // condition that says why it does not hold yet, which the failure
-// reports.
+// reports. what may be "" when the condition's why says it all (the
+// e2e tests' conditions describe the state they saw).
 func WaitWithin(tb testing.TB, limit time.Duration, what string, cond func() (ok bool, why string)) {
 	tb.Helper()
 	deadline := time.Now().Add(limit)
@@ -30,10 +31,14 @@ func WaitWithin(tb testing.TB, limit time.Duration, what string, cond func() (ok
 			return
 		}
 		if time.Now().After(deadline) {
-			if why != "" {
+			switch {
+			case what == "":
+				tb.Fatalf("after %v: %s", limit, why)
+			case why != "":
 				tb.Fatalf("waited %v for %s: %s", limit, what, why)
+			default:
+				tb.Fatalf("waited %v for %s", limit, what)
 			}
-			tb.Fatalf("waited %v for %s", limit, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
