@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 )
 
 // Files says what InstallFiles puts in place: the programs under Prefix/bin,
@@ -148,20 +150,21 @@ func saveRun(run *Record) error {
 	return saveRecord(path, rec)
 }
 
-// copyExecutable copies src to dst through dst's folder and a rename.
+// copyExecutable copies src to dst atomically, so that a host Chrome starts
+// meanwhile runs the old program or the new, never a part.
 func copyExecutable(src, dst string) error {
 	if a, err := os.Stat(src); err != nil {
 		return fmt.Errorf("copying %s: %w", src, err)
 	} else if b, err := os.Stat(dst); err == nil && os.SameFile(a, b) {
 		return nil
 	}
-	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".new")
-	if err := copyFile(src, tmp, 0o755); err != nil {
-		os.Remove(tmp)
-		return err
+	// A program is some megabytes: read whole, it goes through the one
+	// atomic write.
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("copying %s: %w", src, err)
 	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFile(dst, data, 0o755); err != nil {
 		return fmt.Errorf("installing %s: %w", dst, err)
 	}
 	return nil

@@ -51,38 +51,6 @@ func mkdirAll(dir string) ([]string, error) {
 	return created, nil
 }
 
-// writeFileAtomic writes data to path with mode perm through a temporary file
-// in the same directory and a rename, so that a browser never reads a
-// half-written manifest.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	// CreateTemp makes the file 0600; set the final mode regardless of umask.
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 // dirIsEmpty reports whether dir exists and has no entries.
 func dirIsEmpty(dir string) (bool, error) {
 	f, err := os.Open(dir)

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/extension"
 	"github.com/browserbridge/browserbridge/manifests"
@@ -184,7 +185,7 @@ func writeTarget(t target, hostPath string, data []byte, run *Record) error {
 		return err
 	}
 	file := filepath.Join(t.dir, manifests.FileName)
-	if err := writeFileAtomic(file, data, fileMode); err != nil {
+	if err := atomicfile.WriteFile(file, data, fileMode); err != nil {
 		return err
 	}
 	run.addManifest(ManifestEntry{

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 )
 
@@ -205,7 +206,7 @@ func saveRecord(path string, r *Record) error {
 	if err != nil {
 		return fmt.Errorf("writing install record: %w", err)
 	}
-	if err := writeFileAtomic(path, append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing install record: %w", err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 	"github.com/browserbridge/browserbridge/bridge/internal/proxy/token"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
 )
@@ -60,7 +61,7 @@ func initProxy(args []string, stdout, stderr io.Writer) error {
 	}
 	var b [secretBytes]byte
 	rand.Read(b[:])
-	if err := writeFile0600(secret, []byte(base64.RawURLEncoding.EncodeToString(b[:])+"\n")); err != nil {
+	if err := atomicfile.WriteFile(secret, []byte(base64.RawURLEncoding.EncodeToString(b[:])+"\n"), 0o600); err != nil {
 		return fmt.Errorf("init: writing the secret: %w", err)
 	}
 	serveLine := fmt.Sprintf("browserbridge-proxy serve --listen %s --secret-file %s --revoked %s", *listen, secret, filepath.Join(abs, "revoked.json"))
@@ -87,28 +88,6 @@ Next:
      and give them the one command it prints: browserbridge relay join %s --code …
 `, secret, serveLine, inviteLine, join)
 	return nil
-}
-
-// writeFile0600 writes data to path through a temporary file renamed over
-// it, readable by the owner only.
-func writeFile0600(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".secret-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // operatorTTL is the lifetime of the token invite signs its request with.

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/browserbridge/browserbridge/bridge/internal/clientconfig"
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 	"github.com/browserbridge/browserbridge/bridge/internal/cliflags"
 	"github.com/browserbridge/browserbridge/bridge/internal/config"
 	"github.com/browserbridge/browserbridge/bridge/internal/gateway/stdio"
@@ -204,13 +204,10 @@ func checkMerged(t importTarget, doc []byte) error {
 }
 
 // writeFileAtomic replaces path with data, mode 0600 (env values may be
-// secrets), atomically (clientconfig.ReplaceFile). A symbolic link is
-// followed, so that the file it points to is replaced.
+// secrets), atomically. A symbolic link is followed, so that the file it
+// points to is replaced.
 func writeFileAtomic(path string, data []byte) error {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
-	return clientconfig.ReplaceFile(path, data, 0o600)
+	return atomicfile.WriteFile(path, data, 0o600, atomicfile.FollowLinks)
 }
 
 func runServersList(args []string, stdout, stderr io.Writer) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 	"github.com/browserbridge/browserbridge/bridge/ipc"
 	"github.com/browserbridge/browserbridge/bridge/paths"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
@@ -92,10 +93,7 @@ func reportStartFailure(stage startStage, err error, cfgFile, listen string) {
 		cfgFile, _ = paths.ConfigFile()
 	}
 	b, _ := json.Marshal(startFailure(stage, err, cfgFile, listen))
-	tmp := file + ".tmp"
-	if os.WriteFile(tmp, b, 0o600) == nil {
-		_ = os.Rename(tmp, file)
-	}
+	_ = atomicfile.WriteFile(file, b, 0o600)
 }
 
 // configPath is the config file serve reads: the flag's, else the

@@ -54,8 +54,10 @@ func TestImportDirection(t *testing.T) {
 			case p.ImportPath == module+"/bridge/relaywire" && strings.Contains(d, ".") && d != module+"/bridge/internal/mcphttp/rpccode":
 				t.Errorf("relaywire imports %s: the relay's wire package is a standard-library-only leaf (with rpccode's codes), for any client to use", d)
 			case p.ImportPath == module+"/bridge/internal/mcphttp" && strings.Contains(strings.SplitN(d, "/", 2)[0], ".") &&
-				d != module+"/bridge/internal/mcphttp/rpccode" && d != module+"/bridge/internal/sessionlimit":
-				t.Errorf("mcphttp imports %s: the session engine every MCP endpoint shares uses only the standard library and the session table (never the SDK, which the fast path is checked against)", d)
+				d != module+"/bridge/internal/mcphttp/rpccode" && d != module+"/bridge/internal/sessionlimit" && d != module+"/bridge/atomicfile":
+				t.Errorf("mcphttp imports %s: the session engine every MCP endpoint shares uses only the standard library, the session table and atomicfile (never the SDK, which the fast path is checked against)", d)
+			case p.ImportPath == module+"/bridge/atomicfile" && strings.Contains(strings.SplitN(d, "/", 2)[0], ".") && !strings.HasPrefix(d, "golang.org/x/sys/"):
+				t.Errorf("atomicfile imports %s: it is a leaf (standard library and x/sys) that the installer and the host may use", d)
 			case p.ImportPath == module+"/bridge/internal/mcphttp/rpccode":
 				t.Errorf("rpccode imports %s: it holds constants only, so that relaywire stays a standard-library leaf", d)
 			case (p.ImportPath == module+"/bridge/nativemsg" || p.ImportPath == module+"/bridge/protocol" || p.ImportPath == module+"/bridge/ipc") &&

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 )
 
 // created is the record of the config files and folders Add created (a
@@ -47,7 +49,7 @@ func saveCreated(path string, c created) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return ReplaceFile(path, append(data, '\n'), 0o600)
+	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)
 }
 
 // missingDirs are dir and those of its parents that do not exist, deepest

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 )
 
 // fileClient is a client configured by a JSON file of its own.
@@ -234,74 +236,27 @@ func (c fileClient) status(b Bridge) Status {
 }
 
 // writeFile replaces path with data: the previous content old (when
-// exists) is first kept in path.bak, then a temporary file of the same mode
-// in the same directory is synced and renamed over the file (the file a
-// symbolic link points to), so that a client reads the old file or the
-// new one, never a part. A new file gets mode 0600: it may hold the token.
-// It returns the backup's path, or "".
+// exists) is first kept in path.bak, then the file (the file a symbolic
+// link points to) is replaced atomically in its own mode, so that a client
+// reads the old file or the new one, never a part. A new file gets mode
+// 0600: it may hold the token. It returns the backup's path, or "".
 func writeFile(path string, old []byte, exists bool, data []byte) (string, error) {
-	if !exists {
-		return "", ReplaceFile(path, data, 0o600)
+	backup := ""
+	if exists {
+		st, err := os.Stat(path)
+		if err != nil {
+			return "", err
+		}
+		backup = path + ".bak"
+		if err := atomicfile.WriteFile(backup, old, st.Mode().Perm()); err != nil {
+			return "", fmt.Errorf("keeping the previous version: %w", err)
+		}
 	}
-	real, mode, err := realAndMode(path)
-	if err != nil {
-		return "", err
-	}
-	backup := path + ".bak"
-	if err := ReplaceFile(backup, old, mode); err != nil {
-		return "", fmt.Errorf("keeping the previous version: %w", err)
-	}
-	return backup, ReplaceFile(real, data, mode)
+	return backup, atomicfile.WriteFile(path, data, 0o600, atomicfile.KeepMode, atomicfile.FollowLinks)
 }
 
 // rewriteFile replaces the existing file at path (through a symbolic
 // link) with data, in its mode, keeping no backup.
 func rewriteFile(path string, data []byte) error {
-	real, mode, err := realAndMode(path)
-	if err != nil {
-		return err
-	}
-	return ReplaceFile(real, data, mode)
-}
-
-// realAndMode is the file a path names, through links, and its mode.
-func realAndMode(path string) (string, os.FileMode, error) {
-	real := path
-	if r, err := filepath.EvalSymlinks(path); err == nil {
-		real = r
-	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return "", 0, err
-	}
-	return real, st.Mode().Perm(), nil
-}
-
-// ReplaceFile writes data to path atomically, with mode: a temporary file
-// in the same directory, synced, then renamed over path, so that readers
-// see the old file or the new one, never a part. `servers import` shares it.
-func ReplaceFile(path string, data []byte, mode os.FileMode) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, data, 0o600, atomicfile.KeepMode, atomicfile.FollowLinks)
 }

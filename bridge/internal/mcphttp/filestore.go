@@ -10,10 +10,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 )
 
 // A SessionRecord is what a restarted server needs to re-open a
@@ -210,7 +211,7 @@ func (st *FileStore) writeLoop() {
 		st.dirty = false
 		data := st.snapshotLocked()
 		st.mu.Unlock()
-		err := writeFileAtomic(st.path, data)
+		err := atomicfile.WriteFile(st.path, data, 0o600)
 		st.mu.Lock()
 		if err != nil && st.lastErr == nil {
 			st.log.Warn("writing the session records; sessions opened now may not survive a restart", "file", st.path, "err", err)
@@ -263,30 +264,4 @@ func (st *FileStore) Close() error {
 	st.closed = true
 	st.mu.Unlock()
 	return err
-}
-
-// writeFileAtomic replaces path with data: written to a temporary file in
-// the same directory (mode 0600), synced, renamed over path.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("creating a temporary file: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

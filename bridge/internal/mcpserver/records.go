@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 )
 
 // Session records let a Streamable HTTP session outlive the bridge process
@@ -128,7 +130,7 @@ func (rs *recordStore) load() {
 	for _, e := range entries {
 		name := e.Name()
 		p := filepath.Join(rs.dir, name)
-		if strings.HasPrefix(name, ".tmp-") {
+		if atomicfile.IsTemp(name) || strings.HasPrefix(name, ".tmp-") { // .tmp-: the name before atomicfile
 			_ = os.Remove(p) // a write that a crash interrupted
 			continue
 		}
@@ -285,7 +287,7 @@ func (rs *recordStore) save(rec *sessionRecord) {
 		err = fmt.Errorf("%d bytes, more than a record's %d", len(data), maxRecordBytes)
 	}
 	if err == nil {
-		err = writeFileAtomic(rs.dir, rs.path(rec.IDHash), data)
+		err = atomicfile.WriteFile(rs.path(rec.IDHash), data, 0o600)
 	}
 	if err != nil {
 		rs.log.Warn("saving a session record; this session will not survive a bridge restart", "error", err)
@@ -312,30 +314,6 @@ func (rs *recordStore) remove(hash string) {
 	if err := os.Remove(rs.path(hash)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		rs.log.Warn("removing a session record", "error", err)
 	}
-}
-
-// writeFileAtomic writes data to path through a temporary file in dir.
-func writeFileAtomic(dir, path string, data []byte) error {
-	f, err := os.CreateTemp(dir, ".tmp-")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if err := f.Chmod(0o600); werr == nil {
-		werr = err
-	}
-	if err := f.Close(); werr == nil {
-		werr = err
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, werr)
-	}
-	return nil
 }
 
 // ensurePrivateDir creates dir 0700 if needed, and refuses one that is a

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -355,9 +357,20 @@ func TestRecordsRefused(t *testing.T) {
 	for _, tc := range cases {
 		tc.setup()
 	}
+	// Writes a crash cut short: atomicfile's temporary name, and the one
+	// bridges used before it.
+	crashed := []string{"." + keep.IDHash + ".json.123.tmp", ".tmp-456"}
+	for _, name := range crashed {
+		write(name, []byte("{"))
+	}
 	var logs bytes.Buffer
 	rs := newRecordStore(dir, 100, time.Hour, slog.New(slog.NewTextHandler(&logs, nil)))
 	rs.load()
+	for _, name := range crashed {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("load left the interrupted write %s (%v)", name, err)
+		}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "another user's" && os.Getuid() != 0 {

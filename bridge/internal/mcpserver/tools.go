@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 	"github.com/browserbridge/browserbridge/bridge/internal/hostlink"
 	"github.com/browserbridge/browserbridge/bridge/protocol"
 )
@@ -303,10 +304,7 @@ func (s *Server) saveToolsCache() {
 		err = os.MkdirAll(filepath.Dir(s.opts.ToolsCache), 0o700)
 	}
 	if err == nil {
-		tmp := s.opts.ToolsCache + ".tmp"
-		if err = os.WriteFile(tmp, b, 0o600); err == nil {
-			err = os.Rename(tmp, s.opts.ToolsCache)
-		}
+		err = atomicfile.WriteFile(s.opts.ToolsCache, b, 0o600)
 	}
 	if err != nil {
 		s.log.Warn("saving the tools cache", "file", s.opts.ToolsCache, "error", err)

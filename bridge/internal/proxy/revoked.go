@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 )
 
 // revocations keeps the ids of revoked credentials until each credential
@@ -76,19 +77,7 @@ func (r *revokedFile) revoke(_ context.Context, id string, until time.Time) erro
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(r.path), ".revoked-*")
-	if err != nil {
-		return fmt.Errorf("writing the revoked credentials file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing the revoked credentials file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing the revoked credentials file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), r.path); err != nil {
+	if err := atomicfile.WriteFile(r.path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("writing the revoked credentials file: %w", err)
 	}
 	return nil

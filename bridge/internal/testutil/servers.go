@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/browserbridge/browserbridge/bridge/atomicfile"
 	"github.com/browserbridge/browserbridge/bridge/npmtools"
 )
 
@@ -44,11 +44,7 @@ func ServersFile(t testing.TB, path string, names ...string) {
 		servers[n] = s
 	}
 	b, _ := json.Marshal(map[string]any{"mcpServers": servers})
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
