@@ -62,7 +62,12 @@ function area() {
   return a;
 }
 
-// chrome.storage.onChanged: keeps the copy unless someone else wrote the records.
+// The onChanged listener goes in at the worker's start, like every other one.
+if (globalThis.chrome?.storage?.session) area();
+
+// chrome.storage.onChanged: keeps the copy unless someone else wrote the
+// records. A change whose value does not match a write of ours drops the copy:
+// at worst a needless read, never a stale record.
 function onStorageChanged(changes, areaName) {
   if (areaName !== 'session' || !changes?.[store.SESSION.sessions]) return;
   const json = stableJSON(changes[store.SESSION.sessions].newValue ?? {});
