@@ -10,7 +10,7 @@
 // changes to onStorageChanged): under the default policy a call costs no
 // storage read and no tab lookup.
 
-import * as store from './store.js';
+import * as sessions from './sessions.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as managed from './managed.js';
@@ -146,7 +146,7 @@ async function planCheck(args, session, p, signal, progress) {
 export async function tabUrl(session, tabId) {
   const urlOf = (t) => t?.url || t?.pendingUrl || null;
   if (Number.isInteger(tabId)) return urlOf(await chrome.tabs.get(tabId).catch(() => null));
-  const rec = (await store.get('session', store.SESSION.sessions, {}))[session.id];
+  const rec = await sessions.record(session.id);
   if (!rec) return null;
   if (rec.currentTabId !== null && rec.currentTabId !== undefined) {
     const t = await chrome.tabs.get(rec.currentTabId).catch(() => null);
@@ -193,7 +193,7 @@ async function looksIrreversibleClick(session, tool, args) {
 }
 
 async function currentTabId(session) {
-  const rec = (await store.get('session', store.SESSION.sessions, {}))[session.id];
+  const rec = await sessions.record(session.id);
   return Number.isInteger(rec?.currentTabId) ? rec.currentTabId : null;
 }
 

@@ -256,8 +256,10 @@ export class ErrorPageError extends ToolError {
  * @throws {ErrorPageError}
  */
 export async function usePage(ctx, tabId) {
+  // A named tab's error page is asked about while the tab is resolved: two browser round trips at once.
+  const early = Number.isInteger(tabId) ? errorPage(tabId) : null;
   const tab = await useTab(ctx, tabId);
-  const failed = await errorPage(tab.id);
+  const failed = await (early && tab.id === tabId ? early : errorPage(tab.id));
   if (failed) throw new ErrorPageError(failed);
   return tab;
 }

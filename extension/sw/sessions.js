@@ -38,8 +38,103 @@ function withLock(id, fn) {
   return run;
 }
 
-const all = () => store.get('session', store.SESSION.sessions, {});
-const mutate = (fn) => store.update('session', store.SESSION.sessions, (s = {}) => (fn(s), s));
+// The records, read through a copy kept in memory: every tool call reads
+// them several times, and a chrome.storage round trip costs a millisecond or
+// more on a busy machine. Storage stays the source of truth: every change is
+// written to it, in order, a worker restart starts with no copy, and a change
+// this worker did not write (onChanged) drops the copy. The copy belongs to
+// one storage area (tests give each case a fresh one).
+let cached = null; // the records as this worker last read or changed them
+let cachedArea = null; // the chrome.storage.session the copy is of
+let generation = 0; // counts changes and drops: a read a change overtook is not kept
+let writes = Promise.resolve(); // the writes to storage, one at a time, in order
+const echoes = new Map(); // stableJSON of a write not yet seen in onChanged -> count
+
+function area() {
+  const a = chrome.storage.session;
+  if (a !== cachedArea) {
+    cachedArea = a;
+    cached = null;
+    echoes.clear();
+    generation++;
+    chrome.storage.onChanged?.addListener?.(onStorageChanged);
+  }
+  return a;
+}
+
+// The onChanged listener goes in at the worker's start, like every other one.
+if (globalThis.chrome?.storage?.session) area();
+
+// chrome.storage.onChanged: keeps the copy unless someone else wrote the
+// records. A change whose value does not match a write of ours drops the copy:
+// at worst a needless read, never a stale record.
+function onStorageChanged(changes, areaName) {
+  if (areaName !== 'session' || !changes?.[store.SESSION.sessions]) return;
+  const json = stableJSON(changes[store.SESSION.sessions].newValue ?? {});
+  const n = echoes.get(json);
+  if (n) {
+    if (n === 1) echoes.delete(json);
+    else echoes.set(json, n - 1);
+    return; // this worker's own write
+  }
+  cached = null;
+  generation++;
+}
+
+/** @returns {Promise<Record<string, object>>} the records; callers must not change them */
+async function all() {
+  area();
+  if (cached) return cached;
+  const gen = generation;
+  const got = await store.get('session', store.SESSION.sessions, {});
+  if (gen !== generation) return cached || got;
+  cached = got;
+  return got;
+}
+
+/**
+ * Applies fn to a copy of the records, makes it the one in memory at once
+ * (readers in this worker see the change before the write lands) and writes
+ * it to storage behind the writes before it. A change that changes nothing
+ * is not written.
+ * @param {(m: Record<string, object>) => void} fn
+ * @returns {Promise<Record<string, object>>} the records after fn, once stored
+ */
+async function mutate(fn) {
+  const cur = cached && cachedArea === chrome.storage.session ? cached : await all();
+  const base = cached || cur; // another change may have landed in memory while all() read
+  const next = structuredClone(base);
+  fn(next);
+  const json = stableJSON(next);
+  if (json === stableJSON(base)) return next;
+  cached = next;
+  generation++;
+  echoes.set(json, (echoes.get(json) || 0) + 1);
+  const write = writes.then(() => store.set('session', store.SESSION.sessions, next));
+  writes = write.catch((err) => {
+    if (echoes.get(json) > 1) echoes.set(json, echoes.get(json) - 1);
+    else echoes.delete(json);
+    cached = null; // storage has whatever it has: read it again
+    generation++;
+    console.warn(`sessions: storing the records: ${err.message}`);
+  });
+  await write;
+  return next;
+}
+
+// JSON with object keys sorted: Chrome hands onChanged's values back with
+// their keys in its own order.
+function stableJSON(v) {
+  return JSON.stringify(v, (_k, x) =>
+    x && typeof x === 'object' && !Array.isArray(x)
+      ? Object.fromEntries(
+          Object.keys(x)
+            .sort()
+            .map((k) => [k, x[k]]),
+        )
+      : x,
+  );
+}
 
 /** Whether a session id is one of the local bridge's ("local-…"), as opposed to a relay's or the fallback. */
 const isLocal = (id) => typeof id === 'string' && id.startsWith('local-');
@@ -88,6 +183,16 @@ function foreign(rec) {
 }
 
 /**
+ * A session's record as stored, or undefined (no touch: the gate looks,
+ * the tool resolves its tab itself).
+ * @param {string} sessionId
+ * @returns {Promise<object|undefined>}
+ */
+export async function record(sessionId) {
+  return (await all())[sessionId];
+}
+
+/**
  * Records that a session is active (creating its record) and returns it.
  * @param {{id: string, client?: string}} session
  * @returns {Promise<object>} the session's record
@@ -102,6 +207,15 @@ export async function touch(session) {
 async function touchLocked(session) {
   const old = (await all())[session.id];
   if (old && foreign(old)) await release(session.id);
+  else if (old && (!session.client || old.client === session.client) && (!session.remote || old.remote)) {
+    // Only lastActive changes: the call does not wait for it to be stored
+    // (the popup's sort order is all it feeds); it is written in order
+    // behind the other changes.
+    mutate((m) => {
+      if (m[session.id]) m[session.id].lastActive = Date.now();
+    }).catch(() => {}); // mutate says why
+    return cached?.[session.id] ?? old;
+  }
   const s = await mutate((m) => {
     const rec = m[session.id] || (m[session.id] = newRecord(m, session.id, session.client));
     if (session.client) rec.client = session.client;

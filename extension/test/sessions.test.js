@@ -331,3 +331,43 @@ test("a remote client's group carries its own name, marked remote (issue 31)", a
   assert.equal(sessions.groupTitle({ id: 'conn-1', client: 'Cursor' }), 'Cursor (remote)');
   assert.equal(sessions.groupTitle(A), 'Claude Code');
 });
+
+test('the records are read from memory once known, and every change reaches storage in order', async () => {
+  const tab = await sessions.createTab(A, 'https://a.example/');
+  await sessions.touch(A);
+  let reads = 0;
+  const get = chrome.storage.session.get.bind(chrome.storage.session);
+  chrome.storage.session.get = (keys) => {
+    reads++;
+    return get(keys);
+  };
+  for (let i = 0; i < 5; i++) {
+    await sessions.touch(A);
+    await sessions.resolveTab(A, tab.id);
+    await sessions.resolveTab(A);
+  }
+  assert.equal(reads, 0, 'a call reads the records from memory');
+  await sessions.setPlan(A.id, 'step 1');
+  await flush();
+  // Storage holds what memory holds: the last write landed after the ones before it.
+  const recs = await stored();
+  assert.equal(recs['local-a'].plan, 'step 1');
+  assert.equal(recs['local-a'].currentTabId, tab.id);
+  assert.deepEqual(recs, Object.fromEntries((await sessions.listSessions()).map((r) => [r.id, r])));
+});
+
+test('a change to the records from outside this worker is read again, not shadowed by the copy', async () => {
+  const tab = await sessions.createTab(A, 'https://a.example/');
+  await flush();
+  // As a restarted worker or another writer would leave storage: A's current tab forgotten, a plan set.
+  const recs = await stored();
+  recs['local-a'].currentTabId = null;
+  recs['local-a'].plan = 'from storage';
+  await chrome.storage.session.set({ sessions: recs });
+  assert.equal((await sessions.record('local-a')).plan, 'from storage');
+  // resolveTab falls back to the group's tab and makes it current again, in storage too.
+  assert.equal((await sessions.resolveTab(A)).id, tab.id);
+  await flush();
+  assert.equal((await stored())['local-a'].currentTabId, tab.id);
+  assert.equal((await stored())['local-a'].plan, 'from storage');
+});

@@ -209,11 +209,13 @@ const navigate = {
         `The browser did not load ${target}; tab ${tab.id} still shows ${done.url || 'its old page'}. Chrome refuses some URLs from extensions (data: URLs, for one).`,
       );
     }
+    // The main document's status (CDP) is asked for beside the error-page check (webNavigation): two round trips at once.
+    const loadedDoc = timedOut ? null : mainDocument(tab.id).catch(() => null);
     // A load still under way at the timeout leaves the old page in the frame: its state says nothing of this load.
     const failed = timedOut && !netError ? null : await loadFailure(tab.id, netError);
     if (failed) {
       // An HTTP error with an empty body also ends on Chrome's error page: say the status first.
-      const doc = await mainDocument(tab.id);
+      const doc = await (loadedDoc || mainDocument(tab.id));
       const http = doc && isHttpError(doc.status) ? `${httpStatusLine(doc.status, doc.statusText)}: ` : '';
       return {
         isError: true,
@@ -239,7 +241,7 @@ const navigate = {
         },
       };
     }
-    const doc = timedOut ? null : await mainDocument(tab.id);
+    const doc = await loadedDoc;
     if (doc && isHttpError(doc.status)) {
       return {
         isError: true,
