@@ -34,14 +34,16 @@ type benchCall struct {
 // run; ns/op is the mean of the calls it made.
 func BenchmarkTools(b *testing.B) {
 	w := startWorld(b, worldOptions{echoHost: true})
+	// The shortcut is saved by the person's side (the options page, through
+	// DevTools): the policy keeps agents off extension pages.
+	dt := w.restartChromiumWithDevTools()
 	c := w.client("e2e-bench")
 	form := w.pages.url("form.html")
 	// The tab most calls act on is opened last, so that it is the active
 	// tab of its window (headless Chromium does not paint background tabs).
 	navTab := c.newTab(b, w.pages.url("index.html"))
 	consoleTab := c.newTab(b, w.pages.url("console.html"))
-	optTab := c.newTab(b, "chrome-extension://"+extension.ID()+"/options.html")
-	c.js(b, optTab, `await chrome.storage.local.set({shortcuts: [{id: "bench", name: "bench", steps: [{tool: "dev_utils", arguments: {action: "echo"}}]}]}); "saved"`)
+	openTab(b, dt, extension.Origin()+"options.html").js(b, `chrome.storage.local.set({shortcuts: [{id: "bench", name: "bench", steps: [{tool: "dev_utils", arguments: {action: "echo"}}]}]}).then(() => "saved")`)
 	tab := c.newTab(b, form)
 	nameRef, fileRef := c.refFor(b, tab, "#name"), c.refFor(b, tab, "#file")
 	cx, cy := c.center(b, tab, "#counter")
