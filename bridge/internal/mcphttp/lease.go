@@ -171,21 +171,11 @@ func (l *Lease) reap() {
 // it has ended). The check and the end are one step: a Begin meanwhile
 // finds the lease either alive or ended.
 func (l *Lease) endIfIdleFor(d time.Duration) (ended bool, wait time.Duration) {
-	// A request being served (the opening one too) is asked about first:
-	// InUse may read what that request is still setting up (the Target's
-	// state of the session), and the lease's lock orders it after End.
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return false, 0
-	}
-	if l.active > 0 {
-		idle := time.Duration(time.Now().UnixNano() - l.lastUsed.Load())
-		l.mu.Unlock()
-		return false, max(d-idle, min(d/4, time.Second))
-	}
-	l.mu.Unlock()
-	busy := l.inUse != nil && l.inUse()
+	// busy asks whether a request is being served (the opening one too)
+	// before it asks InUse, which may read what that request is still
+	// setting up (the Target's state of the session): the lease's lock
+	// orders that read after the request's End.
+	busy := l.busy()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
