@@ -57,9 +57,8 @@
    */
   function reasonFromStyle(s, box, page, hasChildren, { checked = false, text = true } = {}) {
     if (!checked) {
-      if (s.display === 'none') return 'display:none';
-      if (s.visibility === 'hidden' || s.visibility === 'collapse') return 'visibility:hidden';
-      if (parseFloat(s.opacity) === 0) return 'opacity:0';
+      const why = ownCSSReason(s);
+      if (why) return why;
     }
     // Overflow matters only to a box of 1px or less in a dimension: read it only then.
     const tiny = box.width <= 1 || box.height <= 1;
@@ -144,13 +143,19 @@
     return false;
   }
 
+  /** Whether a style alone hides its element by display, visibility or opacity, and by which ('' when not). */
+  function ownCSSReason(s) {
+    if (s.display === 'none') return 'display:none';
+    if (s.visibility === 'hidden' || s.visibility === 'collapse') return 'visibility:hidden';
+    if (parseFloat(s.opacity) === 0) return 'opacity:0';
+    return '';
+  }
+
   /** The name of what checkVisibility found hidden: el's own display, visibility or opacity, else an ancestor's. */
   function cssReason(el) {
     for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
-      const cs = getComputedStyle(e);
-      if (cs.display === 'none') return 'display:none';
-      if (cs.visibility === 'hidden' || cs.visibility === 'collapse') return 'visibility:hidden';
-      if (parseFloat(cs.opacity) === 0) return 'opacity:0';
+      const why = ownCSSReason(getComputedStyle(e));
+      if (why) return why;
     }
     return 'display:none'; // no box for another reason (content-visibility of an ancestor)
   }
@@ -171,9 +176,7 @@
     if (el.tagName === 'OPTION' || el.tagName === 'OPTGROUP') {
       // A select draws its options: they have no box of their own, so checkVisibility says no for every
       // one. Only their own style hides them from the list the person opens (the select's is its own element).
-      const cs = getComputedStyle(el);
-      if (cs.display === 'none') return 'display:none';
-      return cs.visibility === 'hidden' || cs.visibility === 'collapse' ? 'visibility:hidden' : '';
+      return ownCSSReason(getComputedStyle(el));
     }
     const canCheck = typeof el.checkVisibility === 'function';
     // One call answers display (the element's and its ancestors'), visibility and opacity (0 here or above).
