@@ -163,9 +163,14 @@ async function screenshotResult(tab, args, { region } = {}) {
         tabId: tab.id,
       });
   const content = [{ type: 'image', data: shot.data, mimeType: shot.mimeType }];
+  // What a model acts on: the image's size and its id, and how its pixels
+  // map to CSS px only when they differ (Claude Code hands a model the
+  // structured content in place of this text, so it carries the same).
+  const lossy = shot.quality ? ` q${shot.quality}` : '';
+  const perCss = Math.abs(shot.scale - 1) > 0.005 ? `, ${round(shot.scale)} image px per CSS px` : '';
   let text = region
-    ? `Zoomed into region (${opts.region.map(Math.round).join(', ')}) CSS px of tab ${tab.id}: ${shot.width}x${shot.height} ${shot.format}, ${round(shot.scale)} image px per CSS px. Coordinates for actions still refer to the last full screenshot.`
-    : `Screenshot of tab ${tab.id} (${tab.url || ''}): ${shot.width}x${shot.height} ${shot.format}${shot.quality ? ` q${shot.quality}` : ''}; viewport ${shot.viewport.width}x${shot.viewport.height} CSS px at devicePixelRatio ${shot.viewport.dpr}. Use pixel coordinates of this image for clicks.`;
+    ? `Zoomed into region (${opts.region.map(Math.round).join(', ')}) CSS px of tab ${tab.id}: ${shot.width}x${shot.height} ${shot.format}${lossy}, ${round(shot.scale)} image px per CSS px. Coordinates for actions still refer to the last full screenshot.`
+    : `Screenshot of tab ${tab.id}: ${shot.width}x${shot.height} ${shot.format}${lossy}${perCss}; click coordinates are this image's pixels.`;
   text += full
     ? ` Screenshot id: ${id}. Its full resolution (${full.width}x${full.height} PNG) is the resource ${full.uri} (resources/read); upload_image takes the same id.`
     : ` Screenshot id: ${id}.`;
@@ -175,9 +180,8 @@ async function screenshotResult(tab, args, { region } = {}) {
     width: shot.width,
     height: shot.height,
     format: shot.format,
-    quality: shot.quality,
+    ...(shot.quality ? { quality: shot.quality } : {}),
     scale: shot.scale,
-    viewport: shot.viewport,
     tabId: tab.id,
   };
   if (full) {
