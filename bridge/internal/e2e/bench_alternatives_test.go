@@ -442,6 +442,9 @@ func alternativesTables(targets []*benchTarget, stats []*targetStats) string {
 	row("screenshot", func(i int) string {
 		return fmt.Sprintf("%d×%d, %d B", stats[i].screenshot.Width, stats[i].screenshot.Height, stats[i].screenshotB)
 	})
+	row("screenshot, image tokens (Claude, about)", func(i int) string {
+		return fmt.Sprintf("%d", claudeImageTokens(stats[i].screenshot.Width, stats[i].screenshot.Height))
+	})
 	row("cold start to initialized, median ms", func(i int) string { p50, _ := quantiles(stats[i].cold); return fmt.Sprintf("%.0f", ms(p50)) })
 	row("server memory, peak RSS MB", func(i int) string { return fmt.Sprintf("%.0f", float64(stats[i].serverRSS)/(1<<20)) })
 	row("browser memory, peak PSS MB", func(i int) string { return fmt.Sprintf("%.0f", float64(stats[i].browserPSS)/(1<<20)) })

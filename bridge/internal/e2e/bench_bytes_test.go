@@ -153,3 +153,15 @@ func dumpTaskStep(server string, step int, name string, results []*mcp.CallToolR
 	defer f.Close()
 	_, _ = f.WriteString(sb.String())
 }
+
+// claudeImageTokens is about what Claude charges for a width×height image
+// (its vision documentation): width×height/750, after scaling the image
+// down to a long edge of at most 1568 px and to about 1,600 tokens. What a
+// model pays for an image is its pixels, whatever its format and bytes.
+func claudeImageTokens(width, height int) int {
+	w, h := float64(width), float64(height)
+	if long := max(w, h); long > 1568 {
+		w, h = w*1568/long, h*1568/long
+	}
+	return int(min(w*h/750, 1600))
+}
