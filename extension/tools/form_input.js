@@ -86,7 +86,9 @@ export function describeField(r) {
   if (!r.ok) return `${r.field}: not set: ${r.error}`;
   let text = `${r.role} "${r.name}" [${r.ref}]: `;
   if (r.checked !== undefined) text += r.checked ? 'checked' : 'unchecked';
-  else text += `${JSON.stringify(r.value)}${r.before !== undefined && r.before !== '' ? ` (was ${JSON.stringify(r.before)})` : ''}`;
+  else {
+    text += `${JSON.stringify(r.value)}${r.before !== undefined && r.before !== '' ? ` (was ${JSON.stringify(r.before)})` : ''}`;
+  }
   if (r.note) text += `. Note: ${r.note}`;
   return `${text}.`;
 }
