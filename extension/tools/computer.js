@@ -248,9 +248,12 @@ async function run(args, ctx) {
         guard(() => cdp.mouseClick(tabId, t.x, t.y, { button, clickCount, modifiers: mods })),
       );
       pt = [t.x, t.y];
-      text = `${action.replace('_', ' ')} at (${round(t.x)}, ${round(t.y)}) CSS px${describeTarget(t.info)}.`;
+      // A click by ref names the element; where it was is the model's concern only when it gave a point.
+      text = args.ref
+        ? `${action.replace('_', ' ')}${describeTarget(t.info)}.`
+        : `${action.replace('_', ' ')} at (${round(t.x)}, ${round(t.y)}) CSS px${describeTarget(t.info)}.`;
       if (t.obscuredBy) {
-        text += ` Warning: the point is covered by ${t.obscuredBy.role} "${t.obscuredBy.name}" [${t.obscuredBy.ref}], which got the click.`;
+        text += ` Warning: ${args.ref ? 'its centre' : 'the point'} is covered by ${t.obscuredBy.role} "${t.obscuredBy.name}" [${t.obscuredBy.ref}], which got the click.`;
       }
       break;
     }
