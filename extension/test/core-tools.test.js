@@ -30,7 +30,7 @@ test('navigate loads a URL in the session tab and waits for the load', async () 
   const { tabId, url, title, timedOut } = r.structuredContent;
   assert.equal(url, 'https://example.com/path');
   assert.equal(title, 'Title of https://example.com/path');
-  assert.equal(timedOut, false);
+  assert.equal(timedOut, undefined, 'a load that finished says nothing of a timeout');
   assert.notEqual(fake.tabsById.get(tabId).groupId, -1, 'the tab is not in the session group');
   assert.match(r.content[0].text, /Navigated in tab \d+: https:\/\/example.com\/path/);
 });

@@ -238,14 +238,22 @@ test('form_input results: each field named, an error only when all failed', () =
   const good = { field: 'ref_1', ok: true, ref: 'ref_1', role: 'textbox', name: 'Name', before: 'old', value: 'Ada' };
   const box = { field: '#agree', ok: true, ref: 'ref_2', role: 'checkbox', name: 'I agree', checked: true };
   const bad = { field: '#nope', ok: false, error: 'no element matches the selector #nope' };
-  assert.equal(describeField(good), 'textbox "Name" [ref_1] now holds "Ada" (was "old").');
-  assert.equal(describeField(box), 'checkbox "I agree" [ref_2] is now checked.');
+  assert.equal(describeField(good), 'textbox "Name" [ref_1]: "Ada" (was "old").');
+  assert.equal(describeField(box), 'checkbox "I agree" [ref_2]: checked.');
   assert.equal(describeField(bad), '#nope: not set: no element matches the selector #nope');
 
   const all = fillResult([good, box]);
   assert.equal(all.isError, undefined);
   assert.match(all.content[0].text, /^Set 2 fields:\n- textbox "Name"/);
-  assert.deepEqual(all.structuredContent, { filled: 2, failed: 0, results: [good, box] });
+  // The structured content keeps what a program acts on; role, name and the old value are the text's.
+  assert.deepEqual(all.structuredContent, {
+    filled: 2,
+    failed: 0,
+    results: [
+      { field: 'ref_1', ok: true, ref: 'ref_1', value: 'Ada' },
+      { field: '#agree', ok: true, ref: 'ref_2', checked: true },
+    ],
+  });
 
   const some = fillResult([good, bad, box]);
   assert.equal(some.isError, undefined, 'one failure among successes is not a tool error');

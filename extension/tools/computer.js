@@ -163,9 +163,14 @@ async function screenshotResult(tab, args, { region } = {}) {
         tabId: tab.id,
       });
   const content = [{ type: 'image', data: shot.data, mimeType: shot.mimeType }];
+  // What a model acts on: the image's size and its id, and how its pixels
+  // map to CSS px only when they differ (Claude Code hands a model the
+  // structured content in place of this text, so it carries the same).
+  const lossy = shot.quality ? ` q${shot.quality}` : '';
+  const perCss = Math.abs(shot.scale - 1) > 0.005 ? `, ${round(shot.scale)} image px per CSS px` : '';
   let text = region
-    ? `Zoomed into region (${opts.region.map(Math.round).join(', ')}) CSS px of tab ${tab.id}: ${shot.width}x${shot.height} ${shot.format}, ${round(shot.scale)} image px per CSS px. Coordinates for actions still refer to the last full screenshot.`
-    : `Screenshot of tab ${tab.id} (${tab.url || ''}): ${shot.width}x${shot.height} ${shot.format}${shot.quality ? ` q${shot.quality}` : ''}; viewport ${shot.viewport.width}x${shot.viewport.height} CSS px at devicePixelRatio ${shot.viewport.dpr}. Use pixel coordinates of this image for clicks.`;
+    ? `Zoomed into region (${opts.region.map(Math.round).join(', ')}) CSS px of tab ${tab.id}: ${shot.width}x${shot.height} ${shot.format}${lossy}, ${round(shot.scale)} image px per CSS px. Coordinates for actions still refer to the last full screenshot.`
+    : `Screenshot of tab ${tab.id}: ${shot.width}x${shot.height} ${shot.format}${lossy}${perCss}; click coordinates are this image's pixels.`;
   text += full
     ? ` Screenshot id: ${id}. Its full resolution (${full.width}x${full.height} PNG) is the resource ${full.uri} (resources/read); upload_image takes the same id.`
     : ` Screenshot id: ${id}.`;
@@ -175,9 +180,8 @@ async function screenshotResult(tab, args, { region } = {}) {
     width: shot.width,
     height: shot.height,
     format: shot.format,
-    quality: shot.quality,
+    ...(shot.quality ? { quality: shot.quality } : {}),
     scale: shot.scale,
-    viewport: shot.viewport,
     tabId: tab.id,
   };
   if (full) {
@@ -244,9 +248,12 @@ async function run(args, ctx) {
         guard(() => cdp.mouseClick(tabId, t.x, t.y, { button, clickCount, modifiers: mods })),
       );
       pt = [t.x, t.y];
-      text = `${action.replace('_', ' ')} at (${round(t.x)}, ${round(t.y)}) CSS px${describeTarget(t.info)}.`;
+      // A click by ref names the element; where it was is the model's concern only when it gave a point.
+      text = args.ref
+        ? `${action.replace('_', ' ')}${describeTarget(t.info)}.`
+        : `${action.replace('_', ' ')} at (${round(t.x)}, ${round(t.y)}) CSS px${describeTarget(t.info)}.`;
       if (t.obscuredBy) {
-        text += ` Warning: the point is covered by ${t.obscuredBy.role} "${t.obscuredBy.name}" [${t.obscuredBy.ref}], which got the click.`;
+        text += ` Warning: ${args.ref ? 'its centre' : 'the point'} is covered by ${t.obscuredBy.role} "${t.obscuredBy.name}" [${t.obscuredBy.ref}], which got the click.`;
       }
       break;
     }

@@ -272,15 +272,16 @@ const navigate = {
     const text =
       `${what} in tab ${tab.id}: ${done.url || target} — "${done.title || ''}"${entry}` +
       (timedOut ? `. The page had not finished loading after ${timeoutMs} ms; it may still be loading.` : '.');
+    // Where the tab is, and only what is out of the ordinary: a load that
+    // got here is complete with a 2xx or 3xx status unless timedOut says so
+    // (Claude Code hands a model this in place of the text).
     return {
       content: [{ type: 'text', text }],
       structuredContent: {
         tabId: tab.id,
         url: done.url || '',
         title: done.title || '',
-        status: done.status || 'unknown',
-        timedOut,
-        ...(doc?.status ? { httpStatus: doc.status } : {}),
+        ...(timedOut ? { timedOut } : {}),
         ...(stepped ? { historyEntry: stepped.to + 1, historyLength: stepped.entries } : {}),
       },
     };

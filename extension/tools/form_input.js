@@ -81,16 +81,27 @@ export function fieldsOf(args) {
   return { fields, single: args.fields === undefined };
 }
 
-/** One line about a field's outcome, e.g. `textbox "Email" [ref_7] now holds "a@b.c" (was "").` */
+/** One line about a field's outcome, e.g. `textbox "Email" [ref_7]: "a@b.c" (was "x").` */
 export function describeField(r) {
   if (!r.ok) return `${r.field}: not set: ${r.error}`;
-  let text;
-  if (r.checked !== undefined) text = `${r.role} "${r.name}" [${r.ref}] is now ${r.checked ? 'checked' : 'unchecked'}.`;
+  let text = `${r.role} "${r.name}" [${r.ref}]: `;
+  if (r.checked !== undefined) text += r.checked ? 'checked' : 'unchecked';
   else {
-    text = `${r.role} "${r.name}" [${r.ref}] now holds ${JSON.stringify(r.value)}${r.before !== undefined && r.before !== '' ? ` (was ${JSON.stringify(r.before)})` : ''}.`;
+    text += `${JSON.stringify(r.value)}${r.before !== undefined && r.before !== '' ? ` (was ${JSON.stringify(r.before)})` : ''}`;
   }
-  if (r.note) text += ` Note: ${r.note}.`;
-  return text;
+  if (r.note) text += `. Note: ${r.note}`;
+  return `${text}.`;
+}
+
+/**
+ * A field's outcome for the structured content: what a program (and Claude
+ * Code's model, which gets this in place of the text) acts on, the field as
+ * named, its ref and what it now holds; role, name and the old value stay in
+ * the text.
+ */
+export function fieldOutcome({ field, ok, ref, value, checked, note, error }) {
+  if (!ok) return { field, ok, error };
+  return { field, ok, ref, ...(checked !== undefined ? { checked } : { value }), ...(note ? { note } : {}) };
 }
 
 /**
@@ -112,7 +123,7 @@ export function fillResult(results) {
   return {
     ...(filled === 0 ? { isError: true } : {}),
     content: [{ type: 'text', text: `${head}\n${lines.join('\n')}` }],
-    structuredContent: { filled, failed: failed.length, results },
+    structuredContent: { filled, failed: failed.length, results: results.map(fieldOutcome) },
   };
 }
 
@@ -140,7 +151,7 @@ async function run(args, ctx) {
     // One field: its own words, as a tool error when it failed.
     const [r] = results;
     if (!r.ok) throw new ToolError(r.error);
-    const { ok, field, ...rest } = r;
+    const { ok, field, ...rest } = fieldOutcome(r);
     return { content: [{ type: 'text', text: describeField(r) + then }], structuredContent: rest };
   }
   const res = fillResult(results);

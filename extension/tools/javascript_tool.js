@@ -117,9 +117,10 @@ async function run(args, ctx) {
     text = `${text.slice(0, MAX_RESULT_CHARS)}…`;
     truncated = true;
   }
+  // No structured content: the value is the answer, and Claude Code hands a
+  // model a result's structured content in place of its text.
   return {
     content: [{ type: 'text', text: truncated ? `${text}\n[result cut at ${MAX_RESULT_CHARS} characters]` : text }],
-    structuredContent: { type: r.result ? r.result.type : 'undefined', truncated },
   };
 }
 

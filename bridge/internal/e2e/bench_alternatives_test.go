@@ -171,6 +171,7 @@ type targetStats struct {
 	steps        [][]time.Duration
 	firstTask    time.Duration // the session's first pass (the alternatives launch their browser in it)
 	calls, bytes int           // summed over the measured passes
+	stepBytes    []replyBytes  // per step, summed over the measured passes
 	snapshotB    int           // the first snapshot's result, last pass
 	screenshot   image.Config  // last pass
 	screenshotB  int           // the image's bytes (decoded from base64), last pass
@@ -188,6 +189,7 @@ func runPass(tb testing.TB, s *targetSession, order, other string, st *targetSta
 	run := &taskRun{c: s.c, tab: s.tab, fields: true, order: order, other: other}
 	if st.steps == nil {
 		st.steps = make([][]time.Duration, len(taskStepNames))
+		st.stepBytes = make([]replyBytes, len(taskStepNames))
 	}
 	var total time.Duration
 	for k, step := range s.target.steps {
@@ -197,14 +199,16 @@ func runPass(tb testing.TB, s *targetSession, order, other string, st *targetSta
 		total += d
 		st.steps[k] = append(st.steps[k], d)
 		st.calls += len(results)
+		dumpTaskStep(s.target.name, k, taskStepNames[k], results)
 		for _, r := range results {
-			raw, err := json.Marshal(r)
+			rb, err := measureReply(r)
 			if err != nil {
 				tb.Fatalf("%s %s: encoding its result: %v", s.target.name, taskStepNames[k], err)
 			}
-			st.bytes += len(raw)
+			st.bytes += rb.json
+			st.stepBytes[k] = st.stepBytes[k].add(rb)
 			if k == snapshotStep {
-				st.snapshotB = len(raw)
+				st.snapshotB = rb.json
 			}
 			if k == screenshotStep {
 				data, _, _ := imageOf(r)
@@ -438,6 +442,9 @@ func alternativesTables(targets []*benchTarget, stats []*targetStats) string {
 	row("screenshot", func(i int) string {
 		return fmt.Sprintf("%d×%d, %d B", stats[i].screenshot.Width, stats[i].screenshot.Height, stats[i].screenshotB)
 	})
+	row("screenshot, image tokens (Claude, about)", func(i int) string {
+		return fmt.Sprintf("%d", claudeImageTokens(stats[i].screenshot.Width, stats[i].screenshot.Height))
+	})
 	row("cold start to initialized, median ms", func(i int) string { p50, _ := quantiles(stats[i].cold); return fmt.Sprintf("%.0f", ms(p50)) })
 	row("server memory, peak RSS MB", func(i int) string { return fmt.Sprintf("%.0f", float64(stats[i].serverRSS)/(1<<20)) })
 	row("browser memory, peak PSS MB", func(i int) string { return fmt.Sprintf("%.0f", float64(stats[i].browserPSS)/(1<<20)) })
@@ -447,6 +454,16 @@ func alternativesTables(targets []*benchTarget, stats []*targetStats) string {
 	for k, name := range taskStepNames {
 		row(name, func(i int) string { p50, _ := quantiles(stats[i].steps[k]); return fmt.Sprintf("%.1f", ms(p50)) })
 	}
+	sb.WriteString("\n")
+	names := make([]string, len(targets))
+	perPass := make([][]replyBytes, len(targets))
+	for i, t := range targets {
+		names[i] = t.name
+		for _, b := range stats[i].stepBytes {
+			perPass[i] = append(perPass[i], b.div(stats[i].passes))
+		}
+	}
+	sb.WriteString(stepBytesTable(taskStepNames, names, perPass))
 	sb.WriteString("\n")
 	for i, t := range targets {
 		fmt.Fprintf(&sb, "%s server processes at the peak: %s\n", t.name, stats[i].servers)

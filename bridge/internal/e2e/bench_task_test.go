@@ -3,7 +3,7 @@
 package e2e
 
 import (
-	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -64,7 +64,7 @@ func BenchmarkTask(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			steps := taskSteps()
 			ms := make([]float64, len(steps))
-			bytes := make([]int, len(steps))
+			bytes := make([]replyBytes, len(steps))
 			calls := 0
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -74,12 +74,15 @@ func BenchmarkTask(b *testing.B) {
 					results := s.run(b, t)
 					ms[k] += float64(time.Since(start).Microseconds()) / 1000
 					calls += len(results)
+					if i == b.N-1 {
+						dumpTaskStep("browserbridge-"+tc.name, k, s.name, results)
+					}
 					for _, r := range results {
-						raw, err := json.Marshal(r)
+						rb, err := measureReply(r)
 						if err != nil {
 							b.Fatalf("%s: encoding its result: %v", s.name, err)
 						}
-						bytes[k] += len(raw)
+						bytes[k] = bytes[k].add(rb)
 					}
 				}
 			}
@@ -88,11 +91,19 @@ func BenchmarkTask(b *testing.B) {
 			total := 0
 			for k, s := range steps {
 				b.ReportMetric(ms[k]/n, s.name+"-ms/op")
-				b.ReportMetric(float64(bytes[k])/n, s.name+"-B/op")
-				total += bytes[k]
+				b.ReportMetric(float64(bytes[k].json)/n, s.name+"-B/op")
+				total += bytes[k].json
 			}
 			b.ReportMetric(float64(calls)/n, "calls/op")
 			b.ReportMetric(float64(total)/n, "bytes/op")
+			if tc.fields {
+				names := make([]string, len(steps))
+				for k, s := range steps {
+					names[k] = s.name
+					bytes[k] = bytes[k].div(b.N)
+				}
+				fmt.Print(stepBytesTable(names, []string{"browserbridge"}, [][]replyBytes{bytes}))
+			}
 		})
 	}
 }
