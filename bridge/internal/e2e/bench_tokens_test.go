@@ -118,8 +118,14 @@ func connectRecording(tb testing.TB, tr mcp.Transport) (*mcp.ClientSession, *wir
 // Metrics: tools-B (the whole tools array), model-B (name, description and
 // input schema only), and each over Playwright MCP's as ratio-tools and
 // ratio-model. ns/op is one tools/list of ours.
+// envToolsDump names a file BenchmarkToolDefinitions writes our tools array
+// to, to see which tool's definition grew.
+const envToolsDump = "BROWSERBRIDGE_BENCH_TOOLS_DUMP"
+
 func BenchmarkToolDefinitions(b *testing.B) {
-	w := startWorld(b, worldOptions{})
+	// The extension as installed: the tests' overlay adds dev_utils'
+	// native_echo_benchmark, about 850 bytes no person's tools/list has.
+	w := startWorld(b, worldOptions{installedExtension: true})
 	cs, rec := connectRecording(b, &mcp.StreamableClientTransport{Endpoint: w.mcpURL, MaxRetries: -1})
 	defer cs.Close()
 	b.ResetTimer()
@@ -128,6 +134,14 @@ func BenchmarkToolDefinitions(b *testing.B) {
 	}
 	b.StopTimer()
 	n, whole, model := rec.bytes(b)
+	if path := os.Getenv(envToolsDump); path != "" {
+		rec.mu.Lock()
+		err := os.WriteFile(path, rec.tools, 0o644)
+		rec.mu.Unlock()
+		if err != nil {
+			b.Fatalf("%s: %v", envToolsDump, err)
+		}
+	}
 	b.ReportMetric(float64(n), "tools")
 	b.ReportMetric(float64(whole), "tools-B")
 	b.ReportMetric(float64(model), "model-B")

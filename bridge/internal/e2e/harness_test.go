@@ -49,6 +49,7 @@ const echoHostName = "com.browserbridge.echo"
 type world struct {
 	tb        testing.TB
 	policyDir string // worldOptions.policyDir
+	extDir    string // the unpacked extension Chromium loads
 	dir       string // everything of this world; short, for the socket's sun_path
 	home      string
 	bbHome    string // BROWSERBRIDGE_HOME: config, logs, state
@@ -84,6 +85,10 @@ type worldOptions struct {
 	// that the machine's /etc, which other tests share, is never written.
 	// managedPolicyDir makes one; startWorld fails the test if it cannot.
 	policyDir string
+	// installedExtension loads the extension as installed, without the
+	// tests' overlay (native_echo_benchmark), for benchmarks that measure
+	// what a person gets, such as tools/list's size.
+	installedExtension bool
 }
 
 // relayOptions is the "relay" block of the bridge's config.json: the
@@ -103,11 +108,15 @@ func startWorld(tb testing.TB, opts worldOptions) *world {
 	w := &world{
 		tb:        tb,
 		policyDir: opts.policyDir,
+		extDir:    extDir,
 		dir:       dir,
 		home:      filepath.Join(dir, "home"),
 		bbHome:    filepath.Join(dir, "bb"),
 		profile:   filepath.Join(dir, "profile"),
 		socket:    filepath.Join(dir, "run", "bridge.sock"),
+	}
+	if opts.installedExtension && installedExtDir != "" {
+		w.extDir = installedExtDir
 	}
 	tb.Cleanup(w.stop)
 	for _, d := range []string{w.home, filepath.Join(w.bbHome, "config"), w.profile} {
@@ -234,7 +243,7 @@ func (w *world) startBridge() {
 // chromiumArgs are chromiumFlags for the world's profile and the
 // extension under test, plus extra.
 func (w *world) chromiumArgs(extra ...string) []string {
-	return chromiumFlags(w.profile, []string{extDir}, extra...)
+	return chromiumFlags(w.profile, []string{w.extDir}, extra...)
 }
 
 // chromiumFlags is the recipe of ../shared/reference/chrome.md for a

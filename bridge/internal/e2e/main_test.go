@@ -22,6 +22,10 @@ var (
 	echoBin string // testdata/echohost, a raw native-messaging echo
 	binDir  string // where the binaries live; unique to this run, so pgrep can find exactly ours
 	extDir  string // the unpacked extension: the tests' build (testbrowser.BuildExtension)
+	// installedExtDir is the extension as installed, without the tests'
+	// overlay (worldOptions.installedExtension); "" with
+	// BROWSERBRIDGE_E2E_EXTENSION, when extDir is used instead.
+	installedExtDir string
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +50,11 @@ func run(m *testing.M) int {
 		// installed extension does not ship).
 		extDir = filepath.Join(binDir, "extension")
 		if err := testbrowser.BuildExtension(filepath.Join("..", "..", "..", "extension"), extDir); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		installedExtDir = filepath.Join(binDir, "extension-installed")
+		if err := testbrowser.BuildInstalledExtension(filepath.Join("..", "..", "..", "extension"), installedExtDir); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}

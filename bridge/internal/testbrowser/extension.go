@@ -15,11 +15,24 @@ import (
 const OverlayDir = "test/overlay"
 
 // BuildExtension writes the tests' build of the extension at src into dst:
-// what the browser runs (everything but tests, benchmarks, Go files and
-// docs, as the installer leaves them out), then the files of OverlayDir
-// over it. The manifest, and so the key and the extension's id, stay the
-// extension's own.
+// the extension as installed (BuildInstalledExtension), then the files of
+// OverlayDir over it. The manifest, and so the key and the extension's id,
+// stay the extension's own.
 func BuildExtension(src, dst string) error {
+	if err := BuildInstalledExtension(src, dst); err != nil {
+		return err
+	}
+	if err := copyTree(filepath.Join(src, filepath.FromSlash(OverlayDir)), dst, func(string, fs.DirEntry) bool { return true }); err != nil {
+		return fmt.Errorf("overlaying the tests' extension files: %w", err)
+	}
+	return nil
+}
+
+// BuildInstalledExtension writes what the browser runs of the extension at
+// src into dst: everything but tests, benchmarks, Go files and docs, as the
+// installer leaves them out. What a benchmark of the product itself
+// measures (its tools/list, say) runs this, without the tests' overlay.
+func BuildInstalledExtension(src, dst string) error {
 	if err := copyTree(src, dst, func(rel string, d fs.DirEntry) bool {
 		if d.IsDir() {
 			return rel != "test" && rel != "bench" && rel != "node_modules" && !strings.HasPrefix(d.Name(), ".")
@@ -27,10 +40,7 @@ func BuildExtension(src, dst string) error {
 		ext := filepath.Ext(rel)
 		return ext != ".go" && ext != ".md" && !strings.HasSuffix(rel, ".test.js")
 	}); err != nil {
-		return fmt.Errorf("building the tests' extension: %w", err)
-	}
-	if err := copyTree(filepath.Join(src, filepath.FromSlash(OverlayDir)), dst, func(string, fs.DirEntry) bool { return true }); err != nil {
-		return fmt.Errorf("overlaying the tests' extension files: %w", err)
+		return fmt.Errorf("building the extension: %w", err)
 	}
 	return nil
 }
