@@ -32,6 +32,7 @@ func TestPageAgent(t *testing.T) {
 		{"read_page_max_chars", testReadPageMaxChars},
 		{"page_shapes", testPageShapes},
 		{"page_set_controls", testPageSetControls},
+		{"page_text_main_part", testPageTextMainPart},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, w) })
 	}
@@ -161,8 +162,9 @@ func testReadPageWhole(t *testing.T, w *world) {
 	if !strings.Contains(tree, "The last paragraph of the prose page.") || strings.Contains(tree, "truncated") {
 		t.Errorf("read_page of a short page should be whole and say nothing of truncation:\n%s", clip(tree, 5000))
 	}
-	if m, ok := structured(res); !ok || m["truncated"] != false {
-		t.Errorf("read_page's structured content should say truncated false: %s", describe(res))
+	// The text says all: no structured copy of it for a client to hand a model twice.
+	if res.StructuredContent != nil {
+		t.Errorf("read_page answers with structured content besides its text: %s", describe(res))
 	}
 }
 
@@ -182,9 +184,6 @@ func testReadPageMaxChars(t *testing.T, w *world) {
 	}
 	if strings.Contains(tree, "The last paragraph of the prose page.") {
 		t.Errorf("read_page with max_chars %d still holds the end of the page:\n%s", budget, tree)
-	}
-	if m, ok := structured(res); !ok || m["truncated"] != true {
-		t.Errorf("read_page's structured content should say truncated true: %s", describe(res))
 	}
 	// The cut fell inside the long paragraph: the note names it, and reading
 	// that subtree gives the paragraph whole.
