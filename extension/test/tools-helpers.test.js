@@ -130,7 +130,12 @@ test("get_page_text's head: where the text is from, what it leaves out and how t
     },
     {
       name: 'the first of two pages says which characters and pages',
-      r: { url: 'https://shop.example/', origin: 'https://shop.example', source: 'main', leftOut: [{ kind: 'other', chars: 9 }] },
+      r: {
+        url: 'https://shop.example/',
+        origin: 'https://shop.example',
+        source: 'main',
+        leftOut: [{ kind: 'other', chars: 9 }],
+      },
       p: first,
       want:
         'Origin: https://shop.example\n' +

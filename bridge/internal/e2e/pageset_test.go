@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,48 @@ func testPageTextMainPart(t *testing.T, w *world) {
 			for _, not := range tc.not {
 				if strings.Contains(text, not) {
 					t.Errorf("get_page_text holds %q:\n%s", not, clip(text, 3000))
+				}
+			}
+		})
+	}
+}
+
+// testReadPageSaidOnce: read_page says a thing once. A heading around a
+// single link is the link's line, marked with the heading's level; a text
+// that only restates the address of the link before it (a search result's
+// "example.org › docs › page") is left out, the href kept; a text after a
+// link that is no address stays.
+func testReadPageSaidOnce(t *testing.T, w *world) {
+	c := w.client("e2e-read-page-once")
+	tab := c.newTab(t, w.pages.url("index.html"))
+	for _, tc := range []struct {
+		name      string
+		page      string
+		want, not []*regexp.Regexp
+	}{
+		{name: "search_result_title_and_address", page: "pageset/search.html",
+			want: []*regexp.Regexp{
+				regexp.MustCompile(`\n  - link "Lock maintenance: winter stoppages on the Harrow Canal" \[href=[^\]]*/visit/harrow-canal\.example/notices/winter-stoppages-2026\?q=canal\+lock\+maintenance&pos=3&sig=7f3a9c03e41b\] \[h3\] \[ref_\d+\]\n`),
+				regexp.MustCompile(`\n  - heading "Search results" \[level=2\] \[ref_\d+\]\n`),
+			},
+			not: []*regexp.Regexp{
+				regexp.MustCompile(`- heading \[level=3\]`),
+				regexp.MustCompile(`text "https://harrow-canal\.example › notices`),
+			}},
+		{name: "text_after_a_link_that_is_no_address", page: "pageset/modal.html",
+			want: []*regexp.Regexp{regexp.MustCompile(`- link "Projects" [^\n]*\n  - text "› Harbour redesign"\n`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.navigate(t, tab, w.pages.url(tc.page))
+			tree := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab}))
+			for _, re := range tc.want {
+				if !re.MatchString(tree) {
+					t.Errorf("read_page lacks %s:\n%s", re, clip(tree, 6000))
+				}
+			}
+			for _, re := range tc.not {
+				if re.MatchString(tree) {
+					t.Errorf("read_page holds %s:\n%s", re, clip(tree, 6000))
 				}
 			}
 		})
