@@ -274,12 +274,13 @@ const navigate = {
       (timedOut ? `. The page had not finished loading after ${timeoutMs} ms; it may still be loading.` : '.');
     return {
       content: [{ type: 'text', text }],
+      // For programs: the tab and where it ended up. The title is in the
+      // text, and a client that hands a model both would make it pay twice.
       structuredContent: {
         tabId: tab.id,
         url: done.url || '',
-        title: done.title || '',
         status: done.status || 'unknown',
-        timedOut,
+        ...(timedOut ? { timedOut } : {}),
         ...(doc?.status ? { httpStatus: doc.status } : {}),
         ...(stepped ? { historyEntry: stepped.to + 1, historyLength: stepped.entries } : {}),
       },
