@@ -15,7 +15,7 @@ import {
   getScreenshot,
   readScreenshotResource,
 } from '../sw/screenshot.js';
-import { paginate } from '../tools/get_page_text.js';
+import { paginate, textHead } from '../tools/get_page_text.js';
 import { needsWrap, renderResult, wrapAsFunction } from '../tools/javascript_tool.js';
 import { summarize, nativeEchoBenchmark } from './overlay/tools/dev_utils_extra.js';
 import { substitute, pickShortcut } from '../tools/shortcuts.js';
@@ -99,6 +99,67 @@ test('pagination math', () => {
   assert.equal(p.text, 'ab');
   const p2 = paginate(emoji, { offset: p.end, limit: 3 });
   assert.equal(p2.text.startsWith('😀'), true);
+});
+
+test("get_page_text's head: where the text is from, what it leaves out and how to get it, which characters", async (t) => {
+  const url = 'https://news.example/2026/locks?ref=home';
+  const origin = 'https://news.example';
+  const one = paginate('x'.repeat(5198), {});
+  const first = paginate('x'.repeat(28430), { page: 1 });
+  const frame = [
+    { kind: 'banner', chars: 300 },
+    { kind: 'navigation', chars: 120 },
+    { kind: 'complementary', chars: 400 },
+    { kind: 'navigation', chars: 40 },
+    { kind: 'contentinfo', chars: 200 },
+  ];
+  const cases = [
+    {
+      name: 'the article of a page with its frame left out, in one page',
+      r: { url, origin, source: 'article', leftOut: frame },
+      p: one,
+      want:
+        'Origin: https://news.example, /2026/locks?ref=home\n' +
+        'Text of article: 5198 characters. Left out: header, navigation, sidebar, footer (1060 characters; whole_page: true for all).',
+    },
+    {
+      name: 'a page without a main part: the body, nothing said left out',
+      r: { url, origin, source: 'body', leftOut: [] },
+      p: one,
+      want: 'Origin: https://news.example, /2026/locks?ref=home\nText of body: 5198 characters.',
+    },
+    {
+      name: 'the first of two pages says which characters and pages',
+      r: {
+        url: 'https://shop.example/',
+        origin: 'https://shop.example',
+        source: 'main',
+        leftOut: [{ kind: 'other', chars: 9 }],
+      },
+      p: first,
+      want:
+        'Origin: https://shop.example\n' +
+        'Text of main: characters 0–20000 of 28430, page 1 of 2. Left out: other text (9 characters; whole_page: true for all).',
+    },
+    {
+      name: 'an opaque origin keeps the whole address',
+      r: { url: 'data:text/html,hi', origin: 'null', source: 'body' },
+      p: paginate('hi', {}),
+      want: 'Origin: null, data:text/html,hi\nText of body: 2 characters.',
+    },
+    {
+      name: 'hidden text left out is said after the origin',
+      r: { url, origin, source: 'ref_7' },
+      p: one,
+      note: '2 hidden elements left out (display:none 2); get_page_text with include_hidden: true shows them, marked.',
+      want:
+        'Origin: https://news.example, /2026/locks?ref=home. 2 hidden elements left out (display:none 2); get_page_text with include_hidden: true shows them, marked.\n' +
+        'Text of ref_7: 5198 characters.',
+    },
+  ];
+  for (const c of cases) {
+    await t.test(c.name, () => assert.equal(textHead(c.r, c.p, c.note || ''), c.want));
+  }
 });
 
 test('screenshot scaling to the long edge', () => {

@@ -65,6 +65,58 @@ export const inputSchema = {
   additionalProperties: false,
 };
 
+/**
+ * Where the text came from, for the answer's head: the origin (said apart,
+ * for the model to weigh what the page says) and the rest of the address.
+ * @param {string} url
+ * @param {string} origin
+ * @returns {string}
+ */
+export function originLine(url, origin) {
+  const rest = origin && origin !== 'null' && url.startsWith(origin) ? url.slice(origin.length) : url;
+  return `Origin: ${origin}${rest && rest !== '/' ? `, ${rest}` : ''}`;
+}
+
+// How the head names the parts of the page the text leaves out (text.js's kinds).
+const PART_NAMES = {
+  banner: 'header',
+  navigation: 'navigation',
+  complementary: 'sidebar',
+  contentinfo: 'footer',
+  search: 'search',
+  other: 'other text',
+};
+
+/**
+ * The line that says what the text leaves out of the page around its main
+ * part, and how to read it; '' when nothing was.
+ * @param {Array<{kind: string, chars: number}>|undefined} leftOut text.js's parts outside the main one, in page order
+ * @returns {string}
+ */
+export function leftOutLine(leftOut) {
+  if (!leftOut || !leftOut.length) return '';
+  const kinds = [...new Set(leftOut.map((p) => PART_NAMES[p.kind] || p.kind))];
+  const chars = leftOut.reduce((n, p) => n + p.chars, 0);
+  return `Left out: ${kinds.join(', ')} (${chars} characters; whole_page: true for all).`;
+}
+
+/**
+ * The answer's head: where the text is from, hidden text left out, what
+ * part of the page it is and what was left around it, and which characters.
+ * @param {{url: string, origin: string, source: string, leftOut?: Array<{kind: string, chars: number}>}} r text.js's result
+ * @param {{offset: number, end: number, total: number, page: number, totalPages: number}} p paginate's
+ * @param {string} note hiddenNote's line, or ''
+ * @returns {string}
+ */
+export function textHead(r, p, note) {
+  const which =
+    p.totalPages === 1 && p.offset === 0
+      ? `${p.total} characters`
+      : `characters ${p.offset}–${p.end} of ${p.total}, page ${p.page} of ${p.totalPages}`;
+  const left = leftOutLine(r.leftOut);
+  return `${originLine(r.url, r.origin)}${note ? `. ${note}` : ''}\nText of ${r.source}: ${which}.${left ? ` ${left}` : ''}`;
+}
+
 async function run(args, ctx) {
   const tab = await usePage(ctx, args.tabId);
   let r;
@@ -84,27 +136,13 @@ async function run(args, ctx) {
       `page ${args.page ?? ''} is past the end: the text has ${p.total} characters in ${p.totalPages} page(s) of ${p.pageSize}`,
     );
   }
-  const note = hiddenNote(r.hidden, !!args.include_hidden, 'get_page_text');
-  const head = `${r.title || '(no title)'} — ${r.url}\nOrigin: ${r.origin}${note ? `. ${note}` : ''}\nText of ${r.source}: characters ${p.offset}–${p.end} of ${p.total}, page ${p.page} of ${p.totalPages}.`;
+  const head = textHead(r, p, hiddenNote(r.hidden, !!args.include_hidden, 'get_page_text'));
   const next = p.hasMore
     ? `\n\n[more: call get_page_text with page ${p.page + 1}${args.offset !== undefined ? ` or offset ${p.end}` : ''}]`
     : '';
-  return {
-    content: [{ type: 'text', text: `${head}\n\n${p.text}${next}` }],
-    structuredContent: {
-      url: r.url,
-      origin: r.origin,
-      title: r.title,
-      source: r.source,
-      hidden: r.hidden,
-      page: p.page,
-      totalPages: p.totalPages,
-      offset: p.offset,
-      end: p.end,
-      total: p.total,
-      hasMore: p.hasMore,
-    },
-  };
+  // Text only: everything a structured copy would hold is in it, and a
+  // client that hands a model both would make it pay twice.
+  return { content: [{ type: 'text', text: `${head}\n\n${p.text}${next}` }] };
 }
 
 export default {

@@ -140,20 +140,10 @@ async function run(args, ctx) {
     maxChars,
     ref: args.ref,
   });
-  return {
-    content: [{ type: 'text', text: out.text }],
-    structuredContent: {
-      url: snap.url,
-      origin: snap.origin,
-      title: snap.title,
-      tabId: tab.id,
-      hidden: snap.hidden,
-      nodes: snap.nodes,
-      truncated: out.truncated,
-      maxChars,
-      viewport: v,
-    },
-  };
+  // Text only: everything a structured copy would hold (the page, the tab,
+  // the viewport, whether the budget cut it) is in it, and a client that
+  // hands a model both would make it pay twice.
+  return { content: [{ type: 'text', text: out.text }] };
 }
 
 export default {

@@ -379,9 +379,10 @@ func oursDriver() *pageDriver {
 				if err != nil {
 					return "", err
 				}
-				all.WriteString(testutil.Text(res))
-				m, _ := structured(res)
-				if found(all.String()) || m["hasMore"] != true {
+				text := testutil.Text(res)
+				all.WriteString(text)
+				// The answer ends "[more: call get_page_text with page N]" while there is more.
+				if found(all.String()) || !strings.Contains(text, "[more: call get_page_text") {
 					return all.String(), nil
 				}
 			}
@@ -566,7 +567,8 @@ func checkOutcome(pages *pageServer, check func([]string) error) error {
 }
 
 // envPageSetDump names a directory to write every page task's answers to,
-// one file per server and page (the last pass), to see what each read.
+// one file per server and page (the last pass), to see what each read: each
+// answer's JSON size, its text, and its structured content when it has one.
 const envPageSetDump = "BROWSERBRIDGE_BENCH_PAGESET_DUMP"
 
 func dumpPageTask(server, page string, a *pageAgent) {
@@ -576,7 +578,12 @@ func dumpPageTask(server, page string, a *pageAgent) {
 	}
 	var sb strings.Builder
 	for i, r := range a.results {
-		fmt.Fprintf(&sb, "=== answer %d ===\n%s\n", i+1, testutil.Text(r))
+		raw, _ := json.Marshal(r)
+		fmt.Fprintf(&sb, "=== answer %d: %d B of JSON ===\n%s\n", i+1, len(raw), testutil.Text(r))
+		if r.StructuredContent != nil {
+			sc, _ := json.Marshal(r.StructuredContent)
+			fmt.Fprintf(&sb, "--- structured content, %d B ---\n%s\n", len(sc), sc)
+		}
 	}
 	_ = os.MkdirAll(dir, 0o755)
 	_ = os.WriteFile(filepath.Join(dir, server+"-"+page+".txt"), []byte(sb.String()), 0o644)

@@ -32,6 +32,8 @@ func TestPageAgent(t *testing.T) {
 		{"read_page_max_chars", testReadPageMaxChars},
 		{"page_shapes", testPageShapes},
 		{"page_set_controls", testPageSetControls},
+		{"page_text_main_part", testPageTextMainPart},
+		{"read_page_said_once", testReadPageSaidOnce},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, w) })
 	}
@@ -161,8 +163,9 @@ func testReadPageWhole(t *testing.T, w *world) {
 	if !strings.Contains(tree, "The last paragraph of the prose page.") || strings.Contains(tree, "truncated") {
 		t.Errorf("read_page of a short page should be whole and say nothing of truncation:\n%s", clip(tree, 5000))
 	}
-	if m, ok := structured(res); !ok || m["truncated"] != false {
-		t.Errorf("read_page's structured content should say truncated false: %s", describe(res))
+	// The text says all: no structured copy of it for a client to hand a model twice.
+	if res.StructuredContent != nil {
+		t.Errorf("read_page answers with structured content besides its text: %s", describe(res))
 	}
 }
 
@@ -182,9 +185,6 @@ func testReadPageMaxChars(t *testing.T, w *world) {
 	}
 	if strings.Contains(tree, "The last paragraph of the prose page.") {
 		t.Errorf("read_page with max_chars %d still holds the end of the page:\n%s", budget, tree)
-	}
-	if m, ok := structured(res); !ok || m["truncated"] != true {
-		t.Errorf("read_page's structured content should say truncated true: %s", describe(res))
 	}
 	// The cut fell inside the long paragraph: the note names it, and reading
 	// that subtree gives the paragraph whole.
@@ -259,10 +259,12 @@ func testPageShapes(t *testing.T, w *world) {
 		}
 	}
 	// Text is said once, and wrappers that add nothing take no line: a heading around a link
-	// leaves its name to the link, a list item around one link is the link, a label's select
-	// is named without its options, a paragraph of text is one line, an empty one none.
+	// is the link, marked with its level, a list item around one link is the link, a label's
+	// select is named without its options, a paragraph of text is one line, an empty one none.
+	if !strings.Contains(tree, `- link "Read the guide" [href=/guide] [h2] [ref_`) || strings.Contains(tree, "- heading [level=2]") {
+		t.Errorf("read_page should read a heading around a link as the link, marked [h2]:\n%s", tree)
+	}
 	for _, nest := range []struct{ parent, child string }{
-		{`- heading [level=2] [ref_`, `- link "Read the guide" [href=/guide] [ref_`},
 		{`- list [ref_`, `- link "First link" [href=/one] [ref_`},
 		{`- list [ref_`, `- link "Second link" [href=/two] [ref_`},
 	} {
@@ -290,7 +292,7 @@ func testPageShapes(t *testing.T, w *world) {
 
 	// What an expanded control opens is read under it, not beside it.
 	for _, nest := range []struct{ parent, child string }{
-		{`button "Shipping" [expanded]`, `region "Shipping options"`},
+		{`button "Shipping" [expanded] [h2]`, `region "Shipping options"`},
 		{`region "Shipping options"`, `"Delivery in 3 days."`},
 		{`region "Shipping options"`, `checkbox "Gift wrap"`},
 		{`button "Returns" [expanded]`, `"Free within 30 days."`},

@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,109 @@ func testPageSetControls(t *testing.T, w *world) {
 				t.Logf("read_page of %s (%d bytes):\n%s", pt.page, len(tree), clip(tree, 20000))
 			}
 			t.Logf("%s: %d controls, each with its ref in read_page's %d bytes", pt.page, len(controls), len(tree))
+		})
+	}
+}
+
+// testPageTextMainPart: get_page_text gives a page's main part (its one
+// article, or <main>) and says in a line what it left out around it and how
+// to read that; a page without a main part, and one with a dialog open
+// outside it, are read whole.
+func testPageTextMainPart(t *testing.T, w *world) {
+	c := w.client("e2e-page-text-main")
+	tab := c.newTab(t, w.pages.url("index.html"))
+	for _, tc := range []struct {
+		name string
+		page string
+		// open runs on the loaded page before the read.
+		open      func(t *testing.T)
+		args      map[string]any
+		want, not []string
+	}{
+		{name: "article_without_its_frame", page: "pageset/article.html",
+			want: []string{"Text of article: ", "lifts a boat 11.4 metres in eight", "Left out: header, navigation, sidebar, footer (", "whole_page: true for all"},
+			not:  []string{"Most read", "All rights reserved", "Subscribe to the journal"}},
+		{name: "whole_page_reads_the_frame", page: "pageset/article.html", args: map[string]any{"whole_page": true},
+			want: []string{"Text of body: ", "lifts a boat 11.4 metres in eight", "Most read", "All rights reserved"},
+			not:  []string{"Left out"}},
+		{name: "main_without_header_and_footer", page: "pageset/search.html",
+			want: []string{"Text of main: ", "Lock maintenance: winter stoppages on the Harrow Canal", "Left out: header, footer ("},
+			not:  []string{"Send feedback", "Sign in"}},
+		{name: "a_dialog_outside_main_keeps_the_page_whole", page: "pageset/modal.html",
+			open: func(t *testing.T) {
+				c.call(t, "computer", map[string]any{"action": "left_click", "ref": c.refFor(t, tab, "#archive"), "tabId": tab})
+				testutil.WaitWithin(t, 10*time.Second, "", func() (bool, string) {
+					return c.js(t, tab, `String(!!document.querySelector("[role=dialog] #dlg-confirm"))`) == "true", "the dialog did not open"
+				})
+			},
+			want: []string{"Text of body: ", "Its 12 open tasks are closed", "Owner: Marta Quell"},
+			not:  []string{"Left out"}},
+		{name: "no_main_part_reads_the_body", page: "pageset/table.html",
+			want: []string{"Text of body: ", "HC-0001"},
+			not:  []string{"Left out"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.navigate(t, tab, w.pages.url(tc.page))
+			if tc.open != nil {
+				tc.open(t)
+			}
+			args := map[string]any{"tabId": tab, "page_size": 200000}
+			for k, v := range tc.args {
+				args[k] = v
+			}
+			text := testutil.Text(c.call(t, "get_page_text", args))
+			for _, want := range tc.want {
+				if !strings.Contains(text, want) {
+					t.Errorf("get_page_text lacks %q:\n%s", want, clip(text, 3000))
+				}
+			}
+			for _, not := range tc.not {
+				if strings.Contains(text, not) {
+					t.Errorf("get_page_text holds %q:\n%s", not, clip(text, 3000))
+				}
+			}
+		})
+	}
+}
+
+// testReadPageSaidOnce: read_page says a thing once. A heading around a
+// single link is the link's line, marked with the heading's level; a text
+// that only restates the address of the link before it (a search result's
+// "example.org › docs › page") is left out, the href kept; a text after a
+// link that is no address stays.
+func testReadPageSaidOnce(t *testing.T, w *world) {
+	c := w.client("e2e-read-page-once")
+	tab := c.newTab(t, w.pages.url("index.html"))
+	for _, tc := range []struct {
+		name      string
+		page      string
+		want, not []*regexp.Regexp
+	}{
+		{name: "search_result_title_and_address", page: "pageset/search.html",
+			want: []*regexp.Regexp{
+				regexp.MustCompile(`\n  - link "Lock maintenance: winter stoppages on the Harrow Canal" \[href=[^\]]*/visit/harrow-canal\.example/notices/winter-stoppages-2026\?q=canal\+lock\+maintenance&pos=3&sig=7f3a9c03e41b\] \[h3\] \[ref_\d+\]\n`),
+				regexp.MustCompile(`\n  - heading "Search results" \[level=2\] \[ref_\d+\]\n`),
+			},
+			not: []*regexp.Regexp{
+				regexp.MustCompile(`- heading \[level=3\]`),
+				regexp.MustCompile(`text "https://harrow-canal\.example › notices`),
+			}},
+		{name: "text_after_a_link_that_is_no_address", page: "pageset/modal.html",
+			want: []*regexp.Regexp{regexp.MustCompile(`- link "Projects" [^\n]*\n  - text "› Harbour redesign"\n`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.navigate(t, tab, w.pages.url(tc.page))
+			tree := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab}))
+			for _, re := range tc.want {
+				if !re.MatchString(tree) {
+					t.Errorf("read_page lacks %s:\n%s", re, clip(tree, 6000))
+				}
+			}
+			for _, re := range tc.not {
+				if re.MatchString(tree) {
+					t.Errorf("read_page holds %s:\n%s", re, clip(tree, 6000))
+				}
+			}
 		})
 	}
 }

@@ -242,10 +242,24 @@ type pageText struct {
 	url, text string
 }
 
+// textOrigin is the first line of get_page_text's answer: "Origin: " the
+// origin, then ", " and the rest of the address unless it is "/".
+var textOrigin = regexp.MustCompile(`^Origin: ([^\s,]+)(?:, (\S+?))?(?:\. |\n|$)`)
+
 func readPageText(res *mcp.CallToolResult) pageText {
-	m, _ := structured(res)
-	u, _ := m["url"].(string)
-	return pageText{url: u, text: testutil.Text(res)}
+	text := testutil.Text(res)
+	var u string
+	if m := textOrigin.FindStringSubmatch(text); m != nil {
+		switch rest := m[2]; {
+		case m[1] == "null":
+			u = rest
+		case rest == "":
+			u = m[1] + "/"
+		default:
+			u = m[1] + rest
+		}
+	}
+	return pageText{url: u, text: text}
 }
 
 // belongs is the sentence a restart page carries for its owner.

@@ -75,12 +75,13 @@
 
   /**
    * Whether an element adds only a line to what its one child says: a list
-   * item around a single link or button, a pre around its code. Such a
-   * wrapper is read as its child (a list's line still says it is a list).
+   * item or a heading around a single link or button, a pre around its
+   * code. Such a wrapper is read as its child (a list's line still says it
+   * is a list; a heading's level is said on its control's line, [h3]).
    * Not when it has a name, text of its own, or more than one child.
    */
   function wrapsOne(el, role) {
-    if (role !== 'listitem' && role !== 'code') return false;
+    if (role !== 'listitem' && role !== 'code' && role !== 'heading') return false;
     const only = el.firstElementChild;
     if (!only || only !== el.lastElementChild || el.shadowRoot) return false;
     if (el.hasAttribute('aria-label') || el.hasAttribute('aria-labelledby')) return false;
@@ -118,6 +119,40 @@
       .filter((c) => c && c !== el && !c.contains(el) && !el.contains(c));
   }
 
+  // --- Output formatting: what a line leaves out because another says it. ---
+
+  /** A heading's level, said on the line of the one control it wraps. */
+  const headingMark = (el) => `h${(/^H([1-6])$/.exec(el.tagName) || [])[1] || el.getAttribute('aria-level') || 2}`;
+
+  // An address as a person reads it: no scheme or www., segments joined by
+  // "/" (a search result's "example.org › docs › page"), lower case.
+  const plainAddress = (s) =>
+    s
+      .toLowerCase()
+      .replace(/^[a-z][a-z0-9+.-]*:\/\//, '')
+      .replace(/^www\./, '')
+      .replace(/\s*[›»/]\s*/g, '/')
+      .replace(/[/…\s]+$/, '');
+
+  /**
+   * Whether text only restates the address of the link said on the line
+   * before it (href): a host, and path segments, all in that address.
+   */
+  function restatesAddress(text, href) {
+    if (!href) return false;
+    const t = plainAddress(text);
+    if (!/^[a-z0-9-]+(\.[a-z0-9-]+)+(\/|$)/.test(t)) return false;
+    let h = href;
+    try {
+      h = decodeURI(href);
+    } catch {
+      /* not %-encoded as a URI: compared as written */
+    }
+    return plainAddress(h).includes(t);
+  }
+
+  // --- End of output formatting helpers. ---
+
   /**
    * args: {filter: 'all'|'interactive', ref?, depth? (40), maxChars? (50,000), includeHidden?}.
    * Returns {url, origin, title, filter, nodes, truncated, cut, viewport, text, hidden};
@@ -142,6 +177,10 @@
     // and so skipped where they stand; walked: the elements already read.
     const nested = new Set();
     const walked = new Set();
+    // The control a heading wraps alone (wrapsOne) → the heading's mark for its line.
+    const headingOf = new Map();
+    // The address of the link on the line just pushed, for a text that restates it.
+    let lastHref = '';
     if (filter === 'all') {
       for (const c of root.querySelectorAll('[aria-expanded=true][aria-controls]')) {
         for (const x of controlled(c)) if (!x.contains(root)) nested.add(x);
@@ -150,6 +189,7 @@
     P.hidden.fresh();
     // self: the element a line is of, when the budget may cut inside that line (a paragraph's text).
     const push = (s, self) => {
+      lastHref = '';
       if (out.push(s)) return true;
       if (!cut) {
         const inside = self ? [...open, self] : open;
@@ -165,7 +205,7 @@
       if (node.nodeType === 3) {
         if (filter === 'all' && !suppressText) {
           const t = whole(node.textContent);
-          if (t) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(hiddenWhy)}`);
+          if (t && !restatesAddress(t, lastHref)) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(hiddenWhy)}`);
         }
         return;
       }
@@ -220,6 +260,7 @@
           role !== 'presentation' &&
           !(tag === 'DETAILS' && !nameOf(el, role)) &&
           !(!interactive && el !== root && wrapsOne(el, role));
+        if (role === 'heading' && !meaningful) headingOf.set(el.firstElementChild, headingMark(el));
         if (
           !interactive &&
           INLINE_ROLES.has(role) &&
@@ -259,7 +300,7 @@
               const fromText = NAME_FROM_CONTENT.has(role) && d.name && t.startsWith(d.name.replace(/…$/, ''));
               push(`${line(fromText ? { ...d, name: '' } : d, indent)}${mark(why)}: ${shown}`, d);
             }
-          } else push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
+          } else if (!restatesAddress(t, lastHref)) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
           return;
         }
         if (meaningful || interactive || (el === root && args.ref)) {
@@ -268,8 +309,10 @@
             // A heading or cell around a link or button: the control's line says the text, with its ref.
             d = { ...d, name: '' };
           }
+          if (headingOf.has(el)) d = { ...d, props: [...(d.props || []), headingOf.get(el)] };
           count++;
           push(line(d, indent) + mark(why));
+          if (role === 'link' && typeof el.href === 'string') lastHref = el.href;
           emitted = d;
           const missing = missingRows(el, role);
           if (missing) push(`${'  '.repeat(indent + 1)}- note: ${missing}`);

@@ -1,12 +1,14 @@
 // get_page_text's text: the readable text of the page (the main article or
 // <main> when there is one, else the body), of a ref or of a selector.
+// With a main part, the frame around it (header, navigation, sidebar,
+// footer) is left out and named, so the answer can say how to get it.
 // Text the person cannot see (hidden.js) is left out, or with includeHidden
 // kept and marked "[hidden (why): …]".
 (() => {
   'use strict';
   const P = globalThis.__browserBridgePage;
   const { needEl } = P.refs;
-  const { isVisible } = P.a11y;
+  const { isVisible, roleOf } = P.a11y;
 
   const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK']);
   const BREAKS = /^(block|flex|grid|list-item|table|table-row|table-caption|flow-root|inline-grid)$/;
@@ -75,10 +77,84 @@
       .join('\n');
   }
 
-  /** args: {ref?, selector?, whole?, includeHidden?}. Returns {url, origin, title, source, text, hidden}. */
+  // Landmarks that frame a page's main part: left out with it, and named.
+  const FRAME = /^(banner|navigation|complementary|contentinfo|search)$/;
+  const FRAME_SELECTOR =
+    'header,nav,aside,footer,[role=banner],[role=navigation],[role=complementary],[role=contentinfo],[role=search]';
+  // What the page says now: never left out with the frame (a dialog over
+  // the page, an alert, a "Saved" status).
+  const LIVE =
+    'dialog[open],[role=dialog],[role=alertdialog],[role=alert],[role=status],[aria-live=polite],[aria-live=assertive],output';
+  // Text outside the main part that is no landmark of the frame: above this
+  // share of the main part's, the page may not be what its landmarks say, and
+  // it is read whole.
+  const MAX_OTHER_SHARE = 0.25;
+
+  const visibleText = (el) => (P.hidden.reason(el) ? '' : (el.innerText || '').trim());
+
+  /**
+   * What a page shows around its main part root, in page order: each
+   * visible element beside root or beside one of its ancestors, as {kind,
+   * chars}, kind being its frame landmark's role (or that of the first one
+   * inside it) or "other". null when something there must not be left out:
+   * a dialog, an alert or a live message with text, or more other text than
+   * MAX_OTHER_SHARE of root's.
+   */
+  function frameAround(root, rootChars) {
+    const parts = [];
+    let other = 0;
+    for (let el = root; el.parentElement && el !== document.body; el = el.parentElement) {
+      for (const sib of el.parentElement.children) {
+        if (sib === el || SKIP.has(sib.tagName)) continue;
+        const chars = visibleText(sib).length;
+        if (!chars) continue;
+        const live = sib.matches(LIVE) ? [sib] : [...sib.querySelectorAll(LIVE)];
+        if (live.some((l) => visibleText(l))) return null;
+        let role = roleOf(sib);
+        if (!FRAME.test(role)) {
+          const inner = sib.querySelector(FRAME_SELECTOR);
+          role = inner && FRAME.test(roleOf(inner)) ? roleOf(inner) : 'other';
+        }
+        if (role === 'other') other += chars;
+        parts.push({ el: sib, kind: role, chars });
+      }
+    }
+    if (other > MAX_OTHER_SHARE * rootChars) return null;
+    parts.sort((a, b) => (a.el.compareDocumentPosition(b.el) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1));
+    return parts.map(({ kind, chars }) => ({ kind, chars }));
+  }
+
+  /**
+   * The page's main part when it has one: a single visible <article> or its
+   * <main> (role=main), holding more than 40% of the page's text, with the
+   * frame left out around it (frameAround). null: read the whole body.
+   */
+  function mainPart() {
+    const bodyLen = ((document.body && document.body.innerText) || '').length;
+    const arts = [...document.querySelectorAll('article')].filter(isVisible);
+    const main = document.querySelector('main,[role=main]');
+    const candidates = [];
+    if (arts.length === 1) candidates.push({ root: arts[0], source: 'article' });
+    if (main && isVisible(main)) candidates.push({ root: main, source: 'main' });
+    for (const c of candidates) {
+      const chars = c.root.innerText.length;
+      if (chars <= 0.4 * bodyLen) continue;
+      const leftOut = frameAround(c.root, chars);
+      if (leftOut) return { ...c, leftOut };
+    }
+    return null;
+  }
+
+  /**
+   * args: {ref?, selector?, whole?, includeHidden?}. Returns {url, origin,
+   * title, source, leftOut, text, hidden}; leftOut lists what the main part
+   * left out ([{kind, chars}], frameAround), empty when the text is all of
+   * root.
+   */
   P.ops.text = (args) => {
     let root = null,
-      source = 'body';
+      source = 'body',
+      leftOut = [];
     P.hidden.fresh();
     if (args.ref) {
       root = needEl(args.ref);
@@ -88,16 +164,8 @@
       if (!root) throw new Error(`no element matches ${args.selector}`);
       source = args.selector;
     } else if (!args.whole) {
-      const arts = [...document.querySelectorAll('article')].filter(isVisible);
-      const main = document.querySelector('main,[role=main]');
-      const bodyLen = ((document.body && document.body.innerText) || '').length;
-      if (arts.length === 1 && arts[0].innerText.length > 0.4 * bodyLen) {
-        root = arts[0];
-        source = 'article';
-      } else if (main && isVisible(main) && main.innerText.length > 0.4 * bodyLen) {
-        root = main;
-        source = 'main';
-      }
+      const part = mainPart();
+      if (part) ({ root, source, leftOut } = part);
     }
     root = root || document.body || document.documentElement;
     const found = P.hidden.hiddenUnder(root, SKIP);
@@ -123,6 +191,7 @@
       origin: location.origin,
       title: document.title,
       source,
+      leftOut,
       text,
       hidden: P.hidden.summary(found),
     };
