@@ -38,6 +38,7 @@ type httpSession struct {
 	waiting  map[string]*pendingCall // the client's requests forwarded and not yet answered, by id (JSON text)
 	progress map[string]mcphttp.Sink // progress token (JSON text) → the stream of its request
 	browser  string                  // the extension select_browser (or ?browser=) chose; "" for the default
+	named    string                  // its name, when select_browser chose it
 	listen   *listener               // a stateless request's subscriptions/listen stream, if it is one
 	closed   bool
 }
@@ -375,7 +376,7 @@ func (ss *httpSession) target() (string, *relaywire.Error) {
 		return e.id, nil
 	}
 	ss.mu.Lock()
-	chosen := ss.browser
+	chosen, named := ss.browser, ss.named
 	ss.mu.Unlock()
 	browsers := ss.h.s.browsersOf(ss.mc.user)
 	if chosen != "" {
@@ -387,8 +388,13 @@ func (ss *httpSession) target() (string, *relaywire.Error) {
 		if ss.ep.browser != "" {
 			return "", relaywire.Errorf(relaywire.CodeNotConnected, "your browser %s is not connected to this proxy now; try again when it is back", chosen)
 		}
+		if named != "" {
+			chosen = named + " (" + chosen + ")"
+		}
+		// Never another browser in its place: the person chose this one.
 		return "", relaywire.Errorf(relaywire.CodeNotConnected,
-			"the browser %s chosen for this session is not connected to this proxy; call list_browsers to see the connected ones, and select_browser another", chosen)
+			"the browser %s chosen for this session is not connected to this proxy now (its bridge may still be reconnecting, after a restart of the proxy say): "+
+				"try again in a moment, or call list_browsers to see the connected ones and select_browser another", chosen)
 	}
 	if len(browsers) == 0 {
 		return "", relaywire.Errorf(relaywire.CodeNotConnected, noBrowserText)
