@@ -40,6 +40,7 @@ type httpSession struct {
 	browser  string                  // the extension select_browser (or ?browser=) chose; "" for the default
 	named    string                  // its name, when select_browser chose it
 	listen   *listener               // a stateless request's subscriptions/listen stream, if it is one
+	reached  map[string]struct{}     // the browsers (extension ids) its tools/calls went to: told when it ends
 	closed   bool
 }
 
@@ -303,8 +304,49 @@ func (ss *httpSession) forward(m *relaywire.Message, sink mcphttp.Sink) {
 	m.Client = nil
 	if m.Method == "tools/call" && ss.server == "" {
 		m.Client = relaywire.MarshalParams(ss.clientMeta(m))
+		if !ss.stateless {
+			ss.reachedBrowser(ss.mc.connectedTo())
+		}
 	}
 	ss.mc.forward(m, relaywire.KindRequest, time.Now())
+}
+
+// reachedBrowser notes that a tools/call of the session went to the
+// browser ext: the browser keeps a tab group for the session's key
+// (httpmcp_client.go), which it is told to end with the session.
+func (ss *httpSession) reachedBrowser(ext string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.reached == nil {
+		ss.reached = make(map[string]struct{})
+	}
+	ss.reached[ext] = struct{}{}
+}
+
+// tellSessionEnded tells the browsers the session's calls went to that it
+// ended for good (session_ended, sessionend.go), so that its tab group
+// goes as a local session's does; one away now (its bridge restarting) is
+// told when it is back on this node. Not when the proxy stops: with
+// --oauth-state the session carries on after the restart, and without,
+// the browsers' relay connections end with the proxy, which ends their
+// remote sessions anyway.
+func (ss *httpSession) tellSessionEnded(reached map[string]struct{}) {
+	s := ss.h.s
+	if len(reached) == 0 || s.isClosing() {
+		return
+	}
+	p := relaywire.SessionEndedParams{Key: sessionKey(ss.hs.ID), Client: ss.client}
+	for ext := range reached {
+		s.mu.Lock()
+		e := ss.mc.user.exts[ext]
+		s.mu.Unlock()
+		switch {
+		case e != nil:
+			e.c.Send(sessionEndedMsg(p))
+		case !s.ended.add(ext, p):
+			s.log.Debug("a session's end is not kept for its browser, away: too many kept", "user", ss.mc.user.id, "extension", ext)
+		}
+	}
 }
 
 // argumentErrorAsResult is a browser's reply to a tools/call as a client
@@ -426,13 +468,14 @@ func (ss *httpSession) close() {
 		return
 	}
 	ss.closed = true
-	waiting := ss.waiting
+	waiting, reached := ss.waiting, ss.reached
 	ss.waiting, ss.progress = nil, nil
 	ss.mu.Unlock()
 	for id := range waiting {
 		ss.mc.cancelCall(json.RawMessage(id), "the MCP client's session ended")
 	}
 	ss.mc.leave()
+	ss.tellSessionEnded(reached)
 	ss.h.mu.Lock()
 	delete(ss.h.listeners, ss)
 	ss.h.mu.Unlock()
