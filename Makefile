@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/browserbridge/browserbridge/bridge/buildinfo.Version=$(VERSION)
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 
-.PHONY: build test vet test-tools ext-unit ext-lint ext-format unit cross test-install bench bench-gateway bench-alternatives fuzz clean
+.PHONY: build test vet test-tools ext-unit ext-lint ext-format unit bench-once cross test-install bench bench-gateway bench-alternatives fuzz clean
 
 # Static binaries (no cgo), as the Dockerfile builds them: nothing to break
 # when libc changes, and a process does not map libc (about 1.1 MiB less
@@ -15,7 +15,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-proxy ./bridge/cmd/browserbridge-proxy
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/browserbridge-gateway ./bridge/cmd/browserbridge-gateway
 
-test: vet test-tools ext-unit ext-lint unit cross test-install
+test: vet test-tools ext-unit ext-lint unit bench-once cross test-install
 
 # The real MCP clients and stdio servers (npm registry) the Go tests run
 # against: installed into tools/npm from its lock file, a no-op once there.
@@ -54,6 +54,20 @@ ext-format: test-tools
 # under -race on a busy 2-core machine, near go test's default 10-minute limit.
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Every Go benchmark once, with the least work (-benchtime 1x), so that one
+# that no longer runs fails here rather than when someone wants its figures;
+# the figures themselves mean nothing at 1x. Only the packages that have
+# benchmarks, without -race (under it the proxy's took ten minutes). The e2e
+# package's run too (real Chromium, about a minute): BenchmarkTaskAlternatives
+# runs Browser Bridge's rounds alone when its peers (npm, installed by
+# scripts/bench-alternatives.sh) are absent. Left out: the capacity benchmarks,
+# which hold 10,000 (BenchmarkPairsHeld) or some 3,000 (BenchmarkClusterPairsHeld)
+# connection pairs whatever b.N is, a minute or more each.
+BENCH_ONCE_SKIP = ^(BenchmarkPairsHeld|BenchmarkClusterPairsHeld)$$
+bench-once:
+	$(GO) test -count=1 -timeout 15m -run '^$$' -bench . -benchtime 1x -skip '$(BENCH_ONCE_SKIP)' \
+	  $$(git grep -l '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
 # Every platform we ship must compile, with its build-tagged files.
 cross:

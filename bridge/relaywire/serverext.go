@@ -50,6 +50,13 @@ const (
 	// (the client disconnected, left, or the proxy is stopping): the
 	// extension ends that client's session.
 	MethodConnectionClosed = "connection_closed"
+	// MethodSessionEnded (notification, proxy → browser extension):
+	// SessionEndedParams. A remote client's session with a key
+	// (ClientMeta.Key) that called this browser ended for good (DELETE,
+	// the idle timeout, eviction; not a restart of the proxy, after which
+	// it may carry on): the browser ends the session of that key, so its
+	// tab group goes as a local session's does.
+	MethodSessionEnded = "session_ended"
 	// MethodServerNameTaken (notification, proxy → server extension):
 	// ServerNameTakenParams, sent just before the proxy closes the
 	// connection 1008, because another bridge of the user holds the
@@ -98,6 +105,14 @@ type PairingCodeResult struct {
 type ConnectionClosedParams struct {
 	ConnectionID string `json:"connection_id"`
 	Reason       string `json:"reason"`
+}
+
+// SessionEndedParams are the params of session_ended.
+type SessionEndedParams struct {
+	// Key is the session's ClientMeta.Key.
+	Key string `json:"key"`
+	// Client is its client's name, as ClientMeta.Name.
+	Client string `json:"client,omitempty"`
 }
 
 // ServerNameTakenParams are the params of server_name_taken.
@@ -217,7 +232,8 @@ func appendRoute(dst []byte, requestID, connectionID string) []byte {
 func IsControlMethod(method string) bool {
 	switch method {
 	case MethodAuthenticate, MethodAuthenticated, MethodHandshake, MethodListExtensions, MethodConnect,
-		MethodDisconnect, MethodStatus, MethodDisconnected, MethodPairingCode, MethodConnectionClosed, MethodServerNameTaken:
+		MethodDisconnect, MethodStatus, MethodDisconnected, MethodPairingCode, MethodConnectionClosed, MethodServerNameTaken,
+		MethodSessionEnded:
 		return true
 	}
 	return false

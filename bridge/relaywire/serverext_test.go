@@ -119,7 +119,7 @@ func TestIsExtIDAndControlMethods(t *testing.T) {
 			t.Errorf("IsExtID(%s) = %v, want %v", tc.raw, got, tc.want)
 		}
 	}
-	for _, m := range []string{MethodAuthenticate, MethodConnect, MethodPairingCode, MethodConnectionClosed, MethodStatus, MethodServerNameTaken} {
+	for _, m := range []string{MethodAuthenticate, MethodConnect, MethodPairingCode, MethodConnectionClosed, MethodStatus, MethodServerNameTaken, MethodSessionEnded} {
 		if !IsControlMethod(m) {
 			t.Errorf("IsControlMethod(%q) = false", m)
 		}

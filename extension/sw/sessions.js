@@ -18,8 +18,12 @@
 // every hello, reconcile() releases the local sessions that bridge does not
 // list (their tabs are ungrouped or closed, as on session.ended) and keeps the
 // listed ones: a new session never inherits a dead one's tabs. Only a record's
-// id and the hello's list decide; relay sessions ("conn-…") are not the local
-// bridge's to list and are left alone.
+// id and the hello's list decide. Relay sessions ("conn-…") are not the local
+// bridge's to list: one with a key ("conn-k…") is kept across a restart of the
+// bridge, as its client may carry on with the same key, until the proxy says it
+// ended (session.ended, from the relay); one without ("conn-<connection>")
+// lived on the old bridge's relay connection and cannot come back, so a hello
+// from another bridge process releases it.
 
 import * as store from './store.js';
 
@@ -139,6 +143,9 @@ function stableJSON(v) {
 /** Whether a session id is one of the local bridge's ("local-…"), as opposed to a relay's or the fallback. */
 const isLocal = (id) => typeof id === 'string' && id.startsWith('local-');
 
+/** Whether a session id is a relay connection's own ("conn-<connection>"), which dies with the bridge's relay link, not a keyed remote client's ("conn-k<key>"). */
+const isRelayConnection = (id) => typeof id === 'string' && id.startsWith('conn-') && !id.startsWith('conn-k');
+
 // The bridge process of the last hello result (its bridgeInstance), or null
 // when that bridge does not say. Memory is enough: a restarted worker has no
 // port, and says hello again before any call can reach it.
@@ -166,7 +173,7 @@ function newRecord(m, id, client) {
     activity: null,
     createdAt: Date.now(),
     lastActive: Date.now(),
-    bridgeInstance: isLocal(id) ? currentInstance : null,
+    bridgeInstance: isLocal(id) || isRelayConnection(id) ? currentInstance : null,
   };
 }
 
@@ -524,7 +531,8 @@ export async function sessionEnded(sessionId) {
  * `sessions` lists the local sessions the bridge process still has and
  * `bridgeInstance` names that process. Local records it does not list are
  * released as on session.ended, never adopted; listed ones keep their group
- * and are now vouched for by this bridge. A result without `sessions` (an
+ * and are now vouched for by this bridge. Relay connections' sessions of
+ * another bridge process are released too; keyed remote ones are kept. A result without `sessions` (an
  * older bridge) changes nothing; `"sessions": null` counts as an empty list.
  *
  * Call it synchronously when the result arrives: it raises the gate every
@@ -552,9 +560,15 @@ export function reconcile(result) {
 }
 
 async function settle(listed, instance) {
-  const locals = Object.values(await all()).filter((r) => isLocal(r.id));
+  const records = Object.values(await all());
+  const locals = records.filter((r) => isLocal(r.id));
   const kept = locals.filter((r) => listed.has(r.id)).map((r) => r.id);
   const gone = locals.filter((r) => !listed.has(r.id)).map((r) => r.id);
+  // A relay connection's session of another bridge process: its connection
+  // ended with that process.
+  for (const r of records) {
+    if (isRelayConnection(r.id) && instance && r.bridgeInstance && r.bridgeInstance !== instance) gone.push(r.id);
+  }
   await mutate((m) => {
     for (const id of kept) {
       if (!m[id]) continue;

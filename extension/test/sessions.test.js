@@ -210,6 +210,35 @@ test('reconcile releases unlisted local sessions, keeps listed ones, and leaves 
   assert.equal((await stored())['local-1'].bridgeInstance, 'b1');
 });
 
+test("a hello from another bridge process releases its relay connections' sessions, keeps keyed remote ones", async () => {
+  await sessions.reconcile({ bridgeInstance: 'b1', sessions: [] });
+  const conn = await sessions.createTab({ id: 'conn-0f3c', client: 'Cursor', remote: true }, 'https://conn.example/');
+  const keyed = await sessions.createTab(
+    { id: 'conn-kabc123', client: 'claude.ai', remote: true },
+    'https://k.example/',
+  );
+  const keyedGroup = groupOf(keyed.id);
+
+  // The worker restarted under the same bridge: nothing is released.
+  assert.deepEqual(await sessions.reconcile({ bridgeInstance: 'b1', sessions: [] }), { released: [], kept: [] });
+  assert.notEqual(groupOf(conn.id), -1, "the same bridge's relay connection lost its session's group");
+
+  // Another bridge process: the old relay connection is gone for good.
+  assert.deepEqual(await sessions.reconcile({ bridgeInstance: 'b2', sessions: [] }), {
+    released: ['conn-0f3c'],
+    kept: [],
+  });
+  assert.equal(groupOf(conn.id), -1, "the dead relay connection's tab is still grouped");
+  assert.equal(groupOf(keyed.id), keyedGroup, 'a keyed remote session lost its group at a bridge restart');
+  const recs = await stored();
+  assert.ok(!('conn-0f3c' in recs) && 'conn-kabc123' in recs);
+
+  // Its end, passed on by the relay from the proxy, releases it.
+  await sessions.sessionEnded('conn-kabc123');
+  assert.equal(groupOf(keyed.id), -1);
+  assert.deepEqual(await stored(), {});
+});
+
 test('reconcile closes the released tabs when the setting says so', async () => {
   await chrome.storage.local.set({ settings: { onSessionEnd: 'close' } });
   const a = await sessions.createTab(A, 'https://a.example/');

@@ -627,6 +627,9 @@ func pageSetRatios(targets []*benchTarget, stats [][]*pageStats) string {
 		}
 		return j, t
 	}
+	if len(targets) < 2 {
+		return "" // Browser Bridge alone: nothing to compare with
+	}
 	var sb strings.Builder
 	pj, pt := sum(1)
 	for k, t := range targets {

@@ -27,6 +27,9 @@ type SessionRecord struct {
 	// re-opens it.
 	Owner string          `json:"owner,omitempty"`
 	Init  json.RawMessage `json:"init"`
+	// Note is the target's own state kept with the session
+	// (Session.Remember); absent when it kept none.
+	Note json.RawMessage `json:"note,omitempty"`
 	// LastUsed is when the session was last used (pushed forward at
 	// most once a minute while in use, and at shutdown).
 	LastUsed time.Time `json:"lastUsed"`
@@ -53,9 +56,9 @@ type FileStoreOptions struct {
 	// MaxRecords bounds the file: beyond it the least recently used
 	// records are dropped. 0 means 4096.
 	MaxRecords int
-	// MaxInitBytes bounds one record's initialize params (a client's is
-	// well under 1 KiB); a session with bigger ones is not recorded. 0
-	// means 16 KiB.
+	// MaxInitBytes bounds one record's initialize params and note (a
+	// client's params are well under 1 KiB); a session with bigger ones is
+	// not recorded. 0 means 16 KiB.
 	MaxInitBytes int
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -156,7 +159,7 @@ func (st *FileStore) Put(recs map[string]SessionRecord) error {
 	}
 	var tooBig int
 	for id, rec := range recs {
-		if len(rec.Init) > st.opts.MaxInitBytes {
+		if len(rec.Init)+len(rec.Note) > st.opts.MaxInitBytes {
 			tooBig++
 			continue
 		}
@@ -164,7 +167,7 @@ func (st *FileStore) Put(recs map[string]SessionRecord) error {
 	}
 	st.changedLocked()
 	if tooBig > 0 {
-		return fmt.Errorf("%d session(s) not recorded: their initialize params exceed %d bytes", tooBig, st.opts.MaxInitBytes)
+		return fmt.Errorf("%d session(s) not recorded: their initialize params (and note) exceed %d bytes", tooBig, st.opts.MaxInitBytes)
 	}
 	return st.lastErr
 }

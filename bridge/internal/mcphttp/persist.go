@@ -74,9 +74,34 @@ func (srv *Server) record(s *Session, r *http.Request) {
 	s.persisted.Store(true)
 	now := time.Now()
 	s.recordedAt.Store(now.UnixNano())
-	rec := SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: now}
-	if err := p.store.Put(map[string]SessionRecord{s.ID: rec}); err != nil {
+	if err := p.store.Put(map[string]SessionRecord{s.ID: s.recordOf(now)}); err != nil {
 		srv.log.Warn("recording a session; it will not survive a restart", "route", s.t.Name(), "err", err)
+	}
+}
+
+// recordOf is the session's record, last used at lastUsed.
+func (s *Session) recordOf(lastUsed time.Time) SessionRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recordLocked(lastUsed)
+}
+
+func (s *Session) recordLocked(lastUsed time.Time) SessionRecord {
+	return SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, Note: s.note, LastUsed: lastUsed}
+}
+
+// putRecordLocked writes the record of s, whose lock the caller holds (so
+// that an end of the session, which forgets the record after marking it
+// closed, cannot come between the caller's check and the write and leave
+// the record of an ended session).
+func (srv *Server) putRecordLocked(s *Session, now time.Time) {
+	p := srv.persistence()
+	if p == nil {
+		return
+	}
+	s.recordedAt.Store(now.UnixNano())
+	if err := p.store.Put(map[string]SessionRecord{s.ID: s.recordLocked(now)}); err != nil {
+		srv.log.Warn("writing a session's record", "route", s.t.Name(), "err", err)
 	}
 }
 
@@ -108,7 +133,7 @@ func (srv *Server) keepRecords(list []*Session) {
 		if !s.persisted.Load() {
 			continue
 		}
-		recs[s.ID] = SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: s.LastUsed()}
+		recs[s.ID] = s.recordOf(s.LastUsed())
 	}
 	if len(recs) == 0 {
 		return
@@ -134,23 +159,11 @@ func (srv *Server) refreshRecord(s *Session) {
 	if now.UnixNano()-last < int64(recordRefresh) || !s.recordedAt.CompareAndSwap(last, now.UnixNano()) {
 		return
 	}
-	p := srv.persistence()
-	if p == nil {
-		return
-	}
-	rec := SessionRecord{Route: s.t.Name(), Owner: s.owner, Init: s.Init, LastUsed: now}
-	// Under the session's lock, so that an end of the session (which
-	// forgets the record after marking it closed) cannot come between
-	// the check and the write and leave the record of an ended session.
 	s.mu.Lock()
-	var err error
 	if !s.closed {
-		err = p.store.Put(map[string]SessionRecord{s.ID: rec})
+		srv.putRecordLocked(s, now)
 	}
 	s.mu.Unlock()
-	if err != nil {
-		srv.log.Warn("refreshing a session's record", "route", s.t.Name(), "err", err)
-	}
 }
 
 // find returns the route's session id: from the table, else re-opened
@@ -205,7 +218,7 @@ func (srv *Server) find(r *http.Request, id string, t Target) (*Session, error) 
 // reopen opens the session id again from its record.
 func (srv *Server) reopen(ctx context.Context, r *http.Request, id string, t Target, rec SessionRecord) (*Session, error) {
 	s := srv.newSession(t, false)
-	s.ID, s.owner = id, rec.Owner
+	s.ID, s.owner, s.note = id, rec.Owner, rec.Note
 	if err := srv.admitKey(s, ClientKey(r, ClientName(rec.Init))); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 // test makes two, as a process and its restart.
 type persistedEngine struct {
 	*engineHarness
-	store *FileStore
+	store  *FileStore
+	atOpen *noteLog
 }
 
 // blockingTarget is echoTarget whose "block" calls wait for their session
@@ -30,9 +32,24 @@ type persistedEngine struct {
 type blockingTarget struct {
 	*echoTarget
 	name string
+	// atOpen is the note each session had at its Open (Remember's, kept
+	// in its record), in order.
+	atOpen *noteLog
+}
+
+type noteLog struct {
+	mu    sync.Mutex
+	notes []string
 }
 
 func (b blockingTarget) Name() string { return b.name }
+
+func (b blockingTarget) Open(ctx context.Context, s *Session, params json.RawMessage) (json.RawMessage, error) {
+	b.atOpen.mu.Lock()
+	b.atOpen.notes = append(b.atOpen.notes, string(s.Note()))
+	b.atOpen.mu.Unlock()
+	return b.echoTarget.Open(ctx, s, params)
+}
 
 func (b blockingTarget) Request(ctx context.Context, s *Session, m *Message, reply Sink) {
 	if strings.Contains(string(m.Params), `"block"`) {
@@ -53,12 +70,12 @@ func startPersisted(t *testing.T, file, route string) *persistedEngine {
 	}
 	h := &engineHarness{srv: NewServer(ServerOptions{Name: "this gateway"}), t: &echoTarget{}}
 	h.srv.Persist(store, func(r *http.Request) string { return r.Header.Get("X-User") })
-	target := blockingTarget{h.t, route}
+	target := blockingTarget{h.t, route, &noteLog{}}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.srv.ServeStreamable(w, r, target)
 	}))
 	h.url = hs.URL
-	e := &persistedEngine{engineHarness: h, store: store}
+	e := &persistedEngine{engineHarness: h, store: store, atOpen: target.atOpen}
 	t.Cleanup(func() { e.stop(t); hs.Close() })
 	return e
 }
@@ -79,6 +96,9 @@ func TestSessionsSurviveRestart(t *testing.T) {
 	if r.status != 200 || sid == "" {
 		t.Fatalf("initialize: %d %s", r.status, r.body)
 	}
+	// The target's own state, kept in the record (the proxy's
+	// select_browser choice).
+	first.srv.Lookup(sid, "echo").Remember(json.RawMessage(`{"browser":"b2"}`))
 	// A call in flight when the server stops is told it was a restart.
 	inflight := make(chan reply, 1)
 	go func() {
@@ -132,6 +152,12 @@ func TestSessionsSurviveRestart(t *testing.T) {
 	second.t.mu.Unlock()
 	if len(opened) != 1 || string(opened[0].Init) != `{"protocolVersion":"2025-06-18","clientInfo":{"name":"kept"}}` || notes != "notifications/initialized" {
 		t.Fatalf("the target was opened %d times (init %s), told %q; want once, with the client's initialize, then notifications/initialized", len(opened), opened[0].Init, notes)
+	}
+	second.atOpen.mu.Lock()
+	atOpen := strings.Join(second.atOpen.notes, ",")
+	second.atOpen.mu.Unlock()
+	if got := atOpen; got != `{"browser":"b2"}` {
+		t.Fatalf("the re-opened session's note at its Open was %q; want the one remembered before the restart", got)
 	}
 	if r := second.do(t, "DELETE", "", HeaderSessionID, sid, "X-User", "alice"); r.status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d %s", r.status, r.body)

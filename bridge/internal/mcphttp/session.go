@@ -50,6 +50,32 @@ type Session struct {
 	mu     sync.Mutex
 	closed bool
 	done   chan struct{}
+	// note is the Target's own state kept in the session's record
+	// (Remember).
+	note json.RawMessage
+}
+
+// Note is what the Target remembered of the session (Remember); in a
+// session re-opened after a restart, its record's, already in Open.
+func (s *Session) Note() json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.note
+}
+
+// Remember keeps note, the Target's own state that a client chose in the
+// session (the proxy's select_browser), with the session: in its record
+// too when the server keeps records (Persist), so that the session
+// re-opened after a restart has it back (Note) before its Open. It is
+// written with every write of the record: keep it small.
+func (s *Session) Remember(note json.RawMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.note = note
+	if s.closed || !s.persisted.Load() {
+		return // an unrecorded session's record, written later, takes it
+	}
+	s.srv.putRecordLocked(s, time.Now())
 }
 
 // Target is the target the session was opened on.

@@ -93,7 +93,7 @@ func serveBridgeProcess() int {
 		return fail(err)
 	}
 	defer os.RemoveAll(dir)
-	b, mux, stop, err := startBridge(filepath.Join(dir, "bridge.sock"), Options{}, HTTPOptions{})
+	b, mux, stop, err := startBridge(filepath.Join(dir, "bridge.sock"), Options{}, HTTPOptions{Sessions: benchSessions()})
 	if err != nil {
 		return fail(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/browserbridge/browserbridge/bridge/internal/benchload"
+	"github.com/browserbridge/browserbridge/bridge/internal/sessionlimit"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
@@ -60,10 +61,18 @@ func BenchmarkCallsAtRate(b *testing.B) {
 // inProcessBridge starts a bridge in this process with a fake extension
 // attached, with the fast path off if asked, and returns its base URL.
 func inProcessBridge(b *testing.B, noFastPath bool) string {
-	br := newBridge(b, Options{}, HTTPOptions{})
+	br := newBridge(b, Options{}, HTTPOptions{Sessions: benchSessions()})
 	br.st.noFastPath.Store(noFastPath)
 	br.attach("instance-bench-1")
 	return br.srv.URL
+}
+
+// benchSessions admits every session: a benchmark's clients all come from
+// this machine (its 100 SSE clients, unnamed, are one client to the
+// admission table), and the caps (64 a client, 512 in all) are not what it
+// measures.
+func benchSessions() *sessionlimit.Table {
+	return sessionlimit.New(sessionlimit.Options{Max: -1, PerClient: -1})
 }
 
 // sdkClients opens n official SDK client sessions on the bridge at url
@@ -169,7 +178,7 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			n := b.N
 			{
-				br := newBridge(b, Options{}, HTTPOptions{PingInterval: -1})
+				br := newBridge(b, Options{}, HTTPOptions{PingInterval: -1, Sessions: benchSessions()})
 				if kind == "open-stream-baseline" {
 					// What any idle HTTP stream costs on both ends here: subtract
 					// it from "sse" for the bridge's own share of a session.

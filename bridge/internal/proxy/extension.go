@@ -481,6 +481,11 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 	c.Send(relaywire.AppendNotification(nil, relaywire.MethodAuthenticated, relaywire.MarshalParams(relaywire.AuthenticatedParams{
 		UserID: u.id, ExtensionID: e.id,
 	})))
+	if kind == relaywire.ExtensionKindBrowser {
+		for _, p := range s.ended.take(e.id) { // sessionend.go
+			c.Send(sessionEndedMsg(p))
+		}
+	}
 	e.sendStatus()
 }
 

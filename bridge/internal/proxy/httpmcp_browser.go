@@ -242,8 +242,11 @@ func (ss *httpSession) selectBrowser(args json.RawMessage) json.RawMessage {
 		return toolErrorResult("this client is stateless (2026-07-28): connect to " + ss.h.pub.Base + browsersPrefix + a.Browser + "/mcp for that browser instead")
 	}
 	ss.mu.Lock()
-	ss.browser = chosen.id
+	ss.browser, ss.named = chosen.id, chosen.name
 	ss.mu.Unlock()
+	// Kept in the session's record: after a restart of the proxy, the
+	// session's calls go to this browser still, never to the default.
+	ss.hs.Remember(relaywire.MarshalParams(sessionNote{Browser: chosen.id, Name: chosen.name}))
 	if to := ss.mc.connectedTo(); to != "" && to != chosen.id {
 		ss.mc.dropConnection(true)
 	}
@@ -255,6 +258,23 @@ func (ss *httpSession) selectBrowser(args json.RawMessage) json.RawMessage {
 	return relaywire.MarshalParams(map[string]any{
 		"content": []map[string]string{{"type": "text", "text": fmt.Sprintf("This session now uses %s (%s).", chosen.name, chosen.id)}},
 	})
+}
+
+// sessionNote is what a session of the browser endpoint keeps in its
+// record (mcphttp.Session.Remember) to carry on alike after a restart.
+type sessionNote struct {
+	Browser string `json:"browser"` // the browser select_browser chose
+	Name    string `json:"name"`    // its name then, for the error when it is not back
+}
+
+// restoreNote takes back what the session kept in its record, if it was
+// re-opened after a restart (else the note is empty).
+func (ss *httpSession) restoreNote() {
+	var n sessionNote
+	if json.Unmarshal(ss.hs.Note(), &n) != nil || n.Browser == "" {
+		return
+	}
+	ss.browser, ss.named = n.Browser, n.Name
 }
 
 func toolErrorResult(msg string) json.RawMessage {

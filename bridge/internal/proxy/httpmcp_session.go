@@ -38,7 +38,9 @@ type httpSession struct {
 	waiting  map[string]*pendingCall // the client's requests forwarded and not yet answered, by id (JSON text)
 	progress map[string]mcphttp.Sink // progress token (JSON text) → the stream of its request
 	browser  string                  // the extension select_browser (or ?browser=) chose; "" for the default
+	named    string                  // its name, when select_browser chose it
 	listen   *listener               // a stateless request's subscriptions/listen stream, if it is one
+	reached  map[string]struct{}     // the browsers (extension ids) its tools/calls went to: told when it ends
 	closed   bool
 }
 
@@ -302,8 +304,49 @@ func (ss *httpSession) forward(m *relaywire.Message, sink mcphttp.Sink) {
 	m.Client = nil
 	if m.Method == "tools/call" && ss.server == "" {
 		m.Client = relaywire.MarshalParams(ss.clientMeta(m))
+		if !ss.stateless {
+			ss.reachedBrowser(ss.mc.connectedTo())
+		}
 	}
 	ss.mc.forward(m, relaywire.KindRequest, time.Now())
+}
+
+// reachedBrowser notes that a tools/call of the session went to the
+// browser ext: the browser keeps a tab group for the session's key
+// (httpmcp_client.go), which it is told to end with the session.
+func (ss *httpSession) reachedBrowser(ext string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.reached == nil {
+		ss.reached = make(map[string]struct{})
+	}
+	ss.reached[ext] = struct{}{}
+}
+
+// tellSessionEnded tells the browsers the session's calls went to that it
+// ended for good (session_ended, sessionend.go), so that its tab group
+// goes as a local session's does; one away now (its bridge restarting) is
+// told when it is back on this node. Not when the proxy stops: with
+// --oauth-state the session carries on after the restart, and without,
+// the browsers' relay connections end with the proxy, which ends their
+// remote sessions anyway.
+func (ss *httpSession) tellSessionEnded(reached map[string]struct{}) {
+	s := ss.h.s
+	if len(reached) == 0 || s.isClosing() {
+		return
+	}
+	p := relaywire.SessionEndedParams{Key: sessionKey(ss.hs.ID), Client: ss.client}
+	for ext := range reached {
+		s.mu.Lock()
+		e := ss.mc.user.exts[ext]
+		s.mu.Unlock()
+		switch {
+		case e != nil:
+			e.c.Send(sessionEndedMsg(p))
+		case !s.ended.add(ext, p):
+			s.log.Debug("a session's end is not kept for its browser, away: too many kept", "user", ss.mc.user.id, "extension", ext)
+		}
+	}
 }
 
 // argumentErrorAsResult is a browser's reply to a tools/call as a client
@@ -375,7 +418,7 @@ func (ss *httpSession) target() (string, *relaywire.Error) {
 		return e.id, nil
 	}
 	ss.mu.Lock()
-	chosen := ss.browser
+	chosen, named := ss.browser, ss.named
 	ss.mu.Unlock()
 	browsers := ss.h.s.browsersOf(ss.mc.user)
 	if chosen != "" {
@@ -387,8 +430,13 @@ func (ss *httpSession) target() (string, *relaywire.Error) {
 		if ss.ep.browser != "" {
 			return "", relaywire.Errorf(relaywire.CodeNotConnected, "your browser %s is not connected to this proxy now; try again when it is back", chosen)
 		}
+		if named != "" {
+			chosen = named + " (" + chosen + ")"
+		}
+		// Never another browser in its place: the person chose this one.
 		return "", relaywire.Errorf(relaywire.CodeNotConnected,
-			"the browser %s chosen for this session is not connected to this proxy; call list_browsers to see the connected ones, and select_browser another", chosen)
+			"the browser %s chosen for this session is not connected to this proxy now (its bridge may still be reconnecting, after a restart of the proxy say): "+
+				"try again in a moment, or call list_browsers to see the connected ones and select_browser another", chosen)
 	}
 	if len(browsers) == 0 {
 		return "", relaywire.Errorf(relaywire.CodeNotConnected, noBrowserText)
@@ -420,13 +468,14 @@ func (ss *httpSession) close() {
 		return
 	}
 	ss.closed = true
-	waiting := ss.waiting
+	waiting, reached := ss.waiting, ss.reached
 	ss.waiting, ss.progress = nil, nil
 	ss.mu.Unlock()
 	for id := range waiting {
 		ss.mc.cancelCall(json.RawMessage(id), "the MCP client's session ended")
 	}
 	ss.mc.leave()
+	ss.tellSessionEnded(reached)
 	ss.h.mu.Lock()
 	delete(ss.h.listeners, ss)
 	ss.h.mu.Unlock()

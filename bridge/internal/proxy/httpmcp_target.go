@@ -155,7 +155,10 @@ func (t epTarget) Open(ctx context.Context, hs *mcphttp.Session, params json.Raw
 		return nil, err
 	}
 	if ss.browser == "" && ep.server == "" {
-		ss.browser = callerFrom(ctx).browser
+		// select_browser's choice before a restart, else ?browser=.
+		if ss.restoreNote(); ss.browser == "" {
+			ss.browser = callerFrom(ctx).browser
+		}
 	}
 	hs.State = ss
 	if hs.Stateless {

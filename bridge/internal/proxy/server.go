@@ -276,6 +276,8 @@ type Server struct {
 	enrolOpts EnrolOptions
 	revoked   revocations // credentials `relay leave` revoked
 
+	ended endedAway // session_ended notices for browsers away (sessionend.go); its own lock
+
 	mu          sync.Mutex
 	users       map[string]*user
 	conns       map[*wsConn]struct{} // every open WebSocket, to close at shutdown

@@ -451,6 +451,10 @@ func (s *session) handleNotification(m *relaywire.Message) {
 		if s.gw != nil && json.Unmarshal(m.Params, &p) == nil && p.Reason != "" {
 			s.taken.Store(&p) // the proxy closes the connection next
 		}
+	case relaywire.MethodSessionEnded:
+		if s.gw == nil {
+			s.sessionEnded(m.Params)
+		}
 	case relaywire.MethodConnectionClosed:
 		if s.gw != nil {
 			var p relaywire.ConnectionClosedParams
@@ -556,6 +560,30 @@ func (s *session) cancelled(params json.RawMessage) {
 		_ = b.Notify(nctx, relaywire.MethodCancelled, map[string]any{"requestId": match[0], "reason": p.Reason})
 		cancel()
 	}
+}
+
+// sessionEnded passes the proxy's session_ended on: the remote session of
+// that key ended for good, and the browser ends it (session.ended), as it
+// would a local one. The key may be of a session seen before this
+// connection (before a restart of the bridge): the browser keeps the tab
+// groups of keyed sessions across one.
+func (s *session) sessionEnded(params json.RawMessage) {
+	var p relaywire.SessionEndedParams
+	if json.Unmarshal(params, &p) != nil || !relaywire.ValidClientKey(p.Key) {
+		s.log.Debug("ignored a session_ended without a valid key", "params", string(params))
+		return
+	}
+	rs := sessionOf(relaywire.ClientMeta{Name: p.Client, Key: p.Key}, "")
+	s.mu.Lock()
+	delete(s.conns, rs.ID)
+	s.mu.Unlock()
+	b := s.a.currentBrowser()
+	if b == nil {
+		return
+	}
+	nctx, cancel := context.WithTimeout(s.ctx, time.Second)
+	defer cancel()
+	_ = b.Notify(nctx, protocol.SessionEnded, map[string]string{"session": rs.ID, "client": rs.Client})
 }
 
 // endSessions tells the browser that the remote sessions seen on this
