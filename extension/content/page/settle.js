@@ -75,11 +75,11 @@
       dialogs: visibleDialogs(),
       messages: messageTexts(),
       animations: new Set(document.getAnimations()),
-      ended: new Set(), // the animations since watch whose end counts as a change
+      seen: new Set(), // the animations started since watch (their end counts as a change)
       actedAt: 0, // when settle was first called: the action had just returned
       lastChange: 0,
       changes: 0,
-      leaving: '', // the URL of a navigation to another document the action started
+      leavingBy: null, // the navigate event of a navigation to another document the action started
       observer: null,
       onNavigate: null,
       onNavigated: null,
@@ -95,11 +95,11 @@
     // settle must not call a page quiet that is about to be left.
     if (globalThis.navigation) {
       w.onNavigate = (e) => {
-        if (!e.destination.sameDocument) w.leaving = e.destination.url;
+        if (!e.destination.sameDocument) w.leavingBy = e;
       };
       // An intercepted navigation (a router's) stays in this document.
       w.onNavigated = () => {
-        w.leaving = '';
+        w.leavingBy = null;
       };
       globalThis.navigation.addEventListener('navigate', w.onNavigate);
       globalThis.navigation.addEventListener('navigatesuccess', w.onNavigated);
@@ -107,6 +107,9 @@
     watching = w;
     return { url: w.url };
   };
+
+  /** The URL the action is leaving this document for, unless a handler cancelled that navigation. */
+  const leaving = (w) => (w.leavingBy && !w.leavingBy.defaultPrevented ? w.leavingBy.destination.url : '');
 
   /**
    * Where the watch stands: {settled, wait, busy} — wait is how long (ms)
@@ -123,18 +126,18 @@
     // A hidden tab's animations do not advance: only the DOM counts there.
     const busy = hidden ? [] : finiteRunning().filter((a) => !w.animations.has(a));
     for (const a of busy) {
-      if (w.ended.has(a)) continue;
-      w.ended.add(a);
+      if (w.seen.has(a)) continue;
+      w.seen.add(a);
       // Its end is a change: what it revealed needs quietMs to follow up (a status set on transitionend).
       a.finished.then(
         () => (w.lastChange = Math.max(w.lastChange, performance.now())),
         () => {},
       );
     }
-    const changed = w.changes > 0 || w.ended.size > 0;
+    const changed = w.changes > 0 || w.seen.size > 0;
     const since = changed ? Math.max(w.actedAt, w.lastChange) : w.actedAt;
     const wait = (changed ? quietMs : idleMs) - (now - since);
-    return { settled: wait <= 0 && busy.length === 0 && !w.leaving, wait, busy };
+    return { settled: wait <= 0 && busy.length === 0 && !leaving(w), wait, busy };
   }
 
   /**
@@ -162,7 +165,7 @@
       return { done: true, ...summary(w, settled) };
     };
     const first = look(w, opts);
-    if (first.settled || args.last || w.leaving) return finish(first.settled);
+    if (first.settled || args.last || leaving(w)) return finish(first.settled);
     if (opts.hidden) return { done: false, wait: Math.max(16, Math.ceil(first.wait)) };
     const deadline = start + Math.max(0, args.maxMs ?? 1500);
     return new Promise((resolve) => {
@@ -173,7 +176,7 @@
         }
         const st = look(w, opts);
         const left = deadline - performance.now();
-        if (st.settled || w.leaving || left <= 0) return resolve(finish(st.settled));
+        if (st.settled || leaving(w) || left <= 0) return resolve(finish(st.settled));
         // Look again after the quiet window or when an animation ends, whichever comes first.
         let woken = false;
         const wake = () => {
@@ -208,6 +211,6 @@
     }
     const changed = w.changes > 0 || notes.length > 0;
     if (changed && notes.length === 0) notes.push('the page changed');
-    return { changed, settled, leaving: w.leaving, url: location.href, notes };
+    return { changed, settled, leaving: leaving(w), url: location.href, notes };
   }
 })();
