@@ -3,6 +3,10 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	neturl "net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -46,6 +50,48 @@ func TestSettle(t *testing.T) {
 		}
 	})
 
+	t.Run("change_150ms_later", func(t *testing.T) {
+		// The handler changes nothing at once and the page 150 ms later: the
+		// wait after a handler ran (sw/settle.js SCRIPT_IDLE_MS) covers it.
+		tab := c.newTab(t, url)
+		later := c.refFor(t, tab, "#later")
+		said := testutil.Text(c.call(t, "computer", map[string]any{"action": "left_click", "ref": later, "tabId": tab}))
+		if !regexp.MustCompile(`(?i)message: "Export finished"`).MatchString(said) {
+			t.Errorf("the click's result lacks what the page showed 150 ms after it:\n%s", said)
+		}
+	})
+
+	t.Run("request_answered", func(t *testing.T) {
+		// "Send" shows "Sending…" at once, then posts to a server that takes
+		// 400 ms to answer (longer than any quiet window): the click waits
+		// for the request it started and reports what the answer showed.
+		api := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			rw.Header().Set("Access-Control-Allow-Origin", "*")
+			_, _ = io.Copy(io.Discard, r.Body)
+			select { // a slow server, not a synchronisation
+			case <-time.After(400 * time.Millisecond):
+			case <-r.Context().Done():
+			}
+		}))
+		t.Cleanup(api.Close)
+		tab := c.newTab(t, url+"?api="+neturl.QueryEscape(api.URL+"/send"))
+		send := c.refFor(t, tab, "#send")
+		said := testutil.Text(c.call(t, "computer", map[string]any{"action": "left_click", "ref": send, "tabId": tab}))
+		if !regexp.MustCompile(`(?i)message: "Sent"`).MatchString(said) || strings.Contains(said, "Sending") {
+			t.Errorf("the click's result does not say what the page showed once its request answered:\n%s", said)
+		}
+	})
+
+	t.Run("long_animation_bounded", func(t *testing.T) {
+		// A 5 s fade: the click returns at the bound (MAX_MS) and says the page is still changing.
+		tab := c.newTab(t, url)
+		fade := c.refFor(t, tab, "#fade")
+		said := testutil.Text(c.call(t, "computer", map[string]any{"action": "left_click", "ref": fade, "tabId": tab}))
+		if !strings.Contains(said, "The page was still changing after 1.5 s") {
+			t.Errorf("a click that starts a 5 s animation does not say the page was still changing at the bound:\n%s", said)
+		}
+	})
+
 	t.Run("link_navigates", func(t *testing.T) {
 		tab := c.newTab(t, url)
 		next := c.refFor(t, tab, "#next")
@@ -75,22 +121,31 @@ func TestSettle(t *testing.T) {
 	})
 }
 
-// BenchmarkSettle: what waiting for the page to settle adds to an action.
-// A click that changes nothing pays the quiet window (sw/settle.js QUIET_MS)
-// and two calls into the page; hover, which does not wait, on the same
-// button is the action without it. p50 and p95 of each over up to 30 calls.
+// BenchmarkSettle: what waiting for the page to settle adds to an action
+// (sw/settle.js). hover, which does not wait, on a button without a handler
+// is the action without it; left_click on the same button pays a frame
+// (IDLE_MS), two calls into the page and two reads of the metrics; on a
+// button whose handler changes nothing, the wait for deferred work
+// (SCRIPT_IDLE_MS); on one whose handler changes the page at once, the
+// quiet window after the change (QUIET_MS). p50 and p95 of each over up to
+// 30 calls.
 func BenchmarkSettle(b *testing.B) {
 	w := startWorld(b, worldOptions{})
 	c := w.client("e2e-bench-settle")
 	tab := c.newTab(b, w.pages.url("settle.html"))
-	nothing := c.refFor(b, tab, "#nothing")
-	for _, action := range []string{"hover", "left_click"} {
-		b.Run(action+"_nothing", func(b *testing.B) {
+	for _, bc := range []struct{ name, action, sel string }{
+		{"hover_nothing", "hover", "#nothing"},
+		{"left_click_nothing", "left_click", "#nothing"},
+		{"left_click_handler_changes_nothing", "left_click", "#noop"},
+		{"left_click_changes_at_once", "left_click", "#count"},
+	} {
+		ref := c.refFor(b, tab, bc.sel)
+		b.Run(bc.name, func(b *testing.B) {
 			n := min(b.N, 30)
 			lat := make([]time.Duration, 0, n)
 			for i := 0; i < n; i++ {
 				start := time.Now()
-				c.call(b, "computer", map[string]any{"action": action, "ref": nothing, "tabId": tab})
+				c.call(b, "computer", map[string]any{"action": bc.action, "ref": ref, "tabId": tab})
 				lat = append(lat, time.Since(start))
 			}
 			reportLatency(b, lat)
