@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"os"
 	"path"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // BenchmarkFirstRead times read_page and get_page_text on the page set's
@@ -30,8 +31,13 @@ import (
 // the page's renderer (the extension's isolated world runs in it) during
 // each read, and the log gives the functions that took the most time, on
 // the first read and on the second, summed over the rounds: what the first
-// read pays that the second does not. The profiler slows what it records;
-// its rounds' times are not the figures to compare.
+// read pays that the second does not. With BROWSERBRIDGE_BENCH_TRACE=DIR
+// each round's two reads are also traced (the whole browser: the page's
+// renderer, the extension's worker, the browser process) into
+// DIR/<read>-<page>-<round>.json, with each read's start and end on the
+// trace's clock under "reads". Either slows what it records: those rounds'
+// times are not the figures to compare. BROWSERBRIDGE_E2E_EXTENSION runs
+// another build of the extension (an older one, in turn with this one).
 func BenchmarkFirstRead(b *testing.B) {
 	w := startWorld(b, worldOptions{})
 	dt := w.restartChromiumWithDevTools()
@@ -237,10 +243,11 @@ func stopProfile(tb testing.TB, pc *cdpConn) profileSums {
 // the page loads, and the page times the op's first run in that document
 // and a second run right after it. Each document runs one variant, so that
 // no variant finds the page warmed by another: "new" (this tree's agent),
-// "base" (BROWSERBRIDGE_BENCH_BASE's, when set), and "style first", which
-// first asks Blink for every element's style and box (what the hidden-text
-// filter reads), timed apart, then runs the new agent: what is left of the
-// first run's extra cost then is the agent's JavaScript running cold.
+// "warm" (the same, warmed up after the load event as a preloaded agent is:
+// page/warm.js; the warm-up's time is reported as its "style"), "style
+// first", which first asks Blink for every element's style and box (what
+// the hidden-text filter reads), timed apart, then runs the new agent, and
+// "base" (BROWSERBRIDGE_BENCH_BASE's agent, when set).
 //
 //	go test -run '^$' -bench FirstOp -benchtime 12x ./bridge/internal/e2e/
 func BenchmarkFirstOp(b *testing.B) {
@@ -249,8 +256,9 @@ func BenchmarkFirstOp(b *testing.B) {
 	agent := pageAgentSource(b)
 	// Each variant's agent under a name of its own, all in every document.
 	ns := func(src, name string) string { return strings.ReplaceAll(src, "__browserBridgePage", name) }
-	variants := []string{"new", "style first", "pseudo first"}
-	sources := ns(agent, "__bbNewPage") + "\n" + ns(eagerSource(agent), "__bbEagerPage")
+	variants := []string{"new", "warm", "style first"}
+	// "warm": a copy of the agent that warms up after the load event, as a preloaded one does (page/warm.js).
+	sources := ns(agent, "__bbNewPage") + "\n" + ns(agent, "__bbWarmPage") + "\n;if (new URLSearchParams(location.search).get('v') === 'warm') globalThis.__bbWarmPage.warmAfterLoad();"
 	if rev := os.Getenv("BROWSERBRIDGE_BENCH_BASE"); rev != "" {
 		sources += "\n" + ns(pageAgentSourceAt(b, rev), "__bbBasePage")
 		variants = append(variants, "base")
@@ -278,7 +286,7 @@ func BenchmarkFirstOp(b *testing.B) {
 				for _, pg := range pages {
 					for vi := range variants {
 						v := variants[(vi+r)%len(variants)]
-						url := fmt.Sprintf("%s?round=%d&v=%d", w.pages.url("pageset/"+pg+".html"), r, vi)
+						url := fmt.Sprintf("%s?round=%d&v=%s", w.pages.url("pageset/"+pg+".html"), r, strings.ReplaceAll(v, " ", "-"))
 						if err := p.conn.call("Page.navigate", map[string]any{"url": url}, &struct{}{}); err != nil {
 							b.Fatalf("DevTools: %v", err)
 						}
@@ -296,7 +304,7 @@ func BenchmarkFirstOp(b *testing.B) {
 			for _, pg := range pages {
 				var line []string
 				for _, v := range variants {
-					for _, which := range []string{"style", "pseudoAgain", "pseudoCount", "first", "again"} {
+					for _, which := range []string{"style", "first", "again"} {
 						d := got[key{pg, v, which}]
 						if len(d) == 0 {
 							continue
@@ -316,29 +324,14 @@ func BenchmarkFirstOp(b *testing.B) {
 
 // firstOpJS runs in a page that just loaded, with the agents in it: variant
 // (%s), op (%s) and its args (%s). It answers the times in ms.
-const firstOpJS = `((variant, op, args) => {
-	const P = variant === 'base' ? globalThis.__bbBasePage : variant === 'eager' ? globalThis.__bbEagerPage : globalThis.__bbNewPage;
+const firstOpJS = `(async (variant, op, args) => {
+	const P = variant === 'base' ? globalThis.__bbBasePage : variant === 'warm' ? globalThis.__bbWarmPage : globalThis.__bbNewPage;
 	const out = {};
-	if (variant === 'pseudo first') {
-		const t0 = performance.now();
-		let n = 0;
-		for (const l of document.querySelectorAll('label')) {
-			for (const e of [l, ...l.querySelectorAll('*')].slice(0, 50)) {
-				getComputedStyle(e, '::before').content;
-				getComputedStyle(e, '::after').content;
-				n += 2;
-			}
-		}
-		out.style = performance.now() - t0;
-		const t1 = performance.now();
-		for (const l of document.querySelectorAll('label')) {
-			for (const e of [l, ...l.querySelectorAll('*')].slice(0, 50)) {
-				getComputedStyle(e, '::before').content;
-				getComputedStyle(e, '::after').content;
-			}
-		}
-		out.pseudoAgain = performance.now() - t1;
-		out.pseudoCount = n;
+	if (variant === 'warm') {
+		// The warm-up runs just after the load event: the first op here is the first after it.
+		for (let i = 0; i < 400 && typeof P.warmMs !== 'number'; i++) await new Promise((r) => setTimeout(r, 5));
+		if (typeof P.warmMs !== 'number') throw new Error('the agent did not warm up after the load event');
+		out.style = P.warmMs;
 	}
 	if (variant === 'style first') {
 		const t0 = performance.now();
@@ -406,12 +399,6 @@ func stopTrace(tb testing.TB, c *cdpConn, file string, marks any) {
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		tb.Fatal(err)
 	}
-}
-
-// eagerSource is the agent with V8's compile hint that every function of
-// each file is called at once (compiled with the file, not on first call).
-func eagerSource(src string) string {
-	return strings.ReplaceAll(src, "(() => {\n  'use strict';", "//# allFunctionsCalledOnLoad\n(() => {\n  'use strict';")
 }
 
 // monotonicMicros is CLOCK_MONOTONIC in µs, the clock of Chrome's trace
