@@ -45,6 +45,15 @@ func BenchmarkFirstRead(b *testing.B) {
 	tab := c.newTab(b, w.pages.url("index.html"))
 	profile := os.Getenv("BROWSERBRIDGE_BENCH_PROFILE") != ""
 	traceDir := os.Getenv("BROWSERBRIDGE_BENCH_TRACE")
+	// An agent's model reads navigate's answer before it asks for the page:
+	// BROWSERBRIDGE_BENCH_THINK (a duration) waits that long between them.
+	var think time.Duration
+	if v := os.Getenv("BROWSERBRIDGE_BENCH_THINK"); v != "" {
+		var err error
+		if think, err = time.ParseDuration(v); err != nil {
+			b.Fatalf("BROWSERBRIDGE_BENCH_THINK=%q: %v", v, err)
+		}
+	}
 	reads := []struct {
 		name string
 		tool string
@@ -60,6 +69,7 @@ func BenchmarkFirstRead(b *testing.B) {
 				for _, pg := range pages {
 					url := fmt.Sprintf("%s?round=%d", w.pages.url("pageset/"+pg+".html"), r)
 					c.call(b, "navigate", map[string]any{"url": url, "tabId": tab})
+					time.Sleep(think) // the model's turn, not a wait for anything
 					var pc *cdpConn
 					if profile {
 						pc = attachPage(b, dt, url)
