@@ -26,6 +26,7 @@ export const PAGE_SCRIPTS = [
   'page/form.js',
   'page/actions.js',
   'page/settle.js',
+  'page/warm.js',
 ];
 
 const PAGE_DIR = 'content/';
@@ -76,17 +77,22 @@ async function install(target, immediately) {
     target,
     world: 'ISOLATED',
     func: markAgent,
-    args: [TOKEN],
+    args: [TOKEN, true],
     injectImmediately: immediately,
   });
   return !!(results && results[0] && results[0].result);
 }
 
-/** Marks the agent installed in this document as token's (serialised, like callAgent). */
-export function markAgent(token) {
+/**
+ * Marks the agent installed in this document as token's (serialised, like
+ * callAgent); warm: a preload, whose agent warms its code up once the page
+ * has loaded (page/warm.js).
+ */
+export function markAgent(token, warm) {
   const A = globalThis.__browserBridgePage;
   if (!A || typeof A.run !== 'function') return false;
   A.token = token;
+  if (warm && typeof A.warmAfterLoad === 'function') A.warmAfterLoad();
   return true;
 }
 

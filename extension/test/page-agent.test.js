@@ -67,6 +67,28 @@ test('callAgent runs only code of its own token, and marks a fresh injection', (
   }
 });
 
+test("refs given inside scratch (the warm-up) are forgotten, and the page's refs go on from the same number", () => {
+  const P = loadPageAgent();
+  const page = { isConnected: true };
+  const sample = { isConnected: true };
+  const [before] = P.run('refOf', { elements: [page] }).value;
+  const inside = P.refs.scratch(() => P.refs.refOf(sample));
+  assert.equal(P.refs.elOf(inside), null, 'the sample element has no ref after scratch');
+  const [next] = P.run('refOf', { elements: [{ isConnected: true }] }).value;
+  assert.equal(next, inside, 'the next element of the page gets the number the sample had');
+  assert.equal(P.refs.elOf(before), page, 'refs given before are kept');
+  assert.throws(
+    () =>
+      P.refs.scratch(() => {
+        P.refs.refOf({ isConnected: true });
+        throw new Error('boom');
+      }),
+    /boom/,
+  );
+  const [after] = P.run('refOf', { elements: [{ isConnected: true }] }).value;
+  assert.equal(Number(after.slice(4)), Number(next.slice(4)) + 1, 'a failed scratch forgets its refs too');
+});
+
 test('the line budget keeps whole lines, cuts the one that does not fit, and takes nothing after', () => {
   const { lineBuffer } = loadPageAgent().util;
   const b = lineBuffer(100);

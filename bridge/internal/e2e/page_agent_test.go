@@ -344,12 +344,28 @@ func TestPageAgentPreload(t *testing.T) {
 	if got := agentIn(fmt.Sprint(agentTab)); got != "agent /prose.html" {
 		t.Errorf("the agent's tab after navigate, before any read: %q, want the page agent with a token", got)
 	}
+	// Once the page has loaded, the preloaded agent warms its code up on a
+	// sample of its own (page/warm.js), and forgets the refs it gave there.
+	var warm string
+	testutil.WaitWithin(t, callWait, "", func() (bool, string) {
+		warm = opts.js(t, `(async () => {
+			const [r] = await chrome.scripting.executeScript({target: {tabId: `+fmt.Sprint(agentTab)+`}, world: 'ISOLATED', func: () => {
+				const A = globalThis.__browserBridgePage, S = globalThis.__browserBridgeAgent;
+				return typeof A.warmMs === 'number' ? 'warm, next ref ' + S.next + ', refs kept ' + S.byRef.size : 'cold';
+			}});
+			return r.result;
+		})()`)
+		return warm != "cold", "the preloaded agent never warmed up"
+	})
+	if warm != "warm, next ref 1, refs kept 0" {
+		t.Errorf("after the warm-up: %q, want no ref given (the page's refs start at ref_1)", warm)
+	}
 	personTab := `(await chrome.tabs.query({})).find((t) => t.url === ` + fmt.Sprintf("%q", personURL) + `).id`
 	if got := agentIn(personTab); got != "none" {
 		t.Errorf("a tab no tool used: %q, want no page agent", got)
 	}
 	// The preloaded agent answers the tools as an injected one does.
-	if text := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": agentTab})); !strings.Contains(text, "[ref_") {
-		t.Errorf("read_page of the preloaded page gives no refs:\n%s", clip(text, 2000))
+	if text := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": agentTab})); !strings.Contains(text, "[ref_1]") {
+		t.Errorf("read_page of the preloaded page gives no ref_1:\n%s", clip(text, 2000))
 	}
 }

@@ -28,6 +28,7 @@
    * caller; a promise resolves to one of the two.
    */
   P.run = (op, args) => {
+    P.called = true; // the code is warm now: no warm-up (warm.js)
     const wrapErr = (e) => ({ ok: false, error: scrub(String((e && e.message) || e)) });
     try {
       const fn = Object.hasOwn(P.ops, op) ? P.ops[op] : null;

@@ -94,11 +94,16 @@
   // box they made the walk 1.5 times as slow), each element's verdict (a
   // walk, its inline runs and its labels ask about the same elements
   // again), and the effective background of each element.
+  // The page's size is read when a box first needs it (an op that judges
+  // only hidden elements, or the warm-up's detached ones, reads none).
   let task = null;
   function taskState() {
     if (!task) {
+      let page = null;
       task = {
-        page: { width: document.documentElement.scrollWidth, scrollX, scrollY },
+        get page() {
+          return page || (page = { width: document.documentElement.scrollWidth, scrollX, scrollY });
+        },
         why: new Map(),
         bg: new Map(),
       };
@@ -235,6 +240,22 @@
     return out;
   }
 
+  /**
+   * Runs the rules for a shown element on el, whatever checkVisibility says
+   * (el is one of warm.js's detached sample elements, which it says no for):
+   * their code is then compiled and has met style and box objects before
+   * the first read of a page needs it.
+   */
+  function warmRules(el) {
+    const r = el.getBoundingClientRect();
+    const cs = getComputedStyle(el);
+    const box = { width: r.width, height: r.height, left: r.left, top: r.top, right: r.right, bottom: r.bottom };
+    const text = hasOwnText(el);
+    reasonFromStyle(cs, box, { width: 0 }, el.firstElementChild !== null, { checked: true, text });
+    unreadable(parseColour(cs.color) || parseColour('rgb(1, 2, 3)'), backgroundOf(el));
+    ownCSSReason(cs);
+  }
+
   /** Starts a walk: forgets what an earlier walk in the same task learnt (the page may have changed). */
   function fresh() {
     task = null;
@@ -310,6 +331,7 @@
     chain,
     hiddenUnder,
     fresh,
+    warmRules,
     summary,
     isSecret,
     secretValues,

@@ -50,7 +50,22 @@
     return el;
   }
 
-  P.refs = { refOf, elOf, needEl };
+  /**
+   * Runs fn, then forgets the refs it gave: the warm-up (warm.js) reads
+   * elements that are not the page's, and the page's refs go on from the
+   * same number as without it.
+   */
+  function scratch(fn) {
+    const next = S.next;
+    try {
+      return fn();
+    } finally {
+      for (let n = next; n < S.next; n++) S.byRef.delete('ref_' + n);
+      S.next = next;
+    }
+  }
+
+  P.refs = { refOf, elOf, needEl, scratch };
   P.ops.refOf = (args) => (args.elements || []).map(refOf);
   P.ops.elOf = (args) => elOf(args.ref);
 })();

@@ -166,7 +166,8 @@
     const filter = args.filter === 'interactive' ? 'interactive' : 'all';
     const maxDepth = args.depth || 40;
     const out = lineBuffer(args.maxChars || DEFAULT_MAX_CHARS);
-    const root = args.ref ? needEl(args.ref) : document.body || document.documentElement;
+    // args.root: warm.js's detached sample (args from the worker are JSON, never an element).
+    const root = args.root || (args.ref ? needEl(args.ref) : document.body || document.documentElement);
     const open = []; // the emitted elements the walk is inside, outermost first
     let count = 0;
     let cut = null;
@@ -363,6 +364,7 @@
     walk(root, 0, 0, false, '');
     // What a control expands that was not read under it (the control hidden, say) is read at the end.
     for (const x of nested) if (!walked.has(x)) walk(x, 0, 0, false, '', true);
+    if (args.root) return null; // the warm-up reads nothing of the page
     return {
       url: location.href,
       origin: location.origin,
