@@ -60,7 +60,7 @@ const tabsContext = {
   async run(args, ctx) {
     const { tabs, currentTabId } = await context(ctx, false);
     const text = tabs.length ? `${tabs.length} open tabs:\n${tabs.map(line).join('\n')}` : 'No tabs are open.';
-    return { content: [{ type: 'text', text }], structuredContent: { tabs, currentTabId } };
+    return { content: [{ type: 'text', text }] };
   },
 };
 
@@ -87,7 +87,7 @@ const tabsContextMcp = {
     const text = tabs.length
       ? `Your session has ${tabs.length} tab${tabs.length === 1 ? '' : 's'}:\n${tabs.map(line).join('\n')}`
       : "Your session has no tabs yet. navigate with a url opens one in your session's tab group and loads the page (tabs_create_mcp opens one too); the page tools need a tab and do not open one.";
-    return { content: [{ type: 'text', text }], structuredContent: { tabs, currentTabId } };
+    return { content: [{ type: 'text', text }] };
   },
 };
 
@@ -129,7 +129,6 @@ function createTool(name, description) {
       const tab = await ctx.createTab('about:blank');
       await trackTab(tab.id).catch(() => {}); // chrome:// pages cannot be debugged
       if (url !== 'about:blank') await chrome.tabs.update(tab.id, { url });
-      const info = { tabId: tab.id, windowId: tab.windowId, url, groupId: tab.groupId };
       return {
         content: [
           {
@@ -137,7 +136,6 @@ function createTool(name, description) {
             text: `Opened tab ${tab.id} (${url}) in your session's tab group; it is now your current tab.`,
           },
         ],
-        structuredContent: info,
       };
     },
   };
@@ -232,13 +230,6 @@ const navigate = {
               }),
           },
         ],
-        structuredContent: {
-          tabId: tab.id,
-          url: failed.url || done.url || '',
-          error: failed.error || null,
-          status: 'failed',
-          ...(http ? { httpStatus: doc.status } : {}),
-        },
       };
     }
     const doc = await loadedDoc;
@@ -257,14 +248,6 @@ const navigate = {
             }),
           },
         ],
-        structuredContent: {
-          tabId: tab.id,
-          url: done.url || doc.url || '',
-          title: done.title || '',
-          status: 'complete',
-          httpStatus: doc.status,
-          timedOut,
-        },
       };
     }
     const what = action ? { back: 'Went back', forward: 'Went forward', reload: 'Reloaded' }[action] : 'Navigated';
@@ -272,19 +255,7 @@ const navigate = {
     const text =
       `${what} in tab ${tab.id}: ${done.url || target} — "${done.title || ''}"${entry}` +
       (timedOut ? `. The page had not finished loading after ${timeoutMs} ms; it may still be loading.` : '.');
-    // Where the tab is, and only what is out of the ordinary: a load that
-    // got here is complete with a 2xx or 3xx status unless timedOut says so
-    // (Claude Code hands a model this in place of the text).
-    return {
-      content: [{ type: 'text', text }],
-      structuredContent: {
-        tabId: tab.id,
-        url: done.url || '',
-        title: done.title || '',
-        ...(timedOut ? { timedOut } : {}),
-        ...(stepped ? { historyEntry: stepped.to + 1, historyLength: stepped.entries } : {}),
-      },
-    };
+    return { content: [{ type: 'text', text }] };
   },
 };
 

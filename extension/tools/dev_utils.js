@@ -40,10 +40,7 @@ export default {
   async run(args, ctx) {
     switch (args.action) {
       case 'echo':
-        return {
-          content: [{ type: 'text', text: JSON.stringify(args.message ?? null) }],
-          structuredContent: { message: args.message ?? null },
-        };
+        return { content: [{ type: 'text', text: JSON.stringify(args.message ?? null) }] };
       case 'state': {
         const st = {
           extension: { id: chrome.runtime.id, version: chrome.runtime.getManifest().version },
@@ -51,7 +48,7 @@ export default {
           captures: captureStats(),
           screenshots: listScreenshots(),
         };
-        return { content: [{ type: 'text', text: JSON.stringify(st, null, 2) }], structuredContent: st };
+        return { content: [{ type: 'text', text: JSON.stringify(st, null, 2) }] };
       }
       default: {
         const action = Object.hasOwn(extra, args.action) ? extra[args.action] : null;
