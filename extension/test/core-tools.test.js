@@ -90,7 +90,7 @@ test('tabs_create opens tabs in the session group; tabs_context marks them', asy
   assert.equal(tabs.length, 3);
   const ta = tabs.find((t) => t.tabId === tabIdOf(a));
   const tb = tabs.find((t) => t.tabId === tabIdOf(b));
-  assert.match(ta.marks, /^current, this session\b/);
+  assert.match(ta.marks, /\bcurrent, this session\b/);
   assert.doesNotMatch(tb.marks, /this session/);
   assert.match(tb.marks, /session "Cursor"/);
 

@@ -26,8 +26,9 @@ function describe(tab, { owner, mine, current }) {
   };
 }
 
-function line(t) {
+function line(t, windows) {
   const marks = [
+    windows > 1 && `window ${t.windowId}`,
     t.current && 'current',
     t.inThisSession && 'this session',
     !t.inThisSession && t.session && `session "${t.session}"`,
@@ -59,7 +60,10 @@ const tabsContext = {
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run(args, ctx) {
     const { tabs, currentTabId } = await context(ctx, false);
-    const text = tabs.length ? `${tabs.length} open tabs:\n${tabs.map(line).join('\n')}` : 'No tabs are open.';
+    // The window only when there are several: which tabs share one is then worth a word.
+    const windows = new Set(tabs.map((t) => t.windowId)).size;
+    const head = `${tabs.length} open tab${tabs.length === 1 ? '' : 's'}${windows > 1 ? ` in ${windows} windows` : ''}:`;
+    const text = tabs.length ? `${head}\n${tabs.map((t) => line(t, windows)).join('\n')}` : 'No tabs are open.';
     return { content: [{ type: 'text', text }] };
   },
 };
@@ -85,7 +89,7 @@ const tabsContextMcp = {
       ({ tabs, currentTabId } = await context(ctx, true));
     }
     const text = tabs.length
-      ? `Your session has ${tabs.length} tab${tabs.length === 1 ? '' : 's'}:\n${tabs.map(line).join('\n')}`
+      ? `Your session has ${tabs.length} tab${tabs.length === 1 ? '' : 's'}:\n${tabs.map((t) => line(t, 1)).join('\n')}`
       : "Your session has no tabs yet. navigate with a url opens one in your session's tab group and loads the page (tabs_create_mcp opens one too); the page tools need a tab and do not open one.";
     return { content: [{ type: 'text', text }] };
   },

@@ -47,6 +47,14 @@ export default {
           session: ctx.session,
           captures: captureStats(),
           screenshots: listScreenshots(),
+          // Every tab's window, tab group and load status: what a model needs
+          // of them is in tabs_context's lines; a test checks these themselves.
+          tabs: (await chrome.tabs.query({})).map((t) => ({
+            tabId: t.id,
+            windowId: t.windowId,
+            groupId: t.groupId ?? -1,
+            status: t.status || 'unknown',
+          })),
         };
         return { content: [{ type: 'text', text: JSON.stringify(st, null, 2) }] };
       }
