@@ -49,7 +49,7 @@ async function context(ctx, onlyMine) {
     const mine = owner?.id === ctx.session.id;
     return describe(tab, { owner, mine, current: mine && self?.currentTabId === tab.id });
   });
-  return { tabs, currentTabId: self?.currentTabId ?? null };
+  return tabs;
 }
 
 /** tabs_context: every open tab, marking this session's. */
@@ -59,7 +59,7 @@ const tabsContext = {
   inputSchema: { type: 'object', properties: {}, additionalProperties: false },
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run(args, ctx) {
-    const { tabs, currentTabId } = await context(ctx, false);
+    const tabs = await context(ctx, false);
     // The window only when there are several: which tabs share one is then worth a word.
     const windows = new Set(tabs.map((t) => t.windowId)).size;
     const head = `${tabs.length} open tab${tabs.length === 1 ? '' : 's'}${windows > 1 ? ` in ${windows} windows` : ''}:`;
@@ -83,10 +83,10 @@ const tabsContextMcp = {
   },
   annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
   async run(args, ctx) {
-    let { tabs, currentTabId } = await context(ctx, true);
+    let tabs = await context(ctx, true);
     if (!tabs.length && args.createIfEmpty) {
       await ctx.createTab('about:blank');
-      ({ tabs, currentTabId } = await context(ctx, true));
+      tabs = await context(ctx, true);
     }
     const text = tabs.length
       ? `Your session has ${tabs.length} tab${tabs.length === 1 ? '' : 's'}:\n${tabs.map((t) => line(t, 1)).join('\n')}`
