@@ -808,7 +808,11 @@ func tryTabs(c *client, tool string) ([]tabInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := c.try(bg(callWait), "dev_utils", map[string]any{"action": "state"})
+	reader := c
+	if c.remote {
+		reader = c.w.stateReader() // dev_utils needs the full scope, which a remote client has not by default
+	}
+	st, err := reader.try(bg(callWait), "dev_utils", map[string]any{"action": "state"})
 	if err != nil {
 		return nil, err
 	}

@@ -141,6 +141,18 @@ func (c *client) tabs(t testing.TB, tool string) []tabInfo {
 	return tabs
 }
 
+// stateReader is a local session that reads dev_utils state for the
+// tests' clients that may not (remote ones): every tab's group and status
+// are the same whoever asks.
+func (w *world) stateReader() *client {
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
+	if w.state == nil {
+		w.state = w.client("e2e-state-reader")
+	}
+	return w.state
+}
+
 var (
 	tabLineText    = regexp.MustCompile(`(?m)^- tab (\d+): (.*) — (\S*)(?: \[(.*)\])?$`)
 	tabSessionText = regexp.MustCompile(`session "([^"]*)"`)
