@@ -507,6 +507,9 @@ func TestRestartTypeScriptClient(t *testing.T) {
 func tsTabs(t *testing.T, c *testutil.TSClient) []tabInfo {
 	t.Helper()
 	a := c.Call(t, testutil.TSCall{Tool: "tabs_context_mcp"})
+	if a.Result != nil && a.Result.StructuredContent != nil {
+		t.Errorf("tabs_context_mcp through the TypeScript SDK has structuredContent %s; Claude Code would hand a model that in place of the text", a.Result.StructuredContent)
+	}
 	st := c.Call(t, testutil.TSCall{Tool: "dev_utils", Args: map[string]any{"action": "state"}})
 	tabs, err := tabsFrom("tabs_context_mcp through the TypeScript SDK", a.Text(), st.Text())
 	if err != nil {

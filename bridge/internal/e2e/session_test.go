@@ -291,26 +291,14 @@ func navigated(res *mcp.CallToolResult) (nav navigation, ok bool) {
 	return nav, false
 }
 
-// listedTab is one line of tabs_context(_mcp):
-// "- tab N: title — URL [marks]".
-type listedTab struct {
-	id         int
-	url, marks string
-}
+var tabWindowsText = regexp.MustCompile(`^\d+ open tabs? in (\d+) windows:`)
 
-var (
-	listedTabText  = regexp.MustCompile(`(?m)^- tab (\d+): .* — (\S*)(?: \[(.*)\])?$`)
-	tabWindowsText = regexp.MustCompile(`^\d+ open tabs? in (\d+) windows:`)
-)
-
-// listedTabs reads tabs_context(_mcp)'s text: its tabs, and how many
-// windows they are in (the header names it when there are several).
-func listedTabs(res *mcp.CallToolResult) (tabs []listedTab, windows int) {
+// listedTabs reads tabs_context(_mcp)'s text: its tabs (no groups: see
+// tabsFrom), and how many windows they are in (the header names it when
+// there are several).
+func listedTabs(res *mcp.CallToolResult) (tabs []tabInfo, windows int) {
 	text := testutil.Text(res)
-	for _, m := range listedTabText.FindAllStringSubmatch(text, -1) {
-		id, _ := strconv.Atoi(m[1])
-		tabs = append(tabs, listedTab{id: id, url: m[2], marks: m[3]})
-	}
+	tabs = tabLines(text)
 	if m := tabWindowsText.FindStringSubmatch(text); m != nil {
 		windows, _ = strconv.Atoi(m[1])
 	} else if len(tabs) > 0 {

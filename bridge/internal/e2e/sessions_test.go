@@ -158,6 +158,24 @@ var (
 	tabSessionText = regexp.MustCompile(`session "([^"]*)"`)
 )
 
+// tabLines reads tabs_context(_mcp)'s lines, "- tab N: title — URL
+// [marks]", with no group (-1) and no status.
+func tabLines(text string) []tabInfo {
+	tabs := []tabInfo{}
+	for _, m := range tabLineText.FindAllStringSubmatch(text, -1) {
+		id, _ := strconv.Atoi(m[1])
+		tab := tabInfo{TabID: id, GroupID: -1, Title: m[2], URL: m[3]}
+		marks := ", " + m[4] + ","
+		tab.InThisSession = strings.Contains(marks, ", this session,")
+		tab.Current = strings.Contains(marks, ", current,")
+		if s := tabSessionText.FindStringSubmatch(m[4]); s != nil {
+			tab.Session = s[1]
+		}
+		tabs = append(tabs, tab)
+	}
+	return tabs
+}
+
 // tabsFrom reads tabs_context(_mcp)'s text, "- tab N: title — URL
 // [marks]" a line, and adds each tab's group from dev_utils state's JSON.
 func tabsFrom(tool, listText, stateText string) ([]tabInfo, error) {
@@ -175,21 +193,12 @@ func tabsFrom(tool, listText, stateText string) ([]tabInfo, error) {
 	for _, s := range state.Tabs {
 		groups[s.TabID], status[s.TabID] = s.GroupID, s.Status
 	}
-	tabs := []tabInfo{}
-	for _, m := range tabLineText.FindAllStringSubmatch(listText, -1) {
-		id, _ := strconv.Atoi(m[1])
-		group, ok := groups[id]
-		if !ok {
-			group = -1
+	tabs := tabLines(listText)
+	for i, tab := range tabs {
+		if g, ok := groups[tab.TabID]; ok {
+			tabs[i].GroupID = g
 		}
-		tab := tabInfo{TabID: id, GroupID: group, Status: status[id], Title: m[2], URL: m[3]}
-		marks := ", " + m[4] + ","
-		tab.InThisSession = strings.Contains(marks, ", this session,")
-		tab.Current = strings.Contains(marks, ", current,")
-		if s := tabSessionText.FindStringSubmatch(m[4]); s != nil {
-			tab.Session = s[1]
-		}
-		tabs = append(tabs, tab)
+		tabs[i].Status = status[tab.TabID]
 	}
 	if len(tabs) == 0 && !strings.Contains(listText, "no tabs") && !strings.HasPrefix(listText, "No tabs") {
 		return nil, fmt.Errorf("%s lists no tabs and does not say it has none: %q", tool, clip(listText, 300))
