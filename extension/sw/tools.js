@@ -1,11 +1,15 @@
 // The tool registry: tools/list and tools/call (docs/protocol.md).
 //
-// A tool is `{name, title?, description, inputSchema, annotations, outputSchema?, async run(args, ctx)}`.
-// run returns an MCP CallToolResult-like `{content: [...], structuredContent?}`
-// (a bare string or object is wrapped). Throwing ToolError(msg), or anything
-// else, answers `{isError: true, content: [{type: "text", text: msg}]}`: a
-// tool that ran and failed is a result, not a protocol error. Protocol
-// refusals are JSON-RPC errors: an unknown tool or invalid arguments -32602.
+// A tool is `{name, title?, description, inputSchema, annotations, async run(args, ctx)}`.
+// run returns an MCP CallToolResult-like `{content: [...]}` (a bare string or
+// object is wrapped as text). Results carry content only, never
+// structuredContent: Claude Code hands a model JSON.stringify(structuredContent)
+// in place of a result's text whenever a result has both (images are kept),
+// so the text, which says what a model acts on, would be lost. The text
+// carries everything (ids, URIs, sizes); no tool declares an outputSchema.
+// Throwing ToolError(msg), or anything else, answers
+// `{isError: true, content: [{type: "text", text: msg}]}`: a tool that ran
+// and failed is a result, not a protocol error. Protocol refusals are JSON-RPC errors: an unknown tool or invalid arguments -32602.
 //
 // ctx = {session: {id, client, remote}, requestId, signal, progress(progress, total?, message?),
 //        resolveTab(tabId?, {create?}), createTab(url?), sessions}
@@ -94,7 +98,6 @@ export function list() {
         annotations: listedAnnotations(t.annotations),
       };
       if (t.title) out.title = t.title;
-      if (t.outputSchema) out.outputSchema = t.outputSchema;
       return out;
     }),
   };
@@ -257,7 +260,7 @@ function normalise(r) {
   if (r === undefined || r === null) return { content: [] };
   if (typeof r === 'string') return { content: [{ type: 'text', text: r }] };
   if (Array.isArray(r.content)) return r;
-  return { content: [{ type: 'text', text: JSON.stringify(r) }], structuredContent: r };
+  return { content: [{ type: 'text', text: JSON.stringify(r) }] };
 }
 
 function firstText(r) {

@@ -17,6 +17,22 @@ beforeEach(() => {
   tools.register(coreTools);
 });
 
+/** The tab id a tabs_create or navigate result names ("Opened tab N", "Navigated in tab N"). */
+function tabIdOf(r) {
+  const m = /\btab (\d+)\b/.exec(r.content[0].text);
+  assert.ok(m, `no tab id in ${r.content[0].text}`);
+  return Number(m[1]);
+}
+
+/** tabs_context's lines: `- tab N: title — url [marks]`, as {tabId, url, marks}. */
+function tabLines(r) {
+  return [...r.content[0].text.matchAll(/^- tab (\d+): .* — (\S*)(?: \[(.*)\])?$/gm)].map((m) => ({
+    tabId: Number(m[1]),
+    url: m[2],
+    marks: m[3] || '',
+  }));
+}
+
 function call(name, args = {}, session = A) {
   return tools.call(
     { name, arguments: args, _meta: { 'browserbridge/session': session } },
@@ -27,22 +43,24 @@ function call(name, args = {}, session = A) {
 test('navigate loads a URL in the session tab and waits for the load', async () => {
   const r = await call('navigate', { url: 'example.com/path' });
   assert.ok(!r.isError, r.content[0].text);
-  const { tabId, url, title, timedOut } = r.structuredContent;
-  assert.equal(url, 'https://example.com/path');
-  assert.equal(title, 'Title of https://example.com/path');
-  assert.equal(timedOut, undefined, 'a load that finished says nothing of a timeout');
+  assert.equal(r.structuredContent, undefined, 'Claude Code would hand a model the structured copy, not the text');
+  const tabId = tabIdOf(r);
+  assert.equal(
+    r.content[0].text,
+    `Navigated in tab ${tabId}: https://example.com/path — "Title of https://example.com/path".`,
+    'a load that finished says nothing of a timeout',
+  );
   assert.notEqual(fake.tabsById.get(tabId).groupId, -1, 'the tab is not in the session group');
-  assert.match(r.content[0].text, /Navigated in tab \d+: https:\/\/example.com\/path/);
 });
 
 test('navigate back, forward and reload; no history is a tool error', async () => {
   const first = await call('navigate', { url: 'https://one.example/' });
-  const tabId = first.structuredContent.tabId;
+  const tabId = tabIdOf(first);
   await call('navigate', { url: 'https://two.example/' });
   let r = await call('navigate', { action: 'back' });
-  assert.equal(r.structuredContent.url, 'https://one.example/');
+  assert.match(r.content[0].text, new RegExp(`^Went back in tab ${tabId}: https://one\\.example/ `));
   r = await call('navigate', { url: 'forward', tabId });
-  assert.equal(r.structuredContent.url, 'https://two.example/');
+  assert.match(r.content[0].text, new RegExp(`^Went forward in tab ${tabId}: https://two\\.example/ `));
   r = await call('navigate', { action: 'reload' });
   assert.match(r.content[0].text, /^Reloaded/);
   r = await call('navigate', { action: 'forward' });
@@ -68,28 +86,28 @@ test('tabs_create opens tabs in the session group; tabs_context marks them', asy
   const b = await call('tabs_create', { url: 'https://b.example/' }, B);
   fake.userTab('https://mine.example/');
   const all = await call('tabs_context');
-  const tabs = all.structuredContent.tabs;
+  const tabs = tabLines(all);
   assert.equal(tabs.length, 3);
-  const ta = tabs.find((t) => t.tabId === a.structuredContent.tabId);
-  const tb = tabs.find((t) => t.tabId === b.structuredContent.tabId);
-  assert.equal(ta.inThisSession, true);
-  assert.equal(ta.current, true);
-  assert.equal(tb.inThisSession, false);
-  assert.equal(tb.session, 'Cursor');
-  assert.match(all.content[0].text, /session "Cursor"/);
+  const ta = tabs.find((t) => t.tabId === tabIdOf(a));
+  const tb = tabs.find((t) => t.tabId === tabIdOf(b));
+  assert.match(ta.marks, /\bcurrent, this session\b/);
+  assert.doesNotMatch(tb.marks, /this session/);
+  assert.match(tb.marks, /session "Cursor"/);
 
   const mine = await call('tabs_context_mcp');
   assert.deepEqual(
-    mine.structuredContent.tabs.map((t) => t.tabId),
-    [a.structuredContent.tabId],
+    tabLines(mine).map((t) => t.tabId),
+    [tabIdOf(a)],
   );
 });
 
 test('tabs_context_mcp can open a tab when the session has none', async () => {
   let r = await call('tabs_context_mcp');
-  assert.deepEqual(r.structuredContent.tabs, []);
+  assert.deepEqual(tabLines(r), []);
+  assert.match(r.content[0].text, /^Your session has no tabs yet/);
   r = await call('tabs_context_mcp', { createIfEmpty: true });
-  assert.equal(r.structuredContent.tabs.length, 1);
+  assert.equal(tabLines(r).length, 1);
+  assert.match(r.content[0].text, /^Your session has 1 tab:/);
 });
 
 test('normaliseUrl', () => {

@@ -267,13 +267,13 @@ test('form_input results: each field named, an error only when all failed', () =
   const all = fillResult([good, box]);
   assert.equal(all.isError, undefined);
   assert.match(all.content[0].text, /^Set 2 fields:\n- textbox "Name"/);
-  // The structured content keeps what a program acts on; role, name and the old value are the text's.
-  assert.deepEqual(all.structuredContent, {
-    filled: 2,
-    failed: 0,
-    results: [
-      { field: 'ref_1', ok: true, ref: 'ref_1', value: 'Ada' },
-      { field: '#agree', ok: true, ref: 'ref_2', checked: true },
+  // The text is the whole result (Claude Code would hand a model a structured copy in its place).
+  assert.deepEqual(all, {
+    content: [
+      {
+        type: 'text',
+        text: 'Set 2 fields:\n- textbox "Name" [ref_1]: "Ada" (was "old").\n- checkbox "I agree" [ref_2]: checked.',
+      },
     ],
   });
 

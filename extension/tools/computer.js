@@ -164,8 +164,7 @@ async function screenshotResult(tab, args, { region } = {}) {
       });
   const content = [{ type: 'image', data: shot.data, mimeType: shot.mimeType }];
   // What a model acts on: the image's size and its id, and how its pixels
-  // map to CSS px only when they differ (Claude Code hands a model the
-  // structured content in place of this text, so it carries the same).
+  // map to CSS px only when they differ.
   const lossy = shot.quality ? ` q${shot.quality}` : '';
   const perCss = Math.abs(shot.scale - 1) > 0.005 ? `, ${round(shot.scale)} image px per CSS px` : '';
   let text = region
@@ -175,15 +174,6 @@ async function screenshotResult(tab, args, { region } = {}) {
     ? ` Screenshot id: ${id}. Its full resolution (${full.width}x${full.height} PNG) is the resource ${full.uri} (resources/read); upload_image takes the same id.`
     : ` Screenshot id: ${id}.`;
   if (shot.overBudget) text += ' Note: still above the size budget at the lowest quality.';
-  const structured = {
-    id,
-    width: shot.width,
-    height: shot.height,
-    format: shot.format,
-    ...(shot.quality ? { quality: shot.quality } : {}),
-    scale: shot.scale,
-    tabId: tab.id,
-  };
   if (full) {
     content.push({
       type: 'resource_link',
@@ -192,10 +182,9 @@ async function screenshotResult(tab, args, { region } = {}) {
       mimeType: 'image/png',
       description: `Full-resolution screenshot, ${full.width}x${full.height} PNG (${Math.round((full.chars * 0.75) / 1024)} KiB)`,
     });
-    structured.fullResolution = { uri: full.uri, width: full.width, height: full.height };
   }
   content.push({ type: 'text', text });
-  return { content, structuredContent: structured };
+  return { content };
 }
 
 function sleep(ms, signal) {

@@ -72,7 +72,6 @@ export const consoleTool = {
       content: [
         { type: 'text', text: lines.length ? `${head}\n${lines.join('\n')}` : `${head}\nNo matching messages.` },
       ],
-      structuredContent: { tabId: tab.id, total: r.total, dropped: r.dropped, messages: r.entries },
     };
   },
 };
@@ -165,7 +164,6 @@ export const networkTool = {
       content: [
         { type: 'text', text: lines.length ? `${head}\n${lines.join('\n')}` : `${head}\nNo matching requests.` },
       ],
-      structuredContent: { tabId: tab.id, total: r.total, dropped: r.dropped, requests: r.entries },
     };
   },
 };

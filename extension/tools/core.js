@@ -26,8 +26,9 @@ function describe(tab, { owner, mine, current }) {
   };
 }
 
-function line(t) {
+function line(t, windows) {
   const marks = [
+    windows > 1 && `window ${t.windowId}`,
     t.current && 'current',
     t.inThisSession && 'this session',
     !t.inThisSession && t.session && `session "${t.session}"`,
@@ -48,7 +49,7 @@ async function context(ctx, onlyMine) {
     const mine = owner?.id === ctx.session.id;
     return describe(tab, { owner, mine, current: mine && self?.currentTabId === tab.id });
   });
-  return { tabs, currentTabId: self?.currentTabId ?? null };
+  return tabs;
 }
 
 /** tabs_context: every open tab, marking this session's. */
@@ -58,9 +59,12 @@ const tabsContext = {
   inputSchema: { type: 'object', properties: {}, additionalProperties: false },
   annotations: { readOnlyHint: true, openWorldHint: false },
   async run(args, ctx) {
-    const { tabs, currentTabId } = await context(ctx, false);
-    const text = tabs.length ? `${tabs.length} open tabs:\n${tabs.map(line).join('\n')}` : 'No tabs are open.';
-    return { content: [{ type: 'text', text }], structuredContent: { tabs, currentTabId } };
+    const tabs = await context(ctx, false);
+    // The window only when there are several: which tabs share one is then worth a word.
+    const windows = new Set(tabs.map((t) => t.windowId)).size;
+    const head = `${tabs.length} open tab${tabs.length === 1 ? '' : 's'}${windows > 1 ? ` in ${windows} windows` : ''}:`;
+    const text = tabs.length ? `${head}\n${tabs.map((t) => line(t, windows)).join('\n')}` : 'No tabs are open.';
+    return { content: [{ type: 'text', text }] };
   },
 };
 
@@ -79,15 +83,15 @@ const tabsContextMcp = {
   },
   annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
   async run(args, ctx) {
-    let { tabs, currentTabId } = await context(ctx, true);
+    let tabs = await context(ctx, true);
     if (!tabs.length && args.createIfEmpty) {
       await ctx.createTab('about:blank');
-      ({ tabs, currentTabId } = await context(ctx, true));
+      tabs = await context(ctx, true);
     }
     const text = tabs.length
-      ? `Your session has ${tabs.length} tab${tabs.length === 1 ? '' : 's'}:\n${tabs.map(line).join('\n')}`
+      ? `Your session has ${tabs.length} tab${tabs.length === 1 ? '' : 's'}:\n${tabs.map((t) => line(t, 1)).join('\n')}`
       : "Your session has no tabs yet. navigate with a url opens one in your session's tab group and loads the page (tabs_create_mcp opens one too); the page tools need a tab and do not open one.";
-    return { content: [{ type: 'text', text }], structuredContent: { tabs, currentTabId } };
+    return { content: [{ type: 'text', text }] };
   },
 };
 
@@ -129,7 +133,6 @@ function createTool(name, description) {
       const tab = await ctx.createTab('about:blank');
       await trackTab(tab.id).catch(() => {}); // chrome:// pages cannot be debugged
       if (url !== 'about:blank') await chrome.tabs.update(tab.id, { url });
-      const info = { tabId: tab.id, windowId: tab.windowId, url, groupId: tab.groupId };
       return {
         content: [
           {
@@ -137,7 +140,6 @@ function createTool(name, description) {
             text: `Opened tab ${tab.id} (${url}) in your session's tab group; it is now your current tab.`,
           },
         ],
-        structuredContent: info,
       };
     },
   };
@@ -232,13 +234,6 @@ const navigate = {
               }),
           },
         ],
-        structuredContent: {
-          tabId: tab.id,
-          url: failed.url || done.url || '',
-          error: failed.error || null,
-          status: 'failed',
-          ...(http ? { httpStatus: doc.status } : {}),
-        },
       };
     }
     const doc = await loadedDoc;
@@ -257,14 +252,6 @@ const navigate = {
             }),
           },
         ],
-        structuredContent: {
-          tabId: tab.id,
-          url: done.url || doc.url || '',
-          title: done.title || '',
-          status: 'complete',
-          httpStatus: doc.status,
-          timedOut,
-        },
       };
     }
     const what = action ? { back: 'Went back', forward: 'Went forward', reload: 'Reloaded' }[action] : 'Navigated';
@@ -272,19 +259,7 @@ const navigate = {
     const text =
       `${what} in tab ${tab.id}: ${done.url || target} — "${done.title || ''}"${entry}` +
       (timedOut ? `. The page had not finished loading after ${timeoutMs} ms; it may still be loading.` : '.');
-    // Where the tab is, and only what is out of the ordinary: a load that
-    // got here is complete with a 2xx or 3xx status unless timedOut says so
-    // (Claude Code hands a model this in place of the text).
-    return {
-      content: [{ type: 'text', text }],
-      structuredContent: {
-        tabId: tab.id,
-        url: done.url || '',
-        title: done.title || '',
-        ...(timedOut ? { timedOut } : {}),
-        ...(stepped ? { historyEntry: stepped.to + 1, historyLength: stepped.entries } : {}),
-      },
-    };
+    return { content: [{ type: 'text', text }] };
   },
 };
 

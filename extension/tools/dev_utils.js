@@ -40,18 +40,23 @@ export default {
   async run(args, ctx) {
     switch (args.action) {
       case 'echo':
-        return {
-          content: [{ type: 'text', text: JSON.stringify(args.message ?? null) }],
-          structuredContent: { message: args.message ?? null },
-        };
+        return { content: [{ type: 'text', text: JSON.stringify(args.message ?? null) }] };
       case 'state': {
         const st = {
           extension: { id: chrome.runtime.id, version: chrome.runtime.getManifest().version },
           session: ctx.session,
           captures: captureStats(),
           screenshots: listScreenshots(),
+          // Every tab's window, tab group and load status: what a model needs
+          // of them is in tabs_context's lines; a test checks these themselves.
+          tabs: (await chrome.tabs.query({})).map((t) => ({
+            tabId: t.id,
+            windowId: t.windowId,
+            groupId: t.groupId ?? -1,
+            status: t.status || 'unknown',
+          })),
         };
-        return { content: [{ type: 'text', text: JSON.stringify(st, null, 2) }], structuredContent: st };
+        return { content: [{ type: 'text', text: JSON.stringify(st, null, 2) }] };
       }
       default: {
         const action = Object.hasOwn(extra, args.action) ? extra[args.action] : null;

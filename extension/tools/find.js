@@ -38,7 +38,6 @@ async function run(args, ctx) {
           text: `No visible element matches ${JSON.stringify(args.query)} in tab ${tab.id}. Try other words, a CSS selector, or read_page with filter "interactive".`,
         },
       ],
-      structuredContent: { matches: [], total: 0, mode: res.mode },
     };
   }
   const lines = res.matches.map((m) => {
@@ -58,7 +57,6 @@ async function run(args, ctx) {
         text: `${res.matches.length} match${res.matches.length === 1 ? '' : 'es'} ${how}${more}:\n${lines.join('\n')}`,
       },
     ],
-    structuredContent: { mode: res.mode, total: res.total, matches: res.matches.map(({ score, ...m }) => m) },
   };
 }
 

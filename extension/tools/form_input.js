@@ -94,21 +94,10 @@ export function describeField(r) {
 }
 
 /**
- * A field's outcome for the structured content: what a program (and Claude
- * Code's model, which gets this in place of the text) acts on, the field as
- * named, its ref and what it now holds; role, name and the old value stay in
- * the text.
- */
-export function fieldOutcome({ field, ok, ref, value, checked, note, error }) {
-  if (!ok) return { field, ok, error };
-  return { field, ok, ref, ...(checked !== undefined ? { checked } : { value }), ...(note ? { note } : {}) };
-}
-
-/**
  * The tool's result for the page's per-field results: an error only when
  * every field failed; the text names each field that failed either way.
  * @param {Array<object>} results the page's results, one per field in order
- * @returns {{isError?: boolean, content: Array<object>, structuredContent: object}}
+ * @returns {{isError?: boolean, content: Array<object>}}
  */
 export function fillResult(results) {
   const failed = results.filter((r) => !r.ok);
@@ -123,7 +112,6 @@ export function fillResult(results) {
   return {
     ...(filled === 0 ? { isError: true } : {}),
     content: [{ type: 'text', text: `${head}\n${lines.join('\n')}` }],
-    structuredContent: { filled, failed: failed.length, results: results.map(fieldOutcome) },
   };
 }
 
@@ -151,8 +139,7 @@ async function run(args, ctx) {
     // One field: its own words, as a tool error when it failed.
     const [r] = results;
     if (!r.ok) throw new ToolError(r.error);
-    const { ok, field, ...rest } = fieldOutcome(r);
-    return { content: [{ type: 'text', text: describeField(r) + then }], structuredContent: rest };
+    return { content: [{ type: 'text', text: describeField(r) + then }] };
   }
   const res = fillResult(results);
   res.content[0].text += then;

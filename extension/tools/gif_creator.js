@@ -414,16 +414,9 @@ async function run(args, ctx) {
           { type: 'resource_link', uri: SCREENSHOT_URI_PREFIX + id, name, mimeType: 'image/gif' },
           {
             type: 'text',
-            text: `GIF ${name}: ${g.frames} frames, ${g.width}x${g.height}, ${Math.round(g.bytes.length / 1024)} KiB.`,
+            text: `GIF ${name}: ${g.frames} frames, ${g.width}x${g.height}, ${Math.round(g.bytes.length / 1024)} KiB; the resource ${SCREENSHOT_URI_PREFIX + id} (resources/read), id ${id} for upload_image.`,
           },
         ],
-        structuredContent: {
-          frames: g.frames,
-          width: g.width,
-          height: g.height,
-          bytes: g.bytes.length,
-          uri: SCREENSHOT_URI_PREFIX + id,
-        },
       };
     }
     default:

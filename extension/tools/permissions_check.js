@@ -92,6 +92,6 @@ export default {
             .join(', ')}${page.secureContext ? '' : ' (not a secure context: powerful features are unavailable)'}.`
         : 'Site permissions: unknown (page not scriptable).',
     ];
-    return { content: [{ type: 'text', text: lines.join('\n') }], structuredContent: res };
+    return { content: [{ type: 'text', text: lines.join('\n') }] };
   },
 };

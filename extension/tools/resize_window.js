@@ -46,9 +46,6 @@ export default {
       (win.width !== args.width || win.height !== args.height
         ? ' (The window manager or screen limited the size.)'
         : '');
-    return {
-      content: [{ type: 'text', text }],
-      structuredContent: { windowId: win.id, width: win.width, height: win.height, viewport },
-    };
+    return { content: [{ type: 'text', text }] };
   },
 };

@@ -55,7 +55,6 @@ export const shortcutsList = {
         content: [
           { type: 'text', text: 'No shortcuts are saved. The user can add them in the Browser Bridge options page.' },
         ],
-        structuredContent: { shortcuts: [] },
       };
     }
     const lines = list.map(
@@ -64,9 +63,6 @@ export const shortcutsList = {
     );
     return {
       content: [{ type: 'text', text: `${list.length} shortcut${list.length === 1 ? '' : 's'}:\n${lines.join('\n')}` }],
-      structuredContent: {
-        shortcuts: list.map((s) => ({ id: s.id, name: s.name, description: s.description || '', steps: s.steps })),
-      },
     };
   },
 };
@@ -136,7 +132,7 @@ export const shortcutsExecute = {
     }
     const summary = `Shortcut "${sc.name}": ${results.filter((r) => r.ok).length} of ${sc.steps.length} steps succeeded${failed && !args.continue_on_error ? '; stopped at the first failure' : ''}.`;
     content.unshift({ type: 'text', text: summary });
-    const out = { content, structuredContent: { shortcut: sc.name, steps: results } };
+    const out = { content };
     if (failed && !args.continue_on_error) out.isError = true;
     return out;
   },

@@ -22,7 +22,7 @@ export const turnAnswerStart = {
   async run(args, ctx) {
     const state = { state: 'answering', since: Date.now(), summary: args.summary || '' };
     await ctx.sessions.setActivity(ctx.session.id, state);
-    return { content: [{ type: 'text', text: 'Activity set to "answering".' }], structuredContent: state };
+    return { content: [{ type: 'text', text: 'Activity set to "answering".' }] };
   },
 };
 
@@ -39,7 +39,7 @@ export const turnAnswerComplete = {
   async run(args, ctx) {
     const state = { state: 'idle', since: Date.now(), summary: args.summary || '' };
     await ctx.sessions.setActivity(ctx.session.id, state);
-    return { content: [{ type: 'text', text: 'Activity set to "idle".' }], structuredContent: state };
+    return { content: [{ type: 'text', text: 'Activity set to "idle".' }] };
   },
 };
 

@@ -67,7 +67,6 @@ export default {
           text: `Plan updated: ${done}/${args.plan.length} steps completed. The user sees it in the Browser Bridge popup.`,
         },
       ],
-      structuredContent: { steps: args.plan.length, completed: done },
     };
   },
 };

@@ -98,6 +98,6 @@ export default {
       r.mode === 'file-input'
         ? `Put ${f.name} (${f.type}, ${f.size} bytes) into the file input [${args.ref}].`
         : `Dropped ${f.name} (${f.type}, ${f.size} bytes) onto [${args.ref}]${r.accepted ? '; the page handled the drop' : '; the page did not cancel the drop event, so it may not accept files there'}.`;
-    return { content: [{ type: 'text', text }], structuredContent: r };
+    return { content: [{ type: 'text', text }] };
   },
 };

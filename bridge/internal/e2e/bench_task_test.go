@@ -181,7 +181,7 @@ func taskSteps() []taskStep {
 		}},
 		{"back", func(tb testing.TB, t *taskRun) []*mcp.CallToolResult {
 			res := t.c.call(tb, "navigate", map[string]any{"action": "back", "tabId": t.tab})
-			if m, ok := structured(res); !ok || m["url"] != t.order {
+			if nav, ok := navigated(res); !ok || nav.url != t.order {
 				tb.Fatalf("navigate back went to %s, want %s", describe(res), t.order)
 			}
 			return []*mcp.CallToolResult{res}

@@ -112,19 +112,16 @@ func BenchmarkTools(b *testing.B) {
 
 	// The raw native-messaging echo, timed inside the extension: 200 round
 	// trips of 64 bytes per call.
-	var raw map[string]any
+	var raw *echoBench
 	b.Run("native_echo_raw", func(b *testing.B) {
 		res := c.call(b, "dev_utils", map[string]any{"action": "native_echo_benchmark", "host": echoHostName, "count": 200, "size": 64})
-		m, ok := structured(res)
+		e, ok := echoBenchOf(res)
 		if !ok {
 			b.Fatalf("native_echo_benchmark: %s", describe(res))
 		}
-		raw = m
-		for _, k := range []string{"median", "p95"} {
-			if v, ok := m[k].(float64); ok {
-				b.ReportMetric(v, map[string]string{"median": "p50-ms", "p95": "p95-ms"}[k])
-			}
-		}
+		raw = &e
+		b.ReportMetric(e.median, "p50-ms")
+		b.ReportMetric(e.p95, "p95-ms")
 		b.ReportMetric(0, "ns/op")
 	})
 
@@ -141,7 +138,7 @@ func BenchmarkTools(b *testing.B) {
 	if noop := results["dev_utils_echo_noop"]; len(noop) > 0 && raw != nil {
 		p50, p95 := quantiles(noop)
 		fmt.Fprintf(&sb, "no-op round trip: whole chain (dev_utils echo) p50 %.3f ms, p95 %.3f ms; raw native echo in the same browser p50 %v ms, p95 %v ms (%v round trips of %v B)\n",
-			ms(p50), ms(p95), raw["median"], raw["p95"], raw["count"], raw["size"])
+			ms(p50), ms(p95), raw.median, raw.p95, raw.count, raw.size)
 	}
 	// On stdout, so that the figures show without -v (b.Log would hide them).
 	fmt.Print(sb.String())

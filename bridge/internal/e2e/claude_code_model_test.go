@@ -170,10 +170,10 @@ func claudeBinary(t *testing.T) string {
 // CLI (its model stood in for by scriptedModel) and reads what it hands a
 // model of our results. Claude Code gives a model a result's structured
 // content in place of its text when both are there, and keeps its images:
-// so javascript_tool's value must be in a result without structured
-// content, navigate's structured content must say where the tab is, and a
-// screenshot must reach the model as an image, in PNG (the default) and in
-// WebP (format webp), with its id.
+// so our results carry no structured content, and the model must get each
+// text as it is: navigate's tab and URL, javascript_tool's value, find's
+// refs, form_input's per-field lines, and a screenshot as an image, in PNG
+// (the default) and in WebP (format webp), with its id.
 func TestClaudeCodeHandsTheModel(t *testing.T) {
 	bin := claudeBinary(t)
 	w := startWorld(t, worldOptions{})
@@ -181,6 +181,8 @@ func TestClaudeCodeHandsTheModel(t *testing.T) {
 	model := &scriptedModel{script: []scriptedCall{
 		{"navigate", map[string]any{"url": order}},
 		{"javascript_tool", map[string]any{"code": "document.title + ' / ' + location.pathname"}},
+		{"find", map[string]any{"query": "#email"}},
+		{"form_input", map[string]any{"fields": []map[string]any{{"selector": "#name", "value": "Ada"}, {"selector": "#quantity", "value": 2}}}},
 		{"computer", map[string]any{"action": "screenshot"}},
 		{"computer", map[string]any{"action": "screenshot", "format": "webp"}},
 	}}
@@ -217,8 +219,10 @@ func TestClaudeCodeHandsTheModel(t *testing.T) {
 		text   string // a text the model must get
 		images int
 	}{
-		{"navigate", order, 0},
+		{"navigate", "Navigated in tab ", 0},
 		{"javascript_tool", "E2E order / /order.html", 0},
+		{"find", "<input> [ref_", 0},
+		{"form_input", "Set 2 fields:\n- textbox ", 0},
 		{"screenshot", "shot_", 1},
 		{"screenshot webp", "shot_", 1},
 	} {

@@ -68,6 +68,9 @@ type world struct {
 	mu       sync.Mutex
 	sessions []*mcp.ClientSession
 	stopped  bool
+
+	stateMu sync.Mutex
+	state   *client // a local session that reads dev_utils state (w.stateReader)
 }
 
 type worldOptions struct {

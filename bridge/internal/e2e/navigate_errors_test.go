@@ -67,19 +67,12 @@ func startErrorPages(t *testing.T) *httptest.Server {
 // (every tab of every window) lists them.
 func (c *client) tabsAndWindows(t testing.TB) (tabs, windows int) {
 	t.Helper()
-	m, ok := structured(c.call(t, "tabs_context", nil))
-	list, _ := m["tabs"].([]any)
-	if !ok {
-		t.Fatalf("tabs_context gave no structured tab list")
+	res := c.call(t, "tabs_context", nil)
+	list, windows := listedTabs(res)
+	if len(list) == 0 && !strings.HasPrefix(testutil.Text(res), "No tabs are open") {
+		t.Fatalf("tabs_context lists no tabs: %s", describe(res))
 	}
-	seen := map[float64]bool{}
-	for _, x := range list {
-		tab, _ := x.(map[string]any)
-		if id, ok := tab["windowId"].(float64); ok {
-			seen[id] = true
-		}
-	}
-	return len(list), len(seen)
+	return len(list), windows
 }
 
 // toolError calls a tool that must fail as a tool (isError) and returns
@@ -123,8 +116,8 @@ func testNoTabYet(t *testing.T, w *world, _ *httptest.Server) {
 	if tabs, windows := observer.tabsAndWindows(t); tabs != tabs0 || windows != windows0 {
 		t.Fatalf("calls of a session without a tab changed the browser from %d tabs in %d windows to %d in %d", tabs0, windows0, tabs, windows)
 	}
-	if m, _ := structured(fresh.call(t, "tabs_context_mcp", nil)); len(m["tabs"].([]any)) != 0 {
-		t.Fatalf("the session without a tab has tabs after its failed calls: %v", m["tabs"])
+	if mine, _ := listedTabs(fresh.call(t, "tabs_context_mcp", nil)); len(mine) != 0 {
+		t.Fatalf("the session without a tab has tabs after its failed calls: %v", mine)
 	}
 
 	// What the error says to do works: navigate with a url opens one tab in
@@ -139,9 +132,8 @@ func testNoTabYet(t *testing.T, w *world, _ *httptest.Server) {
 	if tabs, _ := observer.tabsAndWindows(t); tabs != tabs0+1 {
 		t.Errorf("navigate in a session without a tab: %d tabs, want %d", tabs, tabs0+1)
 	}
-	m, _ := structured(fresh.call(t, "tabs_context_mcp", nil))
-	if mine, _ := m["tabs"].([]any); len(mine) != 1 {
-		t.Errorf("after navigate the session's group holds %d tabs, want 1: %v", len(mine), m["tabs"])
+	if mine, _ := listedTabs(fresh.call(t, "tabs_context_mcp", nil)); len(mine) != 1 {
+		t.Errorf("after navigate the session's group holds %d tabs, want 1: %v", len(mine), mine)
 	}
 	if text := testutil.Text(fresh.call(t, "read_page", nil)); !strings.Contains(text, index) {
 		t.Errorf("read_page after navigate does not read %s:\n%s", index, clip(text, 500))
@@ -300,7 +292,10 @@ func testScreenshotOneID(t *testing.T, w *world, _ *httptest.Server) {
 		t.Fatalf("the text names %s; the resource link is %+v", id, link)
 	}
 	if got := imageIDOf(res); got != id {
-		t.Errorf("the structured id is %q, the text's %q", got, id)
+		t.Errorf("the text's \"Screenshot id:\" is %q, the resource's %q", got, id)
+	}
+	if !strings.Contains(text, "the resource browserbridge://screenshots/"+id) {
+		t.Errorf("the text does not name the full resolution's resource URI: %q", text)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callWait)
 	defer cancel()
@@ -349,14 +344,11 @@ func testHistorySteps(t *testing.T, w *world, errPages *httptest.Server) {
 		if err != nil {
 			t.Fatalf("navigate %s: %v", action, err)
 		}
-		m, _ := structured(res)
-		url, _ = m["url"].(string)
-		e, _ := m["historyEntry"].(float64)
-		n, _ := m["historyLength"].(float64)
-		if res.IsError && e == 0 {
+		nav, _ := navigated(res)
+		if res.IsError && nav.entry == 0 {
 			return "", 0, 0 // the end of the history (or a failed load: the caller checks)
 		}
-		return url, int(e), int(n)
+		return nav.url, nav.entry, nav.length
 	}
 	// Back from the 404 page, one page at a time, to the first.
 	last := -1
@@ -380,8 +372,7 @@ func testHistorySteps(t *testing.T, w *world, errPages *httptest.Server) {
 	// error that names its status, and then the end.
 	for i := 1; i < len(pages); i++ {
 		res, _ := c.cs.CallTool(bg(callWait), &mcp.CallToolParams{Name: "navigate", Arguments: map[string]any{"action": "forward", "tabId": tab}})
-		m, _ := structured(res)
-		if url, _ := m["url"].(string); url != pages[i] {
+		if nav, _ := navigated(res); nav.url != pages[i] {
 			t.Fatalf("forward to %s: %s", pages[i], describe(res))
 		}
 		if i == len(pages)-1 && (!res.IsError || !strings.Contains(testutil.Text(res), "404")) {

@@ -39,19 +39,40 @@ func TestPageAgent(t *testing.T) {
 	}
 }
 
-// fieldResults are form_input's per-field results from its structured
-// content, by field (the ref or selector the call named).
-func fieldResults(t *testing.T, res *mcp.CallToolResult) map[string]map[string]any {
+// fieldSetLine and fieldFailedLine are form_input's line for a field it
+// set (`- textbox "Email" [ref_7]: "a@b.c"`) and for one it did not
+// (`- #x: not set: why`).
+var (
+	fieldSetLine    = regexp.MustCompile(`^- \S+ ".*" \[(ref_\d+)\]: `)
+	fieldFailedLine = regexp.MustCompile(`^- (.*): not set: (.+)$`)
+)
+
+// fieldResults are form_input's per-field results read from its text, one
+// line per field in the order the call named them (fields: each field's ref
+// or selector, in that order): ok, and the ref of a field set or the error
+// of one that was not.
+func fieldResults(t *testing.T, res *mcp.CallToolResult, fields ...string) map[string]map[string]any {
 	t.Helper()
-	m, ok := structured(res)
-	if !ok {
-		t.Fatalf("form_input gave no structured content: %s", describe(res))
+	if res.StructuredContent != nil {
+		t.Errorf("form_input has structured content; Claude Code would hand a model that in place of its text: %s", describe(res))
 	}
-	list, _ := m["results"].([]any)
+	var lines []string
+	for _, l := range strings.Split(testutil.Text(res), "\n") {
+		if strings.HasPrefix(l, "- ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != len(fields) {
+		t.Fatalf("form_input's text has %d field lines for %d fields:\n%s", len(lines), len(fields), testutil.Text(res))
+	}
 	out := map[string]map[string]any{}
-	for _, r := range list {
-		if f, ok := r.(map[string]any); ok {
-			out[f["field"].(string)] = f
+	for i, l := range lines {
+		if m := fieldSetLine.FindStringSubmatch(l); m != nil {
+			out[fields[i]] = map[string]any{"ok": true, "ref": m[1]}
+		} else if m := fieldFailedLine.FindStringSubmatch(l); m != nil && m[1] == fields[i] {
+			out[fields[i]] = map[string]any{"ok": false, "error": m[2]}
+		} else {
+			t.Errorf("form_input's line for field %s reads neither set nor not set: %q", fields[i], l)
 		}
 	}
 	return out
@@ -73,8 +94,9 @@ func testFormInputFields(t *testing.T, w *world) {
 	if got != want {
 		t.Fatalf("after one form_input call with 5 fields the form holds\n %+v\nwant\n %+v\n(form_input said %s)", got, want, describe(res))
 	}
-	results := fieldResults(t, res)
-	for _, f := range []string{nameRef, "#email", "#color", agreeRef, "input[name=size][value=l]"} {
+	fields := []string{nameRef, "#email", "#color", agreeRef, "input[name=size][value=l]"}
+	results := fieldResults(t, res, fields...)
+	for _, f := range fields {
 		r := results[f]
 		if r == nil || r["ok"] != true {
 			t.Errorf("form_input reports no success for field %s: %v", f, r)
@@ -100,10 +122,11 @@ func testFormInputFields(t *testing.T, w *world) {
 func testFormInputOneBad(t *testing.T, w *world) {
 	c := w.client("e2e-form-one-bad")
 	tab := c.newTab(t, w.pages.url("form.html"))
+	notesRef := c.refFor(t, tab, "#notes")
 	res := c.call(t, "form_input", map[string]any{"tabId": tab, "fields": []map[string]any{
 		{"selector": "#quantity", "value": 7},
 		{"selector": "#no-such-field", "value": "lost"},
-		{"ref": c.refFor(t, tab, "#notes"), "value": "still set"},
+		{"ref": notesRef, "value": "still set"},
 	}})
 	if got := c.readForm(t, tab); got.Quantity != "7" || got.Notes != "still set" {
 		t.Errorf("with one bad selector among three fields, the good ones hold quantity %q, notes %q; want 7 and \"still set\"", got.Quantity, got.Notes)
@@ -114,7 +137,7 @@ func testFormInputOneBad(t *testing.T, w *world) {
 			t.Errorf("form_input with one bad field: the text lacks %q:\n%s", want, text)
 		}
 	}
-	if r := fieldResults(t, res)["#no-such-field"]; r == nil || r["ok"] != false || r["error"] == "" {
+	if r := fieldResults(t, res, "#quantity", "#no-such-field", notesRef)["#no-such-field"]; r == nil || r["ok"] != false || r["error"] == "" {
 		t.Errorf("the bad field's result is %v; want ok false with an error", r)
 	}
 }
@@ -132,7 +155,7 @@ func testFormInputAllBad(t *testing.T, w *world) {
 			t.Errorf("form_input with every field bad: the error lacks %q:\n%s", want, text)
 		}
 	}
-	if n := len(fieldResults(t, res)); n != 3 {
+	if n := len(fieldResults(t, res, "#nothing-here", "p[", "ref_999999")); n != 3 {
 		t.Errorf("form_input with every field bad reports %d results, want 3", n)
 	}
 	// One field, failing: a tool error in that field's own words, as before.

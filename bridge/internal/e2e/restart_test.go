@@ -246,8 +246,10 @@ type pageText struct {
 // origin, then ", " and the rest of the address unless it is "/".
 var textOrigin = regexp.MustCompile(`^Origin: ([^\s,]+)(?:, (\S+?))?(?:\. |\n|$)`)
 
-func readPageText(res *mcp.CallToolResult) pageText {
-	text := testutil.Text(res)
+func readPageText(res *mcp.CallToolResult) pageText { return pageTextOf(testutil.Text(res)) }
+
+// pageTextOf is readPageText for a text from any client.
+func pageTextOf(text string) pageText {
 	var u string
 	if m := textOrigin.FindStringSubmatch(text); m != nil {
 		switch rest := m[2]; {
@@ -487,12 +489,8 @@ func TestRestartTypeScriptClient(t *testing.T) {
 	}
 
 	r := ts.Call(t, testutil.TSCall{Tool: "get_page_text"})
-	var text struct {
-		URL string `json:"url"`
-	}
-	_ = json.Unmarshal(r.Result.StructuredContent, &text)
-	if text.URL != page || !strings.Contains(r.Text(), belongs("e2e-restart-ts")) {
-		t.Fatalf("after the restart the TypeScript session read %s, not %s: %q", text.URL, page, clip(r.Text(), 300))
+	if got := pageTextOf(r.Text()).url; got != page || !strings.Contains(r.Text(), belongs("e2e-restart-ts")) {
+		t.Fatalf("after the restart the TypeScript session read %s, not %s: %q", got, page, clip(r.Text(), 300))
 	}
 	if r.SessionID != sessionID {
 		t.Fatalf("the TypeScript client's session id changed across the restart")
@@ -509,13 +507,15 @@ func TestRestartTypeScriptClient(t *testing.T) {
 func tsTabs(t *testing.T, c *testutil.TSClient) []tabInfo {
 	t.Helper()
 	a := c.Call(t, testutil.TSCall{Tool: "tabs_context_mcp"})
-	var v struct {
-		Tabs []tabInfo `json:"tabs"`
+	if a.Result != nil && a.Result.StructuredContent != nil {
+		t.Errorf("tabs_context_mcp through the TypeScript SDK has structuredContent %s; Claude Code would hand a model that in place of the text", a.Result.StructuredContent)
 	}
-	if err := json.Unmarshal(a.Result.StructuredContent, &v); err != nil {
-		t.Fatalf("tabs_context_mcp through the TypeScript SDK: %v: %s", err, a.Result.StructuredContent)
+	st := c.Call(t, testutil.TSCall{Tool: "dev_utils", Args: map[string]any{"action": "state"}})
+	tabs, err := tabsFrom("tabs_context_mcp through the TypeScript SDK", a.Text(), st.Text())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return v.Tabs
+	return tabs
 }
 
 // TestRestartLegacySSE: a legacy SSE session (2024-11-05) cannot outlive
@@ -811,14 +811,15 @@ func tryTabs(c *client, tool string) ([]tabInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	var v struct {
-		Tabs []tabInfo `json:"tabs"`
+	reader := c
+	if c.remote {
+		reader = c.w.stateReader() // dev_utils needs the full scope, which a remote client has not by default
 	}
-	b, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(b, &v); err != nil || v.Tabs == nil {
-		return nil, fmt.Errorf("%s: no structured list of tabs (%v): %s", tool, err, describe(res))
+	st, err := reader.try(bg(callWait), "dev_utils", map[string]any{"action": "state"})
+	if err != nil {
+		return nil, err
 	}
-	return v.Tabs, nil
+	return tabsFrom(tool, testutil.Text(res), testutil.Text(st))
 }
 
 // TestRestartFigures restarts the bridge several times (SIGKILL, the host

@@ -211,21 +211,12 @@ func argsJSON(args map[string]any) string {
 	return clip(string(b), 200)
 }
 
-var tabIDText = regexp.MustCompile(`(?i)"?tab[ _]?id"?\s*[:=]?\s*(\d+)`)
+var tabIDText = regexp.MustCompile(`(?i)\btab(?:[ _]?id"?\s*[:=]?)?\s*(\d+)\b`)
 
-// tabIDOf finds the tab id in a result: structuredContent's tabId (or
-// tab.id), else "tabId: N" / "Tab ID: N" in the text.
+// tabIDOf finds the tab id a result's text names first: "Navigated in tab
+// N", "Opened tab N", "Tab N:" (our tools answer text only: no structured
+// content), or "tabId: N" in another server's text.
 func tabIDOf(res *mcp.CallToolResult) (int, bool) {
-	if m, ok := structured(res); ok {
-		if id, ok := intField(m, "tabId"); ok {
-			return id, true
-		}
-		if tab, ok := m["tab"].(map[string]any); ok {
-			if id, ok := intField(tab, "id"); ok {
-				return id, true
-			}
-		}
-	}
 	if m := tabIDText.FindStringSubmatch(testutil.Text(res)); m != nil {
 		id, err := strconv.Atoi(m[1])
 		return id, err == nil
@@ -233,19 +224,96 @@ func tabIDOf(res *mcp.CallToolResult) (int, bool) {
 	return 0, false
 }
 
-// structured returns the structured content as a map, or the text parsed
-// as a JSON object.
+// echoBench is dev_utils native_echo_benchmark's figures, from its text
+// "N round trips of S B to host: median X ms, p95 Y ms, …".
+type echoBench struct {
+	count, size int
+	median, p95 float64
+}
+
+var echoBenchText = regexp.MustCompile(`^(\d+) round trips of (\d+) B to \S+: median ([\d.]+) ms, p95 ([\d.]+) ms`)
+
+func echoBenchOf(res *mcp.CallToolResult) (echoBench, bool) {
+	m := echoBenchText.FindStringSubmatch(testutil.Text(res))
+	if m == nil {
+		return echoBench{}, false
+	}
+	var e echoBench
+	e.count, _ = strconv.Atoi(m[1])
+	e.size, _ = strconv.Atoi(m[2])
+	e.median, _ = strconv.ParseFloat(m[3], 64)
+	e.p95, _ = strconv.ParseFloat(m[4], 64)
+	return e, true
+}
+
+// navigation is where a navigate result says the tab is: its text
+// "Navigated in tab N: URL — "title" (history entry E of L)", or for a
+// page that answered an HTTP error "the server answered URL with status S
+// in tab N", or for a load that failed "Loading URL in tab N failed".
+type navigation struct {
+	tab           int
+	url, title    string
+	entry, length int // the history position back and forward name, else 0
+	timedOut      bool
+}
+
+var (
+	navDoneText   = regexp.MustCompile(`^(?:Navigated|Went back|Went forward|Reloaded) in tab (\d+): (\S*) — "(.*)"(?: \(history entry (\d+) of (\d+)\))?(\. The page had not finished loading)?`)
+	navHTTPText   = regexp.MustCompile(`the server answered (\S+) with status \d+ in tab (\d+)`)
+	navFailedText = regexp.MustCompile(`(?:Loading|Going back to|Going forward to|Reloading) (\S+) in tab (\d+) failed`)
+)
+
+// navigated reads a navigate result's text; ok is false when it names no
+// place.
+func navigated(res *mcp.CallToolResult) (nav navigation, ok bool) {
+	if res == nil {
+		return nav, false
+	}
+	text := testutil.Text(res)
+	if m := navDoneText.FindStringSubmatch(text); m != nil {
+		nav.tab, _ = strconv.Atoi(m[1])
+		nav.url, nav.title = m[2], m[3]
+		nav.entry, _ = strconv.Atoi(m[4])
+		nav.length, _ = strconv.Atoi(m[5])
+		nav.timedOut = m[6] != ""
+		return nav, true
+	}
+	if m := navHTTPText.FindStringSubmatch(text); m != nil {
+		nav.url = m[1]
+		nav.tab, _ = strconv.Atoi(m[2])
+		return nav, true
+	}
+	if m := navFailedText.FindStringSubmatch(text); m != nil {
+		nav.url = m[1]
+		nav.tab, _ = strconv.Atoi(m[2])
+		return nav, true
+	}
+	return nav, false
+}
+
+var tabWindowsText = regexp.MustCompile(`^\d+ open tabs? in (\d+) windows:`)
+
+// listedTabs reads tabs_context(_mcp)'s text: its tabs (no groups: see
+// tabsFrom), and how many windows they are in (the header names it when
+// there are several).
+func listedTabs(res *mcp.CallToolResult) (tabs []tabInfo, windows int) {
+	text := testutil.Text(res)
+	tabs = tabLines(text)
+	if m := tabWindowsText.FindStringSubmatch(text); m != nil {
+		windows, _ = strconv.Atoi(m[1])
+	} else if len(tabs) > 0 {
+		windows = 1
+	}
+	return tabs, windows
+}
+
+// structured returns the text parsed as a JSON object (our tools answer
+// text only; some answer JSON text, as another server's tools may).
 func structured(res *mcp.CallToolResult) (map[string]any, bool) {
 	if res == nil {
 		return nil, false
 	}
 	var m map[string]any
-	if res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		if json.Unmarshal(b, &m) == nil {
-			return m, true
-		}
-	}
 	if json.Unmarshal([]byte(testutil.Text(res)), &m) == nil {
 		return m, true
 	}

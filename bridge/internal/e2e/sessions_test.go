@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -20,7 +22,7 @@ import (
 var (
 	refText     = regexp.MustCompile(`\bref[_-]?\d+\b`)
 	pageOfText  = regexp.MustCompile(`(?i)page\s+(\d+)\s*(?:of|/)\s*(\d+)`)
-	imageIDText = regexp.MustCompile(`(?i)image[ _]?id[":\s]*([A-Za-z0-9_.:-]+)`)
+	imageIDText = regexp.MustCompile(`(?i)(?:image|screenshot)[ _]?id[":\s]*([A-Za-z0-9_:-]+(?:\.[A-Za-z0-9_:-]+)*)`)
 )
 
 func bg(d time.Duration) context.Context {
@@ -118,28 +120,90 @@ func testTwoSessions(t *testing.T, w *world) {
 
 // tabInfo is one tab as tabs_context and tabs_context_mcp describe it.
 type tabInfo struct {
-	TabID         int    `json:"tabId"`
-	GroupID       int    `json:"groupId"`
-	URL           string `json:"url"`
-	Title         string `json:"title"`
-	Status        string `json:"status"`
-	Session       string `json:"session"`
-	InThisSession bool   `json:"inThisSession"`
+	TabID         int
+	GroupID       int    // from dev_utils state, as Status: tabs_context's text names neither
+	Status        string // loading, complete
+	URL           string
+	Title         string
+	Session       string // the other session's client that holds the tab
+	InThisSession bool
+	Current       bool
 }
 
-// tabs calls tabs_context or tabs_context_mcp and returns the tabs of its
-// structured content.
+// tabs calls tabs_context or tabs_context_mcp and returns the tabs its
+// text lists, each with its tab group from dev_utils state.
 func (c *client) tabs(t testing.TB, tool string) []tabInfo {
 	t.Helper()
-	res := c.call(t, tool, nil)
-	var v struct {
-		Tabs []tabInfo `json:"tabs"`
+	tabs, err := tryTabs(c, tool)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(b, &v); err != nil || v.Tabs == nil {
-		t.Fatalf("%s: no structured list of tabs (%v): %s", tool, err, describe(res))
+	return tabs
+}
+
+// stateReader is a local session that reads dev_utils state for the
+// tests' clients that may not (remote ones): every tab's group and status
+// are the same whoever asks.
+func (w *world) stateReader() *client {
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
+	if w.state == nil {
+		w.state = w.client("e2e-state-reader")
 	}
-	return v.Tabs
+	return w.state
+}
+
+var (
+	tabLineText    = regexp.MustCompile(`(?m)^- tab (\d+): (.*) — (\S*)(?: \[(.*)\])?$`)
+	tabSessionText = regexp.MustCompile(`session "([^"]*)"`)
+)
+
+// tabLines reads tabs_context(_mcp)'s lines, "- tab N: title — URL
+// [marks]", with no group (-1) and no status.
+func tabLines(text string) []tabInfo {
+	tabs := []tabInfo{}
+	for _, m := range tabLineText.FindAllStringSubmatch(text, -1) {
+		id, _ := strconv.Atoi(m[1])
+		tab := tabInfo{TabID: id, GroupID: -1, Title: m[2], URL: m[3]}
+		marks := ", " + m[4] + ","
+		tab.InThisSession = strings.Contains(marks, ", this session,")
+		tab.Current = strings.Contains(marks, ", current,")
+		if s := tabSessionText.FindStringSubmatch(m[4]); s != nil {
+			tab.Session = s[1]
+		}
+		tabs = append(tabs, tab)
+	}
+	return tabs
+}
+
+// tabsFrom reads tabs_context(_mcp)'s text, "- tab N: title — URL
+// [marks]" a line, and adds each tab's group from dev_utils state's JSON.
+func tabsFrom(tool, listText, stateText string) ([]tabInfo, error) {
+	var state struct {
+		Tabs []struct {
+			TabID   int    `json:"tabId"`
+			GroupID int    `json:"groupId"`
+			Status  string `json:"status"`
+		} `json:"tabs"`
+	}
+	if err := json.Unmarshal([]byte(stateText), &state); err != nil {
+		return nil, fmt.Errorf("dev_utils state: %w: %s", err, clip(stateText, 300))
+	}
+	groups, status := map[int]int{}, map[int]string{}
+	for _, s := range state.Tabs {
+		groups[s.TabID], status[s.TabID] = s.GroupID, s.Status
+	}
+	tabs := tabLines(listText)
+	for i, tab := range tabs {
+		if g, ok := groups[tab.TabID]; ok {
+			tabs[i].GroupID = g
+		}
+		tabs[i].Status = status[tab.TabID]
+	}
+	if len(tabs) == 0 && !strings.Contains(listText, "no tabs") && !strings.HasPrefix(listText, "No tabs") {
+		return nil, fmt.Errorf("%s lists no tabs and does not say it has none: %q", tool, clip(listText, 300))
+	}
+	return tabs, nil
 }
 
 // check asserts that a session's tabs hold mine, in a real group, and not

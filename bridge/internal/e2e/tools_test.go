@@ -558,15 +558,9 @@ func testUploadImage(t *testing.T, w *world) {
 	})
 }
 
-// imageIDOf finds the id a screenshot is kept under (for upload_image).
+// imageIDOf finds the id a screenshot is kept under (for upload_image):
+// "Screenshot id: shot_…." in its text.
 func imageIDOf(res *mcp.CallToolResult) string {
-	if m, ok := structured(res); ok {
-		for _, k := range []string{"imageId", "image_id", "id"} {
-			if s, ok := m[k].(string); ok && s != "" {
-				return s
-			}
-		}
-	}
 	if m := imageIDText.FindStringSubmatch(testutil.Text(res)); m != nil {
 		return m[1]
 	}
@@ -596,7 +590,7 @@ func testSmallTools(t *testing.T, w *world) {
 		t.Errorf("dev_utils state said nothing")
 	}
 	perm := c.call(t, "permissions_check", map[string]any{"tabId": tab})
-	if m, ok := structured(perm); !ok || m["hostAccess"] != true || m["scriptable"] != true {
+	if text := testutil.Text(perm); !strings.Contains(text, ": granted; page scriptable: yes.") {
 		t.Errorf("permissions_check on the test page: want host access and a scriptable page, got %s", describe(perm))
 	}
 	echo := testutil.Text(c.call(t, "dev_utils", map[string]any{"action": "echo", "message": "bb-e2e-echo"}))
@@ -605,7 +599,7 @@ func testSmallTools(t *testing.T, w *world) {
 	}
 	// The raw native-messaging echo the benchmark compares with works.
 	st := c.call(t, "dev_utils", map[string]any{"action": "native_echo_benchmark", "host": echoHostName, "count": 20, "size": 64})
-	if m, ok := structured(st); !ok || m["count"] != float64(20) || m["median"] == nil {
+	if e, ok := echoBenchOf(st); !ok || e.count != 20 || e.median <= 0 {
 		t.Errorf("dev_utils native_echo_benchmark: %s", describe(st))
 	}
 }

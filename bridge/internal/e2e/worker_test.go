@@ -152,45 +152,24 @@ func TestWorkerStopped(t *testing.T) {
 
 	// The session that ended meanwhile: its tab is open (ungroup is the
 	// default) and in no group, and its group is gone.
-	var all struct {
-		Tabs []workerTab `json:"tabs"`
-	}
 	testutil.WaitWithin(t, 10*time.Second, "", func() (bool, string) {
-		res := c.call(t, "tabs_context", nil)
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, &all); err != nil {
-			t.Fatalf("tabs_context: %v: %s", err, describe(res))
-		}
-		for _, got := range all.Tabs {
+		all := c.tabs(t, "tabs_context")
+		for _, got := range all {
 			if got.TabID == goneTab {
 				return got.GroupID == -1, fmt.Sprintf("the tab of the session that ended while the browser was away is still in a group: %+v (its group was %d)", got, goneGroup)
 			}
 		}
-		return false, fmt.Sprintf("the tab %d of the session that ended while the browser was away was closed; ungroup is the default (tabs: %+v)", goneTab, all.Tabs)
+		return false, fmt.Sprintf("the tab %d of the session that ended while the browser was away was closed; ungroup is the default (tabs: %+v)", goneTab, all)
 	})
 	mark("the session that ended while the browser was away lost its group")
 }
 
-// workerTab is one tab as tabs_context and tabs_context_mcp describe it.
-type workerTab struct {
-	TabID   int  `json:"tabId"`
-	GroupID int  `json:"groupId"`
-	Current bool `json:"current"`
-}
-
 // sessionTab returns tab as the session's tabs_context_mcp lists it, and
 // fails if the session's group does not hold it.
-func sessionTab(t *testing.T, c *client, tab int) workerTab {
+func sessionTab(t *testing.T, c *client, tab int) tabInfo {
 	t.Helper()
-	res := c.call(t, "tabs_context_mcp", nil)
-	var v struct {
-		Tabs []workerTab `json:"tabs"`
-	}
-	b, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("tabs_context_mcp: %v: %s", err, describe(res))
-	}
-	for _, got := range v.Tabs {
+	tabs := c.tabs(t, "tabs_context_mcp")
+	for _, got := range tabs {
 		if got.TabID == tab {
 			if got.GroupID < 0 {
 				t.Fatalf("tab %d is in no group: %+v", tab, got)
@@ -198,8 +177,8 @@ func sessionTab(t *testing.T, c *client, tab int) workerTab {
 			return got
 		}
 	}
-	t.Fatalf("the session's group does not hold tab %d: %s", tab, describe(res))
-	return workerTab{}
+	t.Fatalf("the session's group does not hold tab %d: %+v", tab, tabs)
+	return tabInfo{}
 }
 
 // workerTarget waits until DevTools lists the extension's service worker

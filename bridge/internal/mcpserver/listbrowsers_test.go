@@ -69,6 +69,9 @@ func TestListBrowsersWithoutProfile(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("list_browsers = %+v, %v", res, err)
 	}
+	if res.StructuredContent != nil {
+		t.Errorf("list_browsers has structuredContent %v; Claude Code would hand a model that in place of the text", res.StructuredContent)
+	}
 	text := testutil.Text(res)
 	line := ""
 	for _, l := range strings.Split(text, "\n") {

@@ -56,27 +56,13 @@ func (s *Server) addListBrowsersTool() {
 }
 
 func (s *Server) listBrowsers(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	type entry struct {
-		ID       string `json:"id"`
-		Name     string `json:"name"`
-		Version  string `json:"version"`
-		Profile  string `json:"profile,omitempty"`
-		Default  bool   `json:"default"`
-		Selected bool   `json:"selected"`
-	}
-	var out struct {
-		Browsers []entry `json:"browsers"`
-	}
-	out.Browsers = []entry{}
 	chosen := s.chosenBrowserID(req)
 	var lines []string
 	if s.links != nil {
 		for i, b := range s.links.Browsers() {
 			info := b.Info()
-			e := entry{ID: info.ID, Name: info.Name, Version: info.Version, Profile: info.Profile, Default: i == 0, Selected: info.ID == chosen || (chosen == "" && i == 0)}
-			out.Browsers = append(out.Browsers, e)
 			mark := ""
-			if e.Selected {
+			if info.ID == chosen || (chosen == "" && i == 0) {
 				mark = " (used by this session)"
 			}
 			lines = append(lines, browserLine(info)+mark)
@@ -86,7 +72,9 @@ func (s *Server) listBrowsers(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if len(lines) > 0 {
 		text = "Connected browsers (most recently active first):\n" + strings.Join(lines, "\n")
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}, nil
+	// Text only: Claude Code hands a model a result's structuredContent in
+	// place of its text (extension/sw/tools.js), and the lines carry the ids.
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
 }
 
 // browserLine is list_browsers' line for one browser: its id, what it said

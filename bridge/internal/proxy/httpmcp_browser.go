@@ -175,14 +175,6 @@ func mergeTools(result json.RawMessage, first bool) json.RawMessage {
 	return relaywire.MarshalParams(top)
 }
 
-// browserEntry is one browser in list_browsers' structured result.
-type browserEntry struct {
-	ID       string `json:"id"`
-	Name     string `json:"name"`
-	Default  bool   `json:"default"`
-	Selected bool   `json:"selected"`
-}
-
 // listBrowsers is list_browsers: the user's browsers connected now.
 func (ss *httpSession) listBrowsers() json.RawMessage {
 	browsers := ss.h.s.browsersOf(ss.mc.user)
@@ -195,13 +187,10 @@ func (ss *httpSession) listBrowsers() json.RawMessage {
 			used = browsers[0].id
 		}
 	}
-	entries := []browserEntry{}
 	var lines []string
-	for i, e := range browsers {
-		be := browserEntry{ID: e.id, Name: e.name, Default: i == 0, Selected: e.id == used}
-		entries = append(entries, be)
+	for _, e := range browsers {
 		line := fmt.Sprintf("- %s: %s", e.id, e.name)
-		if be.Selected {
+		if e.id == used {
 			line += " (used by this session)"
 		}
 		lines = append(lines, line)
@@ -210,9 +199,10 @@ func (ss *httpSession) listBrowsers() json.RawMessage {
 	if len(lines) > 0 {
 		text = "Your browsers connected to this proxy (the default, most recently connected, first):\n" + strings.Join(lines, "\n")
 	}
+	// Text only, no structuredContent: Claude Code hands a model that in
+	// place of the text (extension/sw/tools.js); the lines carry the ids.
 	return relaywire.MarshalParams(map[string]any{
-		"content":           []map[string]string{{"type": "text", "text": text}},
-		"structuredContent": map[string]any{"browsers": entries},
+		"content": []map[string]string{{"type": "text", "text": text}},
 	})
 }
 

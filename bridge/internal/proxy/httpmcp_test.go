@@ -60,7 +60,14 @@ func TestHTTPBrowserEndpoint(t *testing.T) {
 			t.Fatalf("tools: %q; want %q", names, want)
 		}
 
-		text := callTool(t, cs, "list_browsers", nil)
+		lb, err := cs.CallTool(testutil.Context(t, 30*time.Second), &mcp.CallToolParams{Name: "list_browsers"})
+		if err != nil || lb.IsError {
+			t.Fatalf("list_browsers: %+v, %v", lb, err)
+		}
+		if lb.StructuredContent != nil {
+			t.Errorf("list_browsers has structuredContent %v; Claude Code would hand a model that in place of the text", lb.StructuredContent)
+		}
+		text := testutil.Text(lb)
 		for _, s := range []string{home.id + ": Chrome at home (used by this session)", work.id + ": Chrome at work"} {
 			if !strings.Contains(text, s) {
 				t.Errorf("list_browsers lacks %q:\n%s", s, text)

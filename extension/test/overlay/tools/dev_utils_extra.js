@@ -146,7 +146,6 @@ export default {
             text: `${r.count} round trips of ${r.size} B to ${host}: median ${r.median} ms, p95 ${r.p95} ms, p99 ${r.p99} ms (min ${r.min}, max ${r.max}).`,
           },
         ],
-        structuredContent: r,
       };
     },
   },
