@@ -70,7 +70,7 @@ type world struct {
 	stopped  bool
 
 	stateMu sync.Mutex
-	state   *client // a local session that reads dev_utils state (w.stateReader)
+	state   *client // a local session that reads dev_utils state (w.readState)
 }
 
 type worldOptions struct {

@@ -798,8 +798,8 @@ func TestProxyHTTPRemoteClientAcrossRestart(t *testing.T) {
 	if len(before) != 1 || before[0].GroupID < 0 {
 		t.Fatalf("tabs_context_mcp of the remote client: %+v, want its one grouped tab", before)
 	}
-	if before[0].Session != name {
-		t.Errorf("the remote client's tab belongs to session %q, want its clientInfo name %q", before[0].Session, name)
+	if got := rw.sessionOfTab(t, before[0].TabID); !before[0].InThisSession || got != name {
+		t.Errorf("the remote client's tab belongs to session %q (in this session: %v), want its clientInfo name %q", got, before[0].InThisSession, name)
 	}
 
 	st, err := rw.status()
@@ -817,8 +817,11 @@ func TestProxyHTTPRemoteClientAcrossRestart(t *testing.T) {
 		after = tabs
 		return err == nil, fmt.Sprintf("tabs_context_mcp: %v", err)
 	})
-	if len(after) != 1 || after[0].TabID != before[0].TabID || after[0].GroupID != before[0].GroupID || after[0].Session != name {
+	if len(after) != 1 || after[0].TabID != before[0].TabID || after[0].GroupID != before[0].GroupID || !after[0].InThisSession {
 		t.Fatalf("after the restart the remote client's tabs are %+v; before: %+v", after, before)
+	}
+	if got := rw.sessionOfTab(t, after[0].TabID); got != name {
+		t.Errorf("after the restart the remote client's tab belongs to session %q, want %q", got, name)
 	}
 	if got := readPageText(c.call(t, "get_page_text", nil)); got.url != page {
 		t.Errorf("after the restart get_page_text read %q, not the client's page %s", got.url, page)

@@ -811,11 +811,12 @@ func tryTabs(c *client, tool string) ([]tabInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	reader := c
+	var st *mcp.CallToolResult
 	if c.remote {
-		reader = c.w.stateReader() // dev_utils needs the full scope, which a remote client has not by default
+		st, err = c.w.readState() // dev_utils needs the full scope, which a remote client has not by default
+	} else {
+		st, err = c.try(bg(callWait), "dev_utils", map[string]any{"action": "state"})
 	}
-	st, err := reader.try(bg(callWait), "dev_utils", map[string]any{"action": "state"})
 	if err != nil {
 		return nil, err
 	}

@@ -141,16 +141,45 @@ func (c *client) tabs(t testing.TB, tool string) []tabInfo {
 	return tabs
 }
 
-// stateReader is a local session that reads dev_utils state for the
-// tests' clients that may not (remote ones): every tab's group and status
-// are the same whoever asks.
-func (w *world) stateReader() *client {
+// readState reads dev_utils state through a local session of its own,
+// for the tests' clients that may not (remote ones): every tab's group and
+// status are the same whoever asks. A bridge restart can end that
+// session's client (its GET stream is not retried), so a failed read opens
+// a new one and asks once more.
+func (w *world) readState() (*mcp.CallToolResult, error) {
+	return w.callAsReader("dev_utils", map[string]any{"action": "state"})
+}
+
+// callAsReader calls a tool through readState's local session.
+func (w *world) callAsReader(tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	w.stateMu.Lock()
 	defer w.stateMu.Unlock()
-	if w.state == nil {
-		w.state = w.client("e2e-state-reader")
+	if w.state != nil {
+		if res, err := w.state.try(bg(callWait), tool, args); err == nil {
+			return res, nil
+		}
+		w.state.cs.Close()
 	}
-	return w.state
+	w.state = w.client("e2e-state-reader")
+	return w.state.try(bg(callWait), tool, args)
+}
+
+// sessionOfTab is the client name of the session that holds a tab, as
+// another session's tabs_context says it ("session \"NAME\""); a tab's own
+// session sees "this session" there instead.
+func (w *world) sessionOfTab(t testing.TB, tab int) string {
+	t.Helper()
+	res, err := w.callAsReader("tabs_context", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range tabLines(testutil.Text(res)) {
+		if info.TabID == tab {
+			return info.Session
+		}
+	}
+	t.Fatalf("tabs_context lists no tab %d: %s", tab, clip(testutil.Text(res), 300))
+	return ""
 }
 
 var (
