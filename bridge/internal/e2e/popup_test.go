@@ -23,9 +23,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/browserbridge/browserbridge/bridge/internal/relay"
-	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
 // Time limits of the popup test.
@@ -310,18 +307,7 @@ func TestPopupRelayAndStopped(t *testing.T) {
 	})
 	t.Cleanup((&restartWorld{world: w}).stopBridges)
 	dt := w.restartChromiumWithDevTools()
-	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
-		st, err := w.status()
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, r := range st.Relay {
-			if r.State == relay.StateConnected && r.UserID == "alice" {
-				return true, ""
-			}
-		}
-		return false, "relay status: " + relayJSON(st.Relay)
-	})
+	waitRelayConnected(t, w, "alice")
 
 	popup := openExtensionPage(t, dt, "popup.html")
 	c := w.client("Claude Code")

@@ -192,11 +192,10 @@ func (p *publicProxy) mint(user, kind string) string {
 
 func (p *publicProxy) url(path string) string { return p.public + path }
 
-// startRelayedWorld starts a world whose bridge relays to relayURL with an
-// extension token of user, and waits until the proxy has its browser.
-func startRelayedWorld(t *testing.T, p *publicProxy, relayURL, user string) *world {
+// waitRelayConnected waits until the world's bridge says its relay to the
+// proxy is connected as user.
+func waitRelayConnected(t testing.TB, w *world, user string) {
 	t.Helper()
-	w := startWorld(t, worldOptions{relay: &relayOptions{url: relayURL, token: p.mint(user, "extension")}})
 	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		st, err := w.status()
 		if err != nil {
@@ -209,6 +208,29 @@ func startRelayedWorld(t *testing.T, p *publicProxy, relayURL, user string) *wor
 		}
 		return false, "relay status: " + relayJSON(st.Relay)
 	})
+}
+
+// startRestartableRelayedWorld is startRelayedWorld for tests that restart
+// the bridge: on a fixed port, the host starting a new bridge as in real
+// life, every bridge stopped at the end.
+func startRestartableRelayedWorld(t *testing.T, p *publicProxy, user string) *restartWorld {
+	t.Helper()
+	rw := &restartWorld{world: startWorld(t, worldOptions{
+		relay:            &relayOptions{url: p.relay, token: p.mint(user, "extension")},
+		listen:           "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		hostStartsBridge: true,
+	})}
+	t.Cleanup(rw.stopBridges)
+	waitRelayConnected(t, rw.world, user)
+	return rw
+}
+
+// startRelayedWorld starts a world whose bridge relays to relayURL with an
+// extension token of user, and waits until the proxy has its browser.
+func startRelayedWorld(t *testing.T, p *publicProxy, relayURL, user string) *world {
+	t.Helper()
+	w := startWorld(t, worldOptions{relay: &relayOptions{url: relayURL, token: p.mint(user, "extension")}})
+	waitRelayConnected(t, w, user)
 	return w
 }
 

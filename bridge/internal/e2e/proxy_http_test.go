@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -766,28 +765,7 @@ func TestProxyHTTPTypeScriptAndGoSDKOAuth(t *testing.T) {
 // when the bridge restarts (`browserbridge restart`), as local sessions do.
 func TestProxyHTTPRemoteClientAcrossRestart(t *testing.T) {
 	p := startPublicProxy(t)
-	rw := &restartWorld{world: startWorld(t, worldOptions{
-		relay:            &relayOptions{url: p.relay, token: p.mint("alice", "extension")},
-		listen:           "127.0.0.1:" + strconv.Itoa(freePort(t)),
-		hostStartsBridge: true,
-	})}
-	t.Cleanup(rw.stopBridges)
-	relayUp := func() {
-		t.Helper()
-		testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
-			st, err := rw.status()
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, r := range st.Relay {
-				if r.State == relay.StateConnected && r.UserID == "alice" {
-					return true, ""
-				}
-			}
-			return false, "relay status: " + relayJSON(st.Relay)
-		})
-	}
-	relayUp()
+	rw := startRestartableRelayedWorld(t, p, "alice")
 	endpoint := p.url("/mcp")
 	_, tok := signInWithCode(t, p, endpoint, pair(t, rw.world))
 	const name = "e2e-claude-ai"
@@ -810,7 +788,7 @@ func TestProxyHTTPRemoteClientAcrossRestart(t *testing.T) {
 		rw.fatalWithLogs("browserbridge restart: exit %d: %s", code, out)
 	}
 	rw.waitBridge(t, st.PID)
-	relayUp()
+	waitRelayConnected(t, rw.world, "alice")
 	var after []tabInfo
 	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
 		tabs, err := tryTabs(c, "tabs_context_mcp")

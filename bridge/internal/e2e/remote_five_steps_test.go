@@ -16,7 +16,6 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testbrowser"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 	"github.com/browserbridge/browserbridge/bridge/relaywire"
@@ -80,18 +79,7 @@ func TestRemoteInFiveSteps(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "enrolled at "+p.public+" as alice") {
 		t.Fatalf("relay join: exit %d\n%s", code, out)
 	}
-	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
-		st, err := w.status()
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, r := range st.Relay {
-			if r.State == relay.StateConnected && r.UserID == "alice" {
-				return true, ""
-			}
-		}
-		return false, "relay status: " + relayJSON(st.Relay)
-	})
+	waitRelayConnected(t, w, "alice")
 	if out, code := w.cli("relay", "status"); code != 0 || !strings.Contains(out, "as alice (credential from enrolment") || !strings.Contains(out, ": connected to "+p.relay) {
 		t.Fatalf("relay status: exit %d\n%s", code, out)
 	}

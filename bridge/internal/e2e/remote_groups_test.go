@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"fmt"
-	"strconv"
 	"testing"
 
-	"github.com/browserbridge/browserbridge/bridge/internal/relay"
 	"github.com/browserbridge/browserbridge/bridge/internal/testutil"
 )
 
@@ -16,28 +14,7 @@ import (
 // as on session.ended).
 func TestProxyHTTPRemoteGroupsAcrossRestart(t *testing.T) {
 	p := startPublicProxy(t)
-	rw := &restartWorld{world: startWorld(t, worldOptions{
-		relay:            &relayOptions{url: p.relay, token: p.mint("alice", "extension")},
-		listen:           "127.0.0.1:" + strconv.Itoa(freePort(t)),
-		hostStartsBridge: true,
-	})}
-	t.Cleanup(rw.stopBridges)
-	relayUp := func() {
-		t.Helper()
-		testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
-			st, err := rw.status()
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, r := range st.Relay {
-				if r.State == relay.StateConnected && r.UserID == "alice" {
-					return true, ""
-				}
-			}
-			return false, "relay status: " + relayJSON(st.Relay)
-		})
-	}
-	relayUp()
+	rw := startRestartableRelayedWorld(t, p, "alice")
 	endpoint := p.url("/mcp")
 	_, tok := signInWithCode(t, p, endpoint, pair(t, rw.world))
 	remote := func(name string) *client {
@@ -60,7 +37,7 @@ func TestProxyHTTPRemoteGroupsAcrossRestart(t *testing.T) {
 		rw.fatalWithLogs("browserbridge restart: exit %d: %s", code, out)
 	}
 	rw.waitBridge(t, st.PID)
-	relayUp()
+	waitRelayConnected(t, rw.world, "alice")
 
 	// The leaver's session ends at the proxy (DELETE) after the restart.
 	rw.closeSession(leaves.cs)
