@@ -780,14 +780,7 @@ func TestProxyHTTPRemoteClientAcrossRestart(t *testing.T) {
 		t.Errorf("the remote client's tab belongs to session %q (in this session: %v), want its clientInfo name %q", got, before[0].InThisSession, name)
 	}
 
-	st, err := rw.status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, code := rw.cli("restart"); code != 0 {
-		rw.fatalWithLogs("browserbridge restart: exit %d: %s", code, out)
-	}
-	rw.waitBridge(t, st.PID)
+	rw.restartBridge(t)
 	waitRelayConnected(t, rw.world, "alice")
 	var after []tabInfo
 	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {

@@ -29,14 +29,7 @@ func TestProxyHTTPRemoteGroupsAcrossRestart(t *testing.T) {
 		t.Fatalf("the remote clients' tabs: %+v and %+v; want one each, in a group of its own", stayTab, leaveTab)
 	}
 
-	st, err := rw.status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, code := rw.cli("restart"); code != 0 {
-		rw.fatalWithLogs("browserbridge restart: exit %d: %s", code, out)
-	}
-	rw.waitBridge(t, st.PID)
+	rw.restartBridge(t)
 	waitRelayConnected(t, rw.world, "alice")
 
 	// The leaver's session ends at the proxy (DELETE) after the restart.

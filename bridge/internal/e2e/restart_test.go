@@ -149,6 +149,20 @@ func (rw *restartWorld) killBridge(t *testing.T) (int, time.Time) {
 	return st.PID, at
 }
 
+// restartBridge runs `browserbridge restart` as a person would and waits
+// for the new bridge, with the browser connected to it again.
+func (rw *restartWorld) restartBridge(t *testing.T) protocol.StatusResult {
+	t.Helper()
+	st, err := rw.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, code := rw.cli("restart"); code != 0 {
+		rw.fatalWithLogs("browserbridge restart: exit %d: %s", code, out)
+	}
+	return rw.waitBridge(t, st.PID)
+}
+
 // waitBridge waits until a bridge other than old answers, on the same MCP
 // URL, with the browser connected to it again.
 func (rw *restartWorld) waitBridge(t *testing.T, old int) protocol.StatusResult {
