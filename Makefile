@@ -63,8 +63,11 @@ unit:
 # runs Browser Bridge's rounds alone when its peers (npm, installed by
 # scripts/bench-alternatives.sh) are absent. Left out: the capacity benchmarks,
 # which hold 10,000 (BenchmarkPairsHeld) or some 3,000 (BenchmarkClusterPairsHeld)
-# connection pairs whatever b.N is, a minute or more each.
-BENCH_ONCE_SKIP = ^(BenchmarkPairsHeld|BenchmarkClusterPairsHeld)$$
+# connection pairs whatever b.N is, a minute or more each; and
+# BenchmarkScreenshotFormats, which reads seven pages in eight formats with
+# tesseract whatever b.N is (eight minutes here; without tesseract, as on CI, it
+# skips anyway).
+BENCH_ONCE_SKIP = ^(BenchmarkPairsHeld|BenchmarkClusterPairsHeld|BenchmarkScreenshotFormats)$$
 bench-once:
 	$(GO) test -count=1 -timeout 15m -run '^$$' -bench . -benchtime 1x -skip '$(BENCH_ONCE_SKIP)' \
 	  $$(git grep -l '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
