@@ -122,7 +122,7 @@ func startWorld(tb testing.TB, opts worldOptions) *world {
 		w.extDir = installedExtDir
 	}
 	tb.Cleanup(w.stop)
-	for _, d := range []string{w.home, filepath.Join(w.bbHome, "config"), w.profile} {
+	for _, d := range []string{w.home, filepath.Join(w.bbHome, "config"), w.profile, filepath.Join(dir, "tmp")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			tb.Fatal(err)
 		}
@@ -146,6 +146,10 @@ func startWorld(tb testing.TB, opts worldOptions) *world {
 		"CHROME_CONFIG_HOME="+filepath.Join(w.home, ".config"), // empty, Chromium writes "chromium/Crash Reports" into the working directory
 		"BROWSERBRIDGE_HOME="+w.bbHome,
 		"BROWSERBRIDGE_SOCKET="+w.socket,
+		// Chromium's process-singleton directory (org.chromium.Chromium.*)
+		// goes in TMPDIR and outlives a browser stopped by signal: inside
+		// the world's directory it goes with it, not one per test in /tmp.
+		"TMPDIR="+filepath.Join(dir, "tmp"),
 	)
 	if opts.hostStartsBridge {
 		w.env = append(w.env, "BROWSERBRIDGE_BIN="+bins.Bridge)

@@ -406,7 +406,8 @@ func TestOAuthProbe(t *testing.T) {
 
 			cmd := exec.Command(chromiumBin, chromiumFlags(profile, []string{ext, noid}, run.extra...)...)
 			cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
-				"XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "CHROME_CONFIG_HOME="+filepath.Join(home, ".config"))
+				"XDG_CACHE_HOME="+filepath.Join(home, ".cache"), "CHROME_CONFIG_HOME="+filepath.Join(home, ".config"),
+				"TMPDIR="+dir) // its singleton directory goes with the test's (see startWorld)
 			var logs testbrowser.SyncBuffer
 			cmd.Stdout, cmd.Stderr = &logs, &logs
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
