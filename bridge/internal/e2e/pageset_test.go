@@ -162,7 +162,8 @@ func testPageTextMainPart(t *testing.T, w *world) {
 // ("#compose") is not shown, a hash route ("#/inbox/42") is. A control
 // whose name repeats the whole name of the control before it shows the
 // repeated part as "…" (find still matches the whole name); equal, short
-// or merely overlapping names are said whole.
+// or merely overlapping names are said whole. A paragraph of text alone
+// has no ref (nothing in it to act on).
 func testReadPageSaidOnce(t *testing.T, w *world) {
 	c := w.client("e2e-read-page-once")
 	tab := c.newTab(t, w.pages.url("index.html"))
@@ -181,6 +182,8 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 				regexp.MustCompile(`- link "Lock gate repairs - Harrow Marine Engineering" \[h3\] \[ref_\d+\]\n  - text "https://harrow-marine\.example"\n`),
 				line(`link "Images"`),
 				line(`link "2"`),
+				// A paragraph of text alone has nothing to act on: no ref.
+				regexp.MustCompile(`\n  - paragraph: "The programme of winter stoppages: `),
 			},
 			not: []*regexp.Regexp{
 				regexp.MustCompile(`- heading \[level=3\]`),
@@ -207,6 +210,8 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 				regexp.MustCompile(`\n *- button "Reply" \[ref_\d+\]\n *- button "Reply" \[ref_\d+\]\n`),
 				line(`button "Share Narrowboat Ellen for hire now"`),
 				line(`button "Print Canal map"`),
+				// A paragraph holding a link keeps its ref.
+				regexp.MustCompile(`\n  - paragraph \[ref_\d+\]\n    - text "Related:"\n`),
 			},
 			not: []*regexp.Regexp{
 				regexp.MustCompile(`utm_source|rut=4f2a9c`),

@@ -255,6 +255,12 @@
     return name;
   }
 
+  // Blocks that hold only text: nothing in them to act on, so their line
+  // has no ref (find gives one for a block to scroll to or read alone).
+  const TEXT_BLOCKS = new Set(['paragraph', 'listitem', 'blockquote']);
+  const blockLine = (d, indent) =>
+    TEXT_BLOCKS.has(d.role) && !d.name && !d.props ? `${'  '.repeat(indent)}- ${d.role}` : line(d, indent);
+
   P.outline = { plainAddress, restatesAddress, addressUpTo, elideRepeated };
 
   // --- End of output formatting helpers. ---
@@ -415,7 +421,7 @@
             if (role !== 'code' && d.name && d.name === t) push(line(d, indent) + mark(why), d);
             else {
               const fromText = NAME_FROM_CONTENT.has(role) && d.name && t.startsWith(d.name.replace(/…$/, ''));
-              push(`${line(fromText ? { ...d, name: '' } : d, indent)}${mark(why)}: ${shown}`, d);
+              push(`${blockLine(fromText ? { ...d, name: '' } : d, indent)}${mark(why)}: ${shown}`, d);
             }
           } else if (!restatesAddress(t, lastHref)) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
           return;
