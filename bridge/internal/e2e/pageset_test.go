@@ -161,9 +161,10 @@ func testPageTextMainPart(t *testing.T, w *world) {
 // whole address of a link no text names. An address within the page
 // ("#compose") is not shown, a hash route ("#/inbox/42") is. A control
 // whose name repeats the whole name of the control before it shows the
-// repeated part as "…" (find still matches the whole name); equal, short
-// or merely overlapping names are said whole. A paragraph of text alone
-// has no ref (nothing in it to act on).
+// repeated part as "…" when only text comes between them (find still
+// matches the whole name); equal, short or merely overlapping names, and
+// names with a heading between them, are said whole. A paragraph of text
+// alone has no ref (nothing in it to act on).
 func testReadPageSaidOnce(t *testing.T, w *world) {
 	c := w.client("e2e-read-page-once")
 	tab := c.newTab(t, w.pages.url("index.html"))
@@ -210,6 +211,8 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 				regexp.MustCompile(`\n *- button "Reply" \[ref_\d+\]\n *- button "Reply" \[ref_\d+\]\n`),
 				line(`button "Share Narrowboat Ellen for hire now"`),
 				line(`button "Print Canal map"`),
+				// A heading between them: the button's name is said whole.
+				line(`button "Save Winter moorings on the Harrow Canal"`),
 				// A paragraph holding a link keeps its ref.
 				regexp.MustCompile(`\n  - paragraph \[ref_\d+\]\n    - text "Related:"\n`),
 			},

@@ -190,7 +190,7 @@
    * search result's cite after its title's link. '' when none is near.
    */
   function textAfter(el) {
-    const w = document.createTreeWalker(el.getRootNode(), NodeFilter.SHOW_TEXT);
+    const w = el.ownerDocument.createTreeWalker(el.getRootNode(), NodeFilter.SHOW_TEXT);
     w.currentNode = el;
     for (let n = w.nextNode(), seen = 0; n && seen < 8; n = w.nextNode()) {
       if (el.contains(n)) continue;
@@ -219,11 +219,12 @@
     } catch {
       return props; // not a URL: shown as written
     }
+    const here = el.ownerDocument.location || location; // a frame's links are within the frame's page
     const inPage =
       (u.hash || u.href.endsWith('#')) &&
-      u.origin === location.origin &&
-      u.pathname === location.pathname &&
-      u.search === location.search;
+      u.origin === here.origin &&
+      u.pathname === here.pathname &&
+      u.search === here.search;
     if (inPage && !/^#[/!]/.test(u.hash)) return props.length > 1 ? props.filter((_, k) => k !== i) : undefined;
     if (!all) return props;
     const after = textAfter(el);
@@ -237,8 +238,9 @@
 
   /**
    * A control's name as its line shows it: the part that repeats the whole
-   * name of the control on the line before it ("About this result: <the
-   * result's title>" after the result's link) said as "…". The name
+   * name of the control before it, with only text between ("About this
+   * result: <the result's title>" after the result's link and snippet),
+   * said as "…". The name
    * itself, whole, is what find matches. Not for equal names (two "Reply"
    * buttons) or a name that would be left as "…" alone.
    */
@@ -294,7 +296,8 @@
     const headingOf = new Map();
     // The address of the link on the line just pushed, for a text that restates it.
     let lastHref = '';
-    // The name of the last control read, for a control whose name repeats it (elideRepeated).
+    // The name of the last control read, for a control whose name repeats it (elideRepeated);
+    // '' after a line of structure (a heading, a list, a landmark): only text may come between.
     let lastControl = '';
     // A control's line as shown: its link's address shortened, a name repeating the last control's elided.
     const shownControl = (el, d, all) => {
@@ -434,6 +437,7 @@
           }
           if (headingOf.has(el)) d = { ...d, props: [...(d.props || []), headingOf.get(el)] };
           count++;
+          if (!interactive) lastControl = '';
           push(line(interactive ? shownControl(el, d, true) : d, indent) + mark(why));
           if (role === 'link' && typeof el.href === 'string') lastHref = el.href;
           emitted = d;
