@@ -226,7 +226,8 @@
       u.pathname === here.pathname &&
       u.search === here.search;
     if (inPage && !/^#[/!]/.test(u.hash)) return props.length > 1 ? props.filter((_, k) => k !== i) : undefined;
-    if (!all) return props;
+    // Only a query or fragment is ever cut: an address without one is shown whole, unread further.
+    if (!all || !/[?#]/.test(props[i])) return props;
     const after = textAfter(el);
     if (!after || !restatesAddress(after, el.href)) return props;
     const shown = addressUpTo(props[i].slice(5), after);
