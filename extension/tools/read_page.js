@@ -61,6 +61,26 @@ export function hiddenNote(hidden, included, tool) {
 }
 
 /**
+ * The head's line on whose page this is and what it hid: the origin only
+ * when the address does not say it (about:blank, a data: or blob: page, a
+ * sandboxed frame's "null"), since the Page line above shows the address.
+ * @param {string} url
+ * @param {string} origin
+ * @param {string} note hiddenNote's, or ''
+ * @returns {string} '' or a line ending in a newline
+ */
+export function originLine(url, origin, note) {
+  let said = false;
+  try {
+    said = new URL(url).origin === origin && origin !== 'null';
+  } catch {
+    /* not a URL: say the origin */
+  }
+  const parts = [said ? '' : `Origin: ${origin}`, note].filter(Boolean);
+  return parts.length ? `${parts.join('. ')}\n` : '';
+}
+
+/**
  * What to say after an outline the budget cut: how many characters, in which
  * elements it stopped, and the calls that read the rest.
  * @param {{maxChars: number, cut?: {inside?: Array<{ref: string, role: string, name?: string}>}|null, ref?: string}} c
@@ -131,7 +151,7 @@ async function run(args, ctx) {
   }
   const v = snap.viewport;
   const note = hiddenNote(snap.hidden, !!args.include_hidden, 'read_page');
-  const head = `Page: ${snap.title || '(no title)'} — ${snap.url}\nOrigin: ${snap.origin}${note ? `. ${note}` : ''}\nTab ${tab.id}; viewport ${v.width}x${v.height}, scrolled to (${v.scrollX}, ${v.scrollY}) of ${v.pageWidth}x${v.pageHeight}. ${snap.nodes} elements${args.ref ? ` under ${args.ref}` : ''}${snap.filter === 'interactive' ? ' (interactive only)' : ''}.`;
+  const head = `Page: ${snap.title || '(no title)'} — ${snap.url}\n${originLine(snap.url, snap.origin, note)}Tab ${tab.id}; viewport ${v.width}x${v.height}, scrolled to (${v.scrollX}, ${v.scrollY}) of ${v.pageWidth}x${v.pageHeight}. ${snap.nodes} elements${args.ref ? ` under ${args.ref}` : ''}${snap.filter === 'interactive' ? ' (interactive only)' : ''}.`;
   const out = composeSnapshot({
     head,
     text: snap.text,

@@ -298,7 +298,7 @@ func testPageShapes(t *testing.T, w *world) {
 	}
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`\n +- combobox "Size" value="Small" \[ref_\d+\]\n`),
-		regexp.MustCompile(`\n +- paragraph \[ref_\d+\]: "A table of text, a grid of divs`),
+		regexp.MustCompile(`\n +- paragraph: "A table of text, a grid of divs`),
 	} {
 		if !want.MatchString(tree) {
 			t.Errorf("read_page lacks a line matching %s:\n%s", want, tree)

@@ -155,11 +155,20 @@ func testPageTextMainPart(t *testing.T, w *world) {
 // testReadPageSaidOnce: read_page says a thing once. A heading around a
 // single link is the link's line, marked with the heading's level; a text
 // that only restates the address of the link before it (a search result's
-// "example.org › docs › page") is left out, the href kept; a text after a
-// link that is no address stays.
+// "example.org › docs › page") is left out, and the link's address is shown
+// up to the part that text names (the rest, a redirect's tracking query,
+// as "…"); a text after a link that is no address stays, and so does the
+// whole address of a link no text names. An address within the page
+// ("#compose") is not shown, a hash route ("#/inbox/42") is. A control
+// whose name repeats the whole name of the control before it shows the
+// repeated part as "…" when only text comes between them (find still
+// matches the whole name); equal, short or merely overlapping names, and
+// names with a heading between them, are said whole. A paragraph of text
+// alone has no ref (nothing in it to act on).
 func testReadPageSaidOnce(t *testing.T, w *world) {
 	c := w.client("e2e-read-page-once")
 	tab := c.newTab(t, w.pages.url("index.html"))
+	line := func(s string) *regexp.Regexp { return regexp.MustCompile(`\n *- ` + s + ` \[ref_\d+\](\n|$)`) }
 	for _, tc := range []struct {
 		name      string
 		page      string
@@ -167,12 +176,49 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 	}{
 		{name: "search_result_title_and_address", page: "pageset/search.html",
 			want: []*regexp.Regexp{
-				regexp.MustCompile(`\n  - link "Lock maintenance: winter stoppages on the Harrow Canal" \[href=[^\]]*/visit/harrow-canal\.example/notices/winter-stoppages-2026\?q=canal\+lock\+maintenance&pos=3&sig=7f3a9c03e41b\] \[h3\] \[ref_\d+\]\n`),
-				regexp.MustCompile(`\n  - heading "Search results" \[level=2\] \[ref_\d+\]\n`),
+				line(`link "Lock maintenance: winter stoppages on the Harrow Canal" \[href=/visit/harrow-canal\.example/notices/winter-stoppages-2026…\] \[h3\]`),
+				line(`heading "Search results" \[level=2\]`),
+				line(`button "About this result: …"`),
+				// The sponsored result's cite is not in its address ("#ad-1"): it is said.
+				regexp.MustCompile(`- link "Lock gate repairs - Harrow Marine Engineering" \[h3\] \[ref_\d+\]\n  - text "https://harrow-marine\.example"\n`),
+				line(`link "Images"`),
+				line(`link "2"`),
+				// A paragraph of text alone has nothing to act on: no ref.
+				regexp.MustCompile(`\n  - paragraph: "The programme of winter stoppages: `),
 			},
 			not: []*regexp.Regexp{
 				regexp.MustCompile(`- heading \[level=3\]`),
 				regexp.MustCompile(`text "https://harrow-canal\.example › notices`),
+				regexp.MustCompile(`sig=7f3a9c03e41b`),
+				regexp.MustCompile(`About this result: Lock maintenance`),
+				regexp.MustCompile(`\[href=#`),
+				regexp.MustCompile(`\nOrigin: `),
+			}},
+		{name: "addresses_and_repeated_names", page: "addresses.html",
+			want: []*regexp.Regexp{
+				// A cite of the host alone: the whole path, not the tracking query.
+				line(`link "Installing the guide" \[href=https://www\.example\.org/docs/guide/install…\] \[h3\]`),
+				line(`button "More about …"`),
+				// A redirect holding the destination in a parameter: up to the end of that parameter.
+				line(`link "Volunteer lock keepers" \[href=//redirect\.example/l/\?uddg=https://canal-trust\.example/volunteer/keepers…\] \[h3\]`),
+				// No text names where these go: their query is the point, and stays.
+				line(`link "Lock gate oak, seasoned" \[href=/item\?id=4711&from=results\] \[h3\]`),
+				line(`link "harrow canal closures" \[href=/search\?q=harrow\+canal\+closures&source=related\]`),
+				line(`link "Inbox" \[href=#/inbox/42\]`),
+				line(`link "Compose"`),
+				line(`link "Menu"`),
+				line(`link "Install guide" \[href=/docs/guide\.html#install\]`),
+				regexp.MustCompile(`\n *- button "Reply" \[ref_\d+\]\n *- button "Reply" \[ref_\d+\]\n`),
+				line(`button "Share Narrowboat Ellen for hire now"`),
+				line(`button "Print Canal map"`),
+				// A heading between them: the button's name is said whole.
+				line(`button "Save Winter moorings on the Harrow Canal"`),
+				// A paragraph holding a link keeps its ref.
+				regexp.MustCompile(`\n  - paragraph \[ref_\d+\]\n    - text "Related:"\n`),
+			},
+			not: []*regexp.Regexp{
+				regexp.MustCompile(`utm_source|rut=4f2a9c`),
+				regexp.MustCompile(`text "example\.org"|canal-trust\.example › volunteer`),
 			}},
 		{name: "text_after_a_link_that_is_no_address", page: "pageset/modal.html",
 			want: []*regexp.Regexp{regexp.MustCompile(`- link "Projects" [^\n]*\n  - text "› Harbour redesign"\n`)}},
@@ -192,4 +238,17 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 			}
 		})
 	}
+	// The name said as "…" is still the control's name: find matches it whole, with the ref of its line.
+	t.Run("find_matches_the_whole_repeated_name", func(t *testing.T) {
+		c.navigate(t, tab, w.pages.url("pageset/search.html"))
+		tree := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab}))
+		about := regexp.MustCompile(`Harrow Canal" \[href=[^\n]*\n[^\n]*\n *- button "About this result: …" \[(ref_\d+)\]`).FindStringSubmatch(tree)
+		if about == nil {
+			t.Fatalf("read_page has no \"About this result: …\" line after the third result:\n%s", clip(tree, 6000))
+		}
+		found := testutil.Text(c.call(t, "find", map[string]any{"tabId": tab, "query": "About this result: Lock maintenance: winter stoppages on the Harrow Canal"}))
+		if !strings.Contains(found, "["+about[1]+"]") || !strings.Contains(found, "About this result: Lock maintenance: winter stoppages on the Harrow Canal") {
+			t.Errorf("find by the whole name does not give %s, the ref of its read_page line:\n%s", about[1], found)
+		}
+	})
 }

@@ -139,7 +139,13 @@ func TestSafety(t *testing.T) {
 					t.Errorf("%s shows the hidden %q by default:\n%s", tool, h, text)
 				}
 			}
-			for _, want := range []string{"Origin: " + origin, "14 hidden elements left out", tool + " with include_hidden: true shows them"} {
+			// The head names the page's origin: get_page_text on its Origin line, read_page in the
+			// address on its Page line (an Origin line only where the address does not say it).
+			said := "Origin: " + origin
+			if tool == "read_page" {
+				said = " — " + page + "\n"
+			}
+			for _, want := range []string{said, "14 hidden elements left out", tool + " with include_hidden: true shows them"} {
 				if !strings.Contains(text, want) {
 					t.Errorf("%s by default does not say %q:\n%s", tool, want, text)
 				}

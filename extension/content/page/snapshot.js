@@ -136,20 +136,135 @@
 
   /**
    * Whether text only restates the address of the link said on the line
-   * before it (href): a host, and path segments, all in that address.
+   * before it (href): a host, and path segments, all in that address (or
+   * in a redirect's parameter, %-encoded, that holds it).
    */
   function restatesAddress(text, href) {
     if (!href) return false;
     const t = plainAddress(text);
     if (!/^[a-z0-9-]+(\.[a-z0-9-]+)+(\/|$)/.test(t)) return false;
-    let h = href;
-    try {
-      h = decodeURI(href);
-    } catch {
-      /* not %-encoded as a URI: compared as written */
-    }
-    return plainAddress(h).includes(t);
+    return [String, decodeURI, decodeURIComponent].some((decode) => {
+      try {
+        return plainAddress(decode(href)).includes(t);
+      } catch {
+        return false; // not %-encoded this way
+      }
+    });
   }
+
+  /**
+   * A link's address in its shortest faithful form, when a visible text
+   * after the link (a search result's cite) names where it goes and that
+   * name is in the address: the address up to the end of the part naming
+   * it (the whole path; a redirect's parameter holding the destination),
+   * "…" for the rest (tracking and ranking parameters). Otherwise the
+   * address as it is.
+   */
+  function addressUpTo(href, text) {
+    const t = plainAddress(text);
+    if (!t) return href;
+    for (const decode of [String, decodeURI, decodeURIComponent]) {
+      let h;
+      try {
+        h = decode(href);
+      } catch {
+        continue; // not %-encoded this way
+      }
+      const at = h.toLowerCase().indexOf(t);
+      if (at < 0) continue;
+      const end = at + t.length;
+      const q = h.search(/[?#]/);
+      // In the path: keep it whole; in the query: up to the end of that parameter.
+      let cut = q;
+      if (q >= 0 && end > q) {
+        const stop = h.slice(end).search(/[&#]/);
+        cut = stop < 0 ? -1 : end + stop;
+      }
+      return cut > 0 && h.length - cut > 1 ? `${h.slice(0, cut)}…` : href;
+    }
+    return href;
+  }
+
+  /**
+   * The first text after el that is not inside it (within a few nodes): a
+   * search result's cite after its title's link. '' when none is near.
+   */
+  function textAfter(el) {
+    const w = el.ownerDocument.createTreeWalker(el.getRootNode(), NodeFilter.SHOW_TEXT);
+    w.currentNode = el;
+    for (let n = w.nextNode(), seen = 0; n && seen < 8; n = w.nextNode()) {
+      if (el.contains(n)) continue;
+      seen++;
+      const p = n.parentElement;
+      if (p && SKIP.has(p.tagName)) continue;
+      if (/\S/.test(n.data)) return whole(n.data);
+    }
+    return '';
+  }
+
+  /**
+   * The props a link's line shows (describe's, all: the outline shows text
+   * too): no href for an address within this page ("#results", "#" for a
+   * script: the link keeps the reader here and its name says what it
+   * shows; a hash route "#/inbox" is a destination and stays); the href
+   * shortened by addressUpTo when the text after the link says where it
+   * goes. undefined for none.
+   */
+  function linkProps(el, props, all) {
+    const i = props ? props.findIndex((p) => p.startsWith('href=')) : -1;
+    if (i < 0) return props;
+    let u;
+    try {
+      u = new URL(el.href);
+    } catch {
+      return props; // not a URL: shown as written
+    }
+    const here = el.ownerDocument.location || location; // a frame's links are within the frame's page
+    const inPage =
+      (u.hash || u.href.endsWith('#')) &&
+      u.origin === here.origin &&
+      u.pathname === here.pathname &&
+      u.search === here.search;
+    if (inPage && !/^#[/!]/.test(u.hash)) return props.length > 1 ? props.filter((_, k) => k !== i) : undefined;
+    // Only a query or fragment is ever cut: an address without one is shown whole, unread further.
+    if (!all || !/[?#]/.test(props[i])) return props;
+    const after = textAfter(el);
+    if (!after || !restatesAddress(after, el.href)) return props;
+    const shown = addressUpTo(props[i].slice(5), after);
+    return shown === props[i].slice(5) ? props : props.map((p, k) => (k === i ? `href=${shown}` : p));
+  }
+
+  // The shortest name whose repetition is said as "…": a shorter one is read as easily as "…".
+  const MIN_REPEATED = 12;
+
+  /**
+   * A control's name as its line shows it: the part that repeats the whole
+   * name of the control before it, with only text between ("About this
+   * result: <the result's title>" after the result's link and snippet),
+   * said as "…". The name
+   * itself, whole, is what find matches. Not for equal names (two "Reply"
+   * buttons) or a name that would be left as "…" alone.
+   */
+  function elideRepeated(name, prev) {
+    if (!name || !prev || prev.length < MIN_REPEATED || prev.endsWith('…') || name === prev) return name;
+    if (name.endsWith(prev)) {
+      const rest = name.slice(0, -prev.length);
+      return /[\p{L}\p{N}]/u.test(rest) ? `${rest}…` : name;
+    }
+    if (name.startsWith(prev)) {
+      const rest = name.slice(prev.length);
+      return /[\p{L}\p{N}]/u.test(rest) ? `…${rest}` : name;
+    }
+    return name;
+  }
+
+  // Blocks that hold only text: nothing in them to act on, so their line
+  // has no ref (find gives one for a block to scroll to or read alone).
+  const TEXT_BLOCKS = new Set(['paragraph', 'listitem', 'blockquote']);
+  const blockLine = (d, indent) =>
+    TEXT_BLOCKS.has(d.role) && !d.name && !d.props ? `${'  '.repeat(indent)}- ${d.role}` : line(d, indent);
+
+  P.outline = { plainAddress, restatesAddress, addressUpTo, elideRepeated };
 
   // --- End of output formatting helpers. ---
 
@@ -182,6 +297,17 @@
     const headingOf = new Map();
     // The address of the link on the line just pushed, for a text that restates it.
     let lastHref = '';
+    // The name of the last control read, for a control whose name repeats it (elideRepeated);
+    // '' after a line of structure (a heading, a list, a landmark): only text may come between.
+    let lastControl = '';
+    // A control's line as shown: its link's address shortened, a name repeating the last control's elided.
+    const shownControl = (el, d, all) => {
+      let s = d;
+      if (d.role === 'link') s = { ...s, props: linkProps(el, d.props, all) };
+      const name = elideRepeated(d.name, lastControl);
+      lastControl = d.name;
+      return name === d.name ? s : { ...s, name };
+    };
     if (filter === 'all') {
       for (const c of root.querySelectorAll('[aria-expanded=true][aria-controls]')) {
         for (const x of controlled(c)) if (!x.contains(root)) nested.add(x);
@@ -238,7 +364,7 @@
       if (filter === 'interactive') {
         if (isInteractive(el, role)) {
           count++;
-          push(line(describe(el, { valueMax: Infinity }), 0) + mark(why));
+          push(line(shownControl(el, describe(el, { valueMax: Infinity }), false), 0) + mark(why));
         }
         if (role === 'combobox' && tag === 'SELECT') return;
       } else {
@@ -299,7 +425,7 @@
             if (role !== 'code' && d.name && d.name === t) push(line(d, indent) + mark(why), d);
             else {
               const fromText = NAME_FROM_CONTENT.has(role) && d.name && t.startsWith(d.name.replace(/…$/, ''));
-              push(`${line(fromText ? { ...d, name: '' } : d, indent)}${mark(why)}: ${shown}`, d);
+              push(`${blockLine(fromText ? { ...d, name: '' } : d, indent)}${mark(why)}: ${shown}`, d);
             }
           } else if (!restatesAddress(t, lastHref)) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
           return;
@@ -312,7 +438,8 @@
           }
           if (headingOf.has(el)) d = { ...d, props: [...(d.props || []), headingOf.get(el)] };
           count++;
-          push(line(d, indent) + mark(why));
+          if (!interactive) lastControl = '';
+          push(line(interactive ? shownControl(el, d, true) : d, indent) + mark(why));
           if (role === 'link' && typeof el.href === 'string') lastHref = el.href;
           emitted = d;
           const missing = missingRows(el, role);
