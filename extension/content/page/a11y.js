@@ -165,12 +165,41 @@
     return [...c.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1].replace(/\\(.)/g, '$1')).join('');
   }
 
+  // What one read_page remembers of names (remember below): a label is read
+  // for its own line, for its control's name and for the test whether that
+  // name says it, so three times, each with the pseudo-elements' styles.
+  let memo = null;
+
+  /**
+   * From now until the end of the task (the op; the page does not change
+   * during it), each label's text and each element's name are worked out
+   * once. Only for an op that only reads: one that changes the page between
+   * two questions must not be told the answer from before the change.
+   */
+  function remember() {
+    const m = { labels: new Map(), names: new Map() };
+    memo = m;
+    queueMicrotask(() => {
+      if (memo === m) memo = null;
+    });
+  }
+
   /**
    * A label's text as drawn: its text with what CSS draws before and after
    * it and its parts (a "*required" from ::after is part of what a person
    * reads), without the controls inside it. Plain text when CSS adds nothing.
    */
   function labelText(label, max = 200) {
+    if (!memo || max !== 200) return labelTextOf(label, max);
+    let t = memo.labels.get(label);
+    if (t === undefined) {
+      t = labelTextOf(label, max);
+      memo.labels.set(label, t);
+    }
+    return t;
+  }
+
+  function labelTextOf(label, max) {
     const parts = [label, ...label.querySelectorAll('*')].slice(0, 50);
     // A select's or textarea's text (its options, its content) is no part of the label: the control says it.
     const plain = !label.querySelector('select,textarea');
@@ -180,13 +209,22 @@
       if (node.nodeType !== 1 || /^(INPUT|SELECT|TEXTAREA|SCRIPT|STYLE)$/.test(node.tagName)) return '';
       if (P.hidden.reason(node)) return '';
       const inner = [...node.childNodes].map(walkText).join('');
-      const block = getComputedStyle(node).display.startsWith('inline') ? '' : ' ';
+      const block = P.hidden.styleOf(node).display.startsWith('inline') ? '' : ' ';
       return block + pseudoText(node, '::before') + inner + pseudoText(node, '::after') + block;
     };
     return clean(walkText(label), max);
   }
 
   function nameOf(el, role) {
+    if (!memo) return nameFrom(el, role);
+    const known = memo.names.get(el);
+    if (known && known.role === role) return known.name;
+    const name = nameFrom(el, role);
+    memo.names.set(el, { role, name });
+    return name;
+  }
+
+  function nameFrom(el, role) {
     const al = el.getAttribute('aria-label');
     if (al && al.trim()) return clean(al);
     const lb = el.getAttribute('aria-labelledby');
@@ -289,10 +327,9 @@
     // Highlighters make a code block focusable so keys can scroll it: that is no control.
     if (ti !== null && Number(ti) >= 0 && el !== document.body && role !== 'code') return true;
     if (role === 'generic' && el.tagName !== 'BODY' && el.tagName !== 'HTML') {
-      const cs = getComputedStyle(el);
-      if (cs.cursor === 'pointer') {
+      if (P.hidden.styleOf(el).cursor === 'pointer') {
         const p = el.parentElement;
-        if (!p || getComputedStyle(p).cursor !== 'pointer') return true;
+        if (!p || P.hidden.styleOf(p).cursor !== 'pointer') return true;
       }
     }
     return false;
@@ -402,6 +439,7 @@
     childNodesOf,
     describe,
     labelText,
+    remember,
     line,
     rectOf,
     inViewport,

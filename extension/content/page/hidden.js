@@ -22,8 +22,27 @@
   /** Shorter values are masked in their own field, but not searched for in other text (they would match ordinary words). */
   const MIN_SCAN = 4;
 
-  /** Parses a computed colour, "rgb(1, 2, 3)" or "rgba(1, 2, 3, 0.5)", to [r, g, b, a]; null for others. */
+  // Parsed colours by their computed string: a page uses a few colours on
+  // many elements. Bounded, as a long-lived page may animate through many.
+  const colours = new Map();
+  const MAX_COLOURS = 512;
+
+  /**
+   * Parses a computed colour, "rgb(1, 2, 3)" or "rgba(1, 2, 3, 0.5)", to
+   * [r, g, b, a]; null for others. The array is shared: do not change it.
+   */
   function parseColour(s) {
+    const key = String(s || '');
+    let c = colours.get(key);
+    if (c === undefined) {
+      if (colours.size >= MAX_COLOURS) colours.clear();
+      c = parseColourString(key);
+      colours.set(key, c);
+    }
+    return c;
+  }
+
+  function parseColourString(s) {
     const m = /^rgba?\(\s*([\d.]+)[,\s]+([\d.]+)[,\s]+([\d.]+)(?:\s*[,/]\s*([\d.]+%?))?\s*\)$/.exec(
       String(s || '').trim(),
     );
@@ -93,7 +112,9 @@
   // page: the page's width and scroll offsets (read beside each element's
   // box they made the walk 1.5 times as slow), each element's verdict (a
   // walk, its inline runs and its labels ask about the same elements
-  // again), and the effective background of each element.
+  // again), the effective background of each element, and each element's
+  // computed style (one object per element and op: the rules, the
+  // background's ancestors and a11y.js's cursor test read the same ones).
   // The page's size is read when a box first needs it (an op that judges
   // only hidden elements, or the warm-up's detached ones, reads none).
   let task = null;
@@ -106,12 +127,24 @@
         },
         why: new Map(),
         bg: new Map(),
+        style: new Map(),
       };
       queueMicrotask(() => {
         task = null;
       });
     }
     return task;
+  }
+
+  /** getComputedStyle(el), made once per element and op (a live object: it follows the page). */
+  function styleOf(el) {
+    const cache = taskState().style;
+    let s = cache.get(el);
+    if (s === undefined) {
+      s = getComputedStyle(el);
+      cache.set(el, s);
+    }
+    return s;
   }
 
   /** The colour behind an element's text: the first ancestor's opaque background; null when an image may be behind it. */
@@ -125,7 +158,7 @@
         break;
       }
       chain.push(e);
-      const cs = getComputedStyle(e);
+      const cs = styleOf(e);
       const c = parseColour(cs.backgroundColor);
       // An image under an opaque colour still shows the colour only where the image is transparent: either may be behind.
       if (cs.backgroundImage !== 'none' && cs.backgroundImage) {
@@ -159,7 +192,7 @@
   /** The name of what checkVisibility found hidden: el's own display, visibility or opacity, else an ancestor's. */
   function cssReason(el) {
     for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
-      const why = ownCSSReason(getComputedStyle(e));
+      const why = ownCSSReason(styleOf(e));
       if (why) return why;
     }
     return 'display:none'; // no box for another reason (content-visibility of an ancestor)
@@ -176,21 +209,24 @@
     return why;
   }
 
+  // checkVisibility's options: display (its own and its ancestors'), visibility, and opacity 0 here or above.
+  const CHECK_CSS = Object.freeze({ checkVisibilityCSS: true, checkOpacity: true });
+
   function compute(el) {
     if (el.getAttribute && el.getAttribute('aria-hidden') === 'true') return 'aria-hidden';
     if (el.tagName === 'OPTION' || el.tagName === 'OPTGROUP') {
       // A select draws its options: they have no box of their own, so checkVisibility says no for every
       // one. Only their own style hides them from the list the person opens (the select's is its own element).
-      return ownCSSReason(getComputedStyle(el));
+      return ownCSSReason(styleOf(el));
     }
     const canCheck = typeof el.checkVisibility === 'function';
     // One call answers display (the element's and its ancestors'), visibility and opacity (0 here or above).
-    if (canCheck && !el.checkVisibility({ checkVisibilityCSS: true, checkOpacity: true })) {
+    if (canCheck && !el.checkVisibility(CHECK_CSS)) {
       // An element of display: contents has no box of its own (checkVisibility says no) and shows its
       // children, unless an ancestor hides them.
-      if (getComputedStyle(el).display !== 'contents') return cssReason(el);
+      if (styleOf(el).display !== 'contents') return cssReason(el);
       const p = el.parentElement;
-      if (p && !p.checkVisibility({ checkVisibilityCSS: true, checkOpacity: true })) return cssReason(p);
+      if (p && !p.checkVisibility(CHECK_CSS)) return cssReason(p);
     }
     const state = taskState();
     const page = state.page;
@@ -203,7 +239,7 @@
       right: r.right + page.scrollX,
       bottom: r.bottom + page.scrollY,
     };
-    const cs = getComputedStyle(el);
+    const cs = styleOf(el);
     const text = hasOwnText(el);
     const why = reasonFromStyle(cs, box, page, el.firstElementChild !== null, { checked: canCheck, text });
     if (why) return why;
@@ -328,6 +364,7 @@
     unreadable,
     reasonFromStyle,
     reason,
+    styleOf,
     chain,
     hiddenUnder,
     fresh,

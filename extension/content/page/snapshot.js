@@ -22,7 +22,10 @@
 
   const whole = (s) => clean(s, Infinity);
   // Whether an inline run holds hidden text, which its innerText would show.
-  const hiddenInside = (el) => [...el.querySelectorAll('*')].some((e) => P.hidden.reason(e));
+  const hiddenInside = (el) => {
+    for (const e of el.querySelectorAll('*')) if (P.hidden.reason(e)) return true;
+    return false;
+  };
   const quote = (s) => s.replace(/"/g, '\\"');
   // A name clean() cut to its 120 characters: the element's text is longer.
   const cutName = (name) => name.length >= 120 && name.endsWith('…');
@@ -314,6 +317,7 @@
       }
     }
     P.hidden.fresh();
+    P.a11y.remember();
     // self: the element a line is of, when the budget may cut inside that line (a paragraph's text).
     const push = (s, self) => {
       lastHref = '';
