@@ -61,6 +61,18 @@ func TestSettle(t *testing.T) {
 		}
 	})
 
+	t.Run("submit_listener_defers", func(t *testing.T) {
+		// The button has no listener; its form's submit listener shows the
+		// outcome 100 ms later: the wait after an action the page listens
+		// for covers listeners the click reaches through the form.
+		tab := c.newTab(t, url)
+		submit := c.refFor(t, tab, "#submit")
+		said := testutil.Text(c.call(t, "computer", map[string]any{"action": "left_click", "ref": submit, "tabId": tab}))
+		if !regexp.MustCompile(`(?i)message: "Order received"`).MatchString(said) {
+			t.Errorf("the click's result lacks what the form's submit listener showed 100 ms later:\n%s", said)
+		}
+	})
+
 	t.Run("request_answered", func(t *testing.T) {
 		// "Send" shows "Sending…" at once, then posts to a server that takes
 		// 400 ms to answer (longer than any quiet window): the click waits
