@@ -147,8 +147,9 @@ const round = (n) => Math.round(n * 10) / 10;
  * site in to secrets.
  */
 async function refuseSecret(tab, ref, at) {
+  if (!at.secret) return;
   const policy = await gate.policy();
-  if (!at.secret || secretsAllowed(policy, tab.url || '')) return;
+  if (secretsAllowed(policy, tab.url || '')) return;
   throw new ToolError(
     `${ref ? `${ref} is` : 'the focused element is'} a password field on ${at.origin}, and ${secretsRefusal(policy, tab.url || '')}.`,
   );
