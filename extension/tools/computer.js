@@ -139,6 +139,22 @@ async function clickAt(tabId, x, y, { button = 'left', clickCount = 1, modifiers
 
 const BUTTON_BITS = { left: 1, right: 2, middle: 4 };
 
+/**
+ * Presses the key chords of text, repeat times; a chord's events (its
+ * modifiers down, the key, the modifiers up) are sent without waiting for
+ * each other, as clickAt's mouse events are. Answers how many chords.
+ */
+async function pressChords(tabId, text, { repeat = 1, signal } = {}) {
+  const chords = cdp.parseKeySequence(text);
+  for (let r = 0; r < repeat; r++) {
+    for (const chord of chords) {
+      if (signal && signal.aborted) throw new Error('cancelled');
+      await Promise.all(cdp.chordEvents(chord).map((ev) => cdp.send(tabId, 'Input.dispatchKeyEvent', ev)));
+    }
+  }
+  return chords.length * repeat;
+}
+
 const round = (n) => Math.round(n * 10) / 10;
 
 /**
@@ -362,7 +378,7 @@ async function run(args, ctx) {
         tabId,
         async (scriptRead) => {
           await scriptRead;
-          return guard(() => cdp.pressKeys(tabId, args.text, { repeat: args.repeat || 1, signal: ctx.signal }));
+          return guard(() => pressChords(tabId, args.text, { repeat: args.repeat || 1, signal: ctx.signal }));
         },
         { watched },
       );
