@@ -17,8 +17,10 @@
 //   handler has usually deferred its work (a timer, an await);
 // - the DOM changed or an animation ran: QUIET_MS after the last change or
 //   the end of the last animation.
-// An action after which nothing happens costs two calls into the page (watch
-// and settle), two reads of the metrics and IDLE_MS.
+// An action after which nothing happens costs two calls into the page
+// (watch, which callers fold into the call that locates the target, and
+// settle), two reads of the metrics (the first while the pointer moves to
+// the target) and IDLE_MS.
 
 import { runAgent } from '../content/agent.js';
 import * as cdp from './cdp.js';
@@ -229,7 +231,17 @@ function requestsDone(tabId, ms) {
 // Whether page script ran for the action: the renderer's ScriptDuration
 // (Performance.getMetrics), read before and after it. Our own page agent
 // runs no code between the two reads (its MutationObserver only when the DOM
-// changed, which counts as a change anyway).
+// changed, which counts as a change anyway). The first read is made while
+// the pointer moves to the target (act() gets it, to await before the
+// presses), so that only the read after the action is a round trip of its
+// own.
+//
+// Looked at and left: DevTools' getEventListeners (which would tell whether
+// the page listens on the action's way, whatever its own timers do) is not
+// offered to an extension's debugger (Runtime.evaluate's command line API
+// is undefined there), and DOMDebugger.getEventListeners takes a call per
+// object on the way, more than the two reads; the Event Timing API reports
+// only events that took 16 ms or more to paint.
 
 /** Tabs whose Performance domain we enabled (lost when the debugger detaches). */
 const scriptMetrics = new Set();
@@ -259,18 +271,51 @@ async function scriptSeconds(tabId) {
 // Around an action
 
 /**
+ * Runs several page agent ops in one call into the page (page/actions.js
+ * batch) and answers their values in order; throws the first failure's
+ * error, naming what failed as the op itself would.
+ * @param {number} tabId
+ * @param {Array<[string, object]>} calls
+ * @returns {Promise<Array<*>>}
+ */
+export async function runOps(tabId, calls) {
+  const results = await runAgent(tabId, 'batch', { calls });
+  const failed = results.find((r) => !r.ok);
+  if (failed) throw new Error(failed.error);
+  return results.map((r) => r.value);
+}
+
+/**
  * Runs act() and then waits for the page of tabId to settle.
+ *
+ * The page must be watched from before the action: settleAfter asks it to
+ * (one call into the page), unless the caller folded watch into a call of
+ * its own just before (watched: true; a click's locate, form_input's fill).
+ * act(scriptRead) gets the promise of the ScriptDuration read made before
+ * the action and must await it before the input that can run the page's
+ * handlers (a press, a key), not before a move it can send meanwhile.
+ * answer: for callers whose act() already asked the page for its final
+ * answer in the same call (form_input: watch, fill and settle in one), the
+ * page's answer from act()'s value.
  * @template T
  * @param {number} tabId
- * @param {() => Promise<T>} act the action
- * @param {{quietMs?: number, idleMs?: number, scriptIdleMs?: number, maxMs?: number}} [opts]
+ * @param {(scriptRead: Promise<*>) => Promise<T>} act the action
+ * @param {{quietMs?: number, idleMs?: number, scriptIdleMs?: number, maxMs?: number,
+ *   watched?: boolean, answer?: (value: T) => object}} [opts]
  * @returns {Promise<{value: T, note: string}>} the action's value and a sentence
  *   on what changed after it ('' when nothing did)
  */
 export async function settleAfter(
   tabId,
   act,
-  { quietMs = QUIET_MS, idleMs = IDLE_MS, scriptIdleMs = SCRIPT_IDLE_MS, maxMs = MAX_MS } = {},
+  {
+    quietMs = QUIET_MS,
+    idleMs = IDLE_MS,
+    scriptIdleMs = SCRIPT_IDLE_MS,
+    maxMs = MAX_MS,
+    watched: watchedBefore = false,
+    answer = null,
+  } = {},
 ) {
   const before = Date.now();
   const waits = maxMs > 0;
@@ -278,20 +323,23 @@ export async function settleAfter(
   const ownRequests = waits && !inflight.has(tabId);
   if (ownRequests) inflight.set(tabId, new Map());
   try {
-    const watched = await runAgent(tabId, 'watch').then(
-      () => true,
-      () => false, // not scriptable (or navigating): still wait for a navigation
-    );
+    const watched =
+      watchedBefore ||
+      (await runAgent(tabId, 'watch').then(
+        () => true,
+        () => false, // not scriptable (or navigating): still wait for a navigation
+      ));
     // Read after watch, whose own script would count otherwise.
-    const scriptBefore = waits ? await scriptSeconds(tabId) : null;
+    const scriptRead = waits ? scriptSeconds(tabId) : Promise.resolve(null);
     let value;
     try {
-      value = await act();
+      value = await act(scriptRead);
     } catch (e) {
       // The action failed: stop watching (its answer is of no use).
       if (watched) runAgent(tabId, 'settle', { last: true }).catch(() => {});
       throw e;
     }
+    const scriptBefore = await scriptRead;
     const scriptAfter = waits && scriptBefore !== null ? await scriptSeconds(tabId) : null;
     // Unknown counts as "ran": the longer wait is the safe one.
     const scriptRan = scriptBefore === null || scriptAfter === null || scriptAfter !== scriptBefore;
@@ -300,6 +348,7 @@ export async function settleAfter(
       idleMs: scriptRan ? scriptIdleMs : idleMs,
       maxMs,
       value,
+      answered: answer ? answer(value) : null,
     });
   } finally {
     if (ownRequests) {
@@ -310,7 +359,7 @@ export async function settleAfter(
   }
 }
 
-async function settle(tabId, before, watched, { quietMs, idleMs, maxMs, value }) {
+async function settle(tabId, before, watched, { quietMs, idleMs, maxMs, value, answered }) {
   const deadline = Date.now() + maxMs;
   const started = (rec) => rec.startedAt >= before;
   const navStarted = () => {
@@ -319,7 +368,7 @@ async function settle(tabId, before, watched, { quietMs, idleMs, maxMs, value })
   };
   const left = () => Math.max(0, deadline - Date.now());
   const outstanding = () => [...(inflight.get(tabId)?.values() || [])].filter((r) => r.at >= before);
-  let page = null;
+  let page = answered || null;
   let nav = null;
   let restart = false;
   // Each round: the page's answer (it waits there in a visible tab) or a navigation, whichever first.

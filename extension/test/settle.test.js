@@ -11,6 +11,7 @@ let fake;
 let checks; // the settle calls the page received, their args
 let scriptSeconds; // what Performance.getMetrics says, per read (a function of the read's number)
 let metricReads;
+let watches; // the watch calls the page received
 const TAB = 7;
 
 /** Answers the page agent's ops: watch, then settle by answer(args, n) (a value, an Error or a promise). */
@@ -18,7 +19,10 @@ function page(answer) {
   checks = [];
   fake.scripting.executeScript = async ({ args }) => {
     const [, op, opArgs] = args;
-    if (op === 'watch') return [{ frameId: 0, result: { ok: true, value: { url: 'http://x/1' } } }];
+    if (op === 'watch') {
+      watches++;
+      return [{ frameId: 0, result: { ok: true, value: { url: 'http://x/1' } } }];
+    }
     if (op === 'settle') {
       checks.push(opArgs);
       const v = await answer(opArgs, checks.length);
@@ -42,6 +46,7 @@ beforeEach(() => {
   // The debugger (cdp.js sends through it): only what settle reads, the renderer's ScriptDuration.
   scriptSeconds = () => 0;
   metricReads = 0;
+  watches = 0;
   fake.debugger = {
     onEvent: new FakeEvent(),
     onDetach: new FakeEvent(),
@@ -89,6 +94,75 @@ test('typing only reports: no wait, no metrics', async () => {
   assert.equal(r.note, 'The page changed.');
   assert.equal(checks[0].last, true);
   assert.equal(metricReads, 0);
+});
+
+test('the read before the action is handed to it, to await before its presses', async () => {
+  page(() => quiet);
+  // The first read answers only once the action has started (its move goes meanwhile).
+  let started;
+  const actStarted = new Promise((resolve) => (started = resolve));
+  const send = fake.debugger.sendCommand;
+  fake.debugger.sendCommand = async (target, method, params) => {
+    if (method === 'Performance.getMetrics' && metricReads === 0) await actStarted;
+    return send(target, method, params);
+  };
+  const r = await settle.settleAfter(TAB, async (scriptRead) => {
+    started();
+    assert.equal(await scriptRead, 0);
+    return 'clicked';
+  });
+  assert.equal(r.value, 'clicked');
+  assert.equal(metricReads, 2);
+  assert.equal(checks[0].idleMs, settle.IDLE_MS);
+});
+
+test('a caller that started the watch itself is not watched again', async () => {
+  page(() => quiet);
+  await settle.settleAfter(TAB, async () => null, { watched: true });
+  assert.equal(watches, 0);
+  assert.equal(checks.length, 1);
+});
+
+test("an action that brought the page's answer back itself is not asked again", async () => {
+  page(() => {
+    throw new Error('the page was asked again');
+  });
+  const answer = { done: true, settled: true, changed: true, notes: ['message: "Saved"'] };
+  const r = await settle.settleAfter(TAB, async () => ['set', answer], {
+    ...settle.REPORT_ONLY,
+    watched: true,
+    answer: (v) => v[1],
+  });
+  assert.deepEqual(r.value, ['set', answer]);
+  assert.equal(r.note, 'Message: "Saved".');
+  assert.equal(checks.length, 0);
+  assert.equal(watches, 0);
+  assert.equal(metricReads, 0);
+});
+
+test('several ops run in one call into the page; the first failure is thrown', async () => {
+  const calls = [];
+  fake.scripting.executeScript = async ({ args }) => {
+    const [, op, opArgs] = args;
+    calls.push([op, opArgs]);
+    const value = [
+      { ok: true, value: { x: 1 } },
+      { ok: false, error: 'no element ref_9' },
+    ];
+    return [{ frameId: 0, result: { ok: true, value: value.slice(0, opArgs.calls.length) } }];
+  };
+  assert.deepEqual(await settle.runOps(TAB, [['locate', { ref: 'ref_1' }]]), [{ x: 1 }]);
+  await assert.rejects(
+    settle.runOps(TAB, [
+      ['locate', { ref: 'ref_1' }],
+      ['locate', { ref: 'ref_9' }],
+    ]),
+    /no element ref_9/,
+  );
+  assert.deepEqual(
+    calls.map(([op]) => op),
+    ['batch', 'batch'],
+  );
 });
 
 test('what the page names is said as a sentence', async () => {

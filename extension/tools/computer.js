@@ -20,7 +20,7 @@ import { usePage } from '../sw/pageload.js';
 import * as gate from '../sw/gate.js';
 import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
 import * as props from './props.js';
-import { REPORT_ONLY, settleAfter } from '../sw/settle.js';
+import { REPORT_ONLY, runOps, settleAfter } from '../sw/settle.js';
 
 export const ACTIONS = [
   'left_click',
@@ -88,51 +88,108 @@ function describeTarget(t) {
   return ` on ${t.role}${t.name ? ` "${t.name}"` : ''} [${t.ref}]`;
 }
 
-/** Resolves {coordinate | ref} to viewport CSS px and a description of what is there. */
-async function target(tabId, coordinate, ref, what = 'the target') {
+/**
+ * Resolves {coordinate | ref} to viewport CSS px and a description of what
+ * is there. watch: start watching the page for settle.js in the same call
+ * into the page (t.watched says whether it did).
+ */
+async function target(tabId, coordinate, ref, what = 'the target', { watch = false } = {}) {
+  const also = watch ? [['watch', {}]] : [];
   if (ref) {
     let loc;
     try {
-      loc = await runAgent(tabId, 'locate', { ref });
+      [loc] = await runOps(tabId, [['locate', { ref }], ...also]);
     } catch (e) {
       throw new ToolError(e.message);
     }
     const info = { ref, role: loc.role, name: loc.name };
-    return { x: loc.x, y: loc.y, info, obscuredBy: loc.obscuredBy };
+    return { x: loc.x, y: loc.y, info, obscuredBy: loc.obscuredBy, watched: watch };
   }
   if (!coordinate) throw new ToolError(`give ${what} as coordinate [x, y] or as ref`);
   const scale = await getTabScale(tabId);
   const [x, y] = imageToCss(coordinate, scale);
   let info = null;
+  let watched = false;
   try {
-    info = await runAgent(tabId, 'elementAt', { x, y });
+    [info] = await runOps(tabId, [['elementAt', { x, y }], ...also]);
+    watched = watch;
   } catch {
     /* not scriptable: act anyway */
   }
-  return { x, y, info };
+  return { x, y, info, watched };
+}
+
+/**
+ * Clicks at (x, y) CSS px. The move, each press and each release are sent
+ * without waiting for the one before (Chromium delivers a tab's input in
+ * the order sent; Puppeteer's click does the same), except that the presses
+ * wait for beforePress (settle.js's read of the page's script time, which
+ * must come before any handler of the click runs).
+ */
+async function clickAt(tabId, x, y, { button = 'left', clickCount = 1, modifiers = 0 } = {}, beforePress = null) {
+  const mouse = (type, extra) => cdp.send(tabId, 'Input.dispatchMouseEvent', { type, x, y, modifiers, ...extra });
+  await Promise.all([mouse('mouseMoved', { buttons: 0 }), beforePress && beforePress.catch(() => {})]);
+  const sent = [];
+  for (let i = 1; i <= clickCount; i++) {
+    sent.push(mouse('mousePressed', { button, buttons: BUTTON_BITS[button] || 0, clickCount: i }));
+    sent.push(mouse('mouseReleased', { button, buttons: 0, clickCount: i }));
+  }
+  await Promise.all(sent);
+}
+
+const BUTTON_BITS = { left: 1, right: 2, middle: 4 };
+
+/**
+ * Presses the key chords of text, repeat times; a chord's events (its
+ * modifiers down, the key, the modifiers up) are sent without waiting for
+ * each other, as clickAt's mouse events are. Answers how many chords.
+ */
+async function pressChords(tabId, text, { repeat = 1, signal } = {}) {
+  const chords = cdp.parseKeySequence(text);
+  for (let r = 0; r < repeat; r++) {
+    for (const chord of chords) {
+      if (signal && signal.aborted) throw new Error('cancelled');
+      await Promise.all(cdp.chordEvents(chord).map((ev) => cdp.send(tabId, 'Input.dispatchKeyEvent', ev)));
+    }
+  }
+  return chords.length * repeat;
 }
 
 const round = (n) => Math.round(n * 10) / 10;
 
 /**
- * Refuses typing into a password field (the ref's element, else the focused
- * one) unless the person opted the site in to secrets; a page that cannot
- * be scripted has no field to ask about.
+ * Refuses typing into a password field (at: the page's secretTarget answer
+ * for the ref's element, else the focused one) unless the person opted the
+ * site in to secrets.
  */
-async function refuseSecret(tab, ref) {
-  let at;
-  try {
-    at = await runAgent(tab.id, 'secretTarget', { ref: ref || undefined });
-  } catch (e) {
-    if (ref) throw new ToolError(e.message);
-    return;
-  }
+async function refuseSecret(tab, ref, at) {
+  if (!at.secret) return;
   const policy = await gate.policy();
-  if (!at.secret || secretsAllowed(policy, tab.url || '')) return;
+  if (secretsAllowed(policy, tab.url || '')) return;
   throw new ToolError(
     `${ref ? `${ref} is` : 'the focused element is'} a password field on ${at.origin}, and ${secretsRefusal(policy, tab.url || '')}.`,
   );
 }
+
+/**
+ * Asks the page where a key press or typing goes (secretTarget), where the
+ * ref is (locate) and starts watching it for settle.js, in one call; a page
+ * that cannot be scripted has no field to ask about (unless a ref was given).
+ * @returns {Promise<{at: object|null, loc: object|null, watched: boolean}>}
+ */
+async function prepareKeys(tabId, ref) {
+  const calls = [['secretTarget', { ref: ref || undefined }], ...(ref ? [['locate', { ref }]] : []), ['watch', {}]];
+  try {
+    const values = await runOps(tabId, calls);
+    return { at: values[0], loc: ref ? values[1] : null, watched: true };
+  } catch (e) {
+    if (ref) throw new ToolError(e.message);
+    return { at: null, loc: null, watched: false };
+  }
+}
+
+/** Stops the watch prepareKeys started, when no action follows it. */
+const unwatch = (tabId) => runAgent(tabId, 'settle', { last: true }).catch(() => {});
 
 async function screenshotResult(tab, args, { region } = {}) {
   const opts = {
@@ -230,11 +287,13 @@ async function run(args, ctx) {
     case 'middle_click':
     case 'double_click':
     case 'triple_click': {
-      const t = await target(tabId, args.coordinate, args.ref);
+      const t = await target(tabId, args.coordinate, args.ref, undefined, { watch: true });
       const button = action === 'right_click' ? 'right' : action === 'middle_click' ? 'middle' : 'left';
       const clickCount = action === 'double_click' ? 2 : action === 'triple_click' ? 3 : 1;
-      after = await settleAfter(tabId, () =>
-        guard(() => cdp.mouseClick(tabId, t.x, t.y, { button, clickCount, modifiers: mods })),
+      after = await settleAfter(
+        tabId,
+        (scriptRead) => guard(() => clickAt(tabId, t.x, t.y, { button, clickCount, modifiers: mods }, scriptRead)),
+        { watched: t.watched },
       );
       pt = [t.x, t.y];
       // A click by ref names the element; where it was is the model's concern only when it gave a point.
@@ -260,9 +319,14 @@ async function run(args, ctx) {
         args.start_ref,
         'the start (start_coordinate or start_ref)',
       );
-      const to = await target(tabId, args.coordinate, args.ref, 'the end (coordinate or ref)');
-      after = await settleAfter(tabId, () =>
-        guard(() => cdp.mouseDrag(tabId, [from.x, from.y], [to.x, to.y], { modifiers: mods })),
+      const to = await target(tabId, args.coordinate, args.ref, 'the end (coordinate or ref)', { watch: true });
+      after = await settleAfter(
+        tabId,
+        async (scriptRead) => {
+          await scriptRead;
+          return guard(() => cdp.mouseDrag(tabId, [from.x, from.y], [to.x, to.y], { modifiers: mods }));
+        },
+        { watched: to.watched },
       );
       pt = [to.x, to.y];
       text = `Dragged from (${round(from.x)}, ${round(from.y)})${describeTarget(from.info)} to (${round(to.x)}, ${round(to.y)})${describeTarget(to.info)}.`;
@@ -270,17 +334,24 @@ async function run(args, ctx) {
     }
     case 'type': {
       if (typeof args.text !== 'string') throw new ToolError('type needs text');
-      await refuseSecret(tab, args.ref);
-      let where = 'the focused element';
-      const t = args.ref ? await target(tabId, null, args.ref) : null;
-      if (t) where = `${t.info.role} "${t.info.name}" [${args.ref}]`;
+      // One call into the page before typing: the secret check, the ref's place, the watch.
+      const { at, loc, watched } = await prepareKeys(tabId, args.ref);
+      if (at) {
+        try {
+          await refuseSecret(tab, args.ref, at);
+        } catch (e) {
+          unwatch(tabId);
+          throw e;
+        }
+      }
+      const where = loc ? `${loc.role} "${loc.name}" [${args.ref}]` : 'the focused element';
       after = await settleAfter(
         tabId,
         async () => {
-          if (t) await guard(() => cdp.mouseClick(tabId, t.x, t.y));
+          if (loc) await guard(() => clickAt(tabId, loc.x, loc.y));
           await guard(() => cdp.typeText(tabId, args.text, { signal: ctx.signal }));
         },
-        REPORT_ONLY,
+        { ...REPORT_ONLY, watched },
       );
       text = `Typed ${args.text.length} characters into ${where}.`;
       break;
@@ -294,9 +365,22 @@ async function run(args, ctx) {
       } catch (e) {
         throw new ToolError(e.message);
       }
-      await refuseSecret(tab, null);
-      after = await settleAfter(tabId, () =>
-        guard(() => cdp.pressKeys(tabId, args.text, { repeat: args.repeat || 1, signal: ctx.signal })),
+      const { at, watched } = await prepareKeys(tabId, null);
+      if (at) {
+        try {
+          await refuseSecret(tab, null, at);
+        } catch (e) {
+          unwatch(tabId);
+          throw e;
+        }
+      }
+      after = await settleAfter(
+        tabId,
+        async (scriptRead) => {
+          await scriptRead;
+          return guard(() => pressChords(tabId, args.text, { repeat: args.repeat || 1, signal: ctx.signal }));
+        },
+        { watched },
       );
       const n = after.value;
       text = `Pressed ${args.text}${(args.repeat || 1) > 1 ? ` ${args.repeat} times` : ''} (${n} key chord${n === 1 ? '' : 's'}).`;

@@ -5,8 +5,7 @@
 
 import { ToolError } from '../sw/tools.js';
 import { usePage } from '../sw/pageload.js';
-import { REPORT_ONLY, settleAfter } from '../sw/settle.js';
-import { runAgent } from '../content/agent.js';
+import { REPORT_ONLY, runOps, settleAfter } from '../sw/settle.js';
 import * as gate from '../sw/gate.js';
 import { secretsAllowed, secretsRefusal } from '../sw/policy.js';
 import * as props from './props.js';
@@ -125,12 +124,18 @@ async function run(args, ctx) {
     const policy = await gate.policy();
     const allowSecrets = secretsAllowed(policy, tab.url || '');
     const secretsWhy = allowSecrets ? '' : secretsRefusal(policy, tab.url || '');
+    // One call into the page: watch it, fill, say what changed (settle.js, without waiting).
     after = await settleAfter(
       tab.id,
-      () => runAgent(tab.id, 'fill', { fields, allowSecrets, secretsWhy }),
-      REPORT_ONLY,
+      () =>
+        runOps(tab.id, [
+          ['watch', {}],
+          ['fill', { fields, allowSecrets, secretsWhy }],
+          ['settle', { ...REPORT_ONLY, last: true }],
+        ]),
+      { ...REPORT_ONLY, watched: true, answer: (values) => values[2] },
     );
-    results = after.value;
+    results = after.value[1];
   } catch (e) {
     throw new ToolError(e.message);
   }

@@ -61,6 +61,18 @@ func TestSettle(t *testing.T) {
 		}
 	})
 
+	t.Run("submit_listener_defers", func(t *testing.T) {
+		// The button has no listener; its form's submit listener shows the
+		// outcome 100 ms later: the wait after an action the page listens
+		// for covers listeners the click reaches through the form.
+		tab := c.newTab(t, url)
+		submit := c.refFor(t, tab, "#submit")
+		said := testutil.Text(c.call(t, "computer", map[string]any{"action": "left_click", "ref": submit, "tabId": tab}))
+		if !regexp.MustCompile(`(?i)message: "Order received"`).MatchString(said) {
+			t.Errorf("the click's result lacks what the form's submit listener showed 100 ms later:\n%s", said)
+		}
+	})
+
 	t.Run("request_answered", func(t *testing.T) {
 		// "Send" shows "Sending…" at once, then posts to a server that takes
 		// 400 ms to answer (longer than any quiet window): the click waits
@@ -127,25 +139,36 @@ func TestSettle(t *testing.T) {
 // (IDLE_MS), two calls into the page and two reads of the metrics; on a
 // button whose handler changes nothing, the wait for deferred work
 // (SCRIPT_IDLE_MS); on one whose handler changes the page at once, the
-// quiet window after the change (QUIET_MS). p50 and p95 of each over up to
-// 30 calls.
+// quiet window after the change (QUIET_MS); typing into a field by ref (a
+// click on it, the text, what changed: no wait) and a key press on a button
+// without a handler (IDLE_MS). p50 and p95 of each over up to 30 calls.
 func BenchmarkSettle(b *testing.B) {
 	w := startWorld(b, worldOptions{})
 	c := w.client("e2e-bench-settle")
 	tab := c.newTab(b, w.pages.url("settle.html"))
-	for _, bc := range []struct{ name, action, sel string }{
-		{"hover_nothing", "hover", "#nothing"},
-		{"left_click_nothing", "left_click", "#nothing"},
-		{"left_click_handler_changes_nothing", "left_click", "#noop"},
-		{"left_click_changes_at_once", "left_click", "#count"},
+	for _, bc := range []struct{ name, action, sel, text string }{
+		{"hover_nothing", "hover", "#nothing", ""},
+		{"left_click_nothing", "left_click", "#nothing", ""},
+		{"left_click_handler_changes_nothing", "left_click", "#noop", ""},
+		{"left_click_changes_at_once", "left_click", "#count", ""},
+		{"type_into_field", "type", "#display", "ring twice"},
+		{"key_on_nothing", "key", "#nothing", "Shift"},
 	} {
 		ref := c.refFor(b, tab, bc.sel)
 		b.Run(bc.name, func(b *testing.B) {
+			args := map[string]any{"action": bc.action, "ref": ref, "tabId": tab}
+			if bc.action == "key" {
+				// key acts on the focused element: focus the button first.
+				c.js(b, tab, `document.querySelector('`+bc.sel+`').focus(); "focused"`)
+				args = map[string]any{"action": "key", "text": bc.text, "tabId": tab}
+			} else if bc.text != "" {
+				args["text"] = bc.text
+			}
 			n := min(b.N, 30)
 			lat := make([]time.Duration, 0, n)
 			for i := 0; i < n; i++ {
 				start := time.Now()
-				c.call(b, "computer", map[string]any{"action": bc.action, "ref": ref, "tabId": tab})
+				c.call(b, "computer", args)
 				lat = append(lat, time.Since(start))
 			}
 			reportLatency(b, lat)

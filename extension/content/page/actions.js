@@ -99,6 +99,51 @@
     ).then((pairs) => ({ origin: location.origin, secureContext: isSecureContext, states: Object.fromEntries(pairs) }));
   };
 
+  /**
+   * args: {calls: [[op, args], ...]}: several ops in one call into the page
+   * (each call is a round trip through the browser, 2-10 ms on a busy
+   * machine): a click's locate and the watch of settle.js, form_input's
+   * watch, fill and report. In order; the first that fails ends the batch.
+   * Answers [{ok: true, value} | {ok: false, error}], one per op run.
+   */
+  P.ops.batch = (args) => {
+    const calls = args.calls || [];
+    const out = [];
+    const failed = (e) => out.push({ ok: false, error: String((e && e.message) || e) });
+    const from = (i) => {
+      for (; i < calls.length; i++) {
+        const [op, opArgs] = calls[i];
+        if (op === 'batch' || !Object.hasOwn(P.ops, op)) {
+          failed(new Error(`unknown page agent op ${op}`));
+          return out;
+        }
+        let v;
+        try {
+          v = P.ops[op](opArgs || {});
+        } catch (e) {
+          failed(e);
+          return out;
+        }
+        if (v && typeof v.then === 'function') {
+          const next = i + 1;
+          return v.then(
+            (value) => {
+              out.push({ ok: true, value });
+              return from(next);
+            },
+            (e) => {
+              failed(e);
+              return out;
+            },
+          );
+        }
+        out.push({ ok: true, value: v });
+      }
+      return out;
+    };
+    return from(0);
+  };
+
   /** The scroll position and the viewport's and the page's sizes. */
   P.ops.scrollInfo = () => ({
     scrollX: Math.round(scrollX),
