@@ -4,7 +4,7 @@
 
 import { ToolError } from '../sw/tools.js';
 import { tabId as tabIdProp } from './props.js';
-import { trackTab, mainDocument } from '../sw/cdp.js';
+import { trackTab, mainDocument, mainFrameMark } from '../sw/cdp.js';
 import { HistoryEnd, step as stepHistory } from '../sw/history.js';
 import { ABORTED, errorPage, httpErrorText, httpStatusLine, isHttpError, loadFailedText } from '../sw/pageload.js';
 
@@ -198,11 +198,13 @@ const navigate = {
         reload: () => chrome.tabs.reload(tab.id),
       }[action] || (() => chrome.tabs.update(tab.id, { url: target }));
     const timeoutMs = args.timeoutMs ?? NAVIGATE_TIMEOUT_MS;
+    const since = mainFrameMark(tab.id); // documents committed after this are this load's
     const {
       tab: after,
       timedOut,
       moved,
       netError,
+      committed,
     } = await loadAndWait(tab.id, go, { timeoutMs, signal: ctx.signal, what: action || target, from: tab.url });
     const done = after || tab;
     if (target && !moved && done.url !== target) {
@@ -211,10 +213,13 @@ const navigate = {
         `The browser did not load ${target}; tab ${tab.id} still shows ${done.url || 'its old page'}. Chrome refuses some URLs from extensions (data: URLs, for one).`,
       );
     }
-    // The main document's status (CDP) is asked for beside the error-page check (webNavigation): two round trips at once.
-    const loadedDoc = timedOut ? null : mainDocument(tab.id).catch(() => null);
+    // The main document's status: from the capture's events when its document committed during the wait, else
+    // asked of the page (CDP), beside the error-page check (webNavigation).
+    const loadedDoc = timedOut ? null : mainDocument(tab.id, { since }).catch(() => null);
     // A load still under way at the timeout leaves the old page in the frame: its state says nothing of this load.
-    const failed = timedOut && !netError ? null : await loadFailure(tab.id, netError);
+    // A load whose document committed with no error after it ended on no error page (Chrome reports an error
+    // page's commit as onErrorOccurred, never onCommitted): no need to ask.
+    const failed = (timedOut && !netError) || committed ? null : await loadFailure(tab.id, netError);
     if (failed) {
       // An HTTP error with an empty body also ends on Chrome's error page: say the status first.
       const doc = await (loadedDoc || mainDocument(tab.id));
@@ -283,8 +288,11 @@ async function loadFailure(tabId, seen) {
 /**
  * Starts a navigation with go() and waits for the tab to finish loading.
  * netError is the main-frame load error Chrome reported meanwhile (not an
- * abort: an aborted load leaves the old page), unless a later load committed.
- * @returns {Promise<{tab: chrome.tabs.Tab|null, timedOut: boolean, moved: boolean, netError: {url: string, error: string}|null}>}
+ * abort: an aborted load leaves the old page), unless a later load committed;
+ * committed says that the last main-frame event seen was a commit (a
+ * document other than an error page), none of which happens to a
+ * same-document navigation or without webNavigation.
+ * @returns {Promise<{tab: chrome.tabs.Tab|null, timedOut: boolean, moved: boolean, netError: {url: string, error: string}|null, committed: boolean}>}
  */
 function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
   return new Promise((resolve, reject) => {
@@ -295,6 +303,7 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     const isMove = (url) => url !== undefined && url !== from && url !== '' && url !== 'about:blank';
     const nav = chrome.webNavigation; // absent in a browser without the permission: then errorPage() decides alone
     let netError = null;
+    let committed = false;
     let done = false;
     const finish = (fn, v) => {
       if (done) return;
@@ -303,7 +312,7 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
         nav.onErrorOccurred.removeListener(onNavError);
         nav.onCommitted.removeListener(onCommitted);
       }
-      if (v && typeof v === 'object' && 'timedOut' in v) v.netError = netError;
+      if (v && typeof v === 'object' && 'timedOut' in v) Object.assign(v, { netError, committed });
       chrome.tabs.onUpdated.removeListener(onUpdated);
       chrome.tabs.onRemoved.removeListener(onRemoved);
       signal?.removeEventListener('abort', onAbort);
@@ -320,10 +329,16 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     const onRemoved = (id) =>
       id === tabId && finish(reject, new ToolError(`Tab ${tabId} was closed while loading ${what}.`));
     const onNavError = (d) => {
-      if (d.tabId === tabId && d.frameId === 0 && d.error !== ABORTED) netError = { url: d.url, error: d.error };
+      if (d.tabId === tabId && d.frameId === 0 && d.error !== ABORTED) {
+        netError = { url: d.url, error: d.error };
+        committed = false;
+      }
     };
     const onCommitted = (d) => {
-      if (d.tabId === tabId && d.frameId === 0) netError = null;
+      if (d.tabId === tabId && d.frameId === 0) {
+        netError = null;
+        committed = true;
+      }
     };
     const onAbort = () => finish(reject, new ToolError('Navigation wait cancelled.'));
     // Events can be missed (same-document navigations never say "loading"),
