@@ -36,6 +36,7 @@ func TestNavigateErrors(t *testing.T) {
 		{"http_errors", testHTTPErrors},
 		{"screenshot_one_id", testScreenshotOneID},
 		{"history_steps", testHistorySteps},
+		{"redirects", testRedirects},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, w, errPages) })
 	}
@@ -58,6 +59,9 @@ func startErrorPages(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/missing", page(http.StatusNotFound, "<title>Gone fishing</title><h1>bb-e2e 404 page</h1>"))
 	mux.HandleFunc("/broken", page(http.StatusInternalServerError, "<title>Oops</title><h1>bb-e2e 500 page</h1>"))
 	mux.HandleFunc("/empty-404", page(http.StatusNotFound, ""))
+	mux.HandleFunc("/fine", page(http.StatusOK, "<title>Fine</title><h1>bb-e2e fine page</h1>"))
+	mux.Handle("/moved-to-missing", http.RedirectHandler("/missing", http.StatusFound))
+	mux.Handle("/moved-to-fine", http.RedirectHandler("/fine", http.StatusMovedPermanently))
 	s := httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s
@@ -382,5 +386,37 @@ func testHistorySteps(t *testing.T, w *world, errPages *httptest.Server) {
 	text, _ := c.toolError(t, "navigate", map[string]any{"action": "forward", "tabId": tab})
 	if !strings.Contains(text, "no later page") {
 		t.Fatalf("forward from the last entry says %q", text)
+	}
+}
+
+// testRedirects: navigate names the status and URL of where a redirect
+// lands, not of its first hop (the capture keeps each hop; the main
+// document is the last), in a tab whose last page was an error and the
+// other way round.
+func testRedirects(t *testing.T, w *world, errPages *httptest.Server) {
+	c := w.client("e2e-redirects")
+	tab := c.newTab(t, w.pages.url("index.html"))
+	missing, fine := errPages.URL+"/missing", errPages.URL+"/fine"
+	for i, tc := range []struct {
+		name, path, want string
+		isError          bool
+	}{
+		{"to_an_http_error", "/moved-to-missing", "HTTP 404 Not Found: the server answered " + missing, true},
+		{"to_a_page_after_an_error", "/moved-to-fine", fmt.Sprintf("Navigated in tab %d: %s — \"Fine\".", tab, fine), false},
+		{"to_an_http_error_again", "/moved-to-missing", "HTTP 404 Not Found: the server answered " + missing, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A query of its own per case: no cached redirect stands in for the server's.
+			url := fmt.Sprintf("%s%s?case=%d", errPages.URL, tc.path, i)
+			res, err := c.cs.CallTool(bg(callWait), &mcp.CallToolParams{Name: "navigate", Arguments: map[string]any{"url": url, "tabId": tab}})
+			if err != nil {
+				t.Fatalf("navigate %s: %v", url, err)
+			}
+			text := testutil.Text(res)
+			t.Logf("navigate %s: %s", url, text)
+			if res.IsError != tc.isError || !strings.HasPrefix(text, tc.want) {
+				t.Errorf("navigate %s says %q (error %v); want it to start with %q (error %v)", url, text, res.IsError, tc.want, tc.isError)
+			}
+		})
 	}
 }
