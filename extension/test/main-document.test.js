@@ -97,3 +97,41 @@ test('a forgotten tab starts again from no record', async () => {
   assert.equal(cdp.mainFrameMark(TAB), 0);
   assert.equal(await cdp.mainDocument(TAB, { since: 0 }), null, 'not attached any more');
 });
+
+test('a document restored from the back/forward cache answers from its first commit, told late', async () => {
+  await cdp.trackTab(TAB);
+  documentResponse('L1', 'http://t/first', 404);
+  cdp.handleEvent(TAB, 'Page.frameNavigated', { frame: { id: 'F', loaderId: 'L1', url: 'http://t/first' } });
+  cdp.onCommitted({ tabId: TAB, frameId: 0, url: 'http://t/first#top', documentId: 'D1' });
+  documentResponse('L2', 'http://t/second', 200);
+  cdp.handleEvent(TAB, 'Page.frameNavigated', { frame: { id: 'F', loaderId: 'L2', url: 'http://t/second' } });
+  cdp.onCommitted({ tabId: TAB, frameId: 0, url: 'http://t/second', documentId: 'D2' });
+  // Back: the restored document commits (its id as before); the capture hears of it after the load.
+  const since = cdp.mainFrameMark(TAB);
+  cdp.onCommitted({ tabId: TAB, frameId: 0, url: 'http://t/first', documentId: 'D1' });
+  const doc = await cdp.mainDocument(TAB, { since, documentId: 'D1' });
+  assert.equal(doc.status, 404);
+  assert.equal(doc.url, 'http://t/first');
+  assert.equal(asksOfPage(), 0);
+  cdp.handleEvent(TAB, 'Page.frameNavigated', {
+    type: 'BackForwardCacheRestore',
+    frame: { id: 'F', loaderId: 'L1', url: 'http://t/first' },
+  });
+  // A new document at the same URL that commits before the capture hears of it is not taken for the restored one.
+  documentResponse('L3', 'http://t/first', 200);
+  pageFrame = { id: 'F', loaderId: 'L3', url: 'http://t/first' };
+  cdp.onCommitted({ tabId: TAB, frameId: 0, url: 'http://t/first', documentId: 'D3' });
+  assert.equal((await cdp.mainDocument(TAB, { since: cdp.mainFrameMark(TAB), documentId: 'D3' })).status, 200);
+  assert.equal(asksOfPage(), 1, 'the page was asked');
+});
+
+test('a record goes to the first commit after it only, and only at its URL', async () => {
+  await cdp.trackTab(TAB);
+  documentResponse('L1', 'http://t/a', 500);
+  cdp.handleEvent(TAB, 'Page.frameNavigated', { frame: { id: 'F', loaderId: 'L1', url: 'http://t/a' } });
+  cdp.onCommitted({ tabId: TAB, frameId: 0, url: 'http://t/b', documentId: 'DB' });
+  cdp.onCommitted({ tabId: TAB, frameId: 0, url: 'http://t/a', documentId: 'DA' });
+  await cdp.mainDocument(TAB, { since: cdp.mainFrameMark(TAB), documentId: 'DA' });
+  await cdp.mainDocument(TAB, { since: cdp.mainFrameMark(TAB), documentId: 'DB' });
+  assert.equal(asksOfPage(), 2, 'neither document was paired with the record');
+});

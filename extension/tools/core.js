@@ -215,7 +215,9 @@ const navigate = {
     }
     // The main document's status: from the capture's events when its document committed during the wait, else
     // asked of the page (CDP), beside the error-page check (webNavigation).
-    const loadedDoc = timedOut ? null : mainDocument(tab.id, { since }).catch(() => null);
+    const loadedDoc = timedOut
+      ? null
+      : mainDocument(tab.id, { since, documentId: committed?.documentId }).catch(() => null);
     // A load still under way at the timeout leaves the old page in the frame: its state says nothing of this load.
     // A load whose document committed with no error after it ended on no error page (Chrome reports an error
     // page's commit as onErrorOccurred, never onCommitted): no need to ask.
@@ -289,10 +291,10 @@ async function loadFailure(tabId, seen) {
  * Starts a navigation with go() and waits for the tab to finish loading.
  * netError is the main-frame load error Chrome reported meanwhile (not an
  * abort: an aborted load leaves the old page), unless a later load committed;
- * committed says that the last main-frame event seen was a commit (a
- * document other than an error page), none of which happens to a
+ * committed is the main-frame commit seen last, if no error came after it
+ * (a document other than an error page), none of which happens to a
  * same-document navigation or without webNavigation.
- * @returns {Promise<{tab: chrome.tabs.Tab|null, timedOut: boolean, moved: boolean, netError: {url: string, error: string}|null, committed: boolean}>}
+ * @returns {Promise<{tab: chrome.tabs.Tab|null, timedOut: boolean, moved: boolean, netError: {url: string, error: string}|null, committed: {url: string, documentId?: string}|null}>}
  */
 function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
   return new Promise((resolve, reject) => {
@@ -303,7 +305,7 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     const isMove = (url) => url !== undefined && url !== from && url !== '' && url !== 'about:blank';
     const nav = chrome.webNavigation; // absent in a browser without the permission: then errorPage() decides alone
     let netError = null;
-    let committed = false;
+    let committed = null;
     let done = false;
     const finish = (fn, v) => {
       if (done) return;
@@ -331,13 +333,13 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     const onNavError = (d) => {
       if (d.tabId === tabId && d.frameId === 0 && d.error !== ABORTED) {
         netError = { url: d.url, error: d.error };
-        committed = false;
+        committed = null;
       }
     };
     const onCommitted = (d) => {
       if (d.tabId === tabId && d.frameId === 0) {
         netError = null;
-        committed = true;
+        committed = { url: d.url, documentId: d.documentId };
       }
     };
     const onAbort = () => finish(reject, new ToolError('Navigation wait cancelled.'));
