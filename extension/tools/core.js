@@ -288,7 +288,12 @@ async function loadFailure(tabId, seen) {
 }
 
 /**
- * Starts a navigation with go() and waits for the tab to finish loading.
+ * Starts a navigation with go() and waits for the tab to finish loading:
+ * the main frame's load event for a document that began loading and
+ * committed during the wait (webNavigation.onCompleted; the load event of a
+ * page waits for its subframes'), else the tab's status "complete" (all of
+ * the tab stopped loading, which Chrome tells up to tens of ms later on a
+ * busy machine, and which is all a same-document navigation says).
  * netError is the main-frame load error Chrome reported meanwhile (not an
  * abort: an aborted load leaves the old page), unless a later load committed;
  * committed is the main-frame commit seen last, if no error came after it
@@ -306,6 +311,7 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     const nav = chrome.webNavigation; // absent in a browser without the permission: then errorPage() decides alone
     let netError = null;
     let committed = null;
+    let began = false; // a main-frame load began during the wait (not one under way before it)
     let done = false;
     const finish = (fn, v) => {
       if (done) return;
@@ -313,6 +319,8 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
       if (nav) {
         nav.onErrorOccurred.removeListener(onNavError);
         nav.onCommitted.removeListener(onCommitted);
+        nav.onBeforeNavigate?.removeListener(onBeforeNavigate);
+        nav.onCompleted?.removeListener(onCompleted);
       }
       if (v && typeof v === 'object' && 'timedOut' in v) Object.assign(v, { netError, committed });
       chrome.tabs.onUpdated.removeListener(onUpdated);
@@ -342,6 +350,21 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
         committed = { url: d.url, documentId: d.documentId };
       }
     };
+    const onBeforeNavigate = (d) => {
+      if (d.tabId === tabId && d.frameId === 0) began = true;
+    };
+    const onCompleted = (d) => {
+      if (d.tabId !== tabId || d.frameId !== 0 || !began || !committed) return;
+      if (committed.documentId && d.documentId && d.documentId !== committed.documentId) return;
+      // The tab as the load left it: its URL and title are the document's.
+      chrome.tabs.get(tabId).then(
+        (t) => {
+          if (isMove(t.url)) moved = true;
+          finish(resolve, { tab: t, timedOut: false, moved });
+        },
+        () => {}, // closed meanwhile: onRemoved says so
+      );
+    };
     const onAbort = () => finish(reject, new ToolError('Navigation wait cancelled.'));
     // Events can be missed (same-document navigations never say "loading"),
     // so look at the tab now and then as well.
@@ -367,6 +390,8 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     if (nav) {
       nav.onErrorOccurred.addListener(onNavError);
       nav.onCommitted.addListener(onCommitted);
+      nav.onBeforeNavigate?.addListener(onBeforeNavigate);
+      nav.onCompleted?.addListener(onCompleted);
     }
     signal?.addEventListener('abort', onAbort);
     Promise.resolve()
