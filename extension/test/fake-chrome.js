@@ -157,8 +157,8 @@ export function installFakeChrome() {
   // an error page (getFrame's errorOccurred) that still completes loading.
   // A load that commits ends with webNavigation.onCompleted (the page's load
   // event), then the tab's status "complete" (the whole tab stopped loading),
-  // which fake.withholdComplete holds back for good (a subframe that never
-  // finishes, say).
+  // which fake.withholdComplete holds back for good (Chrome tells it after
+  // onCompleted, up to tens of ms later on a busy machine).
   function load(tab, url) {
     tab.url = url;
     tab.status = 'loading';

@@ -291,9 +291,9 @@ async function loadFailure(tabId, seen) {
  * Starts a navigation with go() and waits for the tab to finish loading:
  * the main frame's load event for a document that began loading and
  * committed during the wait (webNavigation.onCompleted; the load event of a
- * page waits for its subframes'), else the tab's status "complete" (all of
- * the tab stopped loading, which Chrome tells up to tens of ms later on a
- * busy machine, and which is all a same-document navigation says).
+ * page waits for its subframes'), else the tab's status "complete" (which
+ * Chrome tells after it, up to tens of ms later on a busy machine, and which
+ * is all a same-document navigation says).
  * netError is the main-frame load error Chrome reported meanwhile (not an
  * abort: an aborted load leaves the old page), unless a later load committed;
  * committed is the main-frame commit seen last, if no error came after it

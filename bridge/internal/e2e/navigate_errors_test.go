@@ -37,6 +37,7 @@ func TestNavigateErrors(t *testing.T) {
 		{"screenshot_one_id", testScreenshotOneID},
 		{"history_steps", testHistorySteps},
 		{"redirects", testRedirects},
+		{"late_subframe", testLateSubframe},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, w, errPages) })
 	}
@@ -418,5 +419,44 @@ func testRedirects(t *testing.T, w *world, errPages *httptest.Server) {
 				t.Errorf("navigate %s says %q (error %v); want it to start with %q (error %v)", url, text, res.IsError, tc.want, tc.isError)
 			}
 		})
+	}
+}
+
+// testLateSubframe: a page that, just after its load event, adds a frame
+// whose document never arrives keeps its tab loading for good; navigate
+// answers for the page's own load, with its URL and title and no timeout
+// note, and the next call finds the page. (A frame added by the load event's
+// own handler holds the page's load back, in Chrome's eyes too: navigate
+// then waits for it up to its timeout.)
+func testLateSubframe(t *testing.T, w *world, _ *httptest.Server) {
+	hang := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/page", func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(rw, `<title>Late frame</title><h1>bb-e2e late frame</h1>
+<script>addEventListener("load", () => setTimeout(() => { const f = document.createElement("iframe"); f.src = "/never"; document.body.append(f); }, 0));</script>`)
+	})
+	mux.HandleFunc("/never", func(rw http.ResponseWriter, r *http.Request) {
+		select { // the frame's document never comes: until the test ends
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	t.Cleanup(func() { close(hang) }) // runs first: the held request returns, so Close does not wait for it
+	c := w.client("e2e-late-subframe")
+	tab := c.newTab(t, w.pages.url("index.html"))
+	url := s.URL + "/page"
+	res, err := c.cs.CallTool(bg(callWait), &mcp.CallToolParams{Name: "navigate", Arguments: map[string]any{"url": url, "tabId": tab, "timeoutMs": 60000}})
+	if err != nil {
+		t.Fatalf("navigate %s: %v", url, err)
+	}
+	want := fmt.Sprintf("Navigated in tab %d: %s — \"Late frame\".", tab, url)
+	if got := testutil.Text(res); res.IsError || got != want {
+		t.Errorf("navigate to a page with a frame that never loads says %q (error %v), want %q", got, res.IsError, want)
+	}
+	if got := testutil.Text(c.call(t, "get_page_text", map[string]any{"tabId": tab})); !strings.Contains(got, "bb-e2e late frame") {
+		t.Errorf("get_page_text after it lacks the page's heading:\n%s", clip(got, 500))
 	}
 }
