@@ -70,6 +70,20 @@ test("navigate answers at the page's load event, not when the whole tab says it 
   assert.match(r.content[0].text, /ERR_CONNECTION_REFUSED/);
 });
 
+test('a page that sends the tab on as it loads: navigate answers for where it went, not at its load event', async () => {
+  const first = await call('navigate', { url: 'https://one.example/' });
+  const tabId = tabIdOf(first);
+  fake.withholdComplete = true;
+  fake.afterCommit = (id, url) => {
+    if (url === 'https://leaving.example/') chrome.tabs.update(id, { url: 'https://arrived.example/' });
+  };
+  const r = await call('navigate', { url: 'https://leaving.example/', tabId, timeoutMs: 60000 });
+  assert.equal(
+    r.content[0].text,
+    `Navigated in tab ${tabId}: https://arrived.example/ — "Title of https://arrived.example/".`,
+  );
+});
+
 test('navigate back, forward and reload; no history is a tool error', async () => {
   const first = await call('navigate', { url: 'https://one.example/' });
   const tabId = tabIdOf(first);

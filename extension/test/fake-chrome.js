@@ -172,6 +172,7 @@ export function installFakeChrome() {
       const documentId = `doc-${tab.id}-${token}`;
       if (error) navEvents.onErrorOccurred.dispatch({ tabId: tab.id, frameId: 0, url, error });
       else navEvents.onCommitted.dispatch({ tabId: tab.id, frameId: 0, url, documentId });
+      fake.afterCommit?.(tab.id, url); // the page's scripts, as it loads (they may send the tab on)
       tab.title = url === 'about:blank' ? '' : `Title of ${url}`;
       if (!error) navEvents.onCompleted.dispatch({ tabId: tab.id, frameId: 0, url, documentId });
       if (fake.withholdComplete) return;

@@ -312,6 +312,7 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     let netError = null;
     let committed = null;
     let began = false; // a main-frame load began during the wait (not one under way before it)
+    let pending = false; // a main-frame load began and has neither committed nor failed: the tab moves on
     let done = false;
     const finish = (fn, v) => {
       if (done) return;
@@ -339,22 +340,25 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     const onRemoved = (id) =>
       id === tabId && finish(reject, new ToolError(`Tab ${tabId} was closed while loading ${what}.`));
     const onNavError = (d) => {
-      if (d.tabId === tabId && d.frameId === 0 && d.error !== ABORTED) {
+      if (d.tabId !== tabId || d.frameId !== 0) return;
+      pending = false;
+      if (d.error !== ABORTED) {
         netError = { url: d.url, error: d.error };
         committed = null;
       }
     };
     const onCommitted = (d) => {
       if (d.tabId === tabId && d.frameId === 0) {
+        pending = false;
         netError = null;
         committed = { url: d.url, documentId: d.documentId };
       }
     };
     const onBeforeNavigate = (d) => {
-      if (d.tabId === tabId && d.frameId === 0) began = true;
+      if (d.tabId === tabId && d.frameId === 0) began = pending = true;
     };
     const onCompleted = (d) => {
-      if (d.tabId !== tabId || d.frameId !== 0 || !began || !committed) return;
+      if (d.tabId !== tabId || d.frameId !== 0 || !began || pending || !committed) return;
       if (committed.documentId && d.documentId && d.documentId !== committed.documentId) return;
       // The tab as the load left it: its URL and title are the document's.
       chrome.tabs.get(tabId).then(

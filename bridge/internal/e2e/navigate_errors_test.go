@@ -63,6 +63,8 @@ func startErrorPages(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/fine", page(http.StatusOK, "<title>Fine</title><h1>bb-e2e fine page</h1>"))
 	mux.Handle("/moved-to-missing", http.RedirectHandler("/missing", http.StatusFound))
 	mux.Handle("/moved-to-fine", http.RedirectHandler("/fine", http.StatusMovedPermanently))
+	// A page that sends the tab on as it loads: its own load event comes before the next page's.
+	mux.HandleFunc("/script-moves-to-fine", page(http.StatusOK, `<title>Leaving</title><script>location.replace("/fine")</script>`))
 	s := httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s
@@ -393,7 +395,8 @@ func testHistorySteps(t *testing.T, w *world, errPages *httptest.Server) {
 // testRedirects: navigate names the status and URL of where a redirect
 // lands, not of its first hop (the capture keeps each hop; the main
 // document is the last), in a tab whose last page was an error and the
-// other way round.
+// other way round; and of where a page that sends the tab on as it loads
+// sends it, not of that page, whose load event came first.
 func testRedirects(t *testing.T, w *world, errPages *httptest.Server) {
 	c := w.client("e2e-redirects")
 	tab := c.newTab(t, w.pages.url("index.html"))
@@ -405,6 +408,7 @@ func testRedirects(t *testing.T, w *world, errPages *httptest.Server) {
 		{"to_an_http_error", "/moved-to-missing", "HTTP 404 Not Found: the server answered " + missing, true},
 		{"to_a_page_after_an_error", "/moved-to-fine", fmt.Sprintf("Navigated in tab %d: %s — \"Fine\".", tab, fine), false},
 		{"to_an_http_error_again", "/moved-to-missing", "HTTP 404 Not Found: the server answered " + missing, true},
+		{"by_the_page_as_it_loads", "/script-moves-to-fine", fmt.Sprintf("Navigated in tab %d: %s — \"Fine\".", tab, fine), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A query of its own per case: no cached redirect stands in for the server's.
