@@ -17,6 +17,22 @@ const attached = new Map();
 /** tabId -> {console: [], network: [], byRequest: Map, restored: bool, dropped: {console, network}} */
 const captures = new Map();
 const persistTimers = new Map();
+/**
+ * tabId -> the main frame's last committed document as Page.frameNavigated
+ * told it, {seq, loaderId, url, unreachableUrl}: what mainDocument would
+ * otherwise ask the page for (Page.getFrameTree, a round trip to a renderer
+ * that is often busy right after a load). seq orders the records of all tabs.
+ */
+const mainFrames = new Map();
+let frameSeq = 0;
+/**
+ * webNavigation documentId -> its record of mainFrames, paired when the
+ * document commits: a document restored from the back/forward cache is
+ * told of (Page.frameNavigated) only after the tab says it loaded, but it
+ * keeps its documentId. The newest DOCUMENTS_KEPT documents.
+ */
+const documents = new Map();
+const DOCUMENTS_KEPT = 200;
 
 // ---------------------------------------------------------------------------
 // Attachment and commands
@@ -195,6 +211,21 @@ const CONSOLE_LEVEL = {
 };
 
 export function handleEvent(tabId, method, params) {
+  if (method === 'Page.frameNavigated') {
+    const f = params.frame;
+    if (f && !f.parentId) {
+      const restored = params.type === 'BackForwardCacheRestore';
+      mainFrames.set(tabId, {
+        seq: ++frameSeq,
+        loaderId: f.loaderId,
+        url: f.url,
+        unreachableUrl: f.unreachableUrl,
+        // A restored document was paired when it first committed.
+        paired: restored,
+      });
+    }
+    return;
+  }
   const c = captureFor(tabId);
   switch (method) {
     case 'Runtime.consoleAPICalled': {
@@ -364,6 +395,7 @@ async function restoreCapture(tabId) {
 /** Drops a tab's captured data (memory and storage). */
 export function forgetTab(tabId) {
   captures.delete(tabId);
+  mainFrames.delete(tabId);
   attached.delete(tabId);
   const t = persistTimers.get(tabId);
   if (t) clearTimeout(t);
@@ -467,21 +499,57 @@ export async function readNetwork(tabId, filters = {}) {
 }
 
 /**
- * The response of the tab's main document, from the capture: the main
- * frame's loader id (Page.getFrameTree) is the request id of the document
- * request that loaded it. Null when the debugger is not attached to the tab
- * or the capture did not see that request (a page restored from the
- * back/forward cache makes none).
+ * webNavigation.onCommitted: pairs a main-frame document's id with the
+ * record Page.frameNavigated made of it (which comes first when the
+ * document is new) when their URLs agree. A record is offered to the first
+ * commit after it only, so that one the capture saw late is never taken
+ * for a later document's.
+ */
+export function onCommitted(d) {
+  if (!d || d.frameId !== 0 || !d.documentId) return;
+  const rec = mainFrames.get(d.tabId);
+  if (!rec || rec.paired) return;
+  rec.paired = true;
+  if (rec.url !== String(d.url || '').split('#')[0]) return;
+  documents.set(d.documentId, rec);
+  if (documents.size > DOCUMENTS_KEPT) documents.delete(documents.keys().next().value);
+}
+
+/**
+ * Where the tab's main-frame documents stand, for mainDocument's since: a
+ * number that grows with each main-frame document the capture sees commit.
  * @param {number} tabId
+ * @returns {number}
+ */
+export function mainFrameMark(tabId) {
+  return mainFrames.get(tabId)?.seq ?? 0;
+}
+
+/**
+ * The response of the tab's main document, from the capture: the main
+ * frame's loader id is the request id of the document request that loaded
+ * it. The frame is the one Page.frameNavigated told of when a document
+ * committed after since (a mainFrameMark taken before the navigation), or
+ * the one it told of when the document named by documentId (a committed
+ * document's webNavigation id) first committed, else the page is asked
+ * (Page.getFrameTree). Null when the debugger is not
+ * attached to the tab or the capture did not see that request (a page
+ * restored from the back/forward cache makes none).
+ * @param {number} tabId
+ * @param {{since?: number, documentId?: string}} [opts] omitted, the page is asked
  * @returns {Promise<{url: string, unreachableUrl?: string, status?: number, statusText?: string, errorText?: string}|null>}
  */
-export async function mainDocument(tabId) {
+export async function mainDocument(tabId, { since, documentId } = {}) {
   if (!attached.has(tabId)) return null;
-  let frame;
-  try {
-    frame = (await send(tabId, 'Page.getFrameTree', {}, { timeoutMs: 5000 })).frameTree?.frame;
-  } catch {
-    return null;
+  const seen = mainFrames.get(tabId);
+  let frame = since !== undefined && seen && seen.seq > since ? seen : null;
+  if (!frame && documentId) frame = documents.get(documentId) || null;
+  if (!frame) {
+    try {
+      frame = (await send(tabId, 'Page.getFrameTree', {}, { timeoutMs: 5000 })).frameTree?.frame;
+    } catch {
+      return null;
+    }
   }
   const entry = frame && captures.get(tabId)?.byRequest.get(frame.loaderId);
   if (!entry) return null;
@@ -849,8 +917,11 @@ if (hasChrome) {
   chrome.debugger.onEvent.addListener((source, method, params) => {
     if (source && source.tabId !== undefined) handleEvent(source.tabId, method, params || {});
   });
+  chrome.webNavigation?.onCommitted.addListener(onCommitted);
   chrome.debugger.onDetach.addListener((source) => {
     if (source && source.tabId !== undefined) attached.delete(source.tabId);
+    // Detached, the tab's next documents go unseen: its record would grow stale.
+    if (source && source.tabId !== undefined) mainFrames.delete(source.tabId);
   });
   if (chrome.tabs && chrome.tabs.onRemoved) {
     chrome.tabs.onRemoved.addListener((tabId) => forgetTab(tabId));

@@ -53,6 +53,37 @@ test('navigate loads a URL in the session tab and waits for the load', async () 
   assert.notEqual(fake.tabsById.get(tabId).groupId, -1, 'the tab is not in the session group');
 });
 
+test("navigate answers at the page's load event, not when the whole tab says it stopped loading", async () => {
+  const first = await call('navigate', { url: 'https://one.example/' });
+  const tabId = tabIdOf(first);
+  // From here the tab never says "complete" (Chrome says it after the load event, late on a busy machine).
+  fake.withholdComplete = true;
+  let r = await call('navigate', { url: 'https://two.example/', tabId, timeoutMs: 60000 });
+  assert.equal(r.content[0].text, `Navigated in tab ${tabId}: https://two.example/ — "Title of https://two.example/".`);
+  assert.equal(fake.tabsById.get(tabId).status, 'loading', 'the answer came before the tab said complete');
+  r = await call('navigate', { action: 'reload', tabId, timeoutMs: 60000 });
+  assert.equal(r.content[0].text, `Reloaded in tab ${tabId}: https://two.example/ — "Title of https://two.example/".`);
+  // A failed load has no load event: the wait ends at the timeout, which the answer says, and the error is named.
+  fake.failUrls.set('https://down.example/', 'net::ERR_CONNECTION_REFUSED');
+  r = await call('navigate', { url: 'https://down.example/', tabId, timeoutMs: 300 });
+  assert.ok(r.isError);
+  assert.match(r.content[0].text, /ERR_CONNECTION_REFUSED/);
+});
+
+test('a page that sends the tab on as it loads: navigate answers for where it went, not at its load event', async () => {
+  const first = await call('navigate', { url: 'https://one.example/' });
+  const tabId = tabIdOf(first);
+  fake.withholdComplete = true;
+  fake.afterCommit = (id, url) => {
+    if (url === 'https://leaving.example/') chrome.tabs.update(id, { url: 'https://arrived.example/' });
+  };
+  const r = await call('navigate', { url: 'https://leaving.example/', tabId, timeoutMs: 60000 });
+  assert.equal(
+    r.content[0].text,
+    `Navigated in tab ${tabId}: https://arrived.example/ — "Title of https://arrived.example/".`,
+  );
+});
+
 test('navigate back, forward and reload; no history is a tool error', async () => {
   const first = await call('navigate', { url: 'https://one.example/' });
   const tabId = tabIdOf(first);

@@ -127,6 +127,7 @@ export function installFakeChrome() {
     onCreatedNavigationTarget: new FakeEvent(),
     onErrorOccurred: new FakeEvent(),
     onCommitted: new FakeEvent(),
+    onCompleted: new FakeEvent(),
   };
 
   const noTab = (id) => new Error(`No tab with id: ${id}.`);
@@ -154,6 +155,10 @@ export function installFakeChrome() {
   // A load of a URL in fake.failUrls (url -> "net::ERR_…") fails as in
   // Chrome: webNavigation.onErrorOccurred, no onCommitted, and the tab on
   // an error page (getFrame's errorOccurred) that still completes loading.
+  // A load that commits ends with webNavigation.onCompleted (the page's load
+  // event), then the tab's status "complete" (the whole tab stopped loading),
+  // which fake.withholdComplete holds back for good (Chrome tells it after
+  // onCompleted, up to tens of ms later on a busy machine).
   function load(tab, url) {
     tab.url = url;
     tab.status = 'loading';
@@ -164,10 +169,14 @@ export function installFakeChrome() {
       if (!tabs.has(tab.id) || tab.loadToken !== token) return;
       const error = fake.failUrls.get(url);
       tab.errorPage = !!error;
+      const documentId = `doc-${tab.id}-${token}`;
       if (error) navEvents.onErrorOccurred.dispatch({ tabId: tab.id, frameId: 0, url, error });
-      else navEvents.onCommitted.dispatch({ tabId: tab.id, frameId: 0, url });
-      tab.status = 'complete';
+      else navEvents.onCommitted.dispatch({ tabId: tab.id, frameId: 0, url, documentId });
+      fake.afterCommit?.(tab.id, url); // the page's scripts, as it loads (they may send the tab on)
       tab.title = url === 'about:blank' ? '' : `Title of ${url}`;
+      if (!error) navEvents.onCompleted.dispatch({ tabId: tab.id, frameId: 0, url, documentId });
+      if (fake.withholdComplete) return;
+      tab.status = 'complete';
       tabsEvents.onUpdated.dispatch(tab.id, { status: 'complete' }, tabCopy(tab));
     }, 5);
   }
@@ -349,6 +358,7 @@ export function installFakeChrome() {
     },
   };
   fake.failUrls = new Map();
+  fake.withholdComplete = false;
   fake.webNavigation = {
     ...navEvents,
     async getFrame({ tabId, frameId }) {

@@ -4,7 +4,7 @@
 
 import { ToolError } from '../sw/tools.js';
 import { tabId as tabIdProp } from './props.js';
-import { trackTab, mainDocument } from '../sw/cdp.js';
+import { trackTab, mainDocument, mainFrameMark } from '../sw/cdp.js';
 import { HistoryEnd, step as stepHistory } from '../sw/history.js';
 import { ABORTED, errorPage, httpErrorText, httpStatusLine, isHttpError, loadFailedText } from '../sw/pageload.js';
 
@@ -198,11 +198,13 @@ const navigate = {
         reload: () => chrome.tabs.reload(tab.id),
       }[action] || (() => chrome.tabs.update(tab.id, { url: target }));
     const timeoutMs = args.timeoutMs ?? NAVIGATE_TIMEOUT_MS;
+    const since = mainFrameMark(tab.id); // documents committed after this are this load's
     const {
       tab: after,
       timedOut,
       moved,
       netError,
+      committed,
     } = await loadAndWait(tab.id, go, { timeoutMs, signal: ctx.signal, what: action || target, from: tab.url });
     const done = after || tab;
     if (target && !moved && done.url !== target) {
@@ -211,10 +213,15 @@ const navigate = {
         `The browser did not load ${target}; tab ${tab.id} still shows ${done.url || 'its old page'}. Chrome refuses some URLs from extensions (data: URLs, for one).`,
       );
     }
-    // The main document's status (CDP) is asked for beside the error-page check (webNavigation): two round trips at once.
-    const loadedDoc = timedOut ? null : mainDocument(tab.id).catch(() => null);
+    // The main document's status: from the capture's events when its document committed during the wait, else
+    // asked of the page (CDP), beside the error-page check (webNavigation).
+    const loadedDoc = timedOut
+      ? null
+      : mainDocument(tab.id, { since, documentId: committed?.documentId }).catch(() => null);
     // A load still under way at the timeout leaves the old page in the frame: its state says nothing of this load.
-    const failed = timedOut && !netError ? null : await loadFailure(tab.id, netError);
+    // A load whose document committed with no error after it ended on no error page (Chrome reports an error
+    // page's commit as onErrorOccurred, never onCommitted): no need to ask.
+    const failed = (timedOut && !netError) || committed ? null : await loadFailure(tab.id, netError);
     if (failed) {
       // An HTTP error with an empty body also ends on Chrome's error page: say the status first.
       const doc = await (loadedDoc || mainDocument(tab.id));
@@ -281,10 +288,18 @@ async function loadFailure(tabId, seen) {
 }
 
 /**
- * Starts a navigation with go() and waits for the tab to finish loading.
+ * Starts a navigation with go() and waits for the tab to finish loading:
+ * the main frame's load event for a document that began loading and
+ * committed during the wait (webNavigation.onCompleted; the load event of a
+ * page waits for its subframes'), else the tab's status "complete" (which
+ * Chrome tells after it, up to tens of ms later on a busy machine, and which
+ * is all a same-document navigation says).
  * netError is the main-frame load error Chrome reported meanwhile (not an
- * abort: an aborted load leaves the old page), unless a later load committed.
- * @returns {Promise<{tab: chrome.tabs.Tab|null, timedOut: boolean, moved: boolean, netError: {url: string, error: string}|null}>}
+ * abort: an aborted load leaves the old page), unless a later load committed;
+ * committed is the main-frame commit seen last, if no error came after it
+ * (a document other than an error page), none of which happens to a
+ * same-document navigation or without webNavigation.
+ * @returns {Promise<{tab: chrome.tabs.Tab|null, timedOut: boolean, moved: boolean, netError: {url: string, error: string}|null, committed: {url: string, documentId?: string}|null}>}
  */
 function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
   return new Promise((resolve, reject) => {
@@ -295,6 +310,9 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     const isMove = (url) => url !== undefined && url !== from && url !== '' && url !== 'about:blank';
     const nav = chrome.webNavigation; // absent in a browser without the permission: then errorPage() decides alone
     let netError = null;
+    let committed = null;
+    let began = false; // a main-frame load began during the wait (not one under way before it)
+    let pending = false; // a main-frame load began and has neither committed nor failed: the tab moves on
     let done = false;
     const finish = (fn, v) => {
       if (done) return;
@@ -302,8 +320,10 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
       if (nav) {
         nav.onErrorOccurred.removeListener(onNavError);
         nav.onCommitted.removeListener(onCommitted);
+        nav.onBeforeNavigate?.removeListener(onBeforeNavigate);
+        nav.onCompleted?.removeListener(onCompleted);
       }
-      if (v && typeof v === 'object' && 'timedOut' in v) v.netError = netError;
+      if (v && typeof v === 'object' && 'timedOut' in v) Object.assign(v, { netError, committed });
       chrome.tabs.onUpdated.removeListener(onUpdated);
       chrome.tabs.onRemoved.removeListener(onRemoved);
       signal?.removeEventListener('abort', onAbort);
@@ -320,10 +340,34 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     const onRemoved = (id) =>
       id === tabId && finish(reject, new ToolError(`Tab ${tabId} was closed while loading ${what}.`));
     const onNavError = (d) => {
-      if (d.tabId === tabId && d.frameId === 0 && d.error !== ABORTED) netError = { url: d.url, error: d.error };
+      if (d.tabId !== tabId || d.frameId !== 0) return;
+      pending = false;
+      if (d.error !== ABORTED) {
+        netError = { url: d.url, error: d.error };
+        committed = null;
+      }
     };
     const onCommitted = (d) => {
-      if (d.tabId === tabId && d.frameId === 0) netError = null;
+      if (d.tabId === tabId && d.frameId === 0) {
+        pending = false;
+        netError = null;
+        committed = { url: d.url, documentId: d.documentId };
+      }
+    };
+    const onBeforeNavigate = (d) => {
+      if (d.tabId === tabId && d.frameId === 0) began = pending = true;
+    };
+    const onCompleted = (d) => {
+      if (d.tabId !== tabId || d.frameId !== 0 || !began || pending || !committed) return;
+      if (committed.documentId && d.documentId && d.documentId !== committed.documentId) return;
+      // The tab as the load left it: its URL and title are the document's.
+      chrome.tabs.get(tabId).then(
+        (t) => {
+          if (isMove(t.url)) moved = true;
+          finish(resolve, { tab: t, timedOut: false, moved });
+        },
+        () => {}, // closed meanwhile: onRemoved says so
+      );
     };
     const onAbort = () => finish(reject, new ToolError('Navigation wait cancelled.'));
     // Events can be missed (same-document navigations never say "loading"),
@@ -350,6 +394,8 @@ function loadAndWait(tabId, go, { timeoutMs, signal, what, from }) {
     if (nav) {
       nav.onErrorOccurred.addListener(onNavError);
       nav.onCommitted.addListener(onCommitted);
+      nav.onBeforeNavigate?.addListener(onBeforeNavigate);
+      nav.onCompleted?.addListener(onCompleted);
     }
     signal?.addEventListener('abort', onAbort);
     Promise.resolve()

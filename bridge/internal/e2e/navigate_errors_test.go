@@ -36,6 +36,8 @@ func TestNavigateErrors(t *testing.T) {
 		{"http_errors", testHTTPErrors},
 		{"screenshot_one_id", testScreenshotOneID},
 		{"history_steps", testHistorySteps},
+		{"redirects", testRedirects},
+		{"late_subframe", testLateSubframe},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, w, errPages) })
 	}
@@ -58,6 +60,11 @@ func startErrorPages(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/missing", page(http.StatusNotFound, "<title>Gone fishing</title><h1>bb-e2e 404 page</h1>"))
 	mux.HandleFunc("/broken", page(http.StatusInternalServerError, "<title>Oops</title><h1>bb-e2e 500 page</h1>"))
 	mux.HandleFunc("/empty-404", page(http.StatusNotFound, ""))
+	mux.HandleFunc("/fine", page(http.StatusOK, "<title>Fine</title><h1>bb-e2e fine page</h1>"))
+	mux.Handle("/moved-to-missing", http.RedirectHandler("/missing", http.StatusFound))
+	mux.Handle("/moved-to-fine", http.RedirectHandler("/fine", http.StatusMovedPermanently))
+	// A page that sends the tab on as it loads: its own load event comes before the next page's.
+	mux.HandleFunc("/script-moves-to-fine", page(http.StatusOK, `<title>Leaving</title><script>location.replace("/fine")</script>`))
 	s := httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s
@@ -382,5 +389,78 @@ func testHistorySteps(t *testing.T, w *world, errPages *httptest.Server) {
 	text, _ := c.toolError(t, "navigate", map[string]any{"action": "forward", "tabId": tab})
 	if !strings.Contains(text, "no later page") {
 		t.Fatalf("forward from the last entry says %q", text)
+	}
+}
+
+// testRedirects: navigate names the status and URL of where a redirect
+// lands, not of its first hop (the capture keeps each hop; the main
+// document is the last), in a tab whose last page was an error and the
+// other way round; and of where a page that sends the tab on as it loads
+// sends it, not of that page, whose load event came first.
+func testRedirects(t *testing.T, w *world, errPages *httptest.Server) {
+	c := w.client("e2e-redirects")
+	tab := c.newTab(t, w.pages.url("index.html"))
+	missing, fine := errPages.URL+"/missing", errPages.URL+"/fine"
+	for i, tc := range []struct {
+		name, path, want string
+		isError          bool
+	}{
+		{"to_an_http_error", "/moved-to-missing", "HTTP 404 Not Found: the server answered " + missing, true},
+		{"to_a_page_after_an_error", "/moved-to-fine", fmt.Sprintf("Navigated in tab %d: %s — \"Fine\".", tab, fine), false},
+		{"to_an_http_error_again", "/moved-to-missing", "HTTP 404 Not Found: the server answered " + missing, true},
+		{"by_the_page_as_it_loads", "/script-moves-to-fine", fmt.Sprintf("Navigated in tab %d: %s — \"Fine\".", tab, fine), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A query of its own per case: no cached redirect stands in for the server's.
+			url := fmt.Sprintf("%s%s?case=%d", errPages.URL, tc.path, i)
+			res, err := c.cs.CallTool(bg(callWait), &mcp.CallToolParams{Name: "navigate", Arguments: map[string]any{"url": url, "tabId": tab}})
+			if err != nil {
+				t.Fatalf("navigate %s: %v", url, err)
+			}
+			text := testutil.Text(res)
+			t.Logf("navigate %s: %s", url, text)
+			if res.IsError != tc.isError || !strings.HasPrefix(text, tc.want) {
+				t.Errorf("navigate %s says %q (error %v); want it to start with %q (error %v)", url, text, res.IsError, tc.want, tc.isError)
+			}
+		})
+	}
+}
+
+// testLateSubframe: a page that, just after its load event, adds a frame
+// whose document never arrives keeps its tab loading for good; navigate
+// answers for the page's own load, with its URL and title and no timeout
+// note, and the next call finds the page. (A frame added by the load event's
+// own handler holds the page's load back, in Chrome's eyes too: navigate
+// then waits for it up to its timeout.)
+func testLateSubframe(t *testing.T, w *world, _ *httptest.Server) {
+	hang := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/page", func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(rw, `<title>Late frame</title><h1>bb-e2e late frame</h1>
+<script>addEventListener("load", () => setTimeout(() => { const f = document.createElement("iframe"); f.src = "/never"; document.body.append(f); }, 0));</script>`)
+	})
+	mux.HandleFunc("/never", func(rw http.ResponseWriter, r *http.Request) {
+		select { // the frame's document never comes: until the test ends
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	t.Cleanup(func() { close(hang) }) // runs first: the held request returns, so Close does not wait for it
+	c := w.client("e2e-late-subframe")
+	tab := c.newTab(t, w.pages.url("index.html"))
+	url := s.URL + "/page"
+	res, err := c.cs.CallTool(bg(callWait), &mcp.CallToolParams{Name: "navigate", Arguments: map[string]any{"url": url, "tabId": tab, "timeoutMs": 60000}})
+	if err != nil {
+		t.Fatalf("navigate %s: %v", url, err)
+	}
+	want := fmt.Sprintf("Navigated in tab %d: %s — \"Late frame\".", tab, url)
+	if got := testutil.Text(res); res.IsError || got != want {
+		t.Errorf("navigate to a page with a frame that never loads says %q (error %v), want %q", got, res.IsError, want)
+	}
+	if got := testutil.Text(c.call(t, "get_page_text", map[string]any{"tabId": tab})); !strings.Contains(got, "bb-e2e late frame") {
+		t.Errorf("get_page_text after it lacks the page's heading:\n%s", clip(got, 500))
 	}
 }

@@ -3,14 +3,24 @@
 // learning its object shapes, the DOM's interfaces and the regular
 // expressions made anew for this document's isolated world), up to 3× a read
 // right after it. A preloaded agent (sw/preload.js) runs read_page's walk
-// once over a small sample built here, right after the page's load event,
-// while the answer to navigate travels to the model and its next call
-// comes back. The sample is a document of its own (DOMParser: never shown,
+// once over a small sample built here, WARM_DELAY_MS after the page's load
+// event, while the model reads navigate's answer (seconds). Not at once:
+// the warm-up costs about what it saves the first read, so a call that
+// comes right after the load (a scripted client's, or a model's that needs
+// no turn) would wait for it and gain nothing; it runs cold instead, and
+// the warm-up, finding that a call ran, never starts. The sample is a document of its own (DOMParser: never shown,
 // no scripts, nothing fetched); nothing of the page is read, and the refs
 // it gives are forgotten (refs.scratch).
 (() => {
   'use strict';
   const P = globalThis.__browserBridgePage;
+
+  /**
+   * How long after the load event the warm-up starts: longer than navigate's
+   * answer takes to reach a client and a call to come back on a busy
+   * machine, far shorter than a model's turn.
+   */
+  const WARM_DELAY_MS = 250;
 
   // What pages are made of: landmarks, headings, links, lists, a form with
   // labelled fields of each kind, a table, text with inline markup.
@@ -53,10 +63,10 @@
     next();
   }
 
-  /** Runs warm after the page's load event (from preload: markAgent in content/agent.js). */
+  /** Runs warm WARM_DELAY_MS after the page's load event (from preload: markAgent in content/agent.js). */
   P.warmAfterLoad = () => {
     if (typeof document === 'undefined') return;
-    const later = () => setTimeout(warm, 0);
+    const later = () => setTimeout(warm, WARM_DELAY_MS);
     if (document.readyState === 'complete') later();
     else addEventListener('load', later, { once: true });
   };
