@@ -227,8 +227,10 @@ func TestPolicy(t *testing.T) {
 	})
 
 	t.Run("an approved plan grants its sites to the session", func(t *testing.T) {
-		// The switch in the popup: ask on sites not yet allowed.
-		popup.setPolicy(t, map[string]any{"timeoutMs": approvalTimeout.Milliseconds()})
+		// The switch in the popup: ask on sites not yet allowed. The person
+		// answers the plan's approval here, so its wait is long: on a busy
+		// machine showing it and clicking can take more than approvalTimeout.
+		popup.setPolicy(t, map[string]any{"timeoutMs": popupWait.Milliseconds()})
 		popup.click(t, "#ask-unlisted")
 		popup.waitJS(t, "the policy asks on unlisted sites", popupWait, `chrome.storage.local.get('policy').then((g) => g.policy?.unlisted === 'ask')`)
 		planner := w.client("e2e-planner")
@@ -247,7 +249,9 @@ func TestPolicy(t *testing.T) {
 				t.Errorf("%s on a site of the approved plan: %v", k.tool, err)
 			}
 		}
-		// Another site is still asked for: localhost is another origin of the same pages.
+		// Another site is still asked for: localhost is another origin of the
+		// same pages. Nobody answers, so the short wait again.
+		popup.setPolicy(t, map[string]any{"timeoutMs": approvalTimeout.Milliseconds(), "unlisted": "ask"})
 		other := strings.Replace(form, "127.0.0.1", "localhost", 1)
 		r := <-planner.start("navigate", map[string]any{"url": other, "tabId": tab})
 		if r.err == nil || !strings.Contains(r.err.Error(), "Nobody approved navigate (act) on "+strings.Replace(origin, "127.0.0.1", "localhost", 1)) {

@@ -41,7 +41,7 @@ const (
 	signInWait   = 20 * time.Second // from the Sign in click to "connected"
 	remoteWait   = 10 * time.Second // for the bridge to serve what the extension reports
 	devtoolsWait = 10 * time.Second // for Chromium to write DevToolsActivePort
-	cdpWait      = 10 * time.Second // for one DevTools command
+	cdpWait      = 30 * time.Second // for one DevTools command: a guard against a hang, so as long as a tool call may take
 )
 
 // TestRemoteMCP signs the real extension in to a real OAuth-protected MCP
