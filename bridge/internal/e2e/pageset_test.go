@@ -164,7 +164,7 @@ func testPageTextMainPart(t *testing.T, w *world) {
 // repeated part as "…" when only text comes between them (find still
 // matches the whole name); equal, short or merely overlapping names, and
 // names with a heading between them, are said whole. A paragraph of text
-// alone has no ref (nothing in it to act on).
+// alone has no ref (nothing in it to act on) and its line is its text.
 func testReadPageSaidOnce(t *testing.T, w *world) {
 	c := w.client("e2e-read-page-once")
 	tab := c.newTab(t, w.pages.url("index.html"))
@@ -180,15 +180,16 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 				line(`heading "Search results" \[level=2\]`),
 				line(`button "About this result: …"`),
 				// The sponsored result's cite is not in its address ("#ad-1"): it is said.
-				regexp.MustCompile(`- link "Lock gate repairs - Harrow Marine Engineering" \[h3\] \[ref_\d+\]\n  - text "https://harrow-marine\.example"\n`),
+				regexp.MustCompile(`- link "Lock gate repairs - Harrow Marine Engineering" \[h3\] \[ref_\d+\]\n  - "https://harrow-marine\.example"\n`),
 				line(`link "Images"`),
 				line(`link "2"`),
-				// A paragraph of text alone has nothing to act on: no ref.
-				regexp.MustCompile(`\n  - paragraph: "The programme of winter stoppages: `),
+				// A paragraph of text alone has nothing to act on: its line is its text, no role word or ref.
+				regexp.MustCompile(`\n  - "The programme of winter stoppages: [^\n]*"\n`),
 			},
 			not: []*regexp.Regexp{
 				regexp.MustCompile(`- heading \[level=3\]`),
-				regexp.MustCompile(`text "https://harrow-canal\.example › notices`),
+				regexp.MustCompile(`"https://harrow-canal\.example › notices`),
+				regexp.MustCompile(`- paragraph|- text "`),
 				regexp.MustCompile(`sig=7f3a9c03e41b`),
 				regexp.MustCompile(`About this result: Lock maintenance`),
 				regexp.MustCompile(`\[href=#`),
@@ -214,14 +215,14 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 				// A heading between them: the button's name is said whole.
 				line(`button "Save Winter moorings on the Harrow Canal"`),
 				// A paragraph holding a link keeps its ref.
-				regexp.MustCompile(`\n  - paragraph \[ref_\d+\]\n    - text "Related:"\n`),
+				regexp.MustCompile(`\n  - paragraph \[ref_\d+\]\n    - "Related:"\n`),
 			},
 			not: []*regexp.Regexp{
 				regexp.MustCompile(`utm_source|rut=4f2a9c`),
-				regexp.MustCompile(`text "example\.org"|canal-trust\.example › volunteer`),
+				regexp.MustCompile(`- "example\.org"|canal-trust\.example › volunteer`),
 			}},
 		{name: "text_after_a_link_that_is_no_address", page: "pageset/modal.html",
-			want: []*regexp.Regexp{regexp.MustCompile(`- link "Projects" [^\n]*\n  - text "› Harbour redesign"\n`)}},
+			want: []*regexp.Regexp{regexp.MustCompile(`- link "Projects" [^\n]*\n  - "› Harbour redesign"\n`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c.navigate(t, tab, w.pages.url(tc.page))

@@ -237,6 +237,15 @@
     return shown === props[i].slice(5) ? props : props.map((p, k) => (k === i ? `href=${shown}` : p));
   }
 
+  // An input type its role already says (type=search is a searchbox): not said again.
+  const TYPE_OF_ROLE = { searchbox: 'type=search', spinbutton: 'type=number', slider: 'type=range' };
+  const withoutRoleType = (d) => {
+    const said = TYPE_OF_ROLE[d.role];
+    if (!said || !d.props || !d.props.includes(said)) return d;
+    const props = d.props.filter((p) => p !== said);
+    return { ...d, props: props.length ? props : undefined };
+  };
+
   // The shortest name whose repetition is said as "…": a shorter one is read as easily as "…".
   const MIN_REPEATED = 12;
 
@@ -262,10 +271,15 @@
   }
 
   // Blocks that hold only text: nothing in them to act on, so their line
-  // has no ref (find gives one for a block to scroll to or read alone).
+  // has no ref (find gives one for a block to scroll to or read alone). A
+  // paragraph's or list item's line is its text alone, as a text node's is:
+  // the role word says nothing a model acts on (the list above says it is
+  // a list); a quote keeps its word, which says whose words these are.
   const TEXT_BLOCKS = new Set(['paragraph', 'listitem', 'blockquote']);
-  const blockLine = (d, indent) =>
-    TEXT_BLOCKS.has(d.role) && !d.name && !d.props ? `${'  '.repeat(indent)}- ${d.role}` : line(d, indent);
+  const textAlone = (d) => TEXT_BLOCKS.has(d.role) && !d.name && !d.props;
+  const blockLine = (d, indent) => (textAlone(d) ? `${'  '.repeat(indent)}- ${d.role}` : line(d, indent));
+  /** A line of text alone: `- "the text"`, then its hidden mark. */
+  const textLine = (t, indent, marked) => `${'  '.repeat(indent)}- "${quote(t)}"${marked}`;
 
   P.outline = { plainAddress, restatesAddress, addressUpTo, elideRepeated };
 
@@ -305,7 +319,7 @@
     let lastControl = '';
     // A control's line as shown: its link's address shortened, a name repeating the last control's elided.
     const shownControl = (el, d, all) => {
-      let s = d;
+      let s = withoutRoleType(d);
       if (d.role === 'link') s = { ...s, props: linkProps(el, d.props, all) };
       const name = elideRepeated(d.name, lastControl);
       lastControl = d.name;
@@ -336,7 +350,7 @@
       if (node.nodeType === 3) {
         if (filter === 'all' && !suppressText) {
           const t = whole(node.textContent);
-          if (t && !restatesAddress(t, lastHref)) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(hiddenWhy)}`);
+          if (t && !restatesAddress(t, lastHref)) push(textLine(t, indent, mark(hiddenWhy)));
         }
         return;
       }
@@ -429,9 +443,11 @@
             if (role !== 'code' && d.name && d.name === t) push(line(d, indent) + mark(why), d);
             else {
               const fromText = NAME_FROM_CONTENT.has(role) && d.name && t.startsWith(d.name.replace(/…$/, ''));
-              push(`${blockLine(fromText ? { ...d, name: '' } : d, indent)}${mark(why)}: ${shown}`, d);
+              const b = fromText ? { ...d, name: '' } : d;
+              if (role !== 'blockquote' && textAlone(b)) push(textLine(t, indent, mark(why)), d);
+              else push(`${blockLine(b, indent)}${mark(why)}: ${shown}`, d);
             }
-          } else if (!restatesAddress(t, lastHref)) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
+          } else if (!restatesAddress(t, lastHref)) push(textLine(t, indent, mark(why)));
           return;
         }
         if (meaningful || interactive || (el === root && args.ref)) {
