@@ -281,7 +281,40 @@
   /** A line of text alone: `- "the text"`, then its hidden mark. */
   const textLine = (t, indent, marked) => `${'  '.repeat(indent)}- "${quote(t)}"${marked}`;
 
-  P.outline = { plainAddress, restatesAddress, addressUpTo, elideRepeated };
+  // A link's line with nothing but its name and ref, and its indent.
+  const LINK_ALONE = /^( *)- link ("(?:[^"\\]|\\.)*") \[(ref_\d+)\]$/;
+  // The widest a line of joined links grows; the next link starts a line.
+  const RUN_WIDTH = 100;
+  const indentOf = (l) => l.length - l.trimStart().length;
+
+  /**
+   * Outline lines with each run of side-by-side links (same indent, nothing
+   * under them, no address or state shown: pages "2" … "10", tabs, a
+   * footer's) on one line, `- link "2" [ref_66], "3" [ref_67]`, up to
+   * RUN_WIDTH characters: the row they are, each with its name and ref, for
+   * a line's prefix fewer per link. A link with lines under it, or anything
+   * else between, ends the run.
+   */
+  function joinLinkRuns(lines) {
+    const out = [];
+    let run = -1; // the index in out of the run's line, -1 when none is open
+    let runIndent = 0;
+    for (let i = 0; i < lines.length; i++) {
+      const m = LINK_ALONE.exec(lines[i]);
+      const leaf = m && !(i + 1 < lines.length && indentOf(lines[i + 1]) > m[1].length);
+      const more = leaf ? `, ${m[2]} [${m[3]}]` : '';
+      if (leaf && run >= 0 && runIndent === m[1].length && out[run].length + more.length <= RUN_WIDTH) {
+        out[run] += more;
+        continue;
+      }
+      out.push(lines[i]);
+      run = leaf ? out.length - 1 : -1;
+      runIndent = leaf ? m[1].length : 0;
+    }
+    return out;
+  }
+
+  P.outline = { plainAddress, restatesAddress, addressUpTo, elideRepeated, joinLinkRuns };
 
   // --- End of output formatting helpers. ---
 
@@ -529,7 +562,7 @@
         pageWidth: document.documentElement.scrollWidth,
         pageHeight: document.documentElement.scrollHeight,
       },
-      text: out.text(),
+      text: filter === 'all' ? joinLinkRuns(out.text().split('\n')).join('\n') : out.text(),
     };
   };
 })();
