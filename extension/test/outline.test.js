@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { loadPageAgent } from './page-scripts.js';
 import { originLine } from '../tools/read_page.js';
 
-const { addressUpTo, elideRepeated, restatesAddress } = loadPageAgent().outline;
+const { addressUpTo, elideRepeated, joinLinkRuns, restatesAddress } = loadPageAgent().outline;
 
 test('a link address is cut after the part its visible address names', () => {
   for (const [name, href, cite, want] of [
@@ -77,4 +77,33 @@ test("read_page's head names the origin only where the address does not", () => 
   );
   assert.equal(originLine('about:blank', 'https://opener.example', ''), 'Origin: https://opener.example\n');
   assert.equal(originLine('data:text/html,hi', 'null', 'x.'), 'Origin: null. x.\n');
+});
+
+test('side-by-side links with nothing else shown share a line, each with its ref', () => {
+  const pages = ['- navigation "Pages" [ref_65]', '  - "1"'];
+  for (let n = 2; n <= 10; n++) pages.push(`  - link "${n}" [ref_${64 + n}]`);
+  pages.push('  - link "Next" [ref_75]', '- contentinfo [ref_76]');
+  assert.deepEqual(joinLinkRuns(pages), [
+    '- navigation "Pages" [ref_65]',
+    '  - "1"',
+    '  - link "2" [ref_66], "3" [ref_67], "4" [ref_68], "5" [ref_69], "6" [ref_70], "7" [ref_71]',
+    '  - link "8" [ref_72], "9" [ref_73], "10" [ref_74], "Next" [ref_75]',
+    '- contentinfo [ref_76]',
+  ]);
+  for (const [lines, why] of [
+    [['- link "a" [ref_1]', '- "text"', '- link "b" [ref_2]'], 'text between ends the run'],
+    [['- link "a" [ref_1]', '  - link "b" [ref_2]'], 'a link at another indent is no sibling'],
+    [['- link "a" [ref_1]', '  - img "Logo" [ref_2]', '- link "b" [ref_3]'], 'a link with a line under it stays alone'],
+    [['- link "a" [href=/a] [ref_1]', '- link "b" [href=/b] [ref_2]'], 'an address shown keeps its line'],
+    [['- link "a" [h3] [ref_1]', '- link "b" [ref_2] [hidden: display]'], 'a mark keeps its line'],
+    [['- button "a" [ref_1]', '- button "b" [ref_2]'], 'buttons are not joined'],
+    [['- "link \\"a\\" [ref_1]"', '- link "b" [ref_2]'], 'page text that looks like a link is text'],
+  ]) {
+    assert.deepEqual(joinLinkRuns(lines), lines, why);
+  }
+  assert.deepEqual(
+    joinLinkRuns(['- link "Say \\"hi\\"" [ref_1]', '- link "Bye" [ref_2]']),
+    ['- link "Say \\"hi\\"" [ref_1], "Bye" [ref_2]'],
+    'an escaped quote in a name',
+  );
 });

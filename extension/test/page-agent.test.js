@@ -294,7 +294,7 @@ test('read_page: whole under the budget; past it cut to max_chars with a note on
   assert.equal(DEFAULT_MAX_CHARS, 50000);
   assert.equal(readSchema.properties.max_chars.default, 50000);
   const head = 'Page: P — http://x/\nTab 1.';
-  const para = `- paragraph [ref_3]\n  - text "${'w '.repeat(750).trim()}"`;
+  const para = `- paragraph [ref_3]\n  - "${'w '.repeat(750).trim()}"`;
   const whole = composeSnapshot({ head, text: para, truncated: false, cut: null, maxChars: DEFAULT_MAX_CHARS });
   assert.deepEqual(whole, { text: `${head}\n\n${para}`, truncated: false });
 
@@ -308,10 +308,7 @@ test('read_page: whole under the budget; past it cut to max_chars with a note on
   const small = composeSnapshot({ head, text: para, truncated: true, cut, maxChars: 1000 });
   assert.equal(small.truncated, true);
   assert.ok(small.text.length <= 1000, `${small.text.length} characters`);
-  assert.ok(
-    small.text.startsWith(`${head}\n\n- paragraph [ref_3]\n  - text "w w`),
-    'the outline up to the cut is kept',
-  );
+  assert.ok(small.text.startsWith(`${head}\n\n- paragraph [ref_3]\n  - "w w`), 'the outline up to the cut is kept');
   const note = small.text.slice(small.text.indexOf('… truncated'));
   assert.match(
     note,

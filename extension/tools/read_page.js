@@ -151,7 +151,8 @@ async function run(args, ctx) {
   }
   const v = snap.viewport;
   const note = hiddenNote(snap.hidden, !!args.include_hidden, 'read_page');
-  const head = `Page: ${snap.title || '(no title)'} — ${snap.url}\n${originLine(snap.url, snap.origin, note)}Tab ${tab.id}; viewport ${v.width}x${v.height}, scrolled to (${v.scrollX}, ${v.scrollY}) of ${v.pageWidth}x${v.pageHeight}. ${snap.nodes} elements${args.ref ? ` under ${args.ref}` : ''}${snap.filter === 'interactive' ? ' (interactive only)' : ''}.`;
+  // No count of elements: the outline below is what a model reads, and the number told it nothing to act on.
+  const head = `Page: ${snap.title || '(no title)'} — ${snap.url}\n${originLine(snap.url, snap.origin, note)}Tab ${tab.id}; viewport ${v.width}x${v.height}, scrolled to (${v.scrollX}, ${v.scrollY}) of ${v.pageWidth}x${v.pageHeight}${args.ref ? `; under ${args.ref}` : ''}${snap.filter === 'interactive' ? '; interactive only' : ''}.`;
   const out = composeSnapshot({
     head,
     text: snap.text,

@@ -105,8 +105,11 @@ type pageDriver struct {
 	// line matches one control of a snapshot: groups role, name, ref.
 	line                       *regexp.Regexp
 	roleGroup, nameGroup, refG int
-	navigate                   func(a *pageAgent, url string) (string, error)
-	snapshot                   func(a *pageAgent) (string, error)
+	// lines, when not nil, puts each control of a snapshot on a line of
+	// its own before line reads them.
+	lines    func(string) string
+	navigate func(a *pageAgent, url string) (string, error)
+	snapshot func(a *pageAgent) (string, error)
 	// snapshotAfter reads the page after an action whose answer was last:
 	// nil, a whole snapshot.
 	snapshotAfter func(a *pageAgent, last string) (string, error)
@@ -124,6 +127,9 @@ type pageDriver struct {
 // text: the name said exactly, else a name that starts with it and a space
 // (a label that wraps its control names it with what follows).
 func (d *pageDriver) ref(text, role, name string) string {
+	if d.lines != nil {
+		text = d.lines(text)
+	}
 	matches := d.line.FindAllStringSubmatch(text, -1)
 	for _, exact := range []bool{true, false} {
 		for _, m := range matches {
@@ -343,10 +349,34 @@ var pageSet = []pageTask{
 // holds a colon: `- 'link "A: b" [ref=e12]':`), chrome-devtools-mcp's
 // `uid=1_12 button "Save"`.
 var (
-	oursLine     = regexp.MustCompile(`(?m)^\s*- (\w+) "((?:[^"\\]|\\.)*)"[^\n]*\[(ref_\d+)\]`)
+	oursLine     = regexp.MustCompile(`(?m)^\s*- (\w+) "((?:[^"\\]|\\.)*)"[^\n]*?\[(ref_\d+)\]`)
 	playwrightLn = regexp.MustCompile(`(?m)^\s*- '?(\w+) "((?:[^"\\]|\\.)*)"[^\n]*\[ref=(\w+)\]`)
 	devtoolsLine = regexp.MustCompile(`uid=(\S+) (\w+) "((?:[^"\\]|\\.)*)"`)
 )
+
+// oursRunItem is one link of our line of side-by-side links,
+// `- link "2" [ref_66], "3" [ref_67]`: a name and its ref.
+var oursRunItem = regexp.MustCompile(`"(?:[^"\\]|\\.)*" \[ref_\d+\]`)
+
+// oursLines puts each link of our lines of side-by-side links on a line
+// of its own, as `- link "3" [ref_67]`.
+func oursLines(text string) string {
+	ls := strings.Split(text, "\n")
+	for i, l := range ls {
+		t := strings.TrimLeft(l, " ")
+		rest, ok := strings.CutPrefix(t, "- link ")
+		if !ok {
+			continue
+		}
+		items := oursRunItem.FindAllString(rest, -1)
+		if len(items) < 2 || strings.Join(items, ", ") != rest {
+			continue // a link alone, or with more than its name and ref
+		}
+		prefix := l[:len(l)-len(t)] + "- link "
+		ls[i] = prefix + strings.Join(items, "\n"+prefix)
+	}
+	return strings.Join(ls, "\n")
+}
 
 // oursDialogOpened finds the dialog an action opened in our answer to it:
 // `A dialog opened: "Archive …?" [ref_22].`
@@ -357,7 +387,7 @@ var oursDialogOpened = regexp.MustCompile(`A dialog opened: .*\[(ref_\d+)\]`)
 // left_click, form_input with every field in one call, computer screenshot.
 func oursDriver() *pageDriver {
 	return &pageDriver{
-		line: oursLine, roleGroup: 1, nameGroup: 2, refG: 3,
+		line: oursLine, roleGroup: 1, nameGroup: 2, refG: 3, lines: oursLines,
 		navigate: func(a *pageAgent, url string) (string, error) {
 			return a.text("navigate", map[string]any{"url": url, "tabId": a.tab})
 		},

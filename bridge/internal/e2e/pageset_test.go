@@ -58,11 +58,16 @@ func testPageSetControls(t *testing.T, w *world) {
 				t.Fatalf("marking the page's controls gave %d (%v)", len(controls), err)
 			}
 			tree := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": tab}))
-			lines := map[string]string{} // ref -> its read_page line
+			// ref -> its read_page line, and its own part of that line: from the
+			// ref before it on the line (side-by-side links share a line) to it.
+			lines, owns := map[string]string{}, map[string]string{}
 			for _, l := range strings.Split(tree, "\n") {
-				for _, m := range refText.FindAllString(l, -1) {
-					if strings.Contains(l, "["+m+"]") {
-						lines[m] = strings.TrimSpace(l)
+				from := 0
+				for _, at := range refText.FindAllStringIndex(l, -1) {
+					if at[0] > 0 && l[at[0]-1] == '[' && at[1] < len(l) && l[at[1]] == ']' {
+						m := l[at[0]:at[1]]
+						lines[m], owns[m] = strings.TrimSpace(l), l[from:at[1]+1]
+						from = at[1] + 1
 					}
 				}
 			}
@@ -75,7 +80,7 @@ func testPageSetControls(t *testing.T, w *world) {
 					t.Errorf("<%s> %q (%s): read_page has no line with it", ctl.Tag, ctl.Word, ref)
 				case !strings.HasPrefix(line, "- "):
 					t.Errorf("<%s> %q (%s): its line is not an element's: %s", ctl.Tag, ctl.Word, ref, line)
-				case ctl.Word != "" && !strings.Contains(strings.ToLower(line), strings.ToLower(ctl.Word)):
+				case ctl.Word != "" && !strings.Contains(strings.ToLower(owns[ref]), strings.ToLower(ctl.Word)):
 					t.Errorf("<%s> %q (%s): its line does not name it: %s", ctl.Tag, ctl.Word, ref, line)
 				}
 				if p, dup := seen[ref]; dup {
@@ -164,7 +169,7 @@ func testPageTextMainPart(t *testing.T, w *world) {
 // repeated part as "…" when only text comes between them (find still
 // matches the whole name); equal, short or merely overlapping names, and
 // names with a heading between them, are said whole. A paragraph of text
-// alone has no ref (nothing in it to act on).
+// alone has no ref (nothing in it to act on) and its line is its text.
 func testReadPageSaidOnce(t *testing.T, w *world) {
 	c := w.client("e2e-read-page-once")
 	tab := c.newTab(t, w.pages.url("index.html"))
@@ -180,15 +185,19 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 				line(`heading "Search results" \[level=2\]`),
 				line(`button "About this result: …"`),
 				// The sponsored result's cite is not in its address ("#ad-1"): it is said.
-				regexp.MustCompile(`- link "Lock gate repairs - Harrow Marine Engineering" \[h3\] \[ref_\d+\]\n  - text "https://harrow-marine\.example"\n`),
-				line(`link "Images"`),
-				line(`link "2"`),
-				// A paragraph of text alone has nothing to act on: no ref.
-				regexp.MustCompile(`\n  - paragraph: "The programme of winter stoppages: `),
+				regexp.MustCompile(`- link "Lock gate repairs - Harrow Marine Engineering" \[h3\] \[ref_\d+\]\n  - "https://harrow-marine\.example"\n`),
+				// Side-by-side links with nothing else shown share a line, each with its name and ref.
+				regexp.MustCompile(`\n    - link "All" \[ref_\d+\], "Images" \[ref_\d+\], "News" \[ref_\d+\], `),
+				regexp.MustCompile(`\n    - "1"\n    - link "2" \[ref_\d+\], "3" \[ref_\d+\], `),
+				// A paragraph of text alone has nothing to act on: its line is its text, no role word or ref.
+				regexp.MustCompile(`\n  - "The programme of winter stoppages: [^\n]*"\n`),
+				// The head: the tab, the viewport and where it is scrolled, no count of elements.
+				regexp.MustCompile(`\nTab \d+; viewport \d+x\d+, scrolled to \(0, 0\) of \d+x\d+\.\n\n- banner`),
 			},
 			not: []*regexp.Regexp{
 				regexp.MustCompile(`- heading \[level=3\]`),
-				regexp.MustCompile(`text "https://harrow-canal\.example › notices`),
+				regexp.MustCompile(`"https://harrow-canal\.example › notices`),
+				regexp.MustCompile(`- paragraph|- text "`),
 				regexp.MustCompile(`sig=7f3a9c03e41b`),
 				regexp.MustCompile(`About this result: Lock maintenance`),
 				regexp.MustCompile(`\[href=#`),
@@ -205,8 +214,7 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 				line(`link "Lock gate oak, seasoned" \[href=/item\?id=4711&from=results\] \[h3\]`),
 				line(`link "harrow canal closures" \[href=/search\?q=harrow\+canal\+closures&source=related\]`),
 				line(`link "Inbox" \[href=#/inbox/42\]`),
-				line(`link "Compose"`),
-				line(`link "Menu"`),
+				line(`link "Compose" \[ref_\d+\], "Menu"`),
 				line(`link "Install guide" \[href=/docs/guide\.html#install\]`),
 				regexp.MustCompile(`\n *- button "Reply" \[ref_\d+\]\n *- button "Reply" \[ref_\d+\]\n`),
 				line(`button "Share Narrowboat Ellen for hire now"`),
@@ -214,14 +222,14 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 				// A heading between them: the button's name is said whole.
 				line(`button "Save Winter moorings on the Harrow Canal"`),
 				// A paragraph holding a link keeps its ref.
-				regexp.MustCompile(`\n  - paragraph \[ref_\d+\]\n    - text "Related:"\n`),
+				regexp.MustCompile(`\n  - paragraph \[ref_\d+\]\n    - "Related:"\n`),
 			},
 			not: []*regexp.Regexp{
 				regexp.MustCompile(`utm_source|rut=4f2a9c`),
-				regexp.MustCompile(`text "example\.org"|canal-trust\.example › volunteer`),
+				regexp.MustCompile(`- "example\.org"|canal-trust\.example › volunteer`),
 			}},
 		{name: "text_after_a_link_that_is_no_address", page: "pageset/modal.html",
-			want: []*regexp.Regexp{regexp.MustCompile(`- link "Projects" [^\n]*\n  - text "› Harbour redesign"\n`)}},
+			want: []*regexp.Regexp{regexp.MustCompile(`- link "Projects" [^\n]*\n  - "› Harbour redesign"\n`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c.navigate(t, tab, w.pages.url(tc.page))
@@ -251,4 +259,25 @@ func testReadPageSaidOnce(t *testing.T, w *world) {
 			t.Errorf("find by the whole name does not give %s, the ref of its read_page line:\n%s", about[1], found)
 		}
 	})
+}
+
+// TestOursLines: the harness finds each link of our line of side-by-side
+// links by its own name and ref, not the line's first name with its last ref.
+func TestOursLines(t *testing.T) {
+	d := oursDriver()
+	text := "- navigation \"Pages\" [ref_65]\n  - \"1\"\n  - link \"2\" [ref_66], \"3\" [ref_67], \"Say \\\"next\\\"\" [ref_68]\n" +
+		"  - \"a], \\\"4\\\" [ref_9]\"\n  - link \"Long\" [href=/x] [h3] [ref_70]\n"
+	for _, tc := range []struct{ name, role, text, want string }{
+		{name: "first_of_the_run", role: "link", text: "2", want: "ref_66"},
+		{name: "inside_the_run", role: "link", text: "3", want: "ref_67"},
+		{name: "escaped_quote", role: "link", text: `Say "next"`, want: "ref_68"},
+		{name: "props_before_the_ref", role: "link", text: "Long", want: "ref_70"},
+		{name: "page_text_that_looks_like_a_link", role: "link", text: "4", want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := d.ref(text, tc.role, tc.text); got != tc.want {
+				t.Errorf("ref(link %q) = %q, want %q in:\n%s", tc.text, got, tc.want, oursLines(text))
+			}
+		})
+	}
 }

@@ -237,6 +237,15 @@
     return shown === props[i].slice(5) ? props : props.map((p, k) => (k === i ? `href=${shown}` : p));
   }
 
+  // An input type its role already says (type=search is a searchbox): not said again.
+  const TYPE_OF_ROLE = { searchbox: 'type=search', spinbutton: 'type=number', slider: 'type=range' };
+  const withoutRoleType = (d) => {
+    const said = TYPE_OF_ROLE[d.role];
+    if (!said || !d.props || !d.props.includes(said)) return d;
+    const props = d.props.filter((p) => p !== said);
+    return { ...d, props: props.length ? props : undefined };
+  };
+
   // The shortest name whose repetition is said as "…": a shorter one is read as easily as "…".
   const MIN_REPEATED = 12;
 
@@ -262,12 +271,50 @@
   }
 
   // Blocks that hold only text: nothing in them to act on, so their line
-  // has no ref (find gives one for a block to scroll to or read alone).
+  // has no ref (find gives one for a block to scroll to or read alone). A
+  // paragraph's or list item's line is its text alone, as a text node's is:
+  // the role word says nothing a model acts on (the list above says it is
+  // a list); a quote keeps its word, which says whose words these are.
   const TEXT_BLOCKS = new Set(['paragraph', 'listitem', 'blockquote']);
-  const blockLine = (d, indent) =>
-    TEXT_BLOCKS.has(d.role) && !d.name && !d.props ? `${'  '.repeat(indent)}- ${d.role}` : line(d, indent);
+  const textAlone = (d) => TEXT_BLOCKS.has(d.role) && !d.name && !d.props;
+  const blockLine = (d, indent) => (textAlone(d) ? `${'  '.repeat(indent)}- ${d.role}` : line(d, indent));
+  /** A line of text alone: `- "the text"`, then its hidden mark. */
+  const textLine = (t, indent, marked) => `${'  '.repeat(indent)}- "${quote(t)}"${marked}`;
 
-  P.outline = { plainAddress, restatesAddress, addressUpTo, elideRepeated };
+  // A link's line with nothing but its name and ref, and its indent.
+  const LINK_ALONE = /^( *)- link ("(?:[^"\\]|\\.)*") \[(ref_\d+)\]$/;
+  // The widest a line of joined links grows; the next link starts a line.
+  const RUN_WIDTH = 100;
+  const indentOf = (l) => l.length - l.trimStart().length;
+
+  /**
+   * Outline lines with each run of side-by-side links (same indent, nothing
+   * under them, no address or state shown: pages "2" … "10", tabs, a
+   * footer's) on one line, `- link "2" [ref_66], "3" [ref_67]`, up to
+   * RUN_WIDTH characters: the row they are, each with its name and ref, for
+   * a line's prefix fewer per link. A link with lines under it, or anything
+   * else between, ends the run.
+   */
+  function joinLinkRuns(lines) {
+    const out = [];
+    let run = -1; // the index in out of the run's line, -1 when none is open
+    let runIndent = 0;
+    for (let i = 0; i < lines.length; i++) {
+      const m = LINK_ALONE.exec(lines[i]);
+      const leaf = m && !(i + 1 < lines.length && indentOf(lines[i + 1]) > m[1].length);
+      const more = leaf ? `, ${m[2]} [${m[3]}]` : '';
+      if (leaf && run >= 0 && runIndent === m[1].length && out[run].length + more.length <= RUN_WIDTH) {
+        out[run] += more;
+        continue;
+      }
+      out.push(lines[i]);
+      run = leaf ? out.length - 1 : -1;
+      runIndent = leaf ? m[1].length : 0;
+    }
+    return out;
+  }
+
+  P.outline = { plainAddress, restatesAddress, addressUpTo, elideRepeated, joinLinkRuns };
 
   // --- End of output formatting helpers. ---
 
@@ -305,7 +352,7 @@
     let lastControl = '';
     // A control's line as shown: its link's address shortened, a name repeating the last control's elided.
     const shownControl = (el, d, all) => {
-      let s = d;
+      let s = withoutRoleType(d);
       if (d.role === 'link') s = { ...s, props: linkProps(el, d.props, all) };
       const name = elideRepeated(d.name, lastControl);
       lastControl = d.name;
@@ -336,7 +383,7 @@
       if (node.nodeType === 3) {
         if (filter === 'all' && !suppressText) {
           const t = whole(node.textContent);
-          if (t && !restatesAddress(t, lastHref)) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(hiddenWhy)}`);
+          if (t && !restatesAddress(t, lastHref)) push(textLine(t, indent, mark(hiddenWhy)));
         }
         return;
       }
@@ -429,9 +476,11 @@
             if (role !== 'code' && d.name && d.name === t) push(line(d, indent) + mark(why), d);
             else {
               const fromText = NAME_FROM_CONTENT.has(role) && d.name && t.startsWith(d.name.replace(/…$/, ''));
-              push(`${blockLine(fromText ? { ...d, name: '' } : d, indent)}${mark(why)}: ${shown}`, d);
+              const b = fromText ? { ...d, name: '' } : d;
+              if (role !== 'blockquote' && textAlone(b)) push(textLine(t, indent, mark(why)), d);
+              else push(`${blockLine(b, indent)}${mark(why)}: ${shown}`, d);
             }
-          } else if (!restatesAddress(t, lastHref)) push(`${'  '.repeat(indent)}- text "${quote(t)}"${mark(why)}`);
+          } else if (!restatesAddress(t, lastHref)) push(textLine(t, indent, mark(why)));
           return;
         }
         if (meaningful || interactive || (el === root && args.ref)) {
@@ -513,7 +562,7 @@
         pageWidth: document.documentElement.scrollWidth,
         pageHeight: document.documentElement.scrollHeight,
       },
-      text: out.text(),
+      text: filter === 'all' ? joinLinkRuns(out.text().split('\n')).join('\n') : out.text(),
     };
   };
 })();
