@@ -7,6 +7,7 @@ import * as rpc from '../sw/rpc.js';
 import * as tools from '../sw/tools.js';
 import { validate } from '../sw/schema.js';
 import coreTools from '../tools/core.js';
+import * as audit from '../sw/audit.js';
 
 const flush = async () => {
   for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
@@ -215,6 +216,67 @@ test('recent calls are recorded for the popup, newest first, at most 50', async 
   assert.equal(calls[0].session, 'local-s1');
   assert.equal(calls[0].client, 'Claude Code');
   assert.equal(typeof calls[0].ms, 'number');
+});
+
+test("the reply is posted before the call's recent-calls update and audit entry, which still follow", async () => {
+  audit.configure({ notify: (entry) => rpc.notify('audit.decision', entry) });
+  const events = [];
+  rpc.setTransport({
+    send: (m) => (
+      sent.push(m),
+      events.push(m.method === 'audit.decision' ? `audit ${m.params.tool}` : `reply ${m.id}`),
+      true
+    ),
+    linkUp: () => true,
+  });
+  const get = chrome.storage.session.get.bind(chrome.storage.session);
+  chrome.storage.session.get = (keys) => {
+    if (keys === 'recentCalls') events.push('recent calls');
+    return get(keys);
+  };
+  await callTool('echo', { text: 'x' }, {}, 'local-s1:1');
+  await callTool('fails', {}, {}, 'local-s1:2');
+  await flush();
+  assert.deepEqual(events, [
+    'reply local-s1:1',
+    'recent calls',
+    'audit echo',
+    'reply local-s1:2',
+    'recent calls',
+    'audit fails',
+  ]);
+  const calls = (await chrome.storage.session.get('recentCalls')).recentCalls;
+  assert.deepEqual(
+    calls.map((c) => [c.tool, c.ok]),
+    [
+      ['fails', false],
+      ['echo', true],
+    ],
+  );
+});
+
+test('a call answered by its cancellation still records its entry when the tool ends', async () => {
+  audit.configure({ notify: (entry) => rpc.notify('audit.decision', entry) });
+  const done = rpc.receive({
+    jsonrpc: '2.0',
+    id: 'local-s1:7',
+    method: 'tools/call',
+    params: { name: 'waits', arguments: {}, _meta: { 'browserbridge/session': session } },
+  });
+  await flush();
+  await rpc.receive({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'local-s1:7' } });
+  await done;
+  assert.ok(sent.find((m) => m.id === 'local-s1:7').error);
+  assert.equal(sent.filter((m) => m.method === 'audit.decision').length, 0, 'the tool has not ended yet');
+  release({ content: [{ type: 'text', text: 'late' }] });
+  await flush();
+  const entries = sent.filter((m) => m.method === 'audit.decision').map((m) => m.params);
+  assert.deepEqual(
+    entries.map((e) => [e.tool, e.outcome]),
+    [['waits', 'ok']],
+  );
+  const calls = (await chrome.storage.session.get('recentCalls')).recentCalls;
+  assert.equal(calls[0].tool, 'waits');
 });
 
 test('validate handles type lists, anyOf, nested arrays and the root', () => {
