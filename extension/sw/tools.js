@@ -278,10 +278,22 @@ function firstText(r) {
   return t.length > 200 ? `${t.slice(0, 200)}…` : t;
 }
 
+// The recent calls as this worker last wrote them: it is their only writer,
+// so a call costs one storage write and no read. Storage stays the source:
+// a worker restart (or another storage area, in tests) reads them once.
+let recent = null; // {area, calls}
+let recentWrites = Promise.resolve(); // the writes, one at a time, in order
+
 function recordCall(entry) {
-  store
-    .update('session', store.SESSION.recentCalls, (calls = []) =>
-      [{ ...entry, at: Date.now() }, ...calls].slice(0, RECENT_CALLS),
-    )
-    .catch(() => {});
+  const e = { ...entry, at: Date.now() };
+  const area = chrome.storage.session;
+  recentWrites = recentWrites
+    .then(async () => {
+      if (recent?.area !== area) recent = { area, calls: await store.get('session', store.SESSION.recentCalls, []) };
+      recent.calls = [e, ...recent.calls].slice(0, RECENT_CALLS);
+      await store.set('session', store.SESSION.recentCalls, recent.calls);
+    })
+    .catch(() => {
+      recent = null; // read them again next time
+    });
 }

@@ -218,7 +218,7 @@ test('recent calls are recorded for the popup, newest first, at most 50', async 
   assert.equal(typeof calls[0].ms, 'number');
 });
 
-test("the reply is posted before the call's recent-calls update and audit entry, which still follow", async () => {
+test("the reply is posted before the call's recent-calls write and audit entry, which still follow", async () => {
   audit.configure({ notify: (entry) => rpc.notify('audit.decision', entry) });
   const events = [];
   rpc.setTransport({
@@ -229,26 +229,33 @@ test("the reply is posted before the call's recent-calls update and audit entry,
     ),
     linkUp: () => true,
   });
-  const get = chrome.storage.session.get.bind(chrome.storage.session);
-  chrome.storage.session.get = (keys) => {
-    if (keys === 'recentCalls') events.push('recent calls');
-    return get(keys);
+  const area = chrome.storage.session;
+  const { get, set } = area;
+  let reads = 0;
+  area.get = (keys) => ((reads += keys === 'recentCalls'), get.call(area, keys));
+  area.set = (items) => {
+    if (items.recentCalls) events.push(`recent calls ${items.recentCalls[0].tool}`);
+    return set.call(area, items);
   };
   await callTool('echo', { text: 'x' }, {}, 'local-s1:1');
   await callTool('fails', {}, {}, 'local-s1:2');
+  await callTool('echo', { text: 'y' }, {}, 'local-s1:3');
   await flush();
-  assert.deepEqual(events, [
-    'reply local-s1:1',
-    'recent calls',
-    'audit echo',
-    'reply local-s1:2',
-    'recent calls',
-    'audit fails',
-  ]);
+  const at = (e) => events.indexOf(e);
+  for (const [id, tool] of [
+    ['local-s1:1', 'echo'],
+    ['local-s1:2', 'fails'],
+  ]) {
+    assert.ok(at(`reply ${id}`) >= 0 && at(`reply ${id}`) < at(`audit ${tool}`), events.join(', '));
+    assert.ok(at(`reply ${id}`) < at(`recent calls ${tool}`), events.join(', '));
+  }
+  assert.equal(events.filter((e) => e.startsWith('audit')).length, 3);
+  assert.equal(reads, 1, 'the list is read once, then kept in memory');
   const calls = (await chrome.storage.session.get('recentCalls')).recentCalls;
   assert.deepEqual(
     calls.map((c) => [c.tool, c.ok]),
     [
+      ['echo', true],
       ['fails', false],
       ['echo', true],
     ],
