@@ -11,8 +11,13 @@
 // Handlers: core methods are registered with register(); methods relay
 // clients call (spec 001: createTab, click, …) come from setExtraMethods().
 // A handler is `async (params, ctx) => result` with
-//   ctx = {id, method, session: {id, client}|null, signal, sessions, resolveTab(tabId?, {create?}), createTab(url?)}
+//   ctx = {id, method, session: {id, client}|null, signal, sessions, resolveTab(tabId?, {create?}), createTab(url?),
+//          afterReply(fn)}
 // where session is taken from the id's prefix ("local-…:" or "conn-…:").
+// afterReply runs fn once the reply has been posted (at once if it already
+// has): bookkeeping the answer does not depend on (recent calls, the audit
+// entry) goes there, so that its storage calls and notifications do not go
+// out ahead of the reply. Functions run in the order given.
 //
 // In-flight maps live in memory on purpose: requests and their replies
 // belong to one port, which dies with the worker.
@@ -140,6 +145,7 @@ async function handleRequest({ id, method, params }) {
   const ac = new AbortController();
   inflight.set(id, ac);
   const session = sessionFromId(id);
+  let after = []; // afterReply's functions, or null once the reply is out
   const ctx = {
     id,
     method,
@@ -148,6 +154,7 @@ async function handleRequest({ id, method, params }) {
     sessions,
     resolveTab: (tabId, opts) => sessions.resolveTab(session, tabId, opts),
     createTab: (url) => sessions.createTab(session, url),
+    afterReply: (fn) => (after ? after.push(fn) : runAfter(fn)),
   };
   try {
     const cancelled = new Promise((_, reject) => {
@@ -166,6 +173,17 @@ async function handleRequest({ id, method, params }) {
     reply(id, null, err);
   } finally {
     inflight.delete(id);
+    const fns = after;
+    after = null; // a handler still running after a cancellation's reply runs its own at once
+    fns.forEach(runAfter);
+  }
+}
+
+function runAfter(fn) {
+  try {
+    fn();
+  } catch (err) {
+    console.warn(`after the reply: ${err?.message || err}`);
   }
 }
 

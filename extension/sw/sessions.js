@@ -49,6 +49,7 @@ function withLock(id, fn) {
 // this worker did not write (onChanged) drops the copy. The copy belongs to
 // one storage area (tests give each case a fresh one).
 let cached = null; // the records as this worker last read or changed them
+let cachedJSON = null; // stableJSON(cached) when known, so a change is compared without encoding both sides
 let cachedArea = null; // the chrome.storage.session the copy is of
 let generation = 0; // counts changes and drops: a read a change overtook is not kept
 let writes = Promise.resolve(); // the writes to storage, one at a time, in order
@@ -59,6 +60,7 @@ function area() {
   if (a !== cachedArea) {
     cachedArea = a;
     cached = null;
+    cachedJSON = null;
     echoes.clear();
     generation++;
     chrome.storage.onChanged?.addListener?.(onStorageChanged);
@@ -82,6 +84,7 @@ function onStorageChanged(changes, areaName) {
     return; // this worker's own write
   }
   cached = null;
+  cachedJSON = null;
   generation++;
 }
 
@@ -93,6 +96,7 @@ async function all() {
   const got = await store.get('session', store.SESSION.sessions, {});
   if (gen !== generation) return cached || got;
   cached = got;
+  cachedJSON = null;
   return got;
 }
 
@@ -107,11 +111,13 @@ async function all() {
 async function mutate(fn) {
   const cur = cached && cachedArea === chrome.storage.session ? cached : await all();
   const base = cached || cur; // another change may have landed in memory while all() read
+  const baseJSON = base === cached && cachedJSON !== null ? cachedJSON : stableJSON(base);
   const next = structuredClone(base);
   fn(next);
   const json = stableJSON(next);
-  if (json === stableJSON(base)) return next;
+  if (json === baseJSON) return next;
   cached = next;
+  cachedJSON = json;
   generation++;
   echoes.set(json, (echoes.get(json) || 0) + 1);
   const write = writes.then(() => store.set('session', store.SESSION.sessions, next));
@@ -119,6 +125,7 @@ async function mutate(fn) {
     if (echoes.get(json) > 1) echoes.set(json, echoes.get(json) - 1);
     else echoes.delete(json);
     cached = null; // storage has whatever it has: read it again
+    cachedJSON = null;
     generation++;
     console.warn(`sessions: storing the records: ${err.message}`);
   });
@@ -215,12 +222,11 @@ async function touchLocked(session) {
   const old = (await all())[session.id];
   if (old && foreign(old)) await release(session.id);
   else if (old && (!session.client || old.client === session.client) && (!session.remote || old.remote)) {
-    // Only lastActive changes: the call does not wait for it to be stored
-    // (the popup's sort order is all it feeds); it is written in order
-    // behind the other changes.
-    mutate((m) => {
-      if (m[session.id]) m[session.id].lastActive = Date.now();
-    }).catch(() => {}); // mutate says why
+    // Only lastActive changes: the popup's sort order is all it feeds, so
+    // it is stored a little later, one write for the touches of every call
+    // in between (a call touches its session before the gate and again as
+    // it resolves its tab), in order behind the other changes.
+    markActive(session.id);
     return cached?.[session.id] ?? old;
   }
   const s = await mutate((m) => {
@@ -230,6 +236,26 @@ async function touchLocked(session) {
     rec.lastActive = Date.now();
   });
   return s[session.id];
+}
+
+/** How long lastActive changes gather before they are written, at most. */
+export const ACTIVE_WRITE_MS = 50;
+
+const activeSince = new Map(); // session id -> the last touch's time, not yet written
+let activeTimer = null;
+
+function markActive(id) {
+  activeSince.set(id, Date.now());
+  activeTimer ??= setTimeout(writeActive, ACTIVE_WRITE_MS);
+}
+
+function writeActive() {
+  activeTimer = null;
+  const times = new Map(activeSince);
+  activeSince.clear();
+  mutate((m) => {
+    for (const [id, at] of times) if (m[id]) m[id].lastActive = Math.max(m[id].lastActive || 0, at);
+  }).catch(() => {}); // mutate says why
 }
 
 function pickColor(m, selfId) {
@@ -402,8 +428,11 @@ export async function resolveTab(session, tabId, { create = false } = {}) {
   }
   return withLock(session.id, async () => {
     const rec = await touchLocked(session);
-    const group = await liveGroup(rec.groupId);
-    const current = rec.currentTabId === null ? null : await chrome.tabs.get(rec.currentTabId).catch(() => null);
+    // Two independent lookups: asked for together.
+    const [group, current] = await Promise.all([
+      liveGroup(rec.groupId),
+      rec.currentTabId === null ? null : chrome.tabs.get(rec.currentTabId).catch(() => null),
+    ]);
     if (current && group && current.groupId === group.id) return current;
     if (current && (current.groupId === undefined || current.groupId === NO_GROUP)) {
       // Its group went away (ungrouped, or the group was closed): group it again.
@@ -430,6 +459,8 @@ export async function resolveTab(session, tabId, { create = false } = {}) {
  */
 export async function setCurrentTab(session, tabId) {
   const id = typeof session === 'string' ? session : session.id;
+  // Most calls name the tab that is already current: no copy of the records to compare.
+  if (cached && cachedArea === chrome.storage.session && cached[id]?.currentTabId === tabId) return;
   await mutate((m) => {
     if (m[id]) m[id].currentTabId = tabId;
   });

@@ -124,7 +124,8 @@ function listedAnnotations(a = {}) {
 /**
  * Handles tools/call.
  * @param {{name: string, arguments?: object, _meta?: object}} params
- * @param {{id: string|number, signal: AbortSignal, session?: object}} rpcCtx from rpc.js
+ * @param {{id: string|number, signal: AbortSignal, session?: object, afterReply?: (fn: Function) => void}} rpcCtx
+ *   from rpc.js
  * @returns {Promise<object>} a CallToolResult
  * @throws {rpc.RpcError} -32602 for an unknown tool or invalid arguments
  */
@@ -192,18 +193,27 @@ export async function call(params, rpcCtx) {
         : `${name} failed: ${err?.message || err}`;
     result = { isError: true, content: [{ type: 'text', text }] };
   }
-  recordCall({
-    tool: name,
-    target: callTarget(name, args),
-    session: session.id,
-    client: session.client,
-    ...(session.remote ? { remote: true } : {}),
-    ms: Date.now() - started,
-    checkMs,
-    ok: !result.isError,
-    error: result.isError ? firstText(result) : undefined,
-  });
-  auditCall({ name, args, session, note, started, refused, result });
+  const ms = Date.now() - started;
+  // The popup's recent calls and the audit entry wait until the reply is
+  // posted (rpc.js afterReply): the answer does not depend on them, and
+  // their storage calls and the audit.decision notification would otherwise
+  // go out ahead of it. They keep the order in which calls finish.
+  const bookkeeping = () => {
+    recordCall({
+      tool: name,
+      target: callTarget(name, args),
+      session: session.id,
+      client: session.client,
+      ...(session.remote ? { remote: true } : {}),
+      ms,
+      checkMs,
+      ok: !result.isError,
+      error: result.isError ? firstText(result) : undefined,
+    });
+    auditCall({ name, args, session, note, started, refused, result, ms });
+  };
+  if (typeof rpcCtx?.afterReply === 'function') rpcCtx.afterReply(bookkeeping);
+  else bookkeeping(); // a shortcut's step: its entries come before the shortcut's own
   return result;
 }
 
@@ -212,7 +222,7 @@ export async function call(params, rpcCtx) {
  * without holding the call up. The site is the gate's when it looked the
  * tab up, else that of the tab the tool resolved (no lookup of its own).
  */
-export function auditCall({ name, args, session, note, started, refused, result }) {
+export function auditCall({ name, args, session, note, started, refused, result, ms = Date.now() - started }) {
   const entry = {
     at: started,
     client: session.client,
@@ -224,7 +234,7 @@ export function auditCall({ name, args, session, note, started, refused, result 
     why: note.why,
     outcome: refused ? 'refused' : result.isError ? 'error' : 'ok',
     error: result.isError ? firstText(result) : undefined,
-    ms: Date.now() - started,
+    ms,
   };
   const site = note.site || (note.tabUrl && classify(name, args).cls ? siteName(note.tabUrl) : '');
   gate
@@ -268,10 +278,22 @@ function firstText(r) {
   return t.length > 200 ? `${t.slice(0, 200)}…` : t;
 }
 
+// The recent calls as this worker last wrote them: it is their only writer,
+// so a call costs one storage write and no read. Storage stays the source:
+// a worker restart (or another storage area, in tests) reads them once.
+let recent = null; // {area, calls}
+let recentWrites = Promise.resolve(); // the writes, one at a time, in order
+
 function recordCall(entry) {
-  store
-    .update('session', store.SESSION.recentCalls, (calls = []) =>
-      [{ ...entry, at: Date.now() }, ...calls].slice(0, RECENT_CALLS),
-    )
-    .catch(() => {});
+  const e = { ...entry, at: Date.now() };
+  const area = chrome.storage.session;
+  recentWrites = recentWrites
+    .then(async () => {
+      if (recent?.area !== area) recent = { area, calls: await store.get('session', store.SESSION.recentCalls, []) };
+      recent.calls = [e, ...recent.calls].slice(0, RECENT_CALLS);
+      await store.set('session', store.SESSION.recentCalls, recent.calls);
+    })
+    .catch(() => {
+      recent = null; // read them again next time
+    });
 }

@@ -385,6 +385,29 @@ test('the records are read from memory once known, and every change reaches stor
   assert.deepEqual(recs, Object.fromEntries((await sessions.listSessions()).map((r) => [r.id, r])));
 });
 
+test("a call's touches are stored as one lastActive write, a moment later", async () => {
+  const tab = await sessions.createTab(A, 'https://a.example/');
+  await flush();
+  const before = (await stored())['local-a'].lastActive;
+  let writes = 0;
+  const set = chrome.storage.session.set.bind(chrome.storage.session);
+  chrome.storage.session.set = (items) => {
+    if ('sessions' in items) writes++;
+    return set(items);
+  };
+  for (let i = 0; i < 3; i++) {
+    await sessions.touch(A); // before the gate
+    await sessions.resolveTab(A, tab.id); // the tool's tab, already current
+  }
+  assert.equal(writes, 0, 'no write on the way to the tool');
+  const deadline = Date.now() + 10_000;
+  while (writes === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  await flush();
+  assert.equal(writes, 1, 'one write for all six touches');
+  assert.ok((await stored())['local-a'].lastActive >= before);
+  assert.equal((await sessions.record('local-a')).lastActive, (await stored())['local-a'].lastActive);
+});
+
 test('a change to the records from outside this worker is read again, not shadowed by the copy', async () => {
   const tab = await sessions.createTab(A, 'https://a.example/');
   await flush();

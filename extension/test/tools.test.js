@@ -7,6 +7,7 @@ import * as rpc from '../sw/rpc.js';
 import * as tools from '../sw/tools.js';
 import { validate } from '../sw/schema.js';
 import coreTools from '../tools/core.js';
+import * as audit from '../sw/audit.js';
 
 const flush = async () => {
   for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
@@ -215,6 +216,74 @@ test('recent calls are recorded for the popup, newest first, at most 50', async 
   assert.equal(calls[0].session, 'local-s1');
   assert.equal(calls[0].client, 'Claude Code');
   assert.equal(typeof calls[0].ms, 'number');
+});
+
+test("the reply is posted before the call's recent-calls write and audit entry, which still follow", async () => {
+  audit.configure({ notify: (entry) => rpc.notify('audit.decision', entry) });
+  const events = [];
+  rpc.setTransport({
+    send: (m) => (
+      sent.push(m),
+      events.push(m.method === 'audit.decision' ? `audit ${m.params.tool}` : `reply ${m.id}`),
+      true
+    ),
+    linkUp: () => true,
+  });
+  const area = chrome.storage.session;
+  const { get, set } = area;
+  let reads = 0;
+  area.get = (keys) => ((reads += keys === 'recentCalls'), get.call(area, keys));
+  area.set = (items) => {
+    if (items.recentCalls) events.push(`recent calls ${items.recentCalls[0].tool}`);
+    return set.call(area, items);
+  };
+  await callTool('echo', { text: 'x' }, {}, 'local-s1:1');
+  await callTool('fails', {}, {}, 'local-s1:2');
+  await callTool('echo', { text: 'y' }, {}, 'local-s1:3');
+  await flush();
+  const at = (e) => events.indexOf(e);
+  for (const [id, tool] of [
+    ['local-s1:1', 'echo'],
+    ['local-s1:2', 'fails'],
+  ]) {
+    assert.ok(at(`reply ${id}`) >= 0 && at(`reply ${id}`) < at(`audit ${tool}`), events.join(', '));
+    assert.ok(at(`reply ${id}`) < at(`recent calls ${tool}`), events.join(', '));
+  }
+  assert.equal(events.filter((e) => e.startsWith('audit')).length, 3);
+  assert.equal(reads, 1, 'the list is read once, then kept in memory');
+  const calls = (await chrome.storage.session.get('recentCalls')).recentCalls;
+  assert.deepEqual(
+    calls.map((c) => [c.tool, c.ok]),
+    [
+      ['echo', true],
+      ['fails', false],
+      ['echo', true],
+    ],
+  );
+});
+
+test('a call answered by its cancellation still records its entry when the tool ends', async () => {
+  audit.configure({ notify: (entry) => rpc.notify('audit.decision', entry) });
+  const done = rpc.receive({
+    jsonrpc: '2.0',
+    id: 'local-s1:7',
+    method: 'tools/call',
+    params: { name: 'waits', arguments: {}, _meta: { 'browserbridge/session': session } },
+  });
+  await flush();
+  await rpc.receive({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'local-s1:7' } });
+  await done;
+  assert.ok(sent.find((m) => m.id === 'local-s1:7').error);
+  assert.equal(sent.filter((m) => m.method === 'audit.decision').length, 0, 'the tool has not ended yet');
+  release({ content: [{ type: 'text', text: 'late' }] });
+  await flush();
+  const entries = sent.filter((m) => m.method === 'audit.decision').map((m) => m.params);
+  assert.deepEqual(
+    entries.map((e) => [e.tool, e.outcome]),
+    [['waits', 'ok']],
+  );
+  const calls = (await chrome.storage.session.get('recentCalls')).recentCalls;
+  assert.equal(calls[0].tool, 'waits');
 });
 
 test('validate handles type lists, anyOf, nested arrays and the root', () => {
