@@ -266,6 +266,13 @@ func (s *Server) fetchCIMDDocument(ctx context.Context, clientID string, timeout
 		return nil, 0, "it could not be fetched: " + err.Error()
 	}
 	defer resp.Body.Close()
+	if ctx.Err() != nil {
+		// The deadline passed as the answer came: closing the connection
+		// at the deadline can make a host that was still waiting answer
+		// (its request's context ends), and the transport may hand that
+		// answer over. It came too late all the same.
+		return nil, 0, timedOut
+	}
 	if resp.StatusCode != http.StatusOK {
 		reason := fmt.Sprintf("its server answered %s, not 200 OK", resp.Status)
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
