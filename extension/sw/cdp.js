@@ -919,9 +919,10 @@ if (hasChrome) {
   });
   chrome.webNavigation?.onCommitted.addListener(onCommitted);
   chrome.debugger.onDetach.addListener((source) => {
-    if (source && source.tabId !== undefined) attached.delete(source.tabId);
+    if (source?.tabId === undefined) return;
+    attached.delete(source.tabId);
     // Detached, the tab's next documents go unseen: its record would grow stale.
-    if (source && source.tabId !== undefined) mainFrames.delete(source.tabId);
+    mainFrames.delete(source.tabId);
   });
   if (chrome.tabs && chrome.tabs.onRemoved) {
     chrome.tabs.onRemoved.addListener((tabId) => forgetTab(tabId));
