@@ -153,7 +153,7 @@ func (c *clusterNode) receive(msg *nats.Msg) {
 	if len(parts) == 4 {
 		conn = parts[3]
 	}
-	if kind != "attach" && kind != "x" && kind != "c" {
+	if kind != "attach" && kind != "x" && kind != "c" && kind != "e" {
 		c.m.dropped.With("bad_subject").Inc()
 		return
 	}
@@ -168,6 +168,8 @@ func (c *clusterNode) receive(msg *nats.Msg) {
 		c.toExtension(uk, conn, it)
 	case "c":
 		c.toClient(uk, conn, it)
+	case "e":
+		c.serveEnded(uk, it.data)
 	default:
 		c.m.dropped.With("bad_subject").Inc()
 	}
@@ -699,5 +701,61 @@ type attachment struct {
 func (a attachment) tellExtension() {
 	if a.local != nil {
 		a.local.sendStatus()
+	}
+}
+
+// endedNotice is a session's end passed to the node of a browser its calls
+// went to (subject PREFIX.n.NODE.u.USERKEY.e): the session lived on another
+// node, whose HTTP side ended it (httpmcp_session.go, tellSessionEnded).
+type endedNotice struct {
+	User      string `json:"user"`
+	Extension string `json:"extension"`
+	Key       string `json:"key"`
+	Client    string `json:"client,omitempty"`
+}
+
+// tellEnded passes a session's end on to the live node that holds the
+// user's browser ext; false when no other node holds it (or NATS did not
+// take the message), and the caller keeps the notice itself.
+func (c *clusterNode) tellEnded(user, ext string, p relaywire.SessionEndedParams) bool {
+	pe, ok := c.lookup(user, ext)
+	if !ok || pe.Kind != relaywire.ExtensionKindBrowser {
+		return false
+	}
+	data, err := json.Marshal(endedNotice{User: user, Extension: ext, Key: p.Key, Client: p.Client})
+	if err != nil {
+		return false
+	}
+	return c.publish(c.subject(pe.Node, c.ring.UserKey(user), "e", ""), data, "", "", false) == nil
+}
+
+// serveEnded tells this node's browser of another node's session end; a
+// browser that left meanwhile is told when it is back on this node, as
+// for a session of this node's own (sessionend.go).
+func (c *clusterNode) serveEnded(uk string, data []byte) {
+	var n endedNotice
+	if json.Unmarshal(data, &n) != nil || n.User == "" || n.Extension == "" || n.Key == "" {
+		c.m.dropped.With("bad_ended").Inc()
+		return
+	}
+	if !c.ring.IsUserKey(uk, n.User) {
+		c.m.dropped.With("user_mismatch").Inc()
+		return
+	}
+	p := relaywire.SessionEndedParams{Key: n.Key, Client: n.Client}
+	s := c.s
+	s.mu.Lock()
+	var e *extension
+	if u := s.users[n.User]; u != nil {
+		e = u.exts[n.Extension] // only this user's extensions
+	}
+	s.mu.Unlock()
+	switch {
+	case e != nil && e.kind == relaywire.ExtensionKindBrowser:
+		e.c.Send(sessionEndedMsg(p))
+	case e != nil:
+		c.m.dropped.With("bad_ended").Inc() // a server extension has no tab groups
+	case !s.ended.add(n.Extension, p):
+		s.log.Debug("a session's end is not kept for its browser, away: too many kept", "user", n.User, "extension", n.Extension)
 	}
 }

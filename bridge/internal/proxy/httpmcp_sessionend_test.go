@@ -69,3 +69,46 @@ func TestHTTPSessionEndTellsBrowser(t *testing.T) {
 	}
 	told(back, away)
 }
+
+// TestClusterSessionEndTellsBrowserOnAnotherNode: a session that lives on
+// one node of a cluster and whose calls went to a browser on another node
+// tells that browser when it ends (passed node to node on NATS), as a
+// session on the browser's own node does.
+func TestClusterSessionEndTellsBrowserOnAnotherNode(t *testing.T) {
+	lb, nodes := clusterHTTPNodes(t, 2)
+	b := startBrowser(t, nodes[1], "alice", "Chrome")
+	testutil.WaitFor(t, "node a to see alice's browser on node b", func() bool {
+		return len(nodes[0].srv.extensionsOf("alice", relaywire.ExtensionKindBrowser)) == 1
+	})
+	tok := accessToken(t, passwordPerson(), lb.URL+"/mcp")
+	// Through the load balancer, as a client reaches a cluster: sessions
+	// until one lives on node a (a session's id begins with its node's
+	// name), while the browser is on b.
+	endpoint := lb.URL + "/mcp"
+	sid := ""
+	for i := 0; i < 8 && !strings.HasPrefix(sid, "nodea"); i++ {
+		sid = rawSession(t, endpoint, tok)
+	}
+	if !strings.HasPrefix(sid, "nodea") {
+		t.Fatalf("no session landed on node a in 8 tries (last %s)", sid)
+	}
+	if body := postCall(t, endpoint, tok, sid, 2, "echo"); !strings.Contains(body, "Chrome: hi") {
+		t.Fatalf("echo answered %s", body)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, endpoint, nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set(mcphttp.HeaderSessionID, sid)
+	req.Header.Set(mcphttp.HeaderProtocolVersion, "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: %d", resp.StatusCode)
+	}
+	var p relaywire.SessionEndedParams
+	if err := json.Unmarshal(b.note(relaywire.MethodSessionEnded).Params, &p); err != nil || p.Key != sessionKey(sid) || p.Client != "raw" {
+		t.Fatalf("session_ended params %+v (%v); want key %s, client raw", p, err, sessionKey(sid))
+	}
+}
