@@ -45,11 +45,22 @@ func sessionKey(id string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// statelessKey is the ClientMeta.Key of a user's stateless (2026-07-28)
+// requests from clients of this name: as the bridge does for its own
+// stateless requests (one session per client name), one client's calls
+// share a tab group. Without it each request, which has a connection of its
+// own, made a browser session and a tab group of its own.
+func statelessKey(user, name string) string {
+	sum := sha256.Sum256([]byte("browserbridge/stateless-client-key\x00" + user + "\x00" + name))
+	return hex.EncodeToString(sum[:16])
+}
+
 // clientMeta is what the browser gets to know of this session's client
 // (relaywire.Message.Client of its forwarded tools/call).
 func (ss *httpSession) clientMeta(m *relaywire.Message) relaywire.ClientMeta {
 	if ss.stateless || ss.hs.ID == "" {
-		return relaywire.ClientMeta{Name: clientInfoName(m.Params)}
+		name := clientInfoName(m.Params)
+		return relaywire.ClientMeta{Name: name, Key: statelessKey(ss.mc.user.id, name)}
 	}
 	return relaywire.ClientMeta{Name: ss.client, Key: sessionKey(ss.hs.ID)}
 }

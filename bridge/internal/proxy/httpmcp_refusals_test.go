@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -387,5 +388,51 @@ func TestHTTPIdleSessionExpires(t *testing.T) {
 	status, _, body := rawPost(t, tp.public()+"/mcp", tok, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, mcphttp.HeaderSessionID, sid)
 	if status != http.StatusNotFound {
 		t.Errorf("the expired session answered %d %s", status, body)
+	}
+}
+
+// TestHTTPStatelessCallsShareASession: a stateless client's calls reach the
+// browser under one key per client name (one tab group for the client, as
+// the bridge does for its own stateless requests), not one session per
+// request; another client's calls under another key, and a Streamable HTTP
+// session's under its own.
+func TestHTTPStatelessCallsShareASession(t *testing.T) {
+	tp := newHTTPTestProxy(t, Options{}, nil)
+	b := startBrowser(t, tp, "alice", "Chrome")
+	p := passwordPerson()
+	url := tp.public() + "/browsers/" + b.id + "/mcp"
+	tok := accessToken(t, p, url)
+	keyOf := func(client string, id int) relaywire.ClientMeta {
+		t.Helper()
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"` + client + `","version":"1"}}`
+		status, _, body := rawPost(t, url, tok, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},`+meta+`}}`,
+			mcphttp.HeaderProtocolVersion, mcphttp.VersionStateless, mcphttp.HeaderMethod, "tools/call", mcphttp.HeaderName, "echo")
+		if status != http.StatusOK || !strings.Contains(body, "Chrome: hi") {
+			t.Fatalf("stateless echo of %s: %d %s", client, status, body)
+		}
+		var cm relaywire.ClientMeta
+		select {
+		case m := <-b.calls:
+			if err := json.Unmarshal(m.Client, &cm); err != nil {
+				t.Fatalf("the call's client %s: %v", m.Client, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the browser got no call")
+		}
+		if cm.Name != client || !relaywire.ValidClientKey(cm.Key) {
+			t.Fatalf("the call's client is %+v; want %s with a valid key", cm, client)
+		}
+		return cm
+	}
+	x1, x2, y := keyOf("agent-x", 1), keyOf("agent-x", 2), keyOf("agent-y", 3)
+	if x1.Key != x2.Key {
+		t.Errorf("one client's stateless calls came under two keys, %s and %s: a tab group per call", x1.Key, x2.Key)
+	}
+	if y.Key == x1.Key {
+		t.Errorf("two clients' stateless calls share the key %s", y.Key)
+	}
+	sid := rawSession(t, tp.public()+"/mcp", accessToken(t, p, tp.public()+"/mcp"))
+	if x1.Key == sessionKey(sid) {
+		t.Errorf("a stateless key equals a session's")
 	}
 }
