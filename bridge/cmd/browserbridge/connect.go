@@ -95,6 +95,15 @@ func runConnect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return connectRefused(srv.Remote().RefusedErr())
 	default:
 	}
+	if ctx.Err() == nil {
+		// The client left (stdin ended): its session, and its tab group,
+		// end with it. Not on a signal: the process may be restarting.
+		endCtx, endCancel := context.WithTimeout(ctx, 2*time.Second)
+		if !srv.EndSession(endCtx) {
+			log.Debug("the browser was not told that this session ended", "reason", srv.Remote().LastError())
+		}
+		endCancel()
+	}
 	return nil
 }
 

@@ -263,6 +263,22 @@ func (mc *mcpClient) handle(data []byte) {
 			mc.disconnect(m)
 		}
 		return
+	case relaywire.MethodSessionEnded:
+		// The client's session of that key is over (`browserbridge
+		// connect` exiting): to its browser as an HTTP session's end is
+		// (relay.md). A key is no secret of anyone's, and only this
+		// user's browser hears it.
+		if kind == relaywire.KindRequest {
+			c.refuse(m.ID, relaywire.Errorf(relaywire.CodeInvalidRequest, "%s is a notification: send it without an id", m.Method), "method")
+			return
+		}
+		var p relaywire.SessionEndedParams
+		if json.Unmarshal(m.Params, &p) != nil || !relaywire.ValidClientKey(p.Key) {
+			s.m.dropped.With("session_ended").Inc()
+			return
+		}
+		mc.forward(m, kind, now)
+		return
 	case relaywire.MethodAuthenticate, relaywire.MethodAuthenticated, relaywire.MethodStatus, relaywire.MethodDisconnected:
 		if kind == relaywire.KindRequest {
 			c.refuse(m.ID, relaywire.Errorf(relaywire.CodeMethodNotFound, "method %q not found: the proxy sends it, MCP clients do not", m.Method), "method")

@@ -246,6 +246,8 @@ func TestErrors(t *testing.T) {
 		{"oversized message", connected, `{"jsonrpc":"2.0","id":15,"method":"createTab","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`, "null", -32600, "exceeds the 4096-byte limit", false},
 		{"a reply from an MCP client is ignored", connected, `{"jsonrpc":"2.0","id":16,"result":{}}`, "", 0, "", true},
 		{"a notification is forwarded, never answered", connected, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, "", 0, "", true},
+		{"session_ended as a request", connected, `{"jsonrpc":"2.0","id":17,"method":"session_ended","params":{"key":"abc"}}`, "17", -32600, "is a notification", false},
+		{"session_ended without a valid key is dropped", connected, `{"jsonrpc":"2.0","method":"session_ended","params":{"key":"NOT A KEY"}}`, "", 0, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.c.sendRaw([]byte(tc.frame)); err != nil {
@@ -287,6 +289,13 @@ func TestErrors(t *testing.T) {
 		m := connected.wait(ch)
 		if code, _ := errCode(t, m); code != relaywire.CodeDuplicateID || string(m.ID) != "100" {
 			t.Fatalf("got %s %s", m.ID, m.Error)
+		}
+	})
+	t.Run("session_ended without a valid key is counted as dropped", func(t *testing.T) {
+		// The case above sent one: the proxy dropped it rather than
+		// passing it to the browser.
+		if v := metric(t, tp, `browserbridge_proxy_dropped_total{reason="session_ended"}`); v != 1 {
+			t.Errorf("dropped session_ended: %v, want 1", v)
 		}
 	})
 	t.Run("the connection survives", func(t *testing.T) {

@@ -38,6 +38,7 @@ type RemoteServer struct {
 	once   sync.Once
 
 	clientKey string // relaywire.ClientMeta.Key of this process's calls
+	calledAs  atomic.Pointer[string] // the client's name of the last call sent, nil before the first
 	nextToken atomic.Uint64
 	progMu    sync.Mutex
 	progress  map[string]progressRoute // our progress token → the caller's
@@ -114,6 +115,19 @@ func (s *RemoteServer) toolsChanged() {
 		return
 	}
 	go s.refresh()
+}
+
+// EndSession tells the browser that this process's session is over (its
+// client left), so that the session's tab group goes as a local session's
+// does, instead of waiting, on this process's key, for a client that will
+// not come back. Best effort within ctx: false if the browser was never
+// called or could not be told (no connection to the proxy just then).
+func (s *RemoteServer) EndSession(ctx context.Context) bool {
+	name := s.calledAs.Load()
+	if name == nil {
+		return false // the browser has no session of ours
+	}
+	return s.remote.Notify(ctx, relaywire.MethodSessionEnded, relaywire.SessionEndedParams{Key: s.clientKey, Client: *name})
 }
 
 // Remote is the proxy connection.
@@ -203,7 +217,9 @@ func (s *RemoteServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	// The browser names the session after our client, on a key of this
 	// process: its tabs stay across the bridge's restarts, as long as this
 	// process (and so the client's session) lives.
-	meta := map[string]any{relaywire.MetaClient: relaywire.ClientMeta{Name: stdioClientName(req.Session), Key: s.clientKey}}
+	name := stdioClientName(req.Session)
+	s.calledAs.Store(&name)
+	meta := map[string]any{relaywire.MetaClient: relaywire.ClientMeta{Name: name, Key: s.clientKey}}
 	params["_meta"] = meta
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		// Our own token, unique among this process's calls: the browser's

@@ -654,3 +654,44 @@ func TestRelayCallCutByBridgeStop(t *testing.T) {
 		t.Errorf("call cut short by the bridge's stop: %+v; want a tool error naming the restart", r)
 	}
 }
+
+// TestConnectEndsItsSession: `browserbridge connect`'s session with the
+// browser ends with its client: the browser is told (session.ended, for
+// the session of connect's key), so that its tab group goes as a local
+// session's does; a connect that never called the browser tells it
+// nothing.
+func TestConnectEndsItsSession(t *testing.T) {
+	p := startProxy(t)
+	alice := startBridge(t, p, "alice")
+	a := alice.attach("A1")
+	ext := alice.waitRelay(1)["instance-a1"].ExtensionID
+	cs, rs := mcpClient(t, p, "alice", ext)
+	if got, isErr := callText(t, cs, "whoami"); got != "A1" || isErr {
+		t.Fatalf("whoami = %q (error %v), want A1", got, isErr)
+	}
+	a.mu.Lock()
+	meta := string(a.metas[len(a.metas)-1])
+	a.mu.Unlock()
+	m := regexp.MustCompile(`"id":"(conn-k[0-9a-z]+)"`).FindStringSubmatch(meta)
+	if m == nil {
+		t.Fatalf("the call's _meta names no keyed session: %s", meta)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !rs.EndSession(ctx) {
+		t.Fatalf("EndSession could not tell the browser: %s", rs.Remote().LastError())
+	}
+	select {
+	case s := <-a.ended:
+		if s != m[1] {
+			t.Fatalf("session.ended for %q; want the connect's session %q", s, m[1])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the browser was not told that the connect's session ended")
+	}
+
+	_, idle := mcpClient(t, p, "alice", ext)
+	if idle.EndSession(ctx) {
+		t.Error("a connect that never called the browser says it told the browser its session ended")
+	}
+}

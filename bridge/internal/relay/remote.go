@@ -295,6 +295,21 @@ func (r *Remote) Call(ctx context.Context, method string, params any) (json.RawM
 	return c.call(ctx, method, params)
 }
 
+// Notify sends a notification to the proxy on the connection of the
+// moment and waits, within ctx, until the proxy has handled it (a
+// list_extensions after it comes back: the proxy handles a connection's
+// messages in order). False when no connection is up or it ended first.
+func (r *Remote) Notify(ctx context.Context, method string, params any) bool {
+	r.mu.Lock()
+	c := r.cur
+	r.mu.Unlock()
+	if c == nil || c.ctx.Err() != nil || !c.send(relaywire.AppendNotification(nil, method, relaywire.MarshalParams(params))) {
+		return false
+	}
+	_, err := c.call(ctx, relaywire.MethodListExtensions, struct{}{})
+	return err == nil
+}
+
 func (r *Remote) waitReady(ctx context.Context) (*rconn, error) {
 	t := time.NewTimer(r.opts.ReadyWait)
 	defer t.Stop()
