@@ -37,7 +37,7 @@ type RemoteServer struct {
 	synced chan struct{}     // closed after the first tool list
 	once   sync.Once
 
-	clientKey string // relaywire.ClientMeta.Key of this process's calls
+	clientKey string                 // relaywire.ClientMeta.Key of this process's calls
 	calledAs  atomic.Pointer[string] // the client's name of the last call sent, nil before the first
 	nextToken atomic.Uint64
 	progMu    sync.Mutex
