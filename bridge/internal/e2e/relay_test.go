@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os/exec"
 	"slices"
@@ -123,6 +124,20 @@ func TestRelayE2E(t *testing.T) {
 	if cmd.ProcessState == nil {
 		t.Errorf("browserbridge connect still runs after its client closed stdin")
 	}
+	// Its session ended with it (session_ended on its key): its tab leaves
+	// its group, as a local session's does when it ends.
+	testutil.WaitWithin(t, relayWait, "", func() (bool, string) {
+		tabs, err := tryTabs(local, "tabs_context")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ti := range tabs {
+			if ti.TabID == tab && ti.GroupID == relayGroup {
+				return false, fmt.Sprintf("the ended connect session's tab %d is still in its group %d (%q)", tab, relayGroup, ti.Session)
+			}
+		}
+		return true, ""
+	})
 	t.Logf("TestRelayE2E %v", time.Since(start).Round(time.Millisecond))
 }
 
