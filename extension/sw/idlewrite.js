@@ -10,8 +10,9 @@
  * @param {() => unknown} run writes what gathered (its result is returned by flush)
  * @param {{quietMs: number, maxMs: number}} opts run after quietMs without a poke, and at
  *   the latest maxMs after the first poke not yet written
- * @returns {{poke: () => void, flush: () => unknown, pending: () => boolean}} poke: something
- *   gathered; flush: write now (nothing waits then)
+ * @returns {{poke: () => void, flush: () => unknown, cancel: () => void, pending: () => boolean}}
+ *   poke: something gathered; flush: write now if a write waits; cancel: forget the waiting
+ *   write (its owner writes itself)
  */
 export function idleWriter(run, { quietMs, maxMs }) {
   let timer = null;
@@ -29,6 +30,10 @@ export function idleWriter(run, { quietMs, maxMs }) {
       timer = setTimeout(fire, Math.max(0, Math.min(quietMs, first + maxMs - now)));
     },
     flush: () => (timer === null ? undefined : fire()),
+    cancel() {
+      clearTimeout(timer);
+      timer = null;
+    },
     pending: () => timer !== null,
   };
 }

@@ -31,4 +31,9 @@ test("an idle writer's flush writes at once, and only what is pending", (t) => {
   assert.equal(w.flush(), 1);
   t.mock.timers.tick(2000);
   assert.equal(runs, 1, 'the flushed write does not run again');
+  w.poke();
+  w.cancel();
+  assert.equal(w.pending(), false);
+  t.mock.timers.tick(2000);
+  assert.equal(runs, 1, 'a cancelled write does not run');
 });
