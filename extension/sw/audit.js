@@ -8,9 +8,18 @@
 // audit.decision notification and logs it (docs/protocol.md).
 
 import * as store from './store.js';
+import { idleWriter } from './idlewrite.js';
 
-/** How long entries gather before they are written, at most. */
+/**
+ * Entries are written once no call came for this long (ms), and during a
+ * burst at the latest FLUSH_MAX_MS after the oldest unwritten one: each
+ * write rewrites the whole list, and Chrome hands every onChanged listener
+ * (the worker, an open options page, which draws it again) the old list and
+ * the new, work that would otherwise hold up the calls of the burst.
+ */
 export const FLUSH_MS = 250;
+/** See FLUSH_MS. */
+export const FLUSH_MAX_MS = 1000;
 /** Longest string argument kept in an entry. */
 export const ARG_MAX = 200;
 
@@ -82,7 +91,6 @@ export function toJsonLines(entries) {
 }
 
 let pending = [];
-let timer = null;
 let limits = { maxEntries: 1000, maxDays: 7 };
 let onEntry = null;
 
@@ -107,13 +115,21 @@ export function record(entry) {
   } catch {
     /* the bridge hears of it or not; the audit keeps it */
   }
-  if (!timer) timer = setTimeout(() => flush().catch((err) => console.warn(`audit: ${err.message}`)), FLUSH_MS);
+  writer.poke();
 }
 
-/** Writes what gathered, within the bounds. */
+const writer = idleWriter(() => write().catch((err) => console.warn(`audit: ${err.message}`)), {
+  quietMs: FLUSH_MS,
+  maxMs: FLUSH_MAX_MS,
+});
+
+/** Writes what gathered, within the bounds, now. */
 export async function flush() {
-  clearTimeout(timer);
-  timer = null;
+  writer.cancel();
+  await write();
+}
+
+async function write() {
   if (!pending.length) return;
   const batch = pending;
   pending = [];

@@ -26,6 +26,7 @@
 // from another bridge process releases it.
 
 import * as store from './store.js';
+import { idleWriter } from './idlewrite.js';
 
 /** Tab group colours, in the order sessions take them. */
 export const COLORS = Object.freeze(['blue', 'red', 'green', 'purple', 'orange', 'cyan', 'pink', 'yellow', 'grey']);
@@ -238,24 +239,36 @@ async function touchLocked(session) {
   return s[session.id];
 }
 
-/** How long lastActive changes gather before they are written, at most. */
-export const ACTIVE_WRITE_MS = 50;
+/** lastActive is written once no session was touched for this long (ms)… */
+export const ACTIVE_WRITE_QUIET_MS = 100;
+/** …and at the latest this long (ms) after the oldest touch not yet written. */
+export const ACTIVE_WRITE_MAX_MS = 1000;
 
 const activeSince = new Map(); // session id -> the last touch's time, not yet written
-let activeTimer = null;
+// Written once the calls pause (sw/idlewrite.js): a write of the records
+// and its onChanged events in the middle of a burst of calls would hold up
+// the next one. listSessions sees the times not yet written.
+const activeWriter = idleWriter(writeActive, { quietMs: ACTIVE_WRITE_QUIET_MS, maxMs: ACTIVE_WRITE_MAX_MS });
 
 function markActive(id) {
   activeSince.set(id, Date.now());
-  activeTimer ??= setTimeout(writeActive, ACTIVE_WRITE_MS);
+  activeWriter.poke();
 }
 
 function writeActive() {
-  activeTimer = null;
   const times = new Map(activeSince);
   activeSince.clear();
-  mutate((m) => {
+  return mutate((m) => {
     for (const [id, at] of times) if (m[id]) m[id].lastActive = Math.max(m[id].lastActive || 0, at);
   }).catch(() => {}); // mutate says why
+}
+
+/**
+ * Writes the touches not yet written now (tests).
+ * @returns {Promise<void>}
+ */
+export async function flushActive() {
+  await activeWriter.flush();
 }
 
 function pickColor(m, selfId) {
@@ -505,7 +518,8 @@ export const setActivity = (sessionId, state) => setField(sessionId, 'activity',
  * @returns {Promise<object[]>} session records
  */
 export async function listSessions() {
-  return Object.values(await all()).sort((a, b) => (b.lastActive || 0) - (a.lastActive || 0));
+  const active = (r) => Math.max(r.lastActive || 0, activeSince.get(r.id) || 0);
+  return Object.values(await all()).sort((a, b) => active(b) - active(a));
 }
 
 /**

@@ -27,6 +27,7 @@ import { callTarget } from './calltarget.js';
 import * as gate from './gate.js';
 import * as audit from './audit.js';
 import { classify, siteName } from './policy.js';
+import { idleWriter } from './idlewrite.js';
 
 /** A tool's failure, shown to the model as an isError result with this message. */
 export class ToolError extends Error {
@@ -279,21 +280,49 @@ function firstText(r) {
 }
 
 // The recent calls as this worker last wrote them: it is their only writer,
-// so a call costs one storage write and no read. Storage stays the source:
-// a worker restart (or another storage area, in tests) reads them once.
+// so a write costs no read. Storage stays the source: a worker restart (or
+// another storage area, in tests) reads them once. They are written once the
+// calls pause (sw/idlewrite.js), not per call: the popup shows a burst's
+// calls at most RECENT_WRITE_MAX_MS late, and no call waits behind the
+// write and its onChanged events.
 let recent = null; // {area, calls}
+let unwritten = []; // entries not yet written, oldest first
 let recentWrites = Promise.resolve(); // the writes, one at a time, in order
 
+/** The recent calls are written once no call came for this long (ms)… */
+export const RECENT_WRITE_QUIET_MS = 100;
+/** …and at the latest this long (ms) after the oldest unwritten one. */
+export const RECENT_WRITE_MAX_MS = 1000;
+
+const recentWriter = idleWriter(writeRecent, { quietMs: RECENT_WRITE_QUIET_MS, maxMs: RECENT_WRITE_MAX_MS });
+
 function recordCall(entry) {
-  const e = { ...entry, at: Date.now() };
+  unwritten.push({ ...entry, at: Date.now() });
+  recentWriter.poke();
+}
+
+function writeRecent() {
+  const batch = unwritten.reverse(); // newest first, as the list keeps them
+  unwritten = [];
   const area = chrome.storage.session;
   recentWrites = recentWrites
     .then(async () => {
       if (recent?.area !== area) recent = { area, calls: await store.get('session', store.SESSION.recentCalls, []) };
-      recent.calls = [e, ...recent.calls].slice(0, RECENT_CALLS);
+      recent.calls = [...batch, ...recent.calls].slice(0, RECENT_CALLS);
       await store.set('session', store.SESSION.recentCalls, recent.calls);
     })
     .catch(() => {
       recent = null; // read them again next time
     });
+  return recentWrites;
+}
+
+/**
+ * Writes the recent calls not yet written now (tests, and whoever must see
+ * them in storage at once).
+ * @returns {Promise<void>} settles once they are stored
+ */
+export function flushRecentCalls() {
+  recentWriter.flush();
+  return recentWrites;
 }

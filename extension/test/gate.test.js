@@ -41,6 +41,7 @@ async function waitFor(cond, what) {
 }
 
 beforeEach(async () => {
+  await tools.flushRecentCalls(); // the last test's, into its own storage
   fake = installFakeChrome();
   fake.storage.onChanged.addListener((c, area) => gate.onStorageChanged(c, area));
   gate.onStorageChanged({ policy: {} }, 'local');
@@ -114,6 +115,7 @@ test('a blocked call is a tool error naming the site, the class and the rule; th
   assert.match(text(nav), /blocks navigate \(act\) on https:\/\/pay\.bank\.example/);
   assert.equal(fake.tabsById.size, 1, 'no tab was opened for a blocked navigate');
   // The refusal is in the popup's recent calls: an audit trail.
+  await tools.flushRecentCalls();
   const calls = await store.get('session', store.SESSION.recentCalls, []);
   assert.ok(calls.some((c) => c.tool === 'form_input' && !c.ok && /blocks/.test(c.error)));
 });

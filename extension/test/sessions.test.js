@@ -164,6 +164,23 @@ test('plans, activity and the session list live in storage', async () => {
   assert.deepEqual(a.activity, { state: 'answering' });
 });
 
+test('a touch is stored once the calls pause; the session list sorts by it before that', async () => {
+  await sessions.createTab(A);
+  await new Promise((r) => setTimeout(r, 5));
+  await sessions.createTab(B); // B is the most recently active
+  await sessions.flushActive();
+  const before = (await stored())['local-a'].lastActive;
+  await new Promise((r) => setTimeout(r, 5));
+  await sessions.touch(A); // only lastActive changes: not written at once
+  assert.equal((await stored())['local-a'].lastActive, before);
+  assert.deepEqual(
+    (await sessions.listSessions()).map((s) => s.id),
+    ['local-a', 'local-b'],
+  );
+  await sessions.flushActive();
+  assert.ok((await stored())['local-a'].lastActive > before);
+});
+
 // Reconciliation with the hello result (issue 12): the bridge lists the local
 // sessions it still has; the others are released, never adopted.
 

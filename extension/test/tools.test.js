@@ -72,7 +72,8 @@ const testTools = [
   { name: 'bad name!', description: 'never registered', inputSchema: { type: 'object' }, run() {} },
 ];
 
-beforeEach(() => {
+beforeEach(async () => {
+  await tools.flushRecentCalls(); // the last test's, into its own storage
   installFakeChrome();
   sent = [];
   rpc.setTransport({ send: (m) => (sent.push(m), true), linkUp: () => true });
@@ -206,7 +207,7 @@ test('recent calls are recorded for the popup, newest first, at most 50', async 
   for (let i = 0; i < 55; i++) {
     await callTool(i % 2 ? 'fails' : 'echo', { ...(i % 2 ? {} : { text: 'x' }) }, {}, `local-s1:${100 + i}`);
   }
-  await flush();
+  await tools.flushRecentCalls();
   const calls = (await chrome.storage.session.get('recentCalls')).recentCalls;
   assert.equal(calls.length, 50);
   assert.equal(calls[0].tool, 'echo');
@@ -234,7 +235,7 @@ test("the reply is posted before the call's recent-calls write and audit entry, 
   let reads = 0;
   area.get = (keys) => ((reads += keys === 'recentCalls'), get.call(area, keys));
   area.set = (items) => {
-    if (items.recentCalls) events.push(`recent calls ${items.recentCalls[0].tool}`);
+    if (items.recentCalls) events.push(`recent calls ${items.recentCalls.map((c) => c.tool).join(' ')}`);
     return set.call(area, items);
   };
   await callTool('echo', { text: 'x' }, {}, 'local-s1:1');
@@ -247,19 +248,45 @@ test("the reply is posted before the call's recent-calls write and audit entry, 
     ['local-s1:2', 'fails'],
   ]) {
     assert.ok(at(`reply ${id}`) >= 0 && at(`reply ${id}`) < at(`audit ${tool}`), events.join(', '));
-    assert.ok(at(`reply ${id}`) < at(`recent calls ${tool}`), events.join(', '));
   }
   assert.equal(events.filter((e) => e.startsWith('audit')).length, 3);
+  // The burst's recent calls wait for a pause, then go in one write.
+  assert.ok(!events.some((e) => e.startsWith('recent calls')), events.join(', '));
+  await tools.flushRecentCalls();
+  assert.deepEqual(
+    events.filter((e) => e.startsWith('recent calls')),
+    ['recent calls echo fails echo'],
+  );
+  assert.equal(reads, 1, 'the list is read once, then kept in memory');
+  await callTool('fails', {}, {}, 'local-s1:4');
+  await tools.flushRecentCalls();
   assert.equal(reads, 1, 'the list is read once, then kept in memory');
   const calls = (await chrome.storage.session.get('recentCalls')).recentCalls;
   assert.deepEqual(
     calls.map((c) => [c.tool, c.ok]),
     [
+      ['fails', false],
       ['echo', true],
       ['fails', false],
       ['echo', true],
     ],
   );
+});
+
+test('the recent calls are written once the calls pause, without a flush', async () => {
+  const writes = [];
+  const area = chrome.storage.session;
+  const { set } = area;
+  area.set = (items) => {
+    if (items.recentCalls) writes.push(items.recentCalls.length);
+    return set.call(area, items);
+  };
+  await callTool('echo', { text: 'x' }, {}, 'local-s1:1');
+  await callTool('echo', { text: 'y' }, {}, 'local-s1:2');
+  assert.deepEqual(writes, []);
+  const deadline = Date.now() + 10_000;
+  while (!writes.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  assert.deepEqual(writes, [2]);
 });
 
 test('a call answered by its cancellation still records its entry when the tool ends', async () => {
@@ -282,6 +309,7 @@ test('a call answered by its cancellation still records its entry when the tool 
     entries.map((e) => [e.tool, e.outcome]),
     [['waits', 'ok']],
   );
+  await tools.flushRecentCalls();
   const calls = (await chrome.storage.session.get('recentCalls')).recentCalls;
   assert.equal(calls[0].tool, 'waits');
 });

@@ -306,15 +306,21 @@ func TestPolicy(t *testing.T) {
 		var plain, ruled []time.Duration
 		var plainCheck, ruledCheck []float64
 		measure := func(into *[]time.Duration, checks *[]float64) {
+			since := time.Now().UnixMilli()
 			for range 20 {
 				t0 := time.Now()
 				local.call(t, "get_page_text", map[string]any{"tabId": localTab})
 				*into = append(*into, time.Since(t0))
 			}
-			// The extension's own timing of the check (recent calls' checkMs).
+			// The extension's own timing of the check (recent calls' checkMs),
+			// which it stores once the calls pause.
 			var ms []float64
-			popup.evalInto(t, `chrome.storage.session.get('recentCalls').then((g) => g.recentCalls
-				.filter((c) => c.tool === 'get_page_text' && c.client === 'e2e-policy-local').slice(0, 20).map((c) => c.checkMs))`, &ms)
+			testutil.WaitWithin(t, popupWait, "", func() (bool, string) {
+				ms = nil
+				popup.evalInto(t, fmt.Sprintf(`chrome.storage.session.get('recentCalls').then((g) => (g.recentCalls || [])
+					.filter((c) => c.tool === 'get_page_text' && c.client === 'e2e-policy-local' && c.at >= %d).map((c) => c.checkMs))`, since), &ms)
+				return len(ms) == 20, fmt.Sprintf("%d of the 20 calls in the recent calls", len(ms))
+			})
 			*checks = append(*checks, ms...)
 		}
 		for range 5 {
