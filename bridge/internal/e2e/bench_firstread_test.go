@@ -275,8 +275,10 @@ func stopProfile(tb testing.TB, pc *cdpConn) profileSums {
 // "warm" (the same, warmed up after the load event as a preloaded agent is:
 // page/warm.js; the warm-up's time is reported as its "style"), "style
 // first", which first asks Blink for every element's style and box (what
-// the hidden-text filter reads), timed apart, then runs the new agent, and
-// "base" (BROWSERBRIDGE_BENCH_BASE's agent, when set).
+// the hidden-text filter reads), timed apart, then runs the new agent,
+// "nodes first", which first only walks the page's elements (the isolated
+// world's wrappers of them, nothing read), and "base"
+// (BROWSERBRIDGE_BENCH_BASE's agent, when set).
 //
 //	go test -run '^$' -bench FirstOp -benchtime 12x ./bridge/internal/e2e/
 func BenchmarkFirstOp(b *testing.B) {
@@ -285,7 +287,7 @@ func BenchmarkFirstOp(b *testing.B) {
 	agent := pageAgentSource(b)
 	// Each variant's agent under a name of its own, all in every document.
 	ns := func(src, name string) string { return strings.ReplaceAll(src, "__browserBridgePage", name) }
-	variants := []string{"new", "warm", "style first"}
+	variants := []string{"new", "warm", "style first", "nodes first"}
 	// "warm": a copy of the agent that warms up after the load event, as a preloaded one does (page/warm.js).
 	sources := ns(agent, "__bbNewPage") + "\n" + ns(agent, "__bbWarmPage") + "\n;if (new URLSearchParams(location.search).get('v') === 'warm') globalThis.__bbWarmPage.warmAfterLoad();"
 	if rev := os.Getenv("BROWSERBRIDGE_BENCH_BASE"); rev != "" {
@@ -370,6 +372,13 @@ const firstOpJS = `(async (variant, op, args) => {
 			el.getBoundingClientRect();
 		}
 		document.body.innerText;
+		out.style = performance.now() - t0;
+	}
+	if (variant === 'nodes first') {
+		// Only the isolated world's objects for the page's elements, nothing read from them.
+		const t0 = performance.now();
+		let n = 0;
+		for (const el of document.body.querySelectorAll('*')) n += el.nodeType;
 		out.style = performance.now() - t0;
 	}
 	for (const which of ['first', 'again']) {
