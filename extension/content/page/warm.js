@@ -3,23 +3,24 @@
 // learning its object shapes, the DOM's interfaces and the regular
 // expressions made anew for this document's isolated world), up to 3× a read
 // right after it. A preloaded agent (sw/preload.js) runs read_page's walk
-// over a small sample built here once the page has loaded, while navigate's
-// answer travels to the client and the next call comes back (tens of ms)
-// or the model reads it (seconds).
-//
-// It must never hold a call up: it runs in small steps, each a task of
-// background priority (scheduler.postTask), so that a call's script, which
-// comes as a task of normal priority, runs before the next step; once a call
-// has run (its code is warm then) no further step starts. A call waits for
-// one step at most (a few ms), where a warm-up in one piece cost it as much
-// as it saved.
-//
-// The sample is a document of its own (DOMParser: never shown, no scripts,
-// nothing fetched); nothing of the page is read, and the refs it gives are
-// forgotten (refs.scratch).
+// once over a small sample built here, WARM_DELAY_MS after the page's load
+// event, while the model reads navigate's answer (seconds). Not at once:
+// the warm-up costs about what it saves the first read, so a call that
+// comes right after the load (a scripted client's, or a model's that needs
+// no turn) would wait for it and gain nothing; it runs cold instead, and
+// the warm-up, finding that a call ran, never starts. The sample is a document of its own (DOMParser: never shown,
+// no scripts, nothing fetched); nothing of the page is read, and the refs
+// it gives are forgotten (refs.scratch).
 (() => {
   'use strict';
   const P = globalThis.__browserBridgePage;
+
+  /**
+   * How long after the load event the warm-up starts: longer than navigate's
+   * answer takes to reach a client and a call to come back on a busy
+   * machine, far shorter than a model's turn.
+   */
+  const WARM_DELAY_MS = 250;
 
   // What pages are made of: landmarks, headings, links, lists, a form with
   // labelled fields of each kind, a table, text with inline markup.
@@ -36,61 +37,37 @@
   let started = false;
 
   /**
-   * Runs fn as a task that yields to the page's and the extension's other
-   * tasks: background priority where the Scheduler API is (Chrome 94+).
+   * Runs read_page's walk over the sample, once per document, in three
+   * tasks (a call that comes meanwhile waits for one part, not all), and
+   * stops when a call has run (its code is warm then).
    */
-  const later = (fn) => {
-    const s = globalThis.scheduler;
-    if (s && typeof s.postTask === 'function') s.postTask(fn, { priority: 'background' }).catch(() => {});
-    else setTimeout(fn, 0);
-  };
-
-  /**
-   * The steps, smallest first: each part of the sample alone (the walk, the
-   * names of links and headings, then the form's fields and labels, then
-   * tables, lists and what is hidden), the interactive filter, then the
-   * hidden-text rules of each element in two halves.
-   */
-  function steps(doc) {
-    const snap = (root, filter) => () => P.ops.snapshot({ root, filter, includeHidden: true });
-    const rules = (els) => () => {
-      for (const el of els) P.hidden.warmRules(el);
-    };
-    const all = [...doc.body.querySelectorAll('*')];
-    const half = Math.ceil(all.length / 2);
-    return [
-      snap(doc.querySelector('header'), 'all'),
-      snap(doc.querySelector('form'), 'all'),
-      snap(doc.body, 'all'),
-      snap(doc.body, 'interactive'),
-      rules(all.slice(0, half)),
-      rules(all.slice(half)),
-    ];
-  }
-
-  /** Runs the steps, once per document, each in a task of its own, until a call has run. */
   function warm() {
     if (started || P.called) return;
     started = true;
-    let todo = null;
-    let ms = 0;
+    const start = performance.now();
+    const doc = new DOMParser().parseFromString(SAMPLE, 'text/html');
+    const steps = [
+      () => P.ops.snapshot({ root: doc.body, filter: 'all', includeHidden: true }),
+      () => P.ops.snapshot({ root: doc.body, filter: 'interactive', includeHidden: true }),
+      () => {
+        for (const el of doc.body.querySelectorAll('*')) P.hidden.warmRules(el);
+      },
+    ];
     const next = () => {
       if (P.called) return;
-      const t0 = performance.now();
-      todo ??= steps(new DOMParser().parseFromString(SAMPLE, 'text/html'));
-      P.refs.scratch(todo.shift());
+      P.refs.scratch(steps.shift());
       P.hidden.fresh();
-      ms += performance.now() - t0;
-      if (todo.length) later(next);
-      else P.warmMs = ms; // the steps' own time, for the benchmarks
+      if (steps.length) setTimeout(next, 0);
+      else P.warmMs = performance.now() - start; // from the first step to the last, for the benchmarks
     };
-    later(next);
+    next();
   }
 
-  /** Starts the warm-up once the page has loaded (from preload: markAgent in content/agent.js). */
+  /** Runs warm WARM_DELAY_MS after the page's load event (from preload: markAgent in content/agent.js). */
   P.warmAfterLoad = () => {
     if (typeof document === 'undefined') return;
-    if (document.readyState === 'complete') warm();
-    else addEventListener('load', warm, { once: true });
+    const later = () => setTimeout(warm, WARM_DELAY_MS);
+    if (document.readyState === 'complete') later();
+    else addEventListener('load', later, { once: true });
   };
 })();
