@@ -37,7 +37,8 @@ import (
 // DIR/<read>-<page>-<round>.json, with each read's start and end on the
 // trace's clock under "reads". Either slows what it records: those rounds'
 // times are not the figures to compare. BROWSERBRIDGE_E2E_EXTENSION runs
-// another build of the extension (an older one, in turn with this one).
+// another build of the extension (an older one, in turn with this one);
+// BROWSERBRIDGE_BENCH_RAW=1 prints every round's times, to pool runs.
 func BenchmarkFirstRead(b *testing.B) {
 	w := startWorld(b, worldOptions{})
 	dt := w.restartChromiumWithDevTools()
@@ -45,6 +46,7 @@ func BenchmarkFirstRead(b *testing.B) {
 	tab := c.newTab(b, w.pages.url("index.html"))
 	profile := os.Getenv("BROWSERBRIDGE_BENCH_PROFILE") != ""
 	traceDir := os.Getenv("BROWSERBRIDGE_BENCH_TRACE")
+	raw := os.Getenv("BROWSERBRIDGE_BENCH_RAW") != ""
 	// An agent's model reads navigate's answer before it asks for the page:
 	// BROWSERBRIDGE_BENCH_THINK (a duration) waits that long between them.
 	var think time.Duration
@@ -68,7 +70,15 @@ func BenchmarkFirstRead(b *testing.B) {
 			for r := range rounds {
 				for _, pg := range pages {
 					url := fmt.Sprintf("%s?round=%d", w.pages.url("pageset/"+pg+".html"), r)
+					var tr *cdpConn
+					var nav [2]int64 // navigate's call and answer on the trace's clock (µs)
+					if traceDir != "" {
+						// From before navigate: what runs between its answer and the first read's op.
+						tr = startTrace(b, dt)
+					}
+					nav[0] = monotonicMicros()
 					c.call(b, "navigate", map[string]any{"url": url, "tabId": tab})
+					nav[1] = monotonicMicros()
 					time.Sleep(think) // the model's turn, not a wait for anything
 					var pc *cdpConn
 					if profile {
@@ -76,11 +86,7 @@ func BenchmarkFirstRead(b *testing.B) {
 					}
 					var sums [2]profileSums
 					var d [2]time.Duration
-					var tr *cdpConn
 					var marks [2][2]int64 // each read's start and end on the trace's clock (µs)
-					if traceDir != "" {
-						tr = startTrace(b, dt)
-					}
 					for i := range 2 {
 						if pc != nil {
 							startProfile(b, pc)
@@ -95,7 +101,7 @@ func BenchmarkFirstRead(b *testing.B) {
 						}
 					}
 					if tr != nil {
-						stopTrace(b, tr, filepath.Join(traceDir, fmt.Sprintf("%s-%s-%d.json", rd.name, pg, r)), marks)
+						stopTrace(b, tr, filepath.Join(traceDir, fmt.Sprintf("%s-%s-%d.json", rd.name, pg, r)), map[string]any{"reads": marks, "navigate": nav})
 					}
 					if pc != nil {
 						pc.close()
@@ -119,6 +125,10 @@ func BenchmarkFirstRead(b *testing.B) {
 			}
 			for _, pg := range pages {
 				t := got[pg]
+				if raw {
+					// Every round's times, for pooling runs (BROWSERBRIDGE_BENCH_RAW).
+					fmt.Printf("raw %s %s first %s again %s\n", rd.name, pg, msList(t.first), msList(t.again))
+				}
 				b.Logf("%s %s ms (fastest / median of %d): first %.1f / %.1f, again %.1f / %.1f", rd.name, pg, rounds,
 					ms(slices.Min(t.first)), ms(firstReadMedian(t.first)), ms(slices.Min(t.again)), ms(firstReadMedian(t.again)))
 				b.ReportMetric(ms(firstReadMedian(t.first)), pg+"-first-ms")
@@ -131,6 +141,15 @@ func BenchmarkFirstRead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// msList is d in ms, comma-separated.
+func msList(d []time.Duration) string {
+	s := make([]string, len(d))
+	for i, v := range d {
+		s[i] = fmt.Sprintf("%.1f", ms(v))
+	}
+	return strings.Join(s, ",")
 }
 
 func firstReadMedian(d []time.Duration) time.Duration {
@@ -256,8 +275,10 @@ func stopProfile(tb testing.TB, pc *cdpConn) profileSums {
 // "warm" (the same, warmed up after the load event as a preloaded agent is:
 // page/warm.js; the warm-up's time is reported as its "style"), "style
 // first", which first asks Blink for every element's style and box (what
-// the hidden-text filter reads), timed apart, then runs the new agent, and
-// "base" (BROWSERBRIDGE_BENCH_BASE's agent, when set).
+// the hidden-text filter reads), timed apart, then runs the new agent,
+// "nodes first", which first only walks the page's elements (the isolated
+// world's wrappers of them, nothing read), and "base"
+// (BROWSERBRIDGE_BENCH_BASE's agent, when set).
 //
 //	go test -run '^$' -bench FirstOp -benchtime 12x ./bridge/internal/e2e/
 func BenchmarkFirstOp(b *testing.B) {
@@ -266,7 +287,7 @@ func BenchmarkFirstOp(b *testing.B) {
 	agent := pageAgentSource(b)
 	// Each variant's agent under a name of its own, all in every document.
 	ns := func(src, name string) string { return strings.ReplaceAll(src, "__browserBridgePage", name) }
-	variants := []string{"new", "warm", "style first"}
+	variants := []string{"new", "warm", "style first", "nodes first"}
 	// "warm": a copy of the agent that warms up after the load event, as a preloaded one does (page/warm.js).
 	sources := ns(agent, "__bbNewPage") + "\n" + ns(agent, "__bbWarmPage") + "\n;if (new URLSearchParams(location.search).get('v') === 'warm') globalThis.__bbWarmPage.warmAfterLoad();"
 	if rev := os.Getenv("BROWSERBRIDGE_BENCH_BASE"); rev != "" {
@@ -353,6 +374,13 @@ const firstOpJS = `(async (variant, op, args) => {
 		document.body.innerText;
 		out.style = performance.now() - t0;
 	}
+	if (variant === 'nodes first') {
+		// Only the isolated world's objects for the page's elements, nothing read from them.
+		const t0 = performance.now();
+		let n = 0;
+		for (const el of document.body.querySelectorAll('*')) n += el.nodeType;
+		out.style = performance.now() - t0;
+	}
 	for (const which of ['first', 'again']) {
 		const t0 = performance.now();
 		const res = P.run(op, args);
@@ -370,7 +398,11 @@ func startTrace(tb testing.TB, dt devtoolsAddr) *cdpConn {
 	if err != nil {
 		tb.Fatalf("DevTools: %v", err)
 	}
-	cats := "devtools.timeline,v8,v8.execute,blink,loading,extensions,toplevel,disabled-by-default-devtools.timeline,disabled-by-default-v8.compile"
+	cats := "devtools.timeline,v8,v8.execute,blink,loading,extensions,toplevel,ipc,mojom,navigation,disabled-by-default-devtools.timeline,disabled-by-default-v8.compile"
+	if os.Getenv("BROWSERBRIDGE_BENCH_TRACE_CPU") != "" {
+		// V8's sampling profiler in every traced thread (the worker's JS too); it slows them more.
+		cats += ",disabled-by-default-v8.cpu_profiler"
+	}
 	if err := c.call("Tracing.start", map[string]any{"categories": cats, "transferMode": "ReportEvents"}, &struct{}{}); err != nil {
 		tb.Fatalf("DevTools: %v", err)
 	}
@@ -379,7 +411,7 @@ func startTrace(tb testing.TB, dt devtoolsAddr) *cdpConn {
 
 // stopTrace ends the trace and writes its events to file (Chrome's trace
 // format, for chrome://tracing or Perfetto).
-func stopTrace(tb testing.TB, c *cdpConn, file string, marks any) {
+func stopTrace(tb testing.TB, c *cdpConn, file string, marks map[string]any) {
 	tb.Helper()
 	defer c.close()
 	c.next++
@@ -405,7 +437,11 @@ func stopTrace(tb testing.TB, c *cdpConn, file string, marks any) {
 			break
 		}
 	}
-	b, _ := json.Marshal(map[string]any{"traceEvents": events, "reads": marks})
+	out := map[string]any{"traceEvents": events}
+	for k, v := range marks {
+		out[k] = v
+	}
+	b, _ := json.Marshal(out)
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		tb.Fatal(err)
 	}
