@@ -123,7 +123,18 @@
     'tooltip',
   ]);
 
+  /** The element's role (its own role attribute's first word, else its tag's and type's); once per element and read. */
   function roleOf(el) {
+    if (!memo) return roleFrom(el);
+    let role = memo.roles.get(el);
+    if (role === undefined) {
+      role = roleFrom(el);
+      memo.roles.set(el, role);
+    }
+    return role;
+  }
+
+  function roleFrom(el) {
     const explicit = el.getAttribute && el.getAttribute('role');
     if (explicit) return explicit.trim().split(/\s+/)[0];
     const tag = el.tagName;
@@ -165,19 +176,21 @@
     return [...c.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1].replace(/\\(.)/g, '$1')).join('');
   }
 
-  // What one read_page remembers of names (remember below): a label is read
-  // for its own line, for its control's name and for the test whether that
-  // name says it, so three times, each with the pseudo-elements' styles.
+  // What one read_page remembers of names and roles (remember below): a
+  // label is read for its own line, for its control's name and for the test
+  // whether that name says it, so three times, each with the pseudo-elements'
+  // styles; an element's role is asked by the walk, describe and the tests
+  // around its parent and children.
   let memo = null;
 
   /**
    * From now until the end of the task (the op; the page does not change
-   * during it), each label's text and each element's name are worked out
-   * once. Only for an op that only reads: one that changes the page between
+   * during it), each label's text and each element's name and role are
+   * worked out once. Only for an op that only reads: one that changes the page between
    * two questions must not be told the answer from before the change.
    */
   function remember() {
-    const m = { labels: new Map(), names: new Map() };
+    const m = { labels: new Map(), names: new Map(), roles: new Map() };
     memo = m;
     queueMicrotask(() => {
       if (memo === m) memo = null;

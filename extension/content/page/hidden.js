@@ -75,31 +75,39 @@
    * descendants inherit those properties and are looked at themselves.
    */
   function reasonFromStyle(s, box, page, hasChildren, { checked = false, text = true } = {}) {
+    return boxReason(s, box.width, box.height, box.left, box.right, box.bottom, page.width, hasChildren, checked, text);
+  }
+
+  // clip: rect(0 0 0 0), and clip-path insets of half or more or a circle of no radius, hide what they clip.
+  const CLIP_NOTHING = /^rect\(\s*0(px)?[,\s]+0(px)?[,\s]+0(px)?[,\s]+0(px)?\s*\)$/;
+  const CLIP_PATH_INSET = /inset\(\s*(50|100)%/;
+  const CLIP_PATH_POINT = /circle\(\s*0(px)?[\s)]/;
+
+  /**
+   * reasonFromStyle with the box as numbers (left, right, bottom in page
+   * coordinates), so that the walk's call makes no objects: it runs once
+   * for every element a read judges.
+   */
+  function boxReason(s, width, height, left, right, bottom, pageWidth, hasChildren, checked, text) {
     if (!checked) {
       const why = ownCSSReason(s);
       if (why) return why;
     }
     // Overflow matters only to a box of 1px or less in a dimension: read it only then.
-    const tiny = box.width <= 1 || box.height <= 1;
+    const tiny = width <= 1 || height <= 1;
     const overflow = tiny ? s.overflow : '';
     const clips = !!overflow && overflow !== 'visible';
-    if (clips && box.width <= 1 && box.height <= 1) return 'clipped';
+    if (clips && width <= 1 && height <= 1) return 'clipped';
     const clip = s.clip;
-    if (clip && clip !== 'auto' && /^rect\(\s*0(px)?[,\s]+0(px)?[,\s]+0(px)?[,\s]+0(px)?\s*\)$/.test(clip)) {
-      return 'clipped';
-    }
+    if (clip && clip !== 'auto' && CLIP_NOTHING.test(clip)) return 'clipped';
     const clipPath = s.clipPath;
-    if (
-      clipPath &&
-      clipPath !== 'none' &&
-      (/inset\(\s*(50|100)%/.test(clipPath) || /circle\(\s*0(px)?[\s)]/.test(clipPath))
-    ) {
+    if (clipPath && clipPath !== 'none' && (CLIP_PATH_INSET.test(clipPath) || CLIP_PATH_POINT.test(clipPath))) {
       return 'clipped';
     }
-    if (box.width === 0 && box.height === 0 && !hasChildren && s.display !== 'contents') return 'zero-size';
-    if (clips && (box.width === 0 || box.height === 0)) return 'zero-size';
-    if (box.width > 0 || box.height > 0) {
-      if (box.right <= 0 || box.bottom <= 0 || (page.width > 0 && box.left >= page.width)) return 'off-screen';
+    if (width === 0 && height === 0 && !hasChildren && s.display !== 'contents') return 'zero-size';
+    if (clips && (width === 0 || height === 0)) return 'zero-size';
+    if (width > 0 || height > 0) {
+      if (right <= 0 || bottom <= 0 || (pageWidth > 0 && left >= pageWidth)) return 'off-screen';
     }
     if (!text) return '';
     if (parseFloat(s.fontSize) < 1) return 'font-size:0';
@@ -228,22 +236,27 @@
       const p = el.parentElement;
       if (p && !p.checkVisibility(CHECK_CSS)) return cssReason(p);
     }
-    const state = taskState();
-    const page = state.page;
+    const page = taskState().page;
     const r = el.getBoundingClientRect();
-    const box = {
-      width: r.width,
-      height: r.height,
-      left: r.left + page.scrollX,
-      top: r.top + page.scrollY,
-      right: r.right + page.scrollX,
-      bottom: r.bottom + page.scrollY,
-    };
     const cs = styleOf(el);
     const text = hasOwnText(el);
-    const why = reasonFromStyle(cs, box, page, el.firstElementChild !== null, { checked: canCheck, text });
+    const why = boxReason(
+      cs,
+      r.width,
+      r.height,
+      r.left + page.scrollX,
+      r.right + page.scrollX,
+      r.bottom + page.scrollY,
+      page.width,
+      el.firstElementChild !== null,
+      canCheck,
+      text,
+    );
     if (why) return why;
-    if (text && unreadable(parseColour(cs.color), backgroundOf(el))) return 'same colour as background';
+    if (!text) return '';
+    // Transparent text (or a colour not parsed) needs no background.
+    const fg = parseColour(cs.color);
+    if (fg && (fg[3] === 0 || unreadable(fg, backgroundOf(el)))) return 'same colour as background';
     return '';
   }
 

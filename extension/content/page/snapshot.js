@@ -21,6 +21,7 @@
   const INLINE_ROLES = new Set(['generic', 'paragraph', 'listitem', 'cell', 'code', 'blockquote']);
 
   const whole = (s) => clean(s, Infinity);
+  const NOT_SPACE = /\S/;
   // Whether an inline run holds hidden text, which its innerText would show.
   const hiddenInside = (el) => {
     for (const e of el.querySelectorAll('*')) if (P.hidden.reason(e)) return true;
@@ -216,9 +217,21 @@
   function linkProps(el, props, all) {
     const i = props ? props.findIndex((p) => p.startsWith('href=')) : -1;
     if (i < 0) return props;
+    const href = el.href;
+    if (typeof href === 'string') {
+      const hash = href.indexOf('#');
+      // No fragment: not within this page, and with nothing to shorten left as it is (whether it parses or not).
+      if (hash < 0 && (!all || !/[?#]/.test(props[i]))) return props;
+      // This page's address and a fragment: within this page (a serialized address has '#' only before its
+      // fragment), unless the fragment is a route ("#/inbox", "#!/inbox").
+      if (hash >= 0 && href.slice(0, hash) === pageAddress(el.ownerDocument.location || location)) {
+        const c = href.charCodeAt(hash + 1);
+        if (c !== 0x2f && c !== 0x21) return props.length > 1 ? props.filter((_, k) => k !== i) : undefined;
+      }
+    }
     let u;
     try {
-      u = new URL(el.href);
+      u = new URL(href);
     } catch {
       return props; // not a URL: shown as written
     }
@@ -235,6 +248,19 @@
     if (!after || !restatesAddress(after, el.href)) return props;
     const shown = addressUpTo(props[i].slice(5), after);
     return shown === props[i].slice(5) ? props : props.map((p, k) => (k === i ? `href=${shown}` : p));
+  }
+
+  // Each page's address without its fragment, read once per read (a Location's getters cost microseconds).
+  let pageAddresses = new Map();
+  function pageAddress(loc) {
+    let a = pageAddresses.get(loc);
+    if (a === undefined) {
+      const h = loc.href;
+      const at = h.indexOf('#');
+      a = at < 0 ? h : h.slice(0, at);
+      pageAddresses.set(loc, a);
+    }
+    return a;
   }
 
   // An input type its role already says (type=search is a searchbox): not said again.
@@ -365,6 +391,7 @@
     }
     P.hidden.fresh();
     P.a11y.remember();
+    pageAddresses = new Map();
     // self: the element a line is of, when the budget may cut inside that line (a paragraph's text).
     const push = (s, self) => {
       lastHref = '';
@@ -381,8 +408,9 @@
     const walk = (node, indent, depth, suppressText, hiddenWhy, underControl) => {
       if (out.truncated) return;
       if (node.nodeType === 3) {
-        if (filter === 'all' && !suppressText) {
-          const t = whole(node.textContent);
+        // White space alone (most text between elements) says nothing: whole() would make it ''.
+        if (filter === 'all' && !suppressText && NOT_SPACE.test(node.data)) {
+          const t = whole(node.data);
           if (t && !restatesAddress(t, lastHref)) push(textLine(t, indent, mark(hiddenWhy)));
         }
         return;
@@ -521,7 +549,12 @@
       }
       const nextIndent = emitted && filter === 'all' ? indent + 1 : indent;
       if (emitted) open.push(emitted);
-      for (const k of childNodesOf(el)) walk(k, nextIndent, depth + 1, childSuppress, why);
+      if (el.shadowRoot || tag === 'SLOT') {
+        for (const k of childNodesOf(el)) walk(k, nextIndent, depth + 1, childSuppress, why);
+      } else {
+        // childNodesOf's answer without a shadow root or slot, walked by sibling: no iterator over a NodeList.
+        for (let k = el.firstChild; k; k = k.nextSibling) walk(k, nextIndent, depth + 1, childSuppress, why);
+      }
       if (emitted && filter === 'all' && nested.size) {
         walked.add(el);
         for (const c of controlled(el)) {
