@@ -65,14 +65,20 @@ function scriptingError(tabId, e) {
 }
 
 /**
- * The injection of the page agent's files into a document, then the mark of
- * this worker's token on what they installed (callAgent's install, without
- * an op). immediately: at once, not at document idle (a document that just
- * committed has no DOM yet, and the files need none).
+ * The injection of the page agent's files into a document. immediately: at
+ * once, not at document idle (a document that just committed has no DOM
+ * yet, and the files need none).
  */
-async function install(target, immediately) {
+async function injectFiles(target, immediately) {
   const files = PAGE_SCRIPTS.map((f) => PAGE_DIR + f);
   await chrome.scripting.executeScript({ target, world: 'ISOLATED', files, injectImmediately: immediately });
+}
+
+/**
+ * The mark of this worker's token on what the files installed (callAgent's
+ * install, without an op), after them.
+ */
+async function mark(target, immediately) {
   const results = await chrome.scripting.executeScript({
     target,
     world: 'ISOLATED',
@@ -98,8 +104,12 @@ export function markAgent(token, warm) {
 
 /**
  * tabId -> the injection into its top frame's new document that preload()
- * started when the document committed: runAgent waits for it rather than
- * finding the agent missing and injecting the files itself.
+ * started when the document committed, {files, done}: files settles when the
+ * agent's files are in (true) or could not be put there (false), done when
+ * they are marked too. runAgent waits for the files rather than finding the
+ * agent missing and injecting them itself, and does not wait for the mark
+ * (a second round trip to a renderer still busy with the load): its own
+ * call marks them.
  */
 const preloads = new Map();
 
@@ -123,21 +133,33 @@ const PRELOAD_WAIT_MS = 2000;
  */
 export function preload(tabId, documentId) {
   const target = documentId ? { tabId, documentIds: [documentId] } : { tabId, frameIds: [0] };
-  const p = install(target, true).catch(() => false);
-  preloads.set(tabId, p);
-  p.then(() => {
-    if (preloads.get(tabId) === p) preloads.delete(tabId);
+  const files = injectFiles(target, true).then(
+    () => true,
+    () => false,
+  );
+  const done = files.then((ok) => ok && mark(target, true)).catch(() => false);
+  const entry = { files, done };
+  preloads.set(tabId, entry);
+  done.then(() => {
+    if (preloads.get(tabId) === entry) preloads.delete(tabId);
   });
-  return p;
+  return done;
 }
 
-/** Waits (PRELOAD_WAIT_MS at most) for a preload under way into tabId's top frame. */
+/**
+ * Waits (PRELOAD_WAIT_MS at most) for the files of a preload under way into
+ * tabId's top frame; true when they are in and the mark may not be yet.
+ */
 async function preloaded(tabId) {
-  const p = preloads.get(tabId);
-  if (!p) return;
+  const entry = preloads.get(tabId);
+  if (!entry) return false;
   let timer;
-  await Promise.race([p, new Promise((resolve) => (timer = setTimeout(resolve, PRELOAD_WAIT_MS)))]);
+  const ok = await Promise.race([
+    entry.files,
+    new Promise((resolve) => (timer = setTimeout(() => resolve(false), PRELOAD_WAIT_MS))),
+  ]);
   clearTimeout(timer);
+  return ok;
 }
 
 /**
@@ -161,8 +183,8 @@ export async function runAgent(tabId, op, args = {}, { frameId = 0 } = {}) {
   };
   let r;
   try {
-    if (frameId === 0) await preloaded(tabId);
-    r = await call(false);
+    // Files a preload of this worker put in: this call marks them (install), the mark under way or not.
+    r = await call(frameId === 0 && (await preloaded(tabId)));
     if (r && r.missing) {
       await chrome.scripting.executeScript({ target, world: 'ISOLATED', files: PAGE_SCRIPTS.map((f) => PAGE_DIR + f) });
       r = await call(true);

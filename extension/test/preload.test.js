@@ -16,6 +16,7 @@ let fake;
 let calls; // what each executeScript asked for: 'files', or the function's name
 let hold; // when set, executeScript waits for this promise first
 let refuse; // when set, executeScript throws it (a page the extension cannot script)
+let holdMark; // when set, the preload's markAgent waits for this promise first
 
 /** A new document: no agent in its isolated world. */
 function newDocument() {
@@ -27,10 +28,12 @@ beforeEach(() => {
   calls = [];
   hold = null;
   refuse = null;
+  holdMark = null;
   newDocument();
   fake.scripting.executeScript = async (inj) => {
     calls.push({ what: inj.files ? 'files' : inj.func.name, target: inj.target, immediately: !!inj.injectImmediately });
     if (hold) await hold;
+    if (holdMark && inj.func?.name === 'markAgent') await holdMark;
     if (refuse) throw refuse;
     if (inj.files) {
       assert.deepEqual(
@@ -99,6 +102,28 @@ test('a call waits for a preload under way instead of injecting again', async ()
   assert.deepEqual(
     calls.map((c) => c.what),
     ['files', 'markAgent', 'callAgent'],
+  );
+});
+
+test("a call that finds the preload's files in marks them itself, without waiting for the preload's mark", async () => {
+  let release;
+  holdMark = new Promise((resolve) => (release = resolve));
+  const pre = preload(7, 'doc-5');
+  const [ref] = await runAgent(7, 'refOf', { elements: [a] });
+  assert.match(ref, /^ref_\d+$/);
+  assert.deepEqual(
+    calls.map((c) => c.what),
+    ['files', 'markAgent', 'callAgent'],
+    'one call, answered while the mark was still under way',
+  );
+  release();
+  assert.equal(await pre, true);
+  calls = [];
+  assert.deepEqual(await runAgent(7, 'refOf', { elements: [] }), []);
+  assert.deepEqual(
+    calls.map((c) => c.what),
+    ['callAgent'],
+    "the agent is this worker's",
   );
 });
 
