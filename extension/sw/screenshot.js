@@ -90,9 +90,25 @@ function b64Prefix(b64, bytes) {
   return out;
 }
 
+// How much of a base64 image imageSize decodes: PNG, GIF and WebP say their
+// size in the first 30 bytes; a JPEG's frame header follows its metadata
+// segments, so for it the prefix grows (decoding all 64 KB took 0.5-1 ms a
+// call, on every screenshot).
+const HEADER_PREFIXES = [64, 4096, 65536];
+
 /** {width, height, format} of a PNG, JPEG, GIF or WebP given as base64 or bytes; null if unknown. */
 export function imageSize(input) {
-  const b = typeof input === 'string' ? b64Prefix(input, 65536) : input;
+  if (typeof input !== 'string') return sizeFromHeader(input);
+  for (const bytes of HEADER_PREFIXES) {
+    const b = b64Prefix(input, bytes);
+    const size = sizeFromHeader(b);
+    // Only a JPEG whose frame header lies beyond this prefix needs more.
+    if (size || b.length < bytes || !(b[0] === 0xff && b[1] === 0xd8)) return size;
+  }
+  return null;
+}
+
+function sizeFromHeader(b) {
   if (b.length >= 24 && b[0] === 0x89 && b[1] === 0x50 && b[2] === 0x4e && b[3] === 0x47) {
     const dv = new DataView(b.buffer, b.byteOffset);
     return { format: 'png', width: dv.getUint32(16), height: dv.getUint32(20) };
@@ -223,25 +239,43 @@ export function readScreenshotResource(uri) {
 // ---------------------------------------------------------------------------
 // Capture
 
-/** Viewport geometry in CSS px plus devicePixelRatio. */
+// What getLayoutMetrics does not say: the device pixel ratio (the screen's
+// scale times the page zoom; the ratio of its visualViewport to its
+// cssVisualViewport is the page zoom alone) and the window's size with its
+// scrollbars.
+const WINDOW_EXPRESSION = '[window.devicePixelRatio, window.innerWidth, window.innerHeight]';
+
+/**
+ * Viewport geometry in CSS px plus devicePixelRatio, and wholeWindow: whether
+ * the viewport is all the tab shows (no scrollbar, no pinch zoom), so that a
+ * capture without a clip shows exactly it. The two questions go to the page
+ * together.
+ */
 export async function viewportMetrics(tabId) {
-  const m = await send(tabId, 'Page.getLayoutMetrics', {});
+  const [m, w] = await Promise.all([
+    send(tabId, 'Page.getLayoutMetrics', {}),
+    send(tabId, 'Runtime.evaluate', { expression: WINDOW_EXPRESSION, returnByValue: true }).catch(() => null),
+  ]);
   const vv = m.cssVisualViewport || m.visualViewport || {};
-  let dpr = 1;
-  try {
-    const r = await send(tabId, 'Runtime.evaluate', { expression: 'window.devicePixelRatio', returnByValue: true });
-    if (r && r.result && typeof r.result.value === 'number' && r.result.value > 0) dpr = r.result.value;
-  } catch {
-    /* keep 1 */
-  }
+  const [dpr, innerWidth, innerHeight] = Array.isArray(w?.result?.value) ? w.result.value : [];
+  const width = vv.clientWidth || (m.cssLayoutViewport && m.cssLayoutViewport.clientWidth) || 800;
+  const height = vv.clientHeight || (m.cssLayoutViewport && m.cssLayoutViewport.clientHeight) || 600;
   return {
     pageX: vv.pageX || 0,
     pageY: vv.pageY || 0,
-    width: vv.clientWidth || (m.cssLayoutViewport && m.cssLayoutViewport.clientWidth) || 800,
-    height: vv.clientHeight || (m.cssLayoutViewport && m.cssLayoutViewport.clientHeight) || 600,
+    width,
+    height,
     contentWidth: (m.cssContentSize || m.contentSize || {}).width,
     contentHeight: (m.cssContentSize || m.contentSize || {}).height,
-    dpr,
+    dpr: typeof dpr === 'number' && dpr > 0 ? dpr : 1,
+    wholeWindow:
+      (vv.scale ?? 1) === 1 &&
+      !vv.offsetX &&
+      !vv.offsetY &&
+      Number.isInteger(width) &&
+      Number.isInteger(height) &&
+      innerWidth === width &&
+      innerHeight === height,
   };
 }
 
@@ -284,23 +318,39 @@ export async function captureTab(
     region && maxEdge > 0 ? Math.min(4, maxEdge / (Math.max(clip.width, clip.height) * vm.dpr)) : baseScale;
   const scale0 = region ? Math.max(baseScale, zoomScale) : baseScale;
 
+  // The viewport at device resolution needs no clip when it is the whole
+  // window. Chrome then copies the tab's next frame as it is; with a clip it
+  // first sets the renderer's viewport to the clip and puts it back after.
+  const plain = !region && !fullPage && vm.wholeWindow;
   const captureOnce = async ({ format: f, quality: q, scaleFactor }) => {
     let s = scale0 * scaleFactor;
-    const params = {
-      format: f,
-      clip: { ...clip, scale: s },
-      captureBeyondViewport: !!(fullPage || region),
-      fromSurface: true,
-    };
-    if (f !== 'png' && q !== undefined) params.quality = q;
-    let r = await send(tabId, 'Page.captureScreenshot', params, { timeoutMs: 30000 });
-    let size = imageSize(r.data);
-    // Some builds apply devicePixelRatio on top of clip.scale: correct once.
     const want = scaledSize(clip.width * vm.dpr, clip.height * vm.dpr, s);
-    if (size && Math.abs(size.width - want.width) > 2 && size.width > 0) {
-      s = s * (want.width / size.width);
-      r = await send(tabId, 'Page.captureScreenshot', { ...params, clip: { ...clip, scale: s } }, { timeoutMs: 30000 });
-      size = imageSize(r.data) || size;
+    const params = { format: f, fromSurface: true };
+    if (f !== 'png' && q !== undefined) params.quality = q;
+    const shoot = (scale) =>
+      send(
+        tabId,
+        'Page.captureScreenshot',
+        { ...params, clip: { ...clip, scale }, captureBeyondViewport: !!(fullPage || region) },
+        { timeoutMs: 30000 },
+      );
+    let r, size;
+    if (plain && s === 1) {
+      r = await send(tabId, 'Page.captureScreenshot', params, { timeoutMs: 30000 });
+      size = imageSize(r.data);
+      // Not the viewport after all (the page resized between the questions
+      // and the capture, or answered them itself): capture the clip.
+      if (!size || size.width !== want.width || size.height !== want.height) r = null;
+    }
+    if (!r) {
+      r = await shoot(s);
+      size = imageSize(r.data);
+      // Some builds apply devicePixelRatio on top of clip.scale: correct once.
+      if (size && Math.abs(size.width - want.width) > 2 && size.width > 0) {
+        s = s * (want.width / size.width);
+        r = await shoot(s);
+        size = imageSize(r.data) || size;
+      }
     }
     return {
       data: r.data,
@@ -340,9 +390,13 @@ export async function captureTab(
 
 /** Captures the viewport at device resolution as PNG and stores it; returns the store entry with its uri. */
 export async function captureFullResolution(tabId) {
-  const vm = await viewportMetrics(tabId);
   const r = await send(tabId, 'Page.captureScreenshot', { format: 'png', fromSurface: true }, { timeoutMs: 30000 });
-  const size = imageSize(r.data) || { width: Math.round(vm.width * vm.dpr), height: Math.round(vm.height * vm.dpr) };
+  // The PNG's header has its size; the page is asked only if it does not.
+  let size = imageSize(r.data);
+  if (!size) {
+    const vm = await viewportMetrics(tabId);
+    size = { width: Math.round(vm.width * vm.dpr), height: Math.round(vm.height * vm.dpr) };
+  }
   const id = putScreenshot({ data: r.data, mimeType: 'image/png', width: size.width, height: size.height, tabId });
   return {
     id,

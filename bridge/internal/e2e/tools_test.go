@@ -325,6 +325,27 @@ func testScreenshot(t *testing.T, w *world) {
 	if vw <= 1568 && vh <= 1568 && (abs(cfg.Width-vw) > 2 || abs(cfg.Height-vh) > 2) {
 		t.Errorf("default screenshot is %dx%d, the viewport %dx%d (no scaling needed)", cfg.Width, cfg.Height, vw, vh)
 	}
+	// With a scrollbar (long.html) the image is the viewport without it;
+	// without one (order.html) the viewport is the whole window, which the
+	// extension captures without a clip.
+	for _, page := range []string{"long.html", "order.html"} {
+		c.navigate(t, tab, w.pages.url(page))
+		vw, vh = viewport()
+		var ww int
+		out := c.js(t, tab, `String(Math.round(innerWidth * devicePixelRatio))`)
+		if _, err := fmt.Sscan(out, &ww); err != nil {
+			t.Fatalf("window width: %q", out)
+		}
+		cfg, _, _ = c.screenshot(t, tab, nil)
+		t.Logf("screenshot of %s, viewport %dx%d in a window %d wide: %dx%d", page, vw, vh, ww, cfg.Width, cfg.Height)
+		if vw <= 1568 && vh <= 1568 && (abs(cfg.Width-vw) > 2 || abs(cfg.Height-vh) > 2) {
+			t.Errorf("screenshot of %s is %dx%d, its viewport %dx%d", page, cfg.Width, cfg.Height, vw, vh)
+		}
+		if ww > vw+2 && cfg.Width >= ww {
+			t.Errorf("screenshot of %s is %d wide, the window with its scrollbar %d", page, cfg.Width, ww)
+		}
+	}
+	c.navigate(t, tab, w.pages.url("form.html"))
 
 	// A window larger than 1568 px: scaled down by default, full size on request.
 	c.call(t, "resize_window", map[string]any{"width": 2000, "height": 1200, "tabId": tab})
