@@ -284,6 +284,10 @@ export async function viewportMetrics(tabId) {
  * px) with the long edge at most maxEdge (0: device resolution) and the
  * base64 under budget. Returns {data, mimeType, format, quality, width,
  * height, scale (image px per CSS px), region, overBudget, attempts}.
+ * A viewport image becomes the tab's scale (coordinates of later actions are
+ * read off it) unless setsScale is false: an image no model reads
+ * coordinates from (a GIF frame) must not change what the model's last
+ * screenshot's coordinates mean.
  */
 export async function captureTab(
   tabId,
@@ -295,6 +299,7 @@ export async function captureTab(
     region,
     keepFormat = false,
     fullPage = false,
+    setsScale = true,
   } = {},
 ) {
   const vm = await viewportMetrics(tabId);
@@ -375,7 +380,7 @@ export async function captureTab(
     overBudget: res.overBudget,
     attempts: res.attempts,
   };
-  if (!region && !fullPage) {
+  if (setsScale && !region && !fullPage) {
     setTabScale(tabId, {
       scale: out.scale,
       cssWidth: clip.width,

@@ -219,3 +219,12 @@ test('a JPEG whose frame header comes after long metadata still gives its size',
   const far = Buffer.concat([Buffer.from([0xff, 0xd8]), Buffer.alloc(70000)]);
   assert.equal(imageSize(far.toString('base64')), null);
 });
+
+test("an image that sets no scale (a GIF frame) leaves the last screenshot's scale for the next click", async () => {
+  await captureTab(TAB); // the model's screenshot, 1280 wide
+  const before = await getTabScale(TAB);
+  await captureTab(TAB, { format: 'jpeg', quality: 80, maxEdge: 640, budget: 0, setsScale: false });
+  assert.deepEqual(await getTabScale(TAB), before);
+  await captureTab(TAB, { maxEdge: 640 });
+  assert.equal((await getTabScale(TAB)).scale, 0.5, "a screenshot of the model's still sets it");
+});

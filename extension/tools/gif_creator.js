@@ -236,7 +236,14 @@ function rec(sessionId) {
 }
 
 async function captureFrame(r, tabId, action) {
-  const shot = await captureTab(tabId, { format: 'jpeg', quality: 80, maxEdge: r.maxEdge, budget: 0 });
+  // A frame is no screenshot of the model's: the coordinates of its next click stay those of its last screenshot.
+  const shot = await captureTab(tabId, {
+    format: 'jpeg',
+    quality: 80,
+    maxEdge: r.maxEdge,
+    budget: 0,
+    setsScale: false,
+  });
   if (r.frames.length >= MAX_FRAMES || r.chars + shot.data.length > MAX_FRAME_CHARS) {
     r.truncated = true;
     return false;
