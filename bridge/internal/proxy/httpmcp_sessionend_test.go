@@ -21,21 +21,7 @@ func TestHTTPSessionEndTellsBrowser(t *testing.T) {
 	b := startBrowser(t, tp, "alice", "Chrome")
 	endpoint := tp.public() + "/mcp"
 	tok := accessToken(t, passwordPerson(), endpoint)
-	end := func(sid string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodDelete, endpoint, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set(mcphttp.HeaderSessionID, sid)
-		req.Header.Set(mcphttp.HeaderProtocolVersion, "2025-11-25")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
-			t.Fatalf("DELETE: %d", resp.StatusCode)
-		}
-	}
+	end := func(sid string) { t.Helper(); deleteSession(t, endpoint, tok, sid) }
 	told := func(b *fakeBrowser, sid string) {
 		t.Helper()
 		var p relaywire.SessionEndedParams
@@ -95,6 +81,16 @@ func TestClusterSessionEndTellsBrowserOnAnotherNode(t *testing.T) {
 	if body := postCall(t, endpoint, tok, sid, 2, "echo"); !strings.Contains(body, "Chrome: hi") {
 		t.Fatalf("echo answered %s", body)
 	}
+	deleteSession(t, endpoint, tok, sid)
+	var p relaywire.SessionEndedParams
+	if err := json.Unmarshal(b.note(relaywire.MethodSessionEnded).Params, &p); err != nil || p.Key != sessionKey(sid) || p.Client != "raw" {
+		t.Fatalf("session_ended params %+v (%v); want key %s, client raw", p, err, sessionKey(sid))
+	}
+}
+
+// deleteSession ends the session sid at endpoint (DELETE) as its client does.
+func deleteSession(t *testing.T, endpoint, tok, sid string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodDelete, endpoint, nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set(mcphttp.HeaderSessionID, sid)
@@ -106,9 +102,5 @@ func TestClusterSessionEndTellsBrowserOnAnotherNode(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
 		t.Fatalf("DELETE: %d", resp.StatusCode)
-	}
-	var p relaywire.SessionEndedParams
-	if err := json.Unmarshal(b.note(relaywire.MethodSessionEnded).Params, &p); err != nil || p.Key != sessionKey(sid) || p.Client != "raw" {
-		t.Fatalf("session_ended params %+v (%v); want key %s, client raw", p, err, sessionKey(sid))
 	}
 }
