@@ -85,11 +85,12 @@ func TestHTTPBrowserEndpoint(t *testing.T) {
 		if _, _, ok := relaywire.UnmapID(id); !ok {
 			t.Errorf("the browser got id %s: not spec 001's mapped id", call.ID)
 		}
-		// The browser learns the client's name, and, in a session, a key
-		// that stays with the session (issue 31, items 1 and 2).
+		// The browser learns the client's name and a key that stays with
+		// the session (issue 31, items 1 and 2); a stateless client's calls
+		// share one, its name's (one tab group for the client).
 		cm := clientOf(t, call)
-		if cm.Name != "proxy-test" || (era == eraSession) != relaywire.ValidClientKey(cm.Key) {
-			t.Errorf("the browser's call names client %+v; want proxy-test, with a key in a session only", cm)
+		if cm.Name != "proxy-test" || !relaywire.ValidClientKey(cm.Key) {
+			t.Errorf("the browser's call names client %+v; want proxy-test, with a key", cm)
 		}
 		callTool(t, cs, "echo", map[string]any{"message": "again"})
 		if again := clientOf(t, home.call(t)); again != cm {
