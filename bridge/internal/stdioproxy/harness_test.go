@@ -31,7 +31,7 @@ const waitFor = 10 * time.Second
 // eras, stateless for 2026-07-28, routed as the bridge routes them), on an
 // address that stays the same across restarts.
 type fakeBridge struct {
-	t          *testing.T
+	t          testing.TB
 	token      string // required as a bearer token when set
 	eventStore bool   // give the stateful handler an event store (priming events, event ids)
 
@@ -53,7 +53,7 @@ type postSeen struct {
 	method, session, version, auth string
 }
 
-func startFakeBridge(t *testing.T, token string, eventStore bool) *fakeBridge {
+func startFakeBridge(t testing.TB, token string, eventStore bool) *fakeBridge {
 	b := &fakeBridge{t: t, token: token, eventStore: eventStore, addr: "127.0.0.1:0",
 		started: make(chan struct{}, 10), canceled: make(chan struct{}, 10), gate: make(chan struct{})}
 	b.start()
@@ -312,7 +312,7 @@ type proxyRun struct {
 	err    error
 }
 
-func startProxy(t *testing.T, opts Options) *proxyRun {
+func startProxy(t testing.TB, opts Options) *proxyRun {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	pr := &proxyRun{stdin: inW, stdout: outR, logs: &testbrowser.SyncBuffer{}, done: make(chan struct{})}
@@ -354,7 +354,7 @@ func (pr *proxyRun) wait(t *testing.T) error {
 
 // connect starts an SDK client on the proxy's stdio, as a stdio-only MCP
 // client would run it.
-func (pr *proxyRun) connect(t *testing.T, version string, opts *mcp.ClientOptions, roots ...*mcp.Root) *mcp.ClientSession {
+func (pr *proxyRun) connect(t testing.TB, version string, opts *mcp.ClientOptions, roots ...*mcp.Root) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test-client", Version: "1.0"}, opts)
 	c.AddRoots(roots...)
