@@ -47,6 +47,16 @@ export async function policy() {
 }
 
 /**
+ * The policy in force when it is in memory, else null (it changed since,
+ * or no call has read it yet): for sw/preload.js, on the path of every
+ * navigation, which then waits for policy() only that once.
+ * @returns {ReturnType<typeof managed.mergePolicy>|null}
+ */
+export function cachedPolicy() {
+  return cache ? cache.policy : null;
+}
+
+/**
  * Decides a call and, for an ask, waits for the person.
  * @param {object} c
  * @param {string} c.tool the tool, or the relay method with relay: true

@@ -449,13 +449,49 @@ export function decide({ policy, paused, session, call, url, grants, irreversibl
   if (url && isInternal(url)) return { verdict: 'block', why: 'internal', rule: null };
   const site = siteOf(url);
   if (!site) return { verdict: 'allow', why: 'none', rule: null }; // about:blank, or no tab yet
-  const rule = ruleFor(policy.sites, site);
-  const verdict = rule ? rule[call.cls] : policy.unlisted;
-  const why = rule ? 'rule' : 'unlisted';
+  const { verdict, why, rule } = siteVerdict(policy, site, call.cls);
   if (verdict === 'block') return { verdict, why, rule };
   if (verdict === 'ask' && !granted(grants, site, call.cls)) return { verdict, why, rule };
   if (irreversible && policy.confirmIrreversible) return { verdict: 'ask', why: 'irreversible', rule };
   return { verdict: 'allow', why: verdict === 'ask' ? 'granted' : why, rule };
+}
+
+/**
+ * What the site's rule, or the default for unlisted sites, says of a class
+ * there, before grants, scopes and the pause.
+ * @param {typeof DEFAULT_POLICY} policy normalised
+ * @param {{origin: string, host: string}} site siteOf()'s
+ * @param {'read'|'act'|'script'} cls
+ * @returns {{verdict: 'allow'|'ask'|'block', why: 'rule'|'unlisted', rule: object|null}}
+ */
+export function siteVerdict(policy, site, cls) {
+  const rule = ruleFor(policy.sites, site);
+  return rule ? { verdict: rule[cls], why: 'rule', rule } : { verdict: policy.unlisted, why: 'unlisted', rule: null };
+}
+
+/**
+ * The classes of the tools that call the page agent (content/agent.js):
+ * read_page, find and get_page_text read; clicks by ref (the agent locates
+ * the element) and form_input act. Scripts (javascript_tool) never use it.
+ */
+export const AGENT_CLASSES = Object.freeze(['read', 'act']);
+
+/**
+ * Whether the page agent may be preloaded into a document at url
+ * (sw/preload.js): not on a browser-internal page, nor on a site whose rule
+ * blocks every class that uses the agent, where every tool that would call
+ * it is refused and our code is what the person barred from the site. An
+ * ask, or one class still allowed, keeps the preload: the person may
+ * approve, and the first call there then finds the agent in.
+ * @param {typeof DEFAULT_POLICY} policy normalised, or sw/managed.js mergePolicy()'s
+ * @param {string} url the committed document's
+ * @returns {boolean}
+ */
+export function agentPreloadAllowed(policy, url) {
+  if (isInternal(url)) return false;
+  const site = siteOf(url);
+  if (!site) return true;
+  return !AGENT_CLASSES.every((cls) => siteVerdict(policy, site, cls).verdict === 'block');
 }
 
 /**

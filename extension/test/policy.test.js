@@ -3,6 +3,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  AGENT_CLASSES,
+  agentPreloadAllowed,
   classify,
   classifyRelay,
   decide,
@@ -285,4 +287,31 @@ test('a refusal names the site, the class and the policy', () => {
     refusal({ tool: 'find', decision: { why: 'denied' }, call: classify('find'), url, session: local, policy: p }),
     /denied find \(read\)/,
   );
+});
+
+test('the agent is preloaded unless every class of the tools that use it is blocked on the site', () => {
+  // read_page, find, get_page_text (read); clicks by ref, form_input (act).
+  for (const tool of ['read_page', 'find', 'get_page_text', 'form_input']) {
+    assert.ok(AGENT_CLASSES.includes(classify(tool, {}).cls), tool);
+  }
+  assert.ok(AGENT_CLASSES.includes(classify('computer', { action: 'left_click', ref: 'ref_1' }).cls));
+  const rule = (read, act, script) => ({ sites: [{ pattern: 'site.example', read, act, script }] });
+  const cases = [
+    { name: 'no rule', p: {}, url: 'https://site.example/', want: true },
+    { name: 'all blocked', p: rule('block', 'block', 'block'), url: 'https://site.example/a', want: false },
+    {
+      name: 'read and act blocked, scripts allowed',
+      p: rule('block', 'block', 'allow'),
+      url: 'https://site.example/',
+      want: false,
+    },
+    { name: 'read blocked, act allowed', p: rule('block', 'allow', 'block'), url: 'https://site.example/', want: true },
+    { name: 'act blocked, read asks', p: rule('ask', 'block', 'block'), url: 'https://site.example/', want: true },
+    { name: 'all ask', p: rule('ask', 'ask', 'ask'), url: 'https://site.example/', want: true },
+    { name: 'another site', p: rule('block', 'block', 'block'), url: 'https://other.example/', want: true },
+    { name: 'unlisted sites ask', p: { unlisted: 'ask' }, url: 'https://site.example/', want: true },
+    { name: 'the web store', p: {}, url: 'https://chromewebstore.google.com/detail/x', want: false },
+    { name: 'a file', p: rule('block', 'block', 'block'), url: 'file:///tmp/a.html', want: true },
+  ];
+  for (const c of cases) assert.equal(agentPreloadAllowed(policy(c.p), c.url), c.want, c.name);
 });

@@ -3,7 +3,10 @@
 // page that runs the agent's real files and functions: the first call in a
 // preloaded document is one executeScript, not three; a call waits for a
 // preload under way; a failed preload leaves the old way; only agents' tabs,
-// top frames and scriptable URLs get one. TestPageAgent runs it in Chromium.
+// top frames and scriptable URLs get one; sites the policy bars agents'
+// page tools from (the person's or the organization's) get none, and a
+// change of the policy applies to the next commit. TestPageAgentPreload runs
+// it in Chromium.
 import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { installFakeChrome } from './fake-chrome.js';
@@ -11,6 +14,7 @@ import { loadPageAgent } from './page-scripts.js';
 import { preload, runAgent, PAGE_SCRIPTS } from '../content/agent.js';
 import * as cdp from '../sw/cdp.js';
 import * as preloadSw from '../sw/preload.js';
+import * as gate from '../sw/gate.js';
 
 let fake;
 let calls; // what each executeScript asked for: 'files', or the function's name
@@ -53,6 +57,9 @@ beforeEach(() => {
     onDetach: { addListener() {} },
   };
   globalThis.chrome = fake;
+  // background.js's storage listener: the gate's copy of the policy follows storage.
+  fake.storage.onChanged.addListener(gate.onStorageChanged);
+  gate.onStorageChanged({ policy: {} }, 'local'); // a new profile: forget the last test's policy
 });
 
 const a = { isConnected: true };
@@ -176,4 +183,76 @@ test('listen adds the commit listener to the API it is given', () => {
   assert.equal(preloadSw.listen(fake), true);
   assert.ok(fake.webNavigation.onCommitted.hasListener(preloadSw.onCommitted));
   assert.equal(preloadSw.listen({}), false, 'a browser without webNavigation');
+});
+
+// A tab the tools use commits a document at url; resolves once its preload, if any, was started.
+let nextDoc = 100;
+async function commitAt(url, tabId = 11) {
+  await cdp.attach(tabId);
+  const documentId = `doc-${nextDoc++}`;
+  await preloadSw.onCommitted({ tabId, frameId: 0, url, documentId });
+  return documentId;
+}
+const preloadedDocs = () => calls.filter((c) => c.what === 'files').map((c) => c.target.documentIds[0]);
+
+test("a site whose rule blocks the agent's tools gets no preload; an allowed, an ask and a half-blocked one do", async () => {
+  await fake.storage.local.set({
+    policy: {
+      sites: [
+        { pattern: 'blocked.example', read: 'block', act: 'block', script: 'block' },
+        { pattern: 'asks.example', read: 'ask', act: 'ask', script: 'ask' },
+        { pattern: 'reads.example', read: 'allow', act: 'block', script: 'block' },
+      ],
+    },
+  });
+  const blocked = await commitAt('https://blocked.example/inbox');
+  const sub = await commitAt('http://blocked.example:8080/');
+  const asks = await commitAt('https://asks.example/');
+  const reads = await commitAt('https://reads.example/');
+  const unlisted = await commitAt('https://example.com/');
+  const store = await commitAt('https://chromewebstore.google.com/'); // internal: never acted on
+  assert.deepEqual(preloadedDocs(), [asks, reads, unlisted]);
+  assert.ok(![blocked, sub, store].some((d) => preloadedDocs().includes(d)));
+});
+
+test("the organization's blocking rule wins over the person's allow, as the gate's does", async () => {
+  await fake.storage.local.set({
+    policy: { sites: [{ pattern: 'https://corp.example', read: 'allow', act: 'allow', script: 'allow' }] },
+  });
+  await fake.storage.managed.set({
+    sites: [{ pattern: '*.corp.example', read: 'block', act: 'block', script: 'block' }],
+  });
+  await commitAt('https://corp.example/');
+  assert.deepEqual(preloadedDocs(), []);
+});
+
+test('a policy change applies to the next commit', async () => {
+  const before = await commitAt('https://example.com/a');
+  await fake.storage.local.set({
+    policy: { sites: [{ pattern: 'example.com', read: 'block', act: 'block', script: 'allow' }] },
+  });
+  await commitAt('https://example.com/b');
+  await fake.storage.local.set({
+    policy: { sites: [{ pattern: 'example.com', read: 'ask', act: 'block', script: 'allow' }] },
+  });
+  const after = await commitAt('https://example.com/c');
+  assert.deepEqual(preloadedDocs(), [before, after]);
+});
+
+test('a commit with the policy in memory reads no storage and starts the preload at once', async () => {
+  await fake.storage.local.set({ policy: { sites: [{ pattern: 'x.example', read: 'block', act: 'block' }] } });
+  await commitAt('https://example.com/'); // reads the policy once
+  let reads = 0;
+  const get = fake.storage.local.get;
+  fake.storage.local.get = (...args) => {
+    reads++;
+    return get(...args);
+  };
+  calls = [];
+  const pending = preloadSw.onCommitted({ tabId: 11, frameId: 0, url: 'https://example.com/2', documentId: 'warm-1' });
+  assert.equal(pending, undefined, 'nothing to wait for');
+  assert.deepEqual(preloadedDocs(), ['warm-1'], 'injecting before the commit listener returned');
+  preloadSw.onCommitted({ tabId: 11, frameId: 0, url: 'https://x.example/', documentId: 'warm-2' });
+  assert.deepEqual(preloadedDocs(), ['warm-1']);
+  assert.equal(reads, 0);
 });

@@ -394,3 +394,92 @@ func TestPageAgentPreload(t *testing.T) {
 		t.Errorf("read_page of the preloaded page gives no ref_1:\n%s", clip(text, 2000))
 	}
 }
+
+// TestPageAgentPreloadPolicy: the preload follows the person's site policy
+// (sw/preload.js, agentPreloadAllowed in sw/policy.js). The person adds a
+// rule for localhost in the options page (a new rule asks: the agent is
+// preloaded, the person may approve), then blocks read, act and scripts
+// there: the next document of an agent's tab at localhost has no agent,
+// while 127.0.0.1, which no rule names, still gets it. The person moves the
+// agents' tabs with chrome.tabs.update from the options page, as typing in
+// the address bar would (navigate to a blocked site is refused by the gate).
+func TestPageAgentPreloadPolicy(t *testing.T) {
+	w := startWorld(t, worldOptions{})
+	dt := w.restartChromiumWithDevTools()
+	c := w.client("e2e-preload-policy")
+	// Two tabs the tools use (newTab reads each page): the debugger is attached to both.
+	blockedTab := c.newTab(t, w.pages.url("index.html"))
+	allowedTab := c.newTab(t, w.pages.url("index.html"))
+	opts := openExtensionPage(t, dt, "options.html")
+	opts.waitText(t, "the options page", "Sites agents may use", "No site has a rule yet.")
+	opts.js(t, `document.getElementById('site-pattern').value = 'localhost'`)
+	opts.click(t, `#site-add button[type="submit"]`)
+	opts.waitJS(t, "the new rule, asking", popupWait, `chrome.storage.local.get('policy').then((g) =>
+		g.policy?.sites?.length === 1 && g.policy.sites[0].pattern === 'localhost' && g.policy.sites[0].read === 'ask')`)
+
+	// What the extension's isolated world of tab's document at url holds:
+	// "loading" until that document has loaded, then "agent" or "none".
+	agentIn := func(tab int, url string) string {
+		t.Helper()
+		return opts.js(t, fmt.Sprintf(`(async () => {
+			const [r] = await chrome.scripting.executeScript({target: {tabId: %d}, world: 'ISOLATED', func: () => {
+				if (location.href !== %q || document.readyState !== 'complete') return 'loading';
+				const A = globalThis.__browserBridgePage;
+				return A && typeof A.run === 'function' && typeof A.token === 'string' ? 'agent' : 'none';
+			}});
+			return r.result;
+		})()`, tab, url))
+	}
+	personGoes := func(tab int, url string) {
+		t.Helper()
+		opts.js(t, fmt.Sprintf(`chrome.tabs.update(%d, {url: %q}).then(() => 'sent')`, tab, url))
+		testutil.WaitWithin(t, callWait, "", func() (bool, string) {
+			return agentIn(tab, url) != "loading", "the tab never loaded " + url
+		})
+	}
+	// The preload may land after the load event (its files are read first): wait for it.
+	waitAgent := func(tab int, url, what string) {
+		t.Helper()
+		testutil.WaitWithin(t, callWait, "", func() (bool, string) {
+			got := agentIn(tab, url)
+			return got == "agent", fmt.Sprintf("%s: %q, want the page agent preloaded", what, got)
+		})
+	}
+	onLocalhost := func(page string) string { return strings.Replace(w.pages.url(page), "127.0.0.1", "localhost", 1) }
+
+	askURL := onLocalhost("prose.html")
+	personGoes(blockedTab, askURL)
+	waitAgent(blockedTab, askURL, "a site whose rule asks (the person may approve)")
+
+	for _, cls := range []string{"read", "act", "script"} {
+		opts.js(t, fmt.Sprintf(`(() => { const s = document.getElementById('rule-localhost-%s'); s.value = 'block'; s.dispatchEvent(new Event('change')); return s.value; })()`, cls))
+	}
+	opts.waitJS(t, "the rule blocking everything", popupWait, `chrome.storage.local.get('policy').then((g) =>
+		['read', 'act', 'script'].every((k) => g.policy?.sites?.[0]?.[k] === 'block'))`)
+	// A call the gate checks reads the changed policy into memory, so that the
+	// worker decides each commit below as it happens, in their order.
+	if res := c.call(t, "get_page_text", map[string]any{"tabId": allowedTab}); res.IsError {
+		t.Fatalf("get_page_text on 127.0.0.1: %s", describe(res))
+	}
+	blockedURL := onLocalhost("form.html")
+	personGoes(blockedTab, blockedURL)
+	// Then the other tab goes to a site no rule names. Its preload was decided
+	// after the blocked document's commit (and started after that document had
+	// loaded), so once its agent is in, a preload of the blocked document
+	// would have landed too.
+	allowedURL := w.pages.url("prose.html")
+	personGoes(allowedTab, allowedURL)
+	waitAgent(allowedTab, allowedURL, "a site no rule names, after the block")
+	if got := agentIn(blockedTab, blockedURL); got != "none" {
+		t.Errorf("a site the person blocked: %q, want no page agent in its document", got)
+	}
+	if text, _ := c.toolError(t, "read_page", map[string]any{"tabId": blockedTab}); !strings.Contains(text, `the rule for "localhost" says read = block`) {
+		t.Errorf("read_page on the blocked site: %q, want the site policy's refusal", text)
+	}
+	if got := agentIn(blockedTab, blockedURL); got != "none" {
+		t.Errorf("the blocked site after a refused read_page: %q, want still no page agent", got)
+	}
+	if text := testutil.Text(c.call(t, "read_page", map[string]any{"tabId": allowedTab})); !strings.Contains(text, "[ref_1]") {
+		t.Errorf("read_page of the allowed page gives no ref_1:\n%s", clip(text, 2000))
+	}
+}
