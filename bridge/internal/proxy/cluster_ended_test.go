@@ -304,3 +304,37 @@ func TestClusterEndedBounds(t *testing.T) {
 		t.Fatalf("taken again: %d notices", len(more))
 	}
 }
+
+// TestClusterEndedSettles: a notice kept while its browser was in fact
+// back (it authenticated between the presence check and the keep) is
+// taken again at once and delivered, on the keeping node or, passed on,
+// on the node that holds the browser; nothing stays kept.
+func TestClusterEndedSettles(t *testing.T) {
+	ns := nodes(t, 2, Options{})
+	a, b := ns[0], ns[1]
+	for _, tc := range []struct {
+		name string
+		on   *testProxy
+	}{
+		{"browser on the keeping node", a},
+		{"browser on another node", b},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			br := startBrowser(t, tc.on, "alice", "Chrome")
+			testutil.WaitFor(t, "node a to see the browser", func() bool {
+				return len(a.srv.extensionsOf("alice", relaywire.ExtensionKindBrowser)) == 1
+			})
+			p := relaywire.SessionEndedParams{Key: fmt.Sprintf("%032x", len(tc.name)), Client: "raw"}
+			a.srv.cluster.keepAway("alice", br.id, p, true)
+			var got relaywire.SessionEndedParams
+			if err := json.Unmarshal(br.note(relaywire.MethodSessionEnded).Params, &got); err != nil || got != p {
+				t.Fatalf("session_ended %+v (%v), want %+v", got, err, p)
+			}
+			if keys := endedKeys(t, endedBucketOf(t, a)); len(keys) != 0 {
+				t.Errorf("still kept after the browser was told: %v", keys)
+			}
+			br.leave()
+			browserGone(t, "alice", a, b)
+		})
+	}
+}
