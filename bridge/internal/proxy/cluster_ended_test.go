@@ -338,3 +338,17 @@ func TestClusterEndedSettles(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkClusterTakeEndedEmpty: what a browser's authentication in a
+// cluster now adds when nothing is kept for it (the common case): one read
+// of the ended bucket.
+func BenchmarkClusterTakeEndedEmpty(b *testing.B) {
+	c := nodes(b, 1, Options{})[0].srv.cluster
+	ext := stableID(relaywire.PrefixExtension, "alice", "Chrome")
+	c.takeEnded("alice", ext) // opens the bucket
+	for b.Loop() {
+		if got := c.takeEnded("alice", ext); len(got) != 0 {
+			b.Fatalf("taken %d", len(got))
+		}
+	}
+}
