@@ -157,6 +157,8 @@ type clusterNode struct {
 	dropped      int    // messages NATS dropped on our subscription, seen so far
 
 	httpTransport *http.Transport // to other nodes, for their sessions' requests
+	endedStore    endedBucket     // session ends kept for browsers away (cluster_ended.go)
+	keepBox       mailbox         // their keeps, one at a time (keepAway)
 
 	m clusterMetrics
 }

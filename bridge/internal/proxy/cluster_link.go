@@ -706,32 +706,71 @@ func (a attachment) tellExtension() {
 
 // endedNotice is a session's end passed to the node of a browser its calls
 // went to (subject PREFIX.n.NODE.u.USERKEY.e): the session lived on another
-// node, whose HTTP side ended it (httpmcp_session.go, tellSessionEnded).
+// node, whose HTTP side ended it (httpmcp_session.go, tellSessionEnded), or
+// a node that kept it for the browser away saw the browser back there
+// (Passed, cluster_ended.go).
 type endedNotice struct {
 	User      string `json:"user"`
 	Extension string `json:"extension"`
 	Key       string `json:"key"`
 	Client    string `json:"client,omitempty"`
+	Passed    bool   `json:"passed,omitempty"`
 }
 
 // tellEnded passes a session's end on to the live node that holds the
 // user's browser ext; false when no other node holds it (or NATS did not
-// take the message), and the caller keeps the notice itself.
+// take the message), and the caller keeps the notice.
 func (c *clusterNode) tellEnded(user, ext string, p relaywire.SessionEndedParams) bool {
 	pe, ok := c.lookup(user, ext)
 	if !ok || pe.Kind != relaywire.ExtensionKindBrowser {
 		return false
 	}
-	data, err := json.Marshal(endedNotice{User: user, Extension: ext, Key: p.Key, Client: p.Client})
+	return c.passEnded(pe.Node, user, ext, p, false)
+}
+
+func (c *clusterNode) passEnded(node, user, ext string, p relaywire.SessionEndedParams, passed bool) bool {
+	data, err := json.Marshal(endedNotice{User: user, Extension: ext, Key: p.Key, Client: p.Client, Passed: passed})
 	if err != nil {
 		return false
 	}
-	return c.publish(c.subject(pe.Node, c.ring.UserKey(user), "e", ""), data, "", "", false) == nil
+	return c.publish(c.subject(node, c.ring.UserKey(user), "e", ""), data, "", "", false) == nil
+}
+
+// keepAway keeps a notice for the user's browser ext, away now, where any
+// node it comes back to finds it (cluster_ended.go), or in this node's
+// memory when the cluster's bucket cannot take it; then settles it unless
+// it was passed on by a settle already. The keeps of a node run one at a
+// time off the caller (a round trip to JetStream each), so that a burst
+// of sessions ending for one browser does not race for its entry.
+func (c *clusterNode) keepAway(user, ext string, p relaywire.SessionEndedParams, settle bool) {
+	data, err := json.Marshal(endedNotice{User: user, Extension: ext, Key: p.Key, Client: p.Client, Passed: !settle})
+	if err == nil && c.keepBox.put(boxItem{data: data}, nil, c.runKeep) {
+		return
+	}
+	if !c.s.ended.add(ext, p) {
+		c.s.log.Debug("a session's end is not kept for its browser, away: too many kept", "user", user, "extension", ext)
+	}
+}
+
+func (c *clusterNode) runKeep(it boxItem) {
+	var n endedNotice
+	if json.Unmarshal(it.data, &n) != nil {
+		return
+	}
+	p := relaywire.SessionEndedParams{Key: n.Key, Client: n.Client}
+	switch {
+	case c.keepEnded(n.User, n.Extension, p):
+		if !n.Passed {
+			c.settleKept(n.User, n.Extension)
+		}
+	case !c.s.ended.add(n.Extension, p):
+		c.s.log.Debug("a session's end is not kept for its browser, away: too many kept", "user", n.User, "extension", n.Extension)
+	}
 }
 
 // serveEnded tells this node's browser of another node's session end; a
-// browser that left meanwhile is told when it is back on this node, as
-// for a session of this node's own (sessionend.go).
+// browser that left meanwhile is told when it is back on any node, as for
+// a session of this node's own (cluster_ended.go).
 func (c *clusterNode) serveEnded(uk string, data []byte) {
 	var n endedNotice
 	if json.Unmarshal(data, &n) != nil || n.User == "" || n.Extension == "" || n.Key == "" {
@@ -743,19 +782,13 @@ func (c *clusterNode) serveEnded(uk string, data []byte) {
 		return
 	}
 	p := relaywire.SessionEndedParams{Key: n.Key, Client: n.Client}
-	s := c.s
-	s.mu.Lock()
-	var e *extension
-	if u := s.users[n.User]; u != nil {
-		e = u.exts[n.Extension] // only this user's extensions
-	}
-	s.mu.Unlock()
+	e := c.s.localExtension(n.User, n.Extension) // only this user's extensions
 	switch {
 	case e != nil && e.kind == relaywire.ExtensionKindBrowser:
 		e.c.Send(sessionEndedMsg(p))
 	case e != nil:
 		c.m.dropped.With("bad_ended").Inc() // a server extension has no tab groups
-	case !s.ended.add(n.Extension, p):
-		s.log.Debug("a session's end is not kept for its browser, away: too many kept", "user", n.User, "extension", n.Extension)
+	default:
+		c.keepAway(n.User, n.Extension, p, !n.Passed)
 	}
 }

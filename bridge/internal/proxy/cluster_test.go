@@ -60,7 +60,9 @@ func natsConn(tb testing.TB, url string) *nats.Conn {
 func joinCluster(tb testing.TB, url, node string, opts Options, ttl time.Duration) *testProxy {
 	tb.Helper()
 	opts.Cluster = &ClusterOptions{Keyring: testRing(), Conn: natsConn(tb, url), Node: node, PresenceTTL: ttl}
-	return newTestProxy(tb, opts)
+	tp := newTestProxy(tb, opts)
+	tp.natsURL = url
+	return tp
 }
 
 // nodes starts n proxy nodes, "a", "b", "c"…, on one fresh NATS.

@@ -485,6 +485,11 @@ func (h *extHandler) authenticate(m *relaywire.Message) {
 		for _, p := range s.ended.take(e.id) { // sessionend.go
 			c.Send(sessionEndedMsg(p))
 		}
+		if s.cluster != nil { // kept cluster-wide (cluster_ended.go)
+			for _, p := range s.cluster.takeEnded(u.id, e.id) {
+				c.Send(sessionEndedMsg(p))
+			}
+		}
 	}
 	e.sendStatus()
 }

@@ -327,10 +327,10 @@ func (ss *httpSession) reachedBrowser(ext string) {
 // ended for good (session_ended, sessionend.go), so that its tab group
 // goes as a local session's does, on this node or on the cluster node that
 // holds it now; one away now (its bridge restarting) is told when it is
-// back on the node that kept the notice. Not when the proxy stops: with
-// --oauth-state the session carries on after the restart, and without,
-// the browsers' relay connections end with the proxy, which ends their
-// remote sessions anyway.
+// back, on this node or, in a cluster, any (cluster_ended.go). Not when
+// the proxy stops: with --oauth-state the session carries on after the
+// restart, and without, the browsers' relay connections end with the
+// proxy, which ends their remote sessions anyway.
 func (ss *httpSession) tellSessionEnded(reached map[string]struct{}) {
 	s := ss.h.s
 	if len(reached) == 0 || s.isClosing() {
@@ -346,6 +346,9 @@ func (ss *httpSession) tellSessionEnded(reached map[string]struct{}) {
 			e.c.Send(sessionEndedMsg(p))
 		case s.cluster != nil && s.cluster.tellEnded(ss.mc.user.id, ext, p):
 			// On another node of the cluster: told there (cluster_link.go).
+		case s.cluster != nil:
+			// Away: kept where any node it comes back to finds it.
+			s.cluster.keepAway(ss.mc.user.id, ext, p, true)
 		case !s.ended.add(ext, p):
 			s.log.Debug("a session's end is not kept for its browser, away: too many kept", "user", ss.mc.user.id, "extension", ext)
 		}

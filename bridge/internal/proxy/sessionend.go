@@ -11,7 +11,9 @@ import (
 // goes as a local session's does. A browser away at that moment (its
 // bridge restarting, say) is told when it authenticates again: its tab
 // group outlived the bridge's restart for a session that could carry on,
-// and this one cannot.
+// and this one cannot. In a cluster the notice is kept in JetStream, for
+// whichever node the browser comes back to (cluster_ended.go); endedAway
+// keeps it only when that cannot.
 
 // Bounds of the notices kept for browsers away: a browser that never comes
 // back must not grow the proxy's memory.
