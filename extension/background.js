@@ -23,6 +23,7 @@ import * as gate from './sw/gate.js';
 import * as approvals from './sw/approvals.js';
 import * as audit from './sw/audit.js';
 import './sw/preload.js'; // injects the page agent into agents' tabs as documents commit
+import './sw/steadyview.js'; // holds agents' pages at their size while the debugger's bar moves
 
 tools.register(coreTools, pageTools);
 // The relay's direct methods cross the person's policy as tools do (sw/gate.js).

@@ -44,10 +44,22 @@ function lastErrorMessage() {
   );
 }
 
+/**
+ * When the debugger's bar last appeared: our first attachment while none
+ * was (Chrome then shows the bar above every tab, sliding it in).
+ */
+let barShownAt = 0;
+
+/** Whether the debugger's bar has been up for ms at least (sw/steadyview.js). */
+export function barUpFor(ms) {
+  return attached.size > 0 && Date.now() - barShownAt >= ms;
+}
+
 /** Attaches the debugger to a tab once and enables the capture domains. */
 export function attach(tabId) {
   let p = attached.get(tabId);
   if (p) return p;
+  if (attached.size === 0) barShownAt = Date.now();
   p = (async () => {
     try {
       await chrome.debugger.attach({ tabId }, PROTOCOL_VERSION);

@@ -7,6 +7,7 @@
 // ctx = {session: {id: "conn-…", client}, resolveTab(tabId?), createTab(url?), sessions, signal}
 
 import * as cdp from './cdp.js';
+import * as steadyview from './steadyview.js';
 import * as history from './history.js';
 import { captureTab, DEFAULT_MAX_EDGE, DEFAULT_BUDGET } from './screenshot.js';
 import { runAgent } from '../content/agent.js';
@@ -207,6 +208,8 @@ export const extraMethods = {
       throw bad(`method ${method} is not a CDP method name like "Page.navigate"`);
     }
     const tab = await useTab(ctx, params);
+    // A client that emulates the viewport itself: our holds through loads must not undo it (sw/steadyview.js).
+    if (method.startsWith('Emulation.')) await steadyview.yieldToClient(tab.id);
     try {
       return await cdp.send(tab.id, method, params.params || {}, { timeoutMs: params.timeoutMs || 30000 });
     } catch (e) {

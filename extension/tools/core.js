@@ -5,6 +5,7 @@
 import { ToolError } from '../sw/tools.js';
 import { tabId as tabIdProp } from './props.js';
 import { trackTab, mainDocument, mainFrameMark } from '../sw/cdp.js';
+import * as steadyview from '../sw/steadyview.js';
 import { HistoryEnd, step as stepHistory } from '../sw/history.js';
 import { ABORTED, errorPage, httpErrorText, httpStatusLine, isHttpError, loadFailedText } from '../sw/pageload.js';
 
@@ -190,6 +191,8 @@ const navigate = {
     // without one gets it here, in its group (sw/sessions.js, resolveTab).
     const tab = await ctx.resolveTab(args.tabId, { create: target !== null });
     await trackTab(tab.id).catch(() => {}); // capture from the moment the tab is in use
+    // The page keeps its size while Chrome moves the debugger's bar around this load (sw/steadyview.js).
+    await steadyview.hold(tab);
     let stepped = null; // back/forward: the history entries moved between
     const go =
       {
@@ -205,7 +208,9 @@ const navigate = {
       moved,
       netError,
       committed,
-    } = await loadAndWait(tab.id, go, { timeoutMs, signal: ctx.signal, what: action || target, from: tab.url });
+    } = await loadAndWait(tab.id, go, { timeoutMs, signal: ctx.signal, what: action || target, from: tab.url }).finally(
+      () => steadyview.releaseSoon(tab.id), // also when no load ended (a refused URL, a timeout)
+    );
     const done = after || tab;
     if (target && !moved && done.url !== target) {
       // Chrome ignores some navigations from extensions (data: URLs in the top frame, for one).

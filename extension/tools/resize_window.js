@@ -2,6 +2,7 @@
 
 import { ToolError } from '../sw/tools.js';
 import { useTab, send } from '../sw/cdp.js';
+import { release as releaseView } from '../sw/steadyview.js';
 import * as props from './props.js';
 
 export default {
@@ -25,6 +26,7 @@ export default {
   },
   async run(args, ctx) {
     const tab = await useTab(ctx, args.tabId);
+    await releaseView(tab.id); // a page held through a load (sw/steadyview.js) must follow the new size
     let win;
     try {
       win = await chrome.windows.update(tab.windowId, { state: 'normal' });
