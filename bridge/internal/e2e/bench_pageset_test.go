@@ -589,6 +589,8 @@ func runPageSet(s *targetSession, d *pageDriver, pages *pageServer, stats []*pag
 		st.textB += t
 		dumpPageTask(s.target.name, pt.name, a)
 		if err != nil {
+			// The failed pass's answers too (the dump above keeps the last pass only).
+			dumpPageTask(s.target.name, fmt.Sprintf("%s-failed-%d", pt.name, st.failed+1), a)
 			st.failed++
 			if st.why == "" {
 				st.why = err.Error()
