@@ -53,7 +53,7 @@ func browserGone(tb testing.TB, user string, nodes ...*testProxy) {
 		tb.Fatal(err)
 	}
 	testutil.WaitFor(tb, "the browser's id claim to be released", func() bool {
-		return len(presenceKeys(tb, kvP, claimPrefix)) == 0
+		return len(bucketKeys(tb, kvP, claimPrefix)) == 0
 	})
 }
 
@@ -75,21 +75,6 @@ func notesUntilStatus(tb testing.TB, b *fakeBrowser) []string {
 			return nil
 		}
 	}
-}
-
-// endedKeys lists the keys of the ended bucket.
-func endedKeys(tb testing.TB, kv jetstream.KeyValue) []string {
-	tb.Helper()
-	l, err := kv.ListKeys(testutil.Context(tb, 10*time.Second))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Stop()
-	var out []string
-	for k := range l.Keys() {
-		out = append(out, k)
-	}
-	return out
 }
 
 // keptInMemory counts the notices every node keeps in its own memory.
@@ -119,23 +104,14 @@ func TestClusterSessionEndReachesBrowserBackOnAnotherNode(t *testing.T) {
 	})
 	endpoint := lb.URL + "/mcp"
 	tok := accessToken(t, passwordPerson(), endpoint)
-	sid := ""
-	for i := 0; i < 9 && !strings.HasPrefix(sid, "nodea"); i++ {
-		sid = rawSession(t, endpoint, tok)
-	}
-	if !strings.HasPrefix(sid, "nodea") {
-		t.Fatalf("no session landed on node a in 9 tries (last %s)", sid)
-	}
-	if body := postCall(t, endpoint, tok, sid, 2, "echo"); !strings.Contains(body, "Chrome: hi") {
-		t.Fatalf("echo answered %s", body)
-	}
+	sid := echoSessionOnNodeA(t, endpoint, tok)
 
 	br.leave()
 	browserGone(t, "alice", a, b, c)
 	deleteSession(t, endpoint, tok, sid)
 	kv := endedBucketOf(t, a)
 	testutil.WaitFor(t, "node a to keep the session's end in the cluster", func() bool {
-		return len(endedKeys(t, kv)) == 1
+		return len(bucketKeys(t, kv, "")) == 1
 	})
 	// The node that kept it stops: the notice is not in its memory.
 	if err := a.srv.Shutdown(testutil.Context(t, 10*time.Second)); err != nil {
@@ -150,7 +126,7 @@ func TestClusterSessionEndReachesBrowserBackOnAnotherNode(t *testing.T) {
 	if err := json.Unmarshal(back.note(relaywire.MethodSessionEnded).Params, &p); err != nil || p.Key != sessionKey(sid) || p.Client != "raw" {
 		t.Fatalf("session_ended params %+v (%v); want key %s, client raw", p, err, sessionKey(sid))
 	}
-	if keys := endedKeys(t, kv); len(keys) != 0 {
+	if keys := bucketKeys(t, kv, ""); len(keys) != 0 {
 		t.Errorf("still kept after the browser was told: %v", keys)
 	}
 	if n := keptInMemory(a, b, c); n != 0 {
@@ -185,7 +161,7 @@ func TestClusterSessionEndKeptByBrowsersNode(t *testing.T) {
 	}
 	kv := endedBucketOf(t, b)
 	testutil.WaitFor(t, "node b to keep the notice in the cluster", func() bool {
-		return len(endedKeys(t, kv)) == 1
+		return len(bucketKeys(t, kv, "")) == 1
 	})
 	back := startBrowser(t, c, "alice", "Chrome")
 	var p relaywire.SessionEndedParams
@@ -330,7 +306,7 @@ func TestClusterEndedSettles(t *testing.T) {
 			if err := json.Unmarshal(br.note(relaywire.MethodSessionEnded).Params, &got); err != nil || got != p {
 				t.Fatalf("session_ended %+v (%v), want %+v", got, err, p)
 			}
-			if keys := endedKeys(t, endedBucketOf(t, a)); len(keys) != 0 {
+			if keys := bucketKeys(t, endedBucketOf(t, a), ""); len(keys) != 0 {
 				t.Errorf("still kept after the browser was told: %v", keys)
 			}
 			br.leave()

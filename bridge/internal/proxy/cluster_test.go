@@ -1291,9 +1291,9 @@ func TestClusterHTTPEndpoint(t *testing.T) {
 
 func neturl(s string) (*url.URL, error) { return url.Parse(s) }
 
-// presenceKeys lists the keys of the presence bucket that begin with
-// prefix.
-func presenceKeys(tb testing.TB, kv jetstream.KeyValue, prefix string) []string {
+// bucketKeys lists the keys of a key-value bucket (presence, the ended
+// sessions' notices) that begin with prefix.
+func bucketKeys(tb testing.TB, kv jetstream.KeyValue, prefix string) []string {
 	tb.Helper()
 	l, err := kv.ListKeys(testutil.Context(tb, 10*time.Second))
 	if err != nil {
@@ -1337,11 +1337,11 @@ func TestClusterShutdownLeavesNoPresence(t *testing.T) {
 	}
 	cb := b.mcp(t, "user0")
 	waitListed(t, cb, want...)
-	testutil.WaitFor(t, fmt.Sprintf("%d presence keys of node a", n), func() bool { return len(presenceKeys(t, presence, "a.")) == n })
+	testutil.WaitFor(t, fmt.Sprintf("%d presence keys of node a", n), func() bool { return len(bucketKeys(t, presence, "a.")) == n })
 	if err := a.srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if left := presenceKeys(t, presence, "a."); len(left) != 0 {
+	if left := bucketKeys(t, presence, "a."); len(left) != 0 {
 		t.Errorf("after node a's Shutdown, %d of its %d extensions are still in the presence bucket, e.g. %s", len(left), n, left[0])
 	}
 	nodesKV, err := js.KeyValue(ctx, "browserbridge_nodes")

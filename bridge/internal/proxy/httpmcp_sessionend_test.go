@@ -71,21 +71,30 @@ func TestClusterSessionEndTellsBrowserOnAnotherNode(t *testing.T) {
 	// until one lives on node a (a session's id begins with its node's
 	// name), while the browser is on b.
 	endpoint := lb.URL + "/mcp"
-	sid := ""
-	for i := 0; i < 8 && !strings.HasPrefix(sid, "nodea"); i++ {
-		sid = rawSession(t, endpoint, tok)
-	}
-	if !strings.HasPrefix(sid, "nodea") {
-		t.Fatalf("no session landed on node a in 8 tries (last %s)", sid)
-	}
-	if body := postCall(t, endpoint, tok, sid, 2, "echo"); !strings.Contains(body, "Chrome: hi") {
-		t.Fatalf("echo answered %s", body)
-	}
+	sid := echoSessionOnNodeA(t, endpoint, tok)
 	deleteSession(t, endpoint, tok, sid)
 	var p relaywire.SessionEndedParams
 	if err := json.Unmarshal(b.note(relaywire.MethodSessionEnded).Params, &p); err != nil || p.Key != sessionKey(sid) || p.Client != "raw" {
 		t.Fatalf("session_ended params %+v (%v); want key %s, client raw", p, err, sessionKey(sid))
 	}
+}
+
+// echoSessionOnNodeA opens sessions through the load balancer at endpoint
+// until one lives on node a (a session's id begins with its node's name),
+// and has it call echo, which the browser "Chrome" answers wherever it is.
+func echoSessionOnNodeA(t *testing.T, endpoint, tok string) string {
+	t.Helper()
+	sid := ""
+	for i := 0; i < 9 && !strings.HasPrefix(sid, "nodea"); i++ {
+		sid = rawSession(t, endpoint, tok)
+	}
+	if !strings.HasPrefix(sid, "nodea") {
+		t.Fatalf("no session landed on node a in 9 tries (last %s)", sid)
+	}
+	if body := postCall(t, endpoint, tok, sid, 2, "echo"); !strings.Contains(body, "Chrome: hi") {
+		t.Fatalf("echo answered %s", body)
+	}
+	return sid
 }
 
 // deleteSession ends the session sid at endpoint (DELETE) as its client does.
