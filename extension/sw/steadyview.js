@@ -153,8 +153,12 @@ function forget(tabId) {
 
 /** webNavigation.onBeforeNavigate: a main-frame load of an agent's tab starts (a link, a script, the person). */
 async function onBeforeNavigate(d) {
-  if (!d || d.frameId !== 0 || d.documentLifecycle === 'prerender') return;
-  if (!isAttached(d.tabId) || holds.has(d.tabId)) return;
+  if (!d || d.frameId !== 0 || d.documentLifecycle === 'prerender' || !isAttached(d.tabId)) return;
+  if (holds.has(d.tabId)) {
+    // A new load while the last one's hold runs out: it goes on until this one ends.
+    await hold({ id: d.tabId });
+    return;
+  }
   const tab = await chrome.tabs.get(d.tabId).catch(() => null);
   if (tab) await hold(tab);
 }

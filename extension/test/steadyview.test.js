@@ -169,6 +169,34 @@ test('a navigation the page starts holds the tab, and its load lets go', async (
   cdp.forgetTab(tab.id);
 });
 
+test('a load that starts while the last one is letting go keeps the hold until it ends', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+  const tab = await fake.tabs.create({ url: 'https://example.test/a', active: true });
+  const get = fake.tabs.get;
+  fake.tabs.get = async (id) => ({ ...(await get(id)), width: 1280, height: 757 });
+  await attachSettled(t, tab.id);
+  const nav = (url) => fake.webNavigation.onBeforeNavigate.dispatch({ tabId: tab.id, frameId: 0, url });
+  const loaded = (url) => fake.webNavigation.onCompleted.dispatch({ tabId: tab.id, frameId: 0, url });
+  nav('https://example.test/b');
+  await settle();
+  loaded('https://example.test/b');
+  tick(t, steadyview.HOLD_AFTER_LOAD_MS / 2);
+  nav('https://example.test/c'); // a link clicked while b's hold runs out
+  await settle();
+  tick(t, steadyview.HOLD_AFTER_LOAD_MS);
+  await settle();
+  assert.equal(steadyview.isHeld(tab.id), true, "c's load has not ended: the page is still held");
+  loaded('https://example.test/c');
+  tick(t, steadyview.HOLD_AFTER_LOAD_MS);
+  await settle();
+  assert.equal(steadyview.isHeld(tab.id), false);
+  assert.deepEqual(
+    emulation().map(([, m]) => m),
+    [OVERRIDE, CLEAR], // one hold from b's start to c's end
+  );
+  cdp.forgetTab(tab.id);
+});
+
 test('a closed tab or a detached debugger leaves no hold behind', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
   await attachSettled(t, 7);
