@@ -70,14 +70,15 @@ export async function hold(tab) {
   if (tabId === undefined) return false;
   const held = holds.get(tabId);
   if (held) {
-    clearTimeout(held.timer);
-    held.timer = setTimeout(() => release(tabId), Math.max(0, held.since + MAX_HOLD_MS - Date.now()));
+    endIn(tabId, held, capLeft(held));
     return true;
   }
   if (!isAttached(tabId) || !barUpFor(BAR_SETTLE_MS) || clientEmulated.has(tabId)) return false;
   if (!(tab.width > 0) || !(tab.height > 0)) return false;
   const rec = { windowId: tab.windowId, since: Date.now(), timer: null };
-  holds.set(tabId, rec); // before the awaits: a second navigation meanwhile joins this hold
+  // Before the awaits: a second navigation meanwhile joins this hold, and a release ends it.
+  holds.set(tabId, rec);
+  endIn(tabId, rec, MAX_HOLD_MS);
   try {
     const zoom = await chrome.tabs.getZoom(tabId);
     if (Math.abs(zoom - 1) > 1e-6) throw new Error('zoomed');
@@ -89,7 +90,10 @@ export async function hold(tab) {
       dontSetVisibleSize: true,
     });
   } catch {
-    if (holds.get(tabId) === rec) holds.delete(tabId);
+    if (holds.get(tabId) === rec) {
+      clearTimeout(rec.timer);
+      holds.delete(tabId);
+    }
     return false;
   }
   if (holds.get(tabId) !== rec) {
@@ -97,18 +101,23 @@ export async function hold(tab) {
     send(tabId, 'Emulation.clearDeviceMetricsOverride', {}).catch(() => {});
     return false;
   }
-  rec.timer = setTimeout(() => release(tabId), MAX_HOLD_MS);
   saveHeld();
   return true;
+}
+
+/** How long a hold may still last (ms): what MAX_HOLD_MS leaves of it. */
+const capLeft = (held) => Math.max(0, held.since + MAX_HOLD_MS - Date.now());
+
+/** Ends a hold ms from now, instead of when it was to end. */
+function endIn(tabId, held, ms) {
+  clearTimeout(held.timer);
+  held.timer = setTimeout(() => release(tabId), ms);
 }
 
 /** Ends tabId's hold HOLD_AFTER_LOAD_MS from now (its load ended), unless MAX_HOLD_MS comes first. */
 export function releaseSoon(tabId) {
   const held = holds.get(tabId);
-  if (!held) return;
-  clearTimeout(held.timer);
-  const left = Math.min(HOLD_AFTER_LOAD_MS, Math.max(0, held.since + MAX_HOLD_MS - Date.now()));
-  held.timer = setTimeout(() => release(tabId), left);
+  if (held) endIn(tabId, held, Math.min(HOLD_AFTER_LOAD_MS, capLeft(held)));
 }
 
 /**

@@ -54,6 +54,15 @@ async function tabOf(id, { windowId = 1 } = {}) {
   return { id, windowId, width: 1280, height: 757, url: 'https://example.test/' };
 }
 
+/** A tab of the fake with the size Chrome gives its tabs (the fake's have none), the debugger attached and settled. */
+async function sizedTab(t) {
+  const tab = await fake.tabs.create({ url: 'https://example.test/a', active: true });
+  const get = fake.tabs.get;
+  fake.tabs.get = async (id) => ({ ...(await get(id)), width: 1280, height: 757 });
+  await attachSettled(t, tab.id);
+  return tab;
+}
+
 /** Attaches the debugger to tabId and lets the bar settle (BAR_SETTLE_MS). */
 async function attachSettled(t, tabId) {
   await cdp.attach(tabId);
@@ -143,10 +152,7 @@ test('a relay client that emulates the viewport keeps it: ours is let go and nev
 
 test('a navigation the page starts holds the tab, and its load lets go', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
-  const tab = await fake.tabs.create({ url: 'https://example.test/a', active: true });
-  const get = fake.tabs.get; // the fake's tabs have no size: Chrome's do
-  fake.tabs.get = async (id) => ({ ...(await get(id)), width: 1280, height: 757 });
-  await attachSettled(t, tab.id);
+  const tab = await sizedTab(t);
   fake.webNavigation.onBeforeNavigate.dispatch({ tabId: tab.id, frameId: 0, url: 'https://example.test/b' });
   await settle();
   assert.equal(steadyview.isHeld(tab.id), true);
@@ -171,10 +177,7 @@ test('a navigation the page starts holds the tab, and its load lets go', async (
 
 test('a load that starts while the last one is letting go keeps the hold until it ends', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
-  const tab = await fake.tabs.create({ url: 'https://example.test/a', active: true });
-  const get = fake.tabs.get;
-  fake.tabs.get = async (id) => ({ ...(await get(id)), width: 1280, height: 757 });
-  await attachSettled(t, tab.id);
+  const tab = await sizedTab(t);
   const nav = (url) => fake.webNavigation.onBeforeNavigate.dispatch({ tabId: tab.id, frameId: 0, url });
   const loaded = (url) => fake.webNavigation.onCompleted.dispatch({ tabId: tab.id, frameId: 0, url });
   nav('https://example.test/b');
